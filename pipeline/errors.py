@@ -1,0 +1,90 @@
+"""Every error judgeloop raises on purpose.
+
+    JudgeloopError                  base; a click.ClickException, so the CLI prints it plainly
+    ├── ConfigError                 params.yaml or an environment variable is wrong
+    ├── InputError                  a data file is unreadable; names the file, the line and the fix
+    ├── BackendError                a model call failed
+    │   ├── TransientBackendError   worth retrying: refused or reset connection, timeout, 503, 500,
+    │   │                           an error line mid-stream
+    │   ├── ModelNotFoundError      404: the model is not on the server (message says how to pull it)
+    │   ├── BadRequestError         400: the server rejected the request as malformed
+    │   └── PromptTruncatedError    the prompt did not fit the context window; the reply is not trusted
+    └── CacheError                  the call cache or the recordings
+        ├── ReplayMissError         replay mode met a call that was never recorded (one call)
+        ├── ReplayIncompleteError   a stage finished with replay misses (lists every missing call)
+        └── CorruptRecordError      a stored record does not hash to its key, or cannot be read
+
+Errors are never cached: only a successful reply becomes a record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import click
+
+if TYPE_CHECKING:
+    from pipeline.llm.types import CallContext
+
+
+class JudgeloopError(click.ClickException):
+    """Base of every error judgeloop raises on purpose."""
+
+
+class ConfigError(JudgeloopError):
+    pass
+
+
+class InputError(JudgeloopError):
+    def __init__(self, path: str, line: int | None, problem: str, fix: str) -> None:
+        where = f"{path}:{line}" if line is not None else path
+        super().__init__(f"{where}: {problem}. Fix: {fix}")
+        self.path, self.line, self.problem, self.fix = path, line, problem, fix
+
+
+class BackendError(JudgeloopError):
+    pass
+
+
+class TransientBackendError(BackendError):
+    pass
+
+
+class ModelNotFoundError(BackendError):
+    pass
+
+
+class BadRequestError(BackendError):
+    pass
+
+
+class PromptTruncatedError(BackendError):
+    pass
+
+
+class CacheError(JudgeloopError):
+    pass
+
+
+class ReplayMissError(CacheError):
+    def __init__(self, key: str, context: CallContext | None) -> None:
+        where = context.describe() if context is not None else "no context"
+        super().__init__(f"replay mode: call {key} ({where}) is not recorded")
+        self.key, self.context = key, context
+
+
+class ReplayIncompleteError(CacheError):
+    def __init__(self, stage: str, misses: Sequence[ReplayMissError]) -> None:
+        lines = [f"  - {m.context.describe() if m.context else '?'}  key {m.key}" for m in misses]
+        super().__init__(
+            f"replay mode: stage '{stage}' needs {len(misses)} call(s) that are not recorded:\n"
+            + "\n".join(lines)
+            + "\nFix: run with JUDGELOOP_CACHE_MODE=auto where the model is available, "
+            "or fetch the collaborator's recordings/ folder."
+        )
+        self.stage, self.misses = stage, list(misses)
+
+
+class CorruptRecordError(CacheError):
+    pass

@@ -1,0 +1,1 @@
+"""LLM access: typed requests and replies, backends, the content-addressed call cache."""

@@ -1,0 +1,69 @@
+"""A stored call: the exact request, the reply, which model answered, and when.
+
+The same record lives in the local diskcache (one JSON value per key) and, with its context, in
+the text recordings under recordings/ (see pipeline.llm.recordings). `key` addresses the request;
+`checksum` covers the whole record, so a reply edited by hand is caught by `verify()` too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+from typing import Any
+
+from pipeline import __version__
+from pipeline.llm.keys import KEY_RECIPE, canonical_json, request_key
+from pipeline.llm.types import CallContext, ChatReply, ChatRequest, Frozen, ModelIdentity
+
+
+def _checksum(body: dict[str, Any]) -> str:
+    return "sha256:" + hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()
+
+
+class CallRecord(Frozen):
+    key: str
+    checksum: str
+    recipe: int = KEY_RECIPE
+    model: ModelIdentity
+    request: ChatRequest
+    reply: ChatReply
+    created_at: str  # when the model answered, RFC 3339 UTC
+    judgeloop_version: str = __version__
+
+    @classmethod
+    def new(cls, model: ModelIdentity, request: ChatRequest, reply: ChatReply) -> CallRecord:
+        body = {
+            "key": request_key(model, request),
+            "recipe": KEY_RECIPE,
+            "model": model,
+            "request": request,
+            "reply": reply,
+            "created_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "judgeloop_version": __version__,
+        }
+        draft = cls.model_validate({**body, "checksum": ""})
+        return draft.model_copy(update={"checksum": draft.expected_checksum()})
+
+    def expected_checksum(self) -> str:
+        return _checksum(self.model_dump(mode="json", exclude={"checksum"}))
+
+    def problem(self) -> str | None:
+        """Why this record cannot be trusted, or None."""
+        if self.recipe != KEY_RECIPE:
+            return f"recorded with key recipe {self.recipe}, this judgeloop uses {KEY_RECIPE}"
+        if request_key(self.model, self.request) != self.key:
+            return "the request does not hash to the key (request edited)"
+        if self.expected_checksum() != self.checksum:
+            return "the checksum does not match (reply or metadata edited)"
+        return None
+
+    def verify(self) -> bool:
+        return self.problem() is None
+
+
+class RecordedCall(Frozen):
+    """One call as the pipeline made it: where (context), and what (the record)."""
+
+    context: CallContext
+    record: CallRecord
+    cache_hit: bool = False

@@ -1,0 +1,235 @@
+"""One stage's access to the model: every call goes through the cache and is recorded.
+
+    session = open_session(params, stage="judge")
+    call = session.chat(request, CallContext(stage="judge", item="901", metric="coherence"))
+    session.close()   # writes recordings/judge/ and the run's hit/miss stats
+
+Cache modes (params `cache.mode`, env JUDGELOOP_CACHE_MODE):
+    auto     read the local cache, then the recordings; on a miss call the model and store the reply
+    replay   never call a model: a miss is collected, and the stage fails listing every missing call
+    refresh  call the model for every request and overwrite what was stored
+    off      call the model for every request and store nothing locally (recordings still written)
+
+The backend is built lazily: a stage whose calls all hit never loads the model or opens a
+connection, and in replay mode the model's identity comes from the recordings, not the server.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline.config import CacheMode, Params
+from pipeline.errors import ConfigError, ReplayIncompleteError, ReplayMissError
+from pipeline.llm import recordings
+from pipeline.llm.keys import request_key
+from pipeline.llm.records import CallRecord, RecordedCall
+from pipeline.llm.store import CallStore
+from pipeline.llm.types import Backend, CallContext, ChatRequest, ModelIdentity
+
+RUNS_DIR = "runs"
+
+
+@dataclass
+class RunStats:
+    hits: int = 0
+    model_calls: int = 0
+    misses: list[ReplayMissError] = field(default_factory=list)
+    keys: dict[str, str] = field(default_factory=dict)  # key -> "hit" | "miss"
+
+
+class RecordingIndex:
+    """Every recorded call under recordings/, by key, read once per session."""
+
+    def __init__(self, root: Path) -> None:
+        self.by_key: dict[str, CallRecord] = {}
+        for loaded in recordings.read_all(root):
+            self.by_key.setdefault(loaded.call.record.key, loaded.call.record)
+
+    def identities(self, backend: str, name: str) -> set[ModelIdentity]:
+        return {r.model for r in self.by_key.values() if r.model.backend == backend and r.model.name == name}
+
+
+class LLMSession:
+    def __init__(
+        self,
+        *,
+        stage: str,
+        mode: CacheMode,
+        store: CallStore | None,
+        index: RecordingIndex,
+        recordings_dir: Path,
+        identity: Callable[[], ModelIdentity],
+        backend: Callable[[], Backend],
+        runs_dir: Path | None = None,
+    ) -> None:
+        self.stage, self.mode, self.store, self.index = stage, mode, store, index
+        self.recordings_dir, self.runs_dir = recordings_dir, runs_dir
+        self._identity_factory, self._backend_factory = identity, backend
+        self._identity: ModelIdentity | None = None
+        self._backend: Backend | None = None
+        self._lock = threading.Lock()
+        self._inflight: dict[str, Future[CallRecord]] = {}
+        self.calls: list[RecordedCall] = []
+        self.stats = RunStats()
+
+    @property
+    def identity(self) -> ModelIdentity:
+        with self._lock:
+            if self._identity is None:
+                self._identity = self._identity_factory()
+            return self._identity
+
+    @property
+    def backend(self) -> Backend:
+        with self._lock:
+            if self._backend is None:
+                self._backend = self._backend_factory()
+            return self._backend
+
+    @property
+    def parallelism(self) -> int:
+        # Replay needs no server; hits are cheap, so let items run side by side.
+        return 8 if self.mode == "replay" else max(1, self.backend.parallelism)
+
+    def key_for(self, request: ChatRequest) -> str:
+        return request_key(self.identity, request)
+
+    def lookup(self, key: str) -> CallRecord | None:
+        """A stored reply, local cache first, then the recordings (which then seed the cache)."""
+        if self.store is not None:
+            record = self.store.get(key)
+            if record is not None:
+                return record
+        record = self.index.by_key.get(key)
+        if record is not None and self.store is not None:
+            self.store.put(record)
+        return record
+
+    def chat(self, request: ChatRequest, context: CallContext) -> RecordedCall:
+        key = self.key_for(request)
+        with self._lock:
+            pending = self._inflight.get(key)
+            owner = pending is None
+            if pending is None:
+                pending = Future()
+                self._inflight[key] = pending
+        if not owner:
+            # The same request is already on its way: wait for that reply instead of sending it twice.
+            return self._log(RecordedCall(context=context, record=pending.result(), cache_hit=True))
+        try:
+            call = self._resolve(key, request, context)
+        except BaseException as exc:
+            pending.set_exception(exc)
+            raise
+        finally:
+            with self._lock:
+                self._inflight.pop(key, None)
+        pending.set_result(call.record)
+        return self._log(call)
+
+    def _resolve(self, key: str, request: ChatRequest, context: CallContext) -> RecordedCall:
+        if self.mode in ("auto", "replay"):
+            record = self.lookup(key)
+            if record is not None:
+                return RecordedCall(context=context, record=record, cache_hit=True)
+            if self.mode == "replay":
+                miss = ReplayMissError(key, context)
+                with self._lock:
+                    self.stats.misses.append(miss)
+                raise miss
+        reply = self.backend.chat(request)
+        record = CallRecord.new(self.identity, request, reply)
+        if self.store is not None and self.mode != "off":
+            self.store.put(record)
+        return RecordedCall(context=context, record=record, cache_hit=False)
+
+    def _log(self, call: RecordedCall) -> RecordedCall:
+        with self._lock:
+            self.calls.append(call)
+            if call.cache_hit:
+                self.stats.hits += 1
+            else:
+                self.stats.model_calls += 1
+            self.stats.keys.setdefault(call.record.key, "hit" if call.cache_hit else "miss")
+        return call
+
+    def raise_for_misses(self) -> None:
+        if self.stats.misses:
+            raise ReplayIncompleteError(self.stage, self.stats.misses)
+
+    def close(self, *, write_recording: bool = True) -> None:
+        if write_recording:
+            recordings.write_stage(self.recordings_dir / self.stage, self.calls)
+        if self.runs_dir is not None:
+            self.runs_dir.mkdir(parents=True, exist_ok=True)
+            summary = {
+                "stage": self.stage,
+                "mode": self.mode,
+                "hits": self.stats.hits,
+                "model_calls": self.stats.model_calls,
+                "replay_misses": len(self.stats.misses),
+                "keys": dict(sorted(self.stats.keys.items())),
+            }
+            (self.runs_dir / f"{self.stage}.json").write_text(json.dumps(summary, indent=1) + "\n")
+        if self._backend is not None:
+            self._backend.close()
+        if self.store is not None:
+            self.store.close()
+
+
+def resolve_identity(params: Params, index: RecordingIndex, backend: Callable[[], Backend]) -> ModelIdentity:
+    llm = params.llm
+    if params.cache.mode != "replay":
+        return backend().identity()
+    if llm.digest:
+        return ModelIdentity(backend=llm.backend, name=llm.model, digest=llm.digest)
+    recorded = index.identities(llm.backend, llm.model)
+    if len(recorded) == 1:
+        return next(iter(recorded))
+    if not recorded:
+        raise ConfigError(
+            f"replay mode: no recorded call was made by {llm.backend} model '{llm.model}', so its identity "
+            f"is unknown. Fix: check llm.backend/llm.model in params.yaml, or fetch the recordings/ folder."
+        )
+    digests = ", ".join(sorted(i.digest for i in recorded))
+    raise ConfigError(
+        f"replay mode: recordings hold several versions of '{llm.model}' ({digests}). "
+        "Fix: pin the one to replay with llm.digest in params.yaml (or JUDGELOOP_DIGEST)."
+    )
+
+
+def open_session(
+    params: Params,
+    stage: str,
+    *,
+    root: Path = Path("."),
+    backend_factory: Callable[[], Backend] | None = None,
+) -> LLMSession:
+    from pipeline.llm.factory import make_backend  # a backend may pull in heavy imports
+
+    cache_dir = root / params.cache.dir
+    recordings_dir = root / params.cache.recordings
+    built: list[Backend] = []
+
+    def backend() -> Backend:
+        if not built:
+            built.append(backend_factory() if backend_factory else make_backend(params.llm, cache_dir))
+        return built[0]
+
+    index = RecordingIndex(recordings_dir)
+    store = CallStore(cache_dir) if params.cache.mode != "off" else None
+    return LLMSession(
+        stage=stage,
+        mode=params.cache.mode,
+        store=store,
+        index=index,
+        recordings_dir=recordings_dir,
+        identity=lambda: resolve_identity(params, index, backend),
+        backend=backend,
+        runs_dir=cache_dir.parent / RUNS_DIR,
+    )

@@ -1,0 +1,70 @@
+"""The local call store: one diskcache, key -> CallRecord as JSON.
+
+diskcache's default size limit (1 GB) evicts entries silently; a cache that forgets recorded calls
+would turn a replay into a live run, so eviction is off. SQLite in WAL mode with a busy timeout
+lets several processes (parallel `dvc exp run`s) read and write one store safely.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import diskcache
+
+from pipeline.errors import CorruptRecordError
+from pipeline.llm.records import CallRecord
+
+
+class CallStore:
+    def __init__(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.directory = directory
+        self._cache = diskcache.Cache(
+            str(directory),
+            eviction_policy="none",
+            size_limit=2**62,
+            timeout=60,
+            sqlite_journal_mode="wal",
+        )
+
+    def get(self, key: str) -> CallRecord | None:
+        raw = self._cache.get(key)
+        if raw is None:
+            return None
+        try:
+            return CallRecord.model_validate_json(raw)
+        except ValueError as exc:
+            raise CorruptRecordError(
+                f"{self.directory}: the record for {key} cannot be read ({exc}). "
+                f"Fix: run `judgeloop cache verify --delete-corrupt`."
+            ) from exc
+
+    def get_raw(self, key: str) -> bytes | None:
+        raw = self._cache.get(key)
+        return None if raw is None else bytes(raw)
+
+    def put(self, record: CallRecord) -> None:
+        self._cache.set(record.key, record.model_dump_json().encode("utf-8"))
+
+    def put_raw(self, key: str, raw: bytes) -> None:
+        self._cache.set(key, raw)
+
+    def delete(self, key: str) -> bool:
+        return bool(self._cache.delete(key))
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._cache
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    def keys(self) -> Iterator[str]:
+        for key in self._cache.iterkeys():
+            yield str(key)
+
+    def volume(self) -> int:
+        return int(self._cache.volume())
+
+    def close(self) -> None:
+        self._cache.close()

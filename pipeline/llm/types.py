@@ -1,0 +1,113 @@
+"""The small typed interface every backend speaks: a ChatRequest in, a ChatReply out.
+
+A backend is bound to one model; its `identity()` pins exactly which weights answer (a digest,
+never a tag), and that identity is part of every cache key.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Role = Literal["system", "user", "assistant"]
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Message(Frozen):
+    role: Role
+    content: str
+
+
+class Options(Frozen):
+    """Every sampling and runner option that can change a reply, spelled out.
+
+    Defaults are explicit so that an option left out and the same option given with its default
+    value produce the same request (and the same cache key).
+    """
+
+    temperature: float = 0.0
+    seed: int = 42
+    num_ctx: int = 4096
+    num_predict: int = 512
+    top_k: int = 20
+    top_p: float = 0.9
+    repeat_penalty: float = 1.0
+    stop: tuple[str, ...] = ()
+
+
+class ChatRequest(Frozen):
+    messages: tuple[Message, ...]
+    options: Options = Field(default_factory=Options)
+    # None: free text; "json": any JSON object; a dict: a JSON Schema the reply must follow.
+    format: Literal["json"] | dict[str, Any] | None = None
+
+
+class ModelIdentity(Frozen):
+    """Which model answers. `digest` pins the exact weights; `name` is only a label."""
+
+    backend: str  # "ollama", "openai", "embedded", "fake"
+    name: str
+    digest: str
+
+
+class ChatReply(Frozen):
+    text: str
+    done_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    # Everything else the backend said about the call (durations in ns, server version, ...).
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+
+class CallContext(Frozen):
+    """Where in the experiment a call was made; recorded with it so it can be audited."""
+
+    stage: str
+    item: str = ""
+    iteration: int | None = None
+    metric: str | None = None
+    role: str = ""  # "assess", "judge", "refine", ...
+    attempt: int = 0  # re-asks after an unreadable reply
+
+    def describe(self) -> str:
+        parts = [f"stage={self.stage}"]
+        if self.item:
+            parts.append(f"item={self.item}")
+        if self.iteration is not None:
+            parts.append(f"iteration={self.iteration}")
+        if self.metric:
+            parts.append(f"metric={self.metric}")
+        if self.role:
+            parts.append(f"role={self.role}")
+        if self.attempt:
+            parts.append(f"attempt={self.attempt}")
+        return " ".join(parts)
+
+    def sort_key(self) -> tuple[str, str, int, str, str, int]:
+        return (
+            self.stage,
+            self.item,
+            -1 if self.iteration is None else self.iteration,
+            self.role,
+            self.metric or "",
+            self.attempt,
+        )
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A model behind one interface. Implementations: Ollama, OpenAI-compatible, embedded, fake."""
+
+    kind: str
+    # How many requests the server answers at once; callers bound their in-flight calls to it.
+    parallelism: int
+
+    def identity(self) -> ModelIdentity: ...
+
+    def chat(self, request: ChatRequest) -> ChatReply: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,1 @@
+"""One short module per DVC stage; each `main()` reads its own params.yaml section."""

@@ -1,0 +1,27 @@
+"""aggregate: metrics.json, plots and the Markdown report from the refinement records (params: aggregate)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from pipeline.aggregation import compute_metrics, markdown_report, write_plots
+from pipeline.config import load_params
+from pipeline.results import Refinement, read_jsonl
+
+
+@click.command()
+def main() -> None:
+    params = load_params()
+    settings = params.aggregate
+    refinements = read_jsonl(Path(params.refine.out), Refinement)
+    summary = compute_metrics(refinements, params.judge.metrics)
+    Path(settings.metrics_out).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    write_plots(Path(settings.plots_dir), refinements, summary)
+    Path(settings.report).write_text(markdown_report(summary, f"{params.llm.backend}:{params.llm.model}"))
+
+
+if __name__ == "__main__":
+    main()

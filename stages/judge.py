@@ -1,0 +1,27 @@
+"""judge: score every assessment on each metric, 1-5, with the paper's prompts (params: judge, llm)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from pipeline.config import load_params
+from pipeline.experiment import run_judge
+from pipeline.results import Assessment, read_jsonl, write_jsonl
+from pipeline.stage import recorded_session
+from pipeline.transcripts import load_transcripts
+
+
+@click.command()
+def main() -> None:
+    params = load_params()
+    transcripts = {t.item_id: t for t in load_transcripts(params.data)}
+    assessments = read_jsonl(Path(params.assess.out), Assessment)
+    with recorded_session(params, "judge") as session:
+        judgements = run_judge(params, session, transcripts, assessments)
+    write_jsonl(Path(params.judge.out), judgements)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,28 @@
+"""refine: the feedback loop over every judged assessment (params: refine, assess, judge, llm)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from pipeline.config import load_params
+from pipeline.experiment import run_refine
+from pipeline.results import Assessment, Judgement, read_jsonl, write_jsonl
+from pipeline.stage import recorded_session
+from pipeline.transcripts import load_transcripts
+
+
+@click.command()
+def main() -> None:
+    params = load_params()
+    transcripts = {t.item_id: t for t in load_transcripts(params.data)}
+    assessments = {a.item: a for a in read_jsonl(Path(params.assess.out), Assessment)}
+    judgements = read_jsonl(Path(params.judge.out), Judgement)
+    with recorded_session(params, "refine") as session:
+        refinements = run_refine(params, session, transcripts, assessments, judgements)
+    write_jsonl(Path(params.refine.out), refinements)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""The cache key is canonical (spelling does not matter) and sensitive (anything that can change the
+reply changes it)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pipeline.llm.keys import canonical_json, key_material, request_key
+from pipeline.llm.types import ChatRequest, Message, ModelIdentity, Options
+
+MODEL = ModelIdentity(backend="ollama", name="gemma3:27b", digest="sha256:aaaa")
+
+texts = st.text(max_size=200)
+messages = st.lists(
+    st.builds(Message, role=st.sampled_from(["system", "user", "assistant"]), content=texts),
+    min_size=1,
+    max_size=4,
+)
+options = st.builds(
+    Options,
+    temperature=st.sampled_from([0.0, 0.2, 0.7, 1.0]),
+    seed=st.integers(-1, 2**31),
+    num_ctx=st.sampled_from([2048, 4096, 8192]),
+    num_predict=st.integers(-1, 4096),
+    top_k=st.integers(1, 100),
+    top_p=st.sampled_from([0.5, 0.9, 1.0]),
+    repeat_penalty=st.sampled_from([1.0, 1.1]),
+    stop=st.lists(st.text(min_size=1, max_size=5), max_size=2).map(tuple),
+)
+requests = st.builds(
+    ChatRequest,
+    messages=messages.map(tuple),
+    options=options,
+    format=st.one_of(st.none(), st.just("json"), st.just({"type": "object"})),
+)
+
+
+def _shuffled(value: Any, rnd: Any) -> Any:
+    if isinstance(value, dict):
+        items = list(value.items())
+        rnd.shuffle(items)
+        return {k: _shuffled(v, rnd) for k, v in items}
+    if isinstance(value, list):
+        return [_shuffled(v, rnd) for v in value]
+    return value
+
+
+@given(requests, st.randoms())
+def test_key_ignores_dict_order_and_spelling(request: ChatRequest, rnd: Any) -> None:
+    dumped = request.model_dump(mode="json")
+    reparsed = ChatRequest.model_validate(json.loads(json.dumps(_shuffled(dumped, rnd))))
+    assert request_key(MODEL, reparsed) == request_key(MODEL, request)
+
+
+def test_default_options_spelled_or_omitted_give_one_key() -> None:
+    msgs = (Message(role="user", content="hi"),)
+    implicit = ChatRequest(messages=msgs)
+    explicit = ChatRequest.model_validate(
+        {"messages": [{"content": "hi", "role": "user"}], "options": {"temperature": 0, "top_k": 20}}
+    )
+    assert request_key(MODEL, implicit) == request_key(MODEL, explicit)
+
+
+@given(requests, options)
+def test_any_option_change_changes_the_key(request: ChatRequest, other: Options) -> None:
+    changed = request.model_copy(update={"options": other})
+    assert (request_key(MODEL, changed) == request_key(MODEL, request)) == (other == request.options)
+
+
+@given(requests, st.integers(0, 3), texts)
+def test_any_message_change_changes_the_key(request: ChatRequest, index: int, content: str) -> None:
+    msgs = list(request.messages)
+    index %= len(msgs)
+    msgs[index] = msgs[index].model_copy(update={"content": content})
+    changed = request.model_copy(update={"messages": tuple(msgs)})
+    same = content == request.messages[index].content
+    assert (request_key(MODEL, changed) == request_key(MODEL, request)) == same
+
+
+@given(requests)
+def test_role_format_digest_and_backend_are_keyed(request: ChatRequest) -> None:
+    base = request_key(MODEL, request)
+    first = request.messages[0]
+    other_role = "assistant" if first.role != "assistant" else "user"
+    swapped = request.model_copy(
+        update={"messages": (first.model_copy(update={"role": other_role}), *request.messages[1:])}
+    )
+    assert request_key(MODEL, swapped) != base
+    other_format = request.model_copy(update={"format": {"type": "array"}})
+    assert request_key(MODEL, other_format) != base
+    assert request_key(MODEL.model_copy(update={"digest": "sha256:bbbb"}), request) != base
+    assert request_key(MODEL.model_copy(update={"backend": "openai"}), request) != base
+
+
+def test_tag_and_server_are_not_keyed() -> None:
+    request = ChatRequest(messages=(Message(role="user", content="x"),))
+    retagged = MODEL.model_copy(update={"name": "my-alias:latest"})
+    assert request_key(retagged, request) == request_key(MODEL, request)
+    assert "127.0.0.1" not in canonical_json(key_material(MODEL, request))
+
+
+def test_key_is_stable_across_machines() -> None:
+    # A pinned value: if this changes, every recorded experiment stops replaying. Bump KEY_RECIPE.
+    request = ChatRequest(messages=(Message(role="user", content="Score: 4"),))
+    assert request_key(MODEL, request) == (
+        "jl1:"
+        + __import__("hashlib").sha256(canonical_json(key_material(MODEL, request)).encode()).hexdigest()
+    )
+    assert canonical_json(key_material(MODEL, request)) == (
+        '{"backend":"ollama","format":null,"messages":[{"content":"Score: 4","role":"user"}],'
+        '"model":"sha256:aaaa","options":{"num_ctx":4096,"num_predict":512,"repeat_penalty":1.0,'
+        '"seed":42,"stop":[],"temperature":0.0,"top_k":20,"top_p":0.9},"recipe":1}'
+    )

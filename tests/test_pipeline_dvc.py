@@ -1,0 +1,116 @@
+"""Real DVC runs in a temporary git repository, with the fake backend standing in for a model."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+GIT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.com",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.com",
+}
+OUTPUTS = (
+    "outputs/assessments.jsonl",
+    "outputs/judgements.jsonl",
+    "outputs/refinement.jsonl",
+    "recordings/assess/calls.jsonl",
+    "recordings/assess/blobs.jsonl",
+    "recordings/judge/calls.jsonl",
+    "recordings/refine/calls.jsonl",
+    "recordings/refine/blobs.jsonl",
+    "metrics.json",
+    "report.md",
+    "plots/figure2.csv",
+    "dvc.lock",
+)
+
+
+def _run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, **env}
+    full_env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{full_env['PATH']}"
+    result = subprocess.run(args, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, f"{args} failed:\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+def _dvc(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return _run([sys.executable, "-m", "dvc", *args], cwd, **env)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    for name in ("pipeline", "stages", "data"):
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("dvc.yaml", "params.yaml", ".dvcignore"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    params = yaml.safe_load((tmp_path / "params.yaml").read_text())
+    params["llm"]["backend"] = "fake"
+    params["llm"]["model"] = "fake-model"
+    params["data"]["limit"] = 3
+    params["refine"]["max_iterations"] = 2
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    _run(["git", "init", "-q"], tmp_path)
+    _dvc(tmp_path, "init", "-q")
+    return tmp_path
+
+
+def _snapshot(root: Path) -> dict[str, bytes]:
+    return {name: (root / name).read_bytes() for name in OUTPUTS}
+
+
+def test_repro_then_replay_is_byte_identical_and_params_rerun_only_what_they_touch(project: Path) -> None:
+    first = _dvc(project, "repro")
+    assert "Running stage 'assess'" in first.stdout
+    recorded = _snapshot(project)
+
+    again = _dvc(project, "repro")
+    assert "Running stage" not in again.stdout  # everything up to date: no stage runs, no call is made
+
+    # A collaborator's fresh clone: no local cache, only the recordings. Replay re-executes every stage.
+    shutil.rmtree(project / ".judgeloop")
+    replay = _dvc(project, "repro", "--force", JUDGELOOP_CACHE_MODE="replay")
+    assert "0 to the model" in replay.stderr and "to the model (cache mode replay)" in replay.stderr
+    assert _snapshot(project) == recorded
+
+    # An experiment runs in a temporary copy of the commit: no local cache there, only the recordings.
+    _run(["git", "add", "-A"], project)
+    _run(["git", "commit", "-qm", "recorded experiment"], project, **GIT_IDENTITY)
+    experiment = _dvc(project, "exp", "run", "-S", "refine.threshold=2", "--temp")
+    assert "0 to the model" in experiment.stdout + experiment.stderr
+    # Changing a refine parameter re-runs refine and aggregate only.
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["refine"]["max_iterations"] = 1
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    changed = _dvc(project, "repro")
+    ran = {line.split("'")[1] for line in changed.stdout.splitlines() if line.startswith("Running stage")}
+    assert ran == {"refine", "aggregate"}
+    assert "refine: " in changed.stderr and "0 to the model" in changed.stderr  # a subset of recorded calls
+
+
+def test_replay_of_an_unrecorded_change_names_every_missing_call(project: Path) -> None:
+    _dvc(project, "repro")
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["judge"]["num_predict"] = 99
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    env = {**os.environ, "JUDGELOOP_CACHE_MODE": "replay"}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    result = subprocess.run(
+        [sys.executable, "-m", "dvc", "repro"], cwd=project, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    assert "stage 'judge' needs 12 call(s) that are not recorded" in output
+    for item in ("item=901", "item=902", "item=903"):
+        assert item in output

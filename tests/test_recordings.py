@@ -1,0 +1,134 @@
+"""The text recordings: deterministic bytes, content stored once, seeding a fresh cache, tamper-evident."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from pipeline.errors import CorruptRecordError
+from pipeline.llm import recordings
+from pipeline.llm.fake import FakeBackend
+from pipeline.llm.records import CallRecord, RecordedCall
+from pipeline.llm.types import CallContext, ChatReply
+from tests.helpers import make_session, request
+
+TRANSCRIPT = "\n".join(
+    f"{'Ellie' if i % 2 else 'Participant'}: line {i} about sleep, mood and work {i * 7919 % 1000}"
+    for i in range(420)
+)
+
+
+def _calls(n: int) -> list[RecordedCall]:
+    fake = FakeBackend()
+    calls = []
+    for i in range(n):
+        req = request(f"Judge metric {i}.\nHere is the transcript:\n{TRANSCRIPT}\n\nAssessment {i}")
+        record = CallRecord.new(fake.identity(), req, fake.chat(req))
+        ctx = CallContext(stage="judge", item=f"{900 + i % 3}", iteration=i // 3, metric="coherence")
+        calls.append(RecordedCall(context=ctx, record=record))
+    return calls
+
+
+def test_round_trip_restores_every_call_exactly(tmp_path: Path) -> None:
+    calls = _calls(6)
+    recordings.write_stage(tmp_path / "judge", calls)
+    loaded = [c.call for c in recordings.read_stage(tmp_path / "judge")]
+    assert sorted(loaded, key=lambda c: c.record.key) == sorted(calls, key=lambda c: c.record.key)
+
+
+def test_same_calls_in_any_order_give_the_same_bytes(tmp_path: Path) -> None:
+    calls = _calls(9)
+    recordings.write_stage(tmp_path / "a", calls)
+    shuffled = calls[:]
+    random.Random(4).shuffle(shuffled)
+    recordings.write_stage(tmp_path / "b", shuffled + shuffled[:2])  # duplicates collapse
+    for name in (recordings.CALLS_FILE, recordings.BLOBS_FILE):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
+def test_a_transcript_repeated_in_every_prompt_is_stored_once(tmp_path: Path) -> None:
+    calls = _calls(20)
+    recordings.write_stage(tmp_path / "judge", calls)
+    stored = sum(p.stat().st_size for p in (tmp_path / "judge").iterdir())
+    raw = sum(len(c.record.request.model_dump_json()) + len(c.record.reply.text) for c in calls)
+    assert len(TRANSCRIPT) > 20_000
+    # 20 prompts each carrying the transcript: stored once plus small per-call overhead.
+    assert stored < len(TRANSCRIPT) * 1.5 + 20 * 3_000
+    assert stored < raw / 4
+
+
+def test_blocks_survive_a_different_prefix() -> None:
+    a = recordings.split_blocks("short prefix\n" + TRANSCRIPT)
+    b = recordings.split_blocks("a much longer and entirely different prefix line\n" * 9 + TRANSCRIPT)
+    shared = set(a) & set(b)
+    assert sum(map(len, shared)) > 0.9 * len(TRANSCRIPT)
+
+
+def test_hand_edited_reply_is_detected(tmp_path: Path) -> None:
+    recordings.write_stage(tmp_path / "judge", _calls(2))
+    path = tmp_path / "judge" / recordings.CALLS_FILE
+    lines = path.read_text().splitlines()
+    row = json.loads(lines[0])
+    row["reply"]["text"] = "Score: 5"
+    lines[0] = json.dumps(row)
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(CorruptRecordError, match=r"calls.jsonl:1: .*checksum"):
+        list(recordings.read_stage(tmp_path / "judge"))
+
+
+def test_hand_edited_prompt_is_detected(tmp_path: Path) -> None:
+    recordings.write_stage(tmp_path / "judge", _calls(1))
+    path = tmp_path / "judge" / recordings.CALLS_FILE
+    row = json.loads(path.read_text())
+    row["request"]["options"]["temperature"] = 0.5
+    path.write_text(json.dumps(row) + "\n")
+    with pytest.raises(CorruptRecordError, match="request does not hash"):
+        list(recordings.read_stage(tmp_path / "judge"))
+
+
+def test_edited_blob_is_detected(tmp_path: Path) -> None:
+    recordings.write_stage(tmp_path / "judge", _calls(1))
+    path = tmp_path / "judge" / recordings.BLOBS_FILE
+    row = json.loads(path.read_text().splitlines()[0])
+    row["text"] = row["text"].replace("sleep", "sleeep")
+    rest = path.read_text().splitlines()[1:]
+    path.write_text("\n".join([json.dumps(row), *rest]) + "\n")
+    with pytest.raises(CorruptRecordError, match="does not hash to its id"):
+        list(recordings.read_stage(tmp_path / "judge"))
+
+
+def test_recordings_seed_an_empty_cache_for_replay(tmp_path: Path) -> None:
+    first = tmp_path / "first"
+    session, _ = make_session(first)
+    ctx = CallContext(stage="judge", item="901")
+    original = session.chat(request("Score this"), ctx).record
+    session.close()
+    clone = tmp_path / "clone"  # a fresh clone: recordings travel, the local cache does not
+    (clone / "recordings").mkdir(parents=True)
+    for stage in (first / "recordings").iterdir():
+        target = clone / "recordings" / stage.name
+        target.mkdir()
+        for f in stage.iterdir():
+            (target / f.name).write_bytes(f.read_bytes())
+    replay, fake = make_session(clone, "replay")
+    call = replay.chat(request("Score this"), ctx)
+    assert call.record == original and fake.calls == []
+    replay.close()
+    assert (clone / "recordings" / "judge" / recordings.CALLS_FILE).read_bytes() == (
+        first / "recordings" / "judge" / recordings.CALLS_FILE
+    ).read_bytes()
+
+
+def test_metadata_survives(tmp_path: Path) -> None:
+    fake = FakeBackend(
+        lambda r: ChatReply(text="Score: 3", done_reason="length", prompt_tokens=7, meta={"eval_duration": 5})
+    )
+    session, _ = make_session(tmp_path, backend=fake)
+    session.chat(request("x"), CallContext(stage="judge"))
+    session.close()
+    (loaded,) = recordings.read_all(tmp_path / "recordings")
+    assert loaded.call.record.reply.meta == {"eval_duration": 5}
+    assert loaded.call.record.reply.done_reason == "length"

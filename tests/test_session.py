@@ -1,0 +1,127 @@
+"""The cache wrapped around a backend: modes, replay misses, in-flight deduplication, errors."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from pipeline.errors import ReplayIncompleteError, ReplayMissError, TransientBackendError
+from pipeline.llm.fake import FakeBackend
+from pipeline.llm.types import CallContext, ChatRequest
+from tests.helpers import make_session, request
+
+CTX = CallContext(stage="judge", item="901", iteration=0, metric="coherence")
+
+
+def test_auto_mode_calls_once_then_hits(tmp_path: Path) -> None:
+    session, fake = make_session(tmp_path)
+    first = session.chat(request("hello"), CTX)
+    second = session.chat(request("hello"), CTX)
+    assert len(fake.calls) == 1
+    assert (first.cache_hit, second.cache_hit) == (False, True)
+    assert first.record == second.record
+    assert (session.stats.hits, session.stats.model_calls) == (1, 1)
+
+
+def test_a_new_session_hits_what_an_earlier_one_stored(tmp_path: Path) -> None:
+    session, _ = make_session(tmp_path)
+    stored = session.chat(request("hello"), CTX).record
+    session.close()
+    again, fake = make_session(tmp_path)
+    assert again.chat(request("hello"), CTX).record == stored
+    assert fake.calls == []
+
+
+def test_refresh_calls_every_time_and_overwrites(tmp_path: Path) -> None:
+    session, _ = make_session(tmp_path)
+    session.chat(request("hello"), CTX)
+    session.close()
+    replies = iter(["one", "two"])
+    refresh, fake = make_session(tmp_path, "refresh", responder=lambda r: next(replies))
+    assert refresh.chat(request("hello"), CTX).record.reply.text == "one"
+    refresh.close()
+    auto, _ = make_session(tmp_path)
+    assert auto.chat(request("hello"), CTX).record.reply.text == "one"
+    assert len(fake.calls) == 1
+
+
+def test_off_mode_stores_nothing_locally_but_still_records(tmp_path: Path) -> None:
+    session, fake = make_session(tmp_path, "off")
+    session.chat(request("hello"), CTX)
+    session.chat(request("hello"), CTX)
+    assert len(fake.calls) == 2
+    session.close(write_recording=False)
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())
+    auto, fake2 = make_session(tmp_path)
+    auto.chat(request("hello"), CTX)
+    assert len(fake2.calls) == 1
+
+
+def test_replay_never_calls_and_lists_every_miss(tmp_path: Path) -> None:
+    session, _ = make_session(tmp_path)
+    session.chat(request("recorded"), CTX)
+    session.close()
+    replay, fake = make_session(tmp_path, "replay")
+    assert replay.chat(request("recorded"), CTX).cache_hit
+    other = CallContext(stage="judge", item="902", iteration=3, metric="accuracy")
+    for ctx, text in ((CTX, "missing one"), (other, "missing two")):
+        with pytest.raises(ReplayMissError):
+            replay.chat(request(text), ctx)
+    assert fake.calls == []
+    with pytest.raises(ReplayIncompleteError) as info:
+        replay.raise_for_misses()
+    message = info.value.message
+    assert "2 call(s)" in message
+    assert "item=901" in message and "metric=coherence" in message
+    assert "item=902" in message and "iteration=3" in message and "metric=accuracy" in message
+
+
+def test_errors_are_never_cached(tmp_path: Path) -> None:
+    attempts = []
+
+    def flaky(req: ChatRequest) -> str:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise TransientBackendError("server busy")
+        return "fine"
+
+    session, _ = make_session(tmp_path, responder=flaky)
+    with pytest.raises(TransientBackendError):
+        session.chat(request("x"), CTX)
+    assert session.chat(request("x"), CTX).record.reply.text == "fine"
+    assert len(attempts) == 2
+
+
+def test_identical_requests_in_flight_are_sent_once(tmp_path: Path) -> None:
+    gate = threading.Event()
+
+    def slow(req: ChatRequest) -> str:
+        gate.wait(5)
+        return "slow reply"
+
+    session, fake = make_session(tmp_path, responder=slow)
+    results = []
+    threads = [
+        threading.Thread(target=lambda: results.append(session.chat(request("same"), CTX))) for _ in range(8)
+    ]
+    for t in threads:
+        t.start()
+    time.sleep(0.2)
+    gate.set()
+    for t in threads:
+        t.join(5)
+    assert len(results) == 8
+    assert len(fake.calls) == 1
+    assert {r.record.key for r in results} == {results[0].record.key}
+
+
+def test_identity_digest_is_part_of_the_key(tmp_path: Path) -> None:
+    session, _ = make_session(tmp_path, backend=FakeBackend(digest="sha256:one"))
+    session.chat(request("hello"), CTX)
+    session.close()
+    other, fake = make_session(tmp_path, backend=FakeBackend(digest="sha256:two"))
+    assert not other.chat(request("hello"), CTX).cache_hit
+    assert len(fake.calls) == 1
