@@ -100,6 +100,7 @@ class AggregateSettings(Section):
     metrics_out: str = "metrics.json"
     plots_dir: str = "plots"
     report: str = "report.md"
+    html_report: str = "report.html"
 
 
 class Params(Section):

@@ -10,10 +10,15 @@ from pipeline.llm.session import LLMSession
 from pipeline.llm.types import CallContext, ChatRequest, Message, Options
 from pipeline.prompts import SCORE_REMINDER
 from pipeline.results import MetricJudgement
-from pipeline.scores import Scale, extract_score
+from pipeline.scores import Scale, ScoreReading, extract_score
 from pipeline.transcripts import Transcript
 
 SCALE = Scale(1, 5)
+
+
+def read_score(text: str, metric: str) -> ScoreReading:
+    """The judge's score for one metric; "Completeness: 2" counts, as a verdict labelled by the metric."""
+    return extract_score(text, SCALE, labels=(metric,))
 
 
 def judge_prompt(metric: str, transcript_text: str, assessment_text: str) -> str:
@@ -44,7 +49,7 @@ def judge_metric(
         )
         keys.append(call.record.key)
         text = call.record.reply.text
-        reading = extract_score(text, SCALE)
+        reading = read_score(text, metric)
         if reading.score is not None:
             break
         messages = (
@@ -72,7 +77,9 @@ def judge_all(
     misses: list[ReplayMissError] = []
     for metric in metrics:
         try:
-            results[metric] = judge_metric(session, transcript, assessment_text, metric, settings, options, context)
+            results[metric] = judge_metric(
+                session, transcript, assessment_text, metric, settings, options, context
+            )
         except ReplayMissError as miss:
             # The metrics do not depend on each other: go on, so replay names every missing call.
             misses.append(miss)

@@ -1,4 +1,4 @@
-"""aggregate: metrics.json, plots and the Markdown report from the refinement records (params: aggregate)."""
+"""aggregate: metrics.json, plots and the reports from the refinement records (params: aggregate)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import click
 
 from pipeline.aggregation import compute_metrics, markdown_report, write_plots
 from pipeline.config import load_params
+from pipeline.report_html import load_records, render_html
 from pipeline.results import Refinement, read_jsonl
 
 
@@ -20,7 +21,11 @@ def main() -> None:
     summary = compute_metrics(refinements, params.judge.metrics)
     Path(settings.metrics_out).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     write_plots(Path(settings.plots_dir), refinements, summary)
-    Path(settings.report).write_text(markdown_report(summary, f"{params.llm.backend}:{params.llm.model}"))
+    model = f"{params.llm.backend}:{params.llm.model}"
+    Path(settings.report).write_text(markdown_report(summary, model), encoding="utf-8")
+    records = load_records(Path(params.cache.recordings))
+    html = render_html(refinements, summary, records, f"judgeloop: {model}")
+    Path(settings.html_report).write_text(html, encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from contextlib import closing
 from pathlib import Path
 
-from pipeline.config import CacheMode
+from pipeline.config import CacheMode, Params
+from pipeline.experiment import run_assess, run_judge, run_refine
 from pipeline.llm.fake import FakeBackend, Responder, echo_responder
-from pipeline.llm.session import LLMSession, RecordingIndex
+from pipeline.llm.session import LLMSession, RecordingIndex, open_session
 from pipeline.llm.store import CallStore
 from pipeline.llm.types import ChatRequest, Message, Options
+from pipeline.results import write_jsonl
+from pipeline.transcripts import load_transcripts
 
 
 def make_session(
@@ -38,3 +42,22 @@ def request(text: str, **options: object) -> ChatRequest:
     return ChatRequest(
         messages=(Message(role="user", content=text),), options=Options.model_validate(options)
     )
+
+
+def run_experiment(params: Params, root: Path) -> dict[str, bytes]:
+    """assess → judge → refine in-process, as the stages do, returning the outputs' bytes."""
+    outputs: dict[str, bytes] = {}
+    transcripts = load_transcripts(params.data, root)
+    by_id = {t.item_id: t for t in transcripts}
+    with closing(open_session(params, "assess", root=root)) as session:
+        assessments = run_assess(params, session, transcripts)
+    with closing(open_session(params, "judge", root=root)) as session:
+        judgements = run_judge(params, session, by_id, assessments)
+    with closing(open_session(params, "refine", root=root)) as session:
+        refinements = run_refine(params, session, by_id, {a.item: a for a in assessments}, judgements)
+    for name, results in (("assess", assessments), ("judge", judgements), ("refine", refinements)):
+        write_jsonl(root / "outputs" / f"{name}.jsonl", results)
+        outputs[f"outputs/{name}.jsonl"] = (root / "outputs" / f"{name}.jsonl").read_bytes()
+    for path in sorted((root / params.cache.recordings).rglob("*.jsonl")):
+        outputs[str(path.relative_to(root))] = path.read_bytes()
+    return outputs

@@ -111,7 +111,11 @@ def test_key_is_stable_across_machines() -> None:
         + __import__("hashlib").sha256(canonical_json(key_material(MODEL, request)).encode()).hexdigest()
     )
     assert canonical_json(key_material(MODEL, request)) == (
-        '{"backend":"ollama","format":null,"messages":[{"content":"Score: 4","role":"user"}],'
+        '{"backend":"ollama","format":null,"messages":[{"content_sha256":'
+        + '"'
+        + __import__("hashlib").sha256(b"Score: 4").hexdigest()
+        + '"'
+        + ',"role":"user"}],'
         '"model":"sha256:aaaa","options":{"num_ctx":4096,"num_predict":512,"repeat_penalty":1.0,'
         '"seed":42,"stop":[],"temperature":0.0,"top_k":20,"top_p":0.9},"recipe":1}'
     )

@@ -107,7 +107,12 @@ def test_replay_of_an_unrecorded_change_names_every_missing_call(project: Path) 
     env = {**os.environ, "JUDGELOOP_CACHE_MODE": "replay"}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     result = subprocess.run(
-        [sys.executable, "-m", "dvc", "repro"], cwd=project, env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "dvc", "repro"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode != 0
     output = result.stdout + result.stderr

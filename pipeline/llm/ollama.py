@@ -1,0 +1,170 @@
+"""The Ollama backend: POST /api/chat, one JSON reply, identity pinned by the manifest digest.
+
+Every option is sent, defaults included: Ollama fills a missing option from the model's Modelfile
+and then from its own defaults (temperature 0.8, seed -1, ...), so an omitted option would let the
+server pick a value the cache key knows nothing about.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import httpx
+
+from pipeline.config import LLMSettings
+from pipeline.errors import ConfigError, ModelNotFoundError, PromptTruncatedError, TransientBackendError
+from pipeline.llm.http_errors import RetryPolicy, Wait, body_error, check_status, make_client, send
+from pipeline.llm.types import ChatReply, ChatRequest, ModelIdentity
+
+# Ollama truncates an overlong prompt to exactly num_ctx tokens and answers 200 (its log says
+# "truncating input prompt limit=4096 prompt=7268 keep=4 new=4096"), so prompt_eval_count reaching
+# num_ctx is the only trace. A prompt that really is within a few tokens of num_ctx cannot be told
+# apart from a truncated one, and leaves no room for the reply anyway; 4 is Ollama's num_keep.
+TRUNCATION_MARGIN = 4
+_META_KEYS = (
+    "model",
+    "created_at",
+    "total_duration",
+    "load_duration",
+    "prompt_eval_duration",
+    "eval_duration",
+)
+
+
+def full_tag(name: str) -> str:
+    """`llama3` and `llama3:latest` are one model to Ollama; a registry host:port is not a tag."""
+    return name if ":" in name.rsplit("/", 1)[-1] else name + ":latest"
+
+
+def normalize_digest(digest: str) -> str:
+    return digest if digest.startswith("sha256:") else "sha256:" + digest
+
+
+class OllamaBackend:
+    kind = "ollama"
+
+    def __init__(
+        self,
+        settings: LLMSettings,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        wait: Wait | None = None,
+    ) -> None:
+        self.settings = settings
+        self.parallelism = settings.parallelism
+        self._client = make_client(settings, transport)
+        self._retry = RetryPolicy.from_settings(settings, wait)
+        # Ollama queues what exceeds OLLAMA_NUM_PARALLEL; queued requests still count against
+        # our read timeout, so the bound is held here rather than left to the server's queue.
+        self._slots = threading.BoundedSemaphore(settings.parallelism)
+        self._identity: ModelIdentity | None = None
+        self._identity_lock = threading.Lock()
+
+    def _not_found(self) -> str:
+        m = self.settings.model
+        return f"model '{m}' not found at {self.settings.base_url} — run: ollama pull {m}"
+
+    def _exchange(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
+        with self._slots:
+            response = send(self._client, method, path, json=body)
+        check_status(response, not_found=self._not_found())
+        data = parse_body(response)
+        if not isinstance(data, dict):
+            raise TransientBackendError(
+                f"{response.request.method} {response.request.url}: not a JSON object"
+            )
+        if (said := body_error(data)) is not None:
+            # A 200 that carries an error: the runner failed after the reply had started.
+            raise TransientBackendError(f"{response.request.method} {response.request.url}: {said}")
+        return data
+
+    def identity(self) -> ModelIdentity:
+        with self._identity_lock:
+            if self._identity is None:
+                self._identity = self._fetch_identity()
+            return self._identity
+
+    def _fetch_identity(self) -> ModelIdentity:
+        tags = self._retry.call(lambda: self._exchange("GET", "/api/tags"), "GET /api/tags")
+        wanted = full_tag(self.settings.model)
+        for entry in tags.get("models") or []:
+            names = {full_tag(str(entry.get(k, ""))) for k in ("name", "model")}
+            if wanted in names and entry.get("digest"):
+                digest = normalize_digest(str(entry["digest"]))
+                break
+        else:
+            raise ModelNotFoundError(self._not_found())
+        pinned = self.settings.digest
+        if pinned is not None and normalize_digest(pinned) != digest:
+            m = self.settings.model
+            raise ConfigError(
+                f"model '{m}' at {self.settings.base_url} is {digest}, but llm.digest pins "
+                f"{normalize_digest(pinned)}: the weights changed under the tag. Fix: if this machine "
+                f"has an old copy, run `ollama pull {m}`; if the new weights are intended, re-pin "
+                f"with llm.digest: {digest} (replies cached for the old weights will not be reused)."
+            )
+        return ModelIdentity(backend=self.kind, name=self.settings.model, digest=digest)
+
+    def request_body(self, request: ChatRequest) -> dict[str, Any]:
+        options = request.options.model_dump(mode="json")
+        if not request.options.stop:
+            del options["stop"]
+        body: dict[str, Any] = {
+            "model": self.settings.model,
+            "messages": [m.model_dump(mode="json") for m in request.messages],
+            "options": options,
+            "stream": False,
+        }
+        if request.format is not None:
+            body["format"] = request.format
+        return body
+
+    def chat(self, request: ChatRequest) -> ChatReply:
+        body = self.request_body(request)
+        data = self._retry.call(lambda: self._exchange("POST", "/api/chat", body), "POST /api/chat")
+        reply = ChatReply(
+            text=str((data.get("message") or {}).get("content") or ""),
+            done_reason=data.get("done_reason"),
+            prompt_tokens=data.get("prompt_eval_count"),
+            completion_tokens=data.get("eval_count"),
+            meta={k: data[k] for k in _META_KEYS if k in data},
+        )
+        num_ctx = request.options.num_ctx
+        if reply.prompt_tokens is not None and reply.prompt_tokens >= num_ctx - TRUNCATION_MARGIN:
+            raise PromptTruncatedError(
+                f"the prompt filled the context window (prompt_eval_count={reply.prompt_tokens}, "
+                f"num_ctx={num_ctx}): Ollama silently cut it, so the reply is not trusted. "
+                "Fix: raise llm.options.num_ctx (or shorten the input)."
+            )
+        return reply
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def parse_body(response: httpx.Response) -> Any:
+    """One JSON object, or NDJSON if the server streamed anyway (a proxy dropping "stream")."""
+    text = response.text
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    lines = [line for line in text.splitlines() if line.strip()]
+    try:
+        chunks = [json.loads(line) for line in lines]
+    except ValueError as exc:
+        where = f"{response.request.method} {response.request.url}"
+        raise TransientBackendError(f"{where}: reply is not JSON: {text[:200]!r}") from exc
+    if not chunks or not all(isinstance(c, dict) for c in chunks):
+        raise TransientBackendError(f"{response.request.method} {response.request.url}: empty reply")
+    for chunk in chunks:
+        if "error" in chunk:
+            return chunk
+    last = dict(chunks[-1])
+    if not last.get("done"):
+        raise TransientBackendError(f"{response.request.method} {response.request.url}: stream cut short")
+    content = "".join(str((c.get("message") or {}).get("content") or "") for c in chunks)
+    last["message"] = {"role": "assistant", "content": content}
+    return last

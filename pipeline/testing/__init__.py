@@ -1,0 +1,1 @@
+"""Test doubles that live in the package, so tests and benchmarks share them."""

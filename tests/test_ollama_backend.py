@@ -1,0 +1,249 @@
+"""OllamaBackend against the fake Ollama server over real loopback HTTP."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from tenacity import RetryCallState, Retrying, wait_none
+
+from pipeline.config import LLMSettings
+from pipeline.errors import (
+    BadRequestError,
+    ConfigError,
+    ModelNotFoundError,
+    PromptTruncatedError,
+    TransientBackendError,
+)
+from pipeline.llm.http_errors import ServerFaultError, default_wait
+from pipeline.llm.ollama import TRUNCATION_MARGIN, OllamaBackend, parse_body
+from pipeline.llm.types import Backend, ChatRequest, Message, Options
+from pipeline.testing.fake_ollama import DEFAULT_MODELS, FakeOllama, Fault
+
+DIGEST = "sha256:" + DEFAULT_MODELS["test-model:latest"]
+REQUEST = ChatRequest(
+    messages=(Message(role="system", content="Be brief."), Message(role="user", content="Hi"))
+)
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOllama]:
+    with FakeOllama() as fake:
+        yield fake
+
+
+def backend(server: FakeOllama | str, **overrides: Any) -> OllamaBackend:
+    url = server if isinstance(server, str) else server.url
+    fields: dict[str, Any] = {"base_url": url, "model": "test-model", "read_timeout_s": 5.0} | overrides
+    return OllamaBackend(LLMSettings(**fields), wait=wait_none())
+
+
+def test_is_a_backend(server: FakeOllama) -> None:
+    b = backend(server, parallelism=3)
+    assert isinstance(b, Backend) and b.kind == "ollama" and b.parallelism == 3
+
+
+def test_request_body_spells_out_every_option(server: FakeOllama) -> None:
+    backend(server).chat(REQUEST)
+    assert server.received[-1].body == {
+        "model": "test-model",
+        "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
+        "options": {
+            "temperature": 0.0,
+            "seed": 42,
+            "num_ctx": 4096,
+            "num_predict": 512,
+            "top_k": 20,
+            "top_p": 0.9,
+            "repeat_penalty": 1.0,
+        },
+        "stream": False,
+    }
+
+
+def test_stop_and_format_are_sent_when_set(server: FakeOllama) -> None:
+    schema = {"type": "object", "properties": {"score": {"type": "integer"}}}
+    b = backend(server)
+    b.chat(REQUEST.model_copy(update={"options": Options(stop=("END",)), "format": "json"}))
+    sent = server.received[-1].body
+    assert sent["options"]["stop"] == ["END"] and sent["format"] == "json"
+    b.chat(REQUEST.model_copy(update={"format": schema}))
+    assert server.received[-1].body["format"] == schema
+
+
+def test_reply_is_parsed(server: FakeOllama) -> None:
+    reply = backend(server).chat(REQUEST)
+    assert reply.text.startswith("reply ") and reply.done_reason == "stop"
+    assert reply.prompt_tokens == len("Be brief.Hi") // 4 and reply.completion_tokens == len(reply.text) // 4
+    assert {"model", "created_at", "total_duration", "load_duration", "eval_duration"} <= set(reply.meta)
+
+
+def test_identity_is_the_tags_digest_and_is_cached(server: FakeOllama) -> None:
+    b = backend(server)
+    first = b.identity()
+    assert (first.backend, first.name, first.digest) == ("ollama", "test-model", DIGEST)
+    assert b.identity() is first and server.requests_to("/api/tags") == 1
+    assert backend(server, model="test-model:latest").identity().digest == DIGEST
+
+
+@pytest.mark.parametrize("pin", [DIGEST, DIGEST.removeprefix("sha256:")])
+def test_matching_pin_is_accepted_with_or_without_prefix(server: FakeOllama, pin: str) -> None:
+    assert backend(server, digest=pin).identity().digest == DIGEST
+
+
+def test_pin_mismatch_is_a_config_error(server: FakeOllama) -> None:
+    with pytest.raises(ConfigError) as err:
+        backend(server, digest="sha256:" + "0" * 64).identity()
+    assert "changed under the tag" in err.value.message and "ollama pull test-model" in err.value.message
+    assert f"llm.digest: {DIGEST}" in err.value.message
+
+
+def test_identity_of_a_missing_model(server: FakeOllama) -> None:
+    with pytest.raises(ModelNotFoundError, match="run: ollama pull ghost"):
+        backend(server, model="ghost").identity()
+
+
+def test_404_is_not_retried_and_says_how_to_pull(server: FakeOllama) -> None:
+    with pytest.raises(ModelNotFoundError) as err:
+        backend(server, model="ghost").chat(REQUEST)
+    assert f"model 'ghost' not found at {server.url} — run: ollama pull ghost" in err.value.message
+    assert server.requests_total == 1
+
+
+def test_400_is_not_retried(server: FakeOllama) -> None:
+    server.inject(Fault.status(400, "invalid model name"))
+    with pytest.raises(BadRequestError, match="invalid model name"):
+        backend(server).chat(REQUEST)
+    assert server.requests_total == 1
+
+
+def test_503_burst_then_success(server: FakeOllama) -> None:
+    server.inject(*[Fault.status(503)] * 3)
+    assert backend(server).chat(REQUEST).text.startswith("reply ")
+    assert server.requests_total == 4
+
+
+def test_500_has_its_own_smaller_budget(server: FakeOllama) -> None:
+    server.inject(*[Fault.status(500)] * 10)
+    with pytest.raises(ServerFaultError) as err:
+        backend(server, max_retries=5, max_server_errors=2).chat(REQUEST)
+    assert server.requests_total == 3
+    assert "gave up after 3 attempts" in err.value.message and "max_server_errors=2" in err.value.message
+
+
+def test_a_few_500s_are_survived(server: FakeOllama) -> None:
+    server.inject(Fault.status(500), Fault.status(503), Fault.status(500))
+    backend(server, max_server_errors=2).chat(REQUEST)
+    assert server.requests_total == 4
+
+
+@pytest.mark.parametrize("fault", [Fault.reset, Fault.disconnect, Fault.stream_error])
+def test_broken_replies_are_retried(server: FakeOllama, fault: Fault) -> None:
+    server.inject(fault, fault)
+    assert backend(server).chat(REQUEST).text.startswith("reply ")
+    assert server.requests_total == 3
+
+
+def test_read_timeout_is_retried_then_reported(server: FakeOllama) -> None:
+    server.inject(*[Fault.hang(30)] * 5)
+    with pytest.raises(TransientBackendError) as err:
+        backend(server, read_timeout_s=0.15, max_retries=2).chat(REQUEST)
+    assert server.requests_total == 3
+    message = err.value.message
+    assert "no reply within 0.15s" in message and "llm.read_timeout_s" in message
+    assert "gave up after 3 attempts (llm.max_retries=2)" in message
+
+
+def test_connection_refused_is_transient() -> None:
+    with socket.socket() as s:  # a port that nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(TransientBackendError, match=r"cannot connect.*gave up after 2 attempts"):
+        backend(f"http://127.0.0.1:{port}", max_retries=1).chat(REQUEST)
+
+
+def test_unusable_base_url_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"llm\.base_url"):
+        backend("ftp://example.invalid").chat(REQUEST)
+
+
+def test_truncation_is_detected_and_not_retried(server: FakeOllama) -> None:
+    long = ChatRequest(messages=(Message(role="user", content="x" * 40_000),), options=Options(num_ctx=2048))
+    with pytest.raises(PromptTruncatedError) as err:
+        backend(server).chat(long)
+    assert "num_ctx=2048" in err.value.message and "prompt_eval_count=2048" in err.value.message
+    assert "llm.options.num_ctx" in err.value.message and server.requests_total == 1
+
+
+def test_prompt_just_under_the_margin_is_fine(server: FakeOllama) -> None:
+    tokens = 2048 - TRUNCATION_MARGIN - 1
+    fits = ChatRequest(
+        messages=(Message(role="user", content="x" * tokens * 4),), options=Options(num_ctx=2048)
+    )
+    assert backend(server).chat(fits).prompt_tokens == tokens
+
+
+def test_in_flight_requests_are_bounded_by_parallelism(server: FakeOllama) -> None:
+    server.latency_s = 0.05
+    b = backend(server, parallelism=4)
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            for _ in range(2):
+                b.chat(REQUEST)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and server.requests_total == 32
+    # The bound is the point; reaching it at all shows the calls really did overlap.
+    assert 2 <= server.max_in_flight <= 4
+
+
+def test_the_wait_strategy_is_injectable(server: FakeOllama) -> None:
+    waits: list[int] = []
+
+    def record(state: RetryCallState) -> float:
+        waits.append(state.attempt_number)
+        return 0.0
+
+    server.inject(Fault.status(503), Fault.status(503))
+    settings = LLMSettings(base_url=server.url, model="test-model")
+    OllamaBackend(settings, wait=record).chat(REQUEST)
+    assert waits == [1, 2]
+
+
+def test_default_wait_is_jittered_and_capped() -> None:
+    wait = default_wait()
+    state = RetryCallState(Retrying(), None, (), {})
+    state.attempt_number = 50
+    assert all(0 <= wait(state) <= 30 for _ in range(20))
+
+
+def test_streamed_body_is_parsed_too(server: FakeOllama) -> None:
+    # A proxy that drops "stream": false would hand us NDJSON; the backend reads it all the same.
+    body = {"model": "test-model", "messages": [{"role": "user", "content": "Hi"}]}
+    streamed = httpx.post(server.url + "/api/chat", json=body)
+    whole = httpx.post(server.url + "/api/chat", json={**body, "stream": False})
+    parsed = parse_body(streamed)
+    assert parsed["message"]["content"] == whole.json()["message"]["content"]
+    assert parsed["done"] is True and parsed["eval_count"] == whole.json()["eval_count"]
+
+
+def test_close_releases_connections(server: FakeOllama) -> None:
+    b = backend(server)
+    b.chat(REQUEST)
+    b.close()
+    started = time.monotonic()
+    server.close()
+    assert time.monotonic() - started < 2
