@@ -1,6 +1,6 @@
 """How pipeline.scores.extract_score agrees with the authors' own parsers on real judge replies.
 
-Run by hand (about a minute; reads every row, the 200k-row gzip included):
+Run by hand (about 10 s; reads every row, the 200k-row gzip included):
 
     PYTHONPATH=. python bench/extractor_conformance.py
 
