@@ -20,7 +20,6 @@ from pipeline.llm import recordings
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.session import RUNS_DIR
 from pipeline.llm.store import CallStore
-from pipeline.llm.types import CallContext
 
 
 @dataclass(frozen=True)
@@ -85,24 +84,20 @@ def scan_recordings(root: Path) -> Scan:
                 continue
             blobs[blob] = text
             # A call that uses an edited blob fails record.problem() below, as a request edited.
-            if recordings._blob_id(text) != blob:
+            if recordings.blob_id(text) != blob:
                 scan.problems.append(f"{blobs_path}:{number}: blob {blob} does not hash to its id (edited)")
         calls_path = directory / recordings.CALLS_FILE
         for number, line in enumerate(calls_path.read_text(encoding="utf-8").splitlines(), start=1):
             where = f"{calls_path}:{number}"
             try:
-                raw = json.loads(line)
-                context = CallContext.model_validate(raw.pop("context"))
-                for message in raw["request"]["messages"]:
-                    message["content"] = recordings.unpack_content(message["content"], blobs, where)
-                record = CallRecord.model_validate(raw)
-            except (ValueError, KeyError, TypeError, JudgeloopError) as exc:
-                scan.problems.append(f"{where}: not a recorded call ({exc})")
+                call = recordings.parse_call_line(line, blobs, where)
+            except JudgeloopError as exc:
+                scan.problems.append(exc.message)  # already names the file and line
                 continue
-            problem = record.problem()
+            problem = call.record.problem()
             if problem is not None:
-                scan.problems.append(f"{where}: {context.describe()} key {record.key}: {problem}")
-            scan.calls.append((calls_path, number, RecordedCall(context=context, record=record)))
+                scan.problems.append(f"{where}: {call.context.describe()} key {call.record.key}: {problem}")
+            scan.calls.append((calls_path, number, call))
     return scan
 
 

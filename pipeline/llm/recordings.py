@@ -41,7 +41,7 @@ BLOBS_FILE = "blobs.jsonl"
 Part = str | dict[str, str]
 
 
-def _blob_id(text: str) -> str:
+def blob_id(text: str) -> str:
     # 64 bits of sha256: blob ids are only compared within one stage's blobs.jsonl, which checks
     # every blob against its id on read, and short ids keep the many references in calls small.
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
@@ -67,7 +67,7 @@ def pack_content(text: str, blobs: dict[str, str]) -> str | list[Part]:
     parts: list[Part] = []
     for block in split_blocks(text):
         if len(block) >= MIN_BLOCK:
-            blob = _blob_id(block)
+            blob = blob_id(block)
             blobs[blob] = block
             parts.append({"blob": blob})
         elif parts and isinstance(parts[-1], str):
@@ -133,7 +133,7 @@ def read_blobs(path: Path) -> dict[str, str]:
             blobs[entry["blob"]] = entry["text"]
         except (ValueError, KeyError, TypeError) as exc:
             raise CorruptRecordError(f"{path}:{number}: not a blob line ({exc}).") from exc
-        if _blob_id(blobs[entry["blob"]]) != entry["blob"]:
+        if blob_id(blobs[entry["blob"]]) != entry["blob"]:
             raise CorruptRecordError(
                 f"{path}:{number}: blob {entry['blob']} does not hash to its id (edited by hand?). "
                 "Fix: restore the file from git, or re-record the stage."
@@ -148,6 +148,20 @@ class LoadedCall:
     call: RecordedCall
 
 
+def parse_call_line(line: str, blobs: dict[str, str], where: str) -> RecordedCall:
+    """One line of calls.jsonl, its blobs restored; not yet verified (see CallRecord.problem)."""
+    try:
+        raw = json.loads(line)
+        context = CallContext.model_validate(raw.pop("context"))
+        for message in raw["request"]["messages"]:
+            message["content"] = unpack_content(message["content"], blobs, where)
+        return RecordedCall(context=context, record=CallRecord.model_validate(raw))
+    except CorruptRecordError:
+        raise
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CorruptRecordError(f"{where}: not a recorded call ({exc}).") from exc
+
+
 def read_stage(directory: Path, *, verify: bool = True) -> Iterator[LoadedCall]:
     blobs = read_blobs(directory / BLOBS_FILE)
     calls_path = directory / CALLS_FILE
@@ -155,23 +169,15 @@ def read_stage(directory: Path, *, verify: bool = True) -> Iterator[LoadedCall]:
         return
     for number, line in enumerate(calls_path.read_text(encoding="utf-8").splitlines(), start=1):
         where = f"{calls_path}:{number}"
-        try:
-            raw = json.loads(line)
-            context = CallContext.model_validate(raw.pop("context"))
-            for message in raw["request"]["messages"]:
-                message["content"] = unpack_content(message["content"], blobs, where)
-            record = CallRecord.model_validate(raw)
-        except CorruptRecordError:
-            raise
-        except (ValueError, KeyError, TypeError) as exc:
-            raise CorruptRecordError(f"{where}: not a recorded call ({exc}).") from exc
+        call = parse_call_line(line, blobs, where)
+        record = call.record
         problem = record.problem() if verify else None
         if problem is not None:
             raise CorruptRecordError(
                 f"{where}: call {record.key} cannot be trusted: {problem}. "
                 "Fix: restore the file from git (git checkout -- recordings/), or re-record this call."
             )
-        yield LoadedCall(calls_path, number, RecordedCall(context=context, record=record))
+        yield LoadedCall(calls_path, number, call)
 
 
 def stage_dirs(root: Path) -> list[Path]:
