@@ -90,6 +90,11 @@ def refine(
     judge_settings: JudgeSettings,
     options: Options,
 ) -> Refinement:
+    # The judge's metrics in the configured order, whatever order they were read back in (the
+    # judgements file is canonical JSON, keys sorted): the feedback lists them in this order.
+    initial_metrics = {
+        name: initial_metrics[name] for name in judge_settings.metrics if name in initial_metrics
+    }
     history = [
         Iteration(
             iteration=0,

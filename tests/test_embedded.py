@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
 from pipeline.config import LLMSettings, Params
@@ -56,3 +58,83 @@ def test_the_experiment_runs_on_the_embedded_model_and_replays(tmp_path: Path) -
     shutil.copytree(tmp_path / "live" / "recordings", clone / "recordings")
     replay = params.model_copy(update={"cache": params.cache.model_copy(update={"mode": "replay"})})
     assert run_experiment(replay, clone) == recorded
+
+
+def test_prefix_reuse_never_changes_a_number(tmp_path: Path) -> None:
+    """The model re-uses evaluated prompt prefixes (the previous call's context, and snapshots of
+    earlier prompts) in whole batches only, so that the logits after every prompt are bit for bit
+    those of a fresh model. (Reuse that splits batches elsewhere changes them in the low bits, and
+    now and then a greedy reply with them.) Small batches make every kind of reuse happen."""
+    settings = LLMSettings.model_validate({"embedded": {"n_batch": 32}})
+    rubric = {
+        name: f"Rate the {name} of the summary below from 1 to 5. "
+        + "Be strict and count every mistake. " * 6
+        for name in ("coherence", "accuracy")
+    }
+    story = "the participant sleeps badly, feels tired most days and has stopped seeing friends. " * 4
+    prompts = [
+        f"{rubric[m]}\nTranscript: {story}\nSummary: {s}" for s in ("tired.", "no symptoms.") for m in rubric
+    ]
+
+    def logits_after(llama: Any, tokens: list[int]) -> Any:
+        next(llama.generate(tokens, temp=0.0, top_k=1))  # evaluates the prompt, samples one token
+        return np.ctypeslib.as_array(llama._ctx.get_logits(), shape=(llama.n_vocab(),)).copy()
+
+    reusing = EmbeddedBackend(settings, hash_cache_dir=tmp_path)
+    llama = reusing._load(settings.options.num_ctx)
+    asked = [llama.tokenize(p.encode()) for p in prompts]
+    reply = []
+    for token in llama.generate(asked[0], temp=0.0, top_k=1):  # a greedy reply, token by token
+        reply.append(token)
+        if len(reply) == 8:
+            break
+    # A re-ask: the first prompt, its reply and a reminder. Its context holds generated tokens.
+    asked.insert(1, asked[0] + reply + llama.tokenize(b"\nNo score there. Score:", add_bos=False))
+    reused = [logits_after(llama, tokens) for tokens in asked[1:]]
+    restores = llama.snapshot_restores
+    reusing.close()
+    fresh = []
+    for tokens in asked[1:]:
+        backend = EmbeddedBackend(settings, hash_cache_dir=tmp_path)
+        fresh.append(logits_after(backend._load(settings.options.num_ctx), tokens))
+        backend.close()
+    assert restores >= 2  # the second summary's prompts start from their rubric's snapshot
+    for number, (ours, theirs) in enumerate(zip(reused, fresh, strict=True)):
+        assert (ours == theirs).all(), f"prompt {number}: logits differ from a fresh evaluation"
+
+
+def test_prefix_reuse_never_changes_a_reply(tmp_path: Path) -> None:
+    """The model re-uses evaluated prompt prefixes (the previous call's context and snapshots of
+    earlier prompts), but only in whole batches, so each reply equals the one a fresh model gives.
+    Small batches make every kind of reuse happen within a few short prompts."""
+    settings = LLMSettings.model_validate({"embedded": {"n_batch": 32}})
+    rubric = {
+        name: f"Rate the {name} of the summary below from 1 to 5. "
+        + "Be strict and count every mistake. " * 6
+        for name in ("coherence", "accuracy")
+    }
+    story = "the participant sleeps badly, feels tired most days and has stopped seeing friends. " * 4
+
+    def ask(metric: str, summary: str, reply: str | None = None) -> ChatRequest:
+        first = Message(role="user", content=f"{rubric[metric]}\nTranscript: {story}\nSummary: {summary}")
+        retry = (
+            (Message(role="assistant", content=reply), Message(role="user", content="Score: ?"))
+            if reply
+            else ()
+        )
+        return ChatRequest(messages=(first, *retry), options=Options(num_predict=12))
+
+    requests = [ask(m, s) for s in ("tired and withdrawn.", "no symptoms at all.") for m in rubric]
+    requests.insert(1, ask("coherence", "tired and withdrawn.", reply="It is fine."))  # a re-ask
+
+    reusing = EmbeddedBackend(settings, hash_cache_dir=tmp_path)
+    replies = [reusing.chat(r).text for r in requests]
+    restores = reusing._llama.snapshot_restores
+    reusing.close()
+    fresh = []
+    for r in requests:
+        backend = EmbeddedBackend(settings, hash_cache_dir=tmp_path)
+        fresh.append(backend.chat(r).text)
+        backend.close()
+    assert restores >= 2  # the second summary's prompts start from their rubric's snapshot
+    assert replies == fresh

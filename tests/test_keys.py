@@ -3,6 +3,7 @@ reply changes it)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -119,3 +120,11 @@ def test_key_is_stable_across_machines() -> None:
         '"model":"sha256:aaaa","options":{"num_ctx":4096,"num_predict":512,"repeat_penalty":1.0,'
         '"seed":42,"stop":[],"temperature":0.0,"top_k":20,"top_p":0.9},"recipe":1}'
     )
+
+
+@given(requests, st.sampled_from([MODEL, ModelIdentity(backend="embedded", name="é", digest='sha256:"x"')]))
+def test_the_fast_key_writes_exactly_the_documented_recipe(
+    request: ChatRequest, model: ModelIdentity
+) -> None:
+    reference = "jl1:" + hashlib.sha256(canonical_json(key_material(model, request)).encode()).hexdigest()
+    assert request_key(model, request) == reference

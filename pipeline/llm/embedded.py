@@ -5,6 +5,8 @@ Identity is the GGUF file's sha256 plus the runner settings that change the outp
 threads, batch size): the same file on any machine gives the same key, wherever it is installed.
 The llama.cpp version is recorded in each reply's metadata, not keyed: a rebuilt llama.cpp may
 answer differently, and the recorded replies stay the ground truth for replay.
+
+Prompt prefixes are re-used only in ways that cannot change a reply: pipeline.llm.prefix_reuse.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 
 from pipeline.config import LLMSettings
 from pipeline.errors import BackendError, ConfigError, PromptTruncatedError
+from pipeline.llm.prefix_reuse import batch_aligned_llama
 from pipeline.llm.types import ChatReply, ChatRequest, ModelIdentity
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -90,11 +93,13 @@ class EmbeddedBackend:
                     f"the embedded backend needs llama-cpp-python. Fix: {INSTALL_HINT}"
                 ) from exc
             runner = self.settings.embedded
-            self._llama = llama_cpp.Llama(
+            self._llama = batch_aligned_llama(llama_cpp.Llama)(
                 model_path=str(self.model_path),
                 n_ctx=num_ctx,
                 n_threads=runner.n_threads,
+                n_threads_batch=runner.n_threads,
                 n_batch=runner.n_batch,
+                n_ubatch=runner.n_batch,
                 seed=self.settings.options.seed,
                 verbose=False,
             )
@@ -111,7 +116,6 @@ class EmbeddedBackend:
             )
         with self._lock:
             llama = self._load(options.num_ctx)
-            llama.reset()
             try:
                 result = llama.create_chat_completion(
                     messages=[m.model_dump() for m in request.messages],

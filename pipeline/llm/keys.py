@@ -18,15 +18,19 @@ typed them (so 0 and 0.0 for a float option are one spelling). A message's text 
 sha256 of its UTF-8 bytes: the key is exactly as sensitive, and hashing a 20 kB prompt directly
 costs a fifth of JSON-escaping it first (a cache hit pays this on every call). Changing anything
 above means bumping KEY_RECIPE, which makes every old key miss rather than collide.
+
+`key_material` is the recipe as data; `request_key` writes the same canonical JSON directly,
+because a cache hit pays for it on every call (tests/test_keys.py checks that both agree).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from functools import lru_cache
 from typing import Any
 
-from pipeline.llm.types import ChatRequest, ModelIdentity
+from pipeline.llm.types import ChatRequest, Message, ModelIdentity, Options
 
 KEY_RECIPE = 1
 KEY_PREFIX = f"jl{KEY_RECIPE}:"
@@ -51,5 +55,21 @@ def key_material(identity: ModelIdentity, request: ChatRequest) -> dict[str, Any
 
 
 def request_key(identity: ModelIdentity, request: ChatRequest) -> str:
-    material = canonical_json(key_material(identity, request)).encode("utf-8")
-    return KEY_PREFIX + hashlib.sha256(material).hexdigest()
+    material = (
+        f'{{"backend":{canonical_json(identity.backend)},"format":{canonical_json(request.format)},'
+        f'"messages":[{",".join(map(_message_json, request.messages))}],'
+        f'"model":{canonical_json(identity.digest)},"options":{_options_json(request.options)},'
+        f'"recipe":{KEY_RECIPE}}}'
+    )
+    return KEY_PREFIX + hashlib.sha256(material.encode("utf-8")).hexdigest()
+
+
+def _message_json(message: Message) -> str:
+    digest = hashlib.sha256(message.content.encode("utf-8")).hexdigest()
+    return f'{{"content_sha256":"{digest}","role":{canonical_json(message.role)}}}'
+
+
+@lru_cache(maxsize=256)
+def _options_json(options: Options) -> str:
+    # A stage sends a few distinct Options thousands of times: dump each once.
+    return canonical_json(options.model_dump(mode="json"))
