@@ -41,7 +41,7 @@ def main(limit: int | None, max_iterations: int | None) -> None:
         root = Path(tmp)
         started = time.perf_counter()
 
-        def stage(name: str, work):  # type: ignore[no-untyped-def]
+        def stage(name: str, work):
             began = time.perf_counter()
             with closing(open_session(params, name, root=root)) as session:
                 result = work(session)

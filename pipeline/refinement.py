@@ -25,7 +25,7 @@ from pipeline.prompts import (
     REFINE_PROMPT,
     SYSTEM_PROMPT,
 )
-from pipeline.results import Assessment, Iteration, MetricJudgement, Refinement
+from pipeline.results import Assessment, Iteration, MetricJudgement, Refinement, in_order
 from pipeline.transcripts import Transcript
 
 
@@ -90,11 +90,8 @@ def refine(
     judge_settings: JudgeSettings,
     options: Options,
 ) -> Refinement:
-    # The judge's metrics in the configured order, whatever order they were read back in (the
-    # judgements file is canonical JSON, keys sorted): the feedback lists them in this order.
-    initial_metrics = {
-        name: initial_metrics[name] for name in judge_settings.metrics if name in initial_metrics
-    }
+    # Read back from a file, the metrics come sorted by name; the feedback lists them as configured.
+    initial_metrics = in_order(initial_metrics, judge_settings.metrics)
     history = [
         Iteration(
             iteration=0,

@@ -26,7 +26,8 @@ h1{font-size:1.6rem;margin:0 0 4px}h3{font-size:1.1rem;margin:0 0 6px}h4{font-si
 h2{font-size:1.25rem;margin:36px 0 10px;border-bottom:1px solid var(--line)}
 a{color:#1d5f86}td.num a{text-decoration:none}.muted,.note{color:var(--muted)}.note{font-size:.88rem}
 dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:2px 16px;margin:12px 0}
-dl.facts dt{color:var(--muted)}dl.facts dd{margin:0}nav table{font-size:.9rem}
+dl.facts dt{color:var(--muted)}dl.facts dd{margin:0;min-width:0;overflow-wrap:anywhere}
+nav table{font-size:.9rem}
 table{border-collapse:collapse;margin:8px 0;font-variant-numeric:tabular-nums;background:var(--card)}
 th,td{border:1px solid var(--line);padding:4px 9px;text-align:left;vertical-align:top}
 th{background:#f1f3f5;font-weight:600}td.num{text-align:right}td.low{background:var(--low)}

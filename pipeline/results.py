@@ -6,7 +6,7 @@ Same results, same bytes: a replay must reproduce every output exactly.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -39,6 +39,14 @@ class MetricJudgement(Result):
     carried_over: bool = False  # refine.rejudge=low: not re-judged this iteration
 
 
+def in_order(metrics: dict[str, MetricJudgement], order: Sequence[str]) -> dict[str, MetricJudgement]:
+    """The metrics in the configured order (judge.metrics). The files are canonical JSON with sorted
+    keys, so what is read back lists them alphabetically; prompts and reports follow the config."""
+    return {name: metrics[name] for name in order if name in metrics} | {
+        name: judged for name, judged in metrics.items() if name not in order
+    }
+
+
 class Judgement(Result):
     item: str
     metrics: dict[str, MetricJudgement]
@@ -57,6 +65,12 @@ class Refinement(Result):
     iterations: tuple[Iteration, ...]
     stop_reason: str  # passed_initially | passed | max_iterations | disabled
     kept: int  # index of the iteration reported as "after"
+
+    def in_metric_order(self, order: Sequence[str]) -> Refinement:
+        iterations = tuple(
+            it.model_copy(update={"metrics": in_order(it.metrics, order)}) for it in self.iterations
+        )
+        return self.model_copy(update={"iterations": iterations})
 
 
 R = TypeVar("R", bound=Result)

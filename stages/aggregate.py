@@ -17,7 +17,8 @@ from pipeline.results import Refinement, read_jsonl
 def main() -> None:
     params = load_params()
     settings = params.aggregate
-    refinements = read_jsonl(Path(params.refine.out), Refinement)
+    order = params.judge.metrics
+    refinements = [r.in_metric_order(order) for r in read_jsonl(Path(params.refine.out), Refinement)]
     summary = compute_metrics(refinements, params.judge.metrics)
     Path(settings.metrics_out).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     write_plots(Path(settings.plots_dir), refinements, summary)

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -48,7 +49,7 @@ def _stages(clone: Path, *stages: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture
 def recorded(tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
     """A live run over loopback HTTP, and a collaborator's clone holding only params and recordings."""
-    settings = {
+    settings: dict[str, dict[str, Any]] = {
         "llm": {"backend": "ollama", "model": "test-model", "parallelism": 4},
         "data": {"transcripts": str(ROOT / "data" / "demo"), "limit": 3},
         "refine": {"max_iterations": 2},

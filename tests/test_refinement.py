@@ -33,7 +33,7 @@ def test_feedback_follows_the_configured_metric_order_not_the_files(tmp_path: Pa
     # As read back from outputs/judgements.jsonl, whose canonical JSON sorts the keys.
     alphabetical = dict(sorted(judged.items()))
     assert list(alphabetical) != list(judged)
-    prompts = []
+    prompts: list[str] = []
     for metrics in (judged, alphabetical):
         session, _ = make_session(tmp_path / str(len(prompts)), stage="refine")
         result = refine(
@@ -46,7 +46,9 @@ def test_feedback_follows_the_configured_metric_order_not_the_files(tmp_path: Pa
             params.judge,
             params.llm.options,
         )
-        prompts.append(result.iterations[1].regeneration_prompt)
+        prompt = result.iterations[1].regeneration_prompt
+        assert prompt is not None
+        prompts.append(prompt)
         session.close()
     assert prompts[0] == prompts[1]
     first = [prompts[0].index(f"**{name.upper()}**") for name in params.judge.metrics]

@@ -46,7 +46,9 @@ def batch_aligned_llama(base: type[Any]) -> type[Any]:
     whose prompt evaluation reuses whole batches only."""
     import llama_cpp
 
-    class BatchAlignedLlama(base):  # type: ignore[misc, valid-type]
+    class BatchAlignedLlama(base):  # type: ignore[misc]
+        n_tokens: int  # the base class's: how many leading tokens the context holds
+
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self._snapshots: OrderedDict[bytes, tuple[np.ndarray, bytes]] = OrderedDict()

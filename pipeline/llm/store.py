@@ -40,12 +40,14 @@ class CallStore:
         raw = self._cache.get(key)
         if raw is None:
             return None
-        header, _, stored_request = bytes(raw).partition(b"\n")
+        raw = bytes(raw)
+        end = raw.find(b"\n")
         try:
-            if not stored_request:
-                return CallRecord.model_validate_json(header)
-            fields = json.loads(header)
-            fields["request"] = request if request is not None else json.loads(stored_request)
+            if end < 0:
+                return CallRecord.model_validate_json(raw)
+            # Slicing the header alone: a hit does not copy the 20 kB request it already holds.
+            fields = json.loads(raw[:end])
+            fields["request"] = request if request is not None else json.loads(raw[end + 1 :])
             return CallRecord.model_validate(fields)
         except ValueError as exc:
             raise CorruptRecordError(

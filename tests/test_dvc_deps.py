@@ -1,0 +1,38 @@
+"""dvc.yaml names every library module a stage runs: otherwise a code change that alters a stage's
+outputs would leave DVC saying the stage is up to date, and a rerun would not reproduce it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT
+
+STAGES = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+
+
+def _imported_library_files(module: str) -> set[str]:
+    """The pipeline/ and stages/ files a fresh interpreter loads to import the stage's module."""
+    code = (
+        f"import json, sys, {module}; "
+        "print(json.dumps(sorted({m.__file__ for n, m in list(sys.modules.items()) "
+        "if n.split('.')[0] in ('pipeline', 'stages') and getattr(m, '__file__', None)})))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    return {str(Path(f).relative_to(ROOT)) for f in json.loads(out.stdout)}
+
+
+@pytest.mark.parametrize("stage", sorted(STAGES))
+def test_every_module_a_stage_runs_is_a_dependency(stage: str) -> None:
+    spec = STAGES[stage]
+    module = spec["cmd"].removeprefix("python -m ")
+    deps = [d.rstrip("/") for d in spec["deps"]]
+    missing = sorted(
+        f for f in _imported_library_files(module) if not any(f == d or f.startswith(d + "/") for d in deps)
+    )
+    assert not missing, f"dvc.yaml: stage '{stage}' runs {missing} but does not list them under deps"
