@@ -48,7 +48,9 @@ class BackendError(JudgeloopError):
 
 
 class TransientBackendError(BackendError):
-    pass
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after  # seconds the server asked us to wait (Retry-After), if it did
 
 
 class ModelNotFoundError(BackendError):

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import threading
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
 from typing import Any
 
 import httpx
@@ -20,7 +23,7 @@ from pipeline.errors import (
     PromptTruncatedError,
     TransientBackendError,
 )
-from pipeline.llm.http_errors import ServerFaultError, default_wait
+from pipeline.llm.http_errors import ServerFaultError, default_wait, retry_after
 from pipeline.llm.ollama import TRUNCATION_MARGIN, OllamaBackend, parse_body
 from pipeline.llm.types import Backend, ChatRequest, Message, Options
 from pipeline.testing.fake_ollama import DEFAULT_MODELS, FakeOllama, Fault
@@ -247,3 +250,34 @@ def test_close_releases_connections(server: FakeOllama) -> None:
     started = time.monotonic()
     server.close()
     assert time.monotonic() - started < 2
+
+
+@pytest.mark.parametrize(
+    ("header", "seconds"),
+    [("7", 7.0), ("0.5", 0.5), ("-3", 0.0), ("100000", 120.0), ("soon", None), ("", None), (None, None)],
+)
+def test_retry_after_reads_seconds_and_caps_them(header: str | None, seconds: float | None) -> None:
+    assert retry_after(header) == seconds
+
+
+def test_retry_after_reads_an_http_date() -> None:
+    in_ten = format_datetime(datetime.now(UTC) + timedelta(seconds=10), usegmt=True)
+    delay = retry_after(in_ten)
+    assert delay is not None and 5 <= delay <= 10
+    assert retry_after(format_datetime(datetime(2000, 1, 1, tzinfo=UTC), usegmt=True)) == 0.0
+
+
+def test_the_servers_retry_after_is_a_floor_for_the_wait(server: FakeOllama) -> None:
+    slept: list[float] = []
+    server.inject(Fault.status(429, retry_after="3"), Fault.status(503))
+    backend = OllamaBackend(LLMSettings(base_url=server.url, model="test-model"), wait=wait_none())
+    backend._retry = dataclasses.replace(backend._retry, sleep=slept.append)
+    assert backend.chat(REQUEST).text
+    assert slept == [3.0, 0.0]  # the 429 asked for 3 s; the 503 said nothing, so our own backoff (none)
+
+
+def test_a_rate_limit_that_outlasts_the_budget_says_what_the_server_asked(server: FakeOllama) -> None:
+    server.inject(Fault.status(429, retry_after="1"))
+    backend = OllamaBackend(LLMSettings(base_url=server.url, model="test-model", max_retries=0))
+    with pytest.raises(TransientBackendError, match=r"HTTP 429.*Retry-After: 1s.*gave up after 1 attempt"):
+        backend.chat(REQUEST)

@@ -11,13 +11,19 @@
 A 500 gets its own, smaller budget: it is as often a request the server will never accept (a bad
 `format`, a wrongly typed option) as a crashed runner, and retrying the former five times with
 backoff only delays the real error message.
+
+Backoff is exponential with jitter; a Retry-After header on a retried status is a floor for the
+next wait (capped at MAX_RETRY_AFTER_S), so a rate-limited server is not asked again too soon.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 
 import httpx
@@ -38,6 +44,8 @@ T = TypeVar("T")
 # Seconds to wait before the next attempt; tenacity's wait strategies fit, and so does any callable.
 Wait = Callable[[RetryCallState], float]
 _RETRYABLE_STATUS = frozenset({408, 429, 502, 503, 504})
+# A server may ask for longer than a run should silently stall; past this, our own budget rules.
+MAX_RETRY_AFTER_S = 120.0
 
 
 class ServerFaultError(TransientBackendError):
@@ -118,10 +126,30 @@ def check_status(response: httpx.Response, *, not_found: str) -> None:
     if status in (401, 403):
         raise BackendError(f"{where}: HTTP {status}, the server refused the credentials: {said}")
     if status in _RETRYABLE_STATUS:
-        raise TransientBackendError(f"{where}: HTTP {status}: {said}")
+        delay = retry_after(response.headers.get("Retry-After"))
+        asked = f" (Retry-After: {delay:.0f}s)" if delay is not None else ""
+        raise TransientBackendError(f"{where}: HTTP {status}: {said}{asked}", retry_after=delay)
     if status >= 500:
         raise ServerFaultError(f"{where}: HTTP {status}: {said}")
     raise BadRequestError(f"{where}: HTTP {status}, the server rejected the request: {said}")
+
+
+def retry_after(value: str | None) -> float | None:
+    """Seconds from a Retry-After header (delta-seconds or an HTTP date), capped at MAX_RETRY_AFTER_S;
+    None when absent or unreadable."""
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        seconds = (when - datetime.now(UTC)).total_seconds()
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
 
 
 @dataclass(frozen=True)
@@ -129,6 +157,7 @@ class RetryPolicy:
     max_retries: int
     max_server_errors: int
     wait: Wait = field(default_factory=default_wait)
+    sleep: Callable[[float], None] = time.sleep  # tests record the waits instead of sleeping
 
     @classmethod
     def from_settings(cls, settings: LLMSettings, wait: Wait | None = None) -> RetryPolicy:
@@ -161,10 +190,17 @@ class RetryPolicy:
             delay = state.next_action.sleep if state.next_action is not None else 0.0
             log.warning("%s: attempt %d failed (%s); retrying in %.1fs", what, attempts, exc, delay)
 
+        def wait(state: RetryCallState) -> float:
+            # The server's Retry-After is a floor: our backoff may wait longer, never shorter.
+            exc = state.outcome.exception() if state.outcome is not None else None
+            asked = getattr(exc, "retry_after", None)
+            return max(self.wait(state), asked or 0.0)
+
         retrying = Retrying(
             retry=retry_if_exception_type(TransientBackendError),
             stop=give_up,
-            wait=self.wait,
+            wait=wait,
+            sleep=self.sleep,
             before_sleep=announce,
             reraise=True,
         )

@@ -47,6 +47,7 @@ class Fault:
     code: int = 200
     message: str = "llama runner process has terminated: unexpected EOF"
     seconds: float = 0.0
+    retry_after: str | None = None  # a status fault's Retry-After header, as the server writes it
 
     reset: ClassVar[Fault]  # TCP RST after reading the request: the client sees ECONNRESET
     disconnect: ClassVar[Fault]  # clean close with no reply: "server disconnected"
@@ -55,8 +56,8 @@ class Fault:
     stream_error: ClassVar[Fault]
 
     @classmethod
-    def status(cls, code: int, message: str | None = None) -> Fault:
-        return cls("status", code, message or _MESSAGES.get(code, f"HTTP {code}"))
+    def status(cls, code: int, message: str | None = None, *, retry_after: str | None = None) -> Fault:
+        return cls("status", code, message or _MESSAGES.get(code, f"HTTP {code}"), retry_after=retry_after)
 
     @classmethod
     def hang(cls, seconds: float) -> Fault:

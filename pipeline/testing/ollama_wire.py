@@ -119,7 +119,8 @@ class OllamaHandler(BaseHTTPRequestHandler):
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             self.connection.close()
         elif fault.kind == "status":
-            self._error(path, fault.code, fault.message)
+            headers = {"Retry-After": fault.retry_after} if fault.retry_after is not None else {}
+            self._error(path, fault.code, fault.message, headers)
         elif fault.kind == "stream_error" and path.startswith("/v1/"):
             self._json(200, {"error": {"message": fault.message, "type": "api_error"}})
         elif fault.kind == "stream_error":
@@ -264,18 +265,21 @@ class OllamaHandler(BaseHTTPRequestHandler):
         )
 
     # -- writing ---------------------------------------------------------------------------------
-    def _error(self, path: str, code: int, message: str) -> None:
+    def _error(self, path: str, code: int, message: str, headers: dict[str, str] | None = None) -> None:
         if path.startswith("/v1/"):
             kind = "api_error" if code >= 500 else "invalid_request_error"
-            self._json(code, {"error": {"message": message, "type": kind, "param": None, "code": None}})
+            payload: Any = {"error": {"message": message, "type": kind, "param": None, "code": None}}
         else:
-            self._json(code, {"error": message})
+            payload = {"error": message}
+        self._json(code, payload, headers)
 
-    def _json(self, code: int, payload: Any) -> None:
-        self._send(code, json.dumps(payload).encode(), "application/json; charset=utf-8")
+    def _json(self, code: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        self._send(code, json.dumps(payload).encode(), "application/json; charset=utf-8", headers)
 
-    def _send(self, code: int, data: bytes, content_type: str) -> None:
+    def _send(self, code: int, data: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:
         self.send_response(code)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
