@@ -60,21 +60,27 @@ def test_the_experiment_runs_on_the_embedded_model_and_replays(tmp_path: Path) -
     assert run_experiment(replay, clone) == recorded
 
 
+# Prefix-reuse tests: small batches make every kind of reuse happen within a few short prompts;
+# two rubrics and two summaries of one story give prompts that share whole batches.
+SMALL_BATCHES = LLMSettings.model_validate({"embedded": {"n_batch": 32}})
+RUBRICS = {
+    name: f"Rate the {name} of the summary below from 1 to 5. " + "Be strict and count every mistake. " * 6
+    for name in ("coherence", "accuracy")
+}
+STORY = "the participant sleeps badly, feels tired most days and has stopped seeing friends. " * 4
+
+
+def judge_like(metric: str, summary: str) -> str:
+    return f"{RUBRICS[metric]}\nTranscript: {STORY}\nSummary: {summary}"
+
+
 def test_prefix_reuse_never_changes_a_number(tmp_path: Path) -> None:
     """The model re-uses evaluated prompt prefixes (the previous call's context, and snapshots of
     earlier prompts) in whole batches only, so that the logits after every prompt are bit for bit
     those of a fresh model. (Reuse that splits batches elsewhere changes them in the low bits, and
-    now and then a greedy reply with them.) Small batches make every kind of reuse happen."""
-    settings = LLMSettings.model_validate({"embedded": {"n_batch": 32}})
-    rubric = {
-        name: f"Rate the {name} of the summary below from 1 to 5. "
-        + "Be strict and count every mistake. " * 6
-        for name in ("coherence", "accuracy")
-    }
-    story = "the participant sleeps badly, feels tired most days and has stopped seeing friends. " * 4
-    prompts = [
-        f"{rubric[m]}\nTranscript: {story}\nSummary: {s}" for s in ("tired.", "no symptoms.") for m in rubric
-    ]
+    now and then a greedy reply with them.)"""
+    settings = SMALL_BATCHES
+    prompts = [judge_like(m, s) for s in ("tired.", "no symptoms.") for m in RUBRICS]
 
     def logits_after(llama: Any, tokens: list[int]) -> Any:
         next(llama.generate(tokens, temp=0.0, top_k=1))  # evaluates the prompt, samples one token
@@ -105,18 +111,11 @@ def test_prefix_reuse_never_changes_a_number(tmp_path: Path) -> None:
 
 def test_prefix_reuse_never_changes_a_reply(tmp_path: Path) -> None:
     """The model re-uses evaluated prompt prefixes (the previous call's context and snapshots of
-    earlier prompts), but only in whole batches, so each reply equals the one a fresh model gives.
-    Small batches make every kind of reuse happen within a few short prompts."""
-    settings = LLMSettings.model_validate({"embedded": {"n_batch": 32}})
-    rubric = {
-        name: f"Rate the {name} of the summary below from 1 to 5. "
-        + "Be strict and count every mistake. " * 6
-        for name in ("coherence", "accuracy")
-    }
-    story = "the participant sleeps badly, feels tired most days and has stopped seeing friends. " * 4
+    earlier prompts), but only in whole batches, so each reply equals the one a fresh model gives."""
+    settings = SMALL_BATCHES
 
     def ask(metric: str, summary: str, reply: str | None = None) -> ChatRequest:
-        first = Message(role="user", content=f"{rubric[metric]}\nTranscript: {story}\nSummary: {summary}")
+        first = Message(role="user", content=judge_like(metric, summary))
         retry = (
             (Message(role="assistant", content=reply), Message(role="user", content="Score: ?"))
             if reply
@@ -124,7 +123,7 @@ def test_prefix_reuse_never_changes_a_reply(tmp_path: Path) -> None:
         )
         return ChatRequest(messages=(first, *retry), options=Options(num_predict=12))
 
-    requests = [ask(m, s) for s in ("tired and withdrawn.", "no symptoms at all.") for m in rubric]
+    requests = [ask(m, s) for s in ("tired and withdrawn.", "no symptoms at all.") for m in RUBRICS]
     requests.insert(1, ask("coherence", "tired and withdrawn.", reply="It is fine."))  # a re-ask
 
     reusing = EmbeddedBackend(settings, hash_cache_dir=tmp_path)
