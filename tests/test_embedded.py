@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from pipeline.config import LLMSettings, Params
+from pipeline.errors import PromptTruncatedError
 from pipeline.llm.types import ChatRequest, Message, Options
 from tests.conftest import ROOT
 from tests.helpers import run_experiment
@@ -137,3 +138,13 @@ def test_prefix_reuse_never_changes_a_reply(tmp_path: Path) -> None:
         backend.close()
     assert restores >= 2  # the second summary's prompts start from their rubric's snapshot
     assert replies == fresh
+
+
+def test_a_prompt_longer_than_the_context_fails_instead_of_being_cut(tmp_path: Path) -> None:
+    settings = LLMSettings.model_validate({"options": {"num_ctx": 256}})
+    backend = EmbeddedBackend(settings, hash_cache_dir=tmp_path)
+    long_prompt = "the participant describes a week of poor sleep and low mood. " * 60
+    request = ChatRequest(messages=(Message(role="user", content=long_prompt),), options=settings.options)
+    with pytest.raises(PromptTruncatedError, match="num_ctx=256"):
+        backend.chat(request)
+    backend.close()
