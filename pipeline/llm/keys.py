@@ -55,18 +55,26 @@ def key_material(identity: ModelIdentity, request: ChatRequest) -> dict[str, Any
 
 
 def request_key(identity: ModelIdentity, request: ChatRequest) -> str:
+    backend, model = _identity_json(identity)
+    fmt = "null" if request.format is None else canonical_json(request.format)
     material = (
-        f'{{"backend":{canonical_json(identity.backend)},"format":{canonical_json(request.format)},'
-        f'"messages":[{",".join(map(_message_json, request.messages))}],'
-        f'"model":{canonical_json(identity.digest)},"options":{_options_json(request.options)},'
-        f'"recipe":{KEY_RECIPE}}}'
+        f'{{"backend":{backend},"format":{fmt},"messages":[{",".join(map(_message_json, request.messages))}],'
+        f'"model":{model},"options":{_options_json(request.options)},"recipe":{KEY_RECIPE}}}'
     )
     return KEY_PREFIX + hashlib.sha256(material.encode("utf-8")).hexdigest()
 
 
+_ROLES = {role: canonical_json(role) for role in ("system", "user", "assistant")}
+
+
 def _message_json(message: Message) -> str:
     digest = hashlib.sha256(message.content.encode("utf-8")).hexdigest()
-    return f'{{"content_sha256":"{digest}","role":{canonical_json(message.role)}}}'
+    return f'{{"content_sha256":"{digest}","role":{_ROLES[message.role]}}}'
+
+
+@lru_cache(maxsize=64)
+def _identity_json(identity: ModelIdentity) -> tuple[str, str]:
+    return canonical_json(identity.backend), canonical_json(identity.digest)
 
 
 @lru_cache(maxsize=256)
