@@ -148,3 +148,31 @@ def test_a_prompt_longer_than_the_context_fails_instead_of_being_cut(tmp_path: P
     with pytest.raises(PromptTruncatedError, match="num_ctx=256"):
         backend.chat(request)
     backend.close()
+
+
+def test_a_failed_snapshot_restore_leaves_nothing_stale_to_reuse(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import llama_cpp
+
+    def logits_after(llama: Any, prompt: str) -> Any:
+        next(llama.generate(llama.tokenize(prompt.encode()), temp=0.0, top_k=1))
+        return np.ctypeslib.as_array(llama._ctx.get_logits(), shape=(llama.n_vocab(),)).copy()
+
+    backend = EmbeddedBackend(SMALL_BATCHES, hash_cache_dir=tmp_path)
+    llama = backend._load(SMALL_BATCHES.options.num_ctx)
+    logits_after(llama, judge_like("coherence", "tired."))
+    logits_after(llama, judge_like("accuracy", "tired."))
+    real_set_data = llama_cpp.llama_state_seq_set_data
+    monkeypatch.setattr(llama_cpp, "llama_state_seq_set_data", lambda *args: 0)
+    with pytest.raises(RuntimeError, match="could not restore"):
+        logits_after(llama, judge_like("coherence", "no symptoms."))  # would start from a snapshot
+    monkeypatch.setattr(llama_cpp, "llama_state_seq_set_data", real_set_data)
+    after = logits_after(llama, judge_like("accuracy", "no symptoms."))
+    backend.close()
+    fresh = EmbeddedBackend(SMALL_BATCHES, hash_cache_dir=tmp_path)
+    expected = logits_after(
+        fresh._load(SMALL_BATCHES.options.num_ctx), judge_like("accuracy", "no symptoms.")
+    )
+    fresh.close()
+    assert (after == expected).all()

@@ -62,6 +62,9 @@ def batch_aligned_llama(base: type[Any]) -> type[Any]:
             return super().generate(tokens, *args, **kwargs)
 
         def _prepare(self, prompt: np.ndarray) -> None:
+            if self._is_recurrent or self._is_hybrid:
+                self._forget()  # their state cannot be cut back to a prefix: no reuse
+                return
             batch = self.n_batch
             context = self._input_ids[: min(self.n_tokens, self._prompt_length)]
             keep = whole_batches(common_prefix(context, prompt), len(prompt), batch)
@@ -72,7 +75,9 @@ def batch_aligned_llama(base: type[Any]) -> type[Any]:
                     keep, best = usable, name
             if best is not None:
                 self._restore(best)
-            self._ctx.kv_cache_seq_rm(-1, keep, -1)
+            if not self._ctx.kv_cache_seq_rm(-1, keep, -1):
+                self._forget()
+                keep = 0
             self.n_tokens = keep
             self._prompt_length = len(prompt)
             end = whole_batches(len(prompt), len(prompt), batch)
@@ -88,19 +93,30 @@ def batch_aligned_llama(base: type[Any]) -> type[Any]:
             size = llama_cpp.llama_state_seq_get_size(self._ctx.ctx, SEQUENCE)
             buffer = (ctypes.c_uint8 * size)()
             written = llama_cpp.llama_state_seq_get_data(self._ctx.ctx, buffer, size, SEQUENCE)
-            self._snapshots[name] = (tokens.copy(), bytes(buffer)[:written])
+            self._snapshots[name] = (tokens.copy(), ctypes.string_at(buffer, written))
             while len(self._snapshots) > MAX_SNAPSHOTS:
                 self._snapshots.popitem(last=False)
 
         def _restore(self, name: bytes) -> None:
             tokens, state = self._snapshots[name]
             self._snapshots.move_to_end(name)
-            self._ctx.kv_cache_seq_rm(-1, 0, -1)
+            self._forget()  # should the restore fail, no stale prefix may be trusted afterwards
             buffer = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
             if llama_cpp.llama_state_seq_set_data(self._ctx.ctx, buffer, len(state), SEQUENCE) != len(state):
                 raise RuntimeError("llama.cpp could not restore a prompt snapshot")
             self.input_ids[: len(tokens)] = tokens
             self.n_tokens = len(tokens)
             self.snapshot_restores += 1
+
+        def _forget(self) -> None:
+            """An empty context: nothing of it is reused."""
+            if not self._ctx.kv_cache_seq_rm(-1, 0, -1):
+                self._ctx.kv_cache_clear()
+            self.n_tokens = 0
+            self._prompt_length = 0
+
+        def load_state(self, state: Any) -> None:
+            super().load_state(state)
+            self._prompt_length = 0  # a saved state's tokens may include generated ones
 
     return BatchAlignedLlama
