@@ -48,17 +48,13 @@ def report(output: Path, title: str | None) -> None:
     """Write the refinement loop as one self-contained HTML page, with every call it made."""
     from pipeline.aggregation import compute_metrics
     from pipeline.config import load_params
-    from pipeline.llm.recordings import read_all
-    from pipeline.llm.records import CallRecord
-    from pipeline.report_html import render_html
-    from pipeline.results import Refinement, read_jsonl
+    from pipeline.report_html import load_records, render_html
+    from pipeline.results import read_refinements
 
     params = load_params()
-    refinements = read_jsonl(Path(params.refine.out), Refinement)
+    refinements = read_refinements(Path(params.refine.out), params.judge.metrics)
     summary = compute_metrics(refinements, params.judge.metrics)
-    records: dict[str, CallRecord] = {}
-    for loaded in read_all(Path(params.cache.recordings)):
-        records.setdefault(loaded.call.record.key, loaded.call.record)
+    records = load_records(Path(params.cache.recordings))
     html = render_html(
         refinements, summary, records, title or f"judgeloop: {params.llm.backend}:{params.llm.model}"
     )

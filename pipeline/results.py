@@ -66,12 +66,6 @@ class Refinement(Result):
     stop_reason: str  # passed_initially | passed | max_iterations | disabled
     kept: int  # index of the iteration reported as "after"
 
-    def in_metric_order(self, order: Sequence[str]) -> Refinement:
-        iterations = tuple(
-            it.model_copy(update={"metrics": in_order(it.metrics, order)}) for it in self.iterations
-        )
-        return self.model_copy(update={"iterations": iterations})
-
 
 R = TypeVar("R", bound=Result)
 
@@ -96,3 +90,17 @@ def read_jsonl(path: Path, model: type[R]) -> list[R]:
                 str(path), number, f"not a {model.__name__} record ({exc})", "re-run the stage that writes it"
             ) from exc
     return out
+
+
+def read_refinements(path: Path, order: Sequence[str]) -> list[Refinement]:
+    """The refine stage's output, each iteration's metrics in the configured order (judge.metrics)."""
+    return [
+        r.model_copy(
+            update={
+                "iterations": tuple(
+                    it.model_copy(update={"metrics": in_order(it.metrics, order)}) for it in r.iterations
+                )
+            }
+        )
+        for r in read_jsonl(path, Refinement)
+    ]

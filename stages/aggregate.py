@@ -10,15 +10,14 @@ import click
 from pipeline.aggregation import compute_metrics, markdown_report, write_plots
 from pipeline.config import load_params
 from pipeline.report_html import load_records, render_html
-from pipeline.results import Refinement, read_jsonl
+from pipeline.results import read_refinements
 
 
 @click.command()
 def main() -> None:
     params = load_params()
     settings = params.aggregate
-    order = params.judge.metrics
-    refinements = [r.in_metric_order(order) for r in read_jsonl(Path(params.refine.out), Refinement)]
+    refinements = read_refinements(Path(params.refine.out), params.judge.metrics)
     summary = compute_metrics(refinements, params.judge.metrics)
     Path(settings.metrics_out).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     write_plots(Path(settings.plots_dir), refinements, summary)
