@@ -110,6 +110,54 @@ def test_silent_truncation_and_num_predict(client: httpx.Client) -> None:
     assert short["done_reason"] == "length" and short["eval_count"] == 1
 
 
+HISTORY = [
+    {"role": "system", "content": "s" * 40},
+    {"role": "user", "content": "t" * 8_000},  # the transcript: 2000 tokens
+    {"role": "assistant", "content": "a" * 40},
+    {"role": "user", "content": "r" * 40},
+]
+
+
+def test_history_that_does_not_fit_loses_its_oldest_messages() -> None:
+    seen: list[dict[str, Any]] = []
+
+    def responder(request: dict[str, Any]) -> str:
+        seen.append(request)
+        return "ok"
+
+    with FakeOllama(responder=responder) as fake:
+        body = {"model": MODEL, "messages": HISTORY, "options": {"num_ctx": 1024}, "stream": False}
+        reply = httpx.post(fake.url + "/api/chat", json=body).json()
+    # As chatPrompt does: system messages stay, the last message stays, the oldest others go.
+    assert [m["content"][0] for m in seen[0]["messages"]] == ["s", "a", "r"]
+    assert reply["prompt_eval_count"] == 120 // 4 and reply["done_reason"] == "stop"
+
+
+def test_truncate_false_refuses_and_shift_false_stops_at_the_window(client: httpx.Client) -> None:
+    refused = chat(client, stream=False, messages=HISTORY, options={"num_ctx": 1024}, truncate=False)
+    assert refused.status_code == 400
+    assert refused.json() == {"error": "the input length exceeds the context length"}
+    fits = chat(client, stream=False, messages=HISTORY, options={"num_ctx": 4096}, truncate=False)
+    assert fits.status_code == 200 and fits.json()["prompt_eval_count"] == 8_120 // 4
+    # A 30-token prompt with a 1-token room left: the reply ends at the window.
+    tight = [{"role": "user", "content": "x" * 4 * 31}]
+    stopped = chat(client, stream=False, messages=tight, options={"num_ctx": 32}, shift=False).json()
+    assert stopped["done_reason"] == "length" and stopped["eval_count"] == 2
+    shifted = chat(client, stream=False, messages=tight, options={"num_ctx": 32}).json()
+    assert shifted["done_reason"] == "stop" and shifted["eval_count"] == 5
+
+
+def test_an_old_version_ignores_truncate_and_shift() -> None:
+    with FakeOllama(version="0.12.5") as fake, httpx.Client(base_url=fake.url, timeout=5) as client:
+        assert client.get("/api/version").json() == {"version": "0.12.5"}
+        refuse = {"truncate": False, "shift": False, "stream": False}
+        dropped = chat(client, messages=HISTORY, options={"num_ctx": 1024}, **refuse)
+        assert dropped.status_code == 200 and dropped.json()["prompt_eval_count"] == 120 // 4
+        tight = [{"role": "user", "content": "x" * 4 * 31}]
+        shifted = chat(client, messages=tight, options={"num_ctx": 32}, **refuse).json()
+        assert shifted["done_reason"] == "stop" and shifted["eval_count"] == 5
+
+
 def test_errors_look_like_ollamas(client: httpx.Client) -> None:
     missing = client.post("/api/chat", json={"model": "nope", "messages": HELLO})
     assert missing.status_code == 404 and missing.json() == {"error": "model 'nope' not found"}

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import logging
 import socket
 import threading
 import time
@@ -23,8 +25,9 @@ from pipeline.errors import (
     PromptTruncatedError,
     TransientBackendError,
 )
+from pipeline.llm.context_overflow import TRUNCATION_MARGIN
 from pipeline.llm.http_errors import ServerFaultError, default_wait, retry_after
-from pipeline.llm.ollama import TRUNCATION_MARGIN, OllamaBackend, parse_body
+from pipeline.llm.ollama import OllamaBackend, parse_body
 from pipeline.llm.types import Backend, ChatRequest, Message, Options
 from pipeline.testing.fake_ollama import DEFAULT_MODELS, FakeOllama, Fault
 
@@ -66,6 +69,8 @@ def test_request_body_spells_out_every_option(server: FakeOllama) -> None:
             "repeat_penalty": 1.0,
         },
         "stream": False,
+        "truncate": False,
+        "shift": False,
     }
 
 
@@ -175,12 +180,112 @@ def test_unusable_base_url_is_a_config_error() -> None:
         backend("ftp://example.invalid").chat(REQUEST)
 
 
-def test_truncation_is_detected_and_not_retried(server: FakeOllama) -> None:
+def reask(transcript_chars: int) -> ChatRequest:
+    """A judge re-ask: the transcript prompt, the unreadable reply, the format reminder."""
+    return ChatRequest(
+        messages=(
+            Message(role="system", content="You are a careful judge."),
+            Message(role="user", content="Rate this transcript. " + "w" * transcript_chars),
+            Message(role="assistant", content="It is hard to say."),
+            Message(role="user", content="Answer with 'Score: N'."),
+        ),
+        options=Options(num_ctx=2048),
+    )
+
+
+def test_an_overlong_prompt_is_refused_and_not_retried(server: FakeOllama) -> None:
     long = ChatRequest(messages=(Message(role="user", content="x" * 40_000),), options=Options(num_ctx=2048))
     with pytest.raises(PromptTruncatedError) as err:
         backend(server).chat(long)
+    message = err.value.message
+    assert "does not fit the context window (num_ctx=2048)" in message
+    assert "the input length exceeds the context length" in message
+    assert "llm.options.num_ctx in params.yaml" in message and server.requests_total == 1
+
+
+def test_a_reask_whose_history_does_not_fit_is_refused(server: FakeOllama) -> None:
+    # Left to its defaults, Ollama would drop the transcript and judge the reminder alone.
+    with pytest.raises(PromptTruncatedError, match=r"num_ctx=2048.*raise llm\.options\.num_ctx"):
+        backend(server).chat(reask(20_000))
+    assert server.requests_to("/api/chat") == 1 and server.received[-1].body["truncate"] is False
+
+
+def test_llama_servers_refusal_is_recognised_too() -> None:
+    # Newer Ollama releases pass llama-server's error through as a string (status 400).
+    said = {
+        "error": {
+            "code": 400,
+            "message": "request (2622 tokens) exceeds the available context size "
+            "(512 tokens), try increasing it",
+            "type": "exceed_context_size_error",
+        }
+    }
+    with FakeOllama() as server:
+        server.inject(Fault.status(400, json.dumps(said)))
+        with pytest.raises(PromptTruncatedError, match="exceed_context_size_error"):
+            backend(server).chat(REQUEST)
+        assert server.requests_total == 1
+
+
+def test_an_old_server_cuts_a_long_prompt_and_the_count_shows_it() -> None:
+    long = ChatRequest(messages=(Message(role="user", content="x" * 40_000),), options=Options(num_ctx=2048))
+    with FakeOllama(version="0.12.5") as server, pytest.raises(PromptTruncatedError) as err:
+        backend(server).chat(long)
     assert "num_ctx=2048" in err.value.message and "prompt_eval_count=2048" in err.value.message
-    assert "llm.options.num_ctx" in err.value.message and server.requests_total == 1
+    assert "llm.options.num_ctx" in err.value.message
+
+
+@pytest.mark.parametrize("version", ["0.12.5", "0.2.0", "0.0.0"])
+def test_an_old_server_that_dropped_the_transcript_is_caught(
+    version: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with FakeOllama(version=version) as server, caplog.at_level(logging.WARNING, "pipeline.llm.ollama"):
+        b = backend(server)
+        for _ in range(2):
+            with pytest.raises(PromptTruncatedError) as err:
+                b.chat(reask(20_000))
+            assert "dropped the earliest messages to fit num_ctx=2048" in err.value.message
+            assert "llm.options.num_ctx" in err.value.message
+        assert server.requests_to("/api/version") == 1
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert "predate" in warning and "upgrade Ollama to 0.12.6" in warning
+
+
+def test_a_server_too_old_to_count_cached_tokens_only_gets_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Before 0.2 a re-ask's cached prefix left prompt_eval_count small: the heuristic would misfire.
+    with FakeOllama(version="0.1.32") as server, caplog.at_level(logging.WARNING, "pipeline.llm.ollama"):
+        assert backend(server).chat(reask(20_000)).text
+    assert "cannot be detected" in caplog.text
+
+
+@pytest.mark.parametrize("version", ["0.12.6", "0.12.5", "0.1.32"])
+def test_calls_that_fit_are_not_flagged(version: str, caplog: pytest.LogCaptureFixture) -> None:
+    with FakeOllama(version=version) as server:
+        b = backend(server)
+        assert b.chat(REQUEST).text and server.requests_to("/api/version") == 0  # nothing to drop: not asked
+        fits = reask(5_000)  # ~1260 tokens of 2048: the whole history is kept
+        reply = b.chat(fits)
+        assert reply.prompt_tokens == sum(len(m.content) for m in fits.messages) // 4
+    new = version == "0.12.6"
+    assert ("predates" in caplog.text) != new
+
+
+def test_an_old_server_that_shifted_the_prompt_out_is_caught() -> None:
+    long_reply = ChatRequest(
+        messages=(Message(role="user", content="x" * 1_900 * 4),), options=Options(num_ctx=2048)
+    )
+    shifted = r"eval_count=500, num_ctx=2048.*shifted"
+    with (
+        FakeOllama(version="0.12.5", responder=lambda _: "word " * 400) as old,
+        pytest.raises(PromptTruncatedError, match=shifted),
+    ):
+        backend(old).chat(long_reply)
+    # A server that honours shift: false stops at the window's end instead, and says so.
+    with FakeOllama(responder=lambda _: "word " * 400) as new:
+        reply = backend(new).chat(long_reply)
+    assert reply.done_reason == "length" and reply.completion_tokens == 2048 - 1_900 + 1
 
 
 def test_prompt_just_under_the_margin_is_fine(server: FakeOllama) -> None:

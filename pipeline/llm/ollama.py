@@ -3,26 +3,43 @@
 Every option is sent, defaults included: Ollama fills a missing option from the model's Modelfile
 and then from its own defaults (temperature 0.8, seed -1, ...), so an omitted option would let the
 server pick a value the cache key knows nothing about.
+
+A prompt that does not fit num_ctx is never answered silently (pipeline.llm.context_overflow):
+every request says `truncate: false, shift: false`, so an Ollama that knows these fields (0.12.6
+and later) refuses it with a 400, and the reply counts catch what an older server cuts.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from typing import Any
 
 import httpx
 
 from pipeline.config import LLMSettings
-from pipeline.errors import ConfigError, ModelNotFoundError, PromptTruncatedError, TransientBackendError
-from pipeline.llm.http_errors import RetryPolicy, Wait, body_error, check_status, make_client, send
+from pipeline.errors import (
+    ConfigError,
+    JudgeloopError,
+    ModelNotFoundError,
+    TransientBackendError,
+)
+from pipeline.llm import context_overflow
+from pipeline.llm.context_overflow import overflowed
+from pipeline.llm.http_errors import (
+    RetryPolicy,
+    Wait,
+    body_error,
+    check_status,
+    error_text,
+    make_client,
+    send,
+)
 from pipeline.llm.types import ChatReply, ChatRequest, ModelIdentity
 
-# Ollama truncates an overlong prompt to exactly num_ctx tokens and answers 200 (its log says
-# "truncating input prompt limit=4096 prompt=7268 keep=4 new=4096"), so prompt_eval_count reaching
-# num_ctx is the only trace. A prompt that really is within a few tokens of num_ctx cannot be told
-# apart from a truncated one, and leaves no room for the reply anyway; 4 is Ollama's num_keep.
-TRUNCATION_MARGIN = 4
+log = logging.getLogger(__name__)
+
 _META_KEYS = (
     "model",
     "created_at",
@@ -61,14 +78,19 @@ class OllamaBackend:
         self._slots = threading.BoundedSemaphore(settings.parallelism)
         self._identity: ModelIdentity | None = None
         self._identity_lock = threading.Lock()
+        self._version: tuple[int, int, int] | None = None
+        self._version_asked = False
+        self._version_lock = threading.Lock()
 
     def _not_found(self) -> str:
         m = self.settings.model
         return f"model '{m}' not found at {self.settings.base_url} — run: ollama pull {m}"
 
-    def _exchange(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
+    def _exchange(self, method: str, path: str, body: Any = None, *, num_ctx: int = 0) -> dict[str, Any]:
         with self._slots:
             response = send(self._client, method, path, json=body)
+        if response.status_code == 400 and overflowed(refusal := error_text(response)):
+            raise context_overflow.refused(num_ctx, refusal)
         check_status(response, not_found=self._not_found())
         data = parse_body(response)
         if not isinstance(data, dict):
@@ -76,6 +98,8 @@ class OllamaBackend:
                 f"{response.request.method} {response.request.url}: not a JSON object"
             )
         if (said := body_error(data)) is not None:
+            if overflowed(said):  # a proxy that streamed anyway: the refusal is a line
+                raise context_overflow.refused(num_ctx, said)
             # A 200 that carries an error: the runner failed after the reply had started.
             raise TransientBackendError(f"{response.request.method} {response.request.url}: {said}")
         return data
@@ -116,6 +140,9 @@ class OllamaBackend:
             "messages": [m.model_dump(mode="json") for m in request.messages],
             "options": options,
             "stream": False,
+            # Refuse rather than cut (see pipeline.llm.context_overflow); keys an old server ignores.
+            "truncate": False,
+            "shift": False,
         }
         if request.format is not None:
             body["format"] = request.format
@@ -123,7 +150,10 @@ class OllamaBackend:
 
     def chat(self, request: ChatRequest) -> ChatReply:
         body = self.request_body(request)
-        data = self._retry.call(lambda: self._exchange("POST", "/api/chat", body), "POST /api/chat")
+        num_ctx = request.options.num_ctx
+        data = self._retry.call(
+            lambda: self._exchange("POST", "/api/chat", body, num_ctx=num_ctx), "POST /api/chat"
+        )
         reply = ChatReply(
             text=str((data.get("message") or {}).get("content") or ""),
             done_reason=data.get("done_reason"),
@@ -131,14 +161,32 @@ class OllamaBackend:
             completion_tokens=data.get("eval_count"),
             meta={k: data[k] for k in _META_KEYS if k in data},
         )
-        num_ctx = request.options.num_ctx
-        if reply.prompt_tokens is not None and reply.prompt_tokens >= num_ctx - TRUNCATION_MARGIN:
-            raise PromptTruncatedError(
-                f"the prompt filled the context window (prompt_eval_count={reply.prompt_tokens}, "
-                f"num_ctx={num_ctx}): Ollama silently cut it, so the reply is not trusted. "
-                "Fix: raise llm.options.num_ctx (or shorten the input)."
-            )
+        context_overflow.check_counts(request, reply, self._may_drop_history)
         return reply
+
+    def _may_drop_history(self) -> bool:
+        return context_overflow.may_drop_history(self.server_version())
+
+    def server_version(self) -> tuple[int, int, int] | None:
+        """GET /api/version, once, and only when a reply needs it: cache hits never ask, and a
+        failure leaves the version unknown rather than failing a call that did succeed."""
+        with self._version_lock:
+            if not self._version_asked:
+                self._version_asked = True
+                self._version = self._fetch_version()
+            return self._version
+
+    def _fetch_version(self) -> tuple[int, int, int] | None:
+        url = self.settings.base_url
+        try:
+            said = str(self._exchange("GET", "/api/version").get("version", ""))
+        except JudgeloopError as exc:
+            said = ""
+            log.debug("GET %s/api/version failed: %s", url, exc)
+        version = context_overflow.parse_version(said)
+        if (warning := context_overflow.old_server_warning(url, said, version)) is not None:
+            log.warning("%s", warning)
+        return version
 
     def close(self) -> None:
         self._client.close()

@@ -2,8 +2,16 @@
 
 It follows the protocol notes (shared/notes/ollama-protocol.md), not any client's expectations:
 `stream` is true when absent, unknown keys are ignored, an unknown model is a 404, a wrongly typed
-option a 500, and a prompt longer than num_ctx is cut silently (200, prompt_eval_count == num_ctx).
-It also serves Ollama's OpenAI-compatible /v1/models and /v1/chat/completions (no streaming there).
+option a 500. It also serves Ollama's OpenAI-compatible /v1/models and /v1/chat/completions (no
+streaming there).
+
+A chat longer than num_ctx goes as in Ollama (server/prompt.go chatPrompt, the runners' NewSequence
+and processBatch): unless the request says `truncate: false`, the oldest non-system messages are
+dropped until the rest fits (the responder sees only what is kept), and a last message that still
+does not fit is cut to num_ctx tokens, all with a 200; with `truncate: false` it is a 400 {"error":
+"the input length exceeds the context length"}. A reply that would outgrow the window ends with
+done_reason "length" under `shift: false`, and otherwise goes on (Ollama shifts the prompt out).
+A `version` older than 0.12.6 emulates a server that predates both keys and ignores them.
 
 Tokens are approximated as len(text) // 4: close enough to real tokenizers for English that
 truncation and num_predict behave at realistic sizes, and needs no tokenizer.
@@ -25,7 +33,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from pipeline.testing.ollama_wire import OllamaHandler, Received, WireServer, full_tag
+from pipeline.testing.ollama_wire import ContextOverflow, OllamaHandler, Received, WireServer, full_tag
+
+# The first release that honours `truncate` and `shift` (ollama/ollama#12582).
+TRUNCATE_SINCE = (0, 12, 6)
+# The runner's words when `truncate: false` meets a prompt longer than num_ctx.
+INPUT_TOO_LONG = "the input length exceeds the context length"
 
 # Gets the chat request as Ollama sees it ({"model", "messages", "options", "format"?, ...}; /v1
 # requests are translated to that shape first) and returns the reply text.
@@ -83,6 +96,26 @@ def approx_tokens(text: str) -> int:
     return len(text) // 4
 
 
+def prompt_tokens(messages: Sequence[Any]) -> int:
+    """The rendered prompt's size: the fake's template is the messages' contents, back to back."""
+    return approx_tokens("".join(str(m.get("content", "")) for m in messages if isinstance(m, dict)))
+
+
+def fit_history(messages: list[Any], num_ctx: int) -> list[Any]:
+    """chatPrompt with truncation on: drop messages from the front until the rest fits, keeping the
+    system messages among those dropped and always the last message."""
+    for start in range(len(messages)):
+        system = [m for m in messages[:start] if isinstance(m, dict) and m.get("role") == "system"]
+        kept = system + messages[start:]
+        if prompt_tokens(kept) <= num_ctx or start == len(messages) - 1:
+            return kept
+    return messages
+
+
+def parse_version(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("-")[0].split(".")[:3])
+
+
 def default_responder(request: dict[str, Any]) -> str:
     """Same request, same reply; a change to messages, options or format changes it (as with a
     real model), a change to anything the server ignores (a top-level `seed`) does not."""
@@ -101,7 +134,7 @@ class FakeOllama:
         parallel_slots: int | None = None,
         fail_next: Sequence[Fault] = (),
         default_num_ctx: int = 2048,
-        version: str = "0.12.0",
+        version: str = "0.12.6",
     ) -> None:
         self.models = {full_tag(k): v.removeprefix("sha256:") for k, v in (models or DEFAULT_MODELS).items()}
         self.responder, self.latency_s, self.version = responder, latency_s, version
@@ -220,24 +253,40 @@ class FakeOllama:
                 self._busy -= 1
                 self._cond.notify_all()
 
+    @property
+    def knows_truncate(self) -> bool:
+        """Whether this server honours `truncate` and `shift`; an older one ignores them."""
+        return parse_version(self.version) >= TRUNCATE_SINCE
+
     def generate(self, request: dict[str, Any], messages: list[Any], options: dict[str, Any]) -> Generation:
-        """Ask the responder, then shape the reply as the runner would: cut to num_ctx, num_predict."""
+        """Fit the prompt to num_ctx as Ollama would, ask the responder, then shape the reply as the
+        runner would: num_predict, and the window's end."""
+        num_ctx = int(options.get("num_ctx", self.default_num_ctx))
+        truncate = request.get("truncate") is not False or not self.knows_truncate
+        shift = request.get("shift") is not False or not self.knows_truncate
+        kept = fit_history(messages, num_ctx) if truncate else messages
+        prompt = prompt_tokens(kept)
+        if prompt > num_ctx:
+            if not truncate:
+                raise ContextOverflow(INPUT_TOO_LONG)
+            prompt = num_ctx  # the runner keeps num_keep tokens and the tail: the silent cut
+        seen = request if len(kept) == len(messages) else {**request, "messages": kept}
         with self._slot():
             self.pause(self.latency_s)
-            text = self.responder(request)
-        prompt = "".join(str(m.get("content", "")) for m in messages if isinstance(m, dict))
-        num_ctx = int(options.get("num_ctx", self.default_num_ctx))
-        prompt_tokens = min(approx_tokens(prompt), num_ctx)  # the silent truncation
+            text = self.responder(seen)
         num_predict, done_reason = int(options.get("num_predict", -1)), "stop"
         if 0 <= num_predict < approx_tokens(text):
             text, done_reason = text[: num_predict * 4], "length"
+        room = num_ctx - prompt + 1  # every generated token but the last is fed back into the window
+        if not shift and approx_tokens(text) > room:
+            text, done_reason = text[: room * 4], "length"
         eval_count = max(1, approx_tokens(text))
         metrics = {
             "total_duration": int(self.latency_s * 1e9) + 2_000_000 + eval_count * 1_000_000,
             "load_duration": 1_000_000,
-            "prompt_eval_count": prompt_tokens,
-            "prompt_eval_duration": 1_000_000 + prompt_tokens * 10_000,
+            "prompt_eval_count": prompt,
+            "prompt_eval_duration": 1_000_000 + prompt * 10_000,
             "eval_count": eval_count,
             "eval_duration": eval_count * 1_000_000,
         }
-        return Generation(text, done_reason, prompt_tokens, eval_count, metrics)
+        return Generation(text, done_reason, prompt, eval_count, metrics)

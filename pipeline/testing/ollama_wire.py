@@ -34,6 +34,10 @@ _DETAILS = {
 _MODIFIED_AT = "2025-01-01T00:00:00Z"
 
 
+class ContextOverflow(Exception):
+    """The request said `truncate: false` and its prompt does not fit num_ctx: Ollama answers 400."""
+
+
 @dataclass(frozen=True)
 class Received:
     method: str
@@ -202,7 +206,10 @@ class OllamaHandler(BaseHTTPRequestHandler):
             return self._error("/api/chat", 400, "options must be an object and messages a list")
         if (problem := option_type_error(options)) is not None:
             return self._error("/api/chat", 500, problem)
-        gen = self.fake.generate(body, messages, options)
+        try:
+            gen = self.fake.generate(body, messages, options)
+        except ContextOverflow as exc:
+            return self._error("/api/chat", 400, str(exc))
         done = {"done": True, "done_reason": gen.done_reason, **gen.metrics}
         if body.get("stream", True) is False:  # absent means stream, as in Ollama
             message = {"role": "assistant", "content": gen.text}
