@@ -16,14 +16,14 @@ def transcript(chars: int = 20_000) -> str:
     return "".join(lines)
 
 
-def judge_requests(n: int, text: str) -> list[ChatRequest]:
+def judge_request(i: int, text: str) -> ChatRequest:
+    """The i-th of a run's judge calls: metric i % 4, iteration i // 4."""
     metrics = list(JUDGE_PROMPTS)
-    out = []
-    for i in range(n):
-        template = JUDGE_PROMPTS[metrics[i % 4]]
-        assessment = f"<assessment>Iteration {i // 4}: the participant reports poor sleep.</assessment>"
-        prompt = template.replace("{transcript}", text).replace("{qualitative_output}", assessment)
-        out.append(
-            ChatRequest(messages=(Message(role="user", content=prompt),), options=Options(num_predict=256))
-        )
-    return out
+    template = JUDGE_PROMPTS[metrics[i % 4]]
+    assessment = f"<assessment>Iteration {i // 4}: the participant reports poor sleep.</assessment>"
+    prompt = template.replace("{transcript}", text).replace("{qualitative_output}", assessment)
+    return ChatRequest(messages=(Message(role="user", content=prompt),), options=Options(num_predict=256))
+
+
+def judge_requests(n: int, text: str) -> list[ChatRequest]:
+    return [judge_request(i, text) for i in range(n)]

@@ -1,3 +1,3 @@
 """judgeloop: reproducible LLM-as-a-judge experiments with feedback-driven refinement."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -97,6 +97,8 @@ def scan_recordings(root: Path) -> Scan:
             problem = call.record.problem()
             if problem is not None:
                 scan.problems.append(f"{where}: {call.context.describe()} key {call.record.key}: {problem}")
+            else:
+                call = call.current()  # under today's key recipe, as the pipeline reads it
             scan.calls.append((calls_path, number, call))
     return scan
 

@@ -12,7 +12,7 @@ that replaying the merged recordings cannot depend on which stage's copy is read
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -84,7 +84,7 @@ def merge_calls(
         mine = len(merged)
         for call in theirs.get(stage, []):
             merged.setdefault((*call.context.sort_key(), call.record.key), call)
-        calls = [c.model_copy(update={"record": chosen[c.record.key]}) for c in merged.values()]
+        calls = [replace(c, record=chosen[c.record.key]) for c in merged.values()]
         stages.append(StageMerge(stage, mine, len(merged) - mine, calls))
     took = len(conflicts) if prefer == "theirs" else 0
     return MergeResult(stages, conflicts, took)

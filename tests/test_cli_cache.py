@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from pipeline.cli import main
 from pipeline.llm.fake import FakeBackend
+from pipeline.llm.keys import KEY_PREFIX
 from pipeline.llm.recordings import read_all, read_stage
 from pipeline.llm.records import CallRecord
 from pipeline.llm.store import CallStore
@@ -92,14 +93,16 @@ def test_verify_catches_tampered_foreign_and_unreadable_local_entries(project: P
     key = next(k for k in store.keys() if b"Score: 4" in (store.get_raw(k) or b""))  # noqa: SIM118
     store.put_raw(key, (store.get_raw(key) or b"").replace(b"Score: 4", b"Score: 1"))
     other = stray_record()
-    store.put_raw("jl1:" + "0" * 64, other.model_dump_json().encode())  # a valid record, under another key
-    store.put_raw("jl1:" + "1" * 64, b"\x00 not json")
+    store.put_raw(
+        KEY_PREFIX + "0" * 32, other.model_dump_json().encode()
+    )  # a valid record, under another key
+    store.put_raw(KEY_PREFIX + "1" * 32, b"\x00 not json")
     store.close()
     code, out, _ = cache("verify")
     assert code == 1
     assert f"{key}: the checksum does not match" in out
-    assert f"foreign: stored under jl1:{'0' * 64} but the record is for {other.key}" in out
-    assert f"jl1:{'1' * 64}: cannot be read" in out
+    assert f"foreign: stored under {KEY_PREFIX}{'0' * 32} but the record is for {other.key}" in out
+    assert f"{KEY_PREFIX}{'1' * 32}: cannot be read" in out
     assert "judgeloop cache verify --delete-corrupt" in out
     code, out, _ = cache("verify", "--delete-corrupt")
     assert code == 0, out
@@ -162,7 +165,7 @@ def test_merge_keeps_every_call_and_reports_the_conflict(collaborator: tuple[Pat
     code, out, err = cache("merge", str(theirs / "recordings"))
     assert code == 1
     assert "1 conflicting call(s): kept ours" in err
-    [conflict] = re.findall(r"conflict: key (jl1:\w+)", out)
+    [conflict] = re.findall(r"conflict: key (jl\d+:\w+)", out)
     assert "ours:   stage=judge item=902 iteration=0 metric=coherence role=judge" in out
     assert "    -Score: 4\n    +Score: 3\n" in out
     merged = calls_in(ours / "recordings")
@@ -181,7 +184,7 @@ def test_merge_is_deterministic_and_can_take_theirs(collaborator: tuple[Path, Pa
     assert {p: p.read_bytes() for p in (ours / "recordings").rglob("*.jsonl")} == first
     code, out, _ = cache("merge", str(theirs / "recordings"), "--theirs")
     assert code == 0 and "took theirs for 1 conflicting key(s)" in out
-    [conflict] = re.findall(r"conflict: key (jl1:\w+)", out)
+    [conflict] = re.findall(r"conflict: key (jl\d+:\w+)", out)
     [taken] = replies(ours / "recordings", conflict)
     assert taken.endswith("Score: 3")
 

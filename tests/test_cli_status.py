@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from pipeline.cli import main
 from pipeline.config import load_params
 from pipeline.llm.fake import FakeBackend
+from pipeline.llm.keys import KEY_PREFIX
 from pipeline.llm.session import RecordingIndex
 from pipeline.llm.store import CallStore
 from pipeline.llm.types import CallContext
@@ -127,7 +128,7 @@ def test_the_text_report_and_its_list_of_new_calls(project: Path) -> None:
     out = result.stdout
     assert "model: fake scripted-judge sha256:fake0000 (asked the backend, as the next run will)" in out
     assert "15 calls: 6 recorded, 9 to the model (exact)" in out
-    assert "new: stage=refine item=902 iteration=1 metric=accuracy role=judge key jl1:" in out
+    assert "new: stage=refine item=902 iteration=1 metric=accuracy role=judge key " + KEY_PREFIX in out
     assert out.endswith("the next `dvc repro` needs 9 model call(s)\n")
 
 

@@ -11,6 +11,7 @@ import pytest
 from pipeline.errors import CorruptRecordError
 from pipeline.llm import recordings
 from pipeline.llm.fake import FakeBackend
+from pipeline.llm.keys import KEY_RECIPE, recipe1_key
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext, ChatReply
 from tests.helpers import make_session, request
@@ -132,3 +133,41 @@ def test_metadata_survives(tmp_path: Path) -> None:
     (loaded,) = recordings.read_all(tmp_path / "recordings")
     assert loaded.call.record.reply.meta == {"eval_duration": 5}
     assert loaded.call.record.reply.done_reason == "length"
+
+
+def _as_written_by_recipe_1(record: CallRecord) -> CallRecord:
+    """The record as judgeloop 0.1.0 wrote it: sha256 key (recipe 1), checksum over that."""
+    old = record.model_copy(update={"key": recipe1_key(record.model, record.request), "recipe": 1})
+    return old.model_copy(update={"checksum": old.expected_checksum()})
+
+
+def test_recordings_from_an_older_key_recipe_replay_and_are_rewritten(tmp_path: Path) -> None:
+    fake = FakeBackend()
+    req = request("Score this transcript: it is short.")
+    current = CallRecord.new(fake.identity(), req, fake.chat(req))
+    old = _as_written_by_recipe_1(current)
+    assert old.key.startswith("jl1:") and old.verify()
+    ctx = CallContext(stage="judge", item="901", metric="coherence")
+    recordings.write_stage(tmp_path / "recordings" / "judge", [RecordedCall(context=ctx, record=old)])
+
+    replay, backend = make_session(tmp_path, "replay")
+    call = replay.chat(req, ctx)
+    assert backend.calls == []  # served from the old recording, under today's key
+    assert call.record.key == current.key and call.record.recipe == KEY_RECIPE and call.record.verify()
+    assert call.record.reply == old.reply and call.record.created_at == old.created_at
+    replay.close()
+    (rewritten,) = recordings.read_stage(tmp_path / "recordings" / "judge")
+    assert '"recipe":2' in (tmp_path / "recordings" / "judge" / recordings.CALLS_FILE).read_text()
+    assert rewritten.call.record.key == current.key
+
+
+def test_an_edited_record_of_an_older_recipe_is_not_rekeyed(tmp_path: Path) -> None:
+    (call,) = _calls(1)
+    old = _as_written_by_recipe_1(call.record)
+    edited = old.model_copy(update={"reply": old.reply.model_copy(update={"text": "Score: 5"})})
+    recordings.write_stage(tmp_path / "judge", [RecordedCall(context=call.context, record=edited)])
+    # Re-keying renews the checksum; done to an edited record it would launder the edit.
+    with pytest.raises(CorruptRecordError, match="checksum"):
+        list(recordings.read_stage(tmp_path / "judge"))
+    (unverified,) = recordings.read_stage(tmp_path / "judge", verify=False)
+    assert unverified.call.record.key == old.key

@@ -2,17 +2,22 @@
 
 The same record lives in the local diskcache (one JSON value per key) and, with its context, in
 the text recordings under recordings/ (see pipeline.llm.recordings). `key` addresses the request;
-`checksum` covers the whole record, so a reply edited by hand is caught by `verify()` too.
+`checksum` (sha256) covers the whole record, so a reply edited by hand is caught by `verify()` too.
+
+A record keeps the key recipe it was written under (pipeline.llm.keys): an older one still
+verifies against its own recipe, and `current()` re-keys it, so recordings made before a recipe
+change keep replaying.
 """
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from pipeline import __version__
-from pipeline.llm.keys import KEY_RECIPE, canonical_json, request_key
+from pipeline.llm.keys import KEY_RECIPE, RECIPES, canonical_json, request_key
 from pipeline.llm.types import CallContext, ChatReply, ChatRequest, Frozen, ModelIdentity
 
 
@@ -49,9 +54,13 @@ class CallRecord(Frozen):
 
     def problem(self) -> str | None:
         """Why this record cannot be trusted, or None."""
-        if self.recipe != KEY_RECIPE:
-            return f"recorded with key recipe {self.recipe}, this judgeloop uses {KEY_RECIPE}"
-        if request_key(self.model, self.request) != self.key:
+        derive_key = RECIPES.get(self.recipe)
+        if derive_key is None:
+            return (
+                f"written with key recipe {self.recipe}, which judgeloop {__version__} does not know "
+                f"(it knows {sorted(RECIPES)}): upgrade judgeloop"
+            )
+        if derive_key(self.model, self.request) != self.key:
             return "the request does not hash to the key (request edited)"
         if self.expected_checksum() != self.checksum:
             return "the checksum does not match (reply or metadata edited)"
@@ -60,10 +69,32 @@ class CallRecord(Frozen):
     def verify(self) -> bool:
         return self.problem() is None
 
+    def current(self) -> CallRecord:
+        """This record under today's key recipe: the same call, re-keyed and its checksum renewed.
 
-class RecordedCall(Frozen):
-    """One call as the pipeline made it: where (context), and what (the record)."""
+        Only for a record that verifies (check `problem()` first): renewing the checksum of an
+        edited record would launder the edit.
+        """
+        if self.recipe == KEY_RECIPE:
+            return self
+        rekeyed = self.model_copy(update={"key": request_key(self.model, self.request), "recipe": KEY_RECIPE})
+        return rekeyed.model_copy(update={"checksum": rekeyed.expected_checksum()})
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedCall:
+    """One call as the pipeline made it: where (context), and what (the record).
+
+    A plain dataclass, not a model: its parts are validated models already, and a stage builds
+    one for every call, cache hits included.
+    """
 
     context: CallContext
     record: CallRecord
     cache_hit: bool = False
+
+    def current(self) -> RecordedCall:
+        """The call with its record under today's key recipe (see CallRecord.current)."""
+        if self.record.recipe == KEY_RECIPE:
+            return self
+        return replace(self, record=self.record.current())

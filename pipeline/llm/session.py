@@ -79,10 +79,13 @@ class LLMSession:
 
     @property
     def identity(self) -> ModelIdentity:
-        with self._lock:
-            if self._identity is None:
-                self._identity = self._identity_factory()
-            return self._identity
+        identity = self._identity  # set once, never changed: read without the lock on every call
+        if identity is None:
+            with self._lock:
+                if self._identity is None:
+                    self._identity = self._identity_factory()
+                identity = self._identity
+        return identity
 
     @property
     def backend(self) -> Backend:
