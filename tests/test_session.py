@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.errors import ReplayIncompleteError, ReplayMissError, TransientBackendError
+from pipeline.errors import CorruptRecordError, ReplayIncompleteError, ReplayMissError, TransientBackendError
 from pipeline.llm.fake import FakeBackend
+from pipeline.llm.store import CallStore
 from pipeline.llm.types import CallContext, ChatRequest
 from tests.helpers import make_session, request
 
@@ -125,3 +126,35 @@ def test_identity_digest_is_part_of_the_key(tmp_path: Path) -> None:
     other, fake = make_session(tmp_path, backend=FakeBackend(digest="sha256:two"))
     assert not other.chat(request("hello"), CTX).cache_hit
     assert len(fake.calls) == 1
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        b"[1, 2]\n{}",
+        b'{"key": "k"}\n{}',
+        b'{"model": [1]}\n{}',
+        b'{"model": {"digest": {}}}\n{}',
+        b"nope\n{}",
+    ],
+)
+def test_a_stored_value_that_is_not_a_record_is_reported_not_raised_raw(
+    tmp_path: Path, stored: bytes
+) -> None:
+    store = CallStore(tmp_path / "cache")
+    store.put_raw("jl2:0", stored)
+    with pytest.raises(CorruptRecordError, match=r"(?s)the record for jl2:0 cannot be read .*cache verify"):
+        store.get("jl2:0", request("x"))
+
+
+def test_hits_share_one_model_identity_object(tmp_path: Path) -> None:
+    session, _ = make_session(tmp_path)
+    context = CallContext(stage="judge")
+    for text in ("a", "b"):
+        session.chat(request(text), context)
+    session.close()
+    again, _ = make_session(tmp_path)
+    first, second = (again.chat(request(text), context) for text in ("a", "b"))
+    assert first.cache_hit and second.cache_hit
+    assert first.record.model is second.record.model and first.record.model == again.identity
+    again.close()
