@@ -26,7 +26,8 @@ def run_items(session: LLMSession, items: Sequence[T], work: Callable[[T], R], d
     failure: BaseException | None = None
     with (
         ThreadPoolExecutor(max_workers=session.parallelism, thread_name_prefix=desc) as pool,
-        tqdm(total=len(items), desc=desc, unit="item", dynamic_ncols=True) as bar,
+        # disable=None: a bar on a terminal, nothing in a log or CI (each redraw would be a line).
+        tqdm(total=len(items), desc=desc, unit="item", dynamic_ncols=True, disable=None) as bar,
     ):
         pending: dict[Future[R], int] = {pool.submit(work, item): i for i, item in enumerate(items)}
         while pending:
