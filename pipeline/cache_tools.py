@@ -26,6 +26,7 @@ from pipeline.config import Params, load_params
 from pipeline.errors import CorruptRecordError, JudgeloopError
 from pipeline.inventory import local_records, open_store, read_runs, runs_dir, scan_recordings
 from pipeline.llm import recordings
+from pipeline.llm.keys import KEY_PREFIX
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.store import CallStore
 from pipeline.llm.types import CallContext
@@ -64,7 +65,9 @@ def stats(as_json: bool) -> None:
     out: dict[str, Any] = {"cache_dir": params.cache.dir, "local": None, "recordings": {}, "runs": {}}
     store = open_store(params)
     if store is not None:
-        out["local"] = {"entries": len(store), "bytes": store.volume()}
+        # A key's prefix names its recipe: an entry under an older one is never looked up again.
+        stale = sum(1 for key in store.keys() if not key.startswith(KEY_PREFIX))  # noqa: SIM118
+        out["local"] = {"entries": len(store), "bytes": store.volume(), "older_key_recipe": stale}
         store.close()
     for directory in recordings.stage_dirs(Path(params.cache.recordings)):
         lines = (directory / recordings.CALLS_FILE).read_text(encoding="utf-8").splitlines()
@@ -84,6 +87,11 @@ def stats(as_json: bool) -> None:
     local = out["local"]
     held = f"{local['entries']} entries, {_human(local['bytes'])}" if local else "none yet (a run creates it)"
     click.echo(f"local cache {params.cache.dir}: {held}")
+    if local and local["older_key_recipe"]:
+        click.echo(
+            f"  {local['older_key_recipe']} of them under an older key recipe, never looked up again "
+            "(`judgeloop cache gc` removes them once no recording or last run names them)"
+        )
     click.echo(f"recordings {params.cache.recordings}/:" + ("" if out["recordings"] else " none"))
     for stage, rec in out["recordings"].items():
         click.echo(

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from pipeline.cli import main
 from pipeline.llm.fake import FakeBackend
-from pipeline.llm.keys import KEY_PREFIX
+from pipeline.llm.keys import KEY_PREFIX, recipe1_key
 from pipeline.llm.recordings import read_all, read_stage
 from pipeline.llm.records import CallRecord
 from pipeline.llm.store import CallStore
@@ -57,6 +57,23 @@ def test_stats_counts_the_store_the_recordings_and_the_last_runs(project: Path) 
     code, text, _ = cache("stats")
     assert "21 entries" in text and "judge      12 calls, 12 unique keys" in text
     assert "refine     mode auto: 0 hits, 6 model calls" in text
+
+
+def test_entries_under_an_older_key_recipe_are_counted_and_collected(project: Path) -> None:
+    store = CallStore(CACHE)
+    key = next(k for k in store.keys())  # noqa: SIM118 (a CallStore is not iterable)
+    record = store.get(key)
+    assert record is not None
+    old = record.model_copy(update={"key": recipe1_key(record.model, record.request), "recipe": 1})
+    old = old.model_copy(update={"checksum": old.expected_checksum()})
+    store.put(old)
+    store.close()
+    _, out, _ = cache("stats", "--json")
+    assert json.loads(out)["local"] | {"bytes": 0} == {"entries": 22, "bytes": 0, "older_key_recipe": 1}
+    assert "1 of them under an older key recipe, never looked up again" in cache("stats")[1]
+    assert cache("verify")[0] == 0  # an old record is not a corrupt one
+    assert "deleted 1 of 22 local entries" in cache("gc")[1]
+    assert json.loads(cache("stats", "--json")[1])["local"]["older_key_recipe"] == 0
 
 
 def test_verify_passes_on_an_untouched_experiment(project: Path) -> None:
