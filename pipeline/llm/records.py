@@ -71,6 +71,7 @@ class CallRecord(Frozen):
 
     def current(self) -> CallRecord:
         """This record under today's key recipe: the same call, re-keyed and its checksum renewed.
+        `judgeloop_version` still names the judgeloop that made the call.
 
         Only for a record that verifies (check `problem()` first): renewing the checksum of an
         edited record would launder the edit.
