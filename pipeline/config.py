@@ -63,7 +63,8 @@ class CacheSettings(Section):
 
 class DataSettings(Section):
     transcripts: str = "data/demo"
-    labels: str | None = None
+    # AVEC2017 split CSV(s) inside `transcripts`: run only the participants they list (pipeline.labels).
+    labels: str | tuple[str, ...] | None = None
     drop_markers: bool = False
     participant_only: bool = False
     limit: int | None = None

@@ -1,4 +1,4 @@
-"""Interview transcripts and PHQ-8 labels in, typed and checked.
+"""Interview transcripts in, typed and checked; `data.labels` can narrow them (pipeline.labels).
 
 Formats, recognised per file by name (a folder is searched one level deep):
   DAIC-WOZ    NNN_TRANSCRIPT.csv, flat or in NNN_P/ folders: tab-separated, a header naming at least
@@ -18,31 +18,26 @@ as a quoted field), fields are stripped, and a turn that reads "NA" or "null" st
 
 from __future__ import annotations
 
-import csv
 import re
 import warnings
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pipeline.config import DataSettings
 from pipeline.errors import ConfigError, InputError
+from pipeline.input_files import InputWarning, read_lines, shown_path
+from pipeline.labels import listed_participants
 
 # The person assessed, compared case-insensitively: DAIC-WOZ and our AnnoMI conversion say
 # "Participant"; AnnoMI itself and hand-written transcripts tend to say "client" or "patient".
 PARTICIPANT_SPEAKERS = frozenset({"participant", "client", "patient", "subject"})
 SEARCHED = ("*_TRANSCRIPT.csv", "*/*_TRANSCRIPT.csv", "*.txt", "*.jsonl")
-PHQ8_ITEMS = ("NoInterest", "Depressed", "Sleep", "Tired", "Appetite", "Failure", "Concentrating", "Moving")
 # Annotations, not speech: <sync>, <synch>, <laughter>, [laughter], [unintelligible 00:01:33].
 _MARKER = re.compile(r"<[^<>\n]{1,40}>|\[[^\[\]\n]{1,40}\]")
 _SPEAKER_LINE = re.compile(r"\s*([^:\s][^:]{0,39}?)\s*:(.*)")
 _DAIC = "_transcript.csv"
 _JSONL_SCHEMA = 'one object per line: {"id": "300", "turns": [{"speaker": "Ellie", "text": "hi"}]}'
-
-
-class InputWarning(UserWarning):
-    """A data file was skipped, or looks inconsistent; loading went on."""
 
 
 class _Frozen(BaseModel):
@@ -71,23 +66,6 @@ class Transcript(_Frozen):
         return "\n".join(f"{turn.speaker}{separator}{turn.text}" for turn in self.turns)
 
 
-class Phq8Label(_Frozen):
-    """One row of an AVEC2017 split file. The test split has no item columns: those stay None."""
-
-    item_id: str
-    binary: int | None = None
-    score: int | None = None
-    gender: int | None = None
-    no_interest: int | None = None
-    depressed: int | None = None
-    sleep: int | None = None
-    tired: int | None = None
-    appetite: int | None = None
-    failure: int | None = None
-    concentrating: int | None = None
-    moving: int | None = None
-
-
 class _Record(BaseModel):
     """One JSONL line; other top-level keys are ignored, a turn takes only its four keys."""
 
@@ -102,7 +80,7 @@ def load_transcripts(settings: DataSettings, root: Path = Path(".")) -> list[Tra
         raise ConfigError(f"data.limit is {settings.limit}. Fix: a count of 0 or more, or null for all.")
     found: dict[str, tuple[Transcript, int | None]] = {}
     for path in _discover(root / settings.transcripts, root):
-        for transcript, line in _read(path, _shown(path, root)):
+        for transcript, line in _read(path, shown_path(path, root)):
             if transcript.item_id in found:
                 first, at = found[transcript.item_id]
                 problem = f"item id '{transcript.item_id}' is already used by {first.source}"
@@ -114,7 +92,23 @@ def load_transcripts(settings: DataSettings, root: Path = Path(".")) -> list[Tra
                 line,
             )
     ordered = sorted((t for t, _ in found.values()), key=lambda t: _id_order(t.item_id))
+    if settings.labels is not None:
+        ordered = _listed(ordered, settings, root)
     return ordered if settings.limit is None else ordered[: settings.limit]
+
+
+def _listed(transcripts: list[Transcript], settings: DataSettings, root: Path) -> list[Transcript]:
+    """Only the participants data.labels lists (pipeline.labels), each of whom needs a transcript."""
+    listed = listed_participants(settings, root)
+    have = {t.item_id for t in transcripts}
+    missing = [item_id for item_id in listed if item_id not in have]
+    if missing:
+        shown, line = listed[missing[0]]
+        more = f" (and {len(missing) - 1} more: {', '.join(missing[1:6])}" if len(missing) > 1 else ""
+        more += ", ...)" if len(missing) > 6 else (")" if more else "")
+        problem = f"participant {missing[0]}{more} has no transcript in {settings.transcripts}"
+        raise InputError(shown, line, problem, "add the transcript, or delete the row from the label file")
+    return [t for t in transcripts if t.item_id in listed]
 
 
 def _id_order(item_id: str) -> tuple[int, int, str]:
@@ -123,20 +117,13 @@ def _id_order(item_id: str) -> tuple[int, int, str]:
     return (0, int(item_id), item_id) if numeric else (1, 0, item_id)
 
 
-def _shown(path: Path, root: Path) -> str:
-    try:
-        return path.resolve().relative_to(root.resolve()).as_posix()
-    except ValueError:
-        return str(path)
-
-
 def _wanted(path: Path, nested: bool) -> bool:
     name = path.name.lower()
     return name.endswith(_DAIC) or (not nested and path.suffix.lower() in (".txt", ".jsonl"))
 
 
 def _discover(path: Path, root: Path) -> list[Path]:
-    shown = _shown(path, root)
+    shown = shown_path(path, root)
     if not path.exists():
         raise InputError(
             shown, None, "no such file or folder", "point data.transcripts in params.yaml at one"
@@ -154,7 +141,7 @@ def _discover(path: Path, root: Path) -> list[Path]:
         if not candidate.is_file():
             continue
         if name == ".DS_Store" or (name.startswith("._") and _wanted(Path(name[2:]), nested)):
-            message = f"{_shown(candidate, root)}: skipped a macOS metadata file, not a transcript"
+            message = f"{shown_path(candidate, root)}: skipped a macOS metadata file, not a transcript"
             warnings.warn(message, InputWarning, stacklevel=3)
         elif not name.startswith("._") and _wanted(candidate, nested):
             chosen.append(candidate)
@@ -164,21 +151,8 @@ def _discover(path: Path, root: Path) -> list[Path]:
     return chosen
 
 
-def _decode(path: Path, shown: str) -> list[str]:
-    data = path.read_bytes().removeprefix(b"\xef\xbb\xbf")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        fix = f"re-encode the file as UTF-8, e.g. iconv -f WINDOWS-1252 -t UTF-8 '{shown}' > fixed"
-        raise InputError(shown, line, f"byte 0x{data[exc.start]:02x} is not UTF-8", fix) from None
-    if not text.strip():
-        raise InputError(shown, 1, "the file is empty", "delete it, or export the transcript again")
-    return [line.removesuffix("\r") for line in text.split("\n")]
-
-
 def _read(path: Path, shown: str) -> list[tuple[Transcript, int | None]]:
-    lines = _decode(path, shown)
+    lines = read_lines(path, shown)
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
         return [_read_record(line, shown, n) for n, line in enumerate(lines, start=1) if line.strip()]
@@ -282,81 +256,3 @@ def _clean(transcript: Transcript, settings: DataSettings, line: int | None) -> 
         fix = f"name the subject one of {', '.join(sorted(PARTICIPANT_SPEAKERS))}, or turn those off"
         raise InputError(transcript.source, line, problem, fix)
     return transcript.model_copy(update={"turns": tuple(turns)})
-
-
-_ITEM_FIELDS = tuple(re.sub(r"(?<!^)(?=[A-Z])", "_", item).lower() for item in PHQ8_ITEMS)
-_LABEL_COLUMNS = {
-    "participant_id": "item_id",
-    "phq8_binary": "binary",
-    "phq_binary": "binary",  # full_test_split.csv says PHQ_ where the others say PHQ8_
-    "phq8_score": "score",
-    "phq_score": "score",
-    "gender": "gender",
-    **{f"phq8_{item.lower()}": field for item, field in zip(PHQ8_ITEMS, _ITEM_FIELDS, strict=True)},
-}
-_LABEL_MAX = {"binary": 1, "score": 24, "gender": 1, **dict.fromkeys(_ITEM_FIELDS, 3)}
-
-
-def load_labels(path: Path) -> dict[str, Phq8Label]:
-    """PHQ-8 labels by participant id, from an AVEC2017 split CSV; absent columns read as None."""
-    shown = str(path)
-    if not path.is_file():
-        raise InputError(shown, None, "no such file", "point data.labels at an AVEC2017 split CSV, or null")
-    lines = _decode(path, shown)
-    header = [h.strip().lower() for h in next(csv.reader([lines[0]]))]
-    if "participant_id" not in header:
-        problem = (
-            f"the header has columns {', '.join(map(repr, header))}; expected Participant_ID, PHQ8_Binary, "
-            "PHQ8_Score, Gender, PHQ8_NoInterest ... PHQ8_Moving (only Participant_ID is required)"
-        )
-        raise InputError(shown, 1, problem, "make line 1 the comma-separated AVEC2017 header")
-    labels: dict[str, tuple[Phq8Label, int]] = {}
-    for number, line in enumerate(lines[1:], start=2):
-        if not line.strip():
-            continue
-        cells = [c.strip() for c in next(csv.reader([line]))]
-        if len(cells) != len(header):
-            problem = f"the row has {len(cells)} comma-separated fields, the header {len(header)}"
-            raise InputError(shown, number, problem, "give every column a value, empty when unknown")
-        values: dict[str, Any] = {}
-        for column, cell in zip(header, cells, strict=True):
-            field = _LABEL_COLUMNS.get(column)
-            if field == "item_id":
-                values[field] = re.sub(r"^(\d+)\.0+$", r"\1", cell)  # pandas writes ids back as 300.0
-            elif field is not None and cell:
-                values[field] = _label_value(cell, column, field, shown, number)
-        item_id = values.get("item_id", "")
-        if not item_id:
-            raise InputError(shown, number, "Participant_ID is empty", "fill it in, or delete the row")
-        if item_id in labels:
-            problem = f"participant {item_id} already has a label on line {labels[item_id][1]}"
-            raise InputError(shown, number, problem, "keep one row per participant")
-        labels[item_id] = (_checked(Phq8Label.model_validate(values), shown, number), number)
-    if not labels:
-        raise InputError(shown, 2, "the file has a header but no rows", "add one row per participant")
-    return {item_id: label for item_id, (label, _) in labels.items()}
-
-
-def _label_value(cell: str, column: str, field: str, shown: str, line: int) -> int:
-    try:
-        value = float(cell)
-    except ValueError:
-        value = float("nan")
-    if not (value.is_integer() and 0 <= value <= _LABEL_MAX[field]):
-        problem = f"{column} is '{cell}', not a whole number from 0 to {_LABEL_MAX[field]}"
-        raise InputError(shown, line, problem, "correct it, or leave it empty when unknown")
-    return int(value)
-
-
-def _checked(label: Phq8Label, shown: str, line: int) -> Phq8Label:
-    # The official files hold such slips (AVEC2017's binary label for 409): warn and keep the row.
-    items = [getattr(label, field) for field in _ITEM_FIELDS]
-    if label.score is not None and None not in items and sum(items) != label.score:
-        warnings.warn(
-            f"{shown}:{line}: PHQ8_Score {label.score} is not the item sum {sum(items)}", InputWarning, 3
-        )
-    if label.score is not None and label.binary is not None and label.binary != (label.score >= 10):
-        warnings.warn(
-            f"{shown}:{line}: PHQ8_Binary {label.binary} but PHQ8_Score {label.score}", InputWarning, 3
-        )
-    return label

@@ -14,14 +14,9 @@ from hypothesis import strategies as st
 
 from pipeline.config import DataSettings
 from pipeline.errors import ConfigError, InputError
-from pipeline.transcripts import (
-    SEARCHED,
-    InputWarning,
-    Transcript,
-    Turn,
-    load_labels,
-    load_transcripts,
-)
+from pipeline.input_files import InputWarning
+from pipeline.labels import load_labels
+from pipeline.transcripts import SEARCHED, Transcript, Turn, load_transcripts
 
 REPO = Path(__file__).resolve().parents[1]
 HEADER = "start_time\tstop_time\tspeaker\tvalue"
@@ -352,6 +347,61 @@ def test_bad_labels(tmp_path: Path, content: str, where: str, expected: str) -> 
     path = write(tmp_path / "labels.csv", content)
     error = raises_at("labels.csv" + where, lambda: load_labels(path))
     assert expected in error.problem
+
+
+# --- data.labels: the participants a run covers ------------------------------------------------
+
+
+def _daic_release(root: Path) -> Path:
+    """Transcripts 300..305, with a train split listing 300, 302, 304 and a dev split listing 305."""
+    for n in range(300, 306):
+        daic(root / "daic" / f"{n}_P" / f"{n}_TRANSCRIPT.csv", f"0\t1\tEllie\thi {n}")
+    write(root / "daic" / "train_split.csv", "Participant_ID,PHQ8_Score\n304,3\n300,12\n302,0\n")
+    write(root / "daic" / "dev_split.csv", "Participant_ID,PHQ8_Score\n305,7\n")
+    return root
+
+
+def test_labels_choose_the_participants_in_item_order(tmp_path: Path) -> None:
+    root = _daic_release(tmp_path)
+    train = load(root, "daic", labels="daic/train_split.csv")
+    assert [t.item_id for t in train] == ["300", "302", "304"]
+    both = load(root, "daic", labels=["daic/train_split.csv", "daic/dev_split.csv"], limit=3)
+    assert [t.item_id for t in both] == ["300", "302", "304"]  # data.limit counts the chosen ones
+    assert [t.item_id for t in load(root, "daic", labels=["daic/dev_split.csv", "daic/train_split.csv"])] == [
+        "300",
+        "302",
+        "304",
+        "305",
+    ]
+    assert len(load(root, "daic")) == 6  # null: every transcript
+
+
+def test_a_listed_participant_without_a_transcript_is_an_error_at_its_row(tmp_path: Path) -> None:
+    root = _daic_release(tmp_path)
+    write(root / "daic" / "test_split.csv", "Participant_ID,Gender\n301,0\n490,1\n491,0\n")
+    error = raises_at("daic/test_split.csv:3", lambda: load(root, "daic", labels="daic/test_split.csv"))
+    assert error.problem == "participant 490 (and 1 more: 491) has no transcript in daic"
+
+
+def test_a_participant_in_two_label_files_is_an_error(tmp_path: Path) -> None:
+    root = _daic_release(tmp_path)
+    write(root / "daic" / "other.csv", "Participant_ID\n301\n302\n")
+    labels = ["daic/train_split.csv", "daic/other.csv"]
+    error = raises_at("daic/other.csv:3", lambda: load(root, "daic", labels=labels))
+    assert "already listed in daic/train_split.csv:4" in error.problem
+
+
+def test_label_files_must_lie_where_dvc_tracks_them(tmp_path: Path) -> None:
+    root = _daic_release(tmp_path)
+    write(root / "splits" / "train.csv", "Participant_ID\n300\n")
+    with pytest.raises(ConfigError, match=r"outside data.transcripts \(daic\).*Fix: move it into daic/"):
+        load(root, "daic", labels="splits/train.csv")
+    raises_at("daic/nope.csv", lambda: load(root, "daic", labels="daic/nope.csv"))
+    with pytest.raises(ConfigError, match=r"data\.labels is an empty list"):
+        load(root, "daic", labels=[])
+    write(root / "daic" / "bad.csv", "ID,Score\n300,4\n")
+    error = raises_at("daic/bad.csv:1", lambda: load(root, "daic", labels="daic/bad.csv"))
+    assert "Participant_ID" in error.problem
 
 
 # --- the demo data set -------------------------------------------------------------------------

@@ -1,0 +1,34 @@
+"""Reading a data file a person gave us: UTF-8 text as lines, or an error naming the file, the line
+and the fix. Shared by the transcript and label loaders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipeline.errors import InputError
+
+
+class InputWarning(UserWarning):
+    """A data file was skipped, or looks inconsistent; loading went on."""
+
+
+def read_lines(path: Path, shown: str) -> list[str]:
+    """The file's lines, without a UTF-8 byte order mark or line ends. `shown` names it in errors."""
+    data = path.read_bytes().removeprefix(b"\xef\xbb\xbf")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        fix = f"re-encode the file as UTF-8, e.g. iconv -f WINDOWS-1252 -t UTF-8 '{shown}' > fixed"
+        raise InputError(shown, line, f"byte 0x{data[exc.start]:02x} is not UTF-8", fix) from None
+    if not text.strip():
+        raise InputError(shown, 1, "the file is empty", "delete it, or export it again")
+    return [line.removesuffix("\r") for line in text.split("\n")]
+
+
+def shown_path(path: Path, root: Path) -> str:
+    """How a file is named in messages: relative to the project root when it lies under it."""
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return str(path)
