@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from click.testing import CliRunner
 from pipeline.cli import main
 from pipeline.llm.fake import FakeBackend
 from pipeline.llm.keys import KEY_PREFIX, recipe1_key
-from pipeline.llm.recordings import read_all, read_stage
+from pipeline.llm.recordings import read_all, read_stage, write_stage
 from pipeline.llm.records import CallRecord
 from pipeline.llm.store import CallStore
 from pipeline.llm.types import ChatReply
@@ -204,6 +205,28 @@ def test_merge_is_deterministic_and_can_take_theirs(collaborator: tuple[Path, Pa
     [conflict] = re.findall(r"conflict: key (jl\d+:\w+)", out)
     [taken] = replies(ours / "recordings", conflict)
     assert taken.endswith("Score: 3")
+
+
+def test_merge_takes_a_collaborators_recordings_made_under_an_older_key_recipe(
+    collaborator: tuple[Path, Path],
+) -> None:
+    ours, theirs = collaborator
+    current = calls_in(theirs / "recordings")
+    for stage in (theirs / "recordings").iterdir():  # as judgeloop 0.1.0 wrote them
+        calls = [lc.call for lc in read_stage(stage)]
+        old = []
+        for call in calls:
+            record = call.record
+            record = record.model_copy(update={"key": recipe1_key(record.model, record.request), "recipe": 1})
+            old.append(
+                replace(call, record=record.model_copy(update={"checksum": record.expected_checksum()}))
+            )
+        write_stage(stage, old)
+    assert '"recipe":1' in (theirs / "recordings" / "judge" / "calls.jsonl").read_text()
+    code, out, _ = cache("merge", str(theirs / "recordings"), "--ours")
+    assert code == 0 and "1 conflicting" not in out and "conflict: key jl2:" in out  # 902's coherence
+    assert calls_in(ours / "recordings") >= current  # their calls, under today's keys
+    assert '"recipe":1' not in "".join(p.read_text() for p in (ours / "recordings").rglob("calls.jsonl"))
 
 
 def test_merge_refuses_a_collaborators_edited_record(collaborator: tuple[Path, Path]) -> None:
