@@ -24,6 +24,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 test: lint
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest

@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import judge_request, transcript
-from pipeline.llm.fake import FakeBackend
+from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.keys import request_key
 from pipeline.llm.session import LLMSession, RecordingIndex
 from pipeline.llm.store import CallStore

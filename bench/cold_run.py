@@ -19,10 +19,12 @@ import click
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline.config import load_params
-from pipeline.experiment import run_assess, run_judge, run_refine
+from pipeline.data.transcripts import load_transcripts
+from pipeline.experiments.paper.assess import run_assess
+from pipeline.experiments.paper.judge import run_judge
+from pipeline.experiments.paper.refine import run_refine
+from pipeline.experiments.params import load_params
 from pipeline.llm.session import open_session
-from pipeline.transcripts import load_transcripts
 
 
 @click.command()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipeline.judge_prompts import JUDGE_PROMPTS
+from pipeline.judges.rubric.judge_prompts import JUDGE_PROMPTS
 from pipeline.llm.types import ChatRequest, Message, Options
 
 

@@ -1,4 +1,4 @@
-"""How pipeline.scores.extract_score agrees with the authors' own parsers on real judge replies.
+"""How pipeline.judges.scores.extract_score agrees with the authors' own parsers on real judge replies.
 
 Run by hand (about 10 s; reads every row, the 200k-row gzip included):
 
@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.scores import READ_REASONS, Scale, ScoreReading, extract_score
+from pipeline.judges.scores import READ_REASONS, Scale, ScoreReading, extract_score
 
 CLOSER_LOOK_SCALES = {
     "coherence": Scale(1, 3),

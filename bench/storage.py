@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import judge_requests, transcript
 from pipeline.llm import recordings
-from pipeline.llm.fake import FakeBackend
+from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext
 
@@ -28,7 +28,7 @@ def main() -> None:
         calls = []
         for i, request in enumerate(judge_requests(n, text)):
             record = CallRecord.new(fake.identity(), request, fake.chat(request))
-            context = CallContext(stage="judge", item="1", iteration=i // 4, metric=str(i % 4))
+            context = CallContext(stage="judge", item="1", step=i // 4, labels={"metric": str(i % 4)})
             calls.append(RecordedCall(context=context, record=record))
         raw = sum(
             len(c.record.request.model_dump_json()) + len(c.record.reply.model_dump_json()) for c in calls

@@ -7,15 +7,15 @@ from pathlib import Path
 
 import click
 
-from pipeline.aggregation import compute_metrics, markdown_report, write_plots
-from pipeline.config import load_params
-from pipeline.report_html import load_records, render_html
-from pipeline.results import read_refinements
+from pipeline.experiments.paper.aggregation import compute_metrics, markdown_report, write_plots
+from pipeline.experiments.paper.params import load_paper_params
+from pipeline.loops.results import read_refinements
+from pipeline.reports.html import load_records, render_html
 
 
 @click.command()
 def main() -> None:
-    params = load_params()
+    params = load_paper_params()
     settings = params.aggregate
     refinements = read_refinements(Path(params.refine.out), params.judge.metrics)
     summary = compute_metrics(refinements, params.judge.metrics)

@@ -6,16 +6,16 @@ from pathlib import Path
 
 import click
 
-from pipeline.config import load_params
-from pipeline.experiment import run_assess
-from pipeline.results import write_jsonl
-from pipeline.stage import recorded_session
-from pipeline.transcripts import load_transcripts
+from pipeline.data.jsonl import write_jsonl
+from pipeline.data.transcripts import load_transcripts
+from pipeline.experiments.paper.assess import run_assess
+from pipeline.experiments.paper.params import load_paper_params
+from pipeline.llm.stage import recorded_session
 
 
 @click.command()
 def main() -> None:
-    params = load_params()
+    params = load_paper_params()
     transcripts = load_transcripts(params.data)
     with recorded_session(params, "assess") as session:
         assessments = run_assess(params, session, transcripts)

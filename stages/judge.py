@@ -6,16 +6,17 @@ from pathlib import Path
 
 import click
 
-from pipeline.config import load_params
-from pipeline.experiment import run_judge
-from pipeline.results import Assessment, read_jsonl, write_jsonl
-from pipeline.stage import recorded_session
-from pipeline.transcripts import load_transcripts
+from pipeline.data.jsonl import read_jsonl, write_jsonl
+from pipeline.data.transcripts import load_transcripts
+from pipeline.experiments.paper.judge import run_judge
+from pipeline.experiments.paper.params import load_paper_params
+from pipeline.judges.rubric.results import Assessment
+from pipeline.llm.stage import recorded_session
 
 
 @click.command()
 def main() -> None:
-    params = load_params()
+    params = load_paper_params()
     transcripts = {t.item_id: t for t in load_transcripts(params.data)}
     assessments = read_jsonl(Path(params.assess.out), Assessment)
     with recorded_session(params, "judge") as session:

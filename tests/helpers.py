@@ -5,14 +5,17 @@ from __future__ import annotations
 from contextlib import closing
 from pathlib import Path
 
-from pipeline.config import CacheMode, Params
-from pipeline.experiment import run_assess, run_judge, run_refine
-from pipeline.llm.fake import FakeBackend, Responder, echo_responder
+from pipeline.data.jsonl import write_jsonl
+from pipeline.data.transcripts import load_transcripts
+from pipeline.experiments.paper.assess import run_assess
+from pipeline.experiments.paper.judge import run_judge
+from pipeline.experiments.paper.refine import run_refine
+from pipeline.experiments.params import Params
+from pipeline.llm.backends.fake import FakeBackend, Responder, echo_responder
 from pipeline.llm.session import LLMSession, RecordingIndex, open_session
+from pipeline.llm.settings import CacheMode
 from pipeline.llm.store import CallStore
 from pipeline.llm.types import ChatRequest, Message, Options
-from pipeline.results import write_jsonl
-from pipeline.transcripts import load_transcripts
 
 
 def make_session(

@@ -10,13 +10,16 @@ from typing import Any
 
 import yaml
 
-from pipeline.config import Params, load_params
-from pipeline.experiment import run_assess, run_judge, run_refine
-from pipeline.llm.fake import FakeBackend
+from pipeline.data.jsonl import read_jsonl, write_jsonl
+from pipeline.data.transcripts import load_transcripts
+from pipeline.experiments.paper.assess import run_assess
+from pipeline.experiments.paper.judge import run_judge
+from pipeline.experiments.paper.refine import run_refine
+from pipeline.experiments.params import Params, load_params
+from pipeline.judges.rubric.results import Assessment, Judgement
+from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.session import open_session
 from pipeline.llm.types import ChatRequest
-from pipeline.results import Assessment, Judgement, read_jsonl, write_jsonl
-from pipeline.transcripts import load_transcripts
 
 MODEL = "scripted-judge"
 TRANSCRIPTS = {

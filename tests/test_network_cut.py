@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pipeline.config import Params
+from pipeline.experiments.params import Params
 from pipeline.testing.fake_ollama import FakeOllama
 from pipeline.testing.judge_responder import experiment_responder
 from tests.conftest import ROOT

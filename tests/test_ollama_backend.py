@@ -17,7 +17,6 @@ import httpx
 import pytest
 from tenacity import RetryCallState, Retrying, wait_none
 
-from pipeline.config import LLMSettings
 from pipeline.errors import (
     BadRequestError,
     ConfigError,
@@ -25,9 +24,10 @@ from pipeline.errors import (
     PromptTruncatedError,
     TransientBackendError,
 )
-from pipeline.llm.context_overflow import TRUNCATION_MARGIN
-from pipeline.llm.http_errors import ServerFaultError, default_wait, retry_after
-from pipeline.llm.ollama import OllamaBackend, parse_body
+from pipeline.llm.backends.context_overflow import TRUNCATION_MARGIN
+from pipeline.llm.backends.http_errors import ServerFaultError, default_wait, retry_after
+from pipeline.llm.backends.ollama import OllamaBackend, parse_body
+from pipeline.llm.settings import LLMSettings
 from pipeline.llm.types import Backend, ChatRequest, Message, Options
 from pipeline.testing.fake_ollama import DEFAULT_MODELS, FakeOllama, Fault
 
@@ -239,7 +239,10 @@ def test_an_old_server_cuts_a_long_prompt_and_the_count_shows_it() -> None:
 def test_an_old_server_that_dropped_the_transcript_is_caught(
     version: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with FakeOllama(version=version) as server, caplog.at_level(logging.WARNING, "pipeline.llm.ollama"):
+    with (
+        FakeOllama(version=version) as server,
+        caplog.at_level(logging.WARNING, "pipeline.llm.backends.ollama"),
+    ):
         b = backend(server)
         for _ in range(2):
             with pytest.raises(PromptTruncatedError) as err:
@@ -255,7 +258,10 @@ def test_a_server_too_old_to_count_cached_tokens_only_gets_a_warning(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     # Before 0.2 a re-ask's cached prefix left prompt_eval_count small: the heuristic would misfire.
-    with FakeOllama(version="0.1.32") as server, caplog.at_level(logging.WARNING, "pipeline.llm.ollama"):
+    with (
+        FakeOllama(version="0.1.32") as server,
+        caplog.at_level(logging.WARNING, "pipeline.llm.backends.ollama"),
+    ):
         assert backend(server).chat(reask(20_000)).text
     assert "cannot be detected" in caplog.text
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from tenacity import wait_none
 
-from pipeline.config import LLMSettings
 from pipeline.errors import BadRequestError, ModelNotFoundError, TransientBackendError
-from pipeline.llm.openai_compat import OpenAICompatBackend, api_root
+from pipeline.llm.backends.openai_compat import OpenAICompatBackend, api_root
+from pipeline.llm.settings import LLMSettings
 from pipeline.llm.types import Backend, ChatRequest, Message, Options
 from pipeline.testing.fake_ollama import FakeOllama, Fault
 
@@ -86,7 +86,7 @@ def test_base_url_may_end_in_v1(server: FakeOllama) -> None:
 def test_identity_unpinned_uses_the_model_id_and_warns(
     server: FakeOllama, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="pipeline.llm.openai_compat"):
+    with caplog.at_level(logging.WARNING, logger="pipeline.llm.backends.openai_compat"):
         ident = backend(server).identity()
     assert (ident.backend, ident.name, ident.digest) == ("openai", "test-model", "name:test-model:latest")
     assert "Pin llm.digest" in caplog.text

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import Params
-from pipeline.results import Refinement
+from pipeline.experiments.params import Params
+from pipeline.loops.results import Refinement
 from pipeline.testing.fake_ollama import FakeOllama, Fault
 from pipeline.testing.judge_responder import experiment_responder
 from tests.conftest import ROOT, shared_dir

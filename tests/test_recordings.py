@@ -10,7 +10,7 @@ import pytest
 
 from pipeline.errors import CorruptRecordError
 from pipeline.llm import recordings
-from pipeline.llm.fake import FakeBackend
+from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.keys import KEY_RECIPE, recipe1_key
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext, ChatReply
@@ -28,7 +28,7 @@ def _calls(n: int) -> list[RecordedCall]:
     for i in range(n):
         req = request(f"Judge metric {i}.\nHere is the transcript:\n{TRANSCRIPT}\n\nAssessment {i}")
         record = CallRecord.new(fake.identity(), req, fake.chat(req))
-        ctx = CallContext(stage="judge", item=f"{900 + i % 3}", iteration=i // 3, metric="coherence")
+        ctx = CallContext(stage="judge", item=f"{900 + i % 3}", step=i // 3, labels={"metric": "coherence"})
         calls.append(RecordedCall(context=ctx, record=record))
     return calls
 
@@ -147,7 +147,7 @@ def test_recordings_from_an_older_key_recipe_replay_and_are_rewritten(tmp_path: 
     current = CallRecord.new(fake.identity(), req, fake.chat(req))
     old = _as_written_by_recipe_1(current)
     assert old.key.startswith("jl1:") and old.verify()
-    ctx = CallContext(stage="judge", item="901", metric="coherence")
+    ctx = CallContext(stage="judge", item="901", labels={"metric": "coherence"})
     recordings.write_stage(tmp_path / "recordings" / "judge", [RecordedCall(context=ctx, record=old)])
 
     replay, backend = make_session(tmp_path, "replay")

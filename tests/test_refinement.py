@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.config import Params
-from pipeline.refinement import refine
-from pipeline.results import Assessment, MetricJudgement
-from pipeline.transcripts import load_transcripts
+from pipeline.data.transcripts import load_transcripts
+from pipeline.experiments.params import Params
+from pipeline.judges.rubric.results import Assessment, MetricJudgement
+from pipeline.loops.feedback import refine
 from tests.conftest import ROOT
 from tests.helpers import make_session
 

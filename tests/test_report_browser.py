@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.report_html import render_html
+from pipeline.reports.html import render_html
 from tests.test_report_html import build_sample
 from tests.webdriver import CHROMEDRIVER, CHROMIUM, ELEMENT, Chrome
 

@@ -9,16 +9,17 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from pipeline.aggregation import compute_metrics
-from pipeline.config import RefineSettings
-from pipeline.judging import judge_prompt
+from pipeline.experiments.paper.aggregation import compute_metrics
+from pipeline.judges.rubric.judge import judge_prompt
+from pipeline.judges.rubric.prompts import ASSESS_PROMPT, REFINE_PROMPT, SYSTEM_PROMPT
+from pipeline.judges.rubric.results import Assessment, MetricJudgement
 from pipeline.llm import recordings
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext, ChatReply, ChatRequest, Message, ModelIdentity
-from pipeline.prompts import ASSESS_PROMPT, REFINE_PROMPT, SYSTEM_PROMPT
-from pipeline.refinement import feedback_text, low_metrics
-from pipeline.report_html import load_records, render_html
-from pipeline.results import Assessment, Iteration, MetricJudgement, Refinement
+from pipeline.loops.feedback import feedback_text, low_metrics
+from pipeline.loops.results import Iteration, Refinement
+from pipeline.loops.settings import RefineSettings
+from pipeline.reports.html import load_records, render_html
 
 MODEL = ModelIdentity(backend="fake", name="judge-model", digest="sha256:feed")
 METRICS = ("coherence", "completeness", "specificity", "accuracy")

@@ -22,7 +22,7 @@ WORKER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from pipeline.llm.fake import FakeBackend
+    from pipeline.llm.backends.fake import FakeBackend
     from pipeline.llm.types import CallContext
     from tests.helpers import make_session, request
 

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from pipeline.scores import DEFAULT_SCALE, READ_REASONS, Reason, Scale, ScoreReading, extract_score
+from pipeline.judges.scores import DEFAULT_SCALE, READ_REASONS, Reason, Scale, ScoreReading, extract_score
 
 ONE_TO_FIVE = Scale(1, 5)
 MT_BENCH = Scale(1, 10, integer=False)

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.scores import Scale, ScoreReading, extract_score
+from pipeline.judges.scores import Scale, ScoreReading, extract_score
 
 
 def _corpora() -> Path:

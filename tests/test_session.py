@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from pipeline.errors import CorruptRecordError, ReplayIncompleteError, ReplayMissError, TransientBackendError
-from pipeline.llm.fake import FakeBackend
+from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.store import CallStore
 from pipeline.llm.types import CallContext, ChatRequest
 from tests.helpers import make_session, request
 
-CTX = CallContext(stage="judge", item="901", iteration=0, metric="coherence")
+CTX = CallContext(stage="judge", item="901", step=0, labels={"metric": "coherence"})
 
 
 def test_auto_mode_calls_once_then_hits(tmp_path: Path) -> None:
@@ -67,7 +67,7 @@ def test_replay_never_calls_and_lists_every_miss(tmp_path: Path) -> None:
     session.close()
     replay, fake = make_session(tmp_path, "replay")
     assert replay.chat(request("recorded"), CTX).cache_hit
-    other = CallContext(stage="judge", item="902", iteration=3, metric="accuracy")
+    other = CallContext(stage="judge", item="902", step=3, labels={"metric": "accuracy"})
     for ctx, text in ((CTX, "missing one"), (other, "missing two")):
         with pytest.raises(ReplayMissError):
             replay.chat(request(text), ctx)
@@ -77,7 +77,7 @@ def test_replay_never_calls_and_lists_every_miss(tmp_path: Path) -> None:
     message = info.value.message
     assert "2 call(s)" in message
     assert "item=901" in message and "metric=coherence" in message
-    assert "item=902" in message and "iteration=3" in message and "metric=accuracy" in message
+    assert "item=902" in message and "step=3" in message and "metric=accuracy" in message
 
 
 def test_errors_are_never_cached(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""pipeline.transcripts: every input format, every bad input, the demo data and a real corpus."""
+"""pipeline.data.transcripts: every input format, every bad input, the demo data and a real corpus."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.config import DataSettings
+from pipeline.data.input_files import InputWarning
+from pipeline.data.labels import load_labels
+from pipeline.data.settings import DataSettings
+from pipeline.data.transcripts import SEARCHED, Transcript, Turn, load_transcripts
 from pipeline.errors import ConfigError, InputError
-from pipeline.input_files import InputWarning
-from pipeline.labels import load_labels
-from pipeline.transcripts import SEARCHED, Transcript, Turn, load_transcripts
 
 REPO = Path(__file__).resolve().parents[1]
 HEADER = "start_time\tstop_time\tspeaker\tvalue"

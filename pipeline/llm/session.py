@@ -1,7 +1,7 @@
 """One stage's access to the model: every call goes through the cache and is recorded.
 
     session = open_session(params, stage="judge")
-    call = session.chat(request, CallContext(stage="judge", item="901", metric="coherence"))
+    call = session.chat(request, CallContext(stage="judge", item="901", labels={"metric": "coherence"}))
     session.close()   # writes recordings/judge/ and the run's hit/miss stats
 
 Cache modes (params `cache.mode`, env JUDGELOOP_CACHE_MODE):
@@ -23,11 +23,11 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.config import CacheMode, Params
 from pipeline.errors import ConfigError, ReplayIncompleteError, ReplayMissError
 from pipeline.llm import recordings
 from pipeline.llm.keys import request_key
 from pipeline.llm.records import CallRecord, RecordedCall
+from pipeline.llm.settings import CacheMode, EngineSettings
 from pipeline.llm.store import CallStore
 from pipeline.llm.types import Backend, CallContext, ChatRequest, ModelIdentity
 
@@ -191,7 +191,9 @@ class LLMSession:
             self.store.close()
 
 
-def resolve_identity(params: Params, index: RecordingIndex, backend: Callable[[], Backend]) -> ModelIdentity:
+def resolve_identity(
+    params: EngineSettings, index: RecordingIndex, backend: Callable[[], Backend]
+) -> ModelIdentity:
     llm = params.llm
     if params.cache.mode != "replay":
         return backend().identity()
@@ -208,18 +210,18 @@ def resolve_identity(params: Params, index: RecordingIndex, backend: Callable[[]
     digests = ", ".join(sorted(i.digest for i in recorded))
     raise ConfigError(
         f"replay mode: recordings hold several versions of '{llm.model}' ({digests}). "
-        "Fix: pin the one to replay with llm.digest in params.yaml (or JUDGELOOP_DIGEST)."
+        "Fix: pin the one to replay with llm.digest in params.yaml."
     )
 
 
 def open_session(
-    params: Params,
+    params: EngineSettings,
     stage: str,
     *,
     root: Path = Path("."),
     backend_factory: Callable[[], Backend] | None = None,
 ) -> LLMSession:
-    from pipeline.llm.factory import make_backend  # a backend may pull in heavy imports
+    from pipeline.llm.backends import make_backend  # a backend may pull in heavy imports
 
     cache_dir = root / params.cache.dir
     recordings_dir = root / params.cache.recordings

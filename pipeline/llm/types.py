@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Role = Literal["system", "user", "assistant"]
 
@@ -64,36 +64,65 @@ class ChatReply(Frozen):
 
 
 class CallContext(Frozen):
-    """Where in the experiment a call was made; recorded with it so it can be audited."""
+    """Where in an experiment a call was made; recorded with it, never keyed, so it can be audited.
+
+    Every design has a stage and an item; `step` counts a loop's rounds (the paper's iteration, a
+    regeneration's number); `attempt` counts re-asks of the same question after an unusable reply;
+    `labels` hold the rest, named by the design: metric, role, candidate, order, dimension, ...
+    """
 
     stage: str
     item: str = ""
-    iteration: int | None = None
-    metric: str | None = None
-    role: str = ""  # "assess", "judge", "refine", ...
-    attempt: int = 0  # re-asks after an unreadable reply
+    step: int | None = None
+    attempt: int = 0
+    labels: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_named_fields(cls, data: Any) -> Any:
+        # Recordings made before contexts were generic name `iteration`, `metric` and `role` as fields.
+        if isinstance(data, dict) and {"iteration", "metric", "role"} & data.keys():
+            data = dict(data)
+            if "iteration" in data:
+                data.setdefault("step", data.pop("iteration"))
+            labels = dict(data.get("labels") or {})
+            for name in ("metric", "role"):
+                value = data.pop(name, None)
+                if value:
+                    labels[name] = value
+            data["labels"] = labels
+        return data
+
+    def label(self, name: str) -> str | None:
+        return self.labels.get(name)
+
+    def at(self, *, step: int | None = None, attempt: int | None = None, **labels: str) -> CallContext:
+        """This context, one level deeper: a step, an attempt, or more labels."""
+        update: dict[str, Any] = {"labels": {**self.labels, **labels}}
+        if step is not None:
+            update["step"] = step
+        if attempt is not None:
+            update["attempt"] = attempt
+        return self.model_copy(update=update)
 
     def describe(self) -> str:
         parts = [f"stage={self.stage}"]
         if self.item:
             parts.append(f"item={self.item}")
-        if self.iteration is not None:
-            parts.append(f"iteration={self.iteration}")
-        if self.metric:
-            parts.append(f"metric={self.metric}")
-        if self.role:
-            parts.append(f"role={self.role}")
+        if self.step is not None:
+            parts.append(f"step={self.step}")
+        parts.extend(f"{name}={value}" for name, value in sorted(self.labels.items()))
         if self.attempt:
             parts.append(f"attempt={self.attempt}")
         return " ".join(parts)
 
-    def sort_key(self) -> tuple[str, str, int, str, str, int]:
+    def sort_key(self) -> tuple[str, str, int, str, tuple[tuple[str, str], ...], int]:
         return (
             self.stage,
             self.item,
-            -1 if self.iteration is None else self.iteration,
-            self.role,
-            self.metric or "",
+            -1 if self.step is None else self.step,
+            self.labels.get("role", ""),
+            tuple(sorted(self.labels.items())),
             self.attempt,
         )
 

@@ -1,0 +1,258 @@
+"""Interview transcripts in, typed and checked; `data.labels` can narrow them (pipeline.data.labels).
+
+Formats, recognised per file by name (a folder is searched one level deep):
+  DAIC-WOZ    NNN_TRANSCRIPT.csv, flat or in NNN_P/ folders: tab-separated, a header naming at least
+              `speaker` and `value` (DAIC: start_time stop_time speaker value). Item id NNN.
+  plain text  *.txt: one `Speaker: text` turn per line, blank lines ignored. Item id = file stem.
+  JSONL       *.jsonl: one transcript per line, {"id": "300", "turns": [{"speaker": "Ellie",
+              "text": "hi", "start": 0.5, "stop": 1.2}, ...]} (start/stop optional), or
+              {"id": "300", "text": "Ellie: hi\\nParticipant: hello"} with plain-text lines.
+In sub-folders only *_TRANSCRIPT.csv is read: real DAIC folders also hold *_CLNF_*.txt features.
+
+Paper parity is the default: turns with an empty speaker or value are dropped (the original's
+`dropna(subset=["speaker", "value"])`), nothing else. `text` renders `{speaker}: {value}` lines as the
+re-implementation does; the original scripts joined `speaker + " : " + value`, which `render(" : ")`
+gives. Unlike pandas, quotes are literal (AnnoMI has turns opening with `"`, which pandas would read
+as a quoted field), fields are stripped, and a turn that reads "NA" or "null" stays text.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from pipeline.data.input_files import InputWarning, read_lines, shown_path
+from pipeline.data.labels import listed_participants
+from pipeline.data.settings import DataSettings
+from pipeline.errors import ConfigError, InputError
+
+# The person assessed, compared case-insensitively: DAIC-WOZ and our AnnoMI conversion say
+# "Participant"; AnnoMI itself and hand-written transcripts tend to say "client" or "patient".
+PARTICIPANT_SPEAKERS = frozenset({"participant", "client", "patient", "subject"})
+SEARCHED = ("*_TRANSCRIPT.csv", "*/*_TRANSCRIPT.csv", "*.txt", "*.jsonl")
+# Annotations, not speech: <sync>, <synch>, <laughter>, [laughter], [unintelligible 00:01:33].
+_MARKER = re.compile(r"<[^<>\n]{1,40}>|\[[^\[\]\n]{1,40}\]")
+_SPEAKER_LINE = re.compile(r"\s*([^:\s][^:]{0,39}?)\s*:(.*)")
+_DAIC = "_transcript.csv"
+_JSONL_SCHEMA = 'one object per line: {"id": "300", "turns": [{"speaker": "Ellie", "text": "hi"}]}'
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Turn(_Frozen):
+    speaker: str
+    text: str
+    start: float | None = None
+    stop: float | None = None
+
+
+class Transcript(_Frozen):
+    item_id: str
+    turns: tuple[Turn, ...]
+    source: str  # relative to the root it was loaded from, when it lies under it
+    # The original code joined `speaker + " : " + value`; data.speaker_separator chooses.
+    separator: str = " : "
+
+    @property
+    def text(self) -> str:
+        return self.render(self.separator)
+
+    def render(self, separator: str = ": ") -> str:
+        return "\n".join(f"{turn.speaker}{separator}{turn.text}" for turn in self.turns)
+
+
+class _Record(BaseModel):
+    """One JSONL line; other top-level keys are ignored, a turn takes only its four keys."""
+
+    id: str | int
+    turns: list[Turn] | None = None
+    text: str | None = None
+
+
+def load_transcripts(settings: DataSettings, root: Path = Path(".")) -> list[Transcript]:
+    """Every transcript under `settings.transcripts`, cleaned as asked, in item-id order."""
+    if settings.limit is not None and settings.limit < 0:
+        raise ConfigError(f"data.limit is {settings.limit}. Fix: a count of 0 or more, or null for all.")
+    found: dict[str, tuple[Transcript, int | None]] = {}
+    for path in _discover(root / settings.transcripts, root):
+        for transcript, line in _read(path, shown_path(path, root)):
+            if transcript.item_id in found:
+                first, at = found[transcript.item_id]
+                problem = f"item id '{transcript.item_id}' is already used by {first.source}"
+                problem += f":{at}" if at is not None else ""
+                raise InputError(transcript.source, line, problem, "give each transcript its own id")
+            cleaned = _clean(transcript, settings, line)
+            found[transcript.item_id] = (
+                cleaned.model_copy(update={"separator": settings.speaker_separator}),
+                line,
+            )
+    ordered = sorted((t for t, _ in found.values()), key=lambda t: _id_order(t.item_id))
+    if settings.labels is not None:
+        ordered = _listed(ordered, settings, root)
+    return ordered if settings.limit is None else ordered[: settings.limit]
+
+
+def _listed(transcripts: list[Transcript], settings: DataSettings, root: Path) -> list[Transcript]:
+    """Only the participants data.labels lists (pipeline.data.labels), each of whom needs a transcript."""
+    listed = listed_participants(settings, root)
+    have = {t.item_id for t in transcripts}
+    missing = [item_id for item_id in listed if item_id not in have]
+    if missing:
+        shown, line = listed[missing[0]]
+        more = f" (and {len(missing) - 1} more: {', '.join(missing[1:6])}" if len(missing) > 1 else ""
+        more += ", ...)" if len(missing) > 6 else (")" if more else "")
+        problem = f"participant {missing[0]}{more} has no transcript in {settings.transcripts}"
+        raise InputError(shown, line, problem, "add the transcript, or delete the row from the label file")
+    return [t for t in transcripts if t.item_id in listed]
+
+
+def _id_order(item_id: str) -> tuple[int, int, str]:
+    # Numbers in numeric order (DAIC 300..492 before a 1000), any other ids after them.
+    numeric = item_id.isascii() and item_id.isdigit()
+    return (0, int(item_id), item_id) if numeric else (1, 0, item_id)
+
+
+def _wanted(path: Path, nested: bool) -> bool:
+    name = path.name.lower()
+    return name.endswith(_DAIC) or (not nested and path.suffix.lower() in (".txt", ".jsonl"))
+
+
+def _discover(path: Path, root: Path) -> list[Path]:
+    shown = shown_path(path, root)
+    if not path.exists():
+        raise InputError(
+            shown, None, "no such file or folder", "point data.transcripts in params.yaml at one"
+        )
+    if path.is_file():
+        if path.name.startswith("._") or path.suffix.lower() not in (".csv", ".txt", ".jsonl"):
+            raise InputError(shown, None, "not a transcript file", "use NNN_TRANSCRIPT.csv, *.txt or *.jsonl")
+        return [path]
+    candidates = [(p, False) for p in sorted(path.iterdir())]
+    for folder in sorted(p for p in path.iterdir() if p.is_dir()):
+        candidates += [(p, True) for p in sorted(folder.iterdir())]
+    chosen: list[Path] = []
+    for candidate, nested in candidates:
+        name = candidate.name
+        if not candidate.is_file():
+            continue
+        if name == ".DS_Store" or (name.startswith("._") and _wanted(Path(name[2:]), nested)):
+            message = f"{shown_path(candidate, root)}: skipped a macOS metadata file, not a transcript"
+            warnings.warn(message, InputWarning, stacklevel=3)
+        elif not name.startswith("._") and _wanted(candidate, nested):
+            chosen.append(candidate)
+    if not chosen:
+        problem = "no transcripts in this folder; looked for " + ", ".join(SEARCHED)
+        raise InputError(shown, None, problem, "add transcripts in one of those layouts, or point elsewhere")
+    return chosen
+
+
+def _read(path: Path, shown: str) -> list[tuple[Transcript, int | None]]:
+    lines = read_lines(path, shown)
+    suffix = path.suffix.lower()
+    if suffix == ".jsonl":
+        return [_read_record(line, shown, n) for n, line in enumerate(lines, start=1) if line.strip()]
+    daic = path.name.lower().endswith(_DAIC)
+    item_id = path.name[: -len(_DAIC)] if daic else path.stem
+    turns = _read_daic(lines, shown) if suffix == ".csv" else _speaker_lines(lines, shown, None)
+    return [(_transcript(item_id, turns, shown, None), None)]
+
+
+def _transcript(item_id: str, turns: list[Turn], shown: str, line: int | None) -> Transcript:
+    if not item_id.strip():
+        raise InputError(shown, line, "the transcript has no id", "name it NNN_TRANSCRIPT.csv, or give an id")
+    if not turns:
+        raise InputError(shown, line, "no turn has both a speaker and text", "check that it is a transcript")
+    return Transcript(item_id=item_id.strip(), turns=tuple(turns), source=shown)
+
+
+def _read_daic(lines: list[str], shown: str) -> list[Turn]:
+    header = [h.strip().lower() for h in lines[0].split("\t")]
+    if "speaker" not in header or "value" not in header:
+        comma = " (it looks comma-separated)" if len(header) == 1 and "," in lines[0] else ""
+        problem = (
+            f"the header has columns {', '.join(map(repr, header))}{comma}; expected start_time, "
+            "stop_time, speaker, value (speaker and value are required)"
+        )
+        fix = "make line 1 the tab-separated header start_time<TAB>stop_time<TAB>speaker<TAB>value"
+        raise InputError(shown, 1, problem, fix)
+    col = {name: i for i, name in enumerate(header)}
+    turns: list[Turn] = []
+    for number, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        fields = [f.strip() for f in line.split("\t")]
+        if len(fields) != len(header):
+            problem = f"the row has {len(fields)} tab-separated fields, the header {len(header)}"
+            fix = "replace a tab inside the text with a space; give a short row its empty fields"
+            raise InputError(shown, number, problem, fix)
+        start, stop = (_seconds(fields, col.get(c), c, shown, number) for c in ("start_time", "stop_time"))
+        if fields[col["speaker"]] and fields[col["value"]]:
+            turns.append(
+                Turn(speaker=fields[col["speaker"]], text=fields[col["value"]], start=start, stop=stop)
+            )
+    return turns
+
+
+def _seconds(fields: list[str], index: int | None, column: str, shown: str, line: int) -> float | None:
+    if index is None or not fields[index]:
+        return None
+    try:
+        return float(fields[index])
+    except ValueError:
+        problem = f"{column} '{fields[index]}' is not a number"
+        raise InputError(shown, line, problem, "write seconds, e.g. 12.5, or leave it empty") from None
+
+
+def _speaker_lines(lines: list[str], shown: str, at: int | None) -> list[Turn]:
+    """`Speaker: text` lines; `at` is the JSONL line they came from, if they did."""
+    turns: list[Turn] = []
+    for number, line in enumerate(lines, start=1):
+        match = _SPEAKER_LINE.fullmatch(line)
+        if line.strip() and match is None:
+            where = "the line" if at is None else f"line {number} of its 'text'"
+            fix = "write one 'Speaker: text' turn per line; move files that are not transcripts elsewhere"
+            raise InputError(shown, number if at is None else at, f"{where} lacks a 'Speaker:'", fix)
+        if match and match[2].strip():
+            turns.append(Turn(speaker=match[1], text=match[2].strip()))
+    return turns
+
+
+def _read_record(line: str, shown: str, number: int) -> tuple[Transcript, int | None]:
+    try:
+        record = _Record.model_validate_json(line)
+    except ValidationError as exc:
+        problem = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'line'}: {e['msg']}" for e in exc.errors())
+        raise InputError(shown, number, problem, _JSONL_SCHEMA) from None
+    if (record.turns is None) == (record.text is None):
+        raise InputError(shown, number, "give 'turns' or 'text', exactly one of them", _JSONL_SCHEMA)
+    if record.text is not None:
+        turns = _speaker_lines(record.text.split("\n"), shown, number)
+    else:
+        stripped = (
+            t.model_copy(update={"speaker": t.speaker.strip(), "text": t.text.strip()})
+            for t in record.turns or []
+        )
+        turns = [t for t in stripped if t.speaker and t.text]
+    return _transcript(str(record.id), turns, shown, number), number
+
+
+def _clean(transcript: Transcript, settings: DataSettings, line: int | None) -> Transcript:
+    if not (settings.drop_markers or settings.participant_only):
+        return transcript
+    turns = list(transcript.turns)
+    if settings.drop_markers:
+        unmarked = (t.model_copy(update={"text": " ".join(_MARKER.sub(" ", t.text).split())}) for t in turns)
+        turns = [t for t in unmarked if t.text]
+    if settings.participant_only:
+        turns = [t for t in turns if t.speaker.casefold() in PARTICIPANT_SPEAKERS]
+    if not turns:
+        speakers = ", ".join(sorted({t.speaker for t in transcript.turns}))
+        problem = f"no turns left after data.drop_markers / data.participant_only (speakers: {speakers})"
+        fix = f"name the subject one of {', '.join(sorted(PARTICIPANT_SPEAKERS))}, or turn those off"
+        raise InputError(transcript.source, line, problem, fix)
+    return transcript.model_copy(update={"turns": tuple(turns)})

@@ -1,0 +1,26 @@
+"""The paper's assess step: a qualitative assessment of every transcript, side by side.
+
+Steps are functions of params, a session and their inputs, with no file I/O: the stage modules
+call them and write the results; `judgeloop status` calls them with no model to count the calls
+the next run needs. Each step is its own module so that a stage imports (and DVC tracks) only the
+code it runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pipeline.data.transcripts import Transcript
+from pipeline.experiments.paper.params import PaperParams
+from pipeline.judges.rubric.assessor import assess
+from pipeline.judges.rubric.results import Assessment
+from pipeline.llm.runner import run_items
+from pipeline.llm.session import LLMSession
+
+
+def run_assess(
+    params: PaperParams, session: LLMSession, transcripts: Sequence[Transcript]
+) -> list[Assessment]:
+    return run_items(
+        session, transcripts, lambda t: assess(session, t, params.assess, params.llm.options), "assess"
+    )

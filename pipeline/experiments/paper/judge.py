@@ -1,0 +1,35 @@
+"""The paper's judge step: every assessment scored on each metric (see .assess on steps)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from pipeline.data.transcripts import Transcript
+from pipeline.experiments.paper.params import PaperParams
+from pipeline.judges.rubric.judge import judge_all
+from pipeline.judges.rubric.results import Assessment, Judgement
+from pipeline.llm.runner import run_items
+from pipeline.llm.session import LLMSession
+from pipeline.llm.types import CallContext
+
+
+def run_judge(
+    params: PaperParams,
+    session: LLMSession,
+    transcripts: Mapping[str, Transcript],
+    assessments: Sequence[Assessment],
+) -> list[Judgement]:
+    def judge_item(assessment: Assessment) -> Judgement:
+        context = CallContext(stage="judge", item=assessment.item, step=0)
+        metrics = judge_all(
+            session,
+            transcripts[assessment.item],
+            assessment.text,
+            params.judge.metrics,
+            params.judge,
+            params.llm.options,
+            context,
+        )
+        return Judgement(item=assessment.item, metrics=metrics)
+
+    return run_items(session, assessments, judge_item, "judge")

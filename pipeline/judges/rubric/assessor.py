@@ -1,0 +1,131 @@
+"""The qualitative assessor: ask, validate the XML sections, re-ask with the problem, record a failure.
+
+A reply is valid when every required section is present and says something (an HTML comment
+echoed from the prompt's template does not count; "not assessed in interview" does). A reply that
+is still invalid after the bounded re-asks is recorded as such, with its text: nothing is filled in.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from pipeline.data.transcripts import Transcript
+from pipeline.judges.rubric.prompts import ASSESS_PROMPT, DATA_DELIMITED, RETRY_PROMPT
+from pipeline.judges.rubric.results import Assessment
+from pipeline.judges.rubric.settings import AssessSettings
+from pipeline.llm.session import LLMSession
+from pipeline.llm.types import CallContext, ChatRequest, Message, Options
+
+REQUIRED_SECTIONS = ("assessment", "PHQ8_symptoms", "social_factors", "biological_factors", "risk_factors")
+_COMMENT = re.compile(r"<!--.*?(-->|$)", re.S)
+_QUOTE = re.compile(r"[\"“]([^\"”\n]{8,})[\"”]")
+
+
+@dataclass(frozen=True)
+class Validation:
+    sections: dict[str, str] | None
+    problem: str | None
+
+
+def _section(text: str, tag: str) -> str | None:
+    match = re.search(rf"<{tag}\s*>(.*?)</{tag}\s*>", text, re.S | re.I)
+    return None if match is None else match.group(1)
+
+
+def validate_assessment(text: str) -> Validation:
+    sections: dict[str, str] = {}
+    missing, empty = [], []
+    for tag in REQUIRED_SECTIONS:
+        body = _section(text, tag)
+        if body is None:
+            missing.append(tag)
+            continue
+        content = _COMMENT.sub("", body)
+        content = re.sub(r"</?exact_quotes\s*>", "", content, flags=re.I).strip()
+        if not content:
+            empty.append(tag)
+        sections[tag] = body.strip()
+    problems = []
+    if missing:
+        problems.append("missing section(s) " + ", ".join(f"<{t}>" for t in missing))
+    if empty:
+        problems.append("empty section(s) " + ", ".join(f"<{t}>" for t in empty))
+    if problems:
+        return Validation(None, "; ".join(problems))
+    return Validation(sections, None)
+
+
+def _normalise(text: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"[^\w\s']", " ", text.lower())).strip()
+
+
+def unverified_quotes(sections: dict[str, str], transcript: str) -> tuple[str, ...]:
+    haystack = _normalise(transcript)
+    quotes = [q for body in sections.values() for q in _QUOTE.findall(body)]
+    return tuple(q for q in quotes if _normalise(q) not in haystack)
+
+
+def transcript_block(transcript: Transcript, settings: AssessSettings) -> str:
+    text = transcript.text
+    return DATA_DELIMITED.format(transcript=text) if settings.delimit_transcript else text
+
+
+def ask_for_assessment(
+    session: LLMSession,
+    transcript: Transcript,
+    first_messages: tuple[Message, ...],
+    settings: AssessSettings,
+    options: Options,
+    context: CallContext,
+) -> Assessment:
+    """Ask, then re-ask with the validation problem, up to settings.max_attempts calls in all."""
+    messages = first_messages
+    keys: list[str] = []
+    options = options.model_copy(update={"num_predict": settings.num_predict})
+    text, validation = "", Validation(None, "no attempt")
+    unverified: tuple[str, ...] = ()
+    for attempt in range(settings.max_attempts):
+        call = session.chat(ChatRequest(messages=messages, options=options), context.at(attempt=attempt))
+        keys.append(call.record.key)
+        text = call.record.reply.text
+        validation = validate_assessment(text)
+        unverified = ()
+        if validation.sections is not None and settings.verify_quotes:
+            unverified = unverified_quotes(validation.sections, transcript.text)
+            if unverified:
+                validation = Validation(
+                    validation.sections,
+                    f"{len(unverified)} quote(s) do not occur in the transcript: "
+                    + "; ".join(f'"{q}"' for q in unverified[:3]),
+                )
+        if validation.problem is None:
+            break
+        messages = (
+            *messages,
+            Message(role="assistant", content=text),
+            Message(role="user", content=RETRY_PROMPT.format(problem=validation.problem)),
+        )
+    return Assessment(
+        item=transcript.item_id,
+        text=text,
+        sections=validation.sections if validation.problem is None else None,
+        valid=validation.problem is None,
+        problem=validation.problem,
+        call_keys=tuple(keys),
+        unverified_quotes=unverified,
+    )
+
+
+def assess(
+    session: LLMSession,
+    transcript: Transcript,
+    settings: AssessSettings,
+    options: Options,
+    stage: str = "assess",
+) -> Assessment:
+    prompt = ASSESS_PROMPT.format(transcript=transcript_block(transcript, settings))
+    context = CallContext(stage=stage, item=transcript.item_id, step=0, labels={"role": "assess"})
+    return ask_for_assessment(
+        session, transcript, (Message(role="user", content=prompt),), settings, options, context
+    )

@@ -1,0 +1,39 @@
+"""What the paper's assessor and judge produce, as written to outputs/*.jsonl."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pipeline.data.jsonl import Result
+
+
+class Assessment(Result):
+    item: str
+    text: str  # the model's last reply, exactly as written
+    sections: dict[str, str] | None  # the XML sections, when the reply validated
+    valid: bool
+    problem: str | None = None  # why the last reply failed validation
+    call_keys: tuple[str, ...]  # every call made, re-asks included
+    unverified_quotes: tuple[str, ...] = ()
+
+
+class MetricJudgement(Result):
+    metric: str
+    score: int | None  # None: unscored after every re-ask; never a default
+    reading: str  # how the score was read (pipeline.judges.scores reasons, or "json")
+    explanation: str  # the judge's last reply, exactly as written
+    call_keys: tuple[str, ...]
+    carried_over: bool = False  # refine.rejudge=low: not re-judged this iteration
+
+
+def in_order(metrics: dict[str, MetricJudgement], order: Sequence[str]) -> dict[str, MetricJudgement]:
+    """The metrics in the configured order (judge.metrics). The files are canonical JSON with sorted
+    keys, so what is read back lists them alphabetically; prompts and reports follow the config."""
+    return {name: metrics[name] for name in order if name in metrics} | {
+        name: judged for name, judged in metrics.items() if name not in order
+    }
+
+
+class Judgement(Result):
+    item: str
+    metrics: dict[str, MetricJudgement]

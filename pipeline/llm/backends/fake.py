@@ -1,0 +1,59 @@
+"""An in-process backend for unit tests: replies come from a function of the request."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from pipeline.llm.settings import LLMSettings
+from pipeline.llm.types import ChatReply, ChatRequest, ModelIdentity
+
+Responder = Callable[[ChatRequest], "str | ChatReply"]
+
+
+def echo_responder(request: ChatRequest) -> str:
+    """Deterministic and request-sensitive: a digest of the last message."""
+    last = request.messages[-1].content
+    return "echo " + hashlib.sha256(last.encode()).hexdigest()[:16]
+
+
+class FakeBackend:
+    kind = "fake"
+
+    def __init__(
+        self,
+        responder: Responder = echo_responder,
+        *,
+        name: str = "fake-model",
+        digest: str = "sha256:fake0000",
+        parallelism: int = 4,
+    ) -> None:
+        self.responder = responder
+        self.name, self.digest, self.parallelism = name, digest, parallelism
+        self.calls: list[ChatRequest] = []
+        self._lock = threading.Lock()
+
+    def identity(self) -> ModelIdentity:
+        return ModelIdentity(backend=self.kind, name=self.name, digest=self.digest)
+
+    def chat(self, request: ChatRequest) -> ChatReply:
+        with self._lock:
+            self.calls.append(request)
+        answer = self.responder(request)
+        if isinstance(answer, ChatReply):
+            return answer
+        return ChatReply(
+            text=answer,
+            done_reason="stop",
+            prompt_tokens=sum(len(m.content) for m in request.messages) // 4,
+            completion_tokens=len(answer) // 4,
+        )
+
+    def close(self) -> None:
+        pass
+
+
+def build(settings: LLMSettings, cache_dir: Path) -> FakeBackend:
+    return FakeBackend(name=settings.model, parallelism=settings.parallelism)

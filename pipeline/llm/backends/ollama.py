@@ -1,0 +1,223 @@
+"""The Ollama backend: POST /api/chat, one JSON reply, identity pinned by the manifest digest.
+
+Every option is sent, defaults included: Ollama fills a missing option from the model's Modelfile
+and then from its own defaults (temperature 0.8, seed -1, ...), so an omitted option would let the
+server pick a value the cache key knows nothing about.
+
+A prompt that does not fit num_ctx is never answered silently (pipeline.llm.backends.context_overflow):
+every request says `truncate: false, shift: false`, so an Ollama that knows these fields (0.12.6
+and later) refuses it with a 400, and the reply counts catch what an older server cuts.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from pipeline.errors import (
+    ConfigError,
+    JudgeloopError,
+    ModelNotFoundError,
+    TransientBackendError,
+)
+from pipeline.llm.backends import context_overflow
+from pipeline.llm.backends.context_overflow import overflowed
+from pipeline.llm.backends.http_errors import (
+    RetryPolicy,
+    Wait,
+    body_error,
+    check_status,
+    error_text,
+    make_client,
+    send,
+)
+from pipeline.llm.settings import LLMSettings
+from pipeline.llm.types import ChatReply, ChatRequest, ModelIdentity
+
+log = logging.getLogger(__name__)
+
+_META_KEYS = (
+    "model",
+    "created_at",
+    "total_duration",
+    "load_duration",
+    "prompt_eval_duration",
+    "eval_duration",
+)
+
+
+def full_tag(name: str) -> str:
+    """`llama3` and `llama3:latest` are one model to Ollama; a registry host:port is not a tag."""
+    return name if ":" in name.rsplit("/", 1)[-1] else name + ":latest"
+
+
+def normalize_digest(digest: str) -> str:
+    return digest if digest.startswith("sha256:") else "sha256:" + digest
+
+
+class OllamaBackend:
+    kind = "ollama"
+
+    def __init__(
+        self,
+        settings: LLMSettings,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        wait: Wait | None = None,
+    ) -> None:
+        self.settings = settings
+        self.parallelism = settings.parallelism
+        self._client = make_client(settings, transport)
+        self._retry = RetryPolicy.from_settings(settings, wait)
+        # Ollama queues what exceeds OLLAMA_NUM_PARALLEL; queued requests still count against
+        # our read timeout, so the bound is held here rather than left to the server's queue.
+        self._slots = threading.BoundedSemaphore(settings.parallelism)
+        self._identity: ModelIdentity | None = None
+        self._identity_lock = threading.Lock()
+        self._version: tuple[int, int, int] | None = None
+        self._version_asked = False
+        self._version_lock = threading.Lock()
+
+    def _not_found(self) -> str:
+        m = self.settings.model
+        return f"model '{m}' not found at {self.settings.base_url} — run: ollama pull {m}"
+
+    def _exchange(self, method: str, path: str, body: Any = None, *, num_ctx: int = 0) -> dict[str, Any]:
+        with self._slots:
+            response = send(self._client, method, path, json=body)
+        if response.status_code == 400 and overflowed(refusal := error_text(response)):
+            raise context_overflow.refused(num_ctx, refusal)
+        check_status(response, not_found=self._not_found())
+        data = parse_body(response)
+        if not isinstance(data, dict):
+            raise TransientBackendError(
+                f"{response.request.method} {response.request.url}: not a JSON object"
+            )
+        if (said := body_error(data)) is not None:
+            if overflowed(said):  # a proxy that streamed anyway: the refusal is a line
+                raise context_overflow.refused(num_ctx, said)
+            # A 200 that carries an error: the runner failed after the reply had started.
+            raise TransientBackendError(f"{response.request.method} {response.request.url}: {said}")
+        return data
+
+    def identity(self) -> ModelIdentity:
+        with self._identity_lock:
+            if self._identity is None:
+                self._identity = self._fetch_identity()
+            return self._identity
+
+    def _fetch_identity(self) -> ModelIdentity:
+        tags = self._retry.call(lambda: self._exchange("GET", "/api/tags"), "GET /api/tags")
+        wanted = full_tag(self.settings.model)
+        for entry in tags.get("models") or []:
+            names = {full_tag(str(entry.get(k, ""))) for k in ("name", "model")}
+            if wanted in names and entry.get("digest"):
+                digest = normalize_digest(str(entry["digest"]))
+                break
+        else:
+            raise ModelNotFoundError(self._not_found())
+        pinned = self.settings.digest
+        if pinned is not None and normalize_digest(pinned) != digest:
+            m = self.settings.model
+            raise ConfigError(
+                f"model '{m}' at {self.settings.base_url} is {digest}, but llm.digest pins "
+                f"{normalize_digest(pinned)}: the weights changed under the tag. Fix: if this machine "
+                f"has an old copy, run `ollama pull {m}`; if the new weights are intended, re-pin "
+                f"with llm.digest: {digest} (replies cached for the old weights will not be reused)."
+            )
+        return ModelIdentity(backend=self.kind, name=self.settings.model, digest=digest)
+
+    def request_body(self, request: ChatRequest) -> dict[str, Any]:
+        options = request.options.model_dump(mode="json")
+        if not request.options.stop:
+            del options["stop"]
+        body: dict[str, Any] = {
+            "model": self.settings.model,
+            "messages": [m.model_dump(mode="json") for m in request.messages],
+            "options": options,
+            "stream": False,
+            # Refuse rather than cut (see pipeline.llm.backends.context_overflow); keys an old server ignores.
+            "truncate": False,
+            "shift": False,
+        }
+        if request.format is not None:
+            body["format"] = request.format
+        return body
+
+    def chat(self, request: ChatRequest) -> ChatReply:
+        body = self.request_body(request)
+        num_ctx = request.options.num_ctx
+        data = self._retry.call(
+            lambda: self._exchange("POST", "/api/chat", body, num_ctx=num_ctx), "POST /api/chat"
+        )
+        reply = ChatReply(
+            text=str((data.get("message") or {}).get("content") or ""),
+            done_reason=data.get("done_reason"),
+            prompt_tokens=data.get("prompt_eval_count"),
+            completion_tokens=data.get("eval_count"),
+            meta={k: data[k] for k in _META_KEYS if k in data},
+        )
+        context_overflow.check_counts(request, reply, self._may_drop_history)
+        return reply
+
+    def _may_drop_history(self) -> bool:
+        return context_overflow.may_drop_history(self.server_version())
+
+    def server_version(self) -> tuple[int, int, int] | None:
+        """GET /api/version, once, and only when a reply needs it: cache hits never ask, and a
+        failure leaves the version unknown rather than failing a call that did succeed."""
+        with self._version_lock:
+            if not self._version_asked:
+                self._version_asked = True
+                self._version = self._fetch_version()
+            return self._version
+
+    def _fetch_version(self) -> tuple[int, int, int] | None:
+        url = self.settings.base_url
+        try:
+            said = str(self._exchange("GET", "/api/version").get("version", ""))
+        except JudgeloopError as exc:
+            said = ""
+            log.debug("GET %s/api/version failed: %s", url, exc)
+        version = context_overflow.parse_version(said)
+        if (warning := context_overflow.old_server_warning(url, said, version)) is not None:
+            log.warning("%s", warning)
+        return version
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def parse_body(response: httpx.Response) -> Any:
+    """One JSON object, or NDJSON if the server streamed anyway (a proxy dropping "stream")."""
+    text = response.text
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    lines = [line for line in text.splitlines() if line.strip()]
+    try:
+        chunks = [json.loads(line) for line in lines]
+    except ValueError as exc:
+        where = f"{response.request.method} {response.request.url}"
+        raise TransientBackendError(f"{where}: reply is not JSON: {text[:200]!r}") from exc
+    if not chunks or not all(isinstance(c, dict) for c in chunks):
+        raise TransientBackendError(f"{response.request.method} {response.request.url}: empty reply")
+    for chunk in chunks:
+        if "error" in chunk:
+            return chunk
+    last = dict(chunks[-1])
+    if not last.get("done"):
+        raise TransientBackendError(f"{response.request.method} {response.request.url}: stream cut short")
+    content = "".join(str((c.get("message") or {}).get("content") or "") for c in chunks)
+    last["message"] = {"role": "assistant", "content": content}
+    return last
+
+
+def build(settings: LLMSettings, cache_dir: Path) -> OllamaBackend:
+    return OllamaBackend(settings)

@@ -1,0 +1,176 @@
+"""The OpenAI-compatible backend (vLLM, llama.cpp's llama-server, LM Studio, Ollama's /v1).
+
+Only what the chat-completions API can carry is sent: temperature, top_p, seed, max_tokens, stop
+and response_format. top_k, repeat_penalty and num_ctx have no field there, so the server's own
+values apply to them; they stay in the cache key all the same. temperature is always sent: the
+API's default is 1.0, not greedy.
+
+This API reports no weights digest, so unless llm.digest is pinned the identity is the served
+model id, which does not change when the weights behind it do. Pin llm.digest (for example the
+checkpoint's commit hash) when the replies must be reproducible.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from pipeline.errors import BadRequestError, ModelNotFoundError, TransientBackendError
+from pipeline.llm.backends.http_errors import (
+    RetryPolicy,
+    Wait,
+    body_error,
+    check_status,
+    error_text,
+    make_client,
+    send,
+)
+from pipeline.llm.backends.ollama import full_tag
+from pipeline.llm.settings import LLMSettings
+from pipeline.llm.types import ChatReply, ChatRequest, ModelIdentity
+
+log = logging.getLogger(__name__)
+
+# vLLM: "This model's maximum context length is 2048 tokens. However, you requested ..."
+_CONTEXT_WORDS = re.compile(r"context (length|window)|maximum context|too long", re.IGNORECASE)
+
+
+def api_root(base_url: str) -> str:
+    """Accept both spellings users copy from server docs: http://host:8000 and http://host:8000/v1."""
+    root = base_url.rstrip("/")
+    return root.removesuffix("/v1")
+
+
+def response_format(fmt: str | dict[str, Any] | None) -> dict[str, Any] | None:
+    if fmt is None:
+        return None
+    if fmt == "json":
+        return {"type": "json_object"}
+    return {"type": "json_schema", "json_schema": {"name": "reply", "schema": fmt}}
+
+
+class OpenAICompatBackend:
+    kind = "openai"
+
+    def __init__(
+        self,
+        settings: LLMSettings,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        wait: Wait | None = None,
+    ) -> None:
+        self.settings = settings
+        self.parallelism = settings.parallelism
+        self.base_url = api_root(settings.base_url)
+        self._client = make_client(settings.model_copy(update={"base_url": self.base_url}), transport)
+        key = os.environ.get(settings.api_key_env) if settings.api_key_env else None
+        if key:
+            self._client.headers["Authorization"] = f"Bearer {key}"
+        self._retry = RetryPolicy.from_settings(settings, wait)
+        self._slots = threading.BoundedSemaphore(settings.parallelism)
+        self._identity: ModelIdentity | None = None
+        self._identity_lock = threading.Lock()
+
+    def _not_found(self) -> str:
+        return (
+            f"model '{self.settings.model}' not found at {self.base_url} — set llm.model to one of the "
+            "ids its GET /v1/models lists (vLLM serves the name given to --served-model-name)"
+        )
+
+    def _exchange(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
+        with self._slots:
+            response = send(self._client, method, path, json=body)
+        if response.status_code == 400 and _CONTEXT_WORDS.search(said := error_text(response)):
+            raise BadRequestError(
+                f"the prompt does not fit the model's context length ({said}). Fix: shorten the "
+                "input, or serve the model with a longer context (vLLM: --max-model-len)."
+            )
+        check_status(response, not_found=self._not_found())
+        try:
+            data = response.json()
+        except ValueError as exc:
+            raise TransientBackendError(f"{method} {response.request.url}: reply is not JSON") from exc
+        if not isinstance(data, dict):
+            raise TransientBackendError(f"{method} {response.request.url}: not a JSON object")
+        if (error := body_error(data)) is not None:
+            raise TransientBackendError(f"{method} {response.request.url}: {error}")
+        return data
+
+    def identity(self) -> ModelIdentity:
+        with self._identity_lock:
+            if self._identity is None:
+                self._identity = self._fetch_identity()
+            return self._identity
+
+    def _fetch_identity(self) -> ModelIdentity:
+        listing = self._retry.call(lambda: self._exchange("GET", "/v1/models"), "GET /v1/models")
+        model = self.settings.model
+        for entry in listing.get("data") or []:
+            served = str(entry.get("id", ""))
+            if served == model or full_tag(served) == full_tag(model):
+                break
+        else:
+            raise ModelNotFoundError(self._not_found())
+        if self.settings.digest is not None:
+            return ModelIdentity(backend=self.kind, name=model, digest=self.settings.digest)
+        # `root` is vLLM's checkpoint path; `created` is left out because vLLM stamps it with the
+        # time of the listing, which would change the cache key on every restart.
+        root = entry.get("root")
+        digest = "name:" + served + (f"@{root}" if root and root != served else "")
+        log.warning(
+            "llm.digest is not pinned and %s reports no weights digest: cache keys use the model id "
+            "'%s', which stays the same if the weights behind it change. Pin llm.digest to make "
+            "cached replies reproducible.",
+            self.base_url,
+            digest,
+        )
+        return ModelIdentity(backend=self.kind, name=model, digest=digest)
+
+    def request_body(self, request: ChatRequest) -> dict[str, Any]:
+        opts = request.options
+        body: dict[str, Any] = {
+            "model": self.settings.model,
+            "messages": [m.model_dump(mode="json") for m in request.messages],
+            "temperature": opts.temperature,
+            "top_p": opts.top_p,
+            "seed": opts.seed,
+            "stream": False,
+        }
+        # Ollama spells "no limit" num_predict=-1; the OpenAI API spells it by leaving max_tokens out.
+        if opts.num_predict >= 0:
+            body["max_tokens"] = opts.num_predict
+        if opts.stop:
+            body["stop"] = list(opts.stop)
+        if (fmt := response_format(request.format)) is not None:
+            body["response_format"] = fmt
+        return body
+
+    def chat(self, request: ChatRequest) -> ChatReply:
+        body = self.request_body(request)
+        path = "/v1/chat/completions"
+        data = self._retry.call(lambda: self._exchange("POST", path, body), f"POST {path}")
+        try:
+            choice = data["choices"][0]
+        except (KeyError, IndexError, TypeError) as exc:
+            raise TransientBackendError(f"POST {path}: reply has no choices: {str(data)[:200]}") from exc
+        usage = data.get("usage") or {}
+        return ChatReply(
+            text=str((choice.get("message") or {}).get("content") or ""),
+            done_reason=choice.get("finish_reason"),
+            prompt_tokens=usage.get("prompt_tokens"),
+            completion_tokens=usage.get("completion_tokens"),
+            meta={k: data[k] for k in ("id", "model", "created", "system_fingerprint") if k in data},
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def build(settings: LLMSettings, cache_dir: Path) -> OpenAICompatBackend:
+    return OpenAICompatBackend(settings)

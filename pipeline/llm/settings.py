@@ -1,0 +1,145 @@
+"""The engine's own params.yaml sections, `llm` and `cache`, and how any section is read.
+
+Every design's stages read the same params.yaml; the engine knows only the two sections every LLM
+stage shares. A design declares its own sections (pydantic models, `Section`) in its own folder, and
+`pipeline.experiments.params.Params` gathers them.
+
+Environment variables may override only what cannot change a reply, so that `dvc.lock`, which
+records params.yaml, always says what was computed (to run another model, use
+`dvc exp run -S llm.backend=ollama -S llm.model=gemma3:27b`, which DVC records):
+
+    JUDGELOOP_PARAMS        path of params.yaml                (default ./params.yaml)
+    JUDGELOOP_CACHE_DIR     local diskcache folder             (cache.dir)
+    JUDGELOOP_CACHE_MODE    auto | replay | refresh | off      (cache.mode)
+    JUDGELOOP_BASE_URL      server URL                         (llm.base_url)
+    JUDGELOOP_PARALLELISM   in-flight calls to the server      (llm.parallelism)
+    JUDGELOOP_READ_TIMEOUT  seconds to wait for a reply        (llm.read_timeout_s)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from pipeline.errors import ConfigError
+from pipeline.llm.types import Options
+
+CacheMode = Literal["auto", "replay", "refresh", "off"]
+
+
+class Section(BaseModel):
+    """A params.yaml section: unknown keys are refused, so a typo cannot pass for a default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class EmbeddedSettings(Section):
+    n_threads: int = 2
+    n_batch: int = 512
+
+
+class LLMSettings(Section):
+    # A name in pipeline.llm.backends' registry (embedded, ollama, openai, fake, or a plugin's).
+    backend: str = "embedded"
+    model: str = "SmolLM2-135M-Instruct.Q4_1"
+    digest: str | None = None
+    base_url: str = "http://127.0.0.1:11434"
+    api_key_env: str = "OPENAI_API_KEY"
+    parallelism: int = Field(1, ge=1, le=256)
+    connect_timeout_s: float = 5.0
+    read_timeout_s: float = 300.0
+    max_retries: int = Field(5, ge=0)
+    max_server_errors: int = Field(2, ge=0)
+    options: Options = Field(default_factory=Options)
+    embedded: EmbeddedSettings = Field(default_factory=EmbeddedSettings)
+
+
+class CacheSettings(Section):
+    mode: CacheMode = "auto"
+    dir: str = ".judgeloop/cache"
+    recordings: str = "recordings"
+
+
+class EngineSettings(Section):
+    """What opening an LLM session needs; every design's params extend it."""
+
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    cache: CacheSettings = Field(default_factory=CacheSettings)
+
+
+ENV_OVERRIDES: dict[str, tuple[str, str]] = {
+    "JUDGELOOP_CACHE_MODE": ("cache", "mode"),
+    "JUDGELOOP_CACHE_DIR": ("cache", "dir"),
+    "JUDGELOOP_BASE_URL": ("llm", "base_url"),
+    "JUDGELOOP_PARALLELISM": ("llm", "parallelism"),
+    "JUDGELOOP_READ_TIMEOUT": ("llm", "read_timeout_s"),
+}
+# Variables that once chose the model: they would change replies behind dvc.lock's back.
+RETIRED_ENV = {
+    "JUDGELOOP_BACKEND": "llm.backend",
+    "JUDGELOOP_MODEL": "llm.model",
+    "JUDGELOOP_DIGEST": "llm.digest",
+}
+
+S = TypeVar("S", bound=BaseModel)
+
+
+def params_path() -> Path:
+    return Path(os.environ.get("JUDGELOOP_PARAMS", "params.yaml"))
+
+
+def read_params_file(path: Path, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """params.yaml as a dict, with the environment's overrides applied."""
+    env = os.environ if environ is None else environ
+    for var, param in RETIRED_ENV.items():
+        if env.get(var):
+            raise ConfigError(
+                f"{var} is no longer read: it changed what the stages compute while dvc.lock recorded "
+                f"params.yaml. Fix: unset it and run `dvc exp run -S {param}=...` (or edit params.yaml)."
+            )
+    raw: dict[str, Any] = {}
+    if path.exists():
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            line = f":{mark.line + 1}" if mark is not None else ""
+            raise ConfigError(f"{path}{line}: not valid YAML ({exc}). Fix the syntax there.") from exc
+        raw = loaded or {}
+    for var, (section, field) in ENV_OVERRIDES.items():
+        if var in env and env[var] != "":
+            raw.setdefault(section, {})[field] = env[var]
+    return raw
+
+
+def validate_params(model: type[S], raw: Mapping[str, Any], path: Path) -> S:
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors())
+        raise ConfigError(
+            f"{path}: {problems}. Fix the value in {path} or the JUDGELOOP_* variable that overrides it."
+        ) from exc
+
+
+def load_settings(
+    model: type[S],
+    path: Path | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    only_its_sections: bool = False,
+) -> S:
+    """params.yaml validated as `model` (a Section gathering the sections a caller needs).
+
+    only_its_sections: ignore the file's other top-level sections (another design's), so that a
+    stage depends on its own sections alone."""
+    path = path or params_path()
+    raw = read_params_file(path, environ)
+    if only_its_sections:
+        raw = {name: value for name, value in raw.items() if name in model.model_fields}
+    return validate_params(model, raw, path)

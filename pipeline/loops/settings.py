@@ -1,0 +1,20 @@
+"""The feedback loop's section of params.yaml: `refine`."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from pipeline.llm.settings import Section
+
+
+class RefineSettings(Section):
+    # A score at or below the threshold sends the judge's feedback back (paper: below four -> 3).
+    threshold: int = Field(3, ge=0, le=5)
+    max_iterations: int = Field(10, ge=0)
+    unscored_triggers: bool = True
+    previous_assessment: Literal["none", "original", "previous"] = "none"
+    rejudge: Literal["low", "all"] = "low"
+    keep: Literal["last", "best"] = "last"
+    out: str = "outputs/refinement.jsonl"

@@ -1,0 +1,69 @@
+"""The `judgeloop` command: each behaviour is a named subcommand, defined in its own module.
+
+    judgeloop audit     the recorded calls: prompts, replies, scores; `audit diff` between iterations
+    judgeloop cache     stats, verify, gc, merge, seed, export of the local cache and the recordings
+    judgeloop status    what the next `dvc repro` needs, and how many model calls it will make
+    judgeloop report    the HTML report of the refinement loop
+
+All of them read what the pipeline writes (params.yaml, recordings/, the local cache, outputs/);
+none keeps records of its own.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from pipeline import __version__
+from pipeline.tools.audit import audit
+from pipeline.tools.cache_tools import cache
+from pipeline.tools.status import status
+
+
+@click.group()
+@click.version_option(__version__, prog_name="judgeloop")
+def main() -> None:
+    """Reproducible, auditable LLM-as-a-judge experiments (see params.yaml and dvc.yaml)."""
+
+
+main.add_command(audit)
+main.add_command(cache)
+main.add_command(status)
+
+
+# --- report -------------------------------------------------------------------------------------
+# The HTML rendering lives in pipeline/report_html.py; it is imported when the command runs, so the
+# other commands (and their tests) do not depend on it.
+@main.command()
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("report.html"),
+    show_default=True,
+)
+@click.option("--title", help="The page title (default: the backend and model of params.yaml).")
+def report(output: Path, title: str | None) -> None:
+    """Write the refinement loop as one self-contained HTML page, with every call it made."""
+    from pipeline.experiments.paper.aggregation import compute_metrics
+    from pipeline.experiments.params import load_params
+    from pipeline.loops.results import read_refinements
+    from pipeline.reports.html import load_records, render_html
+
+    params = load_params()
+    refinements = read_refinements(Path(params.refine.out), params.judge.metrics)
+    summary = compute_metrics(refinements, params.judge.metrics)
+    records = load_records(Path(params.cache.recordings))
+    html = render_html(
+        refinements, summary, records, title or f"judgeloop: {params.llm.backend}:{params.llm.model}"
+    )
+    output.write_text(html, encoding="utf-8")
+    click.echo(f"wrote {output} ({len(refinements)} items, {len(records)} recorded calls)")
+
+
+# --- end report ---------------------------------------------------------------------------------
+
+
+if __name__ == "__main__":
+    main()
