@@ -158,3 +158,20 @@ def test_hits_share_one_model_identity_object(tmp_path: Path) -> None:
     assert first.cache_hit and second.cache_hit
     assert first.record.model is second.record.model and first.record.model == again.identity
     again.close()
+
+
+def test_a_context_recorded_with_named_fields_reads_as_labels() -> None:
+    # Recordings made before contexts were generic wrote iteration, metric and role as fields.
+    old = {
+        "stage": "judge",
+        "item": "901",
+        "iteration": 2,
+        "metric": "accuracy",
+        "role": "judge",
+        "attempt": 1,
+    }
+    context = CallContext.model_validate(old)
+    assert context == CallContext(
+        stage="judge", item="901", step=2, attempt=1, labels={"metric": "accuracy", "role": "judge"}
+    )
+    assert context.describe() == "stage=judge item=901 step=2 metric=accuracy role=judge attempt=1"

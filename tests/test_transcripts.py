@@ -340,6 +340,9 @@ def test_labels_that_disagree_with_themselves_warn(tmp_path: Path) -> None:
         ("Participant_ID,Gender\n300,1\n300,0\n", ":3:", "line 2"),
         ("Participant_ID,Gender\n300,1,0\n", ":2:", "3 comma-separated"),
         ("Participant_ID,Gender\n\n", ":2:", "no rows"),
+        # A quoted cell spanning lines: the next record is still reported by its own line.
+        ('Participant_ID,Note,Gender\n300,"two\nlines",1\n301,x,7\n', ":4:", "'7'"),
+        ('Participant_ID,Gender\n300,"open\n', ":2:", "not CSV"),
         ("", ":1:", "empty"),
     ],
 )

@@ -12,6 +12,7 @@ folder in dvc.yaml, so a label file edited there re-runs them, where one elsewhe
 from __future__ import annotations
 
 import csv
+import io
 import re
 import warnings
 from pathlib import Path
@@ -67,8 +68,10 @@ def label_rows(path: Path, shown: str) -> dict[str, tuple[Phq8Label, int]]:
     """Like load_labels, with the line each label was read from; `shown` names the file in errors."""
     if not path.is_file():
         raise InputError(shown, None, "no such file", "point data.labels at an AVEC2017 split CSV, or null")
-    lines = read_lines(path, shown)
-    header = [h.strip().lower() for h in next(csv.reader([lines[0]]))]
+    # The csv module, not a split on line ends: a quoted cell may hold a newline. Each record is
+    # reported by the line it starts on.
+    reader = csv.reader(io.StringIO("\n".join(read_lines(path, shown))), strict=True)
+    header = [h.strip().lower() for h in next(reader, [])]
     if "participant_id" not in header:
         problem = (
             f"the header has columns {', '.join(map(repr, header))}; expected Participant_ID, PHQ8_Binary, "
@@ -76,10 +79,17 @@ def label_rows(path: Path, shown: str) -> dict[str, tuple[Phq8Label, int]]:
         )
         raise InputError(shown, 1, problem, "make line 1 the comma-separated AVEC2017 header")
     labels: dict[str, tuple[Phq8Label, int]] = {}
-    for number, line in enumerate(lines[1:], start=2):
-        if not line.strip():
+    while True:
+        number = reader.line_num + 1
+        try:
+            row = next(reader, None)
+        except csv.Error as exc:
+            raise InputError(shown, number, f"not CSV ({exc})", "close the quoted cell") from exc
+        if row is None:
+            break
+        if not any(cell.strip() for cell in row):
             continue
-        cells = [c.strip() for c in next(csv.reader([line]))]
+        cells = [c.strip() for c in row]
         if len(cells) != len(header):
             problem = f"the row has {len(cells)} comma-separated fields, the header {len(header)}"
             raise InputError(shown, number, problem, "give every column a value, empty when unknown")
