@@ -133,7 +133,7 @@ def test_gc_drops_only_what_no_recording_references(project: Path) -> None:
     store.put(stray_record())
     store.close()
     code, out, _ = cache("gc", "--dry-run")
-    assert code == 0 and re.search(r"would delete 1 of 22 local entries \(\d+ B\)", out)
+    assert code == 0 and re.search(r"would delete 1 of 22 local entries \([\d.]+[kMG]?B\)", out)
     assert len(CallStore(CACHE)) == 22
     code, out, _ = cache("gc")
     assert "deleted 1 of 22 local entries" in out and "kept 21 referenced" in out

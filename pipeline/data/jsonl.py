@@ -5,7 +5,6 @@ Same results, same bytes: a replay must reproduce every output exactly.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TypeVar
@@ -37,8 +36,8 @@ def read_jsonl(path: Path, model: type[R]) -> list[R]:
     out: list[R] = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         try:
-            out.append(model.model_validate(json.loads(line)))
-        except (ValueError, ValidationError) as exc:
+            out.append(model.model_validate_json(line))
+        except ValidationError as exc:
             raise InputError(
                 str(path), number, f"not a {model.__name__} record ({exc})", "re-run the stage that writes it"
             ) from exc

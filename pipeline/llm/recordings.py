@@ -21,12 +21,13 @@ blobs.jsonl; a message becomes a list of literal strings and {"blob": hash} refe
 from __future__ import annotations
 
 import hashlib
-import json
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.keys import canonical_json
@@ -129,7 +130,7 @@ def read_blobs(path: Path) -> dict[str, str]:
         return blobs
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         try:
-            entry = json.loads(line)
+            entry = orjson.loads(line)
             blobs[entry["blob"]] = entry["text"]
         except (ValueError, KeyError, TypeError) as exc:
             raise CorruptRecordError(f"{path}:{number}: not a blob line ({exc}).") from exc
@@ -151,7 +152,7 @@ class LoadedCall:
 def parse_call_line(line: str, blobs: dict[str, str], where: str) -> RecordedCall:
     """One line of calls.jsonl, its blobs restored; not yet verified (see CallRecord.problem)."""
     try:
-        raw = json.loads(line)
+        raw = orjson.loads(line)
         context = CallContext.model_validate(raw.pop("context"))
         for message in raw["request"]["messages"]:
             message["content"] = unpack_content(message["content"], blobs, where)

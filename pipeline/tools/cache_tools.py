@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from tqdm import tqdm
 
 from pipeline.errors import CorruptRecordError, JudgeloopError
 from pipeline.experiments.params import Params, load_params
@@ -36,12 +37,7 @@ UNRECORDED_STAGE = "unrecorded"
 
 
 def _human(size: int) -> str:
-    value = float(size)
-    for unit in ("B", "kB", "MB", "GB"):
-        if value < 1000 or unit == "GB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1000
-    raise AssertionError("unreachable")
+    return tqdm.format_sizeof(size, "B", divisor=1000)
 
 
 def _line_key(line: str) -> str | None:
