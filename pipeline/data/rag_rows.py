@@ -1,0 +1,98 @@
+"""RAG rows: a question, the answer to judge, what was retrieved for it, and human labels if any.
+
+One JSON object per line. Our own format (the committed demo, `judgeloop judge-evaluate --batch`):
+
+    {"id": "q1", "question": "...", "answer": "...", "contexts": ["passage", ...],
+     "source_ids": ["doc-3", ...], "labels": {"answer_faithfulness": 1}}
+
+`contexts` holds the retrieved passages' text, `source_ids` their identifiers (either may be
+empty); `labels` holds binary or graded human judgements by name. The ARES human-annotated test
+set, as normalised in ../shared/corpora/rag-ares (`row_id`, `context`, `sources`,
+`human_context_relevance`, ...), is read as is: a row with a `row_id` is an ARES row.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from pipeline.data.input_files import read_lines
+from pipeline.errors import InputError
+
+ARES_LABELS = ("context_relevance", "answer_faithfulness", "answer_relevance")
+
+
+class RagRow(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(min_length=1)
+    question: str = Field(min_length=1)
+    answer: str
+    contexts: tuple[str, ...] = ()
+    source_ids: tuple[str, ...] = ()
+    labels: dict[str, int] = Field(default_factory=dict)
+
+
+def _from_ares(raw: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": str(raw["row_id"]),
+        "question": raw["question"],
+        "answer": raw["answer"],
+        "contexts": [raw["context"]] if raw.get("context") else [],
+        "source_ids": [raw["sources"]] if raw.get("sources") else [],
+        "labels": {
+            name: raw[f"human_{name}"] for name in ARES_LABELS if raw.get(f"human_{name}") is not None
+        },
+    }
+
+
+def load_rag_rows(path: Path, *, only: str | None = None, limit: int | None = None) -> list[RagRow]:
+    """The rows of a JSONL file, in file order. `only` keeps the rows whose flag of that name is
+    true (ARES: `in_v1_1_filtered`, the 111 annotated rows); `limit` keeps the first N after that."""
+    shown = str(path)
+    if not path.is_file():
+        raise InputError(shown, None, "no such file", "point the rows parameter at a JSONL file of RAG rows")
+    rows: list[RagRow] = []
+    seen: dict[str, int] = {}
+    for number, line in enumerate(read_lines(path, shown), start=1):
+        if not line.strip():
+            continue
+        try:
+            raw = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise InputError(shown, number, f"not JSON ({exc})", "write one JSON object per line") from exc
+        if not isinstance(raw, dict):
+            raise InputError(shown, number, "not a JSON object", "write one JSON object per line")
+        if only is not None and not raw.pop(only, False):
+            continue
+        try:
+            row = RagRow.model_validate(_from_ares(raw) if "row_id" in raw else raw)
+        except (ValidationError, KeyError) as exc:
+            fix = "give it id, question and answer (and contexts, source_ids, labels if known)"
+            raise InputError(shown, number, f"not a RAG row ({_why(exc)})", fix) from exc
+        if row.id in seen:
+            raise InputError(
+                shown, number, f"id {row.id} is already used on line {seen[row.id]}", "make ids unique"
+            )
+        seen[row.id] = number
+        rows.append(row)
+        if limit is not None and len(rows) >= limit:
+            break
+    if not rows:
+        raise InputError(
+            shown, None, "no rows" + (f" with {only} true" if only else ""), "add rows, or check the filter"
+        )
+    return rows
+
+
+def _why(exc: Exception) -> str:
+    if isinstance(exc, KeyError):
+        return f"missing {exc}"
+    assert isinstance(exc, ValidationError)
+    return "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or 'row'}: {err['msg']}"
+        for err in exc.errors(include_url=False)[:3]
+    )
