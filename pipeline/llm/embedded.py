@@ -12,9 +12,13 @@ A JSON Schema `format` becomes a llama.cpp grammar built here from the schema (l
 own response_format path falls back to any JSON when a schema does not convert; this fails
 instead, naming the schema). llama-cpp-python's converter, unlike llama.cpp's C++ one, ignores
 `minimum`/`maximum`: a bounded integer (up to MAX_ENUMERATED values) is given to it as the `enum`
-of its values, which it does enforce. Other bounds it ignores are left to the caller's validation. Log-probabilities are read from the logits each step (llama-cpp-
-python's own `logprobs` needs logits_all, a 4096 x 49152 float array): they are the model's
-distribution before the grammar and the penalties, which is what a score's weighting wants.
+of its values, which it does enforce. Other bounds it ignores are left to the caller's validation.
+A `maxLength` on a string makes the grammar large and sampling slow (7 s instead of 1 s for a
+40-character limit on SmolLM2).
+
+Log-probabilities are read from the logits at each step (pipeline.llm.embedded_logprobs): they
+are the model's distribution before the grammar and the penalties, which is what a score's
+weighting wants.
 """
 
 from __future__ import annotations
@@ -171,8 +175,9 @@ class EmbeddedBackend:
             return None
         text = canonical_json(fmt)
         if text not in self._grammars:
-            grammar_schema = canonical_json(enumerate_integer_ranges(fmt))
-            from llama_cpp import LlamaGrammar
+            # Not canonical JSON: the grammar writes properties in the schema's order.
+            grammar_schema = json.dumps(enumerate_integer_ranges(fmt), ensure_ascii=False)
+            from llama_cpp.llama_grammar import LlamaGrammar
 
             try:
                 self._grammars[text] = LlamaGrammar.from_json_schema(grammar_schema, verbose=False)

@@ -54,7 +54,9 @@ class LogprobRecorder:
                 TokenLogprob(
                     token=self._text(token, before),
                     logprob=max(logprob, FLOOR),
-                    top=tuple(TopLogprob(token=self._text(i, before), logprob=max(lp, FLOOR)) for i, lp in top),
+                    top=tuple(
+                        TopLogprob(token=self._text(i, before), logprob=max(lp, FLOOR)) for i, lp in top
+                    ),
                 )
             )
         return tuple(out)

@@ -114,7 +114,7 @@ class _Instance:
             low = 0
         if "maximum" in schema:
             low = min(low, schema["maximum"])
-        return int(math.ceil(low)) if integer else float(low)
+        return math.ceil(low) if integer else float(low)
 
 
 def fake_tokens(text: str) -> list[str]:
@@ -128,7 +128,9 @@ def fake_logprobs(text: str, top: int, seed: str) -> tuple[TokenLogprob, ...]:
         digest = hashlib.sha256(f"{seed}|{index}|{token}".encode()).digest()
         chosen = 0.40 + 0.58 * int.from_bytes(digest[:4], "big") / 2**32
         rest = 1.0 - chosen
-        others = [(alt, math.log(rest * 0.5 ** (rank + 1))) for rank, alt in enumerate(_alternatives(token, top))]
+        others = [
+            (alt, math.log(rest * 0.5 ** (rank + 1))) for rank, alt in enumerate(_alternatives(token, top))
+        ]
         alternatives = [TopLogprob(token=token, logprob=math.log(chosen))] if top else []
         alternatives += [TopLogprob(token=alt, logprob=lp) for alt, lp in others[: max(0, top - 1)]]
         tokens.append(TokenLogprob(token=token, logprob=math.log(chosen), top=tuple(alternatives)))

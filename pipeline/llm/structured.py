@@ -24,12 +24,11 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from pipeline.llm.keys import canonical_json
 from pipeline.llm.records import RecordedCall
 from pipeline.llm.types import CallContext, ChatReply, ChatRequest, Message, Options
 
@@ -39,7 +38,7 @@ FailureKind = Literal["invalid", "truncated", "runaway_whitespace"]
 # Pretty-printed JSON indents by a few dozen characters at most; a longer run of whitespace is the
 # decoder looping (llama.cpp's own JSON grammar caps a run at 20 for the same reason).
 RUNAWAY_WHITESPACE = 32
-_RUNAWAY = re.compile(r"\s{%d,}" % RUNAWAY_WHITESPACE)
+_RUNAWAY = re.compile(rf"\s{{{RUNAWAY_WHITESPACE},}}")
 _SCHEMA_WORDS = ("title", "default")  # neither constrains a reply; a class's title is its name
 
 
@@ -52,13 +51,19 @@ class ChatSession(Protocol):
 def schema_for(model: type[BaseModel]) -> dict[str, Any]:
     """The JSON Schema a backend enforces for `model`: pydantic's validation schema, strict in the
     way OpenAI's `strict: true` asks (every property required, no others allowed), without titles
-    and defaults. The same class gives the same schema, so the same cache key."""
-    return json.loads(_schema_json(model))  # a fresh copy: the caller may not mutate the cached one
+    and defaults. The same class gives the same schema, so the same cache key.
+
+    Properties keep the class's field order: a grammar writes them in that order (reasoning before
+    the score, if the class says so). The cache key's canonical JSON sorts object keys, so it sees
+    that order through `required`, a list written in the same order.
+    """
+    schema: dict[str, Any] = json.loads(_schema_json(model))  # a copy: the cached text stays intact
+    return schema
 
 
-@lru_cache(maxsize=None)
+@cache
 def _schema_json(model: type[BaseModel]) -> str:
-    return canonical_json(_strict(model.model_json_schema(mode="validation")))
+    return json.dumps(_strict(model.model_json_schema(mode="validation")), ensure_ascii=False)
 
 
 def _strict(node: Any) -> Any:

@@ -170,7 +170,11 @@ class FakeOpenAI:
             "created": int(time.time()),
             "model": model,
             "choices": [choice],
-            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+            "usage": {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+            },
         }
 
 
@@ -250,7 +254,16 @@ class _Handler(BaseHTTPRequestHandler):
         except BadRequest as exc:
             self._json(exc.code, {"error": {"message": str(exc), "type": exc.kind, "code": exc.code}})
         except Exception as exc:  # a responder that raised, a schema the fake cannot satisfy
-            self._json(500, {"error": {"message": f"{type(exc).__name__}: {exc}", "type": "InternalServerError", "code": 500}})
+            self._json(
+                500,
+                {
+                    "error": {
+                        "message": f"{type(exc).__name__}: {exc}",
+                        "type": "InternalServerError",
+                        "code": 500,
+                    }
+                },
+            )
 
     def _json(self, code: int, payload: Any) -> None:
         data = json.dumps(payload).encode()
