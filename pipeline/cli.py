@@ -19,6 +19,7 @@ from pipeline import __version__
 from pipeline.audit import audit
 from pipeline.cache_tools import cache
 from pipeline.status import status
+from pipeline.tools.calibrate import calibrate
 
 
 @click.group()
@@ -30,6 +31,7 @@ def main() -> None:
 main.add_command(audit)
 main.add_command(cache)
 main.add_command(status)
+main.add_command(calibrate)
 
 
 # --- report -------------------------------------------------------------------------------------
