@@ -21,6 +21,10 @@ relevance = 240 judge calls), and why it fits in 15 minutes on 2 cores:
   of one article follow each other): 20 first calls x ~768 tokens + 220 x ~165 tokens (a partial
   128-token batch of the article, the summary, the answer line) = 52k tokens = 207 s, plus 46 s
   of answers, plus at most 72 s of format re-asks: about 5.5 minutes.
+- Measured, 8 warm calls on one article (2 cores shared with other jobs, so an upper bound): a
+  call after the article's first took 0.9-1.2 s, as estimated; cold first calls 10-22 s.
+- The fictional demo set (3 articles of 154-186 tokens x 4 summaries x 4 dimensions = 48 calls)
+  is 17k prompt tokens without re-use: about 70 s plus answers.
 Which 10 articles: the first 10 in the order of sha256(article id), a fixed pseudo-random draw that
 does not depend on the file's order or on article length. Why coherence and relevance: their
 ratings spread over the scale (no article has constant expert means), whereas consistency and
