@@ -2,8 +2,8 @@
 (pipeline.loops.loop), beside the paper's feedback loop.
 
 The original answer (round 0) comes generated and evaluated. While the best answer so far scores
-below `threshold` (0-1), and the budget allows another round, the answer is regenerated with that
-answer's issues and improvement hint and evaluated again. The best-scoring answer is delivered,
+below `threshold` (0-1), and the budget allows another round, the answer is regenerated with the
+latest answer's issues and improvement hint and evaluated again. The best-scoring answer is delivered,
 ties to the earliest: when a regeneration is not better, the original is kept ("no gain, keep the
 original"), so no delivered answer ever scored lower than the original.
 
@@ -109,7 +109,9 @@ class RegeneratePolicy:
 
     def next_round(self, number: int, rounds: Sequence[EvaluatedAnswer]) -> EvaluatedAnswer:
         context = CallContext(stage=STAGE, item=self.row.id, step=number)
-        instruction = regeneration_instruction(rounds[self.keep(rounds)])
+        # The latest answer and its feedback (the seed's "previous response"): a second round then
+        # asks something new, where the best one's feedback would repeat the first round's request.
+        instruction = regeneration_instruction(rounds[-1])
         answer = generate(
             self.calls,
             self.row,
