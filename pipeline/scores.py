@@ -66,7 +66,13 @@ Reason = Literal[
     "json",
     "bracketed",
     "phrase",
+    "verdict_verb",
+    "verdict_clause",
+    "verdict_named",
     "bare_number",
+    # a decimal on an integer scale, read only when the caller opts in (``decimals=``)
+    "decimal_rounded",
+    "decimal_kept",
     # no score
     "empty",
     "no_score",
@@ -76,7 +82,24 @@ Reason = Literal[
     "scale_mismatch",
     "non_integer",
 ]
-READ_REASONS: Final[frozenset[str]] = frozenset({"labelled", "json", "bracketed", "phrase", "bare_number"})
+READ_REASONS: Final[frozenset[str]] = frozenset(
+    {
+        "labelled",
+        "json",
+        "bracketed",
+        "phrase",
+        "verdict_verb",
+        "verdict_clause",
+        "verdict_named",
+        "bare_number",
+        "decimal_rounded",
+        "decimal_kept",
+    }
+)
+# What a decimal on an integer scale ("Score: 3.5/5") becomes: no score (the default), the nearest
+# integer (halves up), or the value as written. Either way the reason says so, and it is counted.
+DecimalPolicy = Literal["unscored", "round", "keep"]
+DECIMAL_POLICIES: Final[tuple[str, ...]] = ("unscored", "round", "keep")
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +164,101 @@ _PHRASE: Final = re.compile(
     rf")[ \t*_]*{_VALUE}",
     re.IGNORECASE,
 )
+# ---------------------------------------------------------------------------------------------------
+# Prose verdicts: a small grammar, not a list of sentences. A verdict verb or noun phrase bound to a
+# number in the same clause. Every repeat below is bounded, so one match attempt reads at most a few
+# hundred characters (tests check the width) and scanning a reply is linear in its length.
+
+_SP: Final = r"[ \t]{1,3}"
+_NUM_B: Final = r"-?[0-9]{1,6}(?:\.[0-9]{1,6})?"
+_VALUE_B: Final = (
+    rf"[*_]{{0,2}}(?:(?P<open>\[\[?|\()[ \t]{{0,3}})?(?P<num>{_NUM_B})"
+    rf"(?:[ \t]{{0,3}}(?:\]\]?|\)))?[*_]{{0,2}}"
+    rf"(?:[ \t*_]{{0,6}}(?:/|\bout{_SP}of\b)[ \t*_]{{0,6}}(?P<den>{_NUM_B}))?"
+)
+# "it", "this summary", "the candidate's response": what is scored, two words at most after a determiner.
+_OBJECT: Final = (
+    r"(?:it|this|that|them|these|those"
+    rf"|(?:the|this|that|its|their|your|my|our){_SP}[a-z][a-z'’-]{{0,24}}(?:{_SP}[a-z][a-z'’-]{{0,24}})?)"
+)
+_SCORE_VERB: Final = r"(?:scor(?:e|es|ed|ing)|rat(?:e|es|ed|ing)|grad(?:e|es|ed|ing))"
+_AWARD_VERB: Final = (
+    r"(?:give|gives|gave|giving|given|assign(?:s|ed|ing)?|award(?:s|ed|ing)?|earn(?:s|ed|ing)?"
+    r"|deserv(?:e|es|ed|ing)|merit(?:s|ed|ing)?|receiv(?:e|es|ed|ing)|get|gets|got|getting"
+    rf"|warrant(?:s|ed|ing)?|result(?:s|ed|ing)?{_SP}in)"
+)
+_NOUN: Final = r"(?:score|rating|grade|mark)"
+# A word naming the metric or a quality ("fluency", "overall", "final"), not the scale's ends or a
+# hypothetical: "a perfect score of 5" and "the highest rating of 5" describe the scale.
+_QUALIFIER: Final = (
+    r"(?!(?:perfect|maximum|max|minimum|min|highest|lowest|possible|full|top|higher|lower|better|worse|same"
+    r"|similar|different|previous|expected|required|target|reference|ideal|potential|average|mean|median"
+    r"|human|gold|original|initial)\b)[a-z][a-z-]{1,24}"
+)
+# "I would score it a 4", "it scores a 4", "scoring 4 out of 5", "I'd rate this summary 4", "deserves a 4"
+_VERDICT_VERB: Final = re.compile(
+    rf"\b(?:{_SCORE_VERB}(?:{_SP}{_OBJECT})?(?:{_SP}(?:as|at|with))?(?:{_SP}an?)?"
+    rf"|{_AWARD_VERB}(?:{_SP}{_OBJECT})?{_SP}an?){_SP}{_VALUE_B}",
+    re.IGNORECASE,
+)
+# "..., resulting in a score of 4", "earning a score of 4", "giving it a coherence rating of 4 out of 5"
+_VERDICT_CLAUSE: Final = re.compile(
+    rf"\b(?:{_SCORE_VERB}|{_AWARD_VERB})(?:{_SP}{_OBJECT})?{_SP}(?:(?:an?|the|its|my){_SP})?"
+    rf"(?:{_QUALIFIER}{_SP})?{_NOUN}(?:{_SP}(?:of|at|as))?(?:{_SP}an?)?{_SP}{_VALUE_B}",
+    re.IGNORECASE,
+)
+# "a fluency score of 4", "an overall rating of 3", "my final grade of 2"
+_VERDICT_NAMED: Final = re.compile(
+    rf"\b(?:an?|my|our){_SP}{_QUALIFIER}{_SP}{_NOUN}{_SP}of{_SP}{_VALUE_B}",
+    re.IGNORECASE,
+)
+_GRAMMAR: Final[tuple[tuple[Reason, re.Pattern[str]], ...]] = (
+    ("verdict_verb", _VERDICT_VERB),
+    ("verdict_clause", _VERDICT_CLAUSE),
+    ("verdict_named", _VERDICT_NAMED),
+)
+# Before the verdict: negated ("does not deserve a 5", "wouldn't rate it 4") or a purpose or condition
+# ("to earn a score of 5", "if it had a clearer ending, a fluency score of 5"): not the judge's verdict.
+_NOT_A_VERDICT_BEFORE: Final = re.compile(
+    r"(?:\bnot|n[’']t|\bnever|\bcannot|\bno|\bto|\bif|\bwould[ \t]have[ \t]been|\bcould|\bmight)"
+    r"(?:[ \t]{1,3}[a-z'’]{1,20}){0,2}[ \t]{1,3}$",
+    re.IGNORECASE,
+)
+# After the verdict's number: a word that continues the clause is fine ("4 because ...", "4 for
+# relevance", "4 overall"); another word makes it a count or a measure ("scored 4 essays", "a 2-hour").
+_CLAUSE_GOES_ON: Final = frozenset(
+    # Not "on" or "in": "the patient scored 14 on the PHQ-8" is about someone else.
+    {
+        *("for", "at", "as", "and", "but", "because", "since", "given", "due", "based", "overall"),
+        *("which", "that", "so", "with", "from", "by", "this", "here", "there", "is", "was"),
+        *("considering", "reflecting", "indicating", "showing", "meaning", "or", "to"),
+    }
+)
+_WORD_AFTER: Final = re.compile(r"[*_]{0,2}(?:[ \t]{1,3}|[-–])(?P<word>[A-Za-z]{1,30})")
+_OF_AFTER: Final = re.compile(r"[ \t]{1,3}of\b", re.IGNORECASE)
+
+
+def _grammar_candidates(text: str) -> Iterable[_Candidate | None]:
+    for kind, pattern in _GRAMMAR:
+        for match in pattern.finditer(text):
+            start = match.start()
+            if _NOT_A_VERDICT_BEFORE.search(text[max(0, start - 40) : start]):
+                continue
+            after = match.end()
+            # "3 of the 5 sections": a count, not a verdict.
+            if _OF_AFTER.match(text, after):
+                continue
+            word = _WORD_AFTER.match(text, after)
+            if word is not None and (
+                text[after] in "-–" or word.group("word").lower() not in _CLAUSE_GOES_ON
+            ):
+                continue
+            candidate = _candidate(kind, match, text, _PHRASE_RANK[kind])
+            # A range after a verdict verb describes the scale ("it scores 1-5 on average"): no verdict.
+            if candidate is not None and not candidate.ambiguous:
+                yield candidate
+
+
 _BARE: Final = re.compile(
     rf"\s*(?:[-*•>#]+[ \t]+)?[*_`\"']*(?P<core>(?:\[\[?|\()?(?P<num>{_NUM})(?:\]\]?|\))?"
     rf"(?:[ \t]*(?:/|\bout[ \t]+of\b)[ \t]*(?P<den>{_NUM}))?)[*_`\"']*"
@@ -167,6 +285,14 @@ _COUNT_AFTER: Final = re.compile(
 _REST_OF_LINE_EMPTY: Final = re.compile(r"[ \t\r*_.]*(?:\n|$)")
 
 _KIND_RANK: Final[dict[str, int]] = {"bracketed": 0, "labelled": 1, "json": 2}
+# Among prose verdicts at the same number the oldest reading wins the tie, so replies read before the
+# grammar keep their reason ("phrase") and recorded outputs stay byte-identical.
+_PHRASE_RANK: Final[dict[str, int]] = {
+    "verdict_named": 0,
+    "verdict_clause": 1,
+    "verdict_verb": 2,
+    "phrase": 3,
+}
 
 
 @lru_cache(maxsize=32)
@@ -249,7 +375,7 @@ def _last(candidates: Iterable[_Candidate | None]) -> _Candidate | None:
     return kept[-1] if kept else None
 
 
-def _judge(candidate: _Candidate, scale: Scale) -> ScoreReading:
+def _judge(candidate: _Candidate, scale: Scale, decimals: DecimalPolicy = "unscored") -> ScoreReading:
     if candidate.ambiguous:
         return ScoreReading(None, "ambiguous", candidate.matched)
     if candidate.den is not None and float(candidate.den) != scale.max:
@@ -259,16 +385,32 @@ def _judge(candidate: _Candidate, scale: Scale) -> ScoreReading:
         return ScoreReading(None, "out_of_range", candidate.matched)
     if value.is_integer():
         return ScoreReading(int(value), candidate.kind, candidate.matched)
-    if scale.integer:
-        return ScoreReading(None, "non_integer", candidate.matched)
-    return ScoreReading(value, candidate.kind, candidate.matched)
+    if not scale.integer:
+        return ScoreReading(value, candidate.kind, candidate.matched)
+    if decimals == "round":
+        # Halves up (3.5 -> 4), not Python's round-half-even; integral bounds keep it on the scale.
+        return ScoreReading(math.floor(value + 0.5), "decimal_rounded", candidate.matched)
+    if decimals == "keep":
+        return ScoreReading(value, "decimal_kept", candidate.matched)
+    return ScoreReading(None, "non_integer", candidate.matched)
 
 
-def extract_score(text: str, scale: Scale = DEFAULT_SCALE, *, labels: Iterable[str] = ()) -> ScoreReading:
+def extract_score(
+    text: str,
+    scale: Scale = DEFAULT_SCALE,
+    *,
+    labels: Iterable[str] = (),
+    decimals: DecimalPolicy = "unscored",
+) -> ScoreReading:
     """Read the judge's verdict from ``text``; see the module docstring for what and in which order.
 
     ``labels`` adds label words to score/rating/grade, for prompts that ask e.g. "Coherence: N".
+    ``decimals`` says what a decimal on an integer scale becomes ("Score: 3.5/5"): by default no score
+    (``non_integer``); "round" reads the nearest integer (``decimal_rounded``), "keep" the value as
+    written (``decimal_kept``).
     """
+    if decimals not in DECIMAL_POLICIES:
+        raise ValueError(f"decimals must be one of {', '.join(DECIMAL_POLICIES)}, got {decimals!r}")
     if not text.strip():
         return ScoreReading(None, "empty", None)
     extra = tuple(label.strip().lower() for label in labels if label.strip())
@@ -282,15 +424,22 @@ def extract_score(text: str, scale: Scale = DEFAULT_SCALE, *, labels: Iterable[s
         ]
     )
     if explicit is not None:
-        return _judge(explicit, scale)
-    phrase = _last(_candidate("phrase", m, text) for m in _PHRASE.finditer(text))
+        return _judge(explicit, scale, decimals)
+    phrase = _last(
+        [
+            *(_candidate("phrase", m, text, _PHRASE_RANK["phrase"]) for m in _PHRASE.finditer(text)),
+            *_grammar_candidates(text),
+        ]
+    )
     if phrase is not None:
-        return _judge(phrase, scale)
+        return _judge(phrase, scale, decimals)
     bare = _BARE.fullmatch(text)
     if bare is not None:
         den = bare.group("den")
         return _judge(
-            _Candidate("bare_number", 0, 0, bare.group("num"), den, bare.group("core"), False), scale
+            _Candidate("bare_number", 0, 0, bare.group("num"), den, bare.group("core"), False),
+            scale,
+            decimals,
         )
     template_match = template.search(text)
     if template_match is not None:
