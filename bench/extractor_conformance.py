@@ -29,6 +29,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.conformance_tables import (
+    LabelledReply,
+    print_disagreements,
+    print_tables,
+    second_corpus,
+    second_corpus_path,
+)
+from bench.conformance_tables import tally as tally_families
 from pipeline.scores import READ_REASONS, Scale, ScoreReading, extract_score
 
 CLOSER_LOOK_SCALES = {
@@ -253,6 +261,27 @@ def main() -> int:
             )
     if not any(family != "closer_look" for family, _ in kinds):
         print("\n[MT-Bench] no disagreements")
+
+    first = (
+        LabelledReply(row.corpus.split()[0], "dev (corpus 1)", row.text, row.authors, row.scale, row.labels)
+        for row in rows
+        if row.corpus != "closer_look edge"  # a subset of the 200k rows
+    )
+    print_tables(
+        "Corpus 1 (../shared/corpora/judge-replies), by family and reading kind", tally_families(first)[0]
+    )
+    second = second_corpus_path()
+    if second is None:
+        print(
+            "\nsecond corpus not found: run bench/fetch_conformance_corpus.py (or set JUDGELOOP_CONFORMANCE)"
+        )
+        return 0
+    by_family, disagreements = tally_families(second_corpus(second))
+    print_tables(f"Corpus 2 ({second}), by family and reading kind", by_family)
+    print(
+        "\nCorpus 2 disagreements with the source's score, by family (up to 4 random examples each, seed 0):"
+    )
+    print_disagreements(disagreements)
     return 0
 
 

@@ -197,6 +197,8 @@ _QUALIFIER: Final = (
 )
 # "I would score it a 4", "it scores a 4", "scoring 4 out of 5", "I'd rate this summary 4", "deserves a 4"
 _VERDICT_VERB: Final = re.compile(
+    # After "of", "the" or "a", "score 5" is the noun naming a rubric level ("the requirements of score 5").
+    r"(?<!\bof )(?<!\bthe )(?<!\ba )(?<!\ban )"
     rf"\b(?:{_SCORE_VERB}(?:{_SP}{_OBJECT})?(?:{_SP}(?:as|at|with))?(?:{_SP}an?)?"
     rf"|{_AWARD_VERB}(?:{_SP}{_OBJECT})?{_SP}an?){_SP}{_VALUE_B}",
     re.IGNORECASE,
@@ -217,13 +219,28 @@ _GRAMMAR: Final[tuple[tuple[Reason, re.Pattern[str]], ...]] = (
     ("verdict_clause", _VERDICT_CLAUSE),
     ("verdict_named", _VERDICT_NAMED),
 )
-# Before the verdict: negated ("does not deserve a 5", "wouldn't rate it 4") or a purpose or condition
-# ("to earn a score of 5", "if it had a clearer ending, a fluency score of 5"): not the judge's verdict.
+# Before the verdict: negated ("does not deserve a 5", "wouldn't rate it 4", "no reason to rate it 5")
+# or a condition ("if it were clearer, a fluency score of 5"): not the judge's verdict.
 _NOT_A_VERDICT_BEFORE: Final = re.compile(
-    r"(?:\bnot|n[’']t|\bnever|\bcannot|\bno|\bto|\bif|\bwould[ \t]have[ \t]been|\bcould|\bmight)"
+    r"(?:\bnot|n[’']t|\bnever|\bcannot|\bno|\bif|\bwould[ \t]have[ \t]been|\bcould|\bmight)"
     r"(?:[ \t]{1,3}[a-z'’]{1,20}){0,2}[ \t]{1,3}$",
     re.IGNORECASE,
 )
+# A purpose: "to earn a score of 5, it would need ...", "in order to get a 4". ("I'd like to give it a 4"
+# is a verdict: only the verbs of receiving make a purpose clause.)
+_PURPOSE_BEFORE: Final = re.compile(r"\bto[ \t]{1,3}$", re.IGNORECASE)
+_RECEIVING: Final = re.compile(
+    r"(?:earn|get|receiv|achiev|reach|deserv|merit|warrant|obtain|score|be[ \t])", re.IGNORECASE
+)
+
+
+def _hypothetical(text: str, start: int) -> bool:
+    before = text[max(0, start - 40) : start]
+    if _NOT_A_VERDICT_BEFORE.search(before):
+        return True
+    return _PURPOSE_BEFORE.search(before) is not None and _RECEIVING.match(text, start) is not None
+
+
 # After the verdict's number: a word that continues the clause is fine ("4 because ...", "4 for
 # relevance", "4 overall"); another word makes it a count or a measure ("scored 4 essays", "a 2-hour").
 _CLAUSE_GOES_ON: Final = frozenset(
@@ -241,8 +258,7 @@ _OF_AFTER: Final = re.compile(r"[ \t]{1,3}of\b", re.IGNORECASE)
 def _grammar_candidates(text: str) -> Iterable[_Candidate | None]:
     for kind, pattern in _GRAMMAR:
         for match in pattern.finditer(text):
-            start = match.start()
-            if _NOT_A_VERDICT_BEFORE.search(text[max(0, start - 40) : start]):
+            if _hypothetical(text, match.start()):
                 continue
             after = match.end()
             # "3 of the 5 sections": a count, not a verdict.
@@ -323,6 +339,16 @@ class _Candidate:
     matched: str
     ambiguous: bool
     end: int = 0  # where the verdict, range included, ends
+    high: str | None = None  # the range's other end ("3-4": 4)
+
+    def spans(self, scale: Scale) -> bool:
+        """The range is the whole scale or leaves it ("rate it 1-5" on 1-5 or on 1-3): the prompt's
+        scale echoed, not a choice between two scores."""
+        if self.high is None:
+            return False
+        low, high = float(self.num), float(self.high)
+        whole = (low, high) == (scale.min, scale.max)
+        return whole or not (scale.min <= low <= scale.max and scale.min <= high <= scale.max)
 
 
 def _candidate(kind: Reason, match: re.Match[str], text: str, rank: int = 0) -> _Candidate | None:
@@ -356,6 +382,7 @@ def _candidate(kind: Reason, match: re.Match[str], text: str, rank: int = 0) -> 
         matched=text[match.start() : range_after.end() if range_after else after],
         ambiguous=range_after is not None,
         end=range_after.end() if range_after else after,
+        high=range_after.group("hi") if range_after else None,
     )
 
 
@@ -426,10 +453,16 @@ def extract_score(
     if explicit is not None:
         return _judge(explicit, scale, decimals)
     phrase = _last(
-        [
-            *(_candidate("phrase", m, text, _PHRASE_RANK["phrase"]) for m in _PHRASE.finditer(text)),
+        candidate
+        for candidate in (
+            *(
+                _candidate("phrase", m, text, _PHRASE_RANK["phrase"])
+                for m in _PHRASE.finditer(text)
+                if not _hypothetical(text, m.start())
+            ),
             *_grammar_candidates(text),
-        ]
+        )
+        if candidate is not None and not candidate.spans(scale)
     )
     if phrase is not None:
         return _judge(phrase, scale, decimals)
