@@ -15,11 +15,20 @@ What is read (``ScoreReading.reason`` on success):
     phrase       a verdict sentence: "I give it a score of 4", "I would rate it 4 out of 5",
                  "my score is 4", "I'd give this a 4"; a bare "score of 4" is not one (the rubric
                  says "score of 4 : 1-2 mistakes")
+    verdict_verb, verdict_clause, verdict_named
+                 prose verdicts read by the grammar of pipeline.prose_verdicts: "I'd rate this
+                 summary 4", "..., resulting in a score of 4", "a fluency score of 4"; where a phrase
+                 above reads the same number, its reason stays "phrase"
     bare_number  the whole reply is a number: "4", "4.", "**4**", "- 4", "4/5", "1 (poor)"
+    decimal_rounded, decimal_kept
+                 a decimal on an integer scale ("Score: 3.5/5"), only when the caller asks for it with
+                 ``decimals="round"`` (3.5 -> 4, halves up) or ``decimals="keep"`` (3.5); by default
+                 it is ``non_integer``, no score
 
 Precedence:
 
-1. Explicit verdicts (labelled, json, bracketed) beat phrases, which beat a bare number.
+1. Explicit verdicts (labelled, json, bracketed) beat prose verdicts (phrase and the grammar's), which
+   beat a bare number.
 2. Among explicit verdicts the one whose number comes LAST in the text wins (Inspect AI's "last
    GRADE wins"): judges reason first and conclude last, and an earlier verdict is more likely
    quoted, revised or part of an example. Same for phrases. A later verdict wins even over an
@@ -28,7 +37,8 @@ Precedence:
 3. The winning verdict is then checked against the scale, in this order; failing gives no score:
    a denominator (``4/10``, ``4 out of 10``) must equal ``scale.max`` (else ``scale_mismatch``);
    the value must lie in [min, max], never clamped (else ``out_of_range``); on an integer scale it
-   must be integral, ``4.0`` is read as 4 but ``4.5`` is not rounded (else ``non_integer``).
+   must be integral, ``4.0`` is read as 4 but ``4.5`` is not rounded (else ``non_integer``, unless
+   ``decimals`` says otherwise).
 
 Never a verdict (the candidate is dropped, as if absent):
 
@@ -42,7 +52,10 @@ Never a verdict (the candidate is dropped, as if absent):
 A verdict that is a range or a choice ("Score: 3-4", "Score: 1-5", "3 or 4", "3 to 4") is
 ``ambiguous``; a dash followed by a rubric description is not a range ("Score: 4 - 1-2 mistakes",
 "Score: 5 - 0 mistakes": the number after the dash starts a range of its own, or is smaller), and the
-second half of a range is no later verdict ("Rating: [[3]] or [[4]]" is ambiguous, not 4). A label
+second half of a range is no later verdict ("Rating: [[3]] or [[4]]" is ambiguous, not 4). In prose,
+a range that is the whole scale or leaves it ("rate it 1-5") is the scale echoed and no verdict at all,
+as is any range after a grammar verdict ("it scores 1-5 on average"); a negated or purpose phrase
+("does not deserve a score of 5", "to earn a score of 5") is no verdict either. A label
 followed by a placeholder ("Score: [your score, as a number between 1 and 5]") is the prompt's
 template echoed: ``template_echo`` when nothing else is readable. Empty or whitespace-only text is
 ``empty``; anything else unreadable is ``no_score``. Numbers are ASCII digits; words ("four") are
@@ -55,10 +68,12 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Final, Literal
+
+from pipeline.prose_verdicts import hypothetical, verdict_matches
 
 Reason = Literal[
     # a score was read
@@ -164,115 +179,14 @@ _PHRASE: Final = re.compile(
     rf")[ \t*_]*{_VALUE}",
     re.IGNORECASE,
 )
-# ---------------------------------------------------------------------------------------------------
-# Prose verdicts: a small grammar, not a list of sentences. A verdict verb or noun phrase bound to a
-# number in the same clause. Every repeat below is bounded, so one match attempt reads at most a few
-# hundred characters (tests check the width) and scanning a reply is linear in its length.
-
-_SP: Final = r"[ \t]{1,3}"
-_NUM_B: Final = r"-?[0-9]{1,6}(?:\.[0-9]{1,6})?"
-_VALUE_B: Final = (
-    rf"[*_]{{0,2}}(?:(?P<open>\[\[?|\()[ \t]{{0,3}})?(?P<num>{_NUM_B})"
-    rf"(?:[ \t]{{0,3}}(?:\]\]?|\)))?[*_]{{0,2}}"
-    rf"(?:[ \t*_]{{0,6}}(?:/|\bout{_SP}of\b)[ \t*_]{{0,6}}(?P<den>{_NUM_B}))?"
-)
-# "it", "this summary", "the candidate's response": what is scored, two words at most after a determiner.
-_OBJECT: Final = (
-    r"(?:it|this|that|them|these|those"
-    rf"|(?:the|this|that|its|their|your|my|our){_SP}[a-z][a-z'’-]{{0,24}}(?:{_SP}[a-z][a-z'’-]{{0,24}})?)"
-)
-_SCORE_VERB: Final = r"(?:scor(?:e|es|ed|ing)|rat(?:e|es|ed|ing)|grad(?:e|es|ed|ing))"
-_AWARD_VERB: Final = (
-    r"(?:give|gives|gave|giving|given|assign(?:s|ed|ing)?|award(?:s|ed|ing)?|earn(?:s|ed|ing)?"
-    r"|deserv(?:e|es|ed|ing)|merit(?:s|ed|ing)?|receiv(?:e|es|ed|ing)|get|gets|got|getting"
-    rf"|warrant(?:s|ed|ing)?|result(?:s|ed|ing)?{_SP}in)"
-)
-_NOUN: Final = r"(?:score|rating|grade|mark)"
-# A word naming the metric or a quality ("fluency", "overall", "final"), not the scale's ends or a
-# hypothetical: "a perfect score of 5" and "the highest rating of 5" describe the scale.
-_QUALIFIER: Final = (
-    r"(?!(?:perfect|maximum|max|minimum|min|highest|lowest|possible|full|top|higher|lower|better|worse|same"
-    r"|similar|different|previous|expected|required|target|reference|ideal|potential|average|mean|median"
-    r"|human|gold|original|initial)\b)[a-z][a-z-]{1,24}"
-)
-# "I would score it a 4", "it scores a 4", "scoring 4 out of 5", "I'd rate this summary 4", "deserves a 4"
-_VERDICT_VERB: Final = re.compile(
-    # After "of", "the" or "a", "score 5" is the noun naming a rubric level ("the requirements of score 5").
-    r"(?<!\bof )(?<!\bthe )(?<!\ba )(?<!\ban )"
-    rf"\b(?:{_SCORE_VERB}(?:{_SP}{_OBJECT})?(?:{_SP}(?:as|at|with))?(?:{_SP}an?)?"
-    rf"|{_AWARD_VERB}(?:{_SP}{_OBJECT})?{_SP}an?){_SP}{_VALUE_B}",
-    re.IGNORECASE,
-)
-# "..., resulting in a score of 4", "earning a score of 4", "giving it a coherence rating of 4 out of 5"
-_VERDICT_CLAUSE: Final = re.compile(
-    rf"\b(?:{_SCORE_VERB}|{_AWARD_VERB})(?:{_SP}{_OBJECT})?{_SP}(?:(?:an?|the|its|my){_SP})?"
-    rf"(?:{_QUALIFIER}{_SP})?{_NOUN}(?:{_SP}(?:of|at|as))?(?:{_SP}an?)?{_SP}{_VALUE_B}",
-    re.IGNORECASE,
-)
-# "a fluency score of 4", "an overall rating of 3", "my final grade of 2"
-_VERDICT_NAMED: Final = re.compile(
-    rf"\b(?:an?|my|our){_SP}{_QUALIFIER}{_SP}{_NOUN}{_SP}of{_SP}{_VALUE_B}",
-    re.IGNORECASE,
-)
-_GRAMMAR: Final[tuple[tuple[Reason, re.Pattern[str]], ...]] = (
-    ("verdict_verb", _VERDICT_VERB),
-    ("verdict_clause", _VERDICT_CLAUSE),
-    ("verdict_named", _VERDICT_NAMED),
-)
-# Before the verdict: negated ("does not deserve a 5", "wouldn't rate it 4", "no reason to rate it 5")
-# or a condition ("if it were clearer, a fluency score of 5"): not the judge's verdict.
-_NOT_A_VERDICT_BEFORE: Final = re.compile(
-    r"(?:\bnot|n[’']t|\bnever|\bcannot|\bno|\bif|\bwould[ \t]have[ \t]been|\bcould|\bmight)"
-    r"(?:[ \t]{1,3}[a-z'’]{1,20}){0,2}[ \t]{1,3}$",
-    re.IGNORECASE,
-)
-# A purpose: "to earn a score of 5, it would need ...", "in order to get a 4". ("I'd like to give it a 4"
-# is a verdict: only the verbs of receiving make a purpose clause.)
-_PURPOSE_BEFORE: Final = re.compile(r"\bto[ \t]{1,3}$", re.IGNORECASE)
-_RECEIVING: Final = re.compile(
-    r"(?:earn|get|receiv|achiev|reach|deserv|merit|warrant|obtain|score|be[ \t])", re.IGNORECASE
-)
 
 
-def _hypothetical(text: str, start: int) -> bool:
-    before = text[max(0, start - 40) : start]
-    if _NOT_A_VERDICT_BEFORE.search(before):
-        return True
-    return _PURPOSE_BEFORE.search(before) is not None and _RECEIVING.match(text, start) is not None
-
-
-# After the verdict's number: a word that continues the clause is fine ("4 because ...", "4 for
-# relevance", "4 overall"); another word makes it a count or a measure ("scored 4 essays", "a 2-hour").
-_CLAUSE_GOES_ON: Final = frozenset(
-    # Not "on" or "in": "the patient scored 14 on the PHQ-8" is about someone else.
-    {
-        *("for", "at", "as", "and", "but", "because", "since", "given", "due", "based", "overall"),
-        *("which", "that", "so", "with", "from", "by", "this", "here", "there", "is", "was"),
-        *("considering", "reflecting", "indicating", "showing", "meaning", "or", "to"),
-    }
-)
-_WORD_AFTER: Final = re.compile(r"[*_]{0,2}(?:[ \t]{1,3}|[-–])(?P<word>[A-Za-z]{1,30})")
-_OF_AFTER: Final = re.compile(r"[ \t]{1,3}of\b", re.IGNORECASE)
-
-
-def _grammar_candidates(text: str) -> Iterable[_Candidate | None]:
-    for kind, pattern in _GRAMMAR:
-        for match in pattern.finditer(text):
-            if _hypothetical(text, match.start()):
-                continue
-            after = match.end()
-            # "3 of the 5 sections": a count, not a verdict.
-            if _OF_AFTER.match(text, after):
-                continue
-            word = _WORD_AFTER.match(text, after)
-            if word is not None and (
-                text[after] in "-–" or word.group("word").lower() not in _CLAUSE_GOES_ON
-            ):
-                continue
-            candidate = _candidate(kind, match, text, _PHRASE_RANK[kind])
-            # A range after a verdict verb describes the scale ("it scores 1-5 on average"): no verdict.
-            if candidate is not None and not candidate.ambiguous:
-                yield candidate
+def _grammar_candidates(text: str) -> Iterator[_Candidate]:
+    for kind, match in verdict_matches(text):
+        candidate = _candidate(kind, match, text, _PHRASE_RANK[kind])
+        # A range after a verdict verb describes the scale ("it scores 1-5 on average"): no verdict.
+        if candidate is not None and not candidate.ambiguous:
+            yield candidate
 
 
 _BARE: Final = re.compile(
@@ -458,7 +372,7 @@ def extract_score(
             *(
                 _candidate("phrase", m, text, _PHRASE_RANK["phrase"])
                 for m in _PHRASE.finditer(text)
-                if not _hypothetical(text, m.start())
+                if not hypothetical(text, m.start())
             ),
             *_grammar_candidates(text),
         )

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline import scores
+from pipeline import prose_verdicts, scores
 from pipeline.scores import DECIMAL_POLICIES, READ_REASONS, Reason, Scale, extract_score
 
 ONE_TO_FIVE = Scale(1, 5)
@@ -154,13 +154,14 @@ def test_property_a_decimal_reading_is_flagged_and_on_the_scale(
 # attempt per position: the scan is linear in the reply's length whatever the reply.
 
 GRAMMAR_PATTERNS = {
-    "verdict_verb": scores._VERDICT_VERB,
-    "verdict_clause": scores._VERDICT_CLAUSE,
-    "verdict_named": scores._VERDICT_NAMED,
-    "not a verdict before": scores._NOT_A_VERDICT_BEFORE,
-    "word after": scores._WORD_AFTER,
-    "of after": scores._OF_AFTER,
-    "receiving verb": scores._RECEIVING,
+    "verdict_verb": prose_verdicts.VERDICT_VERB,
+    "verdict_clause": prose_verdicts.VERDICT_CLAUSE,
+    "verdict_named": prose_verdicts.VERDICT_NAMED,
+    "not a verdict before": prose_verdicts.NOT_A_VERDICT_BEFORE,
+    "purpose before": prose_verdicts.PURPOSE_BEFORE,
+    "word after": prose_verdicts.WORD_AFTER,
+    "of after": prose_verdicts.OF_AFTER,
+    "receiving verb": prose_verdicts.RECEIVING,
 }
 MAX_WIDTH = 400
 
@@ -180,8 +181,8 @@ def test_the_width_check_catches_an_unbounded_repeat() -> None:
 
 
 def test_the_grammar_is_the_whole_prose_grammar() -> None:
-    assert [kind for kind, _ in scores._GRAMMAR] == ["verdict_verb", "verdict_clause", "verdict_named"]
-    assert all(pattern in GRAMMAR_PATTERNS.values() for _, pattern in scores._GRAMMAR)
+    assert [kind for kind, _ in prose_verdicts.GRAMMAR] == ["verdict_verb", "verdict_clause", "verdict_named"]
+    assert all(pattern in GRAMMAR_PATTERNS.values() for _, pattern in prose_verdicts.GRAMMAR)
 
 
 @settings(max_examples=200, deadline=None)
@@ -189,7 +190,7 @@ def test_the_grammar_is_the_whole_prose_grammar() -> None:
     text=st.text(alphabet="scoreating ivdu5 4.,/\n-", max_size=2000),
 )
 def test_property_every_grammar_match_is_shorter_than_the_bound(text: str) -> None:
-    for _, pattern in scores._GRAMMAR:
+    for _, pattern in prose_verdicts.GRAMMAR:
         for match in pattern.finditer(text):
             assert match.end() - match.start() <= MAX_WIDTH
     extract_score(text)  # and nothing raises
