@@ -10,15 +10,15 @@ from pipeline.llm.session import LLMSession
 from pipeline.llm.types import CallContext, ChatRequest, Message, Options
 from pipeline.prompts import SCORE_REMINDER
 from pipeline.results import MetricJudgement
-from pipeline.scores import Scale, ScoreReading, extract_score
+from pipeline.scores import DecimalPolicy, Scale, ScoreReading, extract_score
 from pipeline.transcripts import Transcript
 
 SCALE = Scale(1, 5)
 
 
-def read_score(text: str, metric: str) -> ScoreReading:
+def read_score(text: str, metric: str, decimals: DecimalPolicy = "unscored") -> ScoreReading:
     """The judge's score for one metric; "Completeness: 2" counts, as a verdict labelled by the metric."""
-    return extract_score(text, SCALE, labels=(metric,))
+    return extract_score(text, SCALE, labels=(metric,), decimals=decimals)
 
 
 def judge_prompt(metric: str, transcript_text: str, assessment_text: str) -> str:
@@ -49,7 +49,7 @@ def judge_metric(
         )
         keys.append(call.record.key)
         text = call.record.reply.text
-        reading = read_score(text, metric)
+        reading = read_score(text, metric, settings.decimal_scores)
         if reading.score is not None:
             break
         messages = (
