@@ -1,11 +1,15 @@
 """How pipeline.scores.extract_score agrees with the authors' own parsers on real judge replies.
 
-Run by hand (about 10 s; reads every row, the 200k-row gzip included):
+Run by hand (about 15 s; reads every row, the 200k-row gzip included):
 
     PYTHONPATH=. python bench/extractor_conformance.py
 
 The corpora live outside the repository (never copied in, never committed): ../shared/corpora/
-judge-replies next to the checkout, or $JUDGELOOP_SHARED/corpora/judge-replies.
+judge-replies next to the checkout, or $JUDGELOOP_SHARED/corpora/judge-replies (corpus 1, which the
+extractor was developed against); and the second corpus built by bench/fetch_conformance_corpus.py
+(../shared-local/corpora/judge-replies-2 or $JUDGELOOP_CONFORMANCE; judge families not in corpus 1,
+split into dev and held out, see bench/CONFORMANCE_SOURCES.md). Both get a table per family and per
+reading kind (bench/conformance_tables.py).
 
 precision  of the scores we return on rows the authors parsed, the fraction equal to theirs
 recall     of the rows the authors parsed, the fraction we read with the same value
