@@ -81,7 +81,8 @@ GRAMMAR: Final[tuple[tuple[GrammarKind, re.Pattern[str]], ...]] = (
 # Before the verdict: negated ("does not deserve a 5", "wouldn't rate it 4", "no reason to rate it 5")
 # or a condition ("if it were clearer, a fluency score of 5"): not the judge's verdict.
 NOT_A_VERDICT_BEFORE: Final = re.compile(
-    r"(?:\bnot|n[’']t|\bnever|\bcannot|\bno|\bif|\bwould[ \t]have[ \t]been|\bcould|\bmight)"
+    r"(?:\bnot|n[’']t|\bnever|\bcannot|\bno(?![ \t]{1,3}doubt)|\bif"
+    r"|\bwould[ \t]have[ \t]been|\bcould|\bmight)"
     r"(?:[ \t]{1,3}[a-z'’]{1,20}){0,2}[ \t]{1,3}$",
     re.IGNORECASE,
 )
@@ -89,7 +90,10 @@ NOT_A_VERDICT_BEFORE: Final = re.compile(
 # is a verdict: only the verbs of receiving make a purpose clause.)
 PURPOSE_BEFORE: Final = re.compile(r"\bto[ \t]{1,3}$", re.IGNORECASE)
 RECEIVING: Final = re.compile(
-    r"(?:earn|get|receiv|achiev|reach|deserv|merit|warrant|obtain|score|be[ \t])", re.IGNORECASE
+    # "to score a 5" receives; "to score it a 4" is the judge scoring.
+    r"(?:earn|get|receiv|achiev|reach|deserv|merit|warrant|obtain|be[ \t]"
+    r"|scor(?:e|es|ed|ing)[ \t]{1,3}(?:an?[ \t]|[0-9*\[]))",
+    re.IGNORECASE,
 )
 
 
@@ -112,6 +116,12 @@ CLAUSE_GOES_ON: Final = frozenset(
 )
 WORD_AFTER: Final = re.compile(r"[*_]{0,2}(?:[ \t]{1,3}|[-–])(?P<word>[A-Za-z]{1,30})")
 OF_AFTER: Final = re.compile(r"[ \t]{1,3}of\b", re.IGNORECASE)
+# "an overall score of 3 or higher", "a 4+": a threshold, not a verdict.
+THRESHOLD_AFTER: Final = re.compile(
+    r"\+|[ \t]{1,3}(?:or|and)[ \t]{1,3}"
+    r"(?:higher|lower|more|less|above|below|better|worse|greater|over|under)\b",
+    re.IGNORECASE,
+)
 
 
 def verdict_matches(text: str) -> Iterator[tuple[GrammarKind, re.Match[str]]]:
@@ -123,7 +133,7 @@ def verdict_matches(text: str) -> Iterator[tuple[GrammarKind, re.Match[str]]]:
                 continue
             after = match.end()
             # "3 of the 5 sections": a count, not a verdict.
-            if OF_AFTER.match(text, after):
+            if OF_AFTER.match(text, after) or THRESHOLD_AFTER.match(text, after):
                 continue
             word = WORD_AFTER.match(text, after)
             if word is not None and (text[after] in "-–" or word.group("word").lower() not in CLAUSE_GOES_ON):

@@ -33,6 +33,8 @@ ONE_TO_FIVE = Scale(1, 5)
         ("It deserves a 4 because the quotes are exact.", 4, "verdict_verb"),
         ("It earns a 2.", 2, "verdict_verb"),
         ("I graded it at 3.", 3, "verdict_verb"),
+        ("No doubt about it: I'd rate this summary 4.", 4, "verdict_verb"),
+        ("I would be inclined to score it a 3.", 3, "verdict_verb"),
         # a participial or result clause ending the sentence
         ("Several symptoms are missing, resulting in a score of 2.", 2, "verdict_clause"),
         ("The summary is accurate, earning a score of 5", 5, "verdict_clause"),
@@ -70,6 +72,9 @@ ONE_TO_FIVE = Scale(1, 5)
         ("In order to get a 4 it needs the duration.", None, "no_score"),
         ("If it quoted the patient, a fluency score of 5 would fit.", None, "no_score"),
         ("It meets the requirements of score 5.", None, "no_score"),
+        ("It needs an overall score of 3 or higher to pass.", None, "no_score"),
+        ("Summaries that score a 4+ quote the patient.", None, "no_score"),
+        ("To score a 5 it would need quotes.", None, "no_score"),
         ("Scores range from 1 to 5.", None, "no_score"),
         ("I would rate it between 3 and 4.", None, "no_score"),
         ("Rate it 1-5.", None, "no_score"),
@@ -162,6 +167,7 @@ GRAMMAR_PATTERNS = {
     "word after": prose_verdicts.WORD_AFTER,
     "of after": prose_verdicts.OF_AFTER,
     "receiving verb": prose_verdicts.RECEIVING,
+    "threshold after": prose_verdicts.THRESHOLD_AFTER,
 }
 MAX_WIDTH = 400
 
