@@ -116,7 +116,7 @@ MT_BENCH = (1.0, 10.0, False)
 FASTCHAT_JUDGES = {
     # judge name in the file -> (family, split)
     "gpt-4o": ("gpt-4o (MT-Bench, 9 languages)", "dev"),
-    "gpt-4-turbo": ("gpt-4-turbo (MT-Bench, 7 languages)", "held_out"),
+    "gpt-4-turbo": ("gpt-4-turbo (MT-Bench, 6 languages)", "held_out"),
     "gpt-4.1-2025-04-14": ("gpt-4.1 (Japanese MT-Bench)", "held_out"),
     "gpt-4.1-mini-2025-04-14": ("gpt-4.1-mini (Japanese MT-Bench)", "held_out"),
 }
