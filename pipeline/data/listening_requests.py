@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pipeline.data.catalog import ATTRIBUTE_SCALES, DIVERSITY_DIMENSIONS, FLOAT_RANGES, UNIT_COLUMNS
 from pipeline.errors import InputError
@@ -66,13 +66,14 @@ class Criterion(_Entry):
         return 1.0 - share if self.invert else share
 
 
-def _check_weights(weights: dict[str, float]) -> None:
+def _check_weights(weights: dict[str, float]) -> dict[str, float]:
     total = math.fsum(weights.values())
-    if abs(total - 1.0) > WEIGHT_SUM_TOLERANCE:
-        raise ValueError(f"the weights sum to {total:g}; make them sum to 1")
+    if abs(total - 1.0) > WEIGHT_SUM_TOLERANCE or any(w < 0 for w in weights.values()):
+        raise ValueError(f"the weights sum to {total:g}; make them non-negative and sum to 1")
+    return weights
 
 
-def _check_targets(targets: dict[str, int]) -> None:
+def _check_targets(targets: dict[str, int]) -> dict[str, int]:
     for dimension, count in targets.items():
         if dimension not in DIVERSITY_DIMENSIONS:
             raise ValueError(
@@ -80,16 +81,18 @@ def _check_targets(targets: dict[str, int]) -> None:
             )
         if count < 1:
             raise ValueError(f"diversity target {dimension}: {count} must be at least 1")
+    return targets
 
 
 class Framework(_Entry):
     criteria: dict[str, Criterion] = Field(min_length=1)
     diversity_targets: dict[str, int] = Field(default_factory=dict)
 
+    _targets = field_validator("diversity_targets")(_check_targets)
+
     @model_validator(mode="after")
-    def _consistent(self) -> Framework:
+    def _weights_sum_to_one(self) -> Framework:
         _check_weights({name: c.weight for name, c in self.criteria.items()})
-        _check_targets(self.diversity_targets)
         return self
 
     @property
@@ -124,13 +127,15 @@ class ListeningRequest(_Entry):
     weights: dict[str, float] | None = None
     diversity_targets: dict[str, int] | None = None
 
-    @model_validator(mode="after")
-    def _consistent(self) -> ListeningRequest:
-        if self.weights is not None:
-            _check_weights(self.weights)
-        if self.diversity_targets is not None:
-            _check_targets(self.diversity_targets)
-        return self
+    @field_validator("weights")
+    @classmethod
+    def _weights_sum_to_one(cls, weights: dict[str, float] | None) -> dict[str, float] | None:
+        return weights if weights is None else _check_weights(weights)
+
+    @field_validator("diversity_targets")
+    @classmethod
+    def _known_targets(cls, targets: dict[str, int] | None) -> dict[str, int] | None:
+        return targets if targets is None else _check_targets(targets)
 
 
 class RequestsFile(_Entry):
@@ -179,7 +184,8 @@ def load_requests(path: Path, shown: str | None = None) -> RequestsFile:
         error = exc.errors()[0]
         where = ".".join(str(part) for part in error["loc"]) or "the file"
         line = _line_of(root, error["loc"])
-        raise InputError(shown, line, f"{where}: {error['msg']}", _FIX) from None
+        message = error["msg"].removeprefix("Value error, ")
+        raise InputError(shown, line, f"{where}: {message}", _FIX) from None
     seen: dict[str, int] = {}
     for index, request in enumerate(parsed.requests):
         line = _line_of(root, ("requests", index))
@@ -190,7 +196,8 @@ def load_requests(path: Path, shown: str | None = None) -> RequestsFile:
         try:
             framework_for(request, parsed.framework)
         except (ValueError, ValidationError) as exc:
-            raise InputError(shown, line, f"request {request.id!r}: {exc}", _FIX) from None
+            weights_line = _line_of(root, ("requests", index, "weights"))
+            raise InputError(shown, weights_line, f"request {request.id!r}: {exc}", _FIX) from None
     return parsed
 
 

@@ -43,7 +43,7 @@ class PairOutcome:
     pair: tuple[str, str]  # the two ids, sorted
     status: Literal["consistent", "flipped", "incomplete"]
     winner: str | None  # set only when consistent
-    call_keys: tuple[str, ...]  # the calls behind the outcome, in the order the verdicts were given
+    call_keys: tuple[str, ...]  # the calls behind it: pair[0] shown first, then pair[1] shown first
 
 
 @dataclass(frozen=True)
