@@ -11,8 +11,17 @@ from pipeline.data.catalog import load_catalog
 from pipeline.data.listening_requests import Criterion, Framework
 from pipeline.experiments.selection.criteria import CriterionScore, attribute_score, judged_score
 from pipeline.experiments.selection.explain import explain
+from pipeline.experiments.selection.params import SelectionSettings
+from pipeline.experiments.selection.pools import request_pools
 from pipeline.experiments.selection.select import Candidate, select
-from pipeline.experiments.selection.ties import PairwiseVerdict, fold_verdicts
+from pipeline.experiments.selection.ties import (
+    PairwiseVerdict,
+    fold_verdicts,
+    near_ties,
+    position_consistency,
+    tie_break_order,
+)
+from pipeline.llm.keys import canonical_json
 
 ROOT = Path(__file__).resolve().parents[1]
 FRAMEWORK = Framework(
@@ -101,3 +110,56 @@ def test_a_judged_score_must_name_its_calls_and_lie_on_the_scale():
     with pytest.raises(ValueError, match="1-5"):
         judged_score("relevance", 6, ("k",))
     assert [judged_score("r", rating, ("k",)).score for rating in range(1, 6)] == [0.0, 0.25, 0.5, 0.75, 1.0]
+
+
+def test_the_whole_flow_on_a_shipped_request_writes_the_same_bytes_twice():
+    def run() -> str:
+        (request_pool,) = request_pools(SelectionSettings(limit=1), ROOT)
+        framework = Framework(
+            criteria={
+                "novelty": FRAMEWORK.criteria["novelty"].model_copy(update={"weight": 0.5}),
+                "calm": Criterion(
+                    description="1 - energy", weight=0.5, source="attribute", attribute="energy", invert=True
+                ),
+            },
+            diversity_targets=request_pool.framework.diversity_targets,
+        )
+        tracks = {e.track.track_id: e.track for e in request_pool.pool}
+        scores = {
+            cid: {name: attribute_score(name, c, track) for name, c in framework.criteria.items()}
+            for cid, track in tracks.items()
+        }
+        targets = framework.diversity_targets
+        categories = {cid: {d: t.category(d) for d in targets} for cid, t in tracks.items()}
+        candidates = [
+            Candidate(cid, {n: s.score for n, s in by.items()}, categories[cid]) for cid, by in scores.items()
+        ]
+        first = select(candidates, framework.weights, 3, 0.7, targets)
+        ties = near_ties(first.ranking, first.weighted, 0.02)
+        verdicts = [
+            v
+            for t in ties
+            for v in (
+                PairwiseVerdict(t.higher, t.lower, t.lower, f"k{t.higher}"),
+                PairwiseVerdict(t.lower, t.higher, t.lower, f"k{t.lower}"),
+            )
+        ]
+        outcomes = fold_verdicts(verdicts)
+        order = tie_break_order(first.ranking, ties, outcomes)
+        final = select(candidates, framework.weights, 3, 0.7, targets, order=order, tie_margin=0.02)
+        assert final.targets_met and len(set(final.picks)) == 3
+        records = [
+            e.record() for e in explain(final, framework.weights, scores, categories, targets, outcomes)
+        ]
+        pool = [e.record() for e in request_pool.pool]
+        consistency = position_consistency(outcomes)
+        return canonical_json(
+            {
+                "pool": pool,
+                "selection": final.record(),
+                "explanations": records,
+                "consistency": [consistency.consistent, consistency.flipped, consistency.rate],
+            }
+        )
+
+    assert run() == run()

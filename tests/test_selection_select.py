@@ -134,6 +134,25 @@ def test_the_input_order_does_not_change_the_selection(problem, rng):
     assert select(shuffled, WEIGHTS, k, lam, targets) == select(candidates, WEIGHTS, k, lam, targets)
 
 
+@settings(max_examples=200, deadline=None)
+@given(problems(), st.randoms(use_true_random=False), st.sampled_from([0.0, 0.1, 0.3, 1.0]))
+def test_pairwise_tie_breaks_never_cost_a_target_or_a_distinct_pick(problem, rng, margin):
+    candidates, k, lam, targets = problem
+    order = [c.id for c in candidates]
+    rng.shuffle(order)
+    plain = select(candidates, WEIGHTS, k, lam, targets)
+    ordered = select(candidates, WEIGHTS, k, lam, targets, order=order)  # stage 1 alone: equal W only
+    broken = select(candidates, WEIGHTS, k, lam, targets, order=order, tie_margin=margin)
+    assert ordered.objective == pytest.approx(plain.objective, abs=1e-12) and ordered.tie_breaks == ()
+    assert len(set(broken.picks)) == len(broken.picks) == len(plain.picks)
+    assert broken.diversity == ordered.diversity
+    assert {u.dimension for u in broken.unmet} == {u.dimension for u in plain.unmet}
+    assert ordered.relevance - broken.relevance <= margin * len(candidates) + 1e-12
+    swapped = {old for old, _ in broken.tie_breaks}
+    assert set(broken.picks) - set(ordered.picks) <= {new for _, new in broken.tie_breaks}
+    assert swapped <= set(ordered.picks)
+
+
 @settings(max_examples=300, deadline=None)
 @given(problems())
 def test_greedy_fallback_meets_a_single_target_whenever_the_pool_allows(problem):
@@ -192,6 +211,22 @@ def test_the_tie_break_order_settles_equal_scores():
     pool = pool_of([("a", 0.5, "rock", "1970s"), ("b", 0.5, "rock", "1970s"), ("c", 0.5, "rock", "1970s")])
     assert select(pool, WEIGHTS, 1, 0.7, {}).picks == ("a",)
     assert select(pool, WEIGHTS, 1, 0.7, {}, order=["c", "a", "b"]).picks == ("c",)
+
+
+def test_a_consistent_pairwise_winner_within_the_margin_replaces_a_same_signature_pick():
+    pool = pool_of([("a", 0.76, "rock", "1970s"), ("b", 0.75, "rock", "1970s"), ("c", 0.5, "pop", "1980s")])
+    targets = {"genre": 2}
+    assert select(pool, WEIGHTS, 2, 1.0, targets, order=["b", "a", "c"]).picks == ("a", "c")  # margin 0
+    selection = select(pool, WEIGHTS, 2, 1.0, targets, order=["b", "a", "c"], tie_margin=0.02)
+    assert selection.picks == ("b", "c") and selection.tie_breaks == (("a", "b"),)
+    assert selection.relevance == pytest.approx((0.75 + 0.5) / 2)
+    assert select(pool, WEIGHTS, 2, 1.0, targets, order=["a", "b", "c"], tie_margin=0.02).tie_breaks == ()
+
+
+def test_a_pairwise_winner_of_another_signature_does_not_displace_a_pick():
+    pool = pool_of([("a", 0.76, "rock", "1970s"), ("b", 0.75, "rap", "1970s"), ("c", 0.5, "pop", "1980s")])
+    selection = select(pool, WEIGHTS, 2, 1.0, {"genre": 2}, order=["b", "a", "c"], tie_margin=0.02)
+    assert selection.picks == ("a", "b") and selection.tie_breaks == ()
 
 
 def test_a_candidate_without_a_weighted_score_is_left_out_and_listed():

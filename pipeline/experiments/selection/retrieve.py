@@ -24,6 +24,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pipeline.data.catalog import Track
 from pipeline.data.listening_requests import RetrievalSpec
@@ -36,6 +37,10 @@ class PoolEntry:
     track: Track
     advocate: str  # the advocate whose proposal put the track in the pool
     ranks: dict[str, int]  # the track's 1-based rank in each advocate's list
+
+    def record(self) -> dict[str, Any]:
+        """As written to outputs (canonical JSON): the catalog row, with who proposed it."""
+        return {"track": self.track.model_dump(), "advocate": self.advocate, "ranks": dict(self.ranks)}
 
 
 def matches(track: Track, spec: RetrievalSpec) -> bool:

@@ -11,8 +11,9 @@
 4. `tie_break_order`: the ranking with each run of near-tied neighbours reordered by net consistent
    wins (wins minus losses), stable otherwise. Only consistent verdicts move anything.
 
-The selection (select.py) takes this order as its tie-break: it decides between candidates whose
-weighted scores are equal, never against a higher recorded score.
+select.py uses this order twice: to break ties between equal weighted scores, and to swap a pick
+for a candidate of its near-tie run that the verdicts put first, when the two share every target
+category (so no target or diversity is lost; select.py bounds what relevance can lose).
 """
 
 from __future__ import annotations
