@@ -16,11 +16,12 @@ from pipeline.errors import ConfigError, InputError
 from pipeline.experiments.selection.params import SelectionSettings
 from pipeline.experiments.selection.pools import request_pools
 from pipeline.experiments.selection.retrieve import advocate_rankings, matches, retrieve
+from tests.conftest import shared_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 CATALOG = ROOT / "data/selection/catalog_fictional.csv"
 REQUESTS = ROOT / "data/selection/requests.yaml"
-SPOTIFY = ROOT.parent / "shared" / "corpora" / "music-spotify" / "spotify_tracks_2400.csv"
+SPOTIFY = shared_dir() / "corpora" / "music-spotify" / "spotify_tracks_2400.csv"
 
 
 def catalog_rows(count: int = 3) -> list[dict[str, str]]:
@@ -94,6 +95,13 @@ def test_a_short_row_and_an_empty_artist_are_refused(tmp_path):
     rows = catalog_rows()
     rows[1]["track_artist"] = " "
     assert load_error(write_catalog(tmp_path / "d.csv", rows)).problem == "track_artist is empty"
+
+
+def test_an_unterminated_quote_names_the_row_it_opens(tmp_path):
+    path = write_catalog(tmp_path / "c.csv", catalog_rows())
+    path.write_text(path.read_text(encoding="utf-8") + 'x,"never closed,\n', encoding="utf-8")
+    error = load_error(path)
+    assert error.line == 5 and "not valid CSV" in error.problem and "double quotes" in error.fix
 
 
 def test_a_byte_that_is_not_utf8_names_its_line(tmp_path):
