@@ -46,6 +46,8 @@ class UnmetTarget:
 
 
 class SelectionProblem:
+    """The usable candidates best first, their W and rank, k (at most their number), lambda, targets."""
+
     def __init__(
         self,
         ranked: list[Candidate],
@@ -55,14 +57,12 @@ class SelectionProblem:
         lam: float,
         targets: dict[str, int],
     ) -> None:
-        self.ranked, self.weighted, self.rank, self.k, self.lam, self.targets = (
-            ranked,
-            weighted,
-            rank,
-            k,
-            lam,
-            targets,
-        )
+        self.ranked = ranked
+        self.weighted = weighted
+        self.rank = rank
+        self.k = k
+        self.lam = lam
+        self.targets = targets
         self.category = {c.id: c.categories for c in ranked}
         groups: dict[tuple[str, ...], list[str]] = {}
         for c in ranked:  # ranking order, so each group is best-first and groups sort by their best

@@ -51,7 +51,7 @@ class Selection:
     objective: float
     unmet: tuple[UnmetTarget, ...]
     method: Literal["exact", "greedy"]
-    options_checked: int
+    options_checked: int  # signature multisets enumerated by the exact search (0 for greedy)
     top_k_by_score: tuple[str, ...]  # the k best W alone, in ranking order
     top_k_relevance: float
     ranking: tuple[str, ...]  # every usable candidate, best first
@@ -65,7 +65,7 @@ class Selection:
 
     @property
     def price_of_diversity(self) -> float:
-        """How much mean weighted score the selection gives up against the top k by score alone."""
+        """Mean W the picks give up against the top k by W alone (stage 2's tie-breaks included)."""
         return self.top_k_relevance - self.relevance
 
     def record(self) -> dict[str, Any]:
