@@ -24,7 +24,7 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict
 
 from pipeline.errors import InputError
-from pipeline.input_files import read_lines
+from pipeline.data.input_files import read_lines
 
 TEXT_COLUMNS: Final = (
     "track_id",
