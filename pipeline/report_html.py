@@ -8,8 +8,8 @@ escaped labels, are marked safe. The file needs no network, and the same inputs 
 bytes: no "generated at" timestamps.
 
 Every long text is on the page once (pipeline.report_texts): a prompt shows its own words and links
-to the transcript, template and assessment it contains, so 142 interviews of ten iterations stay a
-page of a few megabytes rather than a hundred, and iterations stay collapsed until opened.
+to the transcript, template and assessment it contains (142 interviews of ten iterations: an eighth
+of the size written out in full; bench/report_size.py), and iterations stay collapsed until opened.
 """
 
 from __future__ import annotations
@@ -53,10 +53,11 @@ def environment() -> jinja2.Environment:
 
 
 def exact(text: str) -> Markup:
-    """Text content of an element, escaped: &, < and > (quotes need no escape outside attributes, and
-    prompts are full of them), and a carriage return as a character reference, which the HTML parser
-    would otherwise read as a newline: a prompt must read back character for character."""
-    return Markup(text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\r", "&#13;"))
+    """Text content of an element, escaped: & and <, all that can start markup or a reference there
+    (quotes and > need no escape outside attributes, and prompts are full of them), and a carriage
+    return as a character reference, which the HTML parser would otherwise read as a newline: a
+    prompt must read back character for character."""
+    return Markup(text.replace("&", "&amp;").replace("<", "&lt;").replace("\r", "&#13;"))
 
 
 def _asset(name: str) -> str:

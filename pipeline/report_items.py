@@ -43,7 +43,7 @@ READINGS = {
     "non_integer": "not a whole number",
 }
 # A message longer than this on the page (after references) is collapsed behind a summary line.
-_SHOWN_CHARS, _SHOWN_LINES = 320, 6
+_SHOWN_CHARS, _SHOWN_LINES = 600, 12
 
 
 @dataclass(frozen=True)
@@ -291,7 +291,7 @@ class ItemBuilder:
             score="unscored" if judged.score is None else f"{judged.score}/5",
             how=f"unscored: {how}" if judged.score is None else f"read from {how}",
             low=metric in it.low_metrics,
-            calls=self._calls(judged.call_keys, ident, name, judge=True),
+            calls=self._calls(judged.call_keys, ident, name, judged),
             recorded=self._as_recorded(judged.call_keys, judged.explanation, f"{ident}-text", name),
         )
 
@@ -302,9 +302,10 @@ class ItemBuilder:
         return self.texts.place(text, ident, f"{label} (from the results)")
 
     def _calls(
-        self, keys: tuple[str, ...], base: str, name: str, judge: bool = False
+        self, keys: tuple[str, ...], base: str, name: str, judged: MetricJudgement | None = None
     ) -> tuple[CallView, ...]:
-        """The calls of one assessment or judgement; `name` labels the links to their texts."""
+        """The calls of one assessment, or of one judgement (`judged`); `name` labels the links to
+        their texts."""
         calls = []
         for i, key in enumerate(keys):
             ident = f"{base}-{i}"
@@ -315,11 +316,13 @@ class ItemBuilder:
                 calls.append(CallView(ident, title, key, None, "", "", "", (), None))
                 continue
             reading = note = ""
-            if judge:
-                # Read again with today's extractor: a reviewer sees what each attempt yielded, re-asks too.
+            if judged is not None:
+                # Read again with today's extractor: a reviewer sees what each attempt yielded, re-asks
+                # included; a single call read as the results say is already told by the judgement.
                 read = extract_score(record.reply.text, SCALE)
-                reading = "no score" if read.score is None else f"score {read.score}"
-                note = read.reason + (f" from “{read.matched}”" if read.matched else "")
+                if len(keys) > 1 or (read.score, read.reason) != (judged.score, judged.reading):
+                    reading = "no score" if read.score is None else f"score {read.score}"
+                    note = read.reason + (f" from “{read.matched}”" if read.matched else "")
             messages = []
             for j, m in enumerate(record.request.messages):
                 placed = self.texts.place(m.content, f"{ident}-msg-{j}", f"{label}, {m.role} message")

@@ -161,7 +161,9 @@ def sparkline_svg(scores: Sequence[int | None], kept: int, label: str) -> str:
         if len(run) > 1:
             out.append(f'<polyline points="{" ".join(f"{x},{y}" for x, y in run)}"/>')
     for i, s in enumerate(scores):
-        if s is not None:
+        # A dot where no line shows the score (alone between gaps), and a ring on the kept iteration.
+        alone = (i == 0 or scores[i - 1] is None) and (i == len(scores) - 1 or scores[i + 1] is None)
+        if s is not None and (alone or i == kept):
             x, y = point(i, s)
             ring = ' class="kept" r="3.2"' if i == kept else ' r="2"'
             out.append(f'<circle cx="{x}" cy="{y}"{ring}/>')
