@@ -1,15 +1,14 @@
 """What the report shows of one item: its transcript, its scores over the iterations, and every
 iteration down to the calls it made (each prompt and reply, re-asks included).
 
-Plain data for the templates (pipeline/templates/item.html.j2), built in page order: a text is
-placed (pipeline.report_texts) where a reader meets it first, so the transcript at the top of the
-item, an assessment under the call that wrote it, and later prompts refer back to them.
+Builds the templates' data (pipeline.report_views) in page order: a text is placed
+(pipeline.report_texts) where a reader meets it first, so the transcript at the top of the item, an
+assessment under the call that wrote it, and later prompts refer back to them.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from markupsafe import Markup
 
@@ -19,6 +18,17 @@ from pipeline.llm.records import CallRecord
 from pipeline.refinement import feedback_text
 from pipeline.report_svg import sparkline_svg
 from pipeline.report_texts import PageTexts, Placed
+from pipeline.report_views import (
+    CallView,
+    Carried,
+    Cell,
+    Chip,
+    ItemView,
+    IterationView,
+    JudgementView,
+    MessageView,
+    Row,
+)
 from pipeline.results import Iteration, MetricJudgement, Refinement
 from pipeline.scores import extract_score
 
@@ -44,100 +54,6 @@ READINGS = {
 }
 # A message longer than this on the page (after references) is collapsed behind a summary line.
 _SHOWN_CHARS, _SHOWN_LINES = 600, 12
-
-
-@dataclass(frozen=True)
-class MessageView:
-    role: str
-    text: Placed
-    collapsed: bool
-
-
-@dataclass(frozen=True)
-class CallView:
-    id: str
-    label: str
-    key: str
-    record: CallRecord | None  # None: not in the recordings given to the report
-    reading: str  # a judge reply read again with today's extractor; "" for an assessment
-    reading_note: str
-    options: str  # the name of its options in the page header
-    messages: tuple[MessageView, ...]
-    reply: Placed | None
-
-
-@dataclass(frozen=True)
-class Carried:
-    metric: str
-    score: str
-    source: int  # the iteration whose judgement it is
-
-
-@dataclass(frozen=True)
-class JudgementView:
-    id: str
-    metric: str
-    score: str
-    how: str
-    low: bool
-    calls: tuple[CallView, ...]
-    recorded: Placed | None  # the results' text, when the last call's record is missing
-
-
-@dataclass(frozen=True)
-class Chip:
-    text: str
-    low: bool
-
-
-@dataclass(frozen=True)
-class IterationView:
-    id: str
-    number: int
-    kept: bool
-    chips: tuple[Chip, ...]
-    feedback: Placed | None
-    feedback_from: int
-    valid: bool
-    problem: str
-    unverified_quotes: tuple[str, ...]
-    calls: tuple[CallView, ...]
-    recorded: Placed | None
-    judgements: tuple[JudgementView, ...]
-    carried: tuple[Carried, ...]
-
-
-@dataclass(frozen=True)
-class Cell:
-    text: str
-    classes: str
-    href: str
-
-
-@dataclass(frozen=True)
-class Row:
-    number: int
-    kept: bool
-    cells: tuple[Cell | None, ...]
-    valid: bool
-    low: str
-
-
-@dataclass(frozen=True)
-class ItemView:
-    id: str
-    name: str
-    stop_reason: str
-    stop_text: str
-    refined: int
-    kept: int
-    mean_before: str
-    mean_after: str
-    transcript: Placed | None
-    metrics: tuple[str, ...]
-    rows: tuple[Row, ...]
-    sparklines: tuple[Markup, ...]
-    iterations: tuple[IterationView, ...]
 
 
 def slug(text: str) -> str:
