@@ -23,8 +23,8 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict
 
-from pipeline.errors import InputError
 from pipeline.data.input_files import read_lines
+from pipeline.errors import InputError
 
 TEXT_COLUMNS: Final = (
     "track_id",
