@@ -1,0 +1,82 @@
+"""The selection experiment in-process over a fake judge, as its stages run it (shared by tests)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+from pipeline.experiments.selection.aggregation import compute_metrics
+from pipeline.experiments.selection.params import SelectionParams
+from pipeline.experiments.selection.pick import run_pick
+from pipeline.experiments.selection.pools import request_pools
+from pipeline.experiments.selection.score import ScoredRequest, run_score
+from pipeline.llm.backends.fake import FakeBackend
+from pipeline.llm.recordings import read_stage
+from pipeline.llm.types import ChatRequest
+from tests.helpers import make_session
+
+ROOT = Path(__file__).resolve().parents[1]
+TRACK_LINE = re.compile(r'^Track( [AB])?: "(?P<name>[^"]*)" by', re.MULTILINE)
+
+
+def track_names(request: ChatRequest) -> list[str]:
+    """The track names a prompt shows, in the order shown (the first ask's user message)."""
+    user = next(m.content for m in request.messages if m.role == "user")
+    return [m.group("name") for m in TRACK_LINE.finditer(user)]
+
+
+def digest_rating(request: ChatRequest) -> str:
+    """A rating that depends on the track and the criterion, with a reason."""
+    user = next(m.content for m in request.messages if m.role == "user")
+    rating = 1 + int(hashlib.sha256(user.encode()).hexdigest(), 16) % 5
+    return json.dumps({"reason": "It fits.", "rating": rating})
+
+
+def by_name(request: ChatRequest) -> str:
+    """A position-consistent judge: prefers the track whose name sorts first, wherever it is shown."""
+    first, second = track_names(request)
+    return json.dumps({"reason": "Closer to the request.", "better": "A" if first <= second else "B"})
+
+
+def always_a(request: ChatRequest) -> str:
+    """A judge with pure position bias: whichever track is shown first wins."""
+    return json.dumps({"reason": "The first one.", "better": "A"})
+
+
+def judge(
+    rating: Callable[[ChatRequest], str] = digest_rating,
+    comparison: Callable[[ChatRequest], str] = by_name,
+) -> Callable[[ChatRequest], str]:
+    def respond(request: ChatRequest) -> str:
+        return comparison(request) if len(track_names(request)) == 2 else rating(request)
+
+    return respond
+
+
+def selection_params(**selection: Any) -> SelectionParams:
+    settings = {"limit": 2, "pool_size": 8, "tie_margin": 0.05, **selection}
+    return SelectionParams.model_validate({"llm": {"backend": "fake"}, "selection": settings})
+
+
+def run_selection(
+    root: Path, params: SelectionParams, responder: Callable[[ChatRequest], str]
+) -> tuple[list[ScoredRequest], list[dict[str, Any]], dict[str, Any]]:
+    """select_score -> select_pick -> metrics; recordings under root/recordings/<stage>/."""
+    backend = FakeBackend(responder)
+    pools = request_pools(params.selection, ROOT)
+    session, _ = make_session(root, stage="select_score", backend=backend)
+    with closing(session):
+        scored = run_score(params, session, pools)
+    session, _ = make_session(root, stage="select_pick", backend=backend)
+    with closing(session):
+        picks = [p.record() for p in run_pick(params, session, scored)]
+    keys = {
+        stage: [c.call.record.key for c in read_stage(root / "recordings" / stage)]
+        for stage in ("select_score", "select_pick")
+    }
+    return scored, picks, compute_metrics(scored, picks, keys)
