@@ -17,8 +17,9 @@ from pipeline.experiments.selection.pools import request_pools
 from pipeline.experiments.selection.score import ScoredRequest, run_score
 from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.recordings import read_stage
-from pipeline.llm.types import ChatRequest
-from tests.helpers import make_session
+from pipeline.llm.session import LLMSession, RecordingIndex
+from pipeline.llm.store import CallStore
+from pipeline.llm.types import Backend, ChatRequest
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACK_LINE = re.compile(r'^Track( [AB])?: "(?P<name>[^"]*)" by', re.MULTILINE)
@@ -63,17 +64,39 @@ def selection_params(**selection: Any) -> SelectionParams:
     return SelectionParams.model_validate({"llm": {"backend": "fake"}, "selection": settings})
 
 
+def session_on(root: Path, stage: str, backend: Backend) -> LLMSession:
+    """A session as a stage opens one, on `backend`, with its cache and recordings under root."""
+    return LLMSession(
+        stage=stage,
+        mode="auto",
+        store=CallStore(root / "cache"),
+        index=RecordingIndex(root / "recordings"),
+        recordings_dir=root / "recordings",
+        identity=backend.identity,
+        backend=lambda: backend,
+        runs_dir=root / "runs",
+    )
+
+
 def run_selection(
-    root: Path, params: SelectionParams, responder: Callable[[ChatRequest], str]
+    root: Path,
+    params: SelectionParams,
+    responder: Callable[[ChatRequest], str] | None = None,
+    *,
+    backend: Callable[[], Backend] | None = None,
 ) -> tuple[list[ScoredRequest], list[dict[str, Any]], dict[str, Any]]:
-    """select_score -> select_pick -> metrics; recordings under root/recordings/<stage>/."""
-    backend = FakeBackend(responder)
+    """select_score -> select_pick -> metrics; recordings under root/recordings/<stage>/.
+
+    The judge is a FakeBackend answering with `responder`, or what `backend` opens (each stage
+    closes its own backend, as a stage does)."""
+
+    def open_backend() -> Backend:
+        return backend() if backend is not None else FakeBackend(responder or judge())
+
     pools = request_pools(params.selection, ROOT)
-    session, _ = make_session(root, stage="select_score", backend=backend)
-    with closing(session):
+    with closing(session_on(root, "select_score", open_backend())) as session:
         scored = run_score(params, session, pools)
-    session, _ = make_session(root, stage="select_pick", backend=backend)
-    with closing(session):
+    with closing(session_on(root, "select_pick", open_backend())) as session:
         picks = [p.record() for p in run_pick(params, session, scored)]
     keys = {
         stage: [c.call.record.key for c in read_stage(root / "recordings" / stage)]
