@@ -166,3 +166,14 @@ def test_scoring_over_http_against_the_fake_ollama_server(tmp_path: Path) -> Non
     assert metrics["judgements"]["scored"] > 0 and metrics["judgements"]["failed"] == 0
     calls = {loaded.call.record.key: loaded.call for loaded in read_all(tmp_path / "recordings")}
     assert check_traceable([s.record() for s in scored], picks, calls) > 0
+
+
+def test_the_page_shows_the_judges_words_as_text_never_markup(tmp_path: Path) -> None:
+    def sly(request: ChatRequest) -> str:
+        if len(track_names(request)) == 1:
+            return json.dumps({"reason": "<script>alert(1)</script>", "rating": 4})
+        return by_name(request)
+
+    scored, picks, metrics = run_selection(tmp_path, selection_params(limit=1), sly)
+    page = render_selection_page("run", metrics, [s.record() for s in scored], picks)
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
