@@ -12,10 +12,11 @@ from pathlib import Path
 
 from pipeline.experiments.paper.params import PaperParams
 from pipeline.experiments.regen.params import RegenParams
+from pipeline.experiments.selection.params import SelectionParams
 from pipeline.llm.settings import load_settings
 
 
-class Params(PaperParams, RegenParams):
+class Params(PaperParams, RegenParams, SelectionParams):
     pass
 
 

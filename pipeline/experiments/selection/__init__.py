@@ -10,4 +10,9 @@ How a request flows through the modules:
     ties.fold_verdicts / position_consistency / tie_break_order
     select.select(..., order=tie_order, tie_margin=m)   the final picks, unmet targets, price of diversity
     explain.explain(...)                     one record per pick, every number traced to an input
+
+The LLM and the stages: judging.py holds the judge's prompts and reply schemas; score.py (stage
+select_score) rates every candidate, pick.py (stage select_pick) asks the near ties in both orders
+and runs the calls above from `select` on; aggregation.py (stage select_aggregate) writes
+metrics.json; files.py says where each stage writes.
 """

@@ -36,6 +36,19 @@ class CriterionScore:
             out.update(attribute=self.attribute, attribute_value=self.attribute_value)
         return out
 
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> CriterionScore:
+        """The inverse of `record`, for a step that reads the scores back from outputs."""
+        return cls(
+            criterion=record["criterion"],
+            score=record["score"],
+            source=record["source"],
+            call_keys=tuple(record.get("call_keys", ())),
+            rating=record.get("rating"),
+            attribute=record.get("attribute"),
+            attribute_value=record.get("attribute_value"),
+        )
+
 
 def judged_score(criterion: str, rating: int, call_keys: tuple[str, ...]) -> CriterionScore:
     """The 0-1 score of a 1-5 judge rating; `call_keys` must name the calls it was read from."""

@@ -1,4 +1,4 @@
-"""The selection experiment's section of params.yaml: `selection`.
+"""The selection experiment's section of params.yaml: `selection`, beside the engine's `llm` and `cache`.
 
 selection:
   catalog: data/selection/catalog_fictional.csv   # or ../shared/corpora/music-spotify/spotify_tracks_2400.csv
@@ -11,16 +11,27 @@ selection:
   tie_margin: 0.0        # adjacent candidates this close in weighted score are compared pairwise
   max_exact_options: 200000   # above this, select.py's greedy fallback replaces the exact search
   framework: null        # a framework replacing the requests file's default (same shape as there)
+  judge_num_predict: 64  # token budget of one rating reply ({"reason", "rating"})
+  compare_num_predict: 64  # token budget of one pairwise reply ({"reason", "better"})
+  max_attempts: 2        # first ask + re-asks of an unusable reply; then the judgement is failed
+
+A stage of this design validates only these sections (`only_its_sections`), so another design's
+sections cannot touch it.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from collections.abc import Mapping
+from pathlib import Path
+
+from pydantic import ConfigDict, Field
 
 from pipeline.data.listening_requests import Framework
+from pipeline.llm.settings import EngineSettings, Section, load_settings
+from pipeline.llm.types import Options
 
 
-class SelectionSettings(BaseModel):
+class SelectionSettings(Section):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     catalog: str = "data/selection/catalog_fictional.csv"
@@ -33,3 +44,22 @@ class SelectionSettings(BaseModel):
     tie_margin: float = Field(0.0, ge=0.0, le=1.0)
     max_exact_options: int = Field(200_000, ge=1)
     framework: Framework | None = None
+    judge_num_predict: int = Field(64, ge=8)
+    compare_num_predict: int = Field(64, ge=8)
+    max_attempts: int = Field(2, ge=1, le=5)
+
+
+class SelectionParams(EngineSettings):
+    selection: SelectionSettings = Field(default_factory=SelectionSettings)
+
+    def judge_options(self) -> Options:
+        return self.llm.options.model_copy(update={"num_predict": self.selection.judge_num_predict})
+
+    def compare_options(self) -> Options:
+        return self.llm.options.model_copy(update={"num_predict": self.selection.compare_num_predict})
+
+
+def load_selection_params(
+    path: Path | None = None, *, environ: Mapping[str, str] | None = None
+) -> SelectionParams:
+    return load_settings(SelectionParams, path, environ=environ, only_its_sections=True)

@@ -1,0 +1,133 @@
+"""The selection's score step: every candidate of every request, on each criterion of its framework.
+
+A judged criterion is one structured call (a 1-5 rating with a reason, pipeline.experiments.selection.
+judging), mapped to 0-1 by criteria.judged_score; an attribute criterion is read from the catalog
+row (criteria.attribute_score) with no call. A judgement that stays unusable after the re-asks is
+recorded under `failed` with its kind, its error and its call keys, and the criterion is left
+unscored: select.py then excludes the candidate and lists it. No rating is ever defaulted.
+
+One record per request (outputs/selection/scores.jsonl) holds everything the next steps need: the
+request, its resolved framework, and its pool with each candidate's track, scores, reasons and
+failures, so the pick step reads no catalog.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipeline.data.catalog import Track
+from pipeline.data.listening_requests import Framework, ListeningRequest
+from pipeline.experiments.selection.criteria import CriterionScore, attribute_score, judged_score
+from pipeline.experiments.selection.judging import rate
+from pipeline.experiments.selection.params import SelectionParams
+from pipeline.experiments.selection.pools import RequestPool
+from pipeline.experiments.selection.retrieve import PoolEntry
+from pipeline.llm.runner import run_items
+from pipeline.llm.session import LLMSession
+from pipeline.llm.structured import StructuredFailure
+
+
+@dataclass(frozen=True)
+class FailedJudgement:
+    kind: str
+    error: str
+    text: str  # the last reply as the model wrote it
+    call_keys: tuple[str, ...]
+
+    def record(self) -> dict[str, Any]:
+        return {"kind": self.kind, "error": self.error, "text": self.text, "call_keys": list(self.call_keys)}
+
+
+@dataclass(frozen=True)
+class ScoredCandidate:
+    entry: PoolEntry
+    scores: dict[str, CriterionScore]  # criterion -> score; a failed judgement is absent
+    reasons: dict[str, str] = field(default_factory=dict)  # criterion -> the judge's reason
+    failed: dict[str, FailedJudgement] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return self.entry.track.track_id
+
+    def record(self) -> dict[str, Any]:
+        return {
+            **self.entry.record(),
+            "scores": {name: s.record() for name, s in sorted(self.scores.items())},
+            "reasons": dict(sorted(self.reasons.items())),
+            "failed": {name: f.record() for name, f in sorted(self.failed.items())},
+        }
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> ScoredCandidate:
+        entry = PoolEntry(Track.model_validate(record["track"]), record["advocate"], dict(record["ranks"]))
+        return cls(
+            entry,
+            {name: CriterionScore.from_record(s) for name, s in record["scores"].items()},
+            dict(record["reasons"]),
+            {
+                name: FailedJudgement(f["kind"], f["error"], f["text"], tuple(f["call_keys"]))
+                for name, f in record["failed"].items()
+            },
+        )
+
+
+@dataclass(frozen=True)
+class ScoredRequest:
+    request: ListeningRequest
+    framework: Framework
+    pool: list[ScoredCandidate]
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "request": self.request.model_dump(mode="json"),
+            "framework": self.framework.model_dump(mode="json"),
+            "pool": [c.record() for c in self.pool],
+        }
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> ScoredRequest:
+        return cls(
+            ListeningRequest.model_validate(record["request"]),
+            Framework.model_validate(record["framework"]),
+            [ScoredCandidate.from_record(c) for c in record["pool"]],
+        )
+
+
+def score_candidate(
+    params: SelectionParams, session: LLMSession, request_pool: RequestPool, entry: PoolEntry
+) -> ScoredCandidate:
+    scores: dict[str, CriterionScore] = {}
+    reasons: dict[str, str] = {}
+    failed: dict[str, FailedJudgement] = {}
+    options = params.judge_options()
+    for name, criterion in sorted(request_pool.framework.criteria.items()):
+        if criterion.source == "attribute":
+            scores[name] = attribute_score(name, criterion, entry.track)
+            continue
+        result = rate(
+            session,
+            request_pool.request,
+            name,
+            criterion,
+            entry.track,
+            options,
+            params.selection.max_attempts,
+        )
+        if isinstance(result, StructuredFailure):
+            failed[name] = FailedJudgement(result.kind, result.error, result.text, result.keys)
+        else:
+            scores[name] = judged_score(name, result.value.rating, result.keys)
+            reasons[name] = result.value.reason
+    return ScoredCandidate(entry, scores, reasons, failed)
+
+
+def run_score(
+    params: SelectionParams, session: LLMSession, pools: Sequence[RequestPool]
+) -> list[ScoredRequest]:
+    def score_request(request_pool: RequestPool) -> ScoredRequest:
+        pool = [score_candidate(params, session, request_pool, entry) for entry in request_pool.pool]
+        return ScoredRequest(request_pool.request, request_pool.framework, pool)
+
+    return run_items(session, pools, score_request, "select_score")
