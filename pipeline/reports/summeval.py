@@ -71,6 +71,9 @@ def _table_rows(metric: Mapping[str, Any]) -> list[dict[str, Any]]:
         if data is None:
             continue
         levels = data["levels"]
+        skipped = levels.get("summary", {}).get("skipped", {})
+        # Why a cell says n/a: the articles left out of the summary level, by reason.
+        note = ", ".join(f"{n} {reason}" for reason, n in sorted(skipped.items()) if n)
         rows.append(
             {
                 "kind": KIND_NAMES[kind],
@@ -80,6 +83,7 @@ def _table_rows(metric: Mapping[str, Any]) -> list[dict[str, Any]]:
                 if data["alpha_judge_vs_mean_human"] is None
                 else f"{data['alpha_judge_vs_mean_human']:+.2f}",
                 "cells": [_cell(levels.get(level, {}).get(s)) for level in LEVELS for s in STATISTICS],
+                "skipped": f"articles skipped: {note}" if note else "",
             }
         )
     return rows
