@@ -60,6 +60,7 @@ def project(tmp_path: Path) -> Path:
     params["llm"]["model"] = "fake-model"
     params["data"]["limit"] = 3
     params["refine"]["max_iterations"] = 2
+    params["summeval"]["resamples"] = 100  # the SummEval stages run too: keep their bootstrap short
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     _run(["git", "init", "-q"], tmp_path)
     _dvc(tmp_path, "init", "-q")

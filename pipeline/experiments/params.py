@@ -13,10 +13,11 @@ from pathlib import Path
 from pipeline.experiments.paper.params import PaperParams
 from pipeline.experiments.regen.params import RegenParams
 from pipeline.experiments.selection.params import SelectionParams
+from pipeline.experiments.summeval.params import SummEvalParams
 from pipeline.llm.settings import load_settings
 
 
-class Params(PaperParams, RegenParams, SelectionParams):
+class Params(PaperParams, RegenParams, SelectionParams, SummEvalParams):
     pass
 
 

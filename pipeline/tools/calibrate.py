@@ -4,9 +4,12 @@
                        "score": null for an item the judge gave no readable score (counted, left out)
     --human  H.jsonl   {"item", "metric", "ratings": [r1, r2, ...]} per line (null: a missing rating)
 
+    --experiment summeval   the experiment's own judgements (params.yaml's `summeval.out`, after
+                       `dvc repro summeval_judge`) against its corpus's ratings: no export step;
+                       the bootstrap's resamples and seed default to the experiment's params, so
+                       the table is the one in its metrics file
+
 The statistics are pipeline/judges/agreement.py's; the joining, pipeline/judges/calibration.py's.
-Reading an experiment's own judgements (`--experiment NAME`) is one more source of `JudgeScore`s
-for `calibrate()`; it is wired when the SummEval stages exist.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import click
 from pipeline.data.input_files import read_lines
 from pipeline.data.ratings import HumanRatings, JudgeScore
 from pipeline.errors import InputError
+from pipeline.experiments.summeval.calibration import experiment_rows
+from pipeline.experiments.summeval.params import load_summeval_params
 from pipeline.judges.agreement import LEVELS, STATISTICS, Estimate
 from pipeline.judges.calibration import MetricCalibration, ScoreCalibration, calibration_data
 from pipeline.judges.calibration import calibrate as calibrate_rows
@@ -176,41 +181,79 @@ def render_table(results: Sequence[MetricCalibration], *, resamples: int, seed: 
     return "\n".join(lines)
 
 
+def _experiment_rows(name: str) -> tuple[list[JudgeScore], list[HumanRatings], int, int]:
+    """An experiment's judge scores and human ratings, and its bootstrap resamples and seed."""
+    if name != "summeval":  # click.Choice already refuses others; this keeps the types honest
+        raise click.BadParameter(f"no experiment {name!r}", param_hint="--experiment")
+    params = load_summeval_params()
+    rows = experiment_rows(params)
+    if not rows.scores:
+        raise InputError(params.summeval.out, None, "no judgements", "run `dvc repro summeval_judge` first")
+    return rows.scores, rows.humans, params.summeval.resamples, params.summeval.seed
+
+
+EXPERIMENTS = ("summeval",)
+
+
 @click.command(name="calibrate")
 @click.option(
     "--scores",
     "scores_path",
-    required=True,
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Judge scores, JSONL: item, group, system, metric, score[, weighted_score].",
 )
 @click.option(
     "--human",
     "human_path",
-    required=True,
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Human ratings, JSONL: item, metric, ratings.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the results as canonical JSON.")
-@click.option("--seed", default=0, show_default=True, help="Seed of the bootstrap.")
 @click.option(
-    "--resamples", default=1000, show_default=True, type=click.IntRange(min=1), help="Bootstrap resamples."
+    "--experiment",
+    type=click.Choice(EXPERIMENTS),
+    help="Instead of the two files: an experiment's own judgements and its corpus's ratings.",
 )
-def calibrate(scores_path: Path, human_path: Path, as_json: bool, seed: int, resamples: int) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print the results as canonical JSON.")
+@click.option("--seed", type=int, help="Seed of the bootstrap.  [default: 0, or the experiment's]")
+@click.option(
+    "--resamples",
+    type=click.IntRange(min=1),
+    help="Bootstrap resamples.  [default: 1000, or the experiment's]",
+)
+def calibrate(
+    scores_path: Path | None,
+    human_path: Path | None,
+    experiment: str | None,
+    as_json: bool,
+    seed: int | None,
+    resamples: int | None,
+) -> None:
     """How far a judge's scores agree with human ratings: Spearman, Kendall tau-b and Pearson at
     summary, system and global level with bootstrap intervals; Krippendorff's alpha."""
-    scores, humans = read_scores(scores_path), read_human(human_path)
-    if not scores:
-        raise InputError(str(scores_path), None, "no score rows", SCORES_FIX)
+    if experiment is not None:
+        if scores_path is not None or human_path is not None:
+            raise click.UsageError("give either --experiment or --scores and --human, not both")
+        scores, humans, default_resamples, default_seed = _experiment_rows(experiment)
+        scores_source, human_source = f"experiment {experiment}", f"experiment {experiment}'s corpus"
+    elif scores_path is None or human_path is None:
+        raise click.UsageError("give --scores and --human (two JSONL files), or --experiment NAME")
+    else:
+        scores, humans = read_scores(scores_path), read_human(human_path)
+        if not scores:
+            raise InputError(str(scores_path), None, "no score rows", SCORES_FIX)
+        default_resamples, default_seed = 1000, 0
+        scores_source, human_source = str(scores_path), str(human_path)
+    resamples = default_resamples if resamples is None else resamples
+    seed = default_seed if seed is None else seed
     results = calibrate_rows(scores, humans, resamples=resamples, seed=seed)
     calibrated = {r.metric for r in results}
     missing = sorted({s.metric for s in scores} - calibrated)
     if missing:
         raise InputError(
-            str(human_path),
+            human_source,
             None,
             f"no item of metric(s) {', '.join(missing)} has a human rating",
-            f"check that the item ids and metric names match those of {scores_path}",
+            f"check that the item ids and metric names match those of {scores_source}",
         )
     if as_json:
         click.echo(canonical_json(calibration_data(results, resamples=resamples, seed=seed)))

@@ -14,7 +14,8 @@ SummEval's annotators rated each summary 1-5 on:
 Layout, for cost: the rubric opens the prompt, then the article, then the summary, so the calls on
 one article and dimension share everything up to the summary, and the embedded backend re-uses
 that evaluated prefix (pipeline/llm/prefix_reuse.py) across the article's 12 systems.
-The reply ends with `Score: N`, which pipeline/scores.py reads.
+The reply is the JSON object `{"score": N}`, which the backend enforces (schema-constrained
+decoding, pipeline.llm.structured); its score token's log-probabilities give G-Eval's weighting.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ Scale: {anchors}.
 
 Read the article, then the summary, and rate the summary's {name} only."""
 
-_ANSWER = "Answer with one line in this form: Score: N (N is a whole number from 1 to 5)."
+_ANSWER = 'Answer with only this JSON object: {"score": N} (N is a whole number from 1 to 5).'
 
 
 def rubric_prompt(dimension: str, article: str, summary: str) -> str:

@@ -1,0 +1,36 @@
+"""What the SummEval judge step writes: one row per summary and dimension, scored or not."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+from pipeline.data.jsonl import Result
+from pipeline.llm.structured import FailureKind
+
+Score = Literal[1, 2, 3, 4, 5]
+
+
+class SummaryScore(BaseModel):
+    """The reply the judge must give: the score alone. A reason field would let a small model
+    loop to num_predict under the grammar (see pipeline.llm.structured), and G-Eval's weighting
+    needs only the score token."""
+
+    score: Score
+
+
+class SummEvalJudgement(Result):
+    item: str  # "<article id>/<system>"
+    document: str
+    system: str
+    dimension: str
+    score: int | None  # what the judge wrote; None: no valid reply after every attempt
+    # G-Eval's weighted score: sum of s * p(s) over 1-5 at the score token, renormalised.
+    weighted_score: float | None
+    probabilities: dict[str, float] | None  # "1".."5" -> p, renormalised over the scale
+    mass: float | None  # the probability on 1-5 before renormalising
+    failure: FailureKind | None  # why the row is unscored
+    error: str | None
+    attempts: int
+    text: str  # the last reply as the model wrote it
