@@ -11,10 +11,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from pipeline.experiments.paper.params import PaperParams
+from pipeline.experiments.rag.params import RagParams
 from pipeline.llm.settings import load_settings
 
 
-class Params(PaperParams):
+class Params(PaperParams, RagParams):
     pass
 
 
