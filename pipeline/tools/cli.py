@@ -19,6 +19,7 @@ import click
 from pipeline import __version__
 from pipeline.tools.audit import audit
 from pipeline.tools.cache_tools import cache
+from pipeline.tools.calibrate import calibrate
 from pipeline.tools.judge_evaluate import judge_evaluate
 from pipeline.tools.status import status
 
@@ -33,6 +34,7 @@ main.add_command(audit)
 main.add_command(cache)
 main.add_command(status)
 main.add_command(judge_evaluate)
+main.add_command(calibrate)
 
 
 # --- report -------------------------------------------------------------------------------------
