@@ -18,6 +18,7 @@ from pipeline.judges.structured.dimensions import judge_score_model
 from pipeline.judges.structured.verdict import JudgeFailure, Verdict
 from pipeline.llm.backends import register_backend
 from pipeline.llm.backends.fake import FakeBackend
+from pipeline.llm.types import ChatReply
 from pipeline.testing.fake_ollama import FakeOllama
 from pipeline.testing.structured_responder import structured_ollama_responder, structured_responder
 from pipeline.tools.cli import main
@@ -36,7 +37,8 @@ def _fake(name: str, responder: Any = structured_responder) -> None:
 
 
 _fake("rag-fake")
-_fake("rag-mute", lambda request: "no JSON here")
+# A reply taken as is (the fake backend would otherwise constrain it to the schema).
+_fake("rag-mute", lambda request: ChatReply(text="no JSON here", done_reason="stop"))
 
 
 def _project(root: Path, llm: dict[str, Any]) -> None:

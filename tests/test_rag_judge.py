@@ -44,6 +44,12 @@ def fixed(reply: dict[str, object]) -> str:
     return json.dumps(reply)
 
 
+def as_written(text: str) -> ChatReply:
+    """A reply taken as is: what a model that ignored the schema (or a backend without constrained
+    decoding) would send; the fake backend would otherwise constrain it."""
+    return ChatReply(text=text, done_reason="stop")
+
+
 def test_one_to_five_maps_onto_zero_to_one() -> None:
     assert [to_unit(s) for s in (1, 2, 3, 4, 5)] == [0.0, 0.25, 0.5, 0.75, 1.0]
 
@@ -58,25 +64,28 @@ def test_reply_model_orders_reasoning_first_and_allows_only_1_to_5() -> None:
 def test_overall_is_our_weighted_mean_not_the_models(tmp_path: Path) -> None:
     reply = {"reasoning": "ok", "relevance": 5, "accuracy": 1, "confidence": 4}
     session, fake = make_session(tmp_path, stage="rag_judge", responder=lambda r: fixed(reply))
-    result = judge_row(session, ROW, SETTINGS, Options(), "rag_judge").judgement
+    no_logprobs = SETTINGS.model_copy(update={"logprobs": None})
+    result = judge_row(session, ROW, no_logprobs, Options(), "rag_judge").judgement
     assert isinstance(result, Verdict)
     assert result.dimensions["relevance"].value == 1.0 and result.dimensions["accuracy"].value == 0.0
     assert result.overall == 0.75  # (3 * 1.0 + 1 * 0.0) / 4
     assert result.overall_simple == 0.5
     assert result.confidence == 4 and result.confidence_value == 0.75
-    assert result.logprob_confidence is None  # the fake gave no log-probabilities
+    assert result.logprob_confidence is None  # none were asked for
     assert fake.calls[0].format == schema_for(reply_model(DIMS))
 
 
 def test_a_reply_carrying_its_own_overall_is_refused_not_trusted(tmp_path: Path) -> None:
     reply = {"reasoning": "ok", "relevance": 1, "accuracy": 1, "confidence": 4, "overall_score": 1.0}
-    session, _ = make_session(tmp_path, stage="rag_judge", responder=lambda r: fixed(reply))
+    session, _ = make_session(tmp_path, stage="rag_judge", responder=lambda r: as_written(fixed(reply)))
     result = judge_row(session, ROW, SETTINGS, Options(), "rag_judge").judgement
     assert isinstance(result, JudgeFailure) and result.kind == "invalid"
 
 
 def test_an_unreadable_reply_is_a_recorded_failure_never_a_default(tmp_path: Path) -> None:
-    session, fake = make_session(tmp_path, stage="rag_judge", responder=lambda r: "I think it is fine.")
+    session, fake = make_session(
+        tmp_path, stage="rag_judge", responder=lambda r: as_written("I think it is fine.")
+    )
     result = judge_row(session, ROW, SETTINGS, Options(), "rag_judge").judgement
     assert isinstance(result, JudgeFailure)
     assert result.kind == "invalid" and result.text == "I think it is fine."
@@ -88,7 +97,12 @@ def test_an_unreadable_reply_is_a_recorded_failure_never_a_default(tmp_path: Pat
 
 
 def test_a_reask_that_validates_is_scored_and_says_so(tmp_path: Path) -> None:
-    replies = iter(["not json", fixed({"reasoning": "r", "relevance": 2, "accuracy": 3, "confidence": 1})])
+    replies = iter(
+        [
+            as_written("not json"),
+            as_written(fixed({"reasoning": "r", "relevance": 2, "accuracy": 3, "confidence": 1})),
+        ]
+    )
     session, _ = make_session(tmp_path, stage="rag_judge", responder=lambda r: next(replies))
     result = judge_row(session, ROW, SETTINGS, Options(), "rag_judge").judgement
     assert isinstance(result, Verdict) and result.attempts == 2 and result.problems == ("invalid",)
