@@ -195,7 +195,8 @@ def markdown_report(metrics: dict[str, Any], model: str) -> str:
         for name, stats in entry["scores"].items():
             ba = stats["balanced_accuracy"]
             threshold = "—" if ba.get("threshold") is None else f"{ba['threshold']:.3f}"
-            lines.append(f"| {name} | {_cell(stats['auroc'])} | {_cell(ba)} | {threshold} |")
+            why = f" ({ba['undefined']})" if ba.get("undefined") else ""
+            lines.append(f"| {name} | {_cell(stats['auroc'])} | {_cell(ba)}{why} | {threshold} |")
     if metrics["confidence_vs_disagreement"]:
         lines += [
             "",
