@@ -5,7 +5,11 @@ call per row through the cache (Ollama backend over loopback HTTP, the reply val
 reply model), the recordings and the scores file written. Ideal is K rows per 100 ms; we report the
 fraction reached, then the time of the same batch again (every call a cache hit).
 
-    .venv/bin/python bench/rag_batch.py [ROWS] [SLOTS]
+    .venv/bin/python bench/rag_batch.py [ROWS] [SLOTS] [LOGPROBS]
+
+LOGPROBS is rag.logprobs (default 5, as params.yaml; "null" for none): with them every reply carries
+each token's log-probability and 5 alternatives, which the fake server generates and the client
+parses, stores and records.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ def run_batch(root: Path) -> tuple[float, str]:
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
     k = int(sys.argv[2]) if len(sys.argv) > 2 else 4
+    logprobs = yaml.safe_load(sys.argv[3]) if len(sys.argv) > 3 else 5
     with (
         FakeOllama(responder=structured_ollama_responder, latency_s=LATENCY, parallel_slots=k) as server,
         tempfile.TemporaryDirectory() as tmp,
@@ -64,14 +69,16 @@ def main() -> None:
         os.chdir(root)
         write_rows(root / "rows.jsonl", n)
         llm = {"backend": "ollama", "model": "test-model", "base_url": server.url, "parallelism": k}
-        (root / "params.yaml").write_text(yaml.safe_dump({"llm": llm, "cache": {"dir": "cache"}}))
+        params = {"llm": llm, "cache": {"dir": "cache"}, "rag": {"logprobs": logprobs}}
+        (root / "params.yaml").write_text(yaml.safe_dump(params))
         cold, said = run_batch(root)
         calls = server.requests_to("/api/chat")
         warm, _ = run_batch(root)
         assert server.requests_to("/api/chat") == calls, "the second run called the model"
         scored = sum(1 for _ in (root / "scores.jsonl").open())
     ideal = n / k * LATENCY
-    print(f"rows {n}, slots {k}, {LATENCY * 1000:.0f} ms per reply; {calls} model calls; {said}")
+    print(f"rows {n}, slots {k}, {LATENCY * 1000:.0f} ms per reply, logprobs {logprobs}; {calls} model calls")
+    print(said)
     print(f"cold: {cold:.2f} s, ideal {ideal:.2f} s -> {ideal / cold:.3f} of ideal")
     print(f"again (all cache hits): {warm:.2f} s; {scored} rows in the scores file")
 

@@ -119,10 +119,11 @@ def _write_atomically(path: Path, lines: list[str]) -> None:
     tmp.replace(path)
 
 
-def close_keeping_others(session: LLMSession, ok: bool) -> None:
-    """Record this run's calls beside the stage's earlier ones: a one-off evaluation adds to the
-    stage's recording instead of replacing it (an item judged again keeps only its new calls)."""
-    if ok:
+def close_recording(session: LLMSession, ok: bool, *, keep_others: bool) -> None:
+    """Write the stage's recording. keep_others (one answer): add this run's calls beside the
+    stage's earlier ones, so one-off evaluations accumulate (an item judged again keeps only its new
+    calls). A batch, like a pipeline stage, records exactly its run, and skips re-reading them."""
+    if ok and keep_others:
         directory = session.recordings_dir / session.stage
         items = {call.context.item for call in session.calls}
         if directory.is_dir():
@@ -131,14 +132,14 @@ def close_keeping_others(session: LLMSession, ok: bool) -> None:
     session.close(write_recording=ok)
 
 
-def _run(params: RagParams, stage: str, rows: list[RagRow]) -> list[RagJudgement]:
+def _run(params: RagParams, stage: str, rows: list[RagRow], *, keep_others: bool) -> list[RagJudgement]:
     session = open_session(params, stage)
     ok = False
     try:
         results = run_rag_judge(session, rows, params.rag, params.llm.options, stage)
         ok = True
     finally:
-        close_keeping_others(session, ok)
+        close_recording(session, ok, keep_others=keep_others)
     stats = session.stats
     click.echo(
         f"{stage}: {len(session.calls)} calls this run, {stats.hits} from cache, {stats.model_calls} to the "
@@ -227,7 +228,7 @@ def judge_evaluate(
     if not question or answer_file is None:
         raise click.UsageError("give QUESTION and --answer-file (or --batch ROWS.jsonl --out SCORES.jsonl)")
     row = single_row(question, answer_file, context_files, item)
-    (result,) = _run(params, stage, [row])
+    (result,) = _run(params, stage, [row], keep_others=True)
     verdict = result.judgement
     if isinstance(verdict, JudgeFailure):
         raise click.ClickException(
@@ -251,7 +252,7 @@ def _batch(params: RagParams, stage: str, batch: Path, out: Path, errors_path: P
         errors_path.unlink()  # a stale errors file would describe another run
     if not rows:
         raise click.ClickException(f"{batch}: no readable row. Fix: {ROW_FIX}")
-    results = _run(params, stage, rows)
+    results = _run(params, stage, rows, keep_others=False)
     write_jsonl(out, results)
     failed = sum(isinstance(r.judgement, JudgeFailure) for r in results)
     click.echo(
