@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pipeline.data.input_files import read_lines
 from pipeline.errors import InputError
 
+ROW_FIX = "give it id, question and answer (and contexts, source_ids, labels if known)"
 ARES_LABELS = ("context_relevance", "answer_faithfulness", "answer_relevance")
 
 
@@ -49,6 +50,14 @@ def _from_ares(raw: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def rag_row_from(raw: dict[str, Any]) -> RagRow:
+    """One parsed JSON object as a RagRow (our format, or an ARES row); raises ValueError saying why."""
+    try:
+        return RagRow.model_validate(_from_ares(raw) if "row_id" in raw else raw)
+    except (ValidationError, KeyError) as exc:
+        raise ValueError(f"not a RAG row ({_why(exc)})") from exc
+
+
 def load_rag_rows(path: Path, *, only: str | None = None, limit: int | None = None) -> list[RagRow]:
     """The rows of a JSONL file, in file order. `only` keeps the rows whose flag of that name is
     true (ARES: `in_v1_1_filtered`, the 111 annotated rows); `limit` keeps the first N after that."""
@@ -69,10 +78,9 @@ def load_rag_rows(path: Path, *, only: str | None = None, limit: int | None = No
         if only is not None and not raw.pop(only, False):
             continue
         try:
-            row = RagRow.model_validate(_from_ares(raw) if "row_id" in raw else raw)
-        except (ValidationError, KeyError) as exc:
-            fix = "give it id, question and answer (and contexts, source_ids, labels if known)"
-            raise InputError(shown, number, f"not a RAG row ({_why(exc)})", fix) from exc
+            row = rag_row_from(raw)
+        except ValueError as exc:
+            raise InputError(shown, number, str(exc), ROW_FIX) from exc
         if row.id in seen:
             raise InputError(
                 shown, number, f"id {row.id} is already used on line {seen[row.id]}", "make ids unique"

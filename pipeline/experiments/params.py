@@ -11,13 +11,14 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from pipeline.experiments.paper.params import PaperParams
+from pipeline.experiments.rag.params import RagParams
 from pipeline.experiments.regen.params import RegenParams
 from pipeline.experiments.selection.params import SelectionParams
 from pipeline.experiments.summeval.params import SummEvalParams
 from pipeline.llm.settings import load_settings
 
 
-class Params(PaperParams, RegenParams, SelectionParams, SummEvalParams):
+class Params(PaperParams, RagParams, RegenParams, SelectionParams, SummEvalParams):
     pass
 
 

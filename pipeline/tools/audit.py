@@ -46,6 +46,7 @@ class Selection:
     model: str | None = None
     cache: Literal["hit", "miss"] | None = None
     search: str | None = None
+    labels: tuple[tuple[str, str], ...] = ()  # any design's context labels, e.g. (("prompt", "full"),)
 
 
 def load_calls(root: Path, stages: Iterable[str] = ()) -> list[RecordedCall]:
@@ -80,6 +81,8 @@ def _matches(call: RecordedCall, sel: Selection, runs: dict[str, RunSummary]) ->
     if (sel.metric is not None and ctx.label("metric") != sel.metric) or (
         sel.role is not None and ctx.label("role") != sel.role
     ):
+        return False
+    if any(ctx.label(name) != value for name, value in sel.labels):
         return False
     if (
         sel.model is not None
@@ -188,6 +191,18 @@ def render(calls: list[RecordedCall], fmt: Format, runs: dict[str, RunSummary]) 
     return "\n".join(one(c, runs) for c in calls)
 
 
+def _parse_labels(labels: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    parsed = []
+    for label in labels:
+        name, sep, value = label.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(
+                f"'{label}' is not NAME=VALUE (e.g. --label prompt=full)", param_hint="--label"
+            )
+        parsed.append((name, value))
+    return tuple(parsed)
+
+
 @click.group(invoke_without_command=True)
 @click.option("--stage", "stages", multiple=True, help="Only this stage's calls (repeatable).")
 @click.option("--item", "items", multiple=True, help="Only this item (repeatable).")
@@ -202,6 +217,13 @@ def render(calls: list[RecordedCall], fmt: Format, runs: dict[str, RunSummary]) 
     help="Only calls the stage's last run found cached / sent to the model.",
 )
 @click.option("--search", help="Only calls whose prompt or reply contains this text (any case).")
+@click.option(
+    "--label",
+    "labels",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Only calls whose context has this label, any design's (e.g. prompt=full; repeatable).",
+)
 @click.option("--limit", type=click.IntRange(min=0), help="At most this many calls.")
 @click.option(
     "--format", "fmt", type=click.Choice(["text", "jsonl", "markdown"]), default="text", show_default=True
@@ -223,6 +245,7 @@ def audit(
     model: str | None,
     hit: bool | None,
     search: str | None,
+    labels: tuple[str, ...],
     limit: int | None,
     fmt: Format,
     recordings_dir: Path | None,
@@ -256,6 +279,7 @@ def audit(
         model,
         None if hit is None else ("hit" if hit else "miss"),
         search,
+        _parse_labels(labels),
     )
     chosen = select(calls, sel, runs)
     if limit is not None:

@@ -3,6 +3,7 @@
     judgeloop audit     the recorded calls: prompts, replies, scores; `audit diff` between iterations
     judgeloop cache     stats, verify, gc, merge, seed, export of the local cache and the recordings
     judgeloop status    what the next `dvc repro` needs, and how many model calls it will make
+    judgeloop judge-evaluate   judge a RAG answer, or a batch of rows, with the structured judge
     judgeloop report    the HTML report of the refinement loop
 
 All of them read what the pipeline writes (params.yaml, recordings/, the local cache, outputs/);
@@ -19,6 +20,7 @@ from pipeline import __version__
 from pipeline.tools.audit import audit
 from pipeline.tools.cache_tools import cache
 from pipeline.tools.calibrate import calibrate
+from pipeline.tools.judge_evaluate import judge_evaluate
 from pipeline.tools.status import status
 
 
@@ -31,6 +33,7 @@ def main() -> None:
 main.add_command(audit)
 main.add_command(cache)
 main.add_command(status)
+main.add_command(judge_evaluate)
 main.add_command(calibrate)
 
 

@@ -1,0 +1,220 @@
+"""The RAG judge's numbers, from its judgements alone: score distributions per dimension, agreement
+with the human labels, and whether the judge's confidence predicts disagreement with people.
+
+Agreement, per binary human label and per 0-1 score (each dimension, the weighted overall, the
+simple mean, and the log-probability-weighted overall where every row has one): AUROC with a
+bootstrap 95% interval over rows, and the balanced accuracy at a threshold chosen on a random half
+of the rows, measured on the other half (pipeline.judges.agreement). Failed judgements are left out
+of every statistic and counted; a statistic that cannot be computed (one class absent, a constant
+score) is null with the reason, never a number.
+
+Confidence: for each label in `rag.label_scores`, a row "agrees" with people when its score is on
+the label's side of the middle (>= 0.75 for a 1, <= 0.25 for a 0; a middling 0.5 agrees with
+neither). The AUROC of a confidence for telling agreeing rows from the others says whether it
+predicts disagreement (0.5: not at all); compared for the self-reported confidence and the
+log-probability of the score written.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from statistics import fmean, stdev
+from typing import Any
+
+from pipeline.experiments.rag.judge import RagJudgement
+from pipeline.experiments.rag.settings import RagSettings
+from pipeline.judges.agreement import Estimate, auroc_estimate, held_out_balanced_accuracy
+from pipeline.judges.structured.dimensions import SCORE_VALUES
+from pipeline.judges.structured.verdict import Verdict
+
+DIGITS = 4
+
+
+def _num(value: float) -> float | None:
+    return None if math.isnan(value) else round(value, DIGITS)
+
+
+def _estimate(est: Estimate) -> dict[str, Any]:
+    return {"value": _num(est.value), "low": _num(est.low), "high": _num(est.high)}
+
+
+def _summary(values: Sequence[float]) -> dict[str, Any]:
+    return {
+        "n": len(values),
+        "mean": round(fmean(values), DIGITS) if values else None,
+        "sd": round(stdev(values), DIGITS) if len(values) > 1 else None,
+    }
+
+
+def score_table(verdicts: Sequence[Verdict], settings: RagSettings) -> dict[str, list[float]]:
+    """Every 0-1 score compared with the labels, by name, one value per scored row."""
+    table = {name: [v.dimensions[name].value for v in verdicts] for name in settings.dimensions.names}
+    table["overall"] = [v.overall for v in verdicts]
+    table["overall_simple"] = [v.overall_simple for v in verdicts]
+    expected = [v.overall_expected for v in verdicts]
+    if verdicts and all(e is not None for e in expected):
+        table["overall_expected"] = [float(e) for e in expected if e is not None]
+    return table
+
+
+def _agreement(scores: list[float], labels: list[bool], settings: RagSettings) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "auroc": _estimate(
+            auroc_estimate(scores, labels, resamples=settings.bootstrap_resamples, seed=settings.seed)
+        )
+    }
+    try:
+        held = held_out_balanced_accuracy(
+            scores, labels, resamples=settings.bootstrap_resamples, seed=settings.seed
+        )
+    except ValueError as exc:
+        out["balanced_accuracy"] = {"value": None, "undefined": str(exc)}
+    else:
+        out["balanced_accuracy"] = {
+            **_estimate(held.balanced_accuracy),
+            "threshold": round(held.threshold, DIGITS),
+            "fit_rows": held.fit_rows,
+            "eval_rows": held.eval_rows,
+        }
+    return out
+
+
+def _agrees(value: float, label: int) -> bool:
+    return value >= 0.75 if label else value <= 0.25
+
+
+def _confidence(pairs: list[tuple[RagJudgement, Verdict]], settings: RagSettings) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for label, score_name in sorted(settings.label_scores.items()):
+        rows = [(r, v) for r, v in pairs if label in r.labels and score_name in v.dimensions]
+        if not rows:
+            continue
+        agree = [_agrees(v.dimensions[score_name].value, r.labels[label]) for r, v in rows]
+        entry: dict[str, Any] = {
+            "score": score_name,
+            "agree": sum(agree),
+            "disagree": len(agree) - sum(agree),
+        }
+        self_reported = [v.confidence_value for _, v in rows]
+        entry["self_reported"] = _estimate(
+            auroc_estimate(self_reported, agree, resamples=settings.bootstrap_resamples, seed=settings.seed)
+        )
+        logprob = [v.dimensions[score_name].logprob for _, v in rows]
+        entry["logprob"] = (
+            _estimate(
+                auroc_estimate(
+                    [lp.chosen_probability for lp in logprob if lp is not None],
+                    agree,
+                    resamples=settings.bootstrap_resamples,
+                    seed=settings.seed,
+                )
+            )
+            if all(lp is not None for lp in logprob)
+            else None
+        )
+        out[label] = entry
+    return out
+
+
+def compute_metrics(judgements: Sequence[RagJudgement], settings: RagSettings) -> dict[str, Any]:
+    pairs = [(r, r.judgement) for r in judgements if isinstance(r.judgement, Verdict)]
+    verdicts = [v for _, v in pairs]
+    failures = Counter(r.judgement.kind for r in judgements if not isinstance(r.judgement, Verdict))
+    dimensions: dict[str, Any] = {}
+    for dim in settings.dimensions.items:
+        scores = [v.dimensions[dim.name].score for v in verdicts]
+        dimensions[dim.name] = {
+            "weight": dim.weight,
+            "counts": {str(s): scores.count(s) for s in SCORE_VALUES},
+            **_summary([v.dimensions[dim.name].value for v in verdicts]),
+        }
+    table = score_table(verdicts, settings)
+    label_names = sorted({name for r, _ in pairs for name in r.labels})
+    agreement: dict[str, Any] = {}
+    for label in label_names:
+        rows = [i for i, (r, _) in enumerate(pairs) if label in r.labels]
+        flags = [bool(pairs[i][0].labels[label]) for i in rows]
+        agreement[label] = {
+            "positives": sum(flags),
+            "negatives": len(flags) - sum(flags),
+            "scores": {
+                name: _agreement([values[i] for i in rows], flags, settings) for name, values in table.items()
+            },
+        }
+    return {
+        "rows": len(judgements),
+        "scored": len(verdicts),
+        "failed": dict(sorted(failures.items())),
+        "reasked": sum(1 for v in verdicts if v.attempts > 1),
+        "prompt_mode": settings.prompt_mode,
+        "dimensions": dimensions,
+        "overall": {name: _summary(table[name]) for name in ("overall", "overall_simple")},
+        "confidence_self_reported": _summary([v.confidence_value for v in verdicts]),
+        "agreement": agreement,
+        "confidence_vs_disagreement": _confidence(pairs, settings),
+    }
+
+
+def _cell(est: dict[str, Any] | None) -> str:
+    if est is None or est.get("value") is None:
+        return "—"
+    low, high = est.get("low"), est.get("high")
+    interval = f" [{low:.2f}, {high:.2f}]" if low is not None and high is not None else ""
+    return f"{est['value']:.2f}{interval}"
+
+
+def markdown_report(metrics: dict[str, Any], model: str) -> str:
+    failed = ", ".join(f"{k} {v}" for k, v in metrics["failed"].items()) or "none"
+    lines = [
+        "# RAG judge",
+        "",
+        f"Model `{model}`, prompt mode `{metrics['prompt_mode']}`. Rows {metrics['rows']}, scored "
+        f"{metrics['scored']} ({metrics['reasked']} after a re-ask), failed: {failed}.",
+        "",
+        "## Scores (1-5 counts; mean on 0-1)",
+        "",
+        "| dimension | weight | 1 | 2 | 3 | 4 | 5 | mean ± sd |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, dim in metrics["dimensions"].items():
+        counts = " | ".join(str(dim["counts"][str(s)]) for s in SCORE_VALUES)
+        sd = "—" if dim["sd"] is None else f"{dim['sd']:.2f}"
+        mean = "—" if dim["mean"] is None else f"{dim['mean']:.2f}"
+        lines.append(f"| {name} | {dim['weight']} | {counts} | {mean} ± {sd} |")
+    for label, entry in metrics["agreement"].items():
+        lines += [
+            "",
+            f"## Agreement with human `{label}` "
+            f"({entry['positives']} positive, {entry['negatives']} negative)",
+            "",
+            "| score | AUROC [95% CI] | balanced accuracy, held-out half [95% CI] | threshold |",
+            "|---|---|---|---|",
+        ]
+        for name, stats in entry["scores"].items():
+            ba = stats["balanced_accuracy"]
+            threshold = "—" if ba.get("threshold") is None else f"{ba['threshold']:.3f}"
+            why = f" ({ba['undefined']})" if ba.get("undefined") else ""
+            lines.append(f"| {name} | {_cell(stats['auroc'])} | {_cell(ba)}{why} | {threshold} |")
+    if metrics["confidence_vs_disagreement"]:
+        lines += [
+            "",
+            "## Does confidence predict agreement with people? (AUROC of confidence, agreeing vs not)",
+            "",
+            "| label | score | agree / disagree | self-reported | log-probability |",
+            "|---|---|---|---|---|",
+        ]
+        for label, entry in metrics["confidence_vs_disagreement"].items():
+            lines.append(
+                f"| {label} | {entry['score']} | {entry['agree']} / {entry['disagree']} | "
+                f"{_cell(entry['self_reported'])} | {_cell(entry['logprob'])} |"
+            )
+    lines += [
+        "",
+        "AUROC: the chance that a row people labelled 1 outscores one labelled 0 (0.5 = chance); "
+        "intervals are bootstrap percentiles over rows. Failed judgements are counted above and left "
+        "out of every statistic.",
+        "",
+    ]
+    return "\n".join(lines)

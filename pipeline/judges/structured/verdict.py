@@ -1,0 +1,186 @@
+"""One structured judgement: ask for the reply model, map its 1-5 scores to 0-1, weight them, and
+read how sure the model was from its token log-probabilities where the backend gave them.
+
+A reply that never validates (after the bounded re-asks of pipeline.llm.structured) is a
+JudgeFailure carrying the model's text and the kind of failure; nothing is filled in for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from pipeline.judges.structured.dimensions import (
+    CONFIDENCE_FIELD,
+    REASONING_FIELD,
+    SCORE_VALUES,
+    Dimensions,
+    ReplyBase,
+    reply_model,
+    to_unit,
+)
+from pipeline.llm.logprobs import integer_field_span, score_distribution
+from pipeline.llm.structured import ChatSession, Structured, ask_structured
+from pipeline.llm.types import CallContext, ChatReply, Message, Options
+
+DIGITS = 6  # outputs are rounded so that they read well; a replay computes the same floats anyway
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class LogprobScore(_Out):
+    """What the token log-probabilities say about one score (G-Eval's weighting)."""
+
+    chosen_probability: float  # probability of the score written, among the allowed scores
+    expected: float  # sum of score * probability over 1..5
+    expected_unit: float  # the same on 0..1
+    mass: float  # probability on allowed scores before renormalising (1.0 under a grammar)
+    probabilities: dict[str, float]  # "1".."5" -> probability
+
+
+class DimensionScore(_Out):
+    score: int  # 1..5 as the model wrote it
+    value: float  # on 0..1
+    logprob: LogprobScore | None = None
+
+
+class Verdict(_Out):
+    status: Literal["scored"] = "scored"
+    reasoning: str
+    dimensions: dict[str, DimensionScore]
+    overall: float  # our weighted mean of the 0..1 values, weights from params
+    overall_simple: float  # the unweighted mean, kept to compare the two
+    confidence: int  # self-reported, 1..5
+    confidence_value: float  # the same on 0..1
+    # Mean over dimensions of the chosen score's probability; None without log-probabilities.
+    logprob_confidence: float | None = None
+    overall_expected: float | None = None  # weighted mean of the expected values on 0..1
+    attempts: int
+    problems: tuple[str, ...] = ()  # the failure kinds of attempts before the one that validated
+    call_keys: tuple[str, ...]
+
+
+class JudgeFailure(_Out):
+    status: Literal["failed"] = "failed"
+    kind: str  # invalid | truncated | runaway_whitespace (the last attempt's)
+    error: str
+    text: str  # the last reply, as the model wrote it
+    attempts: int
+    problems: tuple[str, ...]
+    call_keys: tuple[str, ...]
+
+
+Judgement = Verdict | JudgeFailure
+
+
+def instructions(dimensions: Dimensions, subject: str) -> str:
+    """The system message: the scale, each dimension described, and the reply's field order."""
+    lines = [
+        f"You are a strict, careful evaluator of {subject}.",
+        "Score each dimension below with an integer from 1 to 5: "
+        "1 = very poor, 2 = poor, 3 = acceptable, 4 = good, 5 = excellent.",
+        "",
+    ]
+    lines += [f"- {d.name}: {d.description}" for d in dimensions.items]
+    fields = ", ".join(f'"{name}"' for name in (REASONING_FIELD, *dimensions.names, CONFIDENCE_FIELD))
+    lines += [
+        "",
+        f"Reply with one JSON object with the fields {fields}, in that order: first brief reasoning "
+        "(two or three sentences), then the scores, then your confidence in them from 1 (unsure) to 5 "
+        "(certain).",
+    ]
+    return "\n".join(lines)
+
+
+def _logprob_score(reply: ChatReply, text: str, field: str, score: int) -> LogprobScore | None:
+    if not reply.logprobs:
+        return None
+    span = integer_field_span(text, field)
+    if span is None:
+        return None
+    dist = score_distribution(reply.logprobs, span[0], SCORE_VALUES)
+    if dist is None:
+        return None
+    return LogprobScore(
+        chosen_probability=round(dist.probabilities.get(score, 0.0), DIGITS),
+        expected=round(dist.expected, DIGITS),
+        expected_unit=round(to_unit_float(dist.expected), DIGITS),
+        mass=round(dist.mass, DIGITS),
+        probabilities={str(v): round(p, DIGITS) for v, p in dist.probabilities.items()},
+    )
+
+
+def to_unit_float(score: float) -> float:
+    return (score - SCORE_VALUES[0]) / (SCORE_VALUES[-1] - SCORE_VALUES[0])
+
+
+def verdict_from(result: Structured[ReplyBase], dimensions: Dimensions) -> Verdict:
+    reply = result.value
+    scores: dict[str, DimensionScore] = {}
+    for name in dimensions.names:
+        score = int(getattr(reply, name))
+        scores[name] = DimensionScore(
+            score=score, value=to_unit(score), logprob=_logprob_score(result.reply, result.text, name, score)
+        )
+    values = {name: s.value for name, s in scores.items()}
+    with_logprobs = [s.logprob for s in scores.values() if s.logprob is not None]
+    complete = len(with_logprobs) == len(scores)
+    confidence = int(getattr(reply, CONFIDENCE_FIELD))
+    return Verdict(
+        reasoning=str(getattr(reply, REASONING_FIELD)),
+        dimensions=scores,
+        overall=round(dimensions.weighted_mean(values), DIGITS),
+        overall_simple=round(dimensions.simple_mean(values), DIGITS),
+        confidence=confidence,
+        confidence_value=to_unit(confidence),
+        logprob_confidence=round(sum(lp.chosen_probability for lp in with_logprobs) / len(scores), DIGITS)
+        if complete
+        else None,
+        overall_expected=round(
+            dimensions.weighted_mean(
+                {n: s.logprob.expected_unit for n, s in scores.items() if s.logprob is not None}
+            ),
+            DIGITS,
+        )
+        if complete
+        else None,
+        attempts=result.attempts,
+        problems=tuple(p.kind for p in result.problems),
+        call_keys=result.keys,
+    )
+
+
+def judge(
+    session: ChatSession,
+    messages: Sequence[Message],
+    dimensions: Dimensions,
+    options: Options,
+    context: CallContext,
+    *,
+    max_attempts: int = 2,
+    logprobs: int | None = None,
+) -> Judgement:
+    """Score `messages` (the system instructions and the material to judge) on `dimensions`."""
+    result = ask_structured(
+        session,
+        messages,
+        reply_model(dimensions),
+        options,
+        context,
+        max_attempts=max_attempts,
+        logprobs=logprobs,
+    )
+    if isinstance(result, Structured):
+        return verdict_from(result, dimensions)
+    return JudgeFailure(
+        kind=result.kind,
+        error=result.error,
+        text=result.text,
+        attempts=result.attempts,
+        problems=tuple(p.kind for p in result.problems),
+        call_keys=result.keys,
+    )

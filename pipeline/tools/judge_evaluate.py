@@ -1,0 +1,262 @@
+"""`judgeloop judge-evaluate`: judge one RAG answer, or a batch of rows, with the structured judge.
+
+    judgeloop judge-evaluate "How do I ...?" --answer-file answer.json --context-file doc1.md [--json]
+    judgeloop judge-evaluate --batch rows.jsonl --out scores.jsonl
+
+The model, the dimensions and weights, and the prompt mode come from params.yaml (`llm`, `cache`,
+`rag`), like the pipeline's. Every call goes through the cache and is recorded under
+recordings/<stage>/ (`--stage`, default judge_evaluate), so `judgeloop audit --stage judge_evaluate`
+shows it, and a batch run again (after an interruption, say) makes no call it already made.
+
+The answer file is the RAG agent's RAGAnswer JSON ({"answer", "sources_used", "confidence",
+"reasoning"}; only the answer and the source identifiers are shown to the judge) or plain text.
+A batch row that cannot be read is written, with its line number, to the errors file and skipped;
+the scores file is replaced only once every row is judged, never left half-written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from pipeline.data.input_files import read_lines
+from pipeline.data.jsonl import write_jsonl
+from pipeline.data.rag_rows import ROW_FIX, RagRow, rag_row_from
+from pipeline.errors import InputError
+from pipeline.experiments.rag.judge import RagJudgement, run_rag_judge
+from pipeline.experiments.rag.params import RagParams, load_rag_params
+from pipeline.experiments.rag.settings import RagSettings
+from pipeline.judges.structured.dimensions import judge_score_model
+from pipeline.judges.structured.verdict import JudgeFailure, Verdict
+from pipeline.llm import recordings
+from pipeline.llm.keys import canonical_json
+from pipeline.llm.session import LLMSession, open_session
+
+DEFAULT_STAGE = "judge_evaluate"
+
+
+class RAGAnswer(BaseModel):
+    """The seed's RAGAnswer, as a RAG agent writes it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    answer: str
+    sources_used: list[str] = []
+    confidence: float | None = None
+    reasoning: str | None = None
+
+
+def read_answer(path: Path) -> RAGAnswer:
+    text = path.read_text(encoding="utf-8")
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError:
+        return RAGAnswer(answer=text.strip())
+    if not isinstance(raw, dict):
+        return RAGAnswer(answer=text.strip())
+    try:
+        return RAGAnswer.model_validate(raw)
+    except ValidationError as exc:
+        raise InputError(
+            str(path),
+            None,
+            f"a JSON object but not a RAGAnswer ({exc.errors()[0]['msg']})",
+            'write {"answer": "...", "sources_used": [...]} or plain text',
+        ) from exc
+
+
+def single_row(question: str, answer_file: Path, context_files: tuple[Path, ...], item: str | None) -> RagRow:
+    answer = read_answer(answer_file)
+    contexts = tuple(p.read_text(encoding="utf-8") for p in context_files)
+    # The context files name the sources the judge reads; without them, the RAGAnswer's own ids.
+    source_ids = tuple(p.name for p in context_files) if context_files else tuple(answer.sources_used)
+    digest = hashlib.sha256(canonical_json([question, answer.answer, contexts]).encode()).hexdigest()[:10]
+    return RagRow(
+        id=item or f"q-{digest}",
+        question=question,
+        answer=answer.answer,
+        contexts=contexts,
+        source_ids=source_ids,
+    )
+
+
+def read_batch(path: Path) -> tuple[list[RagRow], list[dict[str, Any]]]:
+    """The readable rows, and one error record per line that is not a row (with its line number)."""
+    shown = str(path)
+    if not path.is_file():
+        raise InputError(shown, None, "no such file", "give a JSONL file of RAG rows to --batch")
+    rows: list[RagRow] = []
+    errors: list[dict[str, Any]] = []
+    seen: dict[str, int] = {}
+    for number, line in enumerate(read_lines(path, shown), start=1):
+        if not line.strip():
+            continue
+        try:
+            raw = orjson.loads(line)
+            if not isinstance(raw, dict):
+                raise ValueError("not a JSON object")
+            row = rag_row_from(raw)
+            if row.id in seen:
+                raise ValueError(f"id {row.id} is already used on line {seen[row.id]}")
+        except (orjson.JSONDecodeError, ValueError) as exc:
+            errors.append({"file": shown, "line": number, "problem": str(exc), "fix": ROW_FIX})
+            continue
+        seen[row.id] = number
+        rows.append(row)
+    return rows, errors
+
+
+def _write_atomically(path: Path, lines: list[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    tmp.replace(path)
+
+
+def close_recording(session: LLMSession, ok: bool, *, keep_others: bool) -> None:
+    """Write the stage's recording. keep_others (one answer): add this run's calls beside the
+    stage's earlier ones, so one-off evaluations accumulate (an item judged again keeps only its new
+    calls). A batch, like a pipeline stage, records exactly its run, and skips re-reading them."""
+    if ok and keep_others:
+        directory = session.recordings_dir / session.stage
+        items = {call.context.item for call in session.calls}
+        if directory.is_dir():
+            earlier = [c.call for c in recordings.read_stage(directory, verify=False)]
+            session.calls.extend(c for c in earlier if c.context.item not in items)
+    session.close(write_recording=ok)
+
+
+def _run(params: RagParams, stage: str, rows: list[RagRow], *, keep_others: bool) -> list[RagJudgement]:
+    session = open_session(params, stage)
+    ok = False
+    try:
+        results = run_rag_judge(session, rows, params.rag, params.llm.options, stage)
+        ok = True
+    finally:
+        close_recording(session, ok, keep_others=keep_others)
+    stats = session.stats
+    click.echo(
+        f"{stage}: {len(session.calls)} calls this run, {stats.hits} from cache, {stats.model_calls} to the "
+        f"model (recorded under {session.recordings_dir / stage})",
+        err=True,
+    )
+    return results
+
+
+def judge_score(verdict: Verdict, settings: RagSettings) -> dict[str, Any]:
+    score = {"overall_score": verdict.overall, "reasoning": verdict.reasoning}
+    score.update({name: d.value for name, d in verdict.dimensions.items()})
+    score["confidence"] = verdict.confidence_value
+    model = judge_score_model(settings.dimensions)
+    return model.model_validate(score).model_dump(mode="json")
+
+
+def _table(verdict: Verdict, settings: RagSettings) -> str:
+    lines = [f"{'dimension':<20}{'1-5':>5}{'0-1':>7}{'weight':>8}{'p(score)':>10}"]
+    for dim in settings.dimensions.items:
+        s = verdict.dimensions[dim.name]
+        p = "—" if s.logprob is None else f"{s.logprob.chosen_probability:.2f}"
+        lines.append(f"{dim.name:<20}{s.score:>5}{s.value:>7.2f}{dim.weight:>8.2f}{p:>10}")
+    lines.append(f"{'overall (weighted)':<20}{'':>5}{verdict.overall:>7.2f}")
+    lp = "—" if verdict.logprob_confidence is None else f"{verdict.logprob_confidence:.2f}"
+    lines.append(f"confidence: {verdict.confidence}/5 self-reported, {lp} from log-probabilities")
+    lines.append(f"reasoning: {verdict.reasoning}")
+    return "\n".join(lines)
+
+
+@click.command("judge-evaluate")
+@click.argument("question", required=False)
+@click.option(
+    "--answer-file",
+    "-f",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The answer: RAGAnswer JSON or plain text.",
+)
+@click.option(
+    "--context-file",
+    "-c",
+    "context_files",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="One retrieved source (repeatable); its file name is its identifier.",
+)
+@click.option("--id", "item", help="The item name in the recordings (default: a digest of the input).")
+@click.option("--json", "as_json", is_flag=True, help="Print the JudgeScore as JSON instead of a table.")
+@click.option("--batch", type=click.Path(dir_okay=False, path_type=Path), help="A JSONL file of RAG rows.")
+@click.option(
+    "--out", type=click.Path(dir_okay=False, path_type=Path), help="With --batch: the scores JSONL."
+)
+@click.option(
+    "--errors",
+    "errors_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="With --batch: where unreadable rows go (default: OUT with .errors.jsonl).",
+)
+@click.option("--sources", type=click.Choice(["full", "ids"]), help="Override rag.prompt_mode.")
+@click.option("--stage", default=DEFAULT_STAGE, show_default=True, help="The recordings folder's name.")
+def judge_evaluate(
+    question: str | None,
+    answer_file: Path | None,
+    context_files: tuple[Path, ...],
+    item: str | None,
+    as_json: bool,
+    batch: Path | None,
+    out: Path | None,
+    errors_path: Path | None,
+    sources: str | None,
+    stage: str,
+) -> None:
+    """Judge a RAG answer (QUESTION with --answer-file), or every row of --batch into --out."""
+    params = load_rag_params()
+    if sources is not None:
+        params = params.model_copy(update={"rag": params.rag.model_copy(update={"prompt_mode": sources})})
+    if batch is not None:
+        if question or answer_file or context_files:
+            raise click.UsageError(
+                "--batch judges a file of rows: give no QUESTION, --answer-file or --context-file"
+            )
+        if out is None:
+            raise click.UsageError("--batch needs --out SCORES.jsonl")
+        _batch(params, stage, batch, out, errors_path or out.with_suffix(".errors.jsonl"))
+        return
+    if not question or answer_file is None:
+        raise click.UsageError("give QUESTION and --answer-file (or --batch ROWS.jsonl --out SCORES.jsonl)")
+    row = single_row(question, answer_file, context_files, item)
+    (result,) = _run(params, stage, [row], keep_others=True)
+    verdict = result.judgement
+    if isinstance(verdict, JudgeFailure):
+        raise click.ClickException(
+            f"the judge gave no usable reply after {verdict.attempts} attempt(s): {verdict.kind} "
+            f"({verdict.error}). Recorded as failed; see it with: "
+            f"judgeloop audit --stage {stage} --item {row.id}"
+        )
+    if as_json:
+        click.echo(json.dumps(judge_score(verdict, params.rag), indent=2, ensure_ascii=False))
+    else:
+        click.echo(_table(verdict, params.rag))
+
+
+def _batch(params: RagParams, stage: str, batch: Path, out: Path, errors_path: Path) -> None:
+    rows, errors = read_batch(batch)
+    for error in errors:
+        click.echo(f"{error['file']}:{error['line']}: {error['problem']} (skipped)", err=True)
+    if errors:
+        _write_atomically(errors_path, [canonical_json(e) for e in errors])
+    elif errors_path.exists():
+        errors_path.unlink()  # a stale errors file would describe another run
+    if not rows:
+        raise click.ClickException(f"{batch}: no readable row. Fix: {ROW_FIX}")
+    results = _run(params, stage, rows, keep_others=False)
+    write_jsonl(out, results)
+    failed = sum(isinstance(r.judgement, JudgeFailure) for r in results)
+    click.echo(
+        f"wrote {out}: {len(results) - failed} scored, {failed} failed (recorded, not scored)"
+        + (f"; {len(errors)} unreadable row(s) in {errors_path}" if errors else ""),
+        err=True,
+    )
