@@ -13,7 +13,7 @@ from __future__ import annotations
 from statistics import fmean
 
 from pipeline.data.transcripts import Transcript
-from pipeline.judges.rubric.assessor import ask_for_assessment, transcript_block
+from pipeline.judges.rubric.assessor import ask, transcript_block
 from pipeline.judges.rubric.judge import judge_all
 from pipeline.judges.rubric.prompts import (
     ASSESSMENT_SECTION,
@@ -112,7 +112,7 @@ def refine(
             last = history[-1]
             prompt = regeneration_prompt(transcript, history, settings, assess_settings)
             context = CallContext(stage="refine", item=transcript.item_id, step=number)
-            assessment = ask_for_assessment(
+            assessment = ask(
                 session,
                 transcript,
                 (Message(role="system", content=SYSTEM_PROMPT), Message(role="user", content=prompt)),

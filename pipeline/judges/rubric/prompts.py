@@ -150,3 +150,14 @@ SCORE_REMINDER = """Your reply did not contain a score I could read ({problem}).
 Reply again in exactly this format, with a single whole number between 1 and 5:
 Explanation: [Your rating, as text]
 Score: [your score, as a number between 1 and 5]"""
+
+# Structured mode (judge.output / assess.output = json): the paper's prompt, then the shape asked
+# for. The backend enforces the shape (pipeline.llm.structured); the prompt says it so that the
+# model is not surprised by its own grammar.
+JSON_JUDGE_FORMAT = """
+
+Answer with a JSON object instead: {"explanation": "<your rating, as text>", "score": <your score, a whole number from 1 to 5>}"""
+
+JSON_ASSESS_FORMAT = """
+
+Answer with a JSON object instead of XML, one key per section, each a short text that quotes the transcript where it can: {"assessment": "...", "PHQ8_symptoms": "...", "social_factors": "...", "biological_factors": "...", "risk_factors": "..."}. Write "not assessed in interview" where the interview did not cover a section."""
