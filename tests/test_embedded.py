@@ -177,3 +177,39 @@ def test_a_failed_snapshot_restore_leaves_nothing_stale_to_reuse(
     )
     fresh.close()
     assert (after == expected).all()
+
+
+def test_schema_constrained_json_validates_and_carries_logprobs(tmp_path: Path) -> None:
+    from pydantic import BaseModel, Field
+
+    from pipeline.llm.logprobs import integer_field_span, score_distribution
+    from pipeline.llm.structured import schema_for
+
+    class Verdict(BaseModel):
+        explanation: str
+        score: int = Field(ge=1, le=5)
+
+    backend = EmbeddedBackend(LLMSettings(), hash_cache_dir=tmp_path)
+    messages = (
+        Message(role="system", content="You are a strict grader. Answer in JSON."),
+        Message(
+            role="user",
+            content="Is 'Paris is the capital of France.' correct? Give a one-sentence explanation "
+            "and a score from 1 (wrong) to 5 (correct).",
+        ),
+    )
+    request = ChatRequest(messages=messages, options=Options(num_predict=80), format=schema_for(Verdict))
+    plain = backend.chat(request)
+    weighed = backend.chat(request.model_copy(update={"logprobs": 5}))
+    backend.close()
+    # Unconstrained, SmolLM2 writes prose; the grammar makes it a Verdict (score within 1..5, which
+    # llama-cpp-python enforces only as an enum: see enumerate_integer_ranges).
+    verdict = Verdict.model_validate_json(plain.text)
+    assert plain.done_reason == "stop" and 1 <= verdict.score <= 5
+    assert weighed.text == plain.text  # reading the logits changes no reply
+    assert weighed.logprobs is not None and "".join(t.token for t in weighed.logprobs) == weighed.text
+    span = integer_field_span(weighed.text, "score")
+    assert span is not None
+    distribution = score_distribution(weighed.logprobs, span[0], range(1, 6))
+    assert distribution is not None and 0.0 < distribution.mass <= 1.0
+    assert 1.0 <= distribution.expected <= 5.0

@@ -37,6 +37,7 @@ requests = st.builds(
     messages=messages.map(tuple),
     options=options,
     format=st.one_of(st.none(), st.just("json"), st.just({"type": "object"})),
+    logprobs=st.one_of(st.none(), st.integers(0, 20)),
 )
 
 
@@ -103,6 +104,22 @@ def test_role_format_digest_and_backend_are_keyed(request: ChatRequest) -> None:
     assert request_key(MODEL, other_format) != base
     assert request_key(MODEL.model_copy(update={"digest": "sha256:bbbb"}), request) != base
     assert request_key(MODEL.model_copy(update={"backend": "openai"}), request) != base
+
+
+@given(requests, st.one_of(st.none(), st.integers(0, 20)))
+def test_asking_for_logprobs_is_keyed(request: ChatRequest, logprobs: int | None) -> None:
+    changed = request.model_copy(update={"logprobs": logprobs})
+    same = logprobs == request.logprobs
+    assert (request_key(MODEL, changed) == request_key(MODEL, request)) == same
+
+
+def test_a_request_without_logprobs_dumps_and_keys_as_before_they_existed() -> None:
+    request = ChatRequest(messages=(Message(role="user", content="Score: 4"),))
+    assert "logprobs" not in request.model_dump(mode="json")
+    assert "logprobs" not in key_material(MODEL, request)
+    with_them = request.model_copy(update={"logprobs": 5})
+    assert with_them.model_dump(mode="json")["logprobs"] == 5
+    assert key_material(MODEL, with_them)["logprobs"] == 5
 
 
 def test_tag_and_server_are_not_keyed() -> None:

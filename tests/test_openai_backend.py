@@ -52,9 +52,18 @@ def test_request_body(server: FakeOllama) -> None:
         "temperature": 0.0,
         "top_p": 0.9,
         "seed": 42,
+        "top_k": 20,
+        "repetition_penalty": 1.0,  # vLLM's name
+        "repeat_penalty": 1.0,  # llama-server's
         "max_tokens": 512,
         "stream": False,
     }
+
+
+def test_top_k_and_repeat_penalty_are_sent(server: FakeOllama) -> None:
+    backend(server).chat(REQUEST.model_copy(update={"options": Options(top_k=7, repeat_penalty=1.3)}))
+    sent = server.received[-1].body
+    assert (sent["top_k"], sent["repetition_penalty"], sent["repeat_penalty"]) == (7, 1.3, 1.3)
 
 
 def test_stop_formats_and_unlimited_tokens(server: FakeOllama) -> None:
@@ -67,7 +76,7 @@ def test_stop_formats_and_unlimited_tokens(server: FakeOllama) -> None:
     b.chat(REQUEST.model_copy(update={"format": schema}))
     assert server.received[-1].body["response_format"] == {
         "type": "json_schema",
-        "json_schema": {"name": "reply", "schema": schema},
+        "json_schema": {"name": "reply", "schema": schema, "strict": True},
     }
 
 

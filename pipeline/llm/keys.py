@@ -7,7 +7,11 @@
         "messages": [{"role", "content_xxh3"}, ...],   # xxh3_128 of each message's UTF-16-LE text
         "options":  every Options field, defaults spelled out, -0.0 written 0.0,
         "format":   null | "json" | the JSON Schema,
+        "logprobs": k,                     # only when the request asks for log-probabilities
     }))            # xxh3_128 as 32 lowercase hex digits
+
+A field added to the request later enters the key only when set (as `logprobs` does), so every
+request made before it existed keeps its key and the recipe stays the same.
 
 Deliberately left out, because they cannot change the reply: the server URL, the model's tag
 (two tags may share a digest), timeouts, parallelism, timestamps, the call's context (stage,
@@ -66,7 +70,7 @@ def key_material(identity: ModelIdentity, request: ChatRequest) -> dict[str, Any
         "messages": [{"role": m.role, "content_xxh3": content_digest(m.content)} for m in request.messages],
         "options": options_data(request.options),
         "format": request.format,
-    }
+    } | ({} if request.logprobs is None else {"logprobs": request.logprobs})
 
 
 def options_data(options: Options) -> dict[str, Any]:
@@ -77,6 +81,8 @@ def options_data(options: Options) -> dict[str, Any]:
 def request_key(identity: ModelIdentity, request: ChatRequest) -> str:
     backend, model = _identity_json(identity)
     fmt = "null" if request.format is None else canonical_json(request.format)
+    if request.logprobs is not None:
+        fmt += f',"logprobs":{request.logprobs}'  # the key that sorts between format and messages
     material = (
         f'{{"backend":{backend},"format":{fmt},"messages":[{",".join(map(_message_json, request.messages))}],'
         f'"model":{model},"options":{_options_json(request.options)},"recipe":{KEY_RECIPE}}}'

@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 Role = Literal["system", "user", "assistant"]
 
@@ -39,11 +46,42 @@ class Options(Frozen):
     stop: tuple[str, ...] = ()
 
 
+def _without_unset_additions(data: Any, added: tuple[str, ...]) -> Any:
+    # Fields added after records were first written are left out while None, so an old record
+    # dumps (and checksums, and keys) exactly as it did before they existed.
+    if isinstance(data, dict):
+        for name in added:
+            if data.get(name, 0) is None:
+                del data[name]
+    return data
+
+
 class ChatRequest(Frozen):
     messages: tuple[Message, ...]
     options: Options = Field(default_factory=Options)
     # None: free text; "json": any JSON object; a dict: a JSON Schema the reply must follow.
     format: Literal["json"] | dict[str, Any] | None = None
+    # None: no log-probabilities; k >= 0: each generated token's log-probability and its k most
+    # likely alternatives (0..20, the OpenAI API's range). Keyed only when set (pipeline.llm.keys).
+    logprobs: int | None = Field(default=None, ge=0, le=20)
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return _without_unset_additions(handler(self), ("logprobs",))
+
+
+class TopLogprob(Frozen):
+    token: str
+    logprob: float
+
+
+class TokenLogprob(Frozen):
+    """One generated token: its text, its log-probability, and the most likely alternatives at
+    that position (the chosen token among them when it ranks), most likely first."""
+
+    token: str
+    logprob: float
+    top: tuple[TopLogprob, ...] = ()
 
 
 class ModelIdentity(Frozen):
@@ -61,6 +99,12 @@ class ChatReply(Frozen):
     completion_tokens: int | None = None
     # Everything else the backend said about the call (durations in ns, server version, ...).
     meta: dict[str, Any] = Field(default_factory=dict)
+    # Per generated token, when the request asked for them and the backend gave them.
+    logprobs: tuple[TokenLogprob, ...] | None = None
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return _without_unset_additions(handler(self), ("logprobs",))
 
 
 class CallContext(Frozen):

@@ -13,6 +13,12 @@ does not fit is cut to num_ctx tokens, all with a 200; with `truncate: false` it
 done_reason "length" under `shift: false`, and otherwise goes on (Ollama shifts the prompt out).
 A `version` older than 0.12.6 emulates a server that predates both keys and ignores them.
 
+`format` ("json" or a JSON Schema) is honoured as Ollama's grammar would: the responder's text goes
+through the fake constrained decoder (pipeline.llm.backends.fake_decoding) before num_predict cuts it, so a
+long reply under a schema is truncated JSON with done_reason "length". `logprobs: true` with
+`top_logprobs: k` (honoured from 0.12.11, the default version here) adds deterministic fake
+log-probabilities, one entry per fake token: `logprobs` on the reply, or on each streamed chunk.
+
 Tokens are approximated as len(text) // 4: close enough to real tokenizers for English that
 truncation and num_predict behave at realistic sizes, and needs no tokenizer.
 
@@ -33,10 +39,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
+from pipeline.llm.backends.fake_decoding import constrain, fake_logprobs, request_seed, wire_logprobs
 from pipeline.testing.ollama_wire import ContextOverflow, OllamaHandler, Received, WireServer, full_tag
 
 # The first release that honours `truncate` and `shift` (ollama/ollama#12582).
 TRUNCATE_SINCE = (0, 12, 6)
+# The first release that answers `logprobs` / `top_logprobs`.
+LOGPROBS_SINCE = (0, 12, 11)
 # The runner's words when `truncate: false` meets a prompt longer than num_ctx.
 INPUT_TOO_LONG = "the input length exceeds the context length"
 
@@ -90,6 +99,7 @@ class Generation:
     prompt_eval_count: int
     eval_count: int
     metrics: dict[str, int]  # the four *_duration fields, in nanoseconds, and both counts
+    logprobs: list[dict[str, Any]] | None = None  # OpenAI-shaped entries, when asked for
 
 
 def approx_tokens(text: str) -> int:
@@ -134,7 +144,7 @@ class FakeOllama:
         parallel_slots: int | None = None,
         fail_next: Sequence[Fault] = (),
         default_num_ctx: int = 2048,
-        version: str = "0.12.6",
+        version: str = "0.12.11",
     ) -> None:
         self.models = {full_tag(k): v.removeprefix("sha256:") for k, v in (models or DEFAULT_MODELS).items()}
         self.responder, self.latency_s, self.version = responder, latency_s, version
@@ -273,7 +283,7 @@ class FakeOllama:
         seen = request if len(kept) == len(messages) else {**request, "messages": kept}
         with self._slot():
             self.pause(self.latency_s)
-            text = self.responder(seen)
+            text = constrain(self.responder(seen), request.get("format"))
         num_predict, done_reason = int(options.get("num_predict", -1)), "stop"
         if 0 <= num_predict < approx_tokens(text):
             text, done_reason = text[: num_predict * 4], "length"
@@ -289,4 +299,8 @@ class FakeOllama:
             "eval_count": eval_count,
             "eval_duration": eval_count * 1_000_000,
         }
-        return Generation(text, done_reason, prompt, eval_count, metrics)
+        logprobs = None
+        if request.get("logprobs") is True and parse_version(self.version) >= LOGPROBS_SINCE:
+            top = int(request.get("top_logprobs") or 0)
+            logprobs = wire_logprobs(fake_logprobs(text, top, request_seed(kept)))
+        return Generation(text, done_reason, prompt, eval_count, metrics, logprobs)

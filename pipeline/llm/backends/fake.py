@@ -1,4 +1,11 @@
-"""An in-process backend for unit tests: replies come from a function of the request."""
+"""An in-process backend for unit tests: replies come from a function of the request.
+
+Under a `format` the responder's text goes through the fake constrained decoder
+(pipeline.llm.backends.fake_decoding) and is then cut at num_predict (4 characters a token) with
+done_reason "length", as a real constrained reply is; free text is returned as the responder wrote
+it. A request that asks for log-probabilities gets deterministic fake ones. A responder that
+returns a ChatReply is taken as is.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from pipeline.llm.backends.fake_decoding import constrain, fake_logprobs, request_seed
 from pipeline.llm.settings import LLMSettings
 from pipeline.llm.types import ChatReply, ChatRequest, ModelIdentity
 
@@ -44,11 +52,22 @@ class FakeBackend:
         answer = self.responder(request)
         if isinstance(answer, ChatReply):
             return answer
+        done_reason = "stop"
+        if request.format is not None:
+            answer = constrain(answer, request.format)
+            limit = request.options.num_predict
+            if 0 <= limit < len(answer) // 4:
+                answer, done_reason = answer[: limit * 4], "length"
+        logprobs = None
+        if request.logprobs is not None:
+            seed = request_seed([m.model_dump() for m in request.messages])
+            logprobs = fake_logprobs(answer, request.logprobs, seed)
         return ChatReply(
             text=answer,
-            done_reason="stop",
+            done_reason=done_reason,
             prompt_tokens=sum(len(m.content) for m in request.messages) // 4,
             completion_tokens=len(answer) // 4,
+            logprobs=logprobs,
         )
 
     def close(self) -> None:

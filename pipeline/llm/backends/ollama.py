@@ -7,6 +7,10 @@ server pick a value the cache key knows nothing about.
 A prompt that does not fit num_ctx is never answered silently (pipeline.llm.backends.context_overflow):
 every request says `truncate: false, shift: false`, so an Ollama that knows these fields (0.12.6
 and later) refuses it with a 400, and the reply counts catch what an older server cuts.
+
+`format` carries "json" or a JSON Schema, which Ollama enforces with a grammar. A request that
+asks for log-probabilities sends `logprobs: true, top_logprobs: k` (Ollama 0.12.11 and later;
+an older server ignores both, and the reply then has none).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from pipeline.llm.backends.http_errors import (
     make_client,
     send,
 )
+from pipeline.llm.logprobs import read_wire_logprobs
 from pipeline.llm.settings import LLMSettings
 from pipeline.llm.types import ChatReply, ChatRequest, ModelIdentity
 
@@ -147,6 +152,9 @@ class OllamaBackend:
         }
         if request.format is not None:
             body["format"] = request.format
+        if request.logprobs is not None:
+            body["logprobs"] = True
+            body["top_logprobs"] = request.logprobs
         return body
 
     def chat(self, request: ChatRequest) -> ChatReply:
@@ -161,6 +169,7 @@ class OllamaBackend:
             prompt_tokens=data.get("prompt_eval_count"),
             completion_tokens=data.get("eval_count"),
             meta={k: data[k] for k in _META_KEYS if k in data},
+            logprobs=read_wire_logprobs(data.get("logprobs")) if request.logprobs is not None else None,
         )
         context_overflow.check_counts(request, reply, self._may_drop_history)
         return reply
@@ -216,6 +225,8 @@ def parse_body(response: httpx.Response) -> Any:
         raise TransientBackendError(f"{response.request.method} {response.request.url}: stream cut short")
     content = "".join(str((c.get("message") or {}).get("content") or "") for c in chunks)
     last["message"] = {"role": "assistant", "content": content}
+    if any("logprobs" in c for c in chunks):  # each chunk carries its own tokens'
+        last["logprobs"] = [entry for c in chunks for entry in c.get("logprobs") or ()]
     return last
 
 

@@ -1,9 +1,17 @@
 """The OpenAI-compatible backend (vLLM, llama.cpp's llama-server, LM Studio, Ollama's /v1).
 
-Only what the chat-completions API can carry is sent: temperature, top_p, seed, max_tokens, stop
-and response_format. top_k, repeat_penalty and num_ctx have no field there, so the server's own
-values apply to them; they stay in the cache key all the same. temperature is always sent: the
-API's default is 1.0, not greedy.
+Sent: temperature, top_p, seed, max_tokens, stop and response_format from the chat-completions
+API, and top_k and the repeat penalty as the extra body fields the local servers accept: `top_k`
+(vLLM and llama-server), `repetition_penalty` (vLLM) and `repeat_penalty` (llama-server); each
+server ignores the spelling it does not know. (vLLM's penalty counts prompt and reply tokens,
+llama-server's the last 64: the same knob, not the same arithmetic.) The hosted OpenAI API refuses
+these extra fields. num_ctx has no field anywhere, so the server's own context applies; it stays
+in the cache key all the same. temperature is always sent: the API's default is 1.0, not greedy.
+
+A JSON Schema `format` is sent as `response_format: {"type": "json_schema", "json_schema":
+{"name": "reply", "schema": ..., "strict": true}}`; "json" as `{"type": "json_object"}`. A request
+that asks for log-probabilities sends `logprobs: true, top_logprobs: k` and reads
+`choices[0].logprobs.content`.
 
 This API reports no weights digest, so unless llm.digest is pinned the identity is the served
 model id, which does not change when the weights behind it do. Pin llm.digest (for example the
@@ -32,6 +40,7 @@ from pipeline.llm.backends.http_errors import (
     send,
 )
 from pipeline.llm.backends.ollama import full_tag
+from pipeline.llm.logprobs import read_wire_logprobs
 from pipeline.llm.settings import LLMSettings
 from pipeline.llm.types import ChatReply, ChatRequest, ModelIdentity
 
@@ -52,7 +61,7 @@ def response_format(fmt: str | dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     if fmt == "json":
         return {"type": "json_object"}
-    return {"type": "json_schema", "json_schema": {"name": "reply", "schema": fmt}}
+    return {"type": "json_schema", "json_schema": {"name": "reply", "schema": fmt, "strict": True}}
 
 
 class OpenAICompatBackend:
@@ -140,6 +149,9 @@ class OpenAICompatBackend:
             "temperature": opts.temperature,
             "top_p": opts.top_p,
             "seed": opts.seed,
+            "top_k": opts.top_k,
+            "repetition_penalty": opts.repeat_penalty,
+            "repeat_penalty": opts.repeat_penalty,
             "stream": False,
         }
         # Ollama spells "no limit" num_predict=-1; the OpenAI API spells it by leaving max_tokens out.
@@ -149,6 +161,9 @@ class OpenAICompatBackend:
             body["stop"] = list(opts.stop)
         if (fmt := response_format(request.format)) is not None:
             body["response_format"] = fmt
+        if request.logprobs is not None:
+            body["logprobs"] = True
+            body["top_logprobs"] = request.logprobs
         return body
 
     def chat(self, request: ChatRequest) -> ChatReply:
@@ -166,6 +181,9 @@ class OpenAICompatBackend:
             prompt_tokens=usage.get("prompt_tokens"),
             completion_tokens=usage.get("completion_tokens"),
             meta={k: data[k] for k in ("id", "model", "created", "system_fingerprint") if k in data},
+            logprobs=read_wire_logprobs((choice.get("logprobs") or {}).get("content"))
+            if request.logprobs is not None
+            else None,
         )
 
     def close(self) -> None:

@@ -1,0 +1,354 @@
+"""How far a judge's scores agree with people's: the statistics, on numbers in memory (no I/O).
+
+Correlations follow the summarization-evaluation literature (SummEval; G-Eval; Deutsch et al. 2021),
+where a *group* is a source document and a *system* is what wrote the judged text:
+
+    summary level   the correlation over one group's items, averaged over groups; a group where
+                    either side is constant (or with fewer than 2 items) has no correlation, and
+                    is skipped and counted, never counted as 0
+    system level    the correlation over the systems' mean scores (judge means vs human means)
+    global          the correlation over all items at once
+
+Each with Spearman's rho, Kendall's tau-b (ties corrected) and Pearson's r, from scipy.stats, and a
+bootstrap percentile interval that resamples *groups* with replacement (the unit the data were
+sampled in), from a seeded numpy Generator, so a rerun gives identical numbers.
+
+Krippendorff's alpha is the `krippendorff` package's, at the ordinal level (its rank-based
+distance over the values observed). AUROC is the Mann-Whitney U of the positives over all
+(positive, negative) pairs, ties counting one half; the balanced accuracy is measured on rows its
+threshold was not chosen on.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import krippendorff
+import numpy as np
+import numpy.typing as npt
+from scipy import stats
+
+Statistic = Literal["spearman", "kendall", "pearson"]
+STATISTICS: tuple[Statistic, ...] = ("spearman", "kendall", "pearson")
+Level = Literal["summary", "system", "global"]
+LEVELS: tuple[Level, ...] = ("summary", "system", "global")
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+Numbers = Sequence[float] | FloatArray
+Flags = Sequence[bool] | npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One judged item: its judge score and its human rating (the mean of the people's ratings)."""
+
+    item: str
+    group: str
+    system: str
+    judge: float
+    human: float
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A statistic and its bootstrap percentile interval. `value` is NaN where it is undefined (a
+    constant side); `undefined_resamples` counts the resamples where it was, left out of the interval."""
+
+    value: float
+    low: float
+    high: float
+    undefined_resamples: int
+
+
+@dataclass(frozen=True)
+class LevelResult:
+    level: Level
+    units: int  # what was correlated: groups (summary), systems (system), items (global)
+    skipped: Mapping[str, int]  # summary level: groups left out, by reason
+    estimates: Mapping[Statistic, Estimate]
+
+
+def correlation(
+    statistic: Statistic, x: Sequence[float] | FloatArray, y: Sequence[float] | FloatArray
+) -> float:
+    """scipy's coefficient; NaN when either side is constant or has fewer than 2 values."""
+    a, b = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    if a.size < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
+        return math.nan
+    if statistic == "spearman":
+        return float(stats.spearmanr(a, b).statistic)
+    if statistic == "kendall":
+        return float(stats.kendalltau(a, b, variant="b").statistic)
+    return float(stats.pearsonr(a, b).statistic)
+
+
+def percentile_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float, int]:
+    """The percentile interval of the finite values, and how many were not finite."""
+    array = np.asarray(values, dtype=np.float64)
+    finite = array[np.isfinite(array)]
+    undefined = int(array.size - finite.size)
+    if finite.size == 0:
+        return math.nan, math.nan, undefined
+    tail = (1 - confidence) / 2 * 100
+    low, high = np.percentile(finite, [tail, 100 - tail])
+    return float(low), float(high), undefined
+
+
+def group_resamples(n_groups: int, resamples: int, seed: int) -> IntArray:
+    """How many times each group is drawn, one row per resample (groups drawn with replacement)."""
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, n_groups, size=(resamples, n_groups))
+    counts = np.zeros((resamples, n_groups), dtype=np.int64)
+    for row, drawn in enumerate(draws):
+        counts[row] = np.bincount(drawn, minlength=n_groups)
+    return counts
+
+
+class _Table:
+    """The pairs as arrays, groups and systems as indices."""
+
+    def __init__(self, pairs: Sequence[Pair]) -> None:
+        if not pairs:
+            raise ValueError("no pairs to correlate")
+        self.groups = sorted({p.group for p in pairs})
+        self.systems = sorted({p.system for p in pairs})
+        group_index = {g: i for i, g in enumerate(self.groups)}
+        system_index = {s: i for i, s in enumerate(self.systems)}
+        self.group: IntArray = np.array([group_index[p.group] for p in pairs], dtype=np.int64)
+        self.system: IntArray = np.array([system_index[p.system] for p in pairs], dtype=np.int64)
+        self.judge: FloatArray = np.array([p.judge for p in pairs], dtype=np.float64)
+        self.human: FloatArray = np.array([p.human for p in pairs], dtype=np.float64)
+        if not (np.isfinite(self.judge).all() and np.isfinite(self.human).all()):
+            raise ValueError("a judge score or a human rating is not a finite number")
+
+
+def _summary_per_group(table: _Table) -> tuple[dict[Statistic, FloatArray], dict[str, int]]:
+    """Each group's correlation (NaN where skipped), and the skipped groups by reason."""
+    per_group = {s: np.full(len(table.groups), np.nan) for s in STATISTICS}
+    skipped = {"fewer than 2 items": 0, "constant judge scores": 0, "constant human ratings": 0}
+    for g in range(len(table.groups)):
+        rows = table.group == g
+        judge, human = table.judge[rows], table.human[rows]
+        if judge.size < 2:
+            skipped["fewer than 2 items"] += 1
+        elif np.ptp(judge) == 0:
+            skipped["constant judge scores"] += 1
+        elif np.ptp(human) == 0:
+            skipped["constant human ratings"] += 1
+        else:
+            for statistic in STATISTICS:
+                per_group[statistic][g] = correlation(statistic, judge, human)
+    return per_group, skipped
+
+
+def _weighted_mean(values: FloatArray, weights: IntArray) -> float:
+    used = np.isfinite(values) & (weights > 0)
+    total = weights[used].sum()
+    return float((values[used] * weights[used]).sum() / total) if total else math.nan
+
+
+def _system_means(table: _Table, weights: IntArray) -> tuple[FloatArray, FloatArray]:
+    row_weights = weights[table.group].astype(np.float64)
+    counts = np.bincount(table.system, weights=row_weights, minlength=len(table.systems))
+    judge = np.bincount(table.system, weights=row_weights * table.judge, minlength=len(table.systems))
+    human = np.bincount(table.system, weights=row_weights * table.human, minlength=len(table.systems))
+    present = counts > 0
+    return judge[present] / counts[present], human[present] / counts[present]
+
+
+def _level_values(
+    table: _Table, per_group: Mapping[Statistic, FloatArray], weights: IntArray
+) -> dict[tuple[Level, Statistic], float]:
+    """Every level's statistics on the groups drawn `weights` times each (all ones: the data)."""
+    values: dict[tuple[Level, Statistic], float] = {}
+    system_judge, system_human = _system_means(table, weights)
+    row_repeats = weights[table.group]
+    global_judge, global_human = np.repeat(table.judge, row_repeats), np.repeat(table.human, row_repeats)
+    for statistic in STATISTICS:
+        values["summary", statistic] = _weighted_mean(per_group[statistic], weights)
+        values["system", statistic] = correlation(statistic, system_judge, system_human)
+        values["global", statistic] = correlation(statistic, global_judge, global_human)
+    return values
+
+
+def correlate(
+    pairs: Sequence[Pair], *, resamples: int = 1000, seed: int = 0, confidence: float = 0.95
+) -> dict[Level, LevelResult]:
+    """Summary-, system- and global-level correlations with group-bootstrap intervals."""
+    table = _Table(pairs)
+    per_group, skipped = _summary_per_group(table)
+    point = _level_values(table, per_group, np.ones(len(table.groups), dtype=np.int64))
+    draws = [_level_values(table, per_group, w) for w in group_resamples(len(table.groups), resamples, seed)]
+    units: dict[Level, int] = {
+        "summary": len(table.groups) - sum(skipped.values()),
+        "system": len(table.systems),
+        "global": len(pairs),
+    }
+    results: dict[Level, LevelResult] = {}
+    for level in LEVELS:
+        estimates: dict[Statistic, Estimate] = {}
+        for statistic in STATISTICS:
+            low, high, undefined = percentile_interval([d[level, statistic] for d in draws], confidence)
+            estimates[statistic] = Estimate(point[level, statistic], low, high, undefined)
+        results[level] = LevelResult(level, units[level], skipped if level == "summary" else {}, estimates)
+    return results
+
+
+# --- Krippendorff's alpha -----------------------------------------------------------------------
+
+
+def ordinal_alpha(ratings_per_unit: Sequence[Sequence[float | None]]) -> float:
+    """Krippendorff's alpha (ordinal) over units each rated by any number of raters (None: missing).
+
+    Which rater gave which value does not enter alpha, only the values within each unit, so raters
+    need not be the same people across units. NaN when fewer than two distinct values occur."""
+    width = max((len(unit) for unit in ratings_per_unit), default=0)
+    matrix = np.full((width, len(ratings_per_unit)), np.nan)
+    for column, unit in enumerate(ratings_per_unit):
+        for row, value in enumerate(unit):
+            if value is not None:
+                matrix[row, column] = value
+    observed = matrix[np.isfinite(matrix)]
+    if observed.size == 0 or np.unique(observed).size < 2:
+        return math.nan
+    return float(krippendorff.alpha(reliability_data=matrix, level_of_measurement="ordinal"))
+
+
+def judge_human_alpha(judge: Sequence[float], human: Sequence[float]) -> float:
+    """Alpha (ordinal) between the judge and the mean human rating, as two raters of each item."""
+    if len(judge) != len(human):
+        raise ValueError("judge and human ratings differ in length")
+    return ordinal_alpha([(j, h) for j, h in zip(judge, human, strict=True)])
+
+
+# --- binary labels (the RAG judge) ---------------------------------------------------------------
+
+
+def auroc(scores: Numbers, labels: Flags) -> float:
+    """The probability that a positive row outscores a negative one (ties count 1/2): Mann-Whitney
+    U / (n_pos * n_neg). NaN when one class is absent."""
+    score_array, label_array = np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=bool)
+    positive, negative = score_array[label_array], score_array[~label_array]
+    if positive.size == 0 or negative.size == 0:
+        return math.nan
+    u = stats.mannwhitneyu(positive, negative, alternative="two-sided").statistic
+    return float(u) / float(positive.size * negative.size)
+
+
+def balanced_accuracy(predicted: Flags, labels: Flags) -> float:
+    """The mean of the true-positive and true-negative rates; NaN when one class is absent."""
+    p, y = np.asarray(predicted, dtype=bool), np.asarray(labels, dtype=bool)
+    if y.all() or not y.any():
+        return math.nan
+    return float((p[y].mean() + (~p[~y]).mean()) / 2)
+
+
+def best_threshold(scores: Numbers, labels: Flags) -> float:
+    """The threshold t maximising balanced accuracy of `score >= t` (the smallest such t), among
+    the points halfway between adjacent distinct scores: a new score falling in the gap between
+    the classes then goes to the nearer side, not to whichever side an observed score sits on."""
+    score_array = np.asarray(scores, dtype=np.float64)
+    values = np.unique(score_array)
+    if values.size < 2:
+        raise ValueError("choosing a threshold needs at least two distinct scores")
+    candidates = (values[:-1] + values[1:]) / 2
+    accuracies = [balanced_accuracy(score_array >= t, labels) for t in candidates]
+    if all(math.isnan(a) for a in accuracies):
+        raise ValueError("choosing a threshold needs both classes")
+    return float(candidates[int(np.nanargmax(accuracies))])
+
+
+def _units(n_rows: int, groups: Sequence[str] | None) -> tuple[IntArray, int]:
+    if groups is None:
+        return np.arange(n_rows, dtype=np.int64), n_rows
+    if len(groups) != n_rows:
+        raise ValueError("groups and scores differ in length")
+    names = sorted(set(groups))
+    index = {name: i for i, name in enumerate(names)}
+    return np.array([index[g] for g in groups], dtype=np.int64), len(names)
+
+
+def _bootstrap(
+    statistic: Callable[[IntArray], float], unit: IntArray, n_units: int, resamples: int, seed: int
+) -> Estimate:
+    """`statistic(rows)` on the data, and its percentile interval over resampled units."""
+    point = statistic(np.arange(unit.size, dtype=np.int64))
+    members = [np.flatnonzero(unit == u) for u in range(n_units)]
+    draws = []
+    for counts in group_resamples(n_units, resamples, seed):
+        rows = np.concatenate([np.tile(members[u], int(c)) for u, c in enumerate(counts.tolist()) if c])
+        draws.append(statistic(rows.astype(np.int64)))
+    low, high, undefined = percentile_interval(draws)
+    return Estimate(point, low, high, undefined)
+
+
+def auroc_estimate(
+    scores: Sequence[float],
+    labels: Sequence[bool],
+    *,
+    groups: Sequence[str] | None = None,
+    resamples: int = 1000,
+    seed: int = 0,
+) -> Estimate:
+    """AUROC with a bootstrap interval over rows, or over groups when given."""
+    score_array, label_array = np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=bool)
+    unit, n_units = _units(len(score_array), groups)
+    return _bootstrap(lambda r: auroc(score_array[r], label_array[r]), unit, n_units, resamples, seed)
+
+
+@dataclass(frozen=True)
+class HeldOutAccuracy:
+    threshold: float  # positive when score >= threshold; chosen on the fit half (best_threshold)
+    fit_rows: int
+    eval_rows: int
+    balanced_accuracy: Estimate  # on the eval half only
+
+
+def held_out_balanced_accuracy(
+    scores: Sequence[float],
+    labels: Sequence[bool],
+    *,
+    groups: Sequence[str] | None = None,
+    resamples: int = 1000,
+    seed: int = 0,
+) -> HeldOutAccuracy:
+    """Balanced accuracy at a threshold chosen on one half of the units (rows, or groups when given,
+    so one document never lands in both halves), measured on the other half with a bootstrap interval."""
+    score_array, label_array = np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=bool)
+    unit, n_units = _units(len(score_array), groups)
+    order = np.random.default_rng(seed).permutation(n_units)
+    fit_units = order[: (n_units + 1) // 2]
+    fit = np.isin(unit, fit_units)
+    threshold = best_threshold(score_array[fit].tolist(), label_array[fit].tolist())
+    eval_scores, eval_labels = score_array[~fit], label_array[~fit]
+    if eval_labels.all() or not eval_labels.any():
+        raise ValueError("the evaluation half lacks one of the classes")
+    _, eval_unit = np.unique(unit[~fit], return_inverse=True)
+    estimate = _bootstrap(
+        lambda r: balanced_accuracy(eval_scores[r] >= threshold, eval_labels[r]),
+        eval_unit.astype(np.int64),
+        int(eval_unit.max()) + 1,
+        resamples,
+        seed,
+    )
+    return HeldOutAccuracy(threshold, int(fit.sum()), int((~fit).sum()), estimate)
+
+
+# --- log-probability weighting ------------------------------------------------------------------
+
+
+def expected_score(distribution: Mapping[float, float]) -> float:
+    """G-Eval's weighted score: sum(value * p) / sum(p) over the score values given.
+
+    Probability the model put on tokens that are no score value is not in the mapping; dividing by
+    the mass that is renormalises over the score values, as G-Eval does."""
+    if any(p < 0 or not math.isfinite(p) for p in distribution.values()):
+        raise ValueError("a probability is negative or not finite")
+    total = sum(distribution.values())
+    if total <= 0:
+        raise ValueError("no probability on any score value")
+    return float(sum(value * p for value, p in distribution.items()) / total)

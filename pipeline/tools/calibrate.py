@@ -1,0 +1,218 @@
+"""`judgeloop calibrate`: how far a judge agrees with people, from two JSONL files.
+
+    --scores S.jsonl   {"item", "group", "system", "metric", "score"[, "weighted_score"]} per line;
+                       "score": null for an item the judge gave no readable score (counted, left out)
+    --human  H.jsonl   {"item", "metric", "ratings": [r1, r2, ...]} per line (null: a missing rating)
+
+The statistics are pipeline/judges/agreement.py's; the joining, pipeline/judges/calibration.py's.
+Reading an experiment's own judgements (`--experiment NAME`) is one more source of `JudgeScore`s
+for `calibrate()`; it is wired when the SummEval stages exist.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from pipeline.data.input_files import read_lines
+from pipeline.data.ratings import HumanRatings, JudgeScore
+from pipeline.errors import InputError
+from pipeline.judges.agreement import LEVELS, STATISTICS, Estimate
+from pipeline.judges.calibration import MetricCalibration, ScoreCalibration, calibration_data
+from pipeline.judges.calibration import calibrate as calibrate_rows
+from pipeline.llm.keys import canonical_json
+
+SCORES_FIX = (
+    'write one JSON object per line: {"item": "...", "group": "...", "system": "...", '
+    '"metric": "...", "score": 4} (score null when the judge gave none)'
+)
+HUMAN_FIX = 'write one JSON object per line: {"item": "...", "metric": "...", "ratings": [4, 5, 3]}'
+
+
+def _objects(path: Path, fix: str) -> list[tuple[int, dict[str, Any]]]:
+    shown = str(path)
+    rows = []
+    for number, line in enumerate(read_lines(path, shown), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(shown, number, f"not JSON ({exc.msg})", fix) from None
+        if not isinstance(row, dict):
+            raise InputError(shown, number, "the line is not a JSON object", fix)
+        rows.append((number, row))
+    return rows
+
+
+def _text(row: dict[str, Any], key: str, where: tuple[str, int], fix: str) -> str:
+    value = row.get(key)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        value = str(value)  # numeric ids are common in exports; they name the same item as text
+    if not isinstance(value, str) or not value:
+        raise InputError(*where, f'"{key}" is missing or not a non-empty string', fix)
+    return value
+
+
+def _number(value: Any, key: str, where: tuple[str, int], fix: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InputError(*where, f'"{key}" is {json.dumps(value)}, not a number or null', fix)
+    return float(value)
+
+
+def read_scores(path: Path) -> list[JudgeScore]:
+    rows: list[JudgeScore] = []
+    seen: dict[tuple[str, str], int] = {}
+    for number, row in _objects(path, SCORES_FIX):
+        where = (str(path), number)
+        if "score" not in row:
+            raise InputError(*where, 'no "score" (null if the judge gave none)', SCORES_FIX)
+        score = JudgeScore(
+            item=_text(row, "item", where, SCORES_FIX),
+            group=_text(row, "group", where, SCORES_FIX),
+            system=_text(row, "system", where, SCORES_FIX),
+            metric=_text(row, "metric", where, SCORES_FIX),
+            score=_number(row["score"], "score", where, SCORES_FIX),
+            weighted_score=_number(row.get("weighted_score"), "weighted_score", where, SCORES_FIX),
+        )
+        key = (score.item, score.metric)
+        if key in seen:
+            raise InputError(
+                *where, f"item {score.item!r}, metric {score.metric!r} again (line {seen[key]})", SCORES_FIX
+            )
+        seen[key] = number
+        rows.append(score)
+    return rows
+
+
+def read_human(path: Path) -> list[HumanRatings]:
+    rows: list[HumanRatings] = []
+    seen: dict[tuple[str, str], int] = {}
+    for number, row in _objects(path, HUMAN_FIX):
+        where = (str(path), number)
+        ratings = row.get("ratings")
+        if not isinstance(ratings, list) or not ratings:
+            raise InputError(*where, '"ratings" is missing or not a non-empty list', HUMAN_FIX)
+        values = tuple(_number(r, "ratings", where, HUMAN_FIX) for r in ratings)
+        if all(v is None for v in values):
+            raise InputError(*where, "every rating is null", HUMAN_FIX + ", or drop the line")
+        human = HumanRatings(
+            item=_text(row, "item", where, HUMAN_FIX),
+            metric=_text(row, "metric", where, HUMAN_FIX),
+            ratings=values,
+        )
+        key = (human.item, human.metric)
+        if key in seen:
+            raise InputError(
+                *where, f"item {human.item!r}, metric {human.metric!r} again (line {seen[key]})", HUMAN_FIX
+            )
+        seen[key] = number
+        rows.append(human)
+    return rows
+
+
+# --- the table ----------------------------------------------------------------------------------
+
+LEVEL_UNITS = {"summary": "groups", "system": "systems", "global": "items"}
+HEADERS = {"spearman": "Spearman rho", "kendall": "Kendall tau-b", "pearson": "Pearson r"}
+
+
+def _f(value: float) -> str:
+    return "  n/a" if math.isnan(value) else f"{value:+.3f}"
+
+
+def _cell(estimate: Estimate) -> str:
+    return f"{_f(estimate.value)} [{_f(estimate.low)}, {_f(estimate.high)}]"
+
+
+def _kind_lines(kind: ScoreCalibration) -> list[str]:
+    lines = [
+        f"  judge {kind.kind}: {kind.items_used} items used, {kind.items_unscored} unscored, "
+        f"{kind.groups} groups"
+    ]
+    if not kind.levels:
+        return [*lines, "    no scored item: nothing to correlate"]
+    header = f"    {'level':<8} {'units':<24}" + "".join(f"{HEADERS[s]:<26}" for s in STATISTICS)
+    lines.append(header.rstrip())
+    for level in LEVELS:
+        result = kind.levels[level]
+        units = f"{result.units} {LEVEL_UNITS[level]}"
+        skipped = sum(result.skipped.values())
+        if skipped:
+            units += f" ({skipped} skipped)"
+        cells = "".join(f"{_cell(result.estimates[s]):<26}" for s in STATISTICS)
+        lines.append(f"    {level:<8} {units:<24}{cells}".rstrip())
+    skips = {k: v for k, v in kind.levels["summary"].skipped.items() if v}
+    if skips:
+        lines.append("    skipped groups: " + ", ".join(f"{v} {k}" for k, v in skips.items()))
+    lines.append(f"    Krippendorff alpha (ordinal), judge vs mean human: {_f(kind.alpha_judge_human)}")
+    return lines
+
+
+def render_table(results: Sequence[MetricCalibration], *, resamples: int, seed: int) -> str:
+    lines = [
+        f"95% intervals: percentile bootstrap over groups, {resamples} resamples, seed {seed}. "
+        "Human = mean of the item's ratings."
+    ]
+    for result in results:
+        low, high = result.ratings_per_item
+        per_item = f"{low}" if low == high else f"{low}-{high}"
+        lines += [
+            "",
+            f"{result.metric}: {result.items_judged} items judged, "
+            f"{result.items_without_human} without human ratings (left out)",
+            f"  humans among themselves (ceiling): Krippendorff alpha (ordinal) {_f(result.human_alpha)}, "
+            f"{per_item} ratings per item",
+        ]
+        for kind in result.kinds:
+            lines += _kind_lines(kind)
+    return "\n".join(lines)
+
+
+@click.command(name="calibrate")
+@click.option(
+    "--scores",
+    "scores_path",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Judge scores, JSONL: item, group, system, metric, score[, weighted_score].",
+)
+@click.option(
+    "--human",
+    "human_path",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Human ratings, JSONL: item, metric, ratings.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the results as canonical JSON.")
+@click.option("--seed", default=0, show_default=True, help="Seed of the bootstrap.")
+@click.option(
+    "--resamples", default=1000, show_default=True, type=click.IntRange(min=1), help="Bootstrap resamples."
+)
+def calibrate(scores_path: Path, human_path: Path, as_json: bool, seed: int, resamples: int) -> None:
+    """How far a judge's scores agree with human ratings: Spearman, Kendall tau-b and Pearson at
+    summary, system and global level with bootstrap intervals; Krippendorff's alpha."""
+    scores, humans = read_scores(scores_path), read_human(human_path)
+    if not scores:
+        raise InputError(str(scores_path), None, "no score rows", SCORES_FIX)
+    results = calibrate_rows(scores, humans, resamples=resamples, seed=seed)
+    calibrated = {r.metric for r in results}
+    missing = sorted({s.metric for s in scores} - calibrated)
+    if missing:
+        raise InputError(
+            str(human_path),
+            None,
+            f"no item of metric(s) {', '.join(missing)} has a human rating",
+            f"check that the item ids and metric names match those of {scores_path}",
+        )
+    if as_json:
+        click.echo(canonical_json(calibration_data(results, resamples=resamples, seed=seed)))
+    else:
+        click.echo(render_table(results, resamples=resamples, seed=seed))

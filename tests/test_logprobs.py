@@ -1,0 +1,111 @@
+"""Log-probabilities: asked for, carried by the reply, kept by the cache and the recordings, and
+turned into a score distribution (G-Eval's weighting)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from pipeline.llm import recordings
+from pipeline.llm.keys import canonical_json
+from pipeline.llm.logprobs import FLOOR, integer_field_span, read_wire_logprobs, score_distribution
+from pipeline.llm.store import CallStore
+from pipeline.llm.types import CallContext, ChatReply, ChatRequest, Message, TokenLogprob, TopLogprob
+from tests.helpers import make_session
+
+CTX = CallContext(stage="judge", item="901", labels={"metric": "coherence"})
+VERDICT = '{"explanation": "fine", "score": 4}'
+
+
+def ask(logprobs: int | None) -> ChatRequest:
+    return ChatRequest(messages=(Message(role="user", content="Judge."),), format="json", logprobs=logprobs)
+
+
+def test_asked_for_they_come_with_the_reply(tmp_path: Path) -> None:
+    session, _ = make_session(tmp_path, responder=lambda r: VERDICT)
+    reply = session.chat(ask(3), CTX).record.reply
+    assert reply.logprobs is not None and "".join(t.token for t in reply.logprobs) == VERDICT
+    assert all(len(t.top) == 3 and t.top[0].token == t.token for t in reply.logprobs)
+    assert session.chat(ask(None), CTX).record.reply.logprobs is None
+
+
+def test_they_survive_the_cache_and_a_recording_round_trip(tmp_path: Path) -> None:
+    session, _ = make_session(tmp_path, responder=lambda r: VERDICT)
+    call = session.chat(ask(5), CTX)
+    assert call.record.reply.logprobs
+    session.close()
+    loaded = [c.call for c in recordings.read_stage(tmp_path / "recordings" / "judge")]
+    assert [c.record for c in loaded] == [call.record]  # read_stage verifies the checksum too
+    store = CallStore(tmp_path / "cache")
+    assert store.get(call.record.key) == call.record
+    store.close()
+    # A fresh clone replays them with no model.
+    recordings.write_stage(tmp_path / "clone" / "recordings" / "judge", loaded)
+    replay, fake = make_session(tmp_path / "clone", "replay")
+    assert replay.chat(ask(5), CTX).record.reply.logprobs == call.record.reply.logprobs
+    assert fake.calls == []
+
+
+def test_a_reply_without_them_dumps_as_before_they_existed() -> None:
+    # Recorded replies are checksummed over their dump: an added null field would break them all.
+    reply = ChatReply(text="x", done_reason="stop", prompt_tokens=1, completion_tokens=1)
+    assert canonical_json(reply.model_dump(mode="json")) == (
+        '{"completion_tokens":1,"done_reason":"stop","meta":{},"prompt_tokens":1,"text":"x"}'
+    )
+
+
+def test_wire_entries_are_read_and_minus_infinity_is_floored() -> None:
+    entries = [
+        {
+            "token": "4",
+            "logprob": -0.1,
+            "bytes": [52],
+            "top_logprobs": [{"token": "4", "logprob": -0.1}, {"token": "x", "logprob": float("-inf")}],
+        },
+        {"token": "}", "logprob": None},  # no number: skipped
+    ]
+    read = read_wire_logprobs(entries)
+    assert read == (
+        TokenLogprob(
+            token="4",
+            logprob=-0.1,
+            top=(TopLogprob(token="4", logprob=-0.1), TopLogprob(token="x", logprob=FLOOR)),
+        ),
+    )
+    assert read_wire_logprobs(None) is None
+
+
+def _token(text: str, *alternatives: tuple[str, float]) -> TokenLogprob:
+    top = tuple(TopLogprob(token=t, logprob=lp) for t, lp in alternatives)
+    return TokenLogprob(token=text, logprob=top[0].logprob if top else -0.01, top=top)
+
+
+def test_score_distribution_weighs_the_allowed_values() -> None:
+    text = '{"score": 4}'
+    p4, p5, p3, other = 0.5, 0.2, 0.1, 0.15
+    tokens = [
+        _token('{"'),
+        _token("score"),
+        _token('":'),
+        _token(" "),
+        _token("4", ("4", math.log(p4)), ("5", math.log(p5)), (" 3", math.log(p3)), ("x", math.log(other))),
+        _token("}"),
+    ]
+    span = integer_field_span(text, "score")
+    assert span == (10, 11)
+    dist = score_distribution(tokens, span[0], range(1, 6))
+    assert dist is not None
+    mass = p4 + p5 + p3
+    assert dist.mass == pytest.approx(mass)
+    assert dist.probabilities == pytest.approx({1: 0.0, 2: 0.0, 3: p3 / mass, 4: p4 / mass, 5: p5 / mass})
+    assert dist.expected == pytest.approx((3 * p3 + 4 * p4 + 5 * p5) / mass)
+    assert dist.argmax == 4
+
+
+def test_score_distribution_without_an_allowed_value_or_token_is_none() -> None:
+    tokens = [_token("ab", ("ab", -0.1), ("cd", -2.0))]
+    assert score_distribution(tokens, 0, range(1, 6)) is None
+    assert score_distribution(tokens, 5, range(1, 6)) is None
+    assert integer_field_span('{"other": 2}', "score") is None
