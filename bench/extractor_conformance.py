@@ -1,11 +1,15 @@
 """How pipeline.judges.scores.extract_score agrees with the authors' own parsers on real judge replies.
 
-Run by hand (about 10 s; reads every row, the 200k-row gzip included):
+Run by hand (about 15 s; reads every row, the 200k-row gzip included):
 
     PYTHONPATH=. python bench/extractor_conformance.py
 
 The corpora live outside the repository (never copied in, never committed): ../shared/corpora/
-judge-replies next to the checkout, or $JUDGELOOP_SHARED/corpora/judge-replies.
+judge-replies next to the checkout, or $JUDGELOOP_SHARED/corpora/judge-replies (corpus 1, which the
+extractor was developed against); and the second corpus built by bench/fetch_conformance_corpus.py
+(../shared-local/corpora/judge-replies-2 or $JUDGELOOP_CONFORMANCE; judge families not in corpus 1,
+split into dev and held out, see bench/CONFORMANCE_SOURCES.md). Both get a table per family and per
+reading kind (bench/conformance_tables.py).
 
 precision  of the scores we return on rows the authors parsed, the fraction equal to theirs
 recall     of the rows the authors parsed, the fraction we read with the same value
@@ -29,6 +33,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.conformance_tables import (
+    LabelledReply,
+    print_disagreements,
+    print_tables,
+    second_corpus,
+    second_corpus_path,
+)
+from bench.conformance_tables import tally as tally_families
 from pipeline.judges.scores import READ_REASONS, Scale, ScoreReading, extract_score
 
 CLOSER_LOOK_SCALES = {
@@ -253,6 +265,27 @@ def main() -> int:
             )
     if not any(family != "closer_look" for family, _ in kinds):
         print("\n[MT-Bench] no disagreements")
+
+    first = (
+        LabelledReply(row.corpus.split()[0], "dev (corpus 1)", row.text, row.authors, row.scale, row.labels)
+        for row in rows
+        if row.corpus != "closer_look edge"  # a subset of the 200k rows
+    )
+    print_tables(
+        "Corpus 1 (../shared/corpora/judge-replies), by family and reading kind", tally_families(first)[0]
+    )
+    second = second_corpus_path()
+    if second is None:
+        print(
+            "\nsecond corpus not found: run bench/fetch_conformance_corpus.py (or set JUDGELOOP_CONFORMANCE)"
+        )
+        return 0
+    by_family, disagreements = tally_families(second_corpus(second))
+    print_tables(f"Corpus 2 ({second}), by family and reading kind", by_family)
+    print(
+        "\nCorpus 2 disagreements with the source's score, by family (up to 4 random examples each, seed 0):"
+    )
+    print_disagreements(disagreements)
     return 0
 
 

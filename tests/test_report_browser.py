@@ -1,5 +1,6 @@
 """The HTML report in a real headless Chromium: iterations start collapsed, open on click to the
-exact prompt, the report's own script runs, and the transcript's injected markup never does.
+exact prompt (its shared texts filled in from where the page stores them), the report's own script
+runs, markup in any field stays text, and the chart's labels stay inside the drawing.
 
 Needs the Debian packages chromium and chromium-driver (/usr/bin/chromium, /usr/bin/chromedriver);
 skipped without them. Set JUDGELOOP_SCREENSHOT_DIR to keep a screenshot of the opened report.
@@ -11,16 +12,41 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from pipeline.experiments.paper.aggregation import PAPER_FIGURE2
 from pipeline.reports.html import render_html
-from tests.test_report_html import build_sample
-from tests.webdriver import CHROMEDRIVER, CHROMIUM, ELEMENT, Chrome
+from pipeline.reports.svg import figure2_svg
+from tests.test_report_html import HOSTILE, build_hostile, build_sample
+from tests.webdriver import CHROMEDRIVER, CHROMIUM, Chrome
 
 # Read at import: the autouse fixture in conftest.py removes every JUDGELOOP_* variable from the
 # environment before each test runs.
 SCREENSHOT_DIR = os.environ.get("JUDGELOOP_SCREENSHOT_DIR")
+
+# A prompt as the page stores it: its own words, and links standing for texts shown elsewhere.
+RESOLVE = """
+function resolved(el) {
+  let text = "";
+  for (const node of el.childNodes) {
+    if (node.nodeType === Node.TEXT_NODE) text += node.data;
+    else if (node.tagName === "A" && (node.getAttribute("href") || "").startsWith("#"))
+      text += resolved(document.getElementById(node.getAttribute("href").slice(1)));
+    else if (node.nodeType === Node.ELEMENT_NODE) text += resolved(node);
+  }
+  return text;
+}
+function call(id) {
+  const pres = [];
+  for (const child of document.getElementById(id).children) {
+    if (child.tagName === "PRE") pres.push(child);
+    else for (const inner of child.children) if (inner.tagName === "PRE") pres.push(inner);
+  }
+  return pres.map(resolved);
+}
+"""
 
 pytestmark = pytest.mark.skipif(
     not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
@@ -54,22 +80,19 @@ def test_iteration_opens_to_the_exact_prompt(report: tuple[Path, str], chrome: C
     chrome.wait_until("return document.readyState === 'complete';")
 
     iteration = chrome.find("details#item-901-iter-1")
-    prompt = chrome.find("#item-901-iter-1-assess-0-msg-1")
-    reply = chrome.find("#item-901-iter-1-assess-0-reply")
+    prompt = chrome.find("#item-901-iter-1-assess-0 > pre[data-role=user]")
+    reply = chrome.find("#item-901-iter-1-assess-0 > pre.reply")
     assert chrome.attribute(iteration, "open") is None
     assert not chrome.displayed(prompt) and not chrome.displayed(reply)
 
     chrome.click(chrome.find("details#item-901-iter-1 > summary"))
     chrome.wait_until("return document.getElementById('item-901-iter-1').open;")
     assert chrome.attribute(iteration, "open") is not None
-    assert chrome.displayed(reply)
-    # A long prompt stays collapsed inside the open iteration, one more click away.
-    assert not chrome.displayed(prompt)
-    chrome.click(chrome.find("details.msg:has(> #item-901-iter-1-assess-0-msg-1) > summary"))
-    chrome.wait_until("return document.getElementById('item-901-iter-1-assess-0-msg-1').offsetHeight > 0;")
-    assert chrome.displayed(prompt)
-    assert chrome.execute("return arguments[0].textContent;", {ELEMENT: prompt}) == (regeneration)
-    assert "EVALUATION FEEDBACK:" in chrome.text(prompt)
+    # The prompt is short on the page, its long texts being links: it shows with the iteration.
+    assert chrome.displayed(reply) and chrome.displayed(prompt)
+    # Its shared texts are links; filled in from where they are stored, it is the prompt as sent.
+    assert chrome.execute(RESOLVE + "return call('item-901-iter-1-assess-0')[1];") == regeneration
+    assert "feedback, iteration 1" in chrome.text(prompt)
 
     if SCREENSHOT_DIR:
         directory = Path(SCREENSHOT_DIR)
@@ -78,6 +101,15 @@ def test_iteration_opens_to_the_exact_prompt(report: tuple[Path, str], chrome: C
         (directory / "report-full.png").write_bytes(chrome.screenshot(full_page=True))
     else:
         assert chrome.screenshot().startswith(b"\x89PNG")
+
+
+def test_a_link_in_a_prompt_opens_the_text_it_stands_for(report: tuple[Path, str], chrome: Chrome) -> None:
+    path, _ = report
+    chrome.get(path.as_uri() + "#item-901-iter-1")
+    chrome.wait_until("return document.getElementById('item-901-iter-1').open;")
+    chrome.click(chrome.find("#item-901-iter-1-completeness-0 > pre > a[href='#item-901-transcript']"))
+    chrome.wait_until("return document.querySelector('#item-901 details.transcript').open;")
+    assert chrome.displayed(chrome.find("#item-901-transcript"))
 
 
 def test_injected_markup_stays_text_and_the_reports_script_runs(
@@ -89,7 +121,7 @@ def test_injected_markup_stays_text_and_the_reports_script_runs(
     # The transcript's <script> and <img onerror> would set window.__pwned if they were markup.
     assert chrome.execute("return window.__pwned === undefined && document.scripts.length === 1;")
     assert chrome.execute("return document.querySelectorAll('img').length;") == 0
-    transcript = chrome.execute("return document.querySelector('#item-901-transcript pre').textContent;")
+    transcript = chrome.execute("return document.getElementById('item-901-transcript').textContent;")
     assert "<script>window.__pwned = 1</script>" in transcript
     # The report's own script is allowed by the CSP hash: it marks the page and adds the buttons.
     assert chrome.execute("return document.documentElement.classList.contains('js');")
@@ -104,3 +136,58 @@ def test_a_link_to_a_collapsed_metric_opens_it(report: tuple[Path, str], chrome:
     chrome.get(path.as_uri() + "#item-901-iter-2-completeness")
     chrome.wait_until("return document.getElementById('item-901-iter-2').open;")
     assert chrome.displayed(chrome.find("#item-901-iter-2-completeness"))
+
+
+def test_markup_in_every_field_and_a_1_mb_reply_stay_text(chrome: Chrome, tmp_path: Path) -> None:
+    refinements, summary, records = build_hostile()
+    path = tmp_path / "hostile.html"
+    path.write_text(render_html(refinements, summary, records, HOSTILE), encoding="utf-8")
+    chrome.get(path.as_uri())
+    chrome.wait_until("return document.readyState === 'complete';", timeout=30)
+    assert chrome.execute("return window.__pwned === undefined && document.scripts.length === 1;")
+    assert chrome.execute("return document.querySelectorAll('img, textarea, iframe, object').length;") == 0
+    assert chrome.execute("return document.title;") == HOSTILE
+    assert HOSTILE in chrome.execute("return document.querySelector('section.item h3').textContent;")
+    assert HOSTILE in chrome.execute("return document.querySelector('dl.facts').textContent;")
+    assert HOSTILE in chrome.execute(
+        "return [...document.querySelectorAll('svg text.metric')].map(t => t.textContent);"
+    )
+    # Every prompt and reply, read back from the DOM with its shared texts filled in, is the one sent.
+    calls = chrome.execute(
+        "return [...document.querySelectorAll('div.call')]"
+        ".map(d => [d.id, d.querySelector('code').textContent]);"
+    )
+    assert len(calls) == len(records)
+    for ident, key in calls:
+        record = records[key]
+        texts = chrome.execute(RESOLVE + "return call(arguments[0]);", ident)
+        assert texts == [m.content for m in record.request.messages] + [record.reply.text]
+
+
+def _labels_outside_the_chart(chrome: Chrome) -> list[str]:
+    return list(
+        chrome.execute(
+            "const svg = document.querySelector('svg.chart'); const box = svg.viewBox.baseVal;"
+            "return [...svg.querySelectorAll('text')].filter(t => { const b = t.getBBox();"
+            "  return b.x < box.x || b.y < box.y || b.x + b.width > box.x + box.width"
+            "    || b.y + b.height > box.y + box.height; }).map(t => t.textContent);"
+        )
+    )
+
+
+def test_chart_labels_stay_inside_the_drawing(chrome: Chrome, tmp_path: Path) -> None:
+    worst = {"mean": 1.0, "sd": 2.1234, "n": 123456789, "unscored": 987654321}
+    none = {"mean": None, "sd": None, "n": 0, "unscored": 123456789012}
+    figure2: dict[str, dict[str, dict[str, Any]]] = {
+        "coherence": {"before": {"mean": 5.0, "sd": 0.0, "n": 142, "unscored": 0}, "after": worst},
+        "Completeness, as the WWW judges MMMM it (a very long metric name indeed)": {
+            "before": none,
+            "after": worst,
+        },
+        "評価の一貫性": {"before": worst, "after": none},
+    }
+    page = tmp_path / "chart.html"
+    page.write_text(f"<!DOCTYPE html><html><body>{figure2_svg(figure2, PAPER_FIGURE2)}</body></html>")
+    chrome.get(page.as_uri())
+    chrome.wait_until("return document.readyState === 'complete';")
+    assert _labels_outside_the_chart(chrome) == []

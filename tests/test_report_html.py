@@ -1,11 +1,11 @@
-"""The HTML report: escaped, complete, honest about missing calls, and byte-for-byte deterministic."""
+"""The HTML report: escaped, complete, every prompt exact though each long text is stored once, honest
+about missing calls, and byte-for-byte deterministic."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
 import re
-from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +15,12 @@ from pipeline.judges.rubric.prompts import ASSESS_PROMPT, REFINE_PROMPT, SYSTEM_
 from pipeline.judges.rubric.results import Assessment, MetricJudgement
 from pipeline.llm import recordings
 from pipeline.llm.records import CallRecord, RecordedCall
-from pipeline.llm.types import CallContext, ChatReply, ChatRequest, Message, ModelIdentity
+from pipeline.llm.types import CallContext, ChatReply, ChatRequest, Message, ModelIdentity, Options
 from pipeline.loops.feedback import feedback_text, low_metrics
 from pipeline.loops.results import Iteration, Refinement
 from pipeline.loops.settings import RefineSettings
 from pipeline.reports.html import load_records, render_html
+from tests.report_dom import Page
 
 MODEL = ModelIdentity(backend="fake", name="judge-model", digest="sha256:feed")
 METRICS = ("coherence", "completeness", "specificity", "accuracy")
@@ -111,17 +112,112 @@ def build_sample() -> tuple[list[Refinement], dict[str, Any], dict[str, CallReco
     return refinements, compute_metrics(refinements, METRICS), records
 
 
+# Markup that would break out of any element or attribute the page writes text into.
+HOSTILE = (
+    '<script>window.__pwned = 3</script></textarea></pre></title></style><img src=x onerror="window.__pwned'
+    ' = 4"> \' " &amp; &lt; <!-- ]]> {{ 7 * 7 }} {% raw %}'
+)
+HUGE_REPLY = ("Explanation: " + HOSTILE + "\n") * (1_000_000 // len(HOSTILE)) + "Score: 2"
+
+
+def build_hostile() -> tuple[list[Refinement], dict[str, Any], dict[str, CallRecord]]:
+    """One item whose every text field carries HOSTILE, with a judge reply of over 1 MB."""
+    model = ModelIdentity(backend=HOSTILE, name=HOSTILE, digest=HOSTILE)
+    transcript = f"Ellie: how are you\nParticipant: {HOSTILE}\n" * 20
+    records: dict[str, CallRecord] = {}
+
+    def call(messages: tuple[Message, ...], reply: str) -> str:
+        record = CallRecord.new(
+            model, ChatRequest(messages=messages, options=Options(stop=(HOSTILE,))), ChatReply(text=reply)
+        )
+        records[record.key] = record
+        return record.key
+
+    def judged(metric: str, assessment: str, reply: str, score: int | None) -> MetricJudgement:
+        prompt = judge_prompt("coherence", transcript, assessment) + f"\n{metric}"
+        key = call((Message(role="user", content=prompt),), reply)
+        return MetricJudgement(
+            metric=metric, score=score, reading=HOSTILE, explanation=reply, call_keys=(key,)
+        )
+
+    history: list[Iteration] = []
+    for k in range(2):
+        text = f"<assessment>{HOSTILE} revision {k}</assessment>\n" * 8
+        messages: tuple[Message, ...]
+        if k == 0:
+            prompt, messages = (
+                None,
+                (Message(role="user", content=ASSESS_PROMPT.format(transcript=transcript)),),
+            )
+        else:
+            feedback = feedback_text(history[-1].metrics, history[-1].low_metrics)
+            prompt = REFINE_PROMPT.format(transcript=transcript, assessment_section="", feedback=feedback)
+            messages = (Message(role="system", content=HOSTILE), Message(role="user", content=prompt))
+        key = call(messages, text)
+        assessment = Assessment(
+            item=HOSTILE,
+            text=text,
+            sections=None,
+            valid=False,
+            problem=HOSTILE,
+            call_keys=(key,),
+            unverified_quotes=(HOSTILE,),
+        )
+        metrics = {
+            "coherence": judged("coherence", text, f"Explanation: {HOSTILE}\nScore: 4", 4),
+            HOSTILE: judged(HOSTILE, text, HUGE_REPLY, 2),
+        }
+        history.append(
+            Iteration(
+                iteration=k,
+                assessment=assessment,
+                metrics=metrics,
+                low_metrics=(HOSTILE,),
+                regeneration_prompt=prompt,
+            )
+        )
+    refinements = [Refinement(item=HOSTILE, iterations=tuple(history), stop_reason=HOSTILE, kept=1)]
+    return refinements, compute_metrics(refinements, ("coherence", HOSTILE)), records
+
+
+def test_hostile_text_in_every_field_stays_text() -> None:
+    refinements, summary, records = build_hostile()
+    html = render_html(refinements, summary, records, HOSTILE)
+    page = Page(html)
+    tags = {e.tag for e in page.root.walk()}
+    assert not tags & {"img", "textarea", "iframe", "object"}
+    assert [e.tag for e in page.root.walk()].count("script") == 1
+    assert next(e for e in page.root.walk() if e.tag == "title").text() == HOSTILE
+    assert HOSTILE in next(e for e in page.root.walk() if e.tag == "h3").text()
+    # Every prompt and reply reads back exactly, the 1 MB reply included, and is on the page once.
+    for key, record in records.items():
+        ident = next(
+            f"{page_id}"
+            for page_id, element in page.ids.items()
+            if element.tag == "div" and key in element.text() and "call" in element.attrs.get("class", "")
+        )
+        messages, reply = page.call(ident)
+        assert messages == [m.content for m in record.request.messages]
+        assert reply == record.reply.text
+    assert html.count(text(HUGE_REPLY.strip())) == 1
+
+
 def render(records: dict[str, CallRecord] | None = None) -> str:
     refinements, summary, built = build_sample()
     return render_html(refinements, summary, built if records is None else records, "Report <b>&</b>")
+
+
+def text(value: str) -> str:
+    """`value` as element text in the page: & and < escaped (quotes and > need not be there)."""
+    return value.replace("&", "&amp;").replace("<", "&lt;")
 
 
 def test_untrusted_text_is_escaped() -> None:
     page = render()
     assert INJECTION not in page
     assert "<script>alert(2)" not in page
-    assert "&lt;script&gt;window.__pwned = 1&lt;/script&gt;&lt;img src=x onerror=&quot;window.__pwned" in page
-    assert "&lt;/pre&gt;&lt;script&gt;alert(2)&lt;/script&gt;" in page
+    assert text(INJECTION) in page
+    assert "&lt;/pre>&lt;script>alert(2)&lt;/script>" in page
     assert page.count("<script") == 1  # the report's own
     assert "<title>Report &lt;b&gt;&amp;&lt;/b&gt;</title>" in page
     # A model's own entity text is shown as written, not decoded: "&amp;" stays visible as "&amp;".
@@ -135,35 +231,57 @@ def test_only_the_reports_own_script_may_run_and_nothing_loads() -> None:
     digest = base64.b64encode(hashlib.sha256(script.group(1).encode()).digest()).decode()
     csp = re.search(r'http-equiv="Content-Security-Policy" content="([^"]*)"', page)
     assert csp is not None
-    assert f"script-src &#x27;sha256-{digest}&#x27;" in csp.group(1)
-    assert "default-src &#x27;none&#x27;" in csp.group(1)
+    assert f"script-src &#39;sha256-{digest}&#39;" in csp.group(1)
+    assert "default-src &#39;none&#39;" in csp.group(1)
     assert not re.search(r"""(src|href)=["']?(https?:|//)|@import|url\(""", page)
 
 
-def test_every_iteration_of_every_item_is_present() -> None:
+def test_every_prompt_and_reply_reads_back_exactly() -> None:
     refinements, summary, records = build_sample()
-    page = render_html(refinements, summary, records, "t")
+    page = Page(render_html(refinements, summary, records, "t"))
+    calls = 0
     for r in refinements:
-        assert f'<section class="item" id="item-{r.item}">' in page
+        assert f"item-{r.item}" in page.ids
         for it in r.iterations:
-            assert f'<details class="iteration" id="item-{r.item}-iter-{it.iteration}">' in page
-            for key in it.assessment.call_keys:
-                assert key in page
-    # The exact prompts are there, in full, with their roles; the kept iteration and stop reason too.
-    regeneration = refinements[0].iterations[1].regeneration_prompt
-    assert regeneration is not None
-    assert f'<pre id="item-901-iter-1-assess-0-msg-1">{escape(regeneration)}</pre>' in page
-    assert '<span class="role system">system</span>' in page
-    assert "kept iteration 2" in page and "passed_initially" in page
+            assert page.ids[f"item-{r.item}-iter-{it.iteration}"].tag == "details"
+            judged = [(m.call_keys, f"-{name}") for name, m in it.metrics.items() if not m.carried_over]
+            for keys, suffix in [(it.assessment.call_keys, "-assess"), *judged]:
+                for i, key in enumerate(keys):
+                    messages, reply = page.call(f"item-{r.item}-iter-{it.iteration}{suffix}-{i}")
+                    assert messages == [m.content for m in records[key].request.messages]
+                    assert reply == records[key].reply.text
+                    calls += 1
+    assert calls == len(records)
 
 
-def test_transcript_shown_once_per_item_and_carried_over_metrics_point_back() -> None:
+def test_each_long_text_is_on_the_page_once() -> None:
+    _, _, records = build_sample()
     page = render()
-    assert '<details class="transcript" id="item-901-transcript">' in page
-    assert f"<pre>{escape(TRANSCRIPTS['901'])}</pre>" in page
-    # coherence was judged at iteration 0 only: later iterations link back instead of repeating calls.
-    block = page.split('id="item-901-iter-2-coherence"')[1].split('<div class="metric"')[0]
-    assert "carried over" in block and 'href="#item-901-iter-0-coherence"' in block
+    # The transcript is in every recorded prompt of item 901, and on the page once, at the top of its item.
+    prompts = [m for r in records.values() for m in r.request.messages if TRANSCRIPTS["901"] in m.content]
+    assert len(prompts) == 10
+    assert page.count(text(TRANSCRIPTS["901"])) == 1
+    assert re.search(r'<pre id="item-901-transcript">', page)
+    assert page.count('href="#item-901-transcript"') == len(prompts)
+    # So is each prompt template's fixed text: its long rubric once, in the appendix.
+    rubric = "Score from 1-5 solely based on the following criteria"
+    assert page.count(rubric) == len(METRICS)
+    # A judge prompt shows the template and the transcript as links, in order; the sample's assessment
+    # is too short to be worth a link (report_texts.MIN_SHARED), so it is written out again.
+    judge = Page(page).ids["item-901-iter-1-completeness-0"].elements()
+    links = [a.attrs["href"] for pre in judge if pre.tag == "pre" for a in pre.elements() if a.tag == "a"]
+    assert links == ["#tpl-judge-completeness-1", "#item-901-transcript"]
+
+
+def test_carried_over_scores_link_to_the_iteration_that_judged_them() -> None:
+    page = render()
+    # coherence was judged at iteration 0 only: later iterations say so and link back, repeating no call.
+    row = page.split('<tr class="kept"><th>2</th>')[1].split("</tr>")[0]
+    assert '<td class="num carried"><a href="#item-901-iter-0-coherence">5 ↺</a></td>' in row
+    block = page.split('id="item-901-iter-2"')[1].split("</section>")[0]
+    carried = "coherence 5 (iteration 0), specificity 4 (iteration 0), accuracy 4 (iteration 1)"
+    assert f"Not re-judged here: {carried}." in block
+    assert 'id="item-901-iter-2-coherence"' not in page
     assert "call not recorded" not in page
 
 
@@ -176,7 +294,8 @@ def test_a_missing_record_says_so() -> None:
     assert f"call not recorded: <code>{lost}</code>" in page
     assert "Calls not recorded</dt><dd>1 of" in page
     # What the results file says is still shown beside the gap.
-    assert escape(refinements[0].iterations[1].metrics["accuracy"].explanation) in page
+    explanation = refinements[0].iterations[1].metrics["accuracy"].explanation
+    assert Page(page).resolved(Page(page).ids["item-901-iter-1-accuracy"]).count(explanation) == 1
 
 
 def test_the_same_inputs_give_the_same_bytes() -> None:

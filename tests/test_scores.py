@@ -287,14 +287,41 @@ PHRASE = [
     "This would be rated as a {v}.",
     "I rate the assessment as a {v}.",
 ]
+# The prose grammar. A comma or a sentence before each verdict, as a judge writes it: a negation such as
+# "no" or "not" just before the verb makes it no verdict ("does not deserve a 5").
+VERDICT_VERB = [
+    "Overall, I would score it a {v}.",
+    "All in all, I score it {v} out of {max}.",
+    "In short, it scores a {v}.",
+    "Clear and complete, scoring {v} out of {max} for relevance.",
+    "Overall, I'd rate this summary {v}.",
+    "On balance, the summary deserves a {v}.",
+]
+VERDICT_CLAUSE = [
+    "The summary is clear, resulting in a score of {v}.",
+    "It covers every symptom, earning a score of {v}.",
+    "Some quotes are missing, which results in an overall score of {v}.",
+    "Taken together, it warrants a coherence rating of {v} out of {max}.",
+]
+VERDICT_NAMED = [
+    "All told, a coherence rating of {v}.",
+    "My verdict, then: an overall score of {v}.",
+    "In sum, my final grade of {v}.",
+    "Weighing it all, an accuracy score of {v} out of {max}.",
+    "Fluent throughout, so a fluency score of {v} because nothing jars.",
+]
 BARE = ["{v}", "{v}.", "**{v}**", "  {v}\n", "{v}/{max}", "- {v}"]
 FORMATS: dict[str, list[str]] = {
     "labelled": LABELLED,
     "json": JSON,
     "bracketed": BRACKETED,
     "phrase": PHRASE,
+    "verdict_verb": VERDICT_VERB,
+    "verdict_clause": VERDICT_CLAUSE,
+    "verdict_named": VERDICT_NAMED,
     "bare_number": BARE,
 }
+GRAMMAR = ("verdict_verb", "verdict_clause", "verdict_named")
 EXPLICIT = ("labelled", "json", "bracketed")
 
 RUBRIC = [
@@ -340,6 +367,17 @@ DISTRACTORS = [
     "A score of 5 requires zero mistakes.",
     "Only a score of 1 is worse.",
     "Rated 4 stars by 12 users.",
+    # numbers in prose and hypothetical verdicts, for the prose grammar
+    "It covers 3 of the 5 sections.",
+    "The interview lasted 45 minutes.",
+    "A perfect score of 5 would need every symptom.",
+    "To earn a score of 5 it would need quotes.",
+    "It does not deserve a 5.",
+    "The summary would score 4 if it quoted the patient.",
+    "I would rate it between 3 and 4.",
+    "Rate it on a 1-5 scale.",
+    "Give it a score of N, where N is a number.",
+    "The patient got a 2-hour session.",
 ]
 WORD_TEXT = (
     "the assessment patient transcript mentions sleep mood appetite and but however clearly "

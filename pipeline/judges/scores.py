@@ -15,11 +15,20 @@ What is read (``ScoreReading.reason`` on success):
     phrase       a verdict sentence: "I give it a score of 4", "I would rate it 4 out of 5",
                  "my score is 4", "I'd give this a 4"; a bare "score of 4" is not one (the rubric
                  says "score of 4 : 1-2 mistakes")
+    verdict_verb, verdict_clause, verdict_named
+                 prose verdicts read by the grammar of pipeline.judges.prose_verdicts: "I'd rate this
+                 summary 4", "..., resulting in a score of 4", "a fluency score of 4"; where a phrase
+                 above reads the same number, its reason stays "phrase"
     bare_number  the whole reply is a number: "4", "4.", "**4**", "- 4", "4/5", "1 (poor)"
+    decimal_rounded, decimal_kept
+                 a decimal on an integer scale ("Score: 3.5/5"), only when the caller asks for it with
+                 ``decimals="round"`` (3.5 -> 4, halves up) or ``decimals="keep"`` (3.5); by default
+                 it is ``non_integer``, no score
 
 Precedence:
 
-1. Explicit verdicts (labelled, json, bracketed) beat phrases, which beat a bare number.
+1. Explicit verdicts (labelled, json, bracketed) beat prose verdicts (phrase and the grammar's), which
+   beat a bare number.
 2. Among explicit verdicts the one whose number comes LAST in the text wins (Inspect AI's "last
    GRADE wins"): judges reason first and conclude last, and an earlier verdict is more likely
    quoted, revised or part of an example. Same for phrases. A later verdict wins even over an
@@ -28,7 +37,8 @@ Precedence:
 3. The winning verdict is then checked against the scale, in this order; failing gives no score:
    a denominator (``4/10``, ``4 out of 10``) must equal ``scale.max`` (else ``scale_mismatch``);
    the value must lie in [min, max], never clamped (else ``out_of_range``); on an integer scale it
-   must be integral, ``4.0`` is read as 4 but ``4.5`` is not rounded (else ``non_integer``).
+   must be integral, ``4.0`` is read as 4 but ``4.5`` is not rounded (else ``non_integer``, unless
+   ``decimals`` says otherwise).
 
 Never a verdict (the candidate is dropped, as if absent):
 
@@ -42,7 +52,10 @@ Never a verdict (the candidate is dropped, as if absent):
 A verdict that is a range or a choice ("Score: 3-4", "Score: 1-5", "3 or 4", "3 to 4") is
 ``ambiguous``; a dash followed by a rubric description is not a range ("Score: 4 - 1-2 mistakes",
 "Score: 5 - 0 mistakes": the number after the dash starts a range of its own, or is smaller), and the
-second half of a range is no later verdict ("Rating: [[3]] or [[4]]" is ambiguous, not 4). A label
+second half of a range is no later verdict ("Rating: [[3]] or [[4]]" is ambiguous, not 4). In prose,
+a range that is the whole scale or leaves it ("rate it 1-5") is the scale echoed and no verdict at all,
+as is any range after a grammar verdict ("it scores 1-5 on average"); a negated or purpose phrase
+("does not deserve a score of 5", "to earn a score of 5") is no verdict either. A label
 followed by a placeholder ("Score: [your score, as a number between 1 and 5]") is the prompt's
 template echoed: ``template_echo`` when nothing else is readable. Empty or whitespace-only text is
 ``empty``; anything else unreadable is ``no_score``. Numbers are ASCII digits; words ("four") are
@@ -55,10 +68,12 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Final, Literal
+
+from pipeline.judges.prose_verdicts import hypothetical, verdict_matches
 
 Reason = Literal[
     # a score was read
@@ -66,7 +81,13 @@ Reason = Literal[
     "json",
     "bracketed",
     "phrase",
+    "verdict_verb",
+    "verdict_clause",
+    "verdict_named",
     "bare_number",
+    # a decimal on an integer scale, read only when the caller opts in (``decimals=``)
+    "decimal_rounded",
+    "decimal_kept",
     # no score
     "empty",
     "no_score",
@@ -76,7 +97,24 @@ Reason = Literal[
     "scale_mismatch",
     "non_integer",
 ]
-READ_REASONS: Final[frozenset[str]] = frozenset({"labelled", "json", "bracketed", "phrase", "bare_number"})
+READ_REASONS: Final[frozenset[str]] = frozenset(
+    {
+        "labelled",
+        "json",
+        "bracketed",
+        "phrase",
+        "verdict_verb",
+        "verdict_clause",
+        "verdict_named",
+        "bare_number",
+        "decimal_rounded",
+        "decimal_kept",
+    }
+)
+# What a decimal on an integer scale ("Score: 3.5/5") becomes: no score (the default), the nearest
+# integer (halves up), or the value as written. Either way the reason says so, and it is counted.
+DecimalPolicy = Literal["unscored", "round", "keep"]
+DECIMAL_POLICIES: Final[tuple[str, ...]] = ("unscored", "round", "keep")
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +179,16 @@ _PHRASE: Final = re.compile(
     rf")[ \t*_]*{_VALUE}",
     re.IGNORECASE,
 )
+
+
+def _grammar_candidates(text: str) -> Iterator[_Candidate]:
+    for kind, match in verdict_matches(text):
+        candidate = _candidate(kind, match, text, _PHRASE_RANK[kind])
+        # A range after a verdict verb describes the scale ("it scores 1-5 on average"): no verdict.
+        if candidate is not None and not candidate.ambiguous:
+            yield candidate
+
+
 _BARE: Final = re.compile(
     rf"\s*(?:[-*•>#]+[ \t]+)?[*_`\"']*(?P<core>(?:\[\[?|\()?(?P<num>{_NUM})(?:\]\]?|\))?"
     rf"(?:[ \t]*(?:/|\bout[ \t]+of\b)[ \t]*(?P<den>{_NUM}))?)[*_`\"']*"
@@ -167,6 +215,14 @@ _COUNT_AFTER: Final = re.compile(
 _REST_OF_LINE_EMPTY: Final = re.compile(r"[ \t\r*_.]*(?:\n|$)")
 
 _KIND_RANK: Final[dict[str, int]] = {"bracketed": 0, "labelled": 1, "json": 2}
+# Among prose verdicts at the same number the oldest reading wins the tie, so replies read before the
+# grammar keep their reason ("phrase") and recorded outputs stay byte-identical.
+_PHRASE_RANK: Final[dict[str, int]] = {
+    "verdict_named": 0,
+    "verdict_clause": 1,
+    "verdict_verb": 2,
+    "phrase": 3,
+}
 
 
 @lru_cache(maxsize=32)
@@ -197,6 +253,16 @@ class _Candidate:
     matched: str
     ambiguous: bool
     end: int = 0  # where the verdict, range included, ends
+    high: str | None = None  # the range's other end ("3-4": 4)
+
+    def spans(self, scale: Scale) -> bool:
+        """The range is the whole scale or leaves it ("rate it 1-5" on 1-5 or on 1-3): the prompt's
+        scale echoed, not a choice between two scores."""
+        if self.high is None:
+            return False
+        low, high = float(self.num), float(self.high)
+        whole = (low, high) == (scale.min, scale.max)
+        return whole or not (scale.min <= low <= scale.max and scale.min <= high <= scale.max)
 
 
 def _candidate(kind: Reason, match: re.Match[str], text: str, rank: int = 0) -> _Candidate | None:
@@ -230,6 +296,7 @@ def _candidate(kind: Reason, match: re.Match[str], text: str, rank: int = 0) -> 
         matched=text[match.start() : range_after.end() if range_after else after],
         ambiguous=range_after is not None,
         end=range_after.end() if range_after else after,
+        high=range_after.group("hi") if range_after else None,
     )
 
 
@@ -249,7 +316,7 @@ def _last(candidates: Iterable[_Candidate | None]) -> _Candidate | None:
     return kept[-1] if kept else None
 
 
-def _judge(candidate: _Candidate, scale: Scale) -> ScoreReading:
+def _judge(candidate: _Candidate, scale: Scale, decimals: DecimalPolicy = "unscored") -> ScoreReading:
     if candidate.ambiguous:
         return ScoreReading(None, "ambiguous", candidate.matched)
     if candidate.den is not None and float(candidate.den) != scale.max:
@@ -259,16 +326,32 @@ def _judge(candidate: _Candidate, scale: Scale) -> ScoreReading:
         return ScoreReading(None, "out_of_range", candidate.matched)
     if value.is_integer():
         return ScoreReading(int(value), candidate.kind, candidate.matched)
-    if scale.integer:
-        return ScoreReading(None, "non_integer", candidate.matched)
-    return ScoreReading(value, candidate.kind, candidate.matched)
+    if not scale.integer:
+        return ScoreReading(value, candidate.kind, candidate.matched)
+    if decimals == "round":
+        # Halves up (3.5 -> 4), not Python's round-half-even; integral bounds keep it on the scale.
+        return ScoreReading(math.floor(value + 0.5), "decimal_rounded", candidate.matched)
+    if decimals == "keep":
+        return ScoreReading(value, "decimal_kept", candidate.matched)
+    return ScoreReading(None, "non_integer", candidate.matched)
 
 
-def extract_score(text: str, scale: Scale = DEFAULT_SCALE, *, labels: Iterable[str] = ()) -> ScoreReading:
+def extract_score(
+    text: str,
+    scale: Scale = DEFAULT_SCALE,
+    *,
+    labels: Iterable[str] = (),
+    decimals: DecimalPolicy = "unscored",
+) -> ScoreReading:
     """Read the judge's verdict from ``text``; see the module docstring for what and in which order.
 
     ``labels`` adds label words to score/rating/grade, for prompts that ask e.g. "Coherence: N".
+    ``decimals`` says what a decimal on an integer scale becomes ("Score: 3.5/5"): by default no score
+    (``non_integer``); "round" reads the nearest integer (``decimal_rounded``), "keep" the value as
+    written (``decimal_kept``).
     """
+    if decimals not in DECIMAL_POLICIES:
+        raise ValueError(f"decimals must be one of {', '.join(DECIMAL_POLICIES)}, got {decimals!r}")
     if not text.strip():
         return ScoreReading(None, "empty", None)
     extra = tuple(label.strip().lower() for label in labels if label.strip())
@@ -282,15 +365,28 @@ def extract_score(text: str, scale: Scale = DEFAULT_SCALE, *, labels: Iterable[s
         ]
     )
     if explicit is not None:
-        return _judge(explicit, scale)
-    phrase = _last(_candidate("phrase", m, text) for m in _PHRASE.finditer(text))
+        return _judge(explicit, scale, decimals)
+    phrase = _last(
+        candidate
+        for candidate in (
+            *(
+                _candidate("phrase", m, text, _PHRASE_RANK["phrase"])
+                for m in _PHRASE.finditer(text)
+                if not hypothetical(text, m.start())
+            ),
+            *_grammar_candidates(text),
+        )
+        if candidate is not None and not candidate.spans(scale)
+    )
     if phrase is not None:
-        return _judge(phrase, scale)
+        return _judge(phrase, scale, decimals)
     bare = _BARE.fullmatch(text)
     if bare is not None:
         den = bare.group("den")
         return _judge(
-            _Candidate("bare_number", 0, 0, bare.group("num"), den, bare.group("core"), False), scale
+            _Candidate("bare_number", 0, 0, bare.group("num"), den, bare.group("core"), False),
+            scale,
+            decimals,
         )
     template_match = template.search(text)
     if template_match is not None:

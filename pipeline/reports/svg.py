@@ -1,10 +1,10 @@
-"""The HTML report's look: inline SVG (the Figure 2 bar chart, per-metric sparklines) and the
-stylesheet that colours both the charts and the page.
+"""The HTML report's charts: inline SVG for the Figure 2 bar chart and the per-metric sparklines.
 
 Drawn by hand rather than with a plotting library so the report stays one self-contained file with
 no new dependency, and so the same numbers always give the same bytes (coordinates are rounded to
 one decimal place and nothing depends on fonts being measured). The charts carry classes, not
-colours: the stylesheet below decides those, one place for the chart and the tables beside it.
+colours: the page's stylesheet (pipeline/reports/templates/report.css) decides those, one place for the
+chart and the tables beside it. The report marks this SVG safe, so every label is escaped here.
 """
 
 from __future__ import annotations
@@ -16,53 +16,15 @@ from typing import Any
 SCALE_MIN, SCALE_MAX = 1, 5
 PHASES = ("before", "after")
 
-# Calm, light, print-friendly; a monospace <pre> for every prompt and reply, wrapped, never cut.
-STYLE = """
-:root{color-scheme:light;--fg:#1f2328;--muted:#5d6670;--line:#d9dde2;--bg:#fbfbfa;--card:#fff;--before:#a9b8cc;
---after:#2f6f8f;--paper:#9a6400;--low:#fbe9e7;--unscored:#fff3d1;--mono:ui-monospace,Menlo,Consolas,monospace}
-*{box-sizing:border-box}main{max-width:1080px;margin:0 auto;padding:24px 28px 64px}
-body{margin:0;background:var(--bg);color:var(--fg);font:15px/1.5 system-ui,"Segoe UI",sans-serif}
-h1{font-size:1.6rem;margin:0 0 4px}h3{font-size:1.1rem;margin:0 0 6px}h4{font-size:.95rem;margin:16px 0 6px}
-h2{font-size:1.25rem;margin:36px 0 10px;border-bottom:1px solid var(--line)}
-a{color:#1d5f86}td.num a{text-decoration:none}.muted,.note{color:var(--muted)}.note{font-size:.88rem}
-dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:2px 16px;margin:12px 0}
-dl.facts dt{color:var(--muted)}dl.facts dd{margin:0;min-width:0;overflow-wrap:anywhere}
-nav table{font-size:.9rem}
-table{border-collapse:collapse;margin:8px 0;font-variant-numeric:tabular-nums;background:var(--card)}
-th,td{border:1px solid var(--line);padding:4px 9px;text-align:left;vertical-align:top}
-th{background:#f1f3f5;font-weight:600}td.num{text-align:right}td.low{background:var(--low)}
-td.unscored{background:var(--unscored)}td.carried{color:var(--muted);font-style:italic}
-tr.kept td,tr.kept th{font-weight:600}tr.kept th::after{content:" (kept)";font-weight:400;color:var(--after)}
-svg.chart{width:100%;max-width:860px;height:auto;font-size:12px}svg .metric{font-weight:600}
-svg text{fill:var(--fg)}svg .tick,svg .axis{fill:var(--muted)}svg .grid{stroke:#e3e6ea}
-svg rect.before{fill:var(--before)}svg rect.after{fill:var(--after)}svg .whisker{stroke:#333;fill:none}
-svg .paper{fill:#fff;stroke:var(--paper);stroke-width:1.5}svg.spark circle{fill:var(--after)}
-svg.spark polyline{fill:none;stroke:var(--after);stroke-width:1.5}
-svg.spark circle.kept{fill:#fff;stroke:var(--after);stroke-width:1.5}
-section.item{background:var(--card);border:1px solid var(--line);border-radius:6px;padding:16px 18px;
-margin:18px 0}details{margin:6px 0}summary{cursor:pointer}
-details.iteration{border:1px solid var(--line);border-radius:5px;padding:4px 12px}
-details.iteration>summary{font-weight:600;padding:4px 0}details.iteration[open]{background:#fcfcfd}
-.chips{font-weight:400;margin-left:10px}.chip,.badge{display:inline-block;font-size:.82rem;padding:0 7px;
-margin-right:4px;border-radius:10px;background:#eef1f4;color:#33414f}
-.chip.low,.badge.bad{background:var(--low);color:#8e1b12}.badge.ok{background:#e2f2e6;color:#1d5e2c}
-.call{border-left:3px solid var(--line);padding:2px 0 2px 12px;margin:10px 0}code{font:12px var(--mono)}
-.call.missing{border-left-color:#c62828}.missing-text{color:#b71c1c;font-weight:600}
-.metric{margin:12px 0;padding-top:8px;border-top:1px dashed var(--line)}
-.role{display:inline-block;font:600 .75rem/1.6 var(--mono);text-transform:uppercase;padding:0 6px;
-border-radius:3px;background:#eef1f4;color:#33414f;margin-right:6px}
-.role.assistant,.role.reply{background:#e3f0f6;color:#174a63}
-pre{white-space:pre-wrap;overflow-wrap:anywhere;background:#f6f7f8;border:1px solid #e5e7ea;border-radius:4px;
-padding:8px 10px;margin:4px 0 8px;font:12.5px/1.45 var(--mono)}
-pre.reply{background:#f2f8fb;border-color:#d5e6ef}pre.feedback{background:#fffaf0;border-color:#eadfc8}
-.tools button{font:inherit;font-size:.85rem;margin-right:6px}html:not(.js) .tools{display:none}
-@media print{body{background:#fff;font-size:11pt}main{max-width:none;padding:0}.tools{display:none}
-section.item,table,svg,.call{break-inside:avoid-page}a{color:inherit}}
-"""
-
-# Chart geometry, in SVG user units (the SVG scales to the page width).
-_LEFT, _PLOT, _RIGHT = 118.0, 420.0, 210.0
+# Chart geometry, in SVG user units (the SVG scales to the page width). The margins left and right
+# of the plot grow with the longest metric name and value label, so no label leaves the drawing.
+_PLOT, _MIN_LEFT, _MIN_RIGHT, _FONT = 420.0, 118.0, 210.0, 12.0
 _TOP, _BAR, _BAR_GAP, _GROUP_GAP = 46.0, 16.0, 3.0, 16.0
+_LEGEND_WIDTH = 400.0  # the legend's three entries, from the plot's left edge
+
+# Advance widths in em, rounded up from common sans-serif fonts (bold included): nothing is measured,
+# so the same labels give the same bytes, and a wide guess only leaves a margin, never an overflow.
+_NARROW, _WIDE = set("fijlrt.,:;!|'()[]{} "), set("mwMW@%&")
 
 
 def _n(value: float) -> str:
@@ -71,9 +33,28 @@ def _n(value: float) -> str:
     return "0" if text in ("-0", "") else text
 
 
-def _x(score: float) -> float:
-    clamped = min(max(score, SCALE_MIN), SCALE_MAX)
-    return _LEFT + (clamped - SCALE_MIN) / (SCALE_MAX - SCALE_MIN) * _PLOT
+def text_width(text: str, size: float = _FONT) -> float:
+    """An upper bound on how wide `text` is drawn at `size`, in the same units."""
+    em = 0.0
+    for char in text:
+        if char in _NARROW:
+            em += 0.4
+        elif char in _WIDE or ord(char) > 0x2E7F:  # wide letters; CJK and other full-width scripts
+            em += 1.05
+        elif char.isupper() or char.isdigit():
+            em += 0.72
+        else:
+            em += 0.62
+    return em * size
+
+
+class _Axis:
+    def __init__(self, left: float) -> None:
+        self.left = left
+
+    def x(self, score: float) -> float:
+        clamped = min(max(score, SCALE_MIN), SCALE_MAX)
+        return self.left + (clamped - SCALE_MIN) / (SCALE_MAX - SCALE_MIN) * _PLOT
 
 
 def _value_label(stats: Mapping[str, Any]) -> str:
@@ -89,30 +70,37 @@ def figure2_svg(
     paper: Mapping[str, tuple[tuple[float, float], tuple[float, float]]],
 ) -> str:
     """Grouped horizontal bars (before, after) per metric on the 1-5 axis, SD whiskers, paper means."""
+    labels = [_value_label(phases[phase]) for phases in figure2.values() for phase in PHASES]
+    left = max([_MIN_LEFT, *(text_width(m) + 20 for m in figure2)])
+    # Value labels start 14 units right of the plot; 8 more keep them off the edge.
+    right = max([_MIN_RIGHT, _LEGEND_WIDTH - _PLOT, *(text_width(label) + 22 for label in labels)])
+    axis = _Axis(left)
     group = 2 * _BAR + _BAR_GAP
-    height = _TOP + len(figure2) * (group + _GROUP_GAP) + 24
-    width = _LEFT + _PLOT + _RIGHT
-    bottom = height - 30
+    height = _TOP + len(figure2) * (group + _GROUP_GAP) + 28
+    width = left + _PLOT + right
+    bottom = height - 34
     out = [
-        f'<svg class="chart" viewBox="0 0 {_n(width)} {_n(height)}" role="img" '
-        'aria-labelledby="fig2-title" xmlns="http://www.w3.org/2000/svg">',
+        # The font the widths were estimated for, set here so the drawing does not depend on the page.
+        f'<svg class="chart" viewBox="0 0 {_n(width)} {_n(height)}" font-size="{_n(_FONT)}" '
+        'font-family="system-ui, sans-serif" role="img" aria-labelledby="fig2-title" '
+        'xmlns="http://www.w3.org/2000/svg">',
         '<title id="fig2-title">Judge scores before and after the feedback loop, mean ± SD</title>',
         '<g class="legend">'
-        f'<rect class="before" x="{_n(_LEFT)}" y="8" width="12" height="12"/>'
-        f'<text x="{_n(_LEFT + 17)}" y="18">before (iteration 0)</text>'
-        f'<rect class="after" x="{_n(_LEFT + 150)}" y="8" width="12" height="12"/>'
-        f'<text x="{_n(_LEFT + 167)}" y="18">after (kept iteration)</text>'
-        f'<path class="paper" d="M{_n(_LEFT + 311)} 8 l5 6 l-5 6 l-5 -6 z"/>'
-        f'<text x="{_n(_LEFT + 321)}" y="18">paper mean</text></g>',
+        f'<rect class="before" x="{_n(left)}" y="8" width="12" height="12"/>'
+        f'<text x="{_n(left + 17)}" y="18">before (iteration 0)</text>'
+        f'<rect class="after" x="{_n(left + 150)}" y="8" width="12" height="12"/>'
+        f'<text x="{_n(left + 167)}" y="18">after (kept iteration)</text>'
+        f'<path class="paper" d="M{_n(left + 311)} 8 l5 6 l-5 6 l-5 -6 z"/>'
+        f'<text x="{_n(left + 321)}" y="18">paper mean</text></g>',
     ]
     for tick in range(SCALE_MIN, SCALE_MAX + 1):
-        x = _n(_x(tick))
+        x = _n(axis.x(tick))
         out.append(f'<line class="grid" x1="{x}" y1="{_n(_TOP - 8)}" x2="{x}" y2="{_n(bottom)}"/>')
         out.append(f'<text class="tick" x="{x}" y="{_n(bottom + 16)}" text-anchor="middle">{tick}</text>')
     for index, (metric, phases) in enumerate(figure2.items()):
         top = _TOP + index * (group + _GROUP_GAP)
         out.append(
-            f'<text class="metric" x="{_n(_LEFT - 10)}" y="{_n(top + group / 2 + 4)}" '
+            f'<text class="metric" x="{_n(left - 10)}" y="{_n(top + group / 2 + 4)}" '
             f'text-anchor="end">{escape(metric)}</text>'
         )
         for row, phase in enumerate(PHASES):
@@ -120,26 +108,28 @@ def figure2_svg(
             y = top + row * (_BAR + _BAR_GAP)
             mid = _n(y + _BAR / 2)
             if stats["mean"] is not None:
-                end = _x(stats["mean"])
+                end = axis.x(stats["mean"])
                 out.append(
-                    f'<rect class="{phase}" x="{_n(_LEFT)}" y="{_n(y)}" width="{_n(end - _LEFT)}" '
+                    f'<rect class="{phase}" x="{_n(left)}" y="{_n(y)}" width="{_n(end - left)}" '
                     f'height="{_n(_BAR)}"><title>{escape(f"{metric} {phase}: {_value_label(stats)}")}'
                     "</title></rect>"
                 )
                 if stats["sd"]:
-                    lo, hi = _x(stats["mean"] - stats["sd"]), _x(stats["mean"] + stats["sd"])
+                    lo, hi = axis.x(stats["mean"] - stats["sd"]), axis.x(stats["mean"] + stats["sd"])
                     out.append(
                         f'<path class="whisker" d="M{_n(lo)} {mid} H{_n(hi)} M{_n(lo)} {_n(y + 4)} '
                         f'V{_n(y + _BAR - 4)} M{_n(hi)} {_n(y + 4)} V{_n(y + _BAR - 4)}"/>'
                     )
             if metric in paper:
-                px = _x(paper[metric][row][0])
+                px = axis.x(paper[metric][row][0])
                 out.append(f'<path class="paper" d="M{_n(px)} {_n(y + 1)} l5 7 l-5 7 l-5 -7 z"/>')
             # A fixed column right of the axis: labels beside the bars collide with whiskers and markers.
             label = escape(_value_label(stats))
-            out.append(f'<text class="value" x="{_n(_x(SCALE_MAX) + 14)}" y="{_n(y + 12)}">{label}</text>')
+            out.append(
+                f'<text class="value" x="{_n(axis.x(SCALE_MAX) + 14)}" y="{_n(y + 12)}">{label}</text>'
+            )
     out.append(
-        f'<text class="axis" x="{_n(_LEFT + _PLOT / 2)}" y="{_n(height - 2)}" text-anchor="middle">'
+        f'<text class="axis" x="{_n(left + _PLOT / 2)}" y="{_n(height - 6)}" text-anchor="middle">'
         "judge score (1–5); bars start at 1</text></svg>"
     )
     return "\n".join(out)
@@ -171,7 +161,9 @@ def sparkline_svg(scores: Sequence[int | None], kept: int, label: str) -> str:
         if len(run) > 1:
             out.append(f'<polyline points="{" ".join(f"{x},{y}" for x, y in run)}"/>')
     for i, s in enumerate(scores):
-        if s is not None:
+        # A dot where no line shows the score (alone between gaps), and a ring on the kept iteration.
+        alone = (i == 0 or scores[i - 1] is None) and (i == len(scores) - 1 or scores[i + 1] is None)
+        if s is not None and (alone or i == kept):
             x, y = point(i, s)
             ring = ' class="kept" r="3.2"' if i == kept else ' r="2"'
             out.append(f'<circle cx="{x}" cy="{y}"{ring}/>')

@@ -49,6 +49,15 @@ def compute_metrics(refinements: list[Refinement], metrics: tuple[str, ...]) -> 
             if metric in r.iterations[r.kept].metrics
         ]
         figure2[metric] = {"before": _summary(before), "after": _summary(after)}
+    # How each judgement's score was read (pipeline.judges.scores reasons), so a decimal rounded or
+    # left unscored (judge.decimal_scores) and a prose verdict are counted, not hidden in the means.
+    readings = Counter(
+        judged.reading
+        for r in refinements
+        for it in r.iterations
+        for judged in it.metrics.values()
+        if not judged.carried_over
+    )
     calls = Counter[str]()
     for r in refinements:
         for it in r.iterations:
@@ -68,6 +77,7 @@ def compute_metrics(refinements: list[Refinement], metrics: tuple[str, ...]) -> 
             "kept": sum(not r.iterations[r.kept].assessment.valid for r in refinements),
         },
         "calls": dict(sorted(calls.items())),
+        "readings": dict(sorted(readings.items())),
     }
 
 

@@ -24,6 +24,7 @@ from pipeline.llm.types import CallContext, ChatRequest, Message, Options
 
 REQUIRED_SECTIONS = ("assessment", "PHQ8_symptoms", "social_factors", "biological_factors", "risk_factors")
 _COMMENT = re.compile(r"<!--.*?(-->|$)", re.S)
+_WORD = re.compile(r"[^\W\d_]{2,}")
 _QUOTE = re.compile(r"[\"“]([^\"”\n]{8,})[\"”]")
 
 
@@ -169,7 +170,8 @@ def ask_for_json_assessment(
             call_keys=result.keys,
         )
     sections = {tag: str(getattr(result.value, tag)).strip() for tag in REQUIRED_SECTIONS}
-    empty = [tag for tag, body in sections.items() if not body]
+    # A grammar can force a string but not a meaning: "..." or "-" says nothing.
+    empty = [tag for tag, body in sections.items() if not _WORD.search(body)]
     unverified = unverified_quotes(sections, transcript.text) if settings.verify_quotes else ()
     problem = None
     if empty:

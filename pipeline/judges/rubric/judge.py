@@ -19,7 +19,7 @@ from pipeline.judges.rubric.judge_prompts import JUDGE_PROMPTS
 from pipeline.judges.rubric.prompts import JSON_JUDGE_FORMAT, SCORE_REMINDER
 from pipeline.judges.rubric.results import MetricJudgement
 from pipeline.judges.rubric.settings import JudgeSettings
-from pipeline.judges.scores import Scale, ScoreReading, extract_score
+from pipeline.judges.scores import DecimalPolicy, Scale, ScoreReading, extract_score
 from pipeline.llm.logprobs import integer_field_span, score_distribution
 from pipeline.llm.session import LLMSession
 from pipeline.llm.structured import StructuredFailure, ask_structured
@@ -28,9 +28,9 @@ from pipeline.llm.types import CallContext, ChatRequest, Message, Options
 SCALE = Scale(1, 5)
 
 
-def read_score(text: str, metric: str) -> ScoreReading:
+def read_score(text: str, metric: str, decimals: DecimalPolicy = "unscored") -> ScoreReading:
     """The judge's score for one metric; "Completeness: 2" counts, as a verdict labelled by the metric."""
-    return extract_score(text, SCALE, labels=(metric,))
+    return extract_score(text, SCALE, labels=(metric,), decimals=decimals)
 
 
 def judge_prompt(metric: str, transcript_text: str, assessment_text: str) -> str:
@@ -118,7 +118,7 @@ def judge_metric(
         )
         keys.append(call.record.key)
         text = call.record.reply.text
-        reading = read_score(text, metric)
+        reading = read_score(text, metric, settings.decimal_scores)
         if reading.score is not None:
             break
         messages = (

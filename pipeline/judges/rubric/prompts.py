@@ -160,4 +160,4 @@ Answer with a JSON object instead: {"explanation": "<your rating, as text>", "sc
 
 JSON_ASSESS_FORMAT = """
 
-Answer with a JSON object instead of XML, one key per section, each a short text that quotes the transcript where it can: {"assessment": "...", "PHQ8_symptoms": "...", "social_factors": "...", "biological_factors": "...", "risk_factors": "..."}. Write "not assessed in interview" where the interview did not cover a section."""
+Answer with a JSON object instead of XML. It has five keys, in this order: assessment (the subject's overall mental health), PHQ8_symptoms (which PHQ-8 symptoms the subject reports, how often and how severe), social_factors, biological_factors and risk_factors. Each value is one or two sentences about this subject that quote the transcript's own words. Where the interview did not cover a key, its value is "not assessed in interview"."""

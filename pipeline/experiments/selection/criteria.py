@@ -1,0 +1,61 @@
+"""A criterion score with what it rests on: the judge calls behind it, or the catalog attribute.
+
+Judged criteria are rated 1-5 by the LLM and mapped to 0-1 as (rating - 1) / 4, so 1 -> 0.0,
+3 -> 0.5, 5 -> 1.0 (exact in binary floating point). Attribute criteria are computed from the
+track's own column (pipeline.data.listening_requests.Criterion.from_attribute). Either way the
+record keeps the inputs, so an explanation can show where every number came from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pipeline.data.catalog import Track
+from pipeline.data.listening_requests import Criterion
+
+RATING_MIN, RATING_MAX = 1, 5
+
+
+@dataclass(frozen=True)
+class CriterionScore:
+    criterion: str
+    score: float  # 0-1
+    source: Literal["judge", "attribute"]
+    call_keys: tuple[str, ...] = ()  # judge: the cached calls the rating rests on, the one read last
+    rating: int | None = None  # judge: the 1-5 rating read from the reply
+    attribute: str | None = None  # attribute: the catalog column
+    attribute_value: float | None = None  # attribute: its value for this track
+
+    def record(self) -> dict[str, Any]:
+        """As written to outputs (canonical JSON): only the fields its source sets."""
+        out: dict[str, Any] = {"criterion": self.criterion, "score": self.score, "source": self.source}
+        if self.source == "judge":
+            out.update(rating=self.rating, call_keys=list(self.call_keys))
+        else:
+            out.update(attribute=self.attribute, attribute_value=self.attribute_value)
+        return out
+
+
+def judged_score(criterion: str, rating: int, call_keys: tuple[str, ...]) -> CriterionScore:
+    """The 0-1 score of a 1-5 judge rating; `call_keys` must name the calls it was read from."""
+    if not RATING_MIN <= rating <= RATING_MAX:
+        raise ValueError(f"a rating must lie in {RATING_MIN}-{RATING_MAX}, not {rating}")
+    if not call_keys:
+        raise ValueError(f"the {criterion} rating must name the call(s) it was read from")
+    score = (rating - RATING_MIN) / (RATING_MAX - RATING_MIN)
+    return CriterionScore(criterion, score, "judge", call_keys=call_keys, rating=rating)
+
+
+def attribute_score(name: str, criterion: Criterion, track: Track) -> CriterionScore:
+    """The score of an attribute criterion for a track, e.g. novelty = 1 - popularity / 100."""
+    if criterion.source != "attribute" or criterion.attribute is None:
+        raise ValueError(f"criterion {name} is not derived from an attribute")
+    value = track.attribute(criterion.attribute)
+    return CriterionScore(
+        name,
+        criterion.from_attribute(value),
+        "attribute",
+        attribute=criterion.attribute,
+        attribute_value=value,
+    )

@@ -1,0 +1,174 @@
+"""Every long text once in the report: later occurrences become references to its first place.
+
+A judge prompt is the rubric, the transcript and the assessment; a regeneration prompt the
+transcript and the judge's replies; a re-ask repeats the first ask. Written out in full, 142
+interviews of ten iterations make a page of 100 MB. So each text is shown once, where a reader
+looks for it first (the transcript at the top of its item, a reply under its call, a prompt
+template in the appendix), and wherever else it occurs the page shows a link to it instead.
+
+The unit is a whole text a reader recognises, not the recordings' content-defined blocks (those
+cut at line boundaries that mean nothing on the page): the texts the report places, and the fixed
+parts of the prompt templates. Any other long run of text that no known text covers gets a place of
+its own at its first occurrence, so a prompt built some other way (an older template, a variant)
+still repeats nothing. The substitution is exact: the page holds every prompt character for
+character, and the text behind a reference can be read back from the element it points to.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from string import Formatter
+
+from pipeline.judges.rubric.judge_prompts import JUDGE_PROMPTS
+from pipeline.judges.rubric.prompts import (
+    ASSESS_PROMPT,
+    FEEDBACK_ITEM,
+    FEEDBACK_ITEM_UNSCORED,
+    REFINE_PROMPT,
+    RETRY_PROMPT,
+    SCORE_REMINDER,
+    SYSTEM_PROMPT,
+)
+
+# A reference costs about 60 bytes of markup: shorter texts are cheaper written out again. A template
+# part is referenced from thousands of prompts and its link is short, so it pays off sooner.
+MIN_SHARED = 160
+MIN_TEMPLATE_PART = 48
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A piece of a placed text: literal text, the home of a long text (`home` is its element id),
+    or a reference to a text placed earlier (`target` is the id of the element that holds it)."""
+
+    text: str  # the literal or home text; for a reference, its label
+    home: str = ""
+    target: str = ""
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A text as the page shows it. `id` names an element whose text content is exactly `text`
+    (`core_id` the span around the text without its outer whitespace, when there is any)."""
+
+    id: str
+    lead: str
+    core_id: str
+    segments: tuple[Segment, ...]
+    trail: str
+    chars: int
+    lines: int
+
+    @property
+    def shown_chars(self) -> int:
+        return len(self.lead) + len(self.trail) + sum(len(s.text) for s in self.segments)
+
+    @property
+    def references(self) -> int:
+        return sum(1 for s in self.segments if s.target)
+
+
+@dataclass(frozen=True)
+class _Known:
+    text: str
+    target: str
+    label: str
+
+
+def template_parts() -> list[tuple[str, str, str]]:
+    """(id, label, text) of every fixed part of the prompt templates long enough to be shared."""
+    templates = {
+        "system": ("system prompt", SYSTEM_PROMPT),
+        "assess": ("assessment prompt", ASSESS_PROMPT),
+        "refine": ("regeneration prompt", REFINE_PROMPT),
+        "retry": ("assessment re-ask", RETRY_PROMPT),
+        "reminder": ("judge re-ask", SCORE_REMINDER),
+        "feedback": ("feedback item", FEEDBACK_ITEM),
+        "feedback-unscored": ("feedback item, unscored", FEEDBACK_ITEM_UNSCORED),
+        **{f"judge-{_slug(m)}": (f"{m} judge prompt", t) for m, t in JUDGE_PROMPTS.items()},
+    }
+    parts = []
+    for name, (label, template) in templates.items():
+        literals = [literal for literal, *_ in Formatter().parse(template)]
+        long = [text.strip() for text in literals if len(text.strip()) >= MIN_TEMPLATE_PART]
+        for n, text in enumerate(long, start=1):
+            numbered = f"{label} {n}/{len(long)}" if len(long) > 1 else label
+            parts.append((f"tpl-{name}-{n}", numbered, text))
+    return parts
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-") or "x"
+
+
+class PageTexts:
+    """The texts placed so far, for the page's templates (all items) and the current item."""
+
+    def __init__(self) -> None:
+        self._shared: list[_Known] = []
+        self._local: list[_Known] = []
+        # The ids some reference points to: only those elements need an id on the page.
+        self.referenced: set[str] = set()
+        # The prompt templates' fixed parts, for the page's appendix: (label, placed text).
+        self.templates = [
+            (label, self.place(text, ident, label, shared=True)) for ident, label, text in template_parts()
+        ]
+
+    def start_item(self) -> None:
+        # Items share only the templates: their texts differ, and a short search stays fast.
+        self._local = []
+
+    def place(self, text: str, ident: str, label: str, *, shared: bool = False) -> Placed:
+        """Show `text` at element `ident`: known texts become references, new long ones are homed here."""
+        core = text.strip()
+        start = text.find(core) if core else len(text)
+        lead, trail = text[:start], text[start + len(core) :]
+        core_id = f"{ident}-c" if (lead or trail) else ident
+        known = self._shared + self._local
+        pieces = self._substitute(core, sorted(known, key=lambda k: -len(k.text)))
+        segments: list[Segment] = []
+        homes = 0
+        for piece in pieces:
+            if isinstance(piece, _Known):
+                segments.append(Segment(piece.label, target=piece.target))
+                self.referenced.add(piece.target)
+            elif len(piece) >= MIN_SHARED and piece != core:
+                # Part of this text, new to the page: its home is here, so a later occurrence links back.
+                home = f"{ident}-{homes}"
+                homes += 1
+                segments.append(Segment(piece, home=home))
+                self._remember(piece, home, f"part of {label}", shared)
+            else:
+                segments.append(Segment(piece))
+        if len(core) >= (MIN_TEMPLATE_PART if shared else MIN_SHARED):
+            self._remember(core, core_id, label, shared)
+        return Placed(
+            ident,
+            lead,
+            core_id if core_id != ident else "",
+            tuple(segments),
+            trail,
+            len(text),
+            text.count("\n") + 1,
+        )
+
+    def _remember(self, text: str, target: str, label: str, shared: bool) -> None:
+        (self._shared if shared else self._local).append(_Known(text, target, label))
+
+    @staticmethod
+    def _substitute(text: str, known: list[_Known]) -> list[str | _Known]:
+        pieces: list[str | _Known] = [text] if text else []
+        for candidate in known:
+            needle, out = candidate.text, []
+            for piece in pieces:
+                if isinstance(piece, _Known) or len(piece) < len(needle) or needle not in piece:
+                    out.append(piece)
+                    continue
+                for n, between in enumerate(piece.split(needle)):
+                    if n:
+                        out.append(candidate)
+                    if between:
+                        out.append(between)
+            pieces = out
+        return pieces

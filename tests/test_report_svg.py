@@ -1,0 +1,63 @@
+"""Figure 2's chart keeps every label inside its drawing, whatever the values and label lengths, by
+the same width estimate the layout uses (tests/test_report_browser.py checks it in Chromium)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from pipeline.experiments.paper.aggregation import PAPER_FIGURE2
+from pipeline.reports.svg import figure2_svg, text_width
+
+WORST = {"mean": 1.0, "sd": 2.1234, "n": 123456789, "unscored": 987654321}
+NONE = {"mean": None, "sd": None, "n": 0, "unscored": 123456789012}
+FIGURES: list[dict[str, dict[str, dict[str, Any]]]] = [
+    {"coherence": {"before": {"mean": 5.0, "sd": 0.0, "n": 142, "unscored": 0}, "after": WORST}},
+    {
+        "Completeness, as the WWW judges MMMM it (a very long metric name indeed)": {
+            "before": NONE,
+            "after": WORST,
+        }
+    },
+    {"評価の一貫性": {"before": WORST, "after": NONE}, "a": {"before": NONE, "after": NONE}},
+    {
+        "accuracy": {
+            "before": {"mean": -3.0, "sd": 9.0, "n": 2, "unscored": 1},
+            "after": {"mean": 99.0, "sd": None, "n": 1, "unscored": 0},
+        }
+    },
+]
+
+
+def extents(svg: str) -> list[tuple[str, float, float]]:
+    """(label, left, right) of every text element, by the layout's own width estimate."""
+    out = []
+    for attrs, label in re.findall(r"<text([^>]*)>([^<]*)</text>", svg):
+        x = float(re.search(r'\bx="([^"]+)"', attrs).group(1))  # type: ignore[union-attr]
+        width = text_width(label.replace("&amp;", "&"))
+        anchor = re.search(r'text-anchor="(\w+)"', attrs)
+        shift = {"end": width, "middle": width / 2}.get(anchor.group(1) if anchor else "start", 0.0)
+        out.append((label, x - shift, x - shift + width))
+    return out
+
+
+@pytest.mark.parametrize("figure2", FIGURES)
+def test_every_label_fits_inside_the_view_box(figure2: dict[str, dict[str, dict[str, Any]]]) -> None:
+    svg = figure2_svg(figure2, PAPER_FIGURE2)
+    view = re.search(r'viewBox="0 0 ([\d.]+) ([\d.]+)"', svg)
+    assert view is not None
+    width = float(view.group(1))
+    for label, left, right in extents(svg):
+        assert left >= 0 and right <= width, f"{label!r} spans {left:.0f}..{right:.0f} of 0..{width:.0f}"
+    # Bars and markers stay on the axis whatever the value: nothing is drawn left of 0 or past the edge.
+    for x in re.findall(r'(?:\bx="|M)(-?[\d.]+)', svg):
+        assert 0 <= float(x) <= width
+
+
+def test_a_longer_label_widens_the_drawing_rather_than_leaving_it() -> None:
+    short = figure2_svg(FIGURES[0], PAPER_FIGURE2)
+    long = figure2_svg(FIGURES[1], PAPER_FIGURE2)
+    size = re.compile(r'viewBox="0 0 ([\d.]+)')
+    assert float(size.search(long).group(1)) > float(size.search(short).group(1))  # type: ignore[union-attr]
