@@ -213,3 +213,27 @@ def test_schema_constrained_json_validates_and_carries_logprobs(tmp_path: Path) 
     distribution = score_distribution(weighed.logprobs, span[0], range(1, 6))
     assert distribution is not None and 0.0 < distribution.mass <= 1.0
     assert 1.0 <= distribution.expected <= 5.0
+
+
+def test_a_constrained_string_never_holds_a_raw_newline(tmp_path: Path) -> None:
+    # llama-cpp-python's own grammar let SmolLM2 write raw newlines inside a string (not JSON).
+    from pydantic import BaseModel
+
+    from pipeline.llm.structured import schema_for
+
+    class Poem(BaseModel):
+        text: str
+
+    backend = EmbeddedBackend(LLMSettings(), hash_cache_dir=tmp_path)
+    ask = "Write a poem of four short lines about the sea, one line under the other, in the field text."
+    request = ChatRequest(
+        messages=(Message(role="user", content=ask),),
+        options=Options(num_predict=60),
+        format=schema_for(Poem),
+    )
+    reply = backend.chat(request)
+    backend.close()
+    opened = reply.text.index('"text"')
+    assert not any(ord(c) < 0x20 for c in reply.text[opened:].split('"', 3)[-1].rsplit('"', 1)[0])
+    if reply.done_reason == "stop":
+        Poem.model_validate_json(reply.text)

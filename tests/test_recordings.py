@@ -125,13 +125,18 @@ def test_recordings_seed_an_empty_cache_for_replay(tmp_path: Path) -> None:
 
 def test_metadata_survives(tmp_path: Path) -> None:
     fake = FakeBackend(
-        lambda r: ChatReply(text="Score: 3", done_reason="length", prompt_tokens=7, meta={"eval_duration": 5})
+        lambda r: ChatReply(
+            text="Score: 3",
+            done_reason="length",
+            prompt_tokens=7,
+            meta={"eval_duration": 5, "total_duration": 9},
+        )
     )
     session, _ = make_session(tmp_path, backend=fake)
     session.chat(request("x"), CallContext(stage="judge"))
     session.close()
     (loaded,) = recordings.read_all(tmp_path / "recordings")
-    assert loaded.call.record.reply.meta == {"eval_duration": 5}
+    assert loaded.call.record.reply.meta == {"eval_duration": 5, "total_duration": 9}
     assert loaded.call.record.reply.done_reason == "length"
 
 

@@ -177,3 +177,14 @@ def test_llama_cpp_python_gets_bounded_integers_as_enums() -> None:
     assert list(grammar_schema["properties"]) == ["explanation", "score"]  # order kept for the grammar
     wide = {"type": "integer", "minimum": 0, "maximum": 10_000}
     assert "enum" not in enumerate_integer_ranges(wide)
+
+
+def test_the_embedded_grammar_keeps_control_characters_out_of_strings() -> None:
+    # llama-cpp-python 0.3's converter writes `char ::= [^"\\] | ...`: a raw newline passes.
+    json_schema_to_gbnf = pytest.importorskip("llama_cpp.llama_grammar").json_schema_to_gbnf
+    from pipeline.llm.backends.embedded import json_strings_without_control_characters
+
+    loose = json_schema_to_gbnf(json.dumps({"type": "object", "properties": {"e": {"type": "string"}}}))
+    fixed = json_strings_without_control_characters(loose)
+    char_rule = next(line for line in fixed.splitlines() if line.startswith("char ::="))
+    assert char_rule.startswith(r'char ::= [^"\\\x7F\x00-\x1F] |')

@@ -59,7 +59,9 @@ def test_a_structured_verdict_is_scored_with_its_probabilities(tmp_path: Path) -
     assert 3.0 < judged.weighted_score < 4.0  # 4 and 3 only, 4 the likelier
     # The same rubric the text protocol sends, then the shape asked for.
     prompt = fake.calls[0].messages[0].content
-    assert "Score from 1-5 solely based on the following criteria" in prompt and prompt.endswith("from 1 to 5>}")
+    assert "Score from 1-5 solely based on the following criteria" in prompt and prompt.endswith(
+        "from 1 to 5>}"
+    )
 
 
 def test_a_verdict_that_never_validates_is_unscored_with_its_text(tmp_path: Path) -> None:

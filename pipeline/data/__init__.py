@@ -1,0 +1,1 @@
+"""Input data: transcripts, labels, RAG rows, candidate catalogs, ratings, and the JSONL outputs."""

@@ -11,10 +11,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from pipeline.experiments.paper.params import PaperParams
+from pipeline.experiments.regen.params import RegenParams
 from pipeline.llm.settings import load_settings
 
 
-class Params(PaperParams):
+class Params(PaperParams, RegenParams):
     pass
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from pathlib import Path
 from pipeline.errors import ConfigError, ReplayIncompleteError, ReplayMissError
 from pipeline.llm import recordings
 from pipeline.llm.keys import request_key
+from pipeline.llm.latency import BACKEND_TOTAL, WALL
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.settings import CacheMode, EngineSettings
 from pipeline.llm.store import CallStore
@@ -151,7 +153,13 @@ class LLMSession:
                 with self._lock:
                     self.stats.misses.append(miss)
                 raise miss
-        reply = self.backend.chat(request)
+        backend = self.backend  # built (a model loaded) before the clock starts: not the call's time
+        started = time.perf_counter_ns()
+        reply = backend.chat(request)
+        if BACKEND_TOTAL not in reply.meta:
+            # A backend that does not time itself: keep the call's wall time (latency budgets read
+            # it back in replay; pipeline.llm.latency). Meta is not in the key.
+            reply = reply.model_copy(update={"meta": {**reply.meta, WALL: time.perf_counter_ns() - started}})
         record = CallRecord.new(self.identity, request, reply)
         if self.store is not None and self.mode != "off":
             self.store.put(record)

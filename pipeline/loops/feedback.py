@@ -1,5 +1,6 @@
 """The feedback loop (paper Section 2.3.1): while any metric scores at or below the threshold, send
 the judge's explanations back to the assessor, regenerate, and re-judge; at most max_iterations.
+It is one policy of the shared loop (pipeline.loops.loop), beside regeneration on a low score.
 
 Every iteration is kept (assessment, scores, explanations, the regeneration prompt) with the reason
 the loop stopped. The original code's variants are parameters (pipeline.loops.settings.RefineSettings):
@@ -10,6 +11,7 @@ the low ones, and reporting the last or the best iteration.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from statistics import fmean
 
 from pipeline.data.transcripts import Transcript
@@ -27,6 +29,7 @@ from pipeline.judges.rubric.results import Assessment, MetricJudgement, in_order
 from pipeline.judges.rubric.settings import AssessSettings, JudgeSettings
 from pipeline.llm.session import LLMSession
 from pipeline.llm.types import CallContext, Message, Options
+from pipeline.loops.loop import Budget, Spent, best_round, run_loop
 from pipeline.loops.results import Iteration, Refinement
 from pipeline.loops.settings import RefineSettings
 
@@ -82,6 +85,75 @@ def mean_score(metrics: dict[str, MetricJudgement]) -> float:
     return fmean(scored) if scored else float("-inf")
 
 
+class FeedbackPolicy:
+    """The paper's policy for pipeline.loops.loop: regenerate while any metric is low, up to
+    max_iterations; deliver the last iteration, or the best by mean score (refine.keep)."""
+
+    def __init__(
+        self,
+        session: LLMSession,
+        transcript: Transcript,
+        settings: RefineSettings,
+        assess_settings: AssessSettings,
+        judge_settings: JudgeSettings,
+        options: Options,
+    ) -> None:
+        self.session, self.transcript, self.settings = session, transcript, settings
+        self.assess_settings, self.judge_settings, self.options = assess_settings, judge_settings, options
+        self.budget = Budget(max_rounds=settings.max_iterations, round_limit_reason="max_iterations")
+
+    def stop_reason(self, rounds: Sequence[Iteration]) -> str | None:
+        if not rounds[-1].low_metrics:
+            return "passed_initially" if len(rounds) == 1 else "passed"
+        if self.settings.max_iterations == 0:
+            return "disabled"
+        refused = self.budget.refusal(Spent(rounds=len(rounds) - 1), Spent(rounds=1))
+        return refused[0] if refused else None
+
+    def next_round(self, number: int, rounds: Sequence[Iteration]) -> Iteration:
+        settings, last = self.settings, rounds[-1]
+        prompt = regeneration_prompt(self.transcript, list(rounds), settings, self.assess_settings)
+        context = CallContext(stage="refine", item=self.transcript.item_id, step=number)
+        assessment = ask(
+            self.session,
+            self.transcript,
+            (Message(role="system", content=SYSTEM_PROMPT), Message(role="user", content=prompt)),
+            self.assess_settings,
+            self.options,
+            context.at(role="refine"),
+        )
+        to_judge = last.low_metrics if settings.rejudge == "low" else tuple(last.metrics)
+        metrics = {
+            name: judged.model_copy(update={"carried_over": True})
+            for name, judged in last.metrics.items()
+            if name not in to_judge
+        }
+        metrics.update(
+            judge_all(
+                self.session,
+                self.transcript,
+                assessment.text,
+                to_judge,
+                self.judge_settings,
+                self.options,
+                context,
+            )
+        )
+        metrics = {name: metrics[name] for name in last.metrics}  # keep the metrics' order
+        return Iteration(
+            iteration=number,
+            assessment=assessment,
+            metrics=metrics,
+            low_metrics=low_metrics(metrics, settings),
+            regeneration_prompt=prompt,
+        )
+
+    def keep(self, rounds: Sequence[Iteration]) -> int:
+        if self.settings.keep == "best":
+            return best_round(rounds, lambda it: mean_score(it.metrics))
+        return len(rounds) - 1
+
+
 def refine(
     session: LLMSession,
     transcript: Transcript,
@@ -94,57 +166,14 @@ def refine(
 ) -> Refinement:
     # Read back from a file, the metrics come sorted by name; the feedback lists them as configured.
     initial_metrics = in_order(initial_metrics, judge_settings.metrics)
-    history = [
-        Iteration(
-            iteration=0,
-            assessment=initial_assessment,
-            metrics=initial_metrics,
-            low_metrics=low_metrics(initial_metrics, settings),
-        )
-    ]
-    if not history[0].low_metrics:
-        stop = "passed_initially"
-    elif settings.max_iterations == 0:
-        stop = "disabled"
-    else:
-        stop = "max_iterations"
-        for number in range(1, settings.max_iterations + 1):
-            last = history[-1]
-            prompt = regeneration_prompt(transcript, history, settings, assess_settings)
-            context = CallContext(stage="refine", item=transcript.item_id, step=number)
-            assessment = ask(
-                session,
-                transcript,
-                (Message(role="system", content=SYSTEM_PROMPT), Message(role="user", content=prompt)),
-                assess_settings,
-                options,
-                context.at(role="refine"),
-            )
-            to_judge = last.low_metrics if settings.rejudge == "low" else tuple(last.metrics)
-            metrics = {
-                name: judged.model_copy(update={"carried_over": True})
-                for name, judged in last.metrics.items()
-                if name not in to_judge
-            }
-            metrics.update(
-                judge_all(session, transcript, assessment.text, to_judge, judge_settings, options, context)
-            )
-            metrics = {name: metrics[name] for name in last.metrics}  # keep the metrics' order
-            low = low_metrics(metrics, settings)
-            history.append(
-                Iteration(
-                    iteration=number,
-                    assessment=assessment,
-                    metrics=metrics,
-                    low_metrics=low,
-                    regeneration_prompt=prompt,
-                )
-            )
-            if not low:
-                stop = "passed"
-                break
-    kept = len(history) - 1
-    if settings.keep == "best":
-        # Ties go to the earliest iteration: refinement must earn its place.
-        kept = max(range(len(history)), key=lambda i: (mean_score(history[i].metrics), -i))
-    return Refinement(item=transcript.item_id, iterations=tuple(history), stop_reason=stop, kept=kept)
+    first = Iteration(
+        iteration=0,
+        assessment=initial_assessment,
+        metrics=initial_metrics,
+        low_metrics=low_metrics(initial_metrics, settings),
+    )
+    policy = FeedbackPolicy(session, transcript, settings, assess_settings, judge_settings, options)
+    outcome = run_loop(first, policy)
+    return Refinement(
+        item=transcript.item_id, iterations=outcome.rounds, stop_reason=outcome.stop_reason, kept=outcome.kept
+    )

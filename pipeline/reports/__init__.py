@@ -1,0 +1,1 @@
+"""The HTML reports, rendered by jinja2 templates with autoescaping (templates/)."""

@@ -1,0 +1,1 @@
+"""Calibrating a judge against SummEval's expert ratings: the rubric prompts (prompts)."""

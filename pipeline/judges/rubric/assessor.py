@@ -124,8 +124,8 @@ def ask_for_assessment(
 
 
 @lru_cache(maxsize=8)
-def sections_model(max_chars: int) -> type[BaseModel]:
-    """The assessment as a JSON object: the paper's five sections, each a bounded, non-empty text."""
+def sections_model(max_chars: int | None) -> type[BaseModel]:
+    """The assessment as a JSON object: the paper's five sections, each a non-empty text."""
     text = Annotated[str, StringConstraints(min_length=1, max_length=max_chars)]
     fields: dict[str, Any] = {tag: (text, ...) for tag in REQUIRED_SECTIONS}
     return create_model("AssessmentSections", **fields)

@@ -47,7 +47,7 @@ class Verdict(BaseModel):
 
 
 @lru_cache(maxsize=8)
-def verdict_model(max_chars: int) -> type[Verdict]:
+def verdict_model(max_chars: int | None) -> type[Verdict]:
     explanation = Annotated[str, StringConstraints(min_length=1, max_length=max_chars)]
     return create_model("Verdict", __base__=Verdict, explanation=(explanation, ...))
 

@@ -177,10 +177,11 @@ class EmbeddedBackend:
         if text not in self._grammars:
             # Not canonical JSON: the grammar writes properties in the schema's order.
             grammar_schema = json.dumps(enumerate_integer_ranges(fmt), ensure_ascii=False)
-            from llama_cpp.llama_grammar import LlamaGrammar
+            from llama_cpp.llama_grammar import LlamaGrammar, json_schema_to_gbnf
 
             try:
-                self._grammars[text] = LlamaGrammar.from_json_schema(grammar_schema, verbose=False)
+                gbnf = json_strings_without_control_characters(json_schema_to_gbnf(grammar_schema))
+                self._grammars[text] = LlamaGrammar.from_string(gbnf, verbose=False)
             except Exception as exc:  # llama.cpp's converter raises whatever it meets
                 raise ConfigError(
                     f"embedded model: llama.cpp cannot turn this JSON Schema into a grammar ({exc}): "
@@ -194,6 +195,21 @@ class EmbeddedBackend:
             if self._llama is not None:
                 self._llama.close()
                 self._llama = None
+
+
+# llama-cpp-python's converter (0.3.x) lets a JSON string hold any character but `"` and `\`,
+# raw newlines and tabs included, which is not JSON: SmolLM2 wrote such newlines, and every one of
+# those replies failed validation. llama.cpp's own converter excludes the control characters, as
+# JSON does; this is its rule.
+_LOOSE_CHAR = 'char ::= [^"\\\\] |'
+_JSON_CHAR = 'char ::= [^"\\\\\\x7F\\x00-\\x1F] |'
+
+
+def json_strings_without_control_characters(gbnf: str) -> str:
+    """The grammar with JSON's own string characters: no raw control characters inside a string."""
+    if _LOOSE_CHAR not in gbnf:
+        return gbnf  # no string in the schema, or a converter that already gets it right
+    return gbnf.replace(_LOOSE_CHAR, _JSON_CHAR)
 
 
 def enumerate_integer_ranges(schema: Any) -> Any:

@@ -1,0 +1,28 @@
+"""The evaluate step: every original answer scored by the structured evaluator."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from pipeline.data.rag_rows import RagRow
+from pipeline.experiments.regen.params import RegenParams
+from pipeline.judges.quality.evaluator import evaluate
+from pipeline.judges.quality.results import Answer, EvaluatedAnswer
+from pipeline.llm.latency import TimedCalls
+from pipeline.llm.runner import run_items
+from pipeline.llm.session import LLMSession
+from pipeline.llm.types import CallContext
+
+STAGE = "regen_evaluate"
+
+
+def run_evaluate(
+    params: RegenParams, session: LLMSession, rows: Mapping[str, RagRow], answers: Sequence[Answer]
+) -> list[EvaluatedAnswer]:
+    def evaluate_one(answer: Answer) -> EvaluatedAnswer:
+        context = CallContext(stage=STAGE, item=answer.item, step=0)
+        return evaluate(
+            TimedCalls(session), rows[answer.item], answer, params.regen_evaluate, params.llm.options, context
+        )
+
+    return run_items(session, answers, evaluate_one, STAGE)

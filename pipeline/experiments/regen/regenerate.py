@@ -1,0 +1,33 @@
+"""The regenerate step: the policy over every evaluated original (with `regenerate.enabled` false
+it makes no call and delivers every original as it is)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from pipeline.data.rag_rows import RagRow
+from pipeline.experiments.regen.params import RegenParams
+from pipeline.judges.quality.results import EvaluatedAnswer
+from pipeline.llm.runner import run_items
+from pipeline.llm.session import LLMSession
+from pipeline.loops.regenerate import STAGE, Regeneration, regenerate
+
+
+def run_regenerate(
+    params: RegenParams,
+    session: LLMSession,
+    rows: Mapping[str, RagRow],
+    originals: Sequence[EvaluatedAnswer],
+) -> list[Regeneration]:
+    def regenerate_one(original: EvaluatedAnswer) -> Regeneration:
+        return regenerate(
+            session,
+            rows[original.item],
+            original,
+            params.regenerate,
+            params.regen_generate,
+            params.regen_evaluate,
+            params.llm.options,
+        )
+
+    return run_items(session, originals, regenerate_one, STAGE)

@@ -1,0 +1,10 @@
+"""The regeneration experiment's `regen_aggregate` section: where the metrics and per-item table go."""
+
+from __future__ import annotations
+
+from pipeline.llm.settings import Section
+
+
+class RegenAggregateSettings(Section):
+    metrics_out: str = "outputs/regen/metrics.json"
+    items_out: str = "outputs/regen/items.csv"

@@ -1,0 +1,92 @@
+"""The evaluator (seed 004, section 4): issues, a one-sentence hint, quality and confidence, under
+schema-constrained decoding.
+
+The seed asks for quality and confidence as floats 0-1. A small model writes a whole number on a
+short scale far more reliably than a calibrated float, and a better one after its reasons, so the
+schema (pipeline.judges.quality.results.Evaluation) asks for the issues and the hint first, then
+two grades 1-5, which we map to 0-1 as (grade - 1) / 4: 1 -> 0.0, 2 -> 0.25, 3 -> 0.5, 4 -> 0.75,
+5 -> 1.0. The seed's threshold 0.4 then regenerates grades 1 and 2 ("wrong or unsupported",
+"mostly wrong"). A reply that does not validate after the re-asks is recorded as unscored with the
+problem, never given a default grade.
+"""
+
+from __future__ import annotations
+
+from pipeline.data.rag_rows import RagRow
+from pipeline.judges.quality.passages import passages_block
+from pipeline.judges.quality.results import Answer, Calls, EvaluatedAnswer, Evaluation
+from pipeline.judges.quality.settings import EvaluateSettings
+from pipeline.llm.latency import TimedCalls
+from pipeline.llm.structured import Structured, ask_structured
+from pipeline.llm.types import CallContext, Message, Options
+
+EVALUATE_SYSTEM = """\
+You are a quality evaluator for answers to questions about a software product's documentation.
+
+Given the user's question, the passages that were retrieved for it, and the assistant's answer,
+score the answer and say how to improve it:
+
+1. issues: what is wrong with the answer (at most three short items; an empty list if nothing is).
+2. improvement_hint: one sentence telling the writer how to improve the answer.
+3. quality_score (1 to 5): how well the answer answers the question using only the passages.
+   1 = wrong, or not supported by the passages; 2 = mostly wrong or off the question;
+   3 = partly right; 4 = right with small gaps; 5 = fully right and supported by the passages.
+4. confidence_score (1 to 5): how confident you are in your assessment.
+
+Reply with only the JSON object."""
+
+EVALUATE_USER = """\
+QUESTION:
+{question}
+
+PASSAGES:
+{passages}
+
+ANSWER:
+{answer}"""
+
+
+def unit(grade: int) -> float:
+    """A 1-5 grade on the seed's 0-1 scale."""
+    return (grade - 1) / 4
+
+
+def evaluate(
+    session: TimedCalls,
+    row: RagRow,
+    answer: Answer,
+    settings: EvaluateSettings,
+    options: Options,
+    context: CallContext,
+) -> EvaluatedAnswer:
+    user = EVALUATE_USER.format(question=row.question, passages=passages_block(row), answer=answer.text)
+    result = ask_structured(
+        session,
+        (Message(role="system", content=EVALUATE_SYSTEM), Message(role="user", content=user)),
+        Evaluation,
+        options.model_copy(update={"num_predict": settings.num_predict}),
+        context.at(role="evaluate"),
+        max_attempts=settings.max_attempts,
+    )
+    keys, seconds = session.take()
+    calls = Calls(keys=keys, seconds=seconds)
+    if not isinstance(result, Structured):
+        failure = f"{result.kind}: {result.error}"
+        return EvaluatedAnswer(
+            item=row.id,
+            answer=answer,
+            evaluation=None,
+            failure=failure,
+            quality=None,
+            confidence=None,
+            calls=calls,
+        )
+    value = result.value
+    return EvaluatedAnswer(
+        item=row.id,
+        answer=answer,
+        evaluation=value,
+        quality=unit(value.quality_score),
+        confidence=unit(value.confidence_score),
+        calls=calls,
+    )
