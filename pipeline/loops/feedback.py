@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from statistics import fmean
 
 from pipeline.data.transcripts import Transcript
-from pipeline.judges.rubric.assessor import ask_for_assessment, transcript_block
+from pipeline.judges.rubric.assessor import ask, transcript_block
 from pipeline.judges.rubric.judge import judge_all
 from pipeline.judges.rubric.prompts import (
     ASSESSMENT_SECTION,
@@ -114,7 +114,7 @@ class FeedbackPolicy:
         settings, last = self.settings, rounds[-1]
         prompt = regeneration_prompt(self.transcript, list(rounds), settings, self.assess_settings)
         context = CallContext(stage="refine", item=self.transcript.item_id, step=number)
-        assessment = ask_for_assessment(
+        assessment = ask(
             self.session,
             self.transcript,
             (Message(role="system", content=SYSTEM_PROMPT), Message(role="user", content=prompt)),

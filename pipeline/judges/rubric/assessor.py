@@ -9,16 +9,22 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import Annotated, Any
+
+from pydantic import BaseModel, StringConstraints, create_model
 
 from pipeline.data.transcripts import Transcript
-from pipeline.judges.rubric.prompts import ASSESS_PROMPT, DATA_DELIMITED, RETRY_PROMPT
+from pipeline.judges.rubric.prompts import ASSESS_PROMPT, DATA_DELIMITED, JSON_ASSESS_FORMAT, RETRY_PROMPT
 from pipeline.judges.rubric.results import Assessment
 from pipeline.judges.rubric.settings import AssessSettings
 from pipeline.llm.session import LLMSession
+from pipeline.llm.structured import StructuredFailure, ask_structured
 from pipeline.llm.types import CallContext, ChatRequest, Message, Options
 
 REQUIRED_SECTIONS = ("assessment", "PHQ8_symptoms", "social_factors", "biological_factors", "risk_factors")
 _COMMENT = re.compile(r"<!--.*?(-->|$)", re.S)
+_WORD = re.compile(r"[^\W\d_]{2,}")
 _QUOTE = re.compile(r"[\"“]([^\"”\n]{8,})[\"”]")
 
 
@@ -117,6 +123,87 @@ def ask_for_assessment(
     )
 
 
+@lru_cache(maxsize=8)
+def sections_model(max_chars: int | None) -> type[BaseModel]:
+    """The assessment as a JSON object: the paper's five sections, each a non-empty text."""
+    text = Annotated[str, StringConstraints(min_length=1, max_length=max_chars)]
+    fields: dict[str, Any] = {tag: (text, ...) for tag in REQUIRED_SECTIONS}
+    return create_model("AssessmentSections", **fields)
+
+
+def as_xml(sections: dict[str, str]) -> str:
+    """The sections as the paper's XML reply, which the judge prompt and the report expect."""
+    return "\n\n".join(f"<{tag}>\n{sections[tag]}\n</{tag}>" for tag in REQUIRED_SECTIONS)
+
+
+def with_json_format(messages: tuple[Message, ...]) -> tuple[Message, ...]:
+    last = messages[-1]
+    return (*messages[:-1], last.model_copy(update={"content": last.content + JSON_ASSESS_FORMAT}))
+
+
+def ask_for_json_assessment(
+    session: LLMSession,
+    transcript: Transcript,
+    first_messages: tuple[Message, ...],
+    settings: AssessSettings,
+    options: Options,
+    context: CallContext,
+) -> Assessment:
+    """assess.output = json: the sections under the backend's schema; a reply that still fails
+    after the bounded re-asks is recorded invalid with its text, nothing filled in."""
+    options = options.model_copy(update={"num_predict": settings.num_predict})
+    result = ask_structured(
+        session,
+        with_json_format(first_messages),
+        sections_model(settings.section_chars),
+        options,
+        context,
+        max_attempts=settings.max_attempts,
+    )
+    if isinstance(result, StructuredFailure):
+        return Assessment(
+            item=transcript.item_id,
+            text=result.text,
+            sections=None,
+            valid=False,
+            problem=f"{result.kind.replace('_', ' ')}: {result.error}",
+            call_keys=result.keys,
+        )
+    sections = {tag: str(getattr(result.value, tag)).strip() for tag in REQUIRED_SECTIONS}
+    # A grammar can force a string but not a meaning: "..." or "-" says nothing.
+    empty = [tag for tag, body in sections.items() if not _WORD.search(body)]
+    unverified = unverified_quotes(sections, transcript.text) if settings.verify_quotes else ()
+    problem = None
+    if empty:
+        problem = "empty section(s) " + ", ".join(f"<{t}>" for t in empty)
+    elif unverified:
+        problem = f"{len(unverified)} quote(s) do not occur in the transcript: " + "; ".join(
+            f'"{q}"' for q in unverified[:3]
+        )
+    return Assessment(
+        item=transcript.item_id,
+        text=as_xml(sections),  # the reply as JSON is in the recordings
+        sections=sections if problem is None else None,
+        valid=problem is None,
+        problem=problem,
+        call_keys=result.keys,
+        unverified_quotes=unverified,
+    )
+
+
+def ask(
+    session: LLMSession,
+    transcript: Transcript,
+    first_messages: tuple[Message, ...],
+    settings: AssessSettings,
+    options: Options,
+    context: CallContext,
+) -> Assessment:
+    """An assessment in the protocol assess.output names (the first ask and every regeneration)."""
+    how = ask_for_json_assessment if settings.output == "json" else ask_for_assessment
+    return how(session, transcript, first_messages, settings, options, context)
+
+
 def assess(
     session: LLMSession,
     transcript: Transcript,
@@ -126,6 +213,4 @@ def assess(
 ) -> Assessment:
     prompt = ASSESS_PROMPT.format(transcript=transcript_block(transcript, settings))
     context = CallContext(stage=stage, item=transcript.item_id, step=0, labels={"role": "assess"})
-    return ask_for_assessment(
-        session, transcript, (Message(role="user", content=prompt),), settings, options, context
-    )
+    return ask(session, transcript, (Message(role="user", content=prompt),), settings, options, context)

@@ -1,16 +1,28 @@
 """The judge: one verbatim prompt per metric; an unreadable score is re-asked with a format
-reminder (bounded), then recorded unscored. A score is only ever what the judge wrote."""
+reminder (bounded), then recorded unscored. A score is only ever what the judge wrote.
+
+judge.output picks the protocol: `text`, the paper's (a free reply, the score read by
+pipeline.judges.scores), or `json`, the same rubric with the reply constrained by the backend to
+{explanation, score} (pipeline.llm.structured), which a small model can follow.
+"""
 
 from __future__ import annotations
+
+from functools import lru_cache
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, StringConstraints, create_model
 
 from pipeline.data.transcripts import Transcript
 from pipeline.errors import ReplayMissError
 from pipeline.judges.rubric.judge_prompts import JUDGE_PROMPTS
-from pipeline.judges.rubric.prompts import SCORE_REMINDER
+from pipeline.judges.rubric.prompts import JSON_JUDGE_FORMAT, SCORE_REMINDER
 from pipeline.judges.rubric.results import MetricJudgement
 from pipeline.judges.rubric.settings import JudgeSettings
 from pipeline.judges.scores import DecimalPolicy, Scale, ScoreReading, extract_score
+from pipeline.llm.logprobs import integer_field_span, score_distribution
 from pipeline.llm.session import LLMSession
+from pipeline.llm.structured import StructuredFailure, ask_structured
 from pipeline.llm.types import CallContext, ChatRequest, Message, Options
 
 SCALE = Scale(1, 5)
@@ -27,6 +39,61 @@ def judge_prompt(metric: str, transcript_text: str, assessment_text: str) -> str
     return template.replace("{transcript}", transcript_text).replace("{qualitative_output}", assessment_text)
 
 
+class Verdict(BaseModel):
+    """judge.output = json: the paper's two parts, explanation first so the score follows it."""
+
+    explanation: str
+    score: Literal[1, 2, 3, 4, 5]
+
+
+@lru_cache(maxsize=8)
+def verdict_model(max_chars: int | None) -> type[Verdict]:
+    explanation = Annotated[str, StringConstraints(min_length=1, max_length=max_chars)]
+    return create_model("Verdict", __base__=Verdict, explanation=(explanation, ...))
+
+
+def judge_metric_json(
+    session: LLMSession,
+    transcript: Transcript,
+    assessment_text: str,
+    metric: str,
+    settings: JudgeSettings,
+    options: Options,
+    context: CallContext,
+) -> MetricJudgement:
+    """The same rubric, the reply constrained to {explanation, score}; a reply that fails after the
+    bounded re-asks is recorded unscored, with its text and the failure's kind."""
+    prompt = judge_prompt(metric, transcript.text, assessment_text) + JSON_JUDGE_FORMAT
+    result = ask_structured(
+        session,
+        (Message(role="user", content=prompt),),
+        verdict_model(settings.explanation_chars),
+        options.model_copy(update={"num_predict": settings.num_predict}),
+        context.at(metric=metric, role="judge"),
+        max_attempts=settings.max_attempts,
+        logprobs=settings.top_logprobs or None,
+    )
+    if isinstance(result, StructuredFailure):
+        return MetricJudgement(
+            metric=metric, score=None, reading=result.kind, explanation=result.text, call_keys=result.keys
+        )
+    distribution = None
+    span = integer_field_span(result.text, "score")
+    if result.reply.logprobs and span is not None:
+        distribution = score_distribution(result.reply.logprobs, span[0], range(1, 6))
+    return MetricJudgement(
+        metric=metric,
+        score=result.value.score,
+        reading="json",
+        explanation=result.value.explanation,
+        call_keys=result.keys,
+        score_probabilities=None
+        if distribution is None
+        else {str(value): p for value, p in distribution.probabilities.items()},
+        weighted_score=None if distribution is None else distribution.expected,
+    )
+
+
 def judge_metric(
     session: LLMSession,
     transcript: Transcript,
@@ -36,6 +103,8 @@ def judge_metric(
     options: Options,
     context: CallContext,
 ) -> MetricJudgement:
+    if settings.output == "json":
+        return judge_metric_json(session, transcript, assessment_text, metric, settings, options, context)
     options = options.model_copy(update={"num_predict": settings.num_predict})
     messages: tuple[Message, ...] = (
         Message(role="user", content=judge_prompt(metric, transcript.text, assessment_text)),

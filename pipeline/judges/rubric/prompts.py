@@ -150,3 +150,14 @@ SCORE_REMINDER = """Your reply did not contain a score I could read ({problem}).
 Reply again in exactly this format, with a single whole number between 1 and 5:
 Explanation: [Your rating, as text]
 Score: [your score, as a number between 1 and 5]"""
+
+# Structured mode (judge.output / assess.output = json): the paper's prompt, then the shape asked
+# for. The backend enforces the shape (pipeline.llm.structured); the prompt says it so that the
+# model is not surprised by its own grammar.
+JSON_JUDGE_FORMAT = """
+
+Answer with a JSON object instead: {"explanation": "<your rating, as text>", "score": <your score, a whole number from 1 to 5>}"""
+
+JSON_ASSESS_FORMAT = """
+
+Answer with a JSON object instead of XML. It has five keys, in this order: assessment (the subject's overall mental health), PHQ8_symptoms (which PHQ-8 symptoms the subject reports, how often and how severe), social_factors, biological_factors and risk_factors. Each value is one or two sentences about this subject that quote the transcript's own words. Where the interview did not cover a key, its value is "not assessed in interview"."""

@@ -20,10 +20,14 @@ class Assessment(Result):
 class MetricJudgement(Result):
     metric: str
     score: int | None  # None: unscored after every re-ask; never a default
-    reading: str  # how the score was read (pipeline.judges.scores reasons, or "json")
+    reading: str  # how the score was read: pipeline.judges.scores' reasons, or "json" / a json failure kind
     explanation: str  # the judge's last reply, exactly as written
     call_keys: tuple[str, ...]
     carried_over: bool = False  # refine.rejudge=low: not re-judged this iteration
+    # judge.top_logprobs > 0: the probability of each score at the score's token, and their
+    # expected value (G-Eval's weighted score). None when the reply carried no log-probabilities.
+    score_probabilities: dict[str, float] | None = None
+    weighted_score: float | None = None
 
 
 def in_order(metrics: dict[str, MetricJudgement], order: Sequence[str]) -> dict[str, MetricJudgement]:

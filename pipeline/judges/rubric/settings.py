@@ -16,6 +16,12 @@ class AssessSettings(Section):
     max_attempts: int = Field(3, ge=1)
     verify_quotes: bool = False
     delimit_transcript: bool = False
+    # text: the paper's XML sections in a free reply; json: the same sections as a JSON object the
+    # backend constrains, written back as the XML sections the judge reads. section_chars bounds
+    # each section in the schema (null: unbounded), so that a small model cannot run to
+    # num_predict inside one string.
+    output: Literal["text", "json"] = "text"
+    section_chars: int | None = Field(None, ge=20)
     out: str = "outputs/assessments.jsonl"
 
 
@@ -29,4 +35,8 @@ class JudgeSettings(Section):
     # text: the paper's protocol (a free reply, the score read by pipeline.judges.scores);
     # json: the same rubric, the reply constrained to {explanation, score} by the backend.
     output: Literal["text", "json"] = "text"
+    explanation_chars: int | None = Field(None, ge=20)  # json: the explanation's bound, as section_chars
+    # json: ask for this many alternatives per generated token, to record the probability of each
+    # score and the probability-weighted score (G-Eval); 0 asks for none.
+    top_logprobs: int = Field(0, ge=0, le=20)
     out: str = "outputs/judgements.jsonl"
