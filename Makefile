@@ -28,8 +28,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[embedded,dev]'
 	touch $(STAMP)
 
+# ARGS: stages to run (their upstream too), e.g. `make repro ARGS=rag_aggregate`.
 repro: $(STAMP)
-	$(ON_PATH) $(BIN)/dvc repro
+	$(ON_PATH) $(BIN)/dvc repro $(ARGS)
 
 # An experiment of your own: `make exp ARGS="-S refine.threshold=2"` (dvc exp run records the change).
 exp: $(STAMP)
@@ -37,7 +38,7 @@ exp: $(STAMP)
 
 # Re-execute every stage from the recordings alone; no model is called.
 replay: $(STAMP)
-	JUDGELOOP_CACHE_MODE=replay $(ON_PATH) $(BIN)/dvc repro --force
+	JUDGELOOP_CACHE_MODE=replay $(ON_PATH) $(BIN)/dvc repro --force $(ARGS)
 
 status audit cache report calibrate judge-evaluate: $(STAMP)
 	$(JUDGELOOP) $@ $(ARGS)

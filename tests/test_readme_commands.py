@@ -49,8 +49,8 @@ def test_the_readme_has_commands_and_marks_what_it_cannot_run_here() -> None:
     commands = readme_commands((ROOT / "README.md").read_text(encoding="utf-8"))
     assert len(commands) >= 8
     reasons = [match.group(1).strip() for _, c in commands if (match := NEEDS.search(c))]
-    # Few and named: a skip must say what the command needs, and most commands must run here.
-    assert 0 < len(reasons) <= len(commands) // 3 and all(reasons)
+    # Named: a skip must say what the command needs; and most commands must run here.
+    assert 0 < len(reasons) < len(commands) / 2 and all(reasons)
     assert any(c.startswith("make replay") for _, c in commands)
 
 
