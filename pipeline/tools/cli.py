@@ -38,7 +38,7 @@ main.add_command(calibrate)
 
 
 # --- report -------------------------------------------------------------------------------------
-# The HTML rendering lives in pipeline/report_html.py; it is imported when the command runs, so the
+# The HTML rendering lives in pipeline/reports/html.py; it is imported when the command runs, so the
 # other commands (and their tests) do not depend on it.
 @main.command()
 @click.option(

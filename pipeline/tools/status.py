@@ -247,7 +247,7 @@ def status(every_stage: bool, offline: bool, json_out: bool, verbose: bool) -> N
     """Which calls the next `dvc repro` needs, how many are recorded, how many go to the model.
 
     Nothing is written and no model is called: the stages DVC would run are dry-run against the
-    local cache and the recordings (see `pipeline/status.py` for when the count is exact).
+    local cache and the recordings (see `pipeline/tools/status.py` for when the count is exact).
     """
     from pipeline.tools.status_report import as_json, render_text
 
