@@ -3,7 +3,11 @@ and the fix. Shared by the transcript and label loaders."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import orjson
 
 from pipeline.errors import InputError
 
@@ -32,3 +36,17 @@ def shown_path(path: Path, root: Path) -> str:
         return path.resolve().relative_to(root.resolve()).as_posix()
     except ValueError:
         return str(path)
+
+
+def json_objects(path: Path, shown: str) -> Iterator[tuple[int, dict[str, Any] | str]]:
+    """Each non-blank line of a JSONL file with its number: the JSON object, or why it is not one.
+    Callers decide whether a bad line stops the read (an InputError) or is set aside (a batch)."""
+    for number, line in enumerate(read_lines(path, shown), start=1):
+        if not line.strip():
+            continue
+        try:
+            value = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            yield number, f"not JSON ({exc})"
+            continue
+        yield number, value if isinstance(value, dict) else "not a JSON object"

@@ -16,10 +16,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pipeline.data.input_files import read_lines
+from pipeline.data.input_files import json_objects
 from pipeline.errors import InputError
 
 ROW_FIX = "give it id, question and answer (and contexts, source_ids, labels if known)"
@@ -66,15 +65,9 @@ def load_rag_rows(path: Path, *, only: str | None = None, limit: int | None = No
         raise InputError(shown, None, "no such file", "point the rows parameter at a JSONL file of RAG rows")
     rows: list[RagRow] = []
     seen: dict[str, int] = {}
-    for number, line in enumerate(read_lines(path, shown), start=1):
-        if not line.strip():
-            continue
-        try:
-            raw = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            raise InputError(shown, number, f"not JSON ({exc})", "write one JSON object per line") from exc
-        if not isinstance(raw, dict):
-            raise InputError(shown, number, "not a JSON object", "write one JSON object per line")
+    for number, raw in json_objects(path, shown):
+        if isinstance(raw, str):
+            raise InputError(shown, number, raw, "write one JSON object per line")
         if only is not None and not raw.pop(only, False):
             continue
         try:

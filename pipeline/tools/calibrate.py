@@ -22,7 +22,7 @@ from typing import Any
 
 import click
 
-from pipeline.data.input_files import read_lines
+from pipeline.data.input_files import json_objects
 from pipeline.data.ratings import HumanRatings, JudgeScore
 from pipeline.errors import InputError
 from pipeline.experiments.summeval.calibration import experiment_rows
@@ -42,15 +42,9 @@ HUMAN_FIX = 'write one JSON object per line: {"item": "...", "metric": "...", "r
 def _objects(path: Path, fix: str) -> list[tuple[int, dict[str, Any]]]:
     shown = str(path)
     rows = []
-    for number, line in enumerate(read_lines(path, shown), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(shown, number, f"not JSON ({exc.msg})", fix) from None
-        if not isinstance(row, dict):
-            raise InputError(shown, number, "the line is not a JSON object", fix)
+    for number, row in json_objects(path, shown):
+        if isinstance(row, str):
+            raise InputError(shown, number, row, fix)
         rows.append((number, row))
     return rows
 

@@ -22,10 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import click
-import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from pipeline.data.input_files import read_lines
+from pipeline.data.input_files import json_objects
 from pipeline.data.jsonl import write_jsonl
 from pipeline.data.rag_rows import ROW_FIX, RagRow, rag_row_from
 from pipeline.errors import InputError
@@ -94,17 +93,14 @@ def read_batch(path: Path) -> tuple[list[RagRow], list[dict[str, Any]]]:
     rows: list[RagRow] = []
     errors: list[dict[str, Any]] = []
     seen: dict[str, int] = {}
-    for number, line in enumerate(read_lines(path, shown), start=1):
-        if not line.strip():
-            continue
+    for number, raw in json_objects(path, shown):
         try:
-            raw = orjson.loads(line)
-            if not isinstance(raw, dict):
-                raise ValueError("not a JSON object")
+            if isinstance(raw, str):
+                raise ValueError(raw)
             row = rag_row_from(raw)
             if row.id in seen:
                 raise ValueError(f"id {row.id} is already used on line {seen[row.id]}")
-        except (orjson.JSONDecodeError, ValueError) as exc:
+        except ValueError as exc:
             errors.append({"file": shown, "line": number, "problem": str(exc), "fix": ROW_FIX})
             continue
         seen[row.id] = number
