@@ -18,6 +18,7 @@ from pipeline.judges.structured.dimensions import judge_score_model
 from pipeline.judges.structured.verdict import JudgeFailure, Verdict
 from pipeline.llm.backends import register_backend
 from pipeline.llm.backends.fake import FakeBackend
+from pipeline.llm.settings import in_flight
 from pipeline.llm.types import ChatReply
 from pipeline.testing.fake_ollama import FakeOllama
 from pipeline.testing.structured_responder import structured_ollama_responder, structured_responder
@@ -157,7 +158,7 @@ def test_batch_against_the_fake_ollama_server(tmp_path: Path, monkeypatch: pytes
         )
         result = _invoke(tmp_path, monkeypatch, "--batch", "rows.jsonl", "--out", "scores.jsonl")
         assert result.exit_code == 0, result.output
-        assert server.requests_to("/api/chat") == 8 and server.max_in_flight <= 4
+        assert server.requests_to("/api/chat") == 8 and server.max_in_flight <= in_flight(4)
         single = _invoke(tmp_path, monkeypatch, "Which port?", "-f", "rows.jsonl", "--json")
         assert single.exit_code == 0, single.output
     scores = read_jsonl(tmp_path / "scores.jsonl", RagJudgement)

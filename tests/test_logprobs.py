@@ -3,6 +3,7 @@ turned into a score distribution (G-Eval's weighting)."""
 
 from __future__ import annotations
 
+import gc
 import math
 from pathlib import Path
 
@@ -109,3 +110,64 @@ def test_score_distribution_without_an_allowed_value_or_token_is_none() -> None:
     assert score_distribution(tokens, 0, range(1, 6)) is None
     assert score_distribution(tokens, 5, range(1, 6)) is None
     assert integer_field_span('{"other": 2}', "score") is None
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_they_dump_as_json_objects_and_validate_like_a_model() -> None:
+    reply = ChatReply(
+        text="4}",
+        logprobs=(
+            TokenLogprob(
+                token="4", logprob=-0.1, top=(TopLogprob(token="4", logprob=-0.1), TopLogprob("5", -3))
+            ),
+            TokenLogprob(token="}", logprob=0),
+        ),
+    )
+    assert reply.model_dump(mode="json")["logprobs"] == [
+        {
+            "token": "4",
+            "logprob": -0.1,
+            "top": [{"token": "4", "logprob": -0.1}, {"token": "5", "logprob": -3.0}],
+        },
+        {"token": "}", "logprob": 0.0, "top": []},
+    ]
+    assert ChatReply.model_validate_json(reply.model_dump_json()) == reply
+    assert reply.logprobs is not None
+    assert reply.logprobs[-1] == TokenLogprob("}", 0.0) and reply.logprobs[1:] == (TokenLogprob("}", 0.0),)
+    assert reply.logprobs[0].top[1] == TopLogprob(token="5", logprob=-3.0)
+    with pytest.raises(IndexError):
+        reply.logprobs[2]
+    for bad in ({"token": "4", "logprob": "high"}, {"token": "4", "logprob": -0.1, "bytes": [52]}):
+        with pytest.raises(ValueError):
+            ChatReply.model_validate({"text": "4", "logprobs": [bad]})
+
+
+def test_the_garbage_collector_does_not_walk_them() -> None:
+    # A stage keeps every reply it served; tracked objects per token would make each full
+    # collection walk them all (bench/rag_batch.py measured half-second pauses).
+    wire = [
+        {
+            "token": f"t{i}",
+            "logprob": -0.5,
+            "top_logprobs": [{"token": f"a{j}", "logprob": -1.0} for j in range(5)],
+        }
+        for i in range(200)
+    ]
+    gc.collect()
+    before = len(gc.get_objects())
+    replies = [ChatReply(text="x", logprobs=read_wire_logprobs(wire)) for _ in range(50)]
+    gc.collect()
+    tracked = len(gc.get_objects()) - before
+    assert len(replies) == 50 and tracked < 50 * 10  # 1,200 entries a reply; a few objects each reply
+
+
+@pytest.mark.parametrize("stage", ["rag_judge", "summeval_judge", "judge"])
+def test_committed_recordings_with_them_still_verify(stage: str) -> None:
+    # Their checksums cover the JSON written when they were recorded: the shape may not change.
+    loaded = [c.call for c in recordings.read_stage(ROOT / "recordings" / stage)]  # verifies each
+    with_logprobs = [c for c in loaded if c.record.reply.logprobs]
+    assert with_logprobs
+    for call in with_logprobs:
+        assert call.record.expected_checksum() == call.record.checksum

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.experiments.params import Params
+from pipeline.llm.settings import in_flight
 from pipeline.loops.results import Refinement
 from pipeline.testing.fake_ollama import FakeOllama, Fault
 from pipeline.testing.judge_responder import experiment_responder
@@ -40,7 +41,7 @@ def test_live_run_then_offline_replay_with_sockets_refused(
         params = _params(server.url, ROOT / "data" / "demo", parallelism=4)
         recorded = run_experiment(params, live)
         calls = server.requests_to("/api/chat")
-        assert server.max_in_flight <= 4
+        assert server.max_in_flight <= in_flight(4)
     refinements = _refinements(live)
     assert {r.stop_reason for r in refinements} >= {"passed"}  # the loop ran and converged somewhere
     assert calls > 6 * 4

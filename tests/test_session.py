@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from pipeline.errors import CorruptRecordError, ReplayIncompleteError, ReplayMissError, TransientBackendError
+from pipeline.llm import recordings
 from pipeline.llm.backends.fake import FakeBackend
+from pipeline.llm.settings import in_flight
 from pipeline.llm.store import CallStore
 from pipeline.llm.types import CallContext, ChatRequest
 from tests.helpers import make_session, request
@@ -175,3 +178,42 @@ def test_a_context_recorded_with_named_fields_reads_as_labels() -> None:
         stage="judge", item="901", step=2, attempt=1, labels={"metric": "accuracy", "role": "judge"}
     )
     assert context.describe() == "stage=judge item=901 step=2 metric=accuracy role=judge attempt=1"
+
+
+def test_items_in_progress_double_the_server_slots_but_a_single_slot_runs_alone(tmp_path: Path) -> None:
+    # Against a server with several slots, as many items again prepare and digest calls while the
+    # others wait on it; the bound on what reaches the server is the backend's (in_flight).
+    assert [in_flight(slots) for slots in (1, 2, 4, 8)] == [1, 4, 8, 16]
+    for slots, workers in ((1, 1), (4, 8)):
+        session, _ = make_session(tmp_path / str(slots), backend=FakeBackend(parallelism=slots))
+        assert session.workers == workers
+    replay, _ = make_session(tmp_path / "replay", "replay", backend=FakeBackend(parallelism=1))
+    assert replay.workers == 8  # no server: hits only
+
+
+def test_recordings_are_read_only_when_the_local_cache_misses(tmp_path: Path) -> None:
+    session, _ = make_session(tmp_path)
+    session.chat(request("stored locally"), CTX)
+    session.close()
+    broken = tmp_path / "recordings" / "other_stage"
+    broken.mkdir()
+    (broken / "calls.jsonl").write_text("not a recorded call\n")
+    again, fake = make_session(tmp_path)
+    assert again.chat(request("stored locally"), CTX).cache_hit  # never read the broken file
+    with pytest.raises(CorruptRecordError, match=r"other_stage/calls.jsonl:1"):
+        again.chat(request("a new question"), CTX)  # a miss looks in the recordings: the damage shows
+    assert fake.calls == []
+
+
+def test_the_recording_holds_each_call_once_in_order_whatever_order_calls_finish(tmp_path: Path) -> None:
+    contexts = [CallContext(stage="judge", item=str(900 + n), step=0) for n in range(6)]
+    session, _ = make_session(tmp_path)
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        list(pool.map(lambda c: session.chat(request(f"item {c.item}"), c), reversed(contexts)))
+    session.chat(request("item 900"), contexts[0])  # the same call again: one line
+    session.close()
+    written = (tmp_path / "recordings" / "judge" / "calls.jsonl").read_bytes()
+    calls = [c.call for c in recordings.read_stage(tmp_path / "recordings" / "judge")]
+    assert [c.context.item for c in calls] == [c.item for c in contexts]
+    recordings.write_stage(tmp_path / "again", calls)  # the batch writer gives the same bytes
+    assert (tmp_path / "again" / "calls.jsonl").read_bytes() == written

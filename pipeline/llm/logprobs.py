@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.llm.types import TokenLogprob, TopLogprob
+from pipeline.llm.types import Logprobs, TokenLogprob
 
 FLOOR = -9999.0  # exp(FLOOR) == 0.0 in float64
 
@@ -31,21 +31,21 @@ def _finite(value: Any) -> float:
     return number if math.isfinite(number) else FLOOR
 
 
-def read_wire_logprobs(entries: Any) -> tuple[TokenLogprob, ...] | None:
+def read_wire_logprobs(entries: Any) -> Logprobs | None:
     """The OpenAI-shaped list of per-token entries, or None when the server sent none."""
     if not isinstance(entries, list):
         return None
-    tokens = []
+    rows = []
     for entry in entries:
         if not isinstance(entry, dict) or "token" not in entry or entry.get("logprob") is None:
             continue
-        top = tuple(
-            TopLogprob(token=str(alt["token"]), logprob=_finite(alt["logprob"]))
+        top = [
+            (str(alt["token"]), _finite(alt["logprob"]))
             for alt in entry.get("top_logprobs") or ()
             if isinstance(alt, dict) and "token" in alt and alt.get("logprob") is not None
-        )
-        tokens.append(TokenLogprob(token=str(entry["token"]), logprob=_finite(entry["logprob"]), top=top))
-    return tuple(tokens)
+        ]
+        rows.append((str(entry["token"]), _finite(entry["logprob"]), top))
+    return Logprobs(rows)
 
 
 def token_at(logprobs: Sequence[TokenLogprob], position: int) -> int | None:

@@ -21,6 +21,7 @@ blobs.jsonl; a message becomes a list of literal strings and {"blob": hash} refe
 from __future__ import annotations
 
 import hashlib
+import threading
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -105,17 +106,42 @@ def call_to_line(call: RecordedCall, blobs: dict[str, str]) -> str:
     return canonical_json(record)
 
 
+class StageRecording:
+    """One stage's recording, built a call at a time.
+
+    A call's line is made when the call is added, by the thread that made the call, while other
+    items wait on the server; writing the stage then only sorts and saves. The same call (context
+    and key) added twice is one line.
+    """
+
+    def __init__(self) -> None:
+        self._lines: dict[tuple[Any, ...], str] = {}
+        self._blobs: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def add(self, call: RecordedCall) -> None:
+        blobs: dict[str, str] = {}
+        line = call_to_line(call, blobs)
+        with self._lock:
+            self._lines[(*call.context.sort_key(), call.record.key)] = line
+            self._blobs.update(blobs)
+
+    def write(self, directory: Path) -> None:
+        """Write the stage's calls, replacing what was there: the recording is exactly its run."""
+        with self._lock:
+            lines = [self._lines[k] for k in sorted(self._lines)]
+            blob_lines = [canonical_json({"blob": b, "text": self._blobs[b]}) for b in sorted(self._blobs)]
+        directory.mkdir(parents=True, exist_ok=True)
+        _write_lines(directory / BLOBS_FILE, blob_lines)
+        _write_lines(directory / CALLS_FILE, lines)
+
+
 def write_stage(directory: Path, calls: Iterable[RecordedCall]) -> None:
     """Write one stage's calls, replacing what was there: the stage's recording is exactly its run."""
-    unique: dict[tuple[Any, ...], RecordedCall] = {}
+    recording = StageRecording()
     for call in calls:
-        unique[(*call.context.sort_key(), call.record.key)] = call
-    blobs: dict[str, str] = {}
-    lines = [call_to_line(unique[k], blobs) for k in sorted(unique)]
-    directory.mkdir(parents=True, exist_ok=True)
-    blob_lines = [canonical_json({"blob": b, "text": blobs[b]}) for b in sorted(blobs)]
-    _write_lines(directory / BLOBS_FILE, blob_lines)
-    _write_lines(directory / CALLS_FILE, lines)
+        recording.add(call)
+    recording.write(directory)
 
 
 def _write_lines(path: Path, lines: list[str]) -> None:

@@ -1,4 +1,4 @@
-"""Run one stage's items side by side, up to the backend's parallelism, with a progress bar.
+"""Run one stage's items side by side, as many as the session's workers, with a progress bar.
 
 Results come back in the items' order whatever order they finished in. A replay miss stops only
 its own item (later calls of that item depend on the missing reply); the stage then fails listing
@@ -25,7 +25,7 @@ def run_items(session: LLMSession, items: Sequence[T], work: Callable[[T], R], d
     results: dict[int, R] = {}
     failure: BaseException | None = None
     with (
-        ThreadPoolExecutor(max_workers=session.parallelism, thread_name_prefix=desc) as pool,
+        ThreadPoolExecutor(max_workers=session.workers, thread_name_prefix=desc) as pool,
         # disable=None: a bar on a terminal, nothing in a log or CI (each redraw would be a line).
         tqdm(total=len(items), desc=desc, unit="item", dynamic_ncols=True, disable=None) as bar,
     ):

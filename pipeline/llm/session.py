@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +29,7 @@ from pipeline.llm import recordings
 from pipeline.llm.keys import request_key
 from pipeline.llm.latency import BACKEND_TOTAL, WALL
 from pipeline.llm.records import CallRecord, RecordedCall
-from pipeline.llm.settings import CacheMode, EngineSettings
+from pipeline.llm.settings import CacheMode, EngineSettings, in_flight
 from pipeline.llm.store import CallStore
 from pipeline.llm.types import Backend, CallContext, ChatRequest, ModelIdentity
 
@@ -45,12 +45,23 @@ class RunStats:
 
 
 class RecordingIndex:
-    """Every recorded call under recordings/, by key, read once per session."""
+    """Every recorded call under recordings/, by key, read (and verified) once per session, when
+    first needed: a stage whose calls the local cache holds never reads them."""
 
     def __init__(self, root: Path) -> None:
-        self.by_key: dict[str, CallRecord] = {}
-        for loaded in recordings.read_all(root):
-            self.by_key.setdefault(loaded.call.record.key, loaded.call.record)
+        self.root = root
+        self._by_key: dict[str, CallRecord] | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def by_key(self) -> dict[str, CallRecord]:
+        with self._lock:
+            if self._by_key is None:
+                by_key: dict[str, CallRecord] = {}
+                for loaded in recordings.read_all(self.root):
+                    by_key.setdefault(loaded.call.record.key, loaded.call.record)
+                self._by_key = by_key
+            return self._by_key
 
     def identities(self, backend: str, name: str) -> set[ModelIdentity]:
         return {r.model for r in self.by_key.values() if r.model.backend == backend and r.model.name == name}
@@ -76,7 +87,9 @@ class LLMSession:
         self._backend: Backend | None = None
         self._lock = threading.Lock()
         self._inflight: dict[str, Future[CallRecord]] = {}
+        self._answered: dict[str, CallRecord] = {}  # by the model, in this session
         self.calls: list[RecordedCall] = []
+        self.recording = recordings.StageRecording()
         self.stats = RunStats()
 
     @property
@@ -97,9 +110,12 @@ class LLMSession:
             return self._backend
 
     @property
-    def parallelism(self) -> int:
-        # Replay needs no server; hits are cheap, so let items run side by side.
-        return 8 if self.mode == "replay" else max(1, self.backend.parallelism)
+    def workers(self) -> int:
+        """How many items a stage may have in progress at once: as many as calls it keeps at the
+        server (pipeline.llm.settings.in_flight), so that each of those is an item's."""
+        if self.mode == "replay":
+            return 8  # replay needs no server; hits are cheap, so let items run side by side
+        return in_flight(max(1, self.backend.parallelism))
 
     def key_for(self, request: ChatRequest) -> str:
         return request_key(self.identity, request)
@@ -144,8 +160,10 @@ class LLMSession:
 
     def _resolve(self, key: str, request: ChatRequest, context: CallContext) -> RecordedCall:
         if self.mode in ("auto", "replay"):
-            # Checked again: another thread may have stored it since the fast path looked.
-            record = self.lookup(key, request)
+            # Another thread's identical call may have been answered since the fast path looked
+            # (and left the in-flight table before this one entered it): this session's answers
+            # are checked again; the store, a miss a moment ago, is not.
+            record = self._answered.get(key)
             if record is not None:
                 return RecordedCall(context=context, record=record, cache_hit=True)
             if self.mode == "replay":
@@ -156,13 +174,15 @@ class LLMSession:
         backend = self.backend  # built (a model loaded) before the clock starts: not the call's time
         started = time.perf_counter_ns()
         reply = backend.chat(request)
+        elapsed = time.perf_counter_ns() - started
         if BACKEND_TOTAL not in reply.meta:
             # A backend that does not time itself: keep the call's wall time (latency budgets read
             # it back in replay; pipeline.llm.latency). Meta is not in the key.
-            reply = reply.model_copy(update={"meta": {**reply.meta, WALL: time.perf_counter_ns() - started}})
+            reply = reply.model_copy(update={"meta": {**reply.meta, WALL: elapsed}})
         record = CallRecord.new(self.identity, request, reply)
         if self.store is not None and self.mode != "off":
             self.store.put(record)
+        self._answered[key] = record
         return RecordedCall(context=context, record=record, cache_hit=False)
 
     def _log(self, call: RecordedCall) -> RecordedCall:
@@ -173,7 +193,14 @@ class LLMSession:
             else:
                 self.stats.model_calls += 1
             self.stats.keys.setdefault(call.record.key, "hit" if call.cache_hit else "miss")
+        self.recording.add(call)
         return call
+
+    def keep_recorded(self, calls: Iterable[RecordedCall]) -> None:
+        """Record calls of an earlier run beside this run's (they were not made again)."""
+        for call in calls:
+            self.calls.append(call)
+            self.recording.add(call)
 
     def raise_for_misses(self) -> None:
         if self.stats.misses:
@@ -181,7 +208,7 @@ class LLMSession:
 
     def close(self, *, write_recording: bool = True) -> None:
         if write_recording:
-            recordings.write_stage(self.recordings_dir / self.stage, self.calls)
+            self.recording.write(self.recordings_dir / self.stage)
         if self.runs_dir is not None:
             self.runs_dir.mkdir(parents=True, exist_ok=True)
             summary = {

@@ -12,7 +12,7 @@ records params.yaml, always says what was computed (to run another model, use
     JUDGELOOP_CACHE_DIR     local diskcache folder             (cache.dir)
     JUDGELOOP_CACHE_MODE    auto | replay | refresh | off      (cache.mode)
     JUDGELOOP_BASE_URL      server URL                         (llm.base_url)
-    JUDGELOOP_PARALLELISM   in-flight calls to the server      (llm.parallelism)
+    JUDGELOOP_PARALLELISM   the server's parallel slots        (llm.parallelism)
     JUDGELOOP_READ_TIMEOUT  seconds to wait for a reply        (llm.read_timeout_s)
 """
 
@@ -36,6 +36,20 @@ class Section(BaseModel):
     """A params.yaml section: unknown keys are refused, so a typo cannot pass for a default."""
 
     model_config = ConfigDict(extra="forbid")
+
+
+def in_flight(slots: int) -> int:
+    """How many requests judgeloop keeps at a server with `slots` parallel slots (llm.parallelism).
+
+    With several slots, as many again wait in the server's queue (Ollama queues what exceeds
+    OLLAMA_NUM_PARALLEL; vLLM and llama-server do too), so that a slot that frees up starts the next
+    request at once rather than after its reply has travelled back, been read, and the next request
+    has travelled out: against a fast server that round trip, not the model, bounds the throughput
+    (bench/rag_batch.py). A queued request waits at most about one generation, which counts
+    against llm.read_timeout_s. A single slot (the embedded model computes on this machine's
+    cores, where a second request would only take turns with the first) gets one at a time.
+    """
+    return 2 * slots if slots > 1 else 1
 
 
 class EmbeddedSettings(Section):

@@ -6,16 +6,19 @@ never a tag), and that identity is part of every cache key.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol, runtime_checkable
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal, NamedTuple, Protocol, overload, runtime_checkable
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    GetCoreSchemaHandler,
     SerializerFunctionWrapHandler,
     model_serializer,
     model_validator,
 )
+from pydantic_core import CoreSchema, core_schema
 
 Role = Literal["system", "user", "assistant"]
 
@@ -70,18 +73,110 @@ class ChatRequest(Frozen):
         return _without_unset_additions(handler(self), ("logprobs",))
 
 
-class TopLogprob(Frozen):
+class TopLogprob(NamedTuple):
     token: str
     logprob: float
 
 
-class TokenLogprob(Frozen):
+class TokenLogprob(NamedTuple):
     """One generated token: its text, its log-probability, and the most likely alternatives at
     that position (the chosen token among them when it ranks), most likely first."""
 
     token: str
     logprob: float
     top: tuple[TopLogprob, ...] = ()
+
+
+Row = tuple[str, float, Sequence[tuple[str, float]]]
+
+
+class Logprobs(Sequence[TokenLogprob]):
+    """A reply's per-token log-probabilities: a read-only sequence of TokenLogprob.
+
+    Kept as five flat tuples of strings, floats and offsets, which the garbage collector stops
+    tracking at its first pass, and handed out as TokenLogprob on access. A reply holds one entry
+    per generated token with up to 20 alternatives each, and a stage keeps every reply it served:
+    as models (an instance, its dict, its set of fields each) a thousand judged rows made a million
+    objects for the collector to walk, and its full passes stopped every thread for up to half a
+    second each (bench/rag_batch.py). Validated like a model (typed fields, unknown keys refused)
+    and written as the same JSON objects, so recordings and checksums are unchanged.
+    """
+
+    __slots__ = ("_alt_ends", "_alt_logprobs", "_alt_tokens", "_logprobs", "_tokens")
+
+    def __init__(self, tokens: Iterable[TokenLogprob | Row] = ()) -> None:
+        texts: list[str] = []
+        logprobs: list[float] = []
+        alt_texts: list[str] = []
+        alt_logprobs: list[float] = []
+        ends: list[int] = []
+        for text, logprob, top in tokens:
+            texts.append(str(text))
+            logprobs.append(float(logprob))
+            for alt_text, alt_logprob in top:
+                alt_texts.append(str(alt_text))
+                alt_logprobs.append(float(alt_logprob))
+            ends.append(len(alt_texts))
+        self._tokens, self._logprobs = tuple(texts), tuple(logprobs)
+        self._alt_tokens, self._alt_logprobs, self._alt_ends = (
+            tuple(alt_texts),
+            tuple(alt_logprobs),
+            tuple(ends),
+        )
+
+    @overload
+    def __getitem__(self, index: int) -> TokenLogprob: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[TokenLogprob, ...]: ...
+    def __getitem__(self, index: int | slice) -> TokenLogprob | tuple[TokenLogprob, ...]:
+        if isinstance(index, slice):
+            return tuple(self[i] for i in range(*index.indices(len(self))))
+        i = range(len(self._tokens))[index]  # negative indices, and IndexError past the end
+        start = self._alt_ends[i - 1] if i else 0
+        top = tuple(
+            TopLogprob(self._alt_tokens[j], self._alt_logprobs[j]) for j in range(start, self._alt_ends[i])
+        )
+        return TokenLogprob(self._tokens[i], self._logprobs[i], top)
+
+    def __len__(self) -> int:
+        return len(self._tokens)
+
+    def _state(self) -> tuple[tuple[Any, ...], ...]:
+        return (self._tokens, self._logprobs, self._alt_tokens, self._alt_logprobs, self._alt_ends)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Logprobs):
+            return self._state() == other._state()
+        if isinstance(other, Sequence) and not isinstance(other, str):
+            return tuple(self) == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._state())
+
+    def __repr__(self) -> str:
+        return f"Logprobs({list(self)!r})"
+
+    def as_objects(self) -> list[dict[str, Any]]:
+        """The JSON shape: [{"token", "logprob", "top": [{"token", "logprob"}, ...]}, ...]."""
+        objects: list[dict[str, Any]] = []
+        start = 0
+        alt_tokens, alt_logprobs = self._alt_tokens, self._alt_logprobs
+        for text, logprob, end in zip(self._tokens, self._logprobs, self._alt_ends, strict=True):
+            top = [{"token": alt_tokens[j], "logprob": alt_logprobs[j]} for j in range(start, end)]
+            objects.append({"token": text, "logprob": logprob, "top": top})
+            start = end
+        return objects
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        entries = handler.generate_schema(tuple[TokenLogprob, ...])
+        return core_schema.union_schema(
+            [core_schema.is_instance_schema(cls), core_schema.no_info_after_validator_function(cls, entries)],
+            serialization=core_schema.plain_serializer_function_ser_schema(
+                lambda value: value.as_objects(), when_used="always"
+            ),
+        )
 
 
 class ModelIdentity(Frozen):
@@ -100,7 +195,7 @@ class ChatReply(Frozen):
     # Everything else the backend said about the call (durations in ns, server version, ...).
     meta: dict[str, Any] = Field(default_factory=dict)
     # Per generated token, when the request asked for them and the backend gave them.
-    logprobs: tuple[TokenLogprob, ...] | None = None
+    logprobs: Logprobs | None = None
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
@@ -176,7 +271,7 @@ class Backend(Protocol):
     """A model behind one interface. Implementations: Ollama, OpenAI-compatible, embedded, fake."""
 
     kind: str
-    # How many requests the server answers at once; callers bound their in-flight calls to it.
+    # How many requests the server answers at once (its slots; see pipeline.llm.settings.in_flight).
     parallelism: int
 
     def identity(self) -> ModelIdentity: ...

@@ -124,7 +124,7 @@ def close_recording(session: LLMSession, ok: bool, *, keep_others: bool) -> None
         items = {call.context.item for call in session.calls}
         if directory.is_dir():
             earlier = [c.call for c in recordings.read_stage(directory, verify=False)]
-            session.calls.extend(c for c in earlier if c.context.item not in items)
+            session.keep_recorded(c for c in earlier if c.context.item not in items)
     session.close(write_recording=ok)
 
 

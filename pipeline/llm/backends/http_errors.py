@@ -36,7 +36,7 @@ from pipeline.errors import (
     ModelNotFoundError,
     TransientBackendError,
 )
-from pipeline.llm.settings import LLMSettings
+from pipeline.llm.settings import LLMSettings, in_flight
 
 log = logging.getLogger(__name__)
 
@@ -60,15 +60,14 @@ def default_wait() -> Wait:
 def make_client(settings: LLMSettings, transport: httpx.BaseTransport | None) -> httpx.Client:
     # Connecting should be instant, but a reply may wait minutes for a model to load. Pool waits
     # cannot happen: callers hold the backend's semaphore, sized like the pool, before they send.
+    connections = in_flight(settings.parallelism)
     timeout = httpx.Timeout(
         connect=settings.connect_timeout_s,
         read=settings.read_timeout_s,
         write=settings.read_timeout_s,
         pool=None,
     )
-    limits = httpx.Limits(
-        max_connections=settings.parallelism, max_keepalive_connections=settings.parallelism
-    )
+    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
     return httpx.Client(base_url=settings.base_url, timeout=timeout, limits=limits, transport=transport)
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 
 from pipeline.errors import (
     ConfigError,
@@ -41,7 +42,7 @@ from pipeline.llm.backends.http_errors import (
     send,
 )
 from pipeline.llm.logprobs import read_wire_logprobs
-from pipeline.llm.settings import LLMSettings
+from pipeline.llm.settings import LLMSettings, in_flight
 from pipeline.llm.types import ChatReply, ChatRequest, ModelIdentity
 
 log = logging.getLogger(__name__)
@@ -79,9 +80,9 @@ class OllamaBackend:
         self.parallelism = settings.parallelism
         self._client = make_client(settings, transport)
         self._retry = RetryPolicy.from_settings(settings, wait)
-        # Ollama queues what exceeds OLLAMA_NUM_PARALLEL; queued requests still count against
-        # our read timeout, so the bound is held here rather than left to the server's queue.
-        self._slots = threading.BoundedSemaphore(settings.parallelism)
+        # Ollama queues what exceeds OLLAMA_NUM_PARALLEL, and a queued request's wait counts
+        # against our read timeout: the bound is held here, a queue's worth past the slots.
+        self._slots = threading.BoundedSemaphore(in_flight(settings.parallelism))
         self._identity: ModelIdentity | None = None
         self._identity_lock = threading.Lock()
         self._version: tuple[int, int, int] | None = None
@@ -204,6 +205,12 @@ class OllamaBackend:
 
 def parse_body(response: httpx.Response) -> Any:
     """One JSON object, or NDJSON if the server streamed anyway (a proxy dropping "stream")."""
+    try:
+        # orjson first: a reply with log-probabilities is tens of kB, which the json module reads
+        # about twice as slowly. What orjson refuses (NDJSON, NaN, a lone surrogate) falls through.
+        return orjson.loads(response.content)
+    except orjson.JSONDecodeError:
+        pass
     text = response.text
     try:
         return json.loads(text)

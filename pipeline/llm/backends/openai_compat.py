@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 
 from pipeline.errors import BadRequestError, ModelNotFoundError, TransientBackendError
 from pipeline.llm.backends.http_errors import (
@@ -41,7 +42,7 @@ from pipeline.llm.backends.http_errors import (
 )
 from pipeline.llm.backends.ollama import full_tag
 from pipeline.llm.logprobs import read_wire_logprobs
-from pipeline.llm.settings import LLMSettings
+from pipeline.llm.settings import LLMSettings, in_flight
 from pipeline.llm.types import ChatReply, ChatRequest, ModelIdentity
 
 log = logging.getLogger(__name__)
@@ -82,7 +83,7 @@ class OpenAICompatBackend:
         if key:
             self._client.headers["Authorization"] = f"Bearer {key}"
         self._retry = RetryPolicy.from_settings(settings, wait)
-        self._slots = threading.BoundedSemaphore(settings.parallelism)
+        self._slots = threading.BoundedSemaphore(in_flight(settings.parallelism))  # see ollama.py
         self._identity: ModelIdentity | None = None
         self._identity_lock = threading.Lock()
 
@@ -102,7 +103,11 @@ class OpenAICompatBackend:
             )
         check_status(response, not_found=self._not_found())
         try:
-            data = response.json()
+            data = orjson.loads(response.content)  # see ollama.parse_body
+        except orjson.JSONDecodeError:
+            data = None
+        try:
+            data = response.json() if data is None else data
         except ValueError as exc:
             raise TransientBackendError(f"{method} {response.request.url}: reply is not JSON") from exc
         if not isinstance(data, dict):
