@@ -1,15 +1,17 @@
-"""One self-contained HTML file for a reviewer: Figure 2, then every item's iterations down to the
-exact prompts and replies, so each number in the report can be traced to the text it came from.
+"""The report for a reviewer: an index page (Figure 2, the run's facts, one row per item) and one page
+per item with its iterations down to the exact prompts and replies, so each number in the report can
+be traced to the text it came from (pipeline.reports.pages names and writes the files).
 
-The page is written by jinja2 templates (pipeline/reports/templates/) with autoescaping on: transcripts and
-model replies are untrusted (a demo transcript tries to instruct the judge) and reach the reviewer
-as text, never as markup; only the inline SVG charts, drawn by pipeline.reports.svg from numbers and
-escaped labels, are marked safe. The file needs no network, and the same inputs give the same
-bytes: no "generated at" timestamps.
+The pages are written by jinja2 templates (pipeline/reports/templates/) with autoescaping on:
+transcripts and model replies are untrusted (a demo transcript tries to instruct the judge) and reach
+the reviewer as text, never as markup; only the inline SVG charts, drawn by pipeline.reports.svg from
+numbers and escaped labels, are marked safe. No page needs the network, and the same inputs give the
+same bytes: no "generated at" timestamps.
 
-Every long text is on the page once (pipeline.reports.texts): a prompt shows its own words and links
-to the transcript, template and assessment it contains (142 interviews of ten iterations: an eighth
-of the size written out in full; bench/report_size.py), and iterations stay collapsed until opened.
+Every long text is on an item's page once (pipeline.reports.texts): a prompt shows its own words and
+links to the transcript, template and assessment it contains, and iterations stay collapsed until
+opened. One page per item keeps what a reader opens small at any number of items
+(bench/report_size.py).
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections import Counter
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import jinja2
 from markupsafe import Markup
@@ -29,6 +33,7 @@ from pipeline.llm.recordings import read_all
 from pipeline.llm.records import CallRecord
 from pipeline.loops.results import Refinement
 from pipeline.reports.items import ItemBuilder, mean, options_text, slug
+from pipeline.reports.pages import page_stems, pages_folder, write_pages
 from pipeline.reports.svg import figure2_svg
 from pipeline.reports.texts import PageTexts
 
@@ -136,56 +141,96 @@ def _figure2_rows(summary: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
-def _anchors(refinements: list[Refinement]) -> list[str]:
-    anchors: list[str] = []
-    for r in refinements:
-        # Distinct items can slug alike ("a b", "a-b"); a counter keeps every anchor unique.
-        anchor, n = f"item-{slug(r.item)}", 1
-        while anchor in anchors:
-            anchor, n = f"item-{slug(r.item)}-{n}", n + 1
-        anchors.append(anchor)
-    return anchors
+@dataclass(frozen=True)
+class RenderedReport:
+    """The index page and the item pages (file name -> page), for the folder `folder` beside it."""
+
+    index: str
+    folder: str
+    pages: dict[str, str]
 
 
-def render_html(
-    refinements: list[Refinement], summary: dict[str, Any], records: dict[str, CallRecord], title: str
-) -> str:
-    """The report as one HTML document; `records` maps call keys to calls (see load_records)."""
+def _page_assets() -> dict[str, Any]:
+    script = _asset("report.js")
+    return {
+        "csp": content_security_policy(script),
+        "style": Markup(_asset("report.css")),
+        "script": Markup(script),
+    }
+
+
+def render_report(
+    refinements: list[Refinement],
+    summary: dict[str, Any],
+    records: dict[str, CallRecord],
+    title: str,
+    index_name: str = "report.html",
+) -> RenderedReport:
+    """The report's pages; `records` maps call keys to calls (see load_records), `index_name` is the
+    index's file name, which the item pages link back to."""
     used = [records[k] for k in _referenced(refinements) if k in records]
     options = _option_names(used)
-    texts = PageTexts()
-    builder = ItemBuilder(records, texts, options)
-    anchors = _anchors(refinements)
-    items = [builder.item(r, a) for r, a in zip(refinements, anchors, strict=True)]
-    nav = [
-        (
-            a,
-            r.item,
-            len(r.iterations) - 1,
-            r.stop_reason,
-            r.kept,
-            mean(r.iterations[0].metrics),
-            mean(r.iterations[r.kept].metrics),
-        )
-        for r, a in zip(refinements, anchors, strict=True)
-    ]
-    script = _asset("report.js")
-    return (
-        environment()
-        .get_template("report.html.j2")
-        .render(
-            title=title,
-            csp=content_security_policy(script),
-            style=Markup(_asset("report.css")),
-            script=Markup(script),
-            facts=_facts(refinements, summary, records, options),
-            figure2_rows=_figure2_rows(summary),
-            # Marked safe on purpose: drawn from numbers, its labels escaped by report_svg.
-            figure2_svg=Markup(figure2_svg(summary["figure2"], PAPER_FIGURE2)),
-            nav=nav,
-            items=items,
-            templates=texts.templates,
+    show_model = len({(r.model.backend, r.model.name, r.model.digest) for r in used}) > 1
+    folder = pages_folder(index_name)
+    stems = page_stems([r.item for r in refinements])
+    assets = _page_assets()
+    env = environment()
+    pages: dict[str, str] = {}
+    for r, stem in zip(refinements, stems, strict=True):
+        # Each page is read alone, so each has its own texts: the transcript at the top of its item,
+        # the templates its prompts contain at its end.
+        texts = PageTexts()
+        item = ItemBuilder(records, texts, options).item(r, stem)
+        cited = dict.fromkeys(options_text(records[k]) for k in _referenced([r]) if k in records)
+        pages[f"{stem}.html"] = env.get_template("item_page.html.j2").render(
+            title=f"Item {r.item} · {title}",
+            report_title=title,
+            index_href=f"../{quote(index_name)}#{stem}",
+            options={name.capitalize(): text for text, name in options.items() if text in cited},
+            item=item,
+            templates=texts.cited_templates(),
             referenced=texts.referenced,
-            show_model=len({(r.model.backend, r.model.name, r.model.digest) for r in used}) > 1,
+            show_model=show_model,
+            **assets,
         )
+    rows = [
+        {
+            "id": stem,
+            "href": f"{quote(folder)}/{stem}.html",
+            "name": r.item,
+            "refined": len(r.iterations) - 1,
+            "stop": r.stop_reason,
+            "kept": r.kept,
+            "before": mean(r.iterations[0].metrics),
+            "after": mean(r.iterations[r.kept].metrics),
+            "low": ", ".join(r.iterations[r.kept].low_metrics),
+        }
+        for r, stem in zip(refinements, stems, strict=True)
+    ]
+    appendix = PageTexts()
+    index = env.get_template("report.html.j2").render(
+        title=title,
+        facts=_facts(refinements, summary, records, options),
+        figure2_rows=_figure2_rows(summary),
+        # Marked safe on purpose: drawn from numbers, its labels escaped by pipeline.reports.svg.
+        figure2_svg=Markup(figure2_svg(summary["figure2"], PAPER_FIGURE2)),
+        rows=rows,
+        templates=appendix.templates,
+        referenced=appendix.referenced,
+        **assets,
     )
+    return RenderedReport(index, folder, pages)
+
+
+def write_report(
+    index: Path,
+    refinements: list[Refinement],
+    summary: dict[str, Any],
+    records: dict[str, CallRecord],
+    title: str,
+) -> RenderedReport:
+    """Render the report and write it: the index at `index`, the item pages in the folder beside it
+    (written anew). The aggregate stage and `judgeloop report` both write it this way."""
+    report = render_report(refinements, summary, records, title, index.name)
+    write_pages(index, report.index, report.pages)
+    return report
