@@ -36,6 +36,7 @@ from pipeline.reports.items import ItemBuilder, mean, options_text, slug
 from pipeline.reports.pages import page_stems, pages_folder, write_pages
 from pipeline.reports.svg import figure2_svg
 from pipeline.reports.texts import PageTexts
+from pipeline.reports.views import ItemRow
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -159,6 +160,41 @@ def _page_assets() -> dict[str, Any]:
     }
 
 
+def _item_page(
+    r: Refinement, stem: str, records: dict[str, CallRecord], options: dict[str, str], **page: Any
+) -> str:
+    # Each page is read alone, so each has its own texts: the transcript at the top of its item, the
+    # templates its prompts contain at its end.
+    texts = PageTexts()
+    item = ItemBuilder(records, texts, options).item(r, stem)
+    cited = {options_text(records[k]) for k in _referenced([r]) if k in records}
+    return (
+        environment()
+        .get_template("item_page.html.j2")
+        .render(
+            item=item,
+            options={name.capitalize(): text for text, name in options.items() if text in cited},
+            templates=texts.cited_templates(),
+            referenced=texts.referenced,
+            **page,
+        )
+    )
+
+
+def _row(r: Refinement, stem: str, folder: str) -> ItemRow:
+    return ItemRow(
+        id=stem,
+        href=f"{quote(folder)}/{stem}.html",
+        name=r.item,
+        stop_reason=r.stop_reason,
+        refined=len(r.iterations) - 1,
+        kept=r.kept,
+        mean_before=mean(r.iterations[0].metrics),
+        mean_after=mean(r.iterations[r.kept].metrics),
+        low=", ".join(r.iterations[r.kept].low_metrics),
+    )
+
+
 def render_report(
     refinements: list[Refinement],
     summary: dict[str, Any],
@@ -174,50 +210,35 @@ def render_report(
     folder = pages_folder(index_name)
     stems = page_stems([r.item for r in refinements])
     assets = _page_assets()
-    env = environment()
-    pages: dict[str, str] = {}
-    for r, stem in zip(refinements, stems, strict=True):
-        # Each page is read alone, so each has its own texts: the transcript at the top of its item,
-        # the templates its prompts contain at its end.
-        texts = PageTexts()
-        item = ItemBuilder(records, texts, options).item(r, stem)
-        cited = dict.fromkeys(options_text(records[k]) for k in _referenced([r]) if k in records)
-        pages[f"{stem}.html"] = env.get_template("item_page.html.j2").render(
+    pages = {
+        f"{stem}.html": _item_page(
+            r,
+            stem,
+            records,
+            options,
             title=f"Item {r.item} · {title}",
             report_title=title,
             index_href=f"../{quote(index_name)}#{stem}",
-            options={name.capitalize(): text for text, name in options.items() if text in cited},
-            item=item,
-            templates=texts.cited_templates(),
-            referenced=texts.referenced,
             show_model=show_model,
             **assets,
         )
-    rows = [
-        {
-            "id": stem,
-            "href": f"{quote(folder)}/{stem}.html",
-            "name": r.item,
-            "refined": len(r.iterations) - 1,
-            "stop": r.stop_reason,
-            "kept": r.kept,
-            "before": mean(r.iterations[0].metrics),
-            "after": mean(r.iterations[r.kept].metrics),
-            "low": ", ".join(r.iterations[r.kept].low_metrics),
-        }
         for r, stem in zip(refinements, stems, strict=True)
-    ]
+    }
     appendix = PageTexts()
-    index = env.get_template("report.html.j2").render(
-        title=title,
-        facts=_facts(refinements, summary, records, options),
-        figure2_rows=_figure2_rows(summary),
-        # Marked safe on purpose: drawn from numbers, its labels escaped by pipeline.reports.svg.
-        figure2_svg=Markup(figure2_svg(summary["figure2"], PAPER_FIGURE2)),
-        rows=rows,
-        templates=appendix.templates,
-        referenced=appendix.referenced,
-        **assets,
+    index = (
+        environment()
+        .get_template("report.html.j2")
+        .render(
+            title=title,
+            facts=_facts(refinements, summary, records, options),
+            figure2_rows=_figure2_rows(summary),
+            # Marked safe on purpose: drawn from numbers, its labels escaped by pipeline.reports.svg.
+            figure2_svg=Markup(figure2_svg(summary["figure2"], PAPER_FIGURE2)),
+            rows=[_row(r, stem, folder) for r, stem in zip(refinements, stems, strict=True)],
+            templates=appendix.templates,
+            referenced=appendix.referenced,
+            **assets,
+        )
     )
     return RenderedReport(index, folder, pages)
 

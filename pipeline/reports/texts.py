@@ -103,7 +103,7 @@ def _slug(text: str) -> str:
 
 
 class PageTexts:
-    """The texts placed so far, for the page's templates (all items) and the current item."""
+    """The texts placed so far on one page: the prompt templates' fixed parts and the item's texts."""
 
     def __init__(self) -> None:
         self._shared: list[_Known] = []
