@@ -1,4 +1,5 @@
-"""The HTML report at the paper's scale: its size, and how fast headless Chromium first paints it.
+"""The HTML report at the paper's scale: the size of its pages, and how fast headless Chromium first
+paints what a reader opens (the index, and the largest item page).
 
     .venv/bin/python bench/report_size.py                       # 142 items x 10 iterations
     .venv/bin/python bench/report_size.py --items 20 --keep /tmp/report-bench
@@ -11,20 +12,22 @@ Lengths, chosen to be realistic rather than kind: DAIC-WOZ-length transcripts (~
 assessments of ~2,400 characters (the assess stage's 700-token budget) and judge replies of ~600
 (256 tokens), every text distinct. No model and no shared data are needed.
 
-Prints the report's size (and gzipped, for mail), how long rendering took, and, where
-/usr/bin/chromium and /usr/bin/chromedriver exist, Chromium's first contentful paint,
-DOMContentLoaded and load event, each the median of --loads fresh page loads.
+Prints the size of the index page, of the largest item page, of all pages together and of all of
+them zipped (for mail), how long rendering took, and, where /usr/bin/chromium and
+/usr/bin/chromedriver exist, Chromium's first contentful paint, DOMContentLoaded and load event of the
+index and of the largest item page, each the median of --loads fresh page loads.
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
+import io
 import random
 import statistics
 import sys
 import tempfile
 import time
+import zipfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -42,7 +45,7 @@ from pipeline.llm.types import CallContext, ChatReply, ChatRequest, Message, Mod
 from pipeline.loops.feedback import low_metrics, regeneration_prompt
 from pipeline.loops.results import Iteration, Refinement, read_refinements
 from pipeline.loops.settings import RefineSettings
-from pipeline.reports.html import load_records, render_html
+from pipeline.reports.html import load_records, write_report
 
 MODEL = ModelIdentity(backend="ollama", name="gemma3:27b", digest="sha256:a418f5838eaf")
 METRICS = JudgeSettings().metrics
@@ -265,7 +268,7 @@ def first_paint(path: Path, loads: int) -> dict[str, float]:
     timing = (
         "const nav = performance.getEntriesByType('navigation')[0];"
         "const fcp = performance.getEntriesByName('first-contentful-paint')[0];"
-        "return [fcp ? fcp.startTime : -1, nav.domContentLoadedEventEnd, nav.loadEventEnd];"
+        "return [fcp.startTime, nav.domContentLoadedEventEnd, nav.loadEventEnd];"
     )
     samples: list[list[float]] = []
     with tempfile.TemporaryDirectory(prefix="judgeloop-bench-chrome-") as tmp:
@@ -276,9 +279,22 @@ def first_paint(path: Path, loads: int) -> dict[str, float]:
             ) as chrome:
                 chrome.get(path.as_uri())
                 chrome.wait_until("return document.readyState === 'complete';", timeout=60)
+                # A small page can be complete before its first paint is recorded.
+                chrome.wait_until(
+                    "return performance.getEntriesByName('first-contentful-paint').length > 0;", timeout=60
+                )
                 samples.append([float(v) for v in chrome.execute(timing)])
     names = ("first contentful paint", "DOMContentLoaded", "load event")
     return {name: statistics.median(s[i] for s in samples) for i, name in enumerate(names)}
+
+
+def zipped_size(files: list[Path], root: Path) -> int:
+    """The size of a zip of `files` (deflated, as a mail attachment would be), paths relative to root."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=6) as archive:
+        for path in files:
+            archive.write(path, path.relative_to(root))
+    return len(buffer.getvalue())
 
 
 def main() -> None:
@@ -308,24 +324,31 @@ def main() -> None:
         records = load_records(root / "recordings")
         loaded = time.perf_counter() - started
         started = time.perf_counter()
-        html = render_html(refinements, compute_metrics(refinements, METRICS), records, "report size bench")
+        index = root / "report.html"
+        summary = compute_metrics(refinements, METRICS)
+        report = write_report(index, refinements, summary, records, "report size bench")
         rendered = time.perf_counter() - started
-        page = root / "report.html"
-        page.write_text(html, encoding="utf-8")
 
-        size = page.stat().st_size
+        pages = sorted((root / report.folder).iterdir())
+        largest = max(pages, key=lambda p: p.stat().st_size)
+        files = [index, *pages]
+        total = sum(p.stat().st_size for p in files)
         texts = sum(len(m.content.encode()) for r in records.values() for m in r.request.messages) + sum(
             len(r.reply.text.encode()) for r in records.values()
         )
         iterations = sum(len(r.iterations) for r in refinements)
         print(f"experiment: {len(refinements)} items, {iterations} iterations, {len(records)} recorded calls")
         print(f"  prompts and replies as sent: {texts / 1e6:.1f} MB; built in {built:.1f} s")
+        print(f"index {index.name}: {index.stat().st_size / 1e3:.1f} kB")
+        print(f"largest item page {report.folder}/{largest.name}: {largest.stat().st_size / 1e6:.3f} MB")
         print(
-            f"report.html: {size / 1e6:.2f} MB ({len(gzip.compress(html.encode(), 6)) / 1e6:.2f} MB gzipped)"
+            f"all {len(files)} pages: {total / 1e6:.2f} MB ({zipped_size(files, root) / 1e6:.2f} MB zipped); "
+            f"read in {loaded:.1f} s, rendered and written in {rendered:.1f} s"
         )
-        print(f"  recordings read in {loaded:.1f} s, rendered in {rendered:.1f} s")
-        for name, ms in first_paint(page, args.loads).items():
-            print(f"  {name}: {ms / 1000:.2f} s (median of {args.loads} fresh loads, headless Chromium)")
+        loads = f"median of {args.loads} fresh loads, headless Chromium"
+        for label, page in (("index", index), ("largest item page", largest)):
+            for name, ms in first_paint(page, args.loads).items():
+                print(f"  {label}, {name}: {ms / 1000:.2f} s ({loads})")
 
 
 if __name__ == "__main__":

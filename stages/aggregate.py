@@ -10,7 +10,7 @@ import click
 from pipeline.experiments.paper.aggregation import compute_metrics, markdown_report, write_plots
 from pipeline.experiments.paper.params import load_paper_params
 from pipeline.loops.results import read_refinements
-from pipeline.reports.html import load_records, render_html
+from pipeline.reports.html import load_records, write_report
 
 
 @click.command()
@@ -24,8 +24,7 @@ def main() -> None:
     model = f"{params.llm.backend}:{params.llm.model}"
     Path(settings.report).write_text(markdown_report(summary, model), encoding="utf-8")
     records = load_records(Path(params.cache.recordings))
-    html = render_html(refinements, summary, records, f"judgeloop: {model}")
-    Path(settings.html_report).write_text(html, encoding="utf-8")
+    write_report(Path(settings.html_report), refinements, summary, records, f"judgeloop: {model}")
 
 
 if __name__ == "__main__":

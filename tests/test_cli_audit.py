@@ -159,9 +159,24 @@ def test_version() -> None:
     assert result.exit_code == 0 and result.stdout.startswith("judgeloop, version ")
 
 
-def test_report_writes_the_html_page(project: Path) -> None:
+def _report_files() -> dict[str, bytes]:
+    return {str(p): p.read_bytes() for p in [Path("report.html"), *sorted(Path("report").iterdir())]}
+
+
+def test_report_writes_the_pages_the_aggregate_stage_writes(project: Path) -> None:
     pytest.importorskip("pipeline.reports.html")  # written separately; the other commands do not need it
+    from stages.aggregate import main as aggregate
+
     result = CliRunner().invoke(main, ["report", "-o", "page.html"])
     assert result.exit_code == 0, result.output
-    assert "wrote page.html (3 items, 21 recorded calls)" in result.stdout
+    assert "wrote page.html and 3 item pages in page/ (3 items, 21 recorded calls)" in result.stdout
     assert Path("page.html").read_text().lstrip().lower().startswith("<!doctype html")
+    assert sorted(p.name for p in Path("page").iterdir()) == [f"item-{i}.html" for i in (901, 902, 903)]
+
+    staged = CliRunner().invoke(aggregate, [])
+    assert staged.exit_code == 0, staged.output
+    by_stage = _report_files()
+    assert len(by_stage) == 4
+    result = CliRunner().invoke(main, ["report"])
+    assert result.exit_code == 0, result.output
+    assert _report_files() == by_stage

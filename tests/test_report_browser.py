@@ -1,6 +1,7 @@
-"""The HTML report in a real headless Chromium: iterations start collapsed, open on click to the
-exact prompt (its shared texts filled in from where the page stores them), the report's own script
-runs, markup in any field stays text, and the chart's labels stay inside the drawing.
+"""The HTML report in a real headless Chromium: the index links to each item's page and back, an
+item's iterations start collapsed, open on click to the exact prompt (its shared texts filled in from
+where the page stores them), the report's own script runs, markup in any field stays text on the index
+and on the item pages, and the chart's labels stay inside the drawing.
 
 Needs the Debian packages chromium and chromium-driver (/usr/bin/chromium, /usr/bin/chromedriver);
 skipped without them. Set JUDGELOOP_SCREENSHOT_DIR to keep a screenshot of the opened report.
@@ -17,7 +18,7 @@ from typing import Any
 import pytest
 
 from pipeline.experiments.paper.aggregation import PAPER_FIGURE2
-from pipeline.reports.html import render_html
+from pipeline.reports.html import write_report
 from pipeline.reports.svg import figure2_svg
 from tests.test_report_html import HOSTILE, build_hostile, build_sample
 from tests.webdriver import CHROMEDRIVER, CHROMIUM, Chrome
@@ -56,13 +57,13 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def report() -> Iterator[tuple[Path, str]]:
+    """Item 901's page, and the regeneration prompt of its iteration 1."""
     refinements, summary, records = build_sample()
     regeneration = refinements[0].iterations[1].regeneration_prompt
     assert regeneration is not None
     with tempfile.TemporaryDirectory(prefix="judgeloop-report-") as tmp:
-        path = Path(tmp) / "report.html"
-        path.write_text(render_html(refinements, summary, records, "browser test"), encoding="utf-8")
-        yield path, regeneration
+        write_report(Path(tmp) / "report.html", refinements, summary, records, "browser test")
+        yield Path(tmp) / "report" / "item-901.html", regeneration
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +73,21 @@ def chrome() -> Iterator[Chrome]:
         Chrome(Path(tmp) / "profile", Path(tmp) / "chromedriver.log") as browser,
     ):
         yield browser
+
+
+def test_the_index_links_to_each_item_page_and_back(report: tuple[Path, str], chrome: Chrome) -> None:
+    path, _ = report
+    index = path.parent.parent / "report.html"
+    chrome.get(index.as_uri())
+    chrome.wait_until("return document.readyState === 'complete';")
+    assert chrome.execute("return document.querySelectorAll('section.item, div.call').length;") == 0
+    chrome.click(chrome.find("tr#item-901 a"))
+    chrome.wait_until("return document.querySelector('section.item h1') !== null;")
+    assert chrome.execute("return location.href;") == path.as_uri()
+    assert chrome.execute("return document.querySelector('section.item h1').textContent;") == "Item 901"
+    chrome.click(chrome.find("p.back a"))
+    chrome.wait_until("return document.getElementById('figure2') !== null;")
+    assert chrome.execute("return location.href;") == index.as_uri() + "#item-901"
 
 
 def test_iteration_opens_to_the_exact_prompt(report: tuple[Path, str], chrome: Chrome) -> None:
@@ -138,20 +154,37 @@ def test_a_link_to_a_collapsed_metric_opens_it(report: tuple[Path, str], chrome:
     assert chrome.displayed(chrome.find("#item-901-iter-2-completeness"))
 
 
-def test_markup_in_every_field_and_a_1_mb_reply_stay_text(chrome: Chrome, tmp_path: Path) -> None:
-    refinements, summary, records = build_hostile()
-    path = tmp_path / "hostile.html"
-    path.write_text(render_html(refinements, summary, records, HOSTILE), encoding="utf-8")
-    chrome.get(path.as_uri())
-    chrome.wait_until("return document.readyState === 'complete';", timeout=30)
+def _nothing_ran_or_loaded(chrome: Chrome) -> None:
     assert chrome.execute("return window.__pwned === undefined && document.scripts.length === 1;")
     assert chrome.execute("return document.querySelectorAll('img, textarea, iframe, object').length;") == 0
+
+
+def test_markup_in_every_field_and_a_1_mb_reply_stay_text(chrome: Chrome, tmp_path: Path) -> None:
+    refinements, summary, records = build_hostile()
+    index = tmp_path / "hostile.html"
+    report = write_report(index, refinements, summary, records, HOSTILE)
+    chrome.get(index.as_uri())
+    chrome.wait_until("return document.readyState === 'complete';", timeout=30)
+    _nothing_ran_or_loaded(chrome)
     assert chrome.execute("return document.title;") == HOSTILE
-    assert HOSTILE in chrome.execute("return document.querySelector('section.item h3').textContent;")
     assert HOSTILE in chrome.execute("return document.querySelector('dl.facts').textContent;")
     assert HOSTILE in chrome.execute(
         "return [...document.querySelectorAll('svg text.metric')].map(t => t.textContent);"
     )
+    assert chrome.execute("return document.querySelector('nav tr[id] a').textContent;") == HOSTILE
+
+    # The item's page, where the transcript, the prompts and the replies land.
+    [name] = report.pages
+    chrome.get((tmp_path / report.folder / name).as_uri())
+    chrome.wait_until("return document.readyState === 'complete';", timeout=30)
+    _nothing_ran_or_loaded(chrome)
+    assert chrome.execute("return document.title;") == f"Item {HOSTILE} · {HOSTILE}"
+    heading = chrome.execute("return document.querySelector('section.item h1').textContent;")
+    assert heading == f"Item {HOSTILE}"
+    assert HOSTILE in chrome.execute("return document.querySelector('p.back a').textContent;")
+    # The options (a stop string) are shown as Python writes them: the quote escaped, the markup as is.
+    markup = HOSTILE.split("'")[0]
+    assert markup in chrome.execute("return document.querySelector('dl.facts').textContent;")
     # Every prompt and reply, read back from the DOM with its shared texts filled in, is the one sent.
     calls = chrome.execute(
         "return [...document.querySelectorAll('div.call')]"

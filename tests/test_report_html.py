@@ -1,5 +1,6 @@
-"""The HTML report: escaped, complete, every prompt exact though each long text is stored once, honest
-about missing calls, and byte-for-byte deterministic."""
+"""The HTML report: escaped, complete, every prompt exact though each long text is stored once on its
+item's page, honest about missing calls, and byte-for-byte deterministic. (How the pages link and
+where they are written: tests/test_report_pages.py.)"""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from pipeline.llm.types import CallContext, ChatReply, ChatRequest, Message, Mod
 from pipeline.loops.feedback import feedback_text, low_metrics
 from pipeline.loops.results import Iteration, Refinement
 from pipeline.loops.settings import RefineSettings
-from pipeline.reports.html import load_records, render_html
+from pipeline.reports.html import RenderedReport, load_records, render_report
 from tests.report_dom import Page
 
 MODEL = ModelIdentity(backend="fake", name="judge-model", digest="sha256:feed")
@@ -182,14 +183,20 @@ def build_hostile() -> tuple[list[Refinement], dict[str, Any], dict[str, CallRec
 
 def test_hostile_text_in_every_field_stays_text() -> None:
     refinements, summary, records = build_hostile()
-    html = render_html(refinements, summary, records, HOSTILE)
-    page = Page(html)
-    tags = {e.tag for e in page.root.walk()}
-    assert not tags & {"img", "textarea", "iframe", "object"}
-    assert [e.tag for e in page.root.walk()].count("script") == 1
-    assert next(e for e in page.root.walk() if e.tag == "title").text() == HOSTILE
-    assert HOSTILE in next(e for e in page.root.walk() if e.tag == "h3").text()
-    # Every prompt and reply reads back exactly, the 1 MB reply included, and is on the page once.
+    report = render_report(refinements, summary, records, HOSTILE)
+    [(name, html)] = report.pages.items()
+    index, page = Page(report.index), Page(html)
+    for each in (index, page):
+        tags = [e.tag for e in each.root.walk()]
+        assert not set(tags) & {"img", "textarea", "iframe", "object"}
+        assert tags.count("script") == 1
+    assert next(e for e in index.root.walk() if e.tag == "title").text() == HOSTILE
+    assert next(e for e in page.root.walk() if e.tag == "title").text() == f"Item {HOSTILE} · {HOSTILE}"
+    assert HOSTILE in next(e for e in page.root.walk() if e.tag == "h1").text()
+    row = index.ids[name.removesuffix(".html")]
+    assert HOSTILE in row.text() and HOSTILE in next(e for e in row.walk() if e.tag == "a").text()
+    # Every prompt and reply reads back exactly from the item's page, the 1 MB reply included, and is
+    # on it once; the index holds none of them.
     for key, record in records.items():
         ident = next(
             f"{page_id}"
@@ -200,11 +207,16 @@ def test_hostile_text_in_every_field_stays_text() -> None:
         assert messages == [m.content for m in record.request.messages]
         assert reply == record.reply.text
     assert html.count(text(HUGE_REPLY.strip())) == 1
+    assert len(report.index) < 100_000
 
 
-def render(records: dict[str, CallRecord] | None = None) -> str:
+def render(records: dict[str, CallRecord] | None = None) -> RenderedReport:
     refinements, summary, built = build_sample()
-    return render_html(refinements, summary, built if records is None else records, "Report <b>&</b>")
+    return render_report(refinements, summary, built if records is None else records, "Report <b>&</b>")
+
+
+def item_page(report: RenderedReport, item: str) -> str:
+    return report.pages[f"item-{item}.html"]
 
 
 def text(value: str) -> str:
@@ -213,34 +225,40 @@ def text(value: str) -> str:
 
 
 def test_untrusted_text_is_escaped() -> None:
-    page = render()
+    report = render()
+    page = item_page(report, "901")
     assert INJECTION not in page
     assert "<script>alert(2)" not in page
     assert text(INJECTION) in page
     assert "&lt;/pre>&lt;script>alert(2)&lt;/script>" in page
-    assert page.count("<script") == 1  # the report's own
-    assert "<title>Report &lt;b&gt;&amp;&lt;/b&gt;</title>" in page
+    assert "<title>Report &lt;b&gt;&amp;&lt;/b&gt;</title>" in report.index
+    assert "<title>Item 901 · Report &lt;b&gt;&amp;&lt;/b&gt;</title>" in page
+    for html in (report.index, *report.pages.values()):
+        assert html.count("<script") == 1  # the report's own
     # A model's own entity text is shown as written, not decoded: "&amp;" stays visible as "&amp;".
     assert "sleep &amp;amp; mood" in page
 
 
 def test_only_the_reports_own_script_may_run_and_nothing_loads() -> None:
-    page = render()
-    script = re.search(r"<script>(.*?)</script>", page, re.S)
-    assert script is not None
-    digest = base64.b64encode(hashlib.sha256(script.group(1).encode()).digest()).decode()
-    csp = re.search(r'http-equiv="Content-Security-Policy" content="([^"]*)"', page)
-    assert csp is not None
-    assert f"script-src &#39;sha256-{digest}&#39;" in csp.group(1)
-    assert "default-src &#39;none&#39;" in csp.group(1)
-    assert not re.search(r"""(src|href)=["']?(https?:|//)|@import|url\(""", page)
+    report = render()
+    assert len(report.pages) == 2
+    for page in (report.index, *report.pages.values()):
+        script = re.search(r"<script>(.*?)</script>", page, re.S)
+        assert script is not None
+        digest = base64.b64encode(hashlib.sha256(script.group(1).encode()).digest()).decode()
+        csp = re.search(r'http-equiv="Content-Security-Policy" content="([^"]*)"', page)
+        assert csp is not None
+        assert f"script-src &#39;sha256-{digest}&#39;" in csp.group(1)
+        assert "default-src &#39;none&#39;" in csp.group(1)
+        assert not re.search(r"""(src|href)=["']?(https?:|//)|@import|url\(""", page)
 
 
 def test_every_prompt_and_reply_reads_back_exactly() -> None:
     refinements, summary, records = build_sample()
-    page = Page(render_html(refinements, summary, records, "t"))
+    report = render_report(refinements, summary, records, "t")
     calls = 0
     for r in refinements:
+        page = Page(item_page(report, r.item))
         assert f"item-{r.item}" in page.ids
         for it in r.iterations:
             assert page.ids[f"item-{r.item}-iter-{it.iteration}"].tag == "details"
@@ -256,25 +274,52 @@ def test_every_prompt_and_reply_reads_back_exactly() -> None:
 
 def test_each_long_text_is_on_the_page_once() -> None:
     _, _, records = build_sample()
-    page = render()
-    # The transcript is in every recorded prompt of item 901, and on the page once, at the top of its item.
+    page = item_page(render(), "901")
+    # The transcript is in every recorded prompt of item 901, and on its page once, at the top.
     prompts = [m for r in records.values() for m in r.request.messages if TRANSCRIPTS["901"] in m.content]
     assert len(prompts) == 10
     assert page.count(text(TRANSCRIPTS["901"])) == 1
     assert re.search(r'<pre id="item-901-transcript">', page)
     assert page.count('href="#item-901-transcript"') == len(prompts)
-    # So is each prompt template's fixed text: its long rubric once, in the appendix.
+    # So is each prompt template's fixed text: its long rubric once, at the end of the page.
     rubric = "Score from 1-5 solely based on the following criteria"
     assert page.count(rubric) == len(METRICS)
     # A judge prompt shows the template and the transcript as links, in order; the sample's assessment
-    # is too short to be worth a link (report_texts.MIN_SHARED), so it is written out again.
+    # is too short to be worth a link (pipeline.reports.texts.MIN_SHARED), so it is written out again.
     judge = Page(page).ids["item-901-iter-1-completeness-0"].elements()
     links = [a.attrs["href"] for pre in judge if pre.tag == "pre" for a in pre.elements() if a.tag == "a"]
     assert links == ["#tpl-judge-completeness-1", "#item-901-transcript"]
 
 
+def test_an_item_page_carries_the_templates_its_prompts_contain_and_no_others() -> None:
+    report = render()
+    # 902 passed at once: no regeneration, so neither the regeneration prompt nor the feedback items.
+    summaries = {
+        item: re.findall(r'<details class="template"><summary>([^<]*)</summary>', item_page(report, item))
+        for item in ("901", "902")
+    }
+    assert "regeneration prompt" in " ".join(summaries["901"])
+    assert "regeneration prompt" not in " ".join(summaries["902"])
+    assert "completeness judge prompt" in summaries["902"]
+    assert set(summaries["902"]) < set(summaries["901"])
+    every = re.findall(r'<details class="template"><summary>([^<]*)</summary>', report.index)
+    assert set(summaries["901"]) < set(every)
+
+
+def test_the_index_has_one_row_per_item_and_no_prompts() -> None:
+    refinements, summary, records = build_sample()
+    report = render_report(refinements, summary, records, "t")
+    index = Page(report.index)
+    rows = {r.item: index.ids[f"item-{r.item}"] for r in refinements}
+    cells = [c.text() for c in rows["901"].elements()]
+    assert cells == ["901", "passed", "2", "2", "3.67 → 4.25", "—"]
+    assert next(e for e in rows["902"].walk() if e.tag == "a").attrs["href"] == "report/item-902.html"
+    assert "how have you been sleeping" not in report.index and "of revision 1" not in report.index
+    assert 'class="item"' not in report.index
+
+
 def test_carried_over_scores_link_to_the_iteration_that_judged_them() -> None:
-    page = render()
+    page = item_page(render(), "901")
     # coherence was judged at iteration 0 only: later iterations say so and link back, repeating no call.
     row = page.split('<tr class="kept"><th>2</th>')[1].split("</tr>")[0]
     assert '<td class="num carried"><a href="#item-901-iter-0-coherence">5 ↺</a></td>' in row
@@ -289,10 +334,11 @@ def test_a_missing_record_says_so() -> None:
     refinements, summary, records = build_sample()
     lost = refinements[0].iterations[1].metrics["accuracy"].call_keys[0]
     del records[lost]
-    page = render_html(refinements, summary, records, "t")
+    report = render_report(refinements, summary, records, "t")
+    page = item_page(report, "901")
     assert page.count("call not recorded") == 1
     assert f"call not recorded: <code>{lost}</code>" in page
-    assert "Calls not recorded</dt><dd>1 of" in page
+    assert "Calls not recorded</dt><dd>1 of" in report.index
     # What the results file says is still shown beside the gap.
     explanation = refinements[0].iterations[1].metrics["accuracy"].explanation
     assert Page(page).resolved(Page(page).ids["item-901-iter-1-accuracy"]).count(explanation) == 1
@@ -300,11 +346,11 @@ def test_a_missing_record_says_so() -> None:
 
 def test_the_same_inputs_give_the_same_bytes() -> None:
     refinements, summary, records = build_sample()
-    first = render_html(refinements, summary, records, "t").encode()
+    first = render_report(refinements, summary, records, "t")
     shuffled = dict(reversed(list(records.items())))
-    assert render_html(refinements, summary, shuffled, "t").encode() == first
+    assert render_report(refinements, summary, shuffled, "t") == first
     rebuilt = [Refinement.model_validate_json(r.model_dump_json()) for r in refinements]
-    assert render_html(rebuilt, summary, records, "t").encode() == first
+    assert render_report(rebuilt, summary, records, "t") == first
 
 
 def test_load_records_reads_the_recordings(tmp_path: Path) -> None:

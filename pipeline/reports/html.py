@@ -1,15 +1,17 @@
-"""One self-contained HTML file for a reviewer: Figure 2, then every item's iterations down to the
-exact prompts and replies, so each number in the report can be traced to the text it came from.
+"""The report for a reviewer: an index page (Figure 2, the run's facts, one row per item) and one page
+per item with its iterations down to the exact prompts and replies, so each number in the report can
+be traced to the text it came from (pipeline.reports.pages names and writes the files).
 
-The page is written by jinja2 templates (pipeline/reports/templates/) with autoescaping on: transcripts and
-model replies are untrusted (a demo transcript tries to instruct the judge) and reach the reviewer
-as text, never as markup; only the inline SVG charts, drawn by pipeline.reports.svg from numbers and
-escaped labels, are marked safe. The file needs no network, and the same inputs give the same
-bytes: no "generated at" timestamps.
+The pages are written by jinja2 templates (pipeline/reports/templates/) with autoescaping on:
+transcripts and model replies are untrusted (a demo transcript tries to instruct the judge) and reach
+the reviewer as text, never as markup; only the inline SVG charts, drawn by pipeline.reports.svg from
+numbers and escaped labels, are marked safe. No page needs the network, and the same inputs give the
+same bytes: no "generated at" timestamps.
 
-Every long text is on the page once (pipeline.reports.texts): a prompt shows its own words and links
-to the transcript, template and assessment it contains (142 interviews of ten iterations: an eighth
-of the size written out in full; bench/report_size.py), and iterations stay collapsed until opened.
+Every long text is on an item's page once (pipeline.reports.texts): a prompt shows its own words and
+links to the transcript, template and assessment it contains, and iterations stay collapsed until
+opened. One page per item keeps what a reader opens small at any number of items
+(bench/report_size.py).
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections import Counter
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import jinja2
 from markupsafe import Markup
@@ -29,8 +33,10 @@ from pipeline.llm.recordings import read_all
 from pipeline.llm.records import CallRecord
 from pipeline.loops.results import Refinement
 from pipeline.reports.items import ItemBuilder, mean, options_text, slug
+from pipeline.reports.pages import page_stems, pages_folder, write_pages
 from pipeline.reports.svg import figure2_svg
 from pipeline.reports.texts import PageTexts
+from pipeline.reports.views import ItemRow
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -136,56 +142,116 @@ def _figure2_rows(summary: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
-def _anchors(refinements: list[Refinement]) -> list[str]:
-    anchors: list[str] = []
-    for r in refinements:
-        # Distinct items can slug alike ("a b", "a-b"); a counter keeps every anchor unique.
-        anchor, n = f"item-{slug(r.item)}", 1
-        while anchor in anchors:
-            anchor, n = f"item-{slug(r.item)}-{n}", n + 1
-        anchors.append(anchor)
-    return anchors
+@dataclass(frozen=True)
+class RenderedReport:
+    """The index page and the item pages (file name -> page), for the folder `folder` beside it."""
+
+    index: str
+    folder: str
+    pages: dict[str, str]
 
 
-def render_html(
-    refinements: list[Refinement], summary: dict[str, Any], records: dict[str, CallRecord], title: str
+def _page_assets() -> dict[str, Any]:
+    script = _asset("report.js")
+    return {
+        "csp": content_security_policy(script),
+        "style": Markup(_asset("report.css")),
+        "script": Markup(script),
+    }
+
+
+def _item_page(
+    r: Refinement, stem: str, records: dict[str, CallRecord], options: dict[str, str], **page: Any
 ) -> str:
-    """The report as one HTML document; `records` maps call keys to calls (see load_records)."""
+    # Each page is read alone, so each has its own texts: the transcript at the top of its item, the
+    # templates its prompts contain at its end.
+    texts = PageTexts()
+    item = ItemBuilder(records, texts, options).item(r, stem)
+    cited = {options_text(records[k]) for k in _referenced([r]) if k in records}
+    return (
+        environment()
+        .get_template("item_page.html.j2")
+        .render(
+            item=item,
+            options={name.capitalize(): text for text, name in options.items() if text in cited},
+            templates=texts.cited_templates(),
+            referenced=texts.referenced,
+            **page,
+        )
+    )
+
+
+def _row(r: Refinement, stem: str, folder: str) -> ItemRow:
+    return ItemRow(
+        id=stem,
+        href=f"{quote(folder)}/{stem}.html",
+        name=r.item,
+        stop_reason=r.stop_reason,
+        refined=len(r.iterations) - 1,
+        kept=r.kept,
+        mean_before=mean(r.iterations[0].metrics),
+        mean_after=mean(r.iterations[r.kept].metrics),
+        low=", ".join(r.iterations[r.kept].low_metrics),
+    )
+
+
+def render_report(
+    refinements: list[Refinement],
+    summary: dict[str, Any],
+    records: dict[str, CallRecord],
+    title: str,
+    index_name: str = "report.html",
+) -> RenderedReport:
+    """The report's pages; `records` maps call keys to calls (see load_records), `index_name` is the
+    index's file name, which the item pages link back to."""
     used = [records[k] for k in _referenced(refinements) if k in records]
     options = _option_names(used)
-    texts = PageTexts()
-    builder = ItemBuilder(records, texts, options)
-    anchors = _anchors(refinements)
-    items = [builder.item(r, a) for r, a in zip(refinements, anchors, strict=True)]
-    nav = [
-        (
-            a,
-            r.item,
-            len(r.iterations) - 1,
-            r.stop_reason,
-            r.kept,
-            mean(r.iterations[0].metrics),
-            mean(r.iterations[r.kept].metrics),
+    show_model = len({(r.model.backend, r.model.name, r.model.digest) for r in used}) > 1
+    folder = pages_folder(index_name)
+    stems = page_stems([r.item for r in refinements])
+    assets = _page_assets()
+    pages = {
+        f"{stem}.html": _item_page(
+            r,
+            stem,
+            records,
+            options,
+            title=f"Item {r.item} · {title}",
+            report_title=title,
+            index_href=f"../{quote(index_name)}#{stem}",
+            show_model=show_model,
+            **assets,
         )
-        for r, a in zip(refinements, anchors, strict=True)
-    ]
-    script = _asset("report.js")
-    return (
+        for r, stem in zip(refinements, stems, strict=True)
+    }
+    appendix = PageTexts()
+    index = (
         environment()
         .get_template("report.html.j2")
         .render(
             title=title,
-            csp=content_security_policy(script),
-            style=Markup(_asset("report.css")),
-            script=Markup(script),
             facts=_facts(refinements, summary, records, options),
             figure2_rows=_figure2_rows(summary),
-            # Marked safe on purpose: drawn from numbers, its labels escaped by report_svg.
+            # Marked safe on purpose: drawn from numbers, its labels escaped by pipeline.reports.svg.
             figure2_svg=Markup(figure2_svg(summary["figure2"], PAPER_FIGURE2)),
-            nav=nav,
-            items=items,
-            templates=texts.templates,
-            referenced=texts.referenced,
-            show_model=len({(r.model.backend, r.model.name, r.model.digest) for r in used}) > 1,
+            rows=[_row(r, stem, folder) for r, stem in zip(refinements, stems, strict=True)],
+            templates=appendix.templates,
+            referenced=appendix.referenced,
+            **assets,
         )
     )
+    return RenderedReport(index, folder, pages)
+
+
+def write_report(
+    index: Path,
+    refinements: list[Refinement],
+    summary: dict[str, Any],
+    records: dict[str, CallRecord],
+    title: str,
+) -> RenderedReport:
+    """Render the report and write it: the index at `index`, the item pages in the folder beside it
+    (written anew). The aggregate stage and `judgeloop report` both write it this way."""
+    report = render_report(refinements, summary, records, title, index.name)
+    write_pages(index, report.index, report.pages)
+    return report

@@ -103,17 +103,36 @@ def _slug(text: str) -> str:
 
 
 class PageTexts:
-    """The texts placed so far, for the page's templates (all items) and the current item."""
+    """The texts placed so far on one page: the prompt templates' fixed parts and the item's texts."""
 
     def __init__(self) -> None:
         self._shared: list[_Known] = []
         self._local: list[_Known] = []
         # The ids some reference points to: only those elements need an id on the page.
         self.referenced: set[str] = set()
+        # The same, from the page's own texts only (not the templates'): what the page links to.
+        self._cited: set[str] = set()
         # The prompt templates' fixed parts, for the page's appendix: (label, placed text).
         self.templates = [
             (label, self.place(text, ident, label, shared=True)) for ident, label, text in template_parts()
         ]
+
+    def cited_templates(self) -> list[tuple[str, Placed]]:
+        """The templates the texts placed so far link to, and those the templates themselves link to:
+        what a page showing only these texts needs of the appendix."""
+        owner: dict[str, int] = {}
+        for n, (_, placed) in enumerate(self.templates):
+            for target in (placed.id, placed.core_id, *(s.home for s in placed.segments)):
+                if target:
+                    owner[target] = n
+        needed: set[int] = set()
+        pending = [t for t in self._cited if t in owner]
+        while pending:
+            n = owner[pending.pop()]
+            if n not in needed:
+                needed.add(n)
+                pending += [s.target for s in self.templates[n][1].segments if s.target in owner]
+        return [t for n, t in enumerate(self.templates) if n in needed]
 
     def start_item(self) -> None:
         # Items share only the templates: their texts differ, and a short search stays fast.
@@ -133,6 +152,8 @@ class PageTexts:
             if isinstance(piece, _Known):
                 segments.append(Segment(piece.label, target=piece.target))
                 self.referenced.add(piece.target)
+                if not shared:
+                    self._cited.add(piece.target)
             elif len(piece) >= MIN_SHARED and piece != core:
                 # Part of this text, new to the page: its home is here, so a later occurrence links back.
                 home = f"{ident}-{homes}"

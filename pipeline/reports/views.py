@@ -1,6 +1,7 @@
 """What the report's templates are given for one item (pipeline/reports/templates/item.html.j2 and
-calls.html.j2): plain frozen data, every string still to be escaped by the template, the sparklines
-already SVG (marked safe: drawn by pipeline.reports.svg, which escapes their labels)."""
+calls.html.j2) and for its row on the index (report.html.j2): plain frozen data, every string still to
+be escaped by the template, the sparklines already SVG (marked safe: drawn by pipeline.reports.svg,
+which escapes their labels)."""
 
 from __future__ import annotations
 
@@ -104,3 +105,18 @@ class ItemView:
     rows: tuple[Row, ...]
     sparklines: tuple[Markup, ...]
     iterations: tuple[IterationView, ...]
+
+
+@dataclass(frozen=True)
+class ItemRow:
+    """An item's row on the index page, linking to the item's page (`href`, relative to the index)."""
+
+    id: str
+    href: str
+    name: str
+    stop_reason: str
+    refined: int
+    kept: int
+    mean_before: str
+    mean_after: str
+    low: str  # the metrics still low at the kept iteration

@@ -50,21 +50,23 @@ main.add_command(calibrate)
 )
 @click.option("--title", help="The page title (default: the backend and model of params.yaml).")
 def report(output: Path, title: str | None) -> None:
-    """Write the refinement loop as one self-contained HTML page, with every call it made."""
+    """Write the refinement loop's HTML report, as the aggregate stage does: an index page (--output) and
+    beside it a folder of one page per item with every call it made (report/ for report.html)."""
     from pipeline.experiments.paper.aggregation import compute_metrics
     from pipeline.experiments.params import load_params
     from pipeline.loops.results import read_refinements
-    from pipeline.reports.html import load_records, render_html
+    from pipeline.reports.html import load_records, write_report
 
     params = load_params()
     refinements = read_refinements(Path(params.refine.out), params.judge.metrics)
     summary = compute_metrics(refinements, params.judge.metrics)
     records = load_records(Path(params.cache.recordings))
-    html = render_html(
-        refinements, summary, records, title or f"judgeloop: {params.llm.backend}:{params.llm.model}"
+    title = title or f"judgeloop: {params.llm.backend}:{params.llm.model}"
+    report = write_report(output, refinements, summary, records, title)
+    click.echo(
+        f"wrote {output} and {len(report.pages)} item pages in {output.parent / report.folder}/ "
+        f"({len(refinements)} items, {len(records)} recorded calls)"
     )
-    output.write_text(html, encoding="utf-8")
-    click.echo(f"wrote {output} ({len(refinements)} items, {len(records)} recorded calls)")
 
 
 # --- end report ---------------------------------------------------------------------------------

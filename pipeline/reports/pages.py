@@ -1,0 +1,78 @@
+"""Where the report's pages go: the index (e.g. report.html) and beside it a folder of one page per item
+(report/item-301.html), linked relatively, so the index and the folder can be zipped, mailed and
+opened from the file system.
+
+Item ids come from the names of the user's files, so a page's name is made from the id, never the id
+itself: letters, digits, `-` and `_` only, short enough for any file system, distinct even where
+the file system ignores case, and never a path out of the folder. The folder is written anew each
+time, so the page of an item that is gone does not linger.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from pipeline.errors import ConfigError
+from pipeline.reports.items import slug
+
+# Long enough to recognise the id, short enough that the whole name stays far below the 255 bytes file
+# systems allow.
+_MAX_SLUG = 64
+PAGE_PREFIX = "item-"
+
+
+def page_stems(items: Sequence[str]) -> list[str]:
+    """One file name stem per item, in order: `item-301` for an id that is already safe; an id that
+    had to be changed (other characters, too long) gets its own hash, so distinct ids stay apart
+    whatever their order; a counter settles what still collides, ignoring case."""
+    stems: list[str] = []
+    taken: set[str] = set()
+    for item in items:
+        base = slug(item)[:_MAX_SLUG].rstrip("-")
+        if base != item:
+            base = f"{base}-{hashlib.sha256(item.encode()).hexdigest()[:8]}"
+        stem, n = f"{PAGE_PREFIX}{base}", 1
+        while stem.casefold() in taken:
+            stem, n = f"{PAGE_PREFIX}{base}-{n}", n + 1
+        taken.add(stem.casefold())
+        stems.append(stem)
+    return stems
+
+
+def pages_folder(index_name: str) -> str:
+    """The item pages' folder beside an index page: `report` for report.html."""
+    index = Path(index_name)
+    return index.stem if index.suffix.lower() in (".html", ".htm") else f"{index.name}-pages"
+
+
+def _ours(folder: Path) -> bool:
+    return all(
+        p.is_file() and p.name.startswith(PAGE_PREFIX) and p.suffix == ".html" for p in folder.iterdir()
+    )
+
+
+def write_pages(index: Path, index_html: str, pages: Mapping[str, str]) -> Path:
+    """Write the index at `index` and exactly `pages` (file name -> page) in its folder; returns the
+    folder. A folder there that holds anything but item pages is someone else's: it is left alone."""
+    folder = index.parent / pages_folder(index.name)
+    if folder.exists() and not (folder.is_dir() and _ours(folder)):
+        raise ConfigError(
+            f"{folder} exists and holds more than the report's item pages; the report writes its item "
+            f"pages there and would replace it. Fix: move it away, or write the report elsewhere "
+            f"(judgeloop report -o OTHER.html)"
+        )
+    # Written aside first, so an interrupted run leaves the old pages whole, not a mix.
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", suffix=".tmp", dir=folder.parent))
+    staging.chmod(0o755)  # mkdtemp's 0700 would hide the pages from other readers of a shared folder
+    for name, html in pages.items():
+        (staging / name).write_text(html, encoding="utf-8")
+    if folder.exists():
+        shutil.rmtree(folder)
+    staging.rename(folder)
+    index.write_text(index_html, encoding="utf-8")
+    return folder
