@@ -12,7 +12,7 @@ from typing import Any
 
 from pipeline.experiments.paper.aggregation import compute_metrics
 from pipeline.judges.rubric.judge import judge_prompt
-from pipeline.judges.rubric.prompts import ASSESS_PROMPT, REFINE_PROMPT, SYSTEM_PROMPT
+from pipeline.judges.rubric.prompts import ASSESS_PROMPT, JSON_JUDGE_FORMAT, REFINE_PROMPT, SYSTEM_PROMPT
 from pipeline.judges.rubric.results import Assessment, MetricJudgement
 from pipeline.llm import recordings
 from pipeline.llm.records import CallRecord, RecordedCall
@@ -21,6 +21,7 @@ from pipeline.loops.feedback import feedback_text, low_metrics
 from pipeline.loops.results import Iteration, Refinement
 from pipeline.loops.settings import RefineSettings
 from pipeline.reports.html import RenderedReport, load_records, render_report
+from pipeline.reports.items import recover_transcript
 from tests.report_dom import Page
 
 MODEL = ModelIdentity(backend="fake", name="judge-model", digest="sha256:feed")
@@ -361,3 +362,24 @@ def test_load_records_reads_the_recordings(tmp_path: Path) -> None:
     ]
     recordings.write_stage(tmp_path / "judge", calls)
     assert load_records(tmp_path) == records
+
+
+def test_the_transcript_is_recovered_from_a_judge_asked_for_json() -> None:
+    # judge.output: json adds the reply's shape after the rubric; the page still shows the transcript.
+    refinements, _, records = build_sample()
+    item = refinements[0]
+    judged = item.iterations[0].metrics["coherence"]
+    json_prompt = records[judged.call_keys[0]].request.messages[0].content + JSON_JUDGE_FORMAT
+    record = _record([("user", json_prompt)], '{"explanation": "clear", "score": 4}')
+    only_json = {record.key: record}
+    json_judged = judged.model_copy(update={"call_keys": (record.key,), "reading": "json"})
+    first = item.iterations[0].model_copy(update={"metrics": {"coherence": json_judged}})
+    assert (
+        recover_transcript(item.model_copy(update={"iterations": (first,)}), only_json)
+        == TRANSCRIPTS[item.item]
+    )
+    # A prompt that is neither shape gives nothing rather than a wrong cut.
+    other = _record([("user", json_prompt + " and more")], "{}")
+    broken = judged.model_copy(update={"call_keys": (other.key,)})
+    first = item.iterations[0].model_copy(update={"metrics": {"coherence": broken}})
+    assert recover_transcript(item.model_copy(update={"iterations": (first,)}), {other.key: other}) is None

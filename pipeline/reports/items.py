@@ -14,6 +14,7 @@ from markupsafe import Markup
 
 from pipeline.judges.rubric.judge import SCALE, judge_prompt
 from pipeline.judges.rubric.judge_prompts import JUDGE_PROMPTS
+from pipeline.judges.rubric.prompts import JSON_JUDGE_FORMAT
 from pipeline.judges.rubric.results import MetricJudgement
 from pipeline.judges.scores import extract_score
 from pipeline.llm.records import CallRecord
@@ -75,18 +76,25 @@ def recover_transcript(r: Refinement, records: dict[str, CallRecord]) -> str | N
 
     The results do not carry the transcript and the aggregate stage does not read the data; the
     judge prompt holds it verbatim between two fixed template parts, so it can be recovered exactly.
+    A judge asked for JSON (judge.output: json) has the shape it must answer in after the rubric.
     """
     for it in r.iterations:
         for metric, judged in it.metrics.items():
             record = records.get(judged.call_keys[0]) if judged.call_keys else None
             if judged.carried_over or record is None or metric not in JUDGE_PROMPTS:
                 continue
+            # The rebuilt prompt must equal the recorded one: a transcript ending like the JSON
+            # instructions cannot be cut short by mistake.
             prompt, assessment = record.request.messages[0].content, it.assessment.text
             head, _, rest = JUDGE_PROMPTS[metric].partition("{transcript}")
             tail = rest.replace("{qualitative_output}", assessment)
-            if prompt.startswith(head) and prompt.endswith(tail) and len(prompt) >= len(head) + len(tail):
-                candidate = prompt[len(head) : len(prompt) - len(tail)]
-                if judge_prompt(metric, candidate, assessment) == prompt:
+            for suffix in ("", JSON_JUDGE_FORMAT):
+                rubric = prompt.removesuffix(suffix) if suffix else prompt
+                fits = rubric.startswith(head) and rubric.endswith(tail)
+                if not fits or len(rubric) < len(head) + len(tail):
+                    continue
+                candidate = rubric[len(head) : len(rubric) - len(tail)]
+                if judge_prompt(metric, candidate, assessment) + suffix == prompt:
                     return candidate
     return None
 
