@@ -97,7 +97,7 @@ def test_a_judge_change_is_exact_for_the_judge_and_a_lower_bound_after_it(projec
         "assess": True,
         "judge": True,
         "refine": False,
-        "aggregate": None,
+        "aggregate": True,  # it makes no call
     }
     assert per_stage(prediction, "unpredictable_items")["refine"] == ["901", "902", "903"]
     assert prediction["summary"] == "the next `dvc repro` needs at least 12 model call(s)"
@@ -246,11 +246,11 @@ def test_status_predicts_what_dvc_repro_then_does(tmp_path: Path, monkeypatch: p
     change(refine={"threshold": 2})
     prediction = status()
     assert prediction["stages_from"] == "dvc status"
+    # The stages of this project's dvc.yaml, and only those (no aggregate, no other design here).
     assert {s["stage"]: s["runs"] for s in prediction["stages"]} == {
         "assess": False,
         "judge": False,
         "refine": True,
-        "aggregate": False,
     }
     assert (prediction["model_calls"], prediction["exact"]) == (0, True)
     predicted_refine = per_stage(prediction, "calls")["refine"]

@@ -1,7 +1,7 @@
 """Run one stage's experiment step without a model, to count the calls it would send to one.
 
-The step runs exactly as the stage runs it (pipeline.experiments.paper, an LLMSession in auto
-mode), with two stand-ins that make it a dry run:
+The step runs exactly as the stage runs it (its design's function in pipeline.experiments, an
+LLMSession in auto mode), with two stand-ins that make it a dry run:
 
 * the session has no store, so nothing is written; it answers from the recordings;
 * ProbeBackend is the "model" it asks for the rest. What the local cache holds it answers from
@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
+from pipeline.data.jsonl import write_jsonl
 from pipeline.errors import ReplayMissError
 from pipeline.llm.keys import request_key
 from pipeline.llm.records import RecordedCall
@@ -79,8 +80,22 @@ class ProbeBackend:
             self._local.close()
 
 
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class StageOutput(Generic[R]):
+    """What a stage writes, as a dry run needs it: the item each result is for, the text in which
+    an unknown reply would show, and how the stage writes its results to `path`."""
+
+    path: Path
+    item_of: Callable[[R], str]
+    text_of: Callable[[R], str]
+    write: Callable[[Path, Sequence[R]], None]
+
+
 class ItemResult(Protocol):
-    """What the stages return, one per item: Assessment, Judgement, Refinement."""
+    """A result model with its item: Assessment, Judgement, Refinement, RagJudgement, ..."""
 
     @property
     def item(self) -> str: ...
@@ -88,7 +103,16 @@ class ItemResult(Protocol):
     def model_dump_json(self) -> str: ...
 
 
-R = TypeVar("R", bound=ItemResult)
+M = TypeVar("M", bound=ItemResult)
+
+
+def jsonl_output(path: Path, _: type[M]) -> StageOutput[M]:
+    """A stage that writes one result model a line (pipeline.data.jsonl)."""
+
+    def write(to: Path, results: Sequence[M]) -> None:
+        write_jsonl(to, results)  # type: ignore[arg-type]  # every ItemResult here is a Result
+
+    return StageOutput(path, lambda r: r.item, lambda r: r.model_dump_json(), write)
 
 
 @dataclass
@@ -101,20 +125,18 @@ class StageProbe(Generic[R]):
     model_calls: list[RecordedCall] = field(default_factory=list)  # certain model calls, with context
     stopped: list[str] = field(default_factory=list)  # items whose later calls depend on an unknown reply
     unknown_output: list[str] = field(default_factory=list)  # finished, but the output holds an unknown reply
+    known: list[R] = field(default_factory=list)  # the results the next stage can be fed
 
     @property
     def calls(self) -> int:
         return self.recorded + self.repeats + len(self.model_calls)
-
-    def known_results(self) -> list[R]:
-        unknown = set(self.unknown_output)
-        return [r for r in self.results if r.item not in unknown]
 
 
 def probe_stage(
     stage: str,
     work: Callable[[LLMSession], list[R]],
     items: Sequence[str],
+    output: StageOutput[R],
     *,
     identity: ModelIdentity,
     index: RecordingIndex,
@@ -154,7 +176,9 @@ def probe_stage(
         else:
             counted.add(key)
             probe.model_calls.append(call)
-    finished = {r.item for r in results}
+    finished = {output.item_of(r) for r in results}
     probe.stopped = [item for item in items if item not in finished]
-    probe.unknown_output = sorted(r.item for r in results if MARK in r.model_dump_json())
+    unknown = {output.item_of(r) for r in results if MARK in output.text_of(r)}
+    probe.unknown_output = sorted(unknown)
+    probe.known = [r for r in results if output.item_of(r) not in unknown]
     return probe

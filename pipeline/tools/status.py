@@ -6,9 +6,11 @@
 
 How it predicts. DVC's own status (dvc.repo.Repo.status) says which stages are out of date; with
 no DVC project (or --all) every stage counts as out of date. The LLM stages that will run are then
-run in-process, in order, by the same functions the stages call (pipeline.experiments.paper's steps), with no
-model: pipeline.tools.probe answers every call from the local cache and the recordings, and counts the
-rest. A stage's results feed the next; a stage DVC skips is read from outputs/*.jsonl. A stage
+run in-process, design by design and in order, by the same functions the stages call
+(pipeline.tools.dry_runs), with no model: pipeline.tools.probe answers every call from the local
+cache and the recordings, and counts the rest. A stage's results feed the next of its design; a
+stage DVC skips is read from its output file. Only the stages of the project's dvc.yaml are shown
+(with no DVC project, the default experiment's). A stage
 whose new output is byte-identical to the file on disk does not make its downstream stages run,
 as in DVC; one whose output changes does. Keys use the model identity the next run computes
 (the backend is asked for it: the GGUF hash for embedded, /api/tags for Ollama); in replay mode,
@@ -38,21 +40,15 @@ from typing import Any, TypeVar
 
 import click
 
-from pipeline.data.jsonl import Result, read_jsonl, write_jsonl
-from pipeline.data.transcripts import load_transcripts
-from pipeline.errors import BackendError, ConfigError
-from pipeline.experiments.paper.assess import run_assess
-from pipeline.experiments.paper.judge import run_judge
-from pipeline.experiments.paper.refine import run_refine
+from pipeline.errors import BackendError, ConfigError, JudgeloopError
 from pipeline.experiments.params import Params, load_params
-from pipeline.judges.rubric.results import Assessment, Judgement
 from pipeline.llm.session import LLMSession, RecordingIndex, resolve_identity
 from pipeline.llm.types import Backend, ModelIdentity
-from pipeline.loops.results import Refinement
+from pipeline.tools.dry_runs import DRY_RUNS
 from pipeline.tools.prediction import Prediction, StageStatus
-from pipeline.tools.probe import probe_stage
+from pipeline.tools.probe import StageOutput, probe_stage
 
-R = TypeVar("R", Assessment, Judgement, Refinement)
+T = TypeVar("T")
 
 
 def _describe(changes: Any) -> str:
@@ -140,100 +136,112 @@ def next_identity(params: Params, index: RecordingIndex, offline: bool) -> tuple
     return recorded_identity(params, index), f"llm.digest or the recordings ({why})"
 
 
-def _output_differs(path: Path, results: Sequence[Result]) -> bool:
+def _output_differs(output: StageOutput[Any], results: Sequence[Any]) -> bool:
     with tempfile.TemporaryDirectory() as tmp:
-        rendered = Path(tmp) / path.name
-        write_jsonl(rendered, results)
-        return not path.exists() or rendered.read_bytes() != path.read_bytes()
+        rendered = Path(tmp) / output.path.name
+        output.write(rendered, results)
+        return not output.path.exists() or rendered.read_bytes() != output.path.read_bytes()
+
+
+class StageAbsent(Exception):
+    """The project's dvc.yaml has no such stage: its design is not part of this project."""
+
+
+class Planner:
+    """One prediction in progress, handed to each design's dry run (pipeline.tools.dry_runs): which
+    stages run, and each running LLM stage dry-run in turn, its known results fed to the next."""
+
+    def __init__(
+        self, params: Params, view: DvcView, every_stage: bool, identity: ModelIdentity, index: RecordingIndex
+    ) -> None:
+        self.params, self.view, self.every_stage = params, view, every_stage
+        self.identity, self.index = identity, index
+        self.statuses: dict[str, StageStatus] = {}
+        self.counted: set[str] = set()
+        self.moved: dict[str, bool] = {}  # stage -> its output will change
+        self.unknown: dict[str, set[str]] = {}  # stage -> items whose new output is not known
+        self._design: list[str] = []  # the current design's stages dry-run so far
+        self.last: StageStatus | None = None  # the stage the dry run is at
+
+    def design(self) -> None:
+        """The next stages belong to another design (with no stage graph, only a design's own
+        earlier stages count as upstream)."""
+        self._design, self.last = [], None
+
+    def will_run(self, stage: str) -> StageStatus:
+        changed = self.view.changed
+        if self.view.upstream and stage not in self.view.upstream:
+            raise StageAbsent(stage)
+        if changed is None:
+            status = StageStatus(stage, True, "--all" if self.every_stage else "assumed out of date")
+        elif stage in changed:
+            status = StageStatus(stage, True, changed[stage])
+        elif upstream := [u for u in self.view.upstream.get(stage, ()) if self.moved.get(u)]:
+            status = StageStatus(stage, True, f"the output of {', '.join(upstream)} changes")
+        else:
+            status = StageStatus(stage, False, "up to date")
+        self.statuses[stage] = status
+        self.last = status
+        return status
+
+    def run(
+        self,
+        status: StageStatus,
+        work: Callable[[LLMSession], list[T]],
+        items: list[str],
+        output: StageOutput[T],
+    ) -> list[T]:
+        """Dry-run a stage that runs; its results the next stage can be fed."""
+        upstream = self.view.upstream.get(status.stage, tuple(self._design))
+        left_out = set().union(*(self.unknown.get(u, set()) for u in upstream))
+        probe = probe_stage(
+            status.stage,
+            work,
+            items,
+            output,
+            identity=self.identity,
+            index=self.index,
+            cache_dir=Path(self.params.cache.dir),
+            counted=self.counted,
+        )
+        # refine decides on an unscored placeholder without sending it back (see pipeline.tools.probe).
+        blind = (
+            status.stage == "refine"
+            and not self.params.refine.unscored_triggers
+            and bool(probe.unknown_output)
+        )
+        status.probe, status.left_out = probe, sorted(left_out)
+        status.exact = not probe.stopped and not left_out and not blind
+        self.unknown[status.stage] = set(probe.stopped) | set(probe.unknown_output) | left_out
+        self.moved[status.stage] = bool(self.unknown[status.stage]) or _output_differs(output, probe.results)
+        self._design.append(status.stage)
+        return probe.known
 
 
 def predict(params: Params, *, every_stage: bool = False, offline: bool = False) -> Prediction:
     index = RecordingIndex(Path(params.cache.recordings))
     identity, source = next_identity(params, index, offline)
-    view = DvcView(None, "--all") if every_stage else dvc_view()
-    changed, how = view.changed, view.how
-    llm_stages = {"assess", "judge", "refine"}
-    # Only a run LLM stage can make another one run, so with none out of date the data is not needed.
-    needed = changed is None or bool(llm_stages & changed.keys())
-    transcripts = {t.item_id: t for t in load_transcripts(params.data)} if needed else {}
-    counted: set[str] = set()
-    moved: dict[str, bool] = {}  # stage -> its output will change
-    unknown: dict[str, set[str]] = {}  # stage -> items whose new output is not known
-
-    def will_run(stage: str) -> StageStatus:
-        if changed is None:
-            return StageStatus(stage, True, "--all" if every_stage else "assumed out of date")
-        if stage in changed:
-            return StageStatus(stage, True, changed[stage])
-        upstream = [u for u in view.upstream.get(stage, ()) if moved.get(u)]
-        if upstream:
-            return StageStatus(stage, True, f"the output of {', '.join(upstream)} changes")
-        return StageStatus(stage, False, "up to date")
-
-    def run(
-        status: StageStatus, work: Callable[[LLMSession], list[R]], items: list[str], out: str
-    ) -> list[R]:
-        # With no stage graph (--all, no DVC) every earlier stage counts as upstream.
-        upstream = view.upstream.get(status.stage, tuple(unknown))
-        left_out = set().union(*(unknown.get(u, set()) for u in upstream))
-        probe = probe_stage(
-            status.stage,
-            work,
-            items,
-            identity=identity,
-            index=index,
-            cache_dir=Path(params.cache.dir),
-            counted=counted,
-        )
-        # refine decides on an unscored placeholder without sending it back (see pipeline.tools.probe).
-        blind = (
-            status.stage == "refine" and not params.refine.unscored_triggers and bool(probe.unknown_output)
-        )
-        status.probe, status.left_out = probe, sorted(left_out)
-        status.exact = not probe.stopped and not left_out and not blind
-        unknown[status.stage] = set(probe.stopped) | set(probe.unknown_output) | left_out
-        moved[status.stage] = bool(unknown[status.stage]) or _output_differs(Path(out), probe.results)
-        return probe.known_results()
-
-    assess = will_run("assess")
-    if assess.runs:
-        corpus = list(transcripts.values())
-        assessments = run(
-            assess, lambda s: run_assess(params, s, corpus), list(transcripts), params.assess.out
-        )
-    else:
-        assessments = read_jsonl(Path(params.assess.out), Assessment)
-    judge = will_run("judge")
-    if judge.runs:
-        judgements = run(
-            judge,
-            lambda s: run_judge(params, s, transcripts, assessments),
-            [a.item for a in assessments],
-            params.judge.out,
-        )
-    else:
-        judgements = read_jsonl(Path(params.judge.out), Judgement)
-    refine = will_run("refine")
-    if refine.runs:
-        known = {a.item: a for a in assessments}
-        inputs = [j for j in judgements if j.item in known]
-        run(
-            refine,
-            lambda s: run_refine(params, s, transcripts, known, inputs),
-            [j.item for j in inputs],
-            params.refine.out,
-        )
-    stages_from = how if changed is not None or every_stage else f"every stage ({how})"
-    statuses = [assess, judge, refine, will_run("aggregate")]
-    # Other designs' stages: DVC says whether they run; their calls are not dry-run here yet.
-    probed = {s.stage for s in statuses}
-    for stage in sorted((set(view.upstream) | set(changed or {})) - probed):
-        other = will_run(stage)
-        if other.runs:
-            other.why += " (its calls are not predicted)"
-            other.exact = False
-        statuses.append(other)
-    return Prediction(identity, source, params.cache.mode, stages_from, statuses)
+    view = dvc_view()
+    if every_stage:  # every stage runs; the graph still says which feeds which
+        view = DvcView(None, "--all", view.upstream)
+    plan = Planner(params, view, every_stage, identity, index)
+    # With no stage graph (no DVC project), the default experiment's stages only.
+    for dry_run in DRY_RUNS if view.upstream else DRY_RUNS[:1]:
+        plan.design()
+        try:
+            dry_run(params, plan)
+        except StageAbsent:
+            continue
+        except JudgeloopError as exc:  # an input the stage would fail on too: say so, go on
+            if plan.last is None:
+                raise
+            plan.last.why += f" (its calls cannot be predicted: {exc.message})"
+            plan.last.exact = False
+    # The stages no design dry-runs (the aggregates, which call no model): whether DVC runs them.
+    for stage in sorted((set(view.upstream) | set(view.changed or {})) - set(plan.statuses)):
+        plan.will_run(stage)
+    stages_from = view.how if view.changed is not None or every_stage else f"every stage ({view.how})"
+    return Prediction(identity, source, params.cache.mode, stages_from, list(plan.statuses.values()))
 
 
 @click.command()

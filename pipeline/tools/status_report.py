@@ -37,24 +37,26 @@ def render_text(prediction: Prediction, verbose: bool) -> str:
         f"model: {ident.backend} {ident.name} {ident.digest} ({prediction.identity_source})",
         f"stages: {prediction.stages_from}; cache.mode {prediction.mode}",
     ]
+    width = max((len(s.stage) for s in prediction.stages), default=10)
+    pad = " " * (width + 7)  # under the reason: the name, a space, "runs ", a space
     for status in prediction.stages:
-        lines.append(f"{status.stage:<10} {'runs' if status.runs else 'skip':<5} {status.why}")
+        lines.append(f"{status.stage:<{width}} {'runs' if status.runs else 'skip':<5} {status.why}")
         probe = status.probe
         if probe is None:
             continue
-        lines.append(f"{'':<16} {_count(status, prediction.mode)}")
+        lines.append(f"{pad}{_count(status, prediction.mode)}")
         if probe.stopped:
             lines.append(
-                f"{'':<16} {len(probe.stopped)} item(s) stop at a call that needs a reply not known "
+                f"{pad}{len(probe.stopped)} item(s) stop at a call that needs a reply not known "
                 f"yet, so later calls are not counted: {', '.join(probe.stopped)}"
             )
         if status.left_out:
             lines.append(
-                f"{'':<16} {len(status.left_out)} item(s) not predictable, their input holds a reply "
+                f"{pad}{len(status.left_out)} item(s) not predictable, their input holds a reply "
                 f"not known yet: {', '.join(status.left_out)}"
             )
         if verbose:
-            lines += [f"{'':<16} new: {c.context.describe()} key {c.record.key}" for c in probe.model_calls]
+            lines += [f"{pad}new: {c.context.describe()} key {c.record.key}" for c in probe.model_calls]
     lines.append(summary_line(prediction))
     return "\n".join(lines) + "\n"
 
@@ -62,7 +64,12 @@ def render_text(prediction: Prediction, verbose: bool) -> str:
 def as_json(prediction: Prediction) -> dict[str, Any]:
     stages = []
     for status in prediction.stages:
-        entry: dict[str, Any] = {"stage": status.stage, "runs": status.runs, "why": status.why}
+        entry: dict[str, Any] = {
+            "stage": status.stage,
+            "runs": status.runs,
+            "why": status.why,
+            "exact": status.exact,
+        }
         probe = status.probe
         if probe is not None:
             entry |= {
@@ -71,7 +78,6 @@ def as_json(prediction: Prediction) -> dict[str, Any]:
                 "local_only": probe.local_only,
                 "repeats": probe.repeats,
                 "model_calls": status.model_calls(prediction.mode),
-                "exact": status.exact,
                 "stopped_items": probe.stopped,
                 "unpredictable_items": status.left_out,
                 "new_calls": [
