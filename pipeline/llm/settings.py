@@ -47,8 +47,9 @@ def in_flight(slots: int) -> int:
     has travelled out: against a fast server that round trip, not the model, bounds the throughput
     (bench/rag_batch.py). A queued request waits at most about one generation, which counts
     against llm.read_timeout_s, and in Ollama's total_duration (which latency budgets read,
-    pipeline.llm.latency), as any wait for a busy server does. A single slot (the embedded model computes on this machine's
-    cores, where a second request would only take turns with the first) gets one at a time.
+    pipeline.llm.latency), as any wait for a busy server does. A single slot (the embedded model
+    computes on this machine's cores, where a second request would only take turns with the
+    first) gets one at a time.
     """
     return 2 * slots if slots > 1 else 1
 
