@@ -35,27 +35,14 @@ from pipeline.loops.results import Refinement
 from pipeline.reports.items import ItemBuilder, mean, options_text, slug
 from pipeline.reports.pages import page_stems, pages_folder, write_pages
 from pipeline.reports.svg import figure2_svg
+from pipeline.reports.templating import TEMPLATES, make_environment
 from pipeline.reports.texts import PageTexts
 from pipeline.reports.views import ItemRow
-
-TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 
 @cache
 def environment() -> jinja2.Environment:
-    # Autoescaping for every template whatever its name; StrictUndefined: a misspelt field fails the
-    # render instead of leaving a silent gap in the page.
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
-    env.filters["exact"] = exact
-    env.filters["slug"] = slug
-    return env
+    return make_environment(exact=exact, slug=slug)
 
 
 def exact(text: str) -> Markup:

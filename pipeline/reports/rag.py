@@ -11,16 +11,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
-
 from pipeline.data.rag_rows import RagRow
 from pipeline.experiments.rag.judge import RagJudgement
 from pipeline.experiments.rag.settings import RagSettings
 from pipeline.judges.structured.dimensions import SCORE_VALUES
 from pipeline.llm import recordings
 from pipeline.llm.records import RecordedCall
-
-TEMPLATES = Path(__file__).with_name("templates")
+from pipeline.reports.templating import make_environment
 
 
 def load_calls_by_key(directory: Path) -> dict[str, RecordedCall]:
@@ -28,17 +25,6 @@ def load_calls_by_key(directory: Path) -> dict[str, RecordedCall]:
     if not directory.is_dir():
         return {}
     return {loaded.call.record.key: loaded.call for loaded in recordings.read_stage(directory, verify=False)}
-
-
-def _environment() -> Environment:
-    return Environment(
-        loader=FileSystemLoader(TEMPLATES),
-        autoescape=True,
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
 
 
 def render_rag_html(
@@ -60,7 +46,7 @@ def render_rag_html(
         if row.id in by_item
     ]
     return (
-        _environment()
+        make_environment()
         .get_template("rag.html.j2")
         .render(
             title=title,

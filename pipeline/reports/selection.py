@@ -8,25 +8,13 @@ text and reach the reader as text, never as markup.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
-
-TEMPLATES = Path(__file__).resolve().parent / "templates"
+from pipeline.reports.templating import make_environment
 
 
-def _environment() -> Environment:
-    env = Environment(
-        loader=FileSystemLoader(TEMPLATES),
-        autoescape=True,
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
-    env.filters["num"] = lambda value, digits=3: "—" if value is None else f"{value:.{digits}f}"
-    return env
+def _num(value: float | None, digits: int = 3) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
 
 
 def render_selection_page(
@@ -58,5 +46,5 @@ def render_selection_page(
                 "names": {c["track"]["track_id"]: c["track"]["track_name"] for c in record["pool"]},
             }
         )
-    template = _environment().get_template("selection.html.j2")
+    template = make_environment(num=_num).get_template("selection.html.j2")
     return template.render(title=title, metrics=metrics, requests=requests)

@@ -9,16 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from pipeline.data.ratings import HumanRatings
 from pipeline.experiments.summeval.results import SummEvalJudgement
 from pipeline.judges.agreement import LEVELS, STATISTICS
+from pipeline.reports.templating import TEMPLATES, make_environment
 
-TEMPLATES = Path(__file__).parent / "templates"
 KIND_NAMES = {"score": "argmax (the score written)", "weighted_score": "weighted (G-Eval)"}
 STATISTIC_NAMES = {"spearman": "Spearman ρ", "kendall": "Kendall τ-b", "pearson": "Pearson r"}
 
@@ -106,16 +103,11 @@ def render_summeval_html(
         }
         for name, metric in metrics["metrics"].items()
     ]
-    environment = Environment(
-        loader=FileSystemLoader(TEMPLATES),
-        autoescape=True,
-        undefined=StrictUndefined,
-        keep_trailing_newline=True,
-    )
+    environment = make_environment()
     ticks = [{"value": v, "at": _coordinate(v, False), "at_y": _coordinate(v, True)} for v in range(1, 6)]
     return environment.get_template("summeval.html.j2").render(
         title=title,
-        style=(Path(__file__).resolve().parent / "templates" / "report.css").read_text(encoding="utf-8"),
+        style=(TEMPLATES / "report.css").read_text(encoding="utf-8"),
         metrics=metrics,
         dimensions=dimensions,
         levels=LEVELS,
