@@ -40,12 +40,12 @@ def read_wire_logprobs(entries: Any) -> Logprobs | None:
         if not isinstance(entry, dict) or "token" not in entry or entry.get("logprob") is None:
             continue
         top = [
-            (str(alt["token"]), _finite(alt["logprob"]))
+            (alt["token"], _finite(alt["logprob"]))
             for alt in entry.get("top_logprobs") or ()
             if isinstance(alt, dict) and "token" in alt and alt.get("logprob") is not None
         ]
-        rows.append((str(entry["token"]), _finite(entry["logprob"]), top))
-    return Logprobs(rows)
+        rows.append((entry["token"], _finite(entry["logprob"]), top))
+    return Logprobs(rows)  # which makes each token a str
 
 
 def token_at(logprobs: Sequence[TokenLogprob], position: int) -> int | None:

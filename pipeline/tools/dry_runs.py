@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pipeline.data.jsonl import read_jsonl
 from pipeline.data.rag_rows import load_rag_rows
@@ -37,30 +37,17 @@ from pipeline.experiments.summeval.results import SummEvalJudgement
 from pipeline.judges.quality.results import Answer, EvaluatedAnswer
 from pipeline.judges.rubric.results import Assessment, Judgement
 from pipeline.llm.keys import canonical_json
-from pipeline.llm.session import LLMSession
 from pipeline.loops.regenerate import Regeneration
 from pipeline.loops.results import Refinement
-from pipeline.tools.prediction import StageStatus
 from pipeline.tools.probe import StageOutput, jsonl_output
+
+if TYPE_CHECKING:  # status imports this module: the planner is only named here
+    from pipeline.tools.status import Planner
 
 T = TypeVar("T")
 
 
-class Plan(Protocol):
-    """pipeline.tools.status.Planner, as a design's dry run sees it."""
-
-    def will_run(self, stage: str) -> StageStatus: ...
-
-    def run(
-        self,
-        status: StageStatus,
-        work: Callable[[LLMSession], list[T]],
-        items: list[str],
-        output: StageOutput[T],
-    ) -> list[T]: ...
-
-
-def paper(params: Params, plan: Plan) -> None:
+def paper(params: Params, plan: Planner) -> None:
     """assess -> judge -> refine (pipeline.experiments.paper)."""
 
     @cache
@@ -101,7 +88,7 @@ def paper(params: Params, plan: Plan) -> None:
     plan.will_run("aggregate")  # no calls; listed even with no DVC project, as the default's last stage
 
 
-def rag(params: Params, plan: Plan) -> None:
+def rag(params: Params, plan: Planner) -> None:
     """rag_judge (pipeline.experiments.rag)."""
     judge = plan.will_run("rag_judge")
     if judge.runs:
@@ -115,7 +102,7 @@ def rag(params: Params, plan: Plan) -> None:
         )
 
 
-def regen(params: Params, plan: Plan) -> None:
+def regen(params: Params, plan: Planner) -> None:
     """regen_generate -> regen_evaluate -> regen_regenerate (pipeline.experiments.regen)."""
 
     @cache
@@ -164,7 +151,7 @@ def _records_output(
     return StageOutput(path, item_of, lambda r: canonical_json(record(r)), write)
 
 
-def selection(params: Params, plan: Plan) -> None:
+def selection(params: Params, plan: Planner) -> None:
     """select_score -> select_pick (pipeline.experiments.selection)."""
     score = plan.will_run("select_score")
     if score.runs:
@@ -187,7 +174,7 @@ def selection(params: Params, plan: Plan) -> None:
         )
 
 
-def summeval(params: Params, plan: Plan) -> None:
+def summeval(params: Params, plan: Planner) -> None:
     """summeval_judge (pipeline.experiments.summeval)."""
     judge = plan.will_run("summeval_judge")
     if judge.runs:
@@ -202,4 +189,4 @@ def summeval(params: Params, plan: Plan) -> None:
         )
 
 
-DRY_RUNS: tuple[Callable[[Params, Plan], None], ...] = (paper, regen, selection, summeval, rag)
+DRY_RUNS: tuple[Callable[[Params, Planner], None], ...] = (paper, regen, selection, summeval, rag)

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import orjson
 
 from pipeline.errors import (
     ConfigError,
@@ -38,6 +37,7 @@ from pipeline.llm.backends.http_errors import (
     body_error,
     check_status,
     error_text,
+    json_body,
     make_client,
     send,
 )
@@ -206,16 +206,10 @@ class OllamaBackend:
 def parse_body(response: httpx.Response) -> Any:
     """One JSON object, or NDJSON if the server streamed anyway (a proxy dropping "stream")."""
     try:
-        # orjson first: a reply with log-probabilities is tens of kB, which the json module reads
-        # about twice as slowly. What orjson refuses (NDJSON, NaN, a lone surrogate) falls through.
-        return orjson.loads(response.content)
-    except orjson.JSONDecodeError:
-        pass
-    text = response.text
-    try:
-        return json.loads(text)
+        return json_body(response)
     except ValueError:
         pass
+    text = response.text
     lines = [line for line in text.splitlines() if line.strip()]
     try:
         chunks = [json.loads(line) for line in lines]

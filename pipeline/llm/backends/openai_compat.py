@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import orjson
 
 from pipeline.errors import BadRequestError, ModelNotFoundError, TransientBackendError
 from pipeline.llm.backends.http_errors import (
@@ -37,6 +36,7 @@ from pipeline.llm.backends.http_errors import (
     body_error,
     check_status,
     error_text,
+    json_body,
     make_client,
     send,
 )
@@ -103,11 +103,7 @@ class OpenAICompatBackend:
             )
         check_status(response, not_found=self._not_found())
         try:
-            data = orjson.loads(response.content)  # see ollama.parse_body
-        except orjson.JSONDecodeError:
-            data = None
-        try:
-            data = response.json() if data is None else data
+            data = json_body(response)
         except ValueError as exc:
             raise TransientBackendError(f"{method} {response.request.url}: reply is not JSON") from exc
         if not isinstance(data, dict):
