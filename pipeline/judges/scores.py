@@ -71,12 +71,11 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Final, Literal
+from typing import Final, Literal, get_args
 
 from pipeline.judges.prose_verdicts import hypothetical, verdict_matches
 
-Reason = Literal[
-    # a score was read
+ReadReason = Literal[
     "labelled",
     "json",
     "bracketed",
@@ -88,7 +87,8 @@ Reason = Literal[
     # a decimal on an integer scale, read only when the caller opts in (``decimals=``)
     "decimal_rounded",
     "decimal_kept",
-    # no score
+]
+UnreadReason = Literal[
     "empty",
     "no_score",
     "template_echo",
@@ -97,24 +97,12 @@ Reason = Literal[
     "scale_mismatch",
     "non_integer",
 ]
-READ_REASONS: Final[frozenset[str]] = frozenset(
-    {
-        "labelled",
-        "json",
-        "bracketed",
-        "phrase",
-        "verdict_verb",
-        "verdict_clause",
-        "verdict_named",
-        "bare_number",
-        "decimal_rounded",
-        "decimal_kept",
-    }
-)
+Reason = Literal[ReadReason, UnreadReason]  # one flat Literal: get_args lists every reason
+READ_REASONS: Final[frozenset[str]] = frozenset(get_args(ReadReason))
 # What a decimal on an integer scale ("Score: 3.5/5") becomes: no score (the default), the nearest
 # integer (halves up), or the value as written. Either way the reason says so, and it is counted.
 DecimalPolicy = Literal["unscored", "round", "keep"]
-DECIMAL_POLICIES: Final[tuple[str, ...]] = ("unscored", "round", "keep")
+DECIMAL_POLICIES: Final[tuple[str, ...]] = get_args(DecimalPolicy)
 
 
 @dataclass(frozen=True, slots=True)
