@@ -22,10 +22,25 @@ JUDGELOOP := $(ON_PATH) $(BIN)/python -m pipeline.tools.cli
 
 install: $(STAMP)
 
+# llama-cpp-python compiles for the CPU it is built on by default (GGML_NATIVE), and on CPUs with
+# AMX (Intel Sapphire Rapids and later, CI's among them) that build segfaults in its first decode
+# (ggml-org/llama.cpp#20824). We build it for x86-64-v3 (AVX2, FMA, F16C) instead, which runs on
+# any x86 machine of the last decade (on Arm these switches are ignored). pip's own wheel cache
+# does not know the build flags, so a wheel built natively before would be reused: the wheel is
+# built once into a folder named after the flags, and installed from there.
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+LLAMA_REQUIREMENT := llama-cpp-python>=0.3.36,<0.4
+WHEELS := $(HOME)/.cache/judgeloop/wheels/$(shell printf '%s' '$(LLAMA_CMAKE_ARGS) $(LLAMA_REQUIREMENT)' | cksum | cut -d' ' -f1)
+
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[embedded,dev]'
+	@ls $(WHEELS)/llama_cpp_python-*.whl >/dev/null 2>&1 || { \
+	  echo "compiling llama-cpp-python once (about 5 minutes on 2 cores; later installs reuse $(WHEELS))"; \
+	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m pip wheel --quiet --no-deps --no-cache-dir \
+	    --wheel-dir $(WHEELS) '$(LLAMA_REQUIREMENT)'; }
+	@echo "installing judgeloop and its dependencies into $(VENV)"
+	$(BIN)/python -m pip install --quiet --prefer-binary --find-links $(WHEELS) -e '.[embedded,dev]'
 	touch $(STAMP)
 
 # ARGS: stages to run (their upstream too), e.g. `make repro ARGS=rag_aggregate`.
