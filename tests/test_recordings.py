@@ -101,7 +101,9 @@ def test_edited_blob_is_detected(tmp_path: Path) -> None:
     row["text"] = row["text"].replace("sleep", "sleeep")
     lines[number] = recordings.blob_line(row["blob"], row["text"])
     path.write_text("\n".join(lines) + "\n")
-    with pytest.raises(CorruptRecordError, match=rf"calls.jsonl:{number + 1}: blob .* does not hash to its id"):
+    with pytest.raises(
+        CorruptRecordError, match=rf"calls.jsonl:{number + 1}: blob .* does not hash to its id"
+    ):
         list(recordings.read_stage(tmp_path / "judge"))
 
 
@@ -114,14 +116,18 @@ def test_a_recording_in_the_two_file_layout_is_read_and_rewritten_as_one_file(tm
     legacy.mkdir(parents=True)
     (legacy / recordings.CALLS_FILE).write_text("".join(x for x in lines if not x.startswith('{"blob":')))
     (legacy / recordings.LEGACY_BLOBS_FILE).write_text("".join(x for x in lines if x.startswith('{"blob":')))
-    assert [c.call for c in recordings.read_stage(legacy)] == [c.call for c in recordings.read_stage(tmp_path / "one")]
+    assert [c.call for c in recordings.read_stage(legacy)] == [
+        c.call for c in recordings.read_stage(tmp_path / "one")
+    ]
     replay, fake = make_session(tmp_path, "replay")
     for call in calls:
         assert replay.chat(call.record.request, call.context).record == call.record
     replay.close()
     assert fake.calls == []
     assert sorted(p.name for p in legacy.iterdir()) == [recordings.CALLS_FILE]
-    assert (legacy / recordings.CALLS_FILE).read_bytes() == (tmp_path / "one" / recordings.CALLS_FILE).read_bytes()
+    assert (legacy / recordings.CALLS_FILE).read_bytes() == (
+        tmp_path / "one" / recordings.CALLS_FILE
+    ).read_bytes()
 
 
 def test_recordings_seed_an_empty_cache_for_replay(tmp_path: Path) -> None:

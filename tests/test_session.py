@@ -146,12 +146,16 @@ def test_a_stored_value_that_is_not_a_record_is_reported_not_raised_raw(
 ) -> None:
     store = CallStore(tmp_path / "cache")
     store.put_raw("jl2:0", stored)
-    with pytest.raises(CorruptRecordError, match=r"(?s)the entry for jl2:0 cannot be read .*cache verify --repair"):
+    with pytest.raises(
+        CorruptRecordError, match=r"(?s)the entry for jl2:0 cannot be read .*cache verify --repair"
+    ):
         store.get("jl2:0", request("x"))
     # The same in today's format, sealed: the seal holds, the content still is no record.
     header, _, rest = stored.partition(b"\n")
     store.put_raw("jl2:0", b"jlr2 " + seal(header) + b"\n" + header + b"\n" + rest)
-    with pytest.raises(CorruptRecordError, match=r"(?s)the entry for jl2:0 (cannot be read|is foreign).*--repair"):
+    with pytest.raises(
+        CorruptRecordError, match=r"(?s)the entry for jl2:0 (cannot be read|is foreign).*--repair"
+    ):
         store.get("jl2:0", request("x"))
 
 

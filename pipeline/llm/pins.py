@@ -6,7 +6,9 @@ the md5 of every stage's recording folder (the recordings are the stages' output
 committed with the outputs they produced. So a recording is read only if its folder still hashes
 to its entry in dvc.lock: an edit made after the stage ran fails the stage that would read it,
 naming the stage, until the recording is restored from git or re-locked on purpose
-(`dvc commit --force <stage>`, which then shows as a changed dvc.lock in `git diff`).
+(`dvc commit --force <stage>`, which then shows as a changed dvc.lock in `git diff`; DVC removed
+the stage's other outputs before running it, and refuses to commit a stage with one missing, so
+the command given first restores them from git).
 
 The hash is DVC's own for a folder output (dvc-data's Tree): md5 of the JSON list of
 {"md5": md5 of the file's bytes, "relpath": ...} sorted by relpath, with ".dir" appended;
@@ -54,6 +56,13 @@ class Pin:
     dvc_stage: str  # the stage in dvc.yaml whose output the folder is
     path: str  # as dvc.lock writes it
     md5: str
+    other_outs: tuple[str, ...] = ()  # the stage's other outputs (`dvc commit` needs them present)
+
+    def relock(self) -> str:
+        """The commands that re-lock the recording as it is now: DVC removed the stage's other
+        outputs before running it, and `dvc commit` refuses a stage with an output missing."""
+        restore = f"git checkout -- {' '.join(self.other_outs)} && " if self.other_outs else ""
+        return f"{restore}dvc commit --force {self.dvc_stage}"
 
 
 class Pins:
@@ -81,13 +90,19 @@ class Pins:
         pins: dict[Path, Pin] = {}
         stages = data.get("stages") if isinstance(data, dict) else None
         for name, stage in (stages or {}).items():
-            for out in (stage or {}).get("outs") or []:
-                path, md5 = (out.get("path"), out.get("md5")) if isinstance(out, dict) else (None, None)
-                if not isinstance(path, str) or not isinstance(md5, str) or not md5.endswith(".dir"):
+            outs = [
+                o
+                for o in (stage or {}).get("outs") or []
+                if isinstance(o, dict) and isinstance(o.get("path"), str)
+            ]
+            for out in outs:
+                path, md5 = out["path"], out.get("md5")
+                if not isinstance(md5, str) or not md5.endswith(".dir"):
                     continue
                 resolved = (lock.parent / path).resolve()
                 if resolved.parent == inside:
-                    pins[resolved] = Pin(str(name), path, md5)
+                    others = tuple(o["path"] for o in outs if o is not out)
+                    pins[resolved] = Pin(str(name), path, md5, others)
         return pins
 
     def pin(self, directory: Path) -> Pin | None:
@@ -105,11 +120,12 @@ class Pins:
         if found == pin.md5:
             return None
         return (
-            f"{pin.path} does not match its entry in {self.lock} (stage '{pin.dvc_stage}': locked "
-            f"{pin.md5}, found {found}): it was changed after the stage ran and is refused. Fix: restore "
-            f"it (git checkout -- {pin.path} {LOCK_FILE}); if the change is intended, re-lock it on "
-            f"purpose: `dvc commit --force {pin.dvc_stage}` (with the environment activated: "
-            f"`. .venv/bin/activate`), and commit dvc.lock with it"
+            f"{pin.path} does not match its entry in {LOCK_FILE} (stage '{pin.dvc_stage}': locked "
+            f"{pin.md5}, found {found}): it was changed after the stage ran, and is refused. Fix: restore "
+            f"it (`git checkout -- {pin.path}`); or, if the change is intended, re-lock it on purpose: "
+            f"`{pin.relock()}` (with the environment activated: `. .venv/bin/activate`), then "
+            f"`make replay ARGS={pin.dvc_stage}` recomputes the stage's outputs from it; commit dvc.lock "
+            "with them"
         )
 
     def check(self, directory: Path) -> None:

@@ -31,7 +31,11 @@ class StageCalls:
     """One stage's recorded calls by key, or why none of them may be used."""
 
     by_key: dict[str, CallRecord] = field(default_factory=dict)
-    damage: str | None = None
+    error: JudgeloopError | None = None
+
+    @property
+    def damage(self) -> str | None:
+        return None if self.error is None else self.error.message
 
 
 class RecordingIndex:
@@ -51,7 +55,7 @@ class RecordingIndex:
                 by_key.setdefault(loaded.call.record.key, loaded.call.record)
             return StageCalls(by_key)
         except JudgeloopError as exc:
-            return StageCalls(damage=exc.message)
+            return StageCalls(error=exc)
 
     def stage(self, name: str) -> StageCalls:
         """One stage's calls (none for a stage with no recording), read when first asked for."""
@@ -75,8 +79,9 @@ class RecordingIndex:
     def own(self, key: str, stage: str) -> CallRecord | None:
         """The call from `stage`'s own recording; CorruptRecordError if that recording is damaged."""
         calls = self.stage(stage)
-        if calls.damage is not None:
-            raise CorruptRecordError(f"the recording of stage '{stage}' cannot be used: {calls.damage}")
+        if calls.error is not None:
+            kind = type(calls.error) if isinstance(calls.error, CorruptRecordError) else CorruptRecordError
+            raise kind(f"the recording of stage '{stage}' cannot be used: {calls.error.message}")
         return calls.by_key.get(key)
 
     def elsewhere(self, key: str) -> CallRecord | None:

@@ -56,7 +56,7 @@ from typing import Any
 import orjson
 
 from pipeline.errors import CorruptRecordError
-from pipeline.llm.files import atomic_write, child, locked
+from pipeline.llm.files import TMP_SUFFIX, atomic_write, child, locked
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext
@@ -177,6 +177,10 @@ class StageRecording:
             with self._lock:
                 lines = [self._lines[k] for k in sorted(self._lines)]
                 lines += [blob_line(b, self._blobs[b]) for b in sorted(self._blobs)]
+            for stale in directory.glob(
+                f".{CALLS_FILE}.*{TMP_SUFFIX}"
+            ):  # a killed writer's (we hold the lock)
+                stale.unlink(missing_ok=True)
             atomic_write(directory / CALLS_FILE, "".join(line + "\n" for line in lines))
             with contextlib.suppress(FileNotFoundError):  # its blocks are in calls.jsonl now
                 (directory / LEGACY_BLOBS_FILE).unlink()

@@ -24,7 +24,7 @@ from typing import Any
 import click
 from tqdm import tqdm
 
-from pipeline.errors import CorruptRecordError, JudgeloopError
+from pipeline.errors import CorruptRecordError, JudgeloopError, UnsafeNameError
 from pipeline.experiments.params import Params, load_params
 from pipeline.llm import recordings
 from pipeline.llm.files import safe_name
@@ -49,6 +49,13 @@ def _line_key(line: str) -> str | None:
     except (ValueError, AttributeError):
         return None
     return key if isinstance(key, str) else None
+
+
+def _plain_names(ctx: click.Context, param: click.Parameter, names: tuple[str, ...]) -> tuple[str, ...]:
+    try:
+        return tuple(safe_name(name, "--stage", recordings.STAGE_FIX) for name in names)
+    except UnsafeNameError as exc:
+        raise click.BadParameter(exc.message, ctx, param) from exc
 
 
 def _pins(params: Params) -> Pins:
@@ -330,7 +337,9 @@ def seed(recordings_dir: Path | None, replace: bool) -> None:
 
 @cache.command()
 @click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--stage", "stages", multiple=True, help="Only these stages (repeatable).")
+@click.option(
+    "--stage", "stages", multiple=True, callback=_plain_names, help="Only these stages (repeatable)."
+)
 def export(out_dir: Path, stages: tuple[str, ...]) -> None:
     """Write every record of the local cache to OUT_DIR as recordings (one folder per stage).
 
@@ -347,8 +356,6 @@ def export(out_dir: Path, stages: tuple[str, ...]) -> None:
     store = open_store(params)
     if store is None:
         raise JudgeloopError(f"no local cache at {params.cache.dir}: nothing to export")
-    for stage in stages:
-        safe_name(stage, "--stage", recordings.STAGE_FIX)
     contexts: dict[str, list[CallContext]] = {}
     for _, _, call in scan_recordings(recorded).calls:
         contexts.setdefault(call.record.key, []).append(call.context)
