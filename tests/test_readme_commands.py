@@ -76,6 +76,8 @@ def _clone(tmp: Path, venv: Path) -> Path:
         who = ["-c", "user.name=t", "-c", "user.email=t@example.com"]
         subprocess.run(["git", *who, "commit", "-qam", "uncommitted changes"], cwd=clone, check=True)
     (clone / ".venv").symlink_to(venv, target_is_directory=True)
+    with (clone / ".git" / "info" / "exclude").open("a") as exclude:
+        exclude.write("/.venv\n")  # .gitignore's `.venv/` matches a folder, and this is a link to one
     stamp = (venv / ".installed-stamp").stat().st_mtime
     os.utime(clone / "pyproject.toml", (stamp - 1, stamp - 1))
     return clone

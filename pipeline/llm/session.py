@@ -196,7 +196,7 @@ class LLMSession:
             else:
                 self.stats.model_calls += 1
             self.stats.keys.setdefault(call.record.key, "hit" if call.cache_hit else "miss")
-        self.recording.add(call)
+        self.recording.add(call, later=call.cache_hit)
         return call
 
     def raise_for_misses(self) -> None:
