@@ -284,6 +284,15 @@ def merge(ctx: click.Context, other: Path, into: Path | None, prefer: Prefer | N
             f"took theirs for {result.took_theirs} conflicting key(s); the local cache still holds ours: "
             "run `judgeloop cache seed --replace` to use the merged replies here"
         )
+    pins = Pins(Path("."), target)
+    for stage in result.stages:
+        pin = pins.pin(target / stage.stage)
+        if pin is not None and pins.problem(target / stage.stage) is not None:
+            click.echo(
+                f"note: {pin.path} no longer matches dvc.lock, and a stage refuses to read it until it is "
+                f"re-locked: keep the merge with `{pin.relock()}`, or undo it with "
+                f"`git checkout -- {pin.path}`"
+            )
     if result.conflicts and prefer is None:
         click.echo(
             f"{len(result.conflicts)} conflicting call(s): kept ours. "
