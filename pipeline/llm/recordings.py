@@ -71,7 +71,7 @@ Part = str | dict[str, str]
 
 
 def blob_id(text: str) -> str:
-    # 64 bits of sha256: blob ids are only compared within one stage's blobs.jsonl, which checks
+    # 64 bits of sha256: blob ids are only compared within one stage's recording, which checks
     # every blob against its id on read, and short ids keep the many references in calls small.
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
@@ -192,9 +192,8 @@ class StageRecording:
                 self._made()
                 lines = [self._lines[k] for k in sorted(self._lines)]
                 lines += [blob_line(b, self._blobs[b]) for b in sorted(self._blobs)]
-            for stale in directory.glob(
-                f".{CALLS_FILE}.*{TMP_SUFFIX}"
-            ):  # a killed writer's (we hold the lock)
+            # A temporary file here now is a killed writer's: every live writer waits for the lock.
+            for stale in directory.glob(f".{CALLS_FILE}.*{TMP_SUFFIX}"):
                 stale.unlink(missing_ok=True)
             atomic_write(directory / CALLS_FILE, "".join(line + "\n" for line in lines))
             with contextlib.suppress(FileNotFoundError):  # its blocks are in calls.jsonl now
