@@ -1,8 +1,11 @@
 """(a) A cache hit through judgeloop's layer vs a raw diskcache get of the same record.
 
 judgeloop's hit = derive the key from the request (canonical JSON, XXH3-128), read the record,
-parse and validate its header, log the call. The raw get = diskcache.Cache.get(key) of the same
-stored bytes, key already known.
+verify it (the seal, sha256 of the stored header, and the key it names: pipeline.llm.store), parse
+and validate its header, log the call. The raw get = diskcache.Cache.get(key) of the same stored
+bytes, key already known. "verified read" is the store's part alone (read, seal, key, header),
+given the key; "recording" is what writing the stage's recording then costs per call it holds (a
+hit's line is made when the stage is written, not on the hit: pipeline.llm.recordings).
 
 Each call's request is built just before it is timed, as a stage builds a prompt and asks at
 once: a fresh string (CPython caches a string's UTF-8 form once something has encoded it, so a
@@ -35,10 +38,11 @@ N = 400
 ROUNDS = 9
 
 
-def measure(root: Path, chars: int) -> tuple[float, float, float, float, int]:
-    """Per-call microseconds (median of rounds): judgeloop hit, raw get, key alone; the median of
-    the rounds' ratios (hit / raw get, timed call by call side by side, so a slow spell of the
-    machine weighs on both); and the record's size."""
+def measure(root: Path, chars: int) -> tuple[float, float, float, float, float, float, float, int]:
+    """Per-call microseconds (median of rounds): judgeloop hit, raw get, key alone, verified read;
+    the medians of the rounds' ratios (hit / raw get and verified read / raw get, timed call by call
+    side by side, so a slow spell of the machine weighs on both); the recording's cost per hit;
+    and the record's size."""
     text = transcript(chars)
     fake = FakeBackend(lambda r: "Explanation: fine.\nScore: 4")
     session = LLMSession(
@@ -55,9 +59,10 @@ def measure(root: Path, chars: int) -> tuple[float, float, float, float, int]:
     assert session.store is not None
     raw_cache = session.store._cache  # the diskcache.Cache underneath, for the raw baseline
     identity = fake.identity()
-    ours, raw, key, ratio = [], [], [], []
+    store = session.store
+    ours, raw, key, read, ratio, read_ratio = [], [], [], [], [], []
     for _ in range(ROUNDS):
-        spent = {"ours": 0.0, "raw": 0.0, "key": 0.0}
+        spent = {"ours": 0.0, "raw": 0.0, "key": 0.0, "read": 0.0}
         for i in range(N):
             request = judge_request(i, text)
             start = time.perf_counter()
@@ -71,24 +76,44 @@ def measure(root: Path, chars: int) -> tuple[float, float, float, float, int]:
             start = time.perf_counter()
             request_key(identity, request)
             spent["key"] += time.perf_counter() - start
+            request = judge_request(i, text)
+            start = time.perf_counter()
+            store.get(keys[i], request)
+            spent["read"] += time.perf_counter() - start
         ours.append(spent["ours"] / N)
         raw.append(spent["raw"] / N)
         key.append(spent["key"] / N)
+        read.append(spent["read"] / N)
         ratio.append(spent["ours"] / spent["raw"])
+        read_ratio.append(spent["read"] / spent["raw"])
     assert len(fake.calls) == N, "every timed call must have been a hit"
     size = len(raw_cache.get(keys[0]))
+    lines = len({(*c.context.sort_key(), c.record.key) for c in session.calls})
+    start = time.perf_counter()
+    session.recording.write(root / "recordings" / "judge")
+    recording = (time.perf_counter() - start) / lines  # a rerun's hits are each a line of their own
     session.close(write_recording=False)
-    us = [statistics.median(x) * 1e6 for x in (ours, raw, key)]
-    return us[0], us[1], us[2], statistics.median(ratio), size
+    us = [statistics.median(x) * 1e6 for x in (ours, raw, key, read)]
+    return (
+        us[0],
+        us[1],
+        us[2],
+        us[3],
+        statistics.median(ratio),
+        statistics.median(read_ratio),
+        recording * 1e6,
+        size,
+    )
 
 
 def main() -> None:
     print(f"{N} hits x {ROUNDS} rounds (median of rounds), a fresh request per call")
-    columns = ("transcript", "record", "judgeloop hit", "raw get", "ratio", "key alone")
+    columns = ["transcript", "record", "judgeloop hit", "raw get", "ratio", "key alone", "verified read"]
+    columns += ["read ratio", "recording"]
     print("  ".join(f"{c:>13}" for c in columns))
     for chars in (2_000, 20_000):
         with tempfile.TemporaryDirectory() as tmp:
-            ours, raw, key, ratio, size = measure(Path(tmp), chars)
+            ours, raw, key, read, ratio, read_ratio, recording, size = measure(Path(tmp), chars)
         cells = (
             f"{chars} chars",
             f"{size} B",
@@ -96,6 +121,9 @@ def main() -> None:
             f"{raw:.1f} us",
             f"{ratio:.2f}x",
             f"{key:.1f} us",
+            f"{read:.1f} us",
+            f"{read_ratio:.2f}x",
+            f"{recording:.1f} us",
         )
         print("  ".join(f"{c:>13}" for c in cells))
     print("target: ratio <= 3x on the 20 kB transcript")

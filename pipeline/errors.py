@@ -3,16 +3,25 @@
     JudgeloopError                  base; a click.ClickException, so the CLI prints it plainly
     ├── ConfigError                 params.yaml or an environment variable is wrong
     ├── InputError                  a data file is unreadable; names the file, the line and the fix
+    ├── UnsafeNameError             a name that becomes a path (a stage, from the command line or a
+    │                               file) is not a plain name, or its path leads out of its folder
     ├── BackendError                a model call failed
     │   ├── TransientBackendError   worth retrying: refused or reset connection, timeout, 503, 500,
-    │   │                           an error line mid-stream
+    │   │   │                       an error line mid-stream
+    │   │   └── EmptyReplyError     a 200 whose body has no message or no content: a protocol error,
+    │   │                           retried like a transient fault, never stored or recorded
     │   ├── ModelNotFoundError      404: the model is not on the server (message says how to pull it)
     │   ├── BadRequestError         400: the server rejected the request as malformed
-    │   └── PromptTruncatedError    the prompt did not fit the context window; the reply is not trusted
+    │   ├── PromptTruncatedError    the prompt did not fit the context window; the reply is not trusted
+    │   └── ModelChangedError       the model's weights digest changed during the run: the stage stops,
+    │                               and nothing more is stored under the old digest
     └── CacheError                  the call cache or the recordings
         ├── ReplayMissError         replay mode met a call that was never recorded (one call)
         ├── ReplayIncompleteError   a stage finished with replay misses (lists every missing call)
-        └── CorruptRecordError      a stored record does not hash to its key, or cannot be read
+        └── CorruptRecordError      a stored record is damaged, edited, unreadable, or not ours (a
+            │                       pickle, a foreign key): refused, never executed or served
+            └── LockMismatchError   a stage's recording does not match its entry in dvc.lock: edited
+                                    after it was locked; refused until restored or re-locked
 
 Errors are never cached: only a successful reply becomes a record.
 """
@@ -36,6 +45,10 @@ class ConfigError(JudgeloopError):
     pass
 
 
+class UnsafeNameError(JudgeloopError):
+    pass
+
+
 class InputError(JudgeloopError):
     def __init__(self, path: str, line: int | None, problem: str, fix: str) -> None:
         where = f"{path}:{line}" if line is not None else path
@@ -53,6 +66,10 @@ class TransientBackendError(BackendError):
         self.retry_after = retry_after  # seconds the server asked us to wait (Retry-After), if it did
 
 
+class EmptyReplyError(TransientBackendError):
+    pass
+
+
 class ModelNotFoundError(BackendError):
     pass
 
@@ -62,6 +79,10 @@ class BadRequestError(BackendError):
 
 
 class PromptTruncatedError(BackendError):
+    pass
+
+
+class ModelChangedError(BackendError):
     pass
 
 
@@ -77,11 +98,13 @@ class ReplayMissError(CacheError):
 
 
 class ReplayIncompleteError(CacheError):
-    def __init__(self, stage: str, misses: Sequence[ReplayMissError]) -> None:
+    def __init__(self, stage: str, misses: Sequence[ReplayMissError], damaged: Sequence[str] = ()) -> None:
         lines = [f"  - {m.context.describe() if m.context else '?'}  key {m.key}" for m in misses]
+        left_out = "".join(f"\nLeft out, so not searched: {reason}" for reason in damaged)
         super().__init__(
             f"replay mode: stage '{stage}' needs {len(misses)} call(s) that are not recorded:\n"
             + "\n".join(lines)
+            + left_out
             + "\nFix: run with JUDGELOOP_CACHE_MODE=auto where the model is available, "
             "or fetch the collaborator's recordings/ folder."
         )
@@ -89,4 +112,8 @@ class ReplayIncompleteError(CacheError):
 
 
 class CorruptRecordError(CacheError):
+    pass
+
+
+class LockMismatchError(CorruptRecordError):
     pass

@@ -70,7 +70,8 @@ def test_entries_under_an_older_key_recipe_are_counted_and_collected(project: Pa
     store.put(old)
     store.close()
     _, out, _ = cache("stats", "--json")
-    assert json.loads(out)["local"] | {"bytes": 0} == {"entries": 22, "bytes": 0, "older_key_recipe": 1}
+    local = json.loads(out)["local"] | {"bytes": 0}
+    assert local == {"entries": 22, "bytes": 0, "older_key_recipe": 1, "refused": 0}
     assert "1 of them under an older key recipe, never looked up again" in cache("stats")[1]
     assert cache("verify")[0] == 0  # an old record is not a corrupt one
     assert "deleted 1 of 22 local entries" in cache("gc")[1]
@@ -97,8 +98,11 @@ def test_verify_catches_a_reply_edited_by_hand_in_the_recordings(project: Path) 
 
 
 def test_verify_catches_an_edited_prompt_inside_a_shared_blob(project: Path) -> None:
-    path = Path("recordings/judge/blobs.jsonl")
-    path.write_text(path.read_text().replace("COMPLETENESS", "C0MPLETENESS", 1))
+    path = Path("recordings/judge/calls.jsonl")
+    lines = path.read_text().splitlines(keepends=True)
+    number = next(i for i, line in enumerate(lines) if line.startswith('{"blob":') and "COMPLETENESS" in line)
+    lines[number] = lines[number].replace("COMPLETENESS", "C0MPLETENESS", 1)
+    path.write_text("".join(lines))
     code, out, _ = cache("verify")
     assert code == 1
     assert "does not hash to its id (edited)" in out
@@ -118,11 +122,11 @@ def test_verify_catches_tampered_foreign_and_unreadable_local_entries(project: P
     store.close()
     code, out, _ = cache("verify")
     assert code == 1
-    assert f"{key}: the checksum does not match" in out
+    assert f"{key}: does not match its seal (reply or metadata damaged or edited)" in out
     assert f"foreign: stored under {KEY_PREFIX}{'0' * 32} but the record is for {other.key}" in out
     assert f"{KEY_PREFIX}{'1' * 32}: cannot be read" in out
-    assert "judgeloop cache verify --delete-corrupt" in out
-    code, out, _ = cache("verify", "--delete-corrupt")
+    assert "judgeloop cache verify --repair" in out
+    code, out, _ = cache("verify", "--delete-corrupt")  # the option's older name still works
     assert code == 0, out
     assert out.count("deleted local entry") == 3
     assert cache("verify")[0] == 0

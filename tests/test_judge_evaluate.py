@@ -18,6 +18,7 @@ from pipeline.judges.structured.dimensions import judge_score_model
 from pipeline.judges.structured.verdict import JudgeFailure, Verdict
 from pipeline.llm.backends import register_backend
 from pipeline.llm.backends.fake import FakeBackend
+from pipeline.llm.recordings import read_stage
 from pipeline.llm.settings import in_flight
 from pipeline.llm.types import ChatReply
 from pipeline.testing.fake_ollama import FakeOllama
@@ -80,8 +81,7 @@ def test_single_answer_prints_a_valid_judge_score(tmp_path: Path, monkeypatch: p
     assert "tidepool serve listens on 7070" in audit.output and "--- reply ---" in audit.output
     # a second answer adds to the recording instead of replacing it
     assert _invoke(tmp_path, monkeypatch, *args, "--id", "q2").exit_code == 0
-    lines = Path("recordings/judge_evaluate/calls.jsonl").read_text().splitlines()
-    items = [json.loads(line)["context"]["item"] for line in lines]
+    items = [c.call.context.item for c in read_stage(Path("recordings/judge_evaluate"))]
     assert sorted(items) == ["q1", "q2"]
 
 

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from pipeline.experiments.rag.settings import RagSettings
 from pipeline.judges.structured.dimensions import judge_score_model
+from pipeline.llm.recordings import read_stage
 from pipeline.tools.cli import main
 from tests.conftest import ROOT
 
@@ -35,11 +36,7 @@ def test_judge_evaluate_on_the_embedded_model(tmp_path: Path, monkeypatch: pytes
         assert "Recorded as failed" in first.output
     else:
         judge_score_model(RagSettings().dimensions).model_validate_json(first.stdout)
-        calls = [
-            json.loads(line)
-            for line in Path("recordings/judge_evaluate/calls.jsonl").read_text().splitlines()
-        ]
-        reply = calls[0]["reply"]
-        assert reply["logprobs"], "the embedded model gives log-probabilities"
+        calls = [loaded.call for loaded in read_stage(Path("recordings/judge_evaluate"))]
+        assert calls[0].record.reply.logprobs, "the embedded model gives log-probabilities"
     again = CliRunner().invoke(main, args)
     assert "0 to the model" in again.output and again.stdout == first.stdout

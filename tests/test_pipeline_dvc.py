@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import shutil
 import subprocess
@@ -11,6 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pipeline.llm import recordings
+from pipeline.llm.pins import dir_md5
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow
@@ -26,10 +30,8 @@ OUTPUTS = (
     "outputs/judgements.jsonl",
     "outputs/refinement.jsonl",
     "recordings/assess/calls.jsonl",
-    "recordings/assess/blobs.jsonl",
     "recordings/judge/calls.jsonl",
     "recordings/refine/calls.jsonl",
-    "recordings/refine/blobs.jsonl",
     "metrics.json",
     "report.md",
     "plots/figure2.csv",
@@ -120,3 +122,50 @@ def test_replay_of_an_unrecorded_change_names_every_missing_call(project: Path) 
     assert "stage 'judge' needs 12 call(s) that are not recorded" in output
     for item in ("item=901", "item=902", "item=903"):
         assert item in output
+
+
+def test_replay_refuses_an_edited_recording_until_dvc_commit_relocks_it(project: Path) -> None:
+    _dvc(project, "repro")
+    _run(["git", "add", "-A"], project)
+    _run(["git", "commit", "-qm", "recorded experiment"], project, **GIT_IDENTITY)
+    lock = yaml.safe_load((project / "dvc.lock").read_text())
+    recorded = [
+        o for stage in lock["stages"].values() for o in stage["outs"] if o["path"].startswith("recordings/")
+    ]
+    assert {o["path"] for o in recorded} >= {"recordings/assess", "recordings/judge", "recordings/refine"}
+    for out in recorded:  # our hash of a recording is DVC's
+        assert dir_md5(project / out["path"]) == out["md5"], out["path"]
+
+    # A reply edited and its checksum recomputed: every record verifies, the lock does not match.
+    directory = project / "recordings" / "judge"
+    calls = [loaded.call for loaded in recordings.read_stage(directory)]
+    last = max(calls, key=lambda c: c.context.attempt)  # a last attempt: no later prompt quotes it
+    verdict = json.loads(last.record.reply.text)  # the demo's judge answers {"explanation", "score"}
+    verdict["explanation"] = "EDITED " + verdict["explanation"]
+    forged = last.record.model_copy(
+        update={"reply": last.record.reply.model_copy(update={"text": json.dumps(verdict)})}
+    )
+    forged = forged.model_copy(update={"checksum": forged.expected_checksum()})
+    recordings.write_stage(
+        directory, [dataclasses.replace(c, record=forged) if c is last else c for c in calls]
+    )
+    env = {**os.environ, "JUDGELOOP_CACHE_MODE": "replay"}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    shutil.rmtree(project / ".judgeloop")
+    refused = subprocess.run(
+        [sys.executable, "-m", "dvc", "repro", "--force", "--single-item", "judge"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert refused.returncode != 0
+    assert "the recording of stage 'judge' cannot be used: recordings/judge does not match" in refused.stderr
+    relock = "git checkout -- outputs/judgements.jsonl && dvc commit --force judge"
+    assert f"`{relock}`" in refused.stderr
+
+    # The commands the error names, as a user types them: re-lock on purpose, then replay.
+    _run(["sh", "-c", relock], project)
+    _dvc(project, "repro", "--force", "--single-item", "judge", JUDGELOOP_CACHE_MODE="replay")
+    assert "EDITED " in (project / "outputs" / "judgements.jsonl").read_text()

@@ -6,6 +6,10 @@ comment (an Ollama server, a collaborator's clone, the whole test suite): it is 
 reason is reported. The clone is of this checkout's HEAD plus its uncommitted changes to tracked
 files, so the test checks what would be committed.
 
+After every command the clone's `git status` is clean: a README command may write only what git
+ignores (.venv, .judgeloop) or what it rewrites byte for byte (the committed outputs, recordings
+and dvc.lock; `make replay` among them, with byte-code written as a bare environment does).
+
 The clone reuses the virtual environment this test runs in, as its .venv (a symbolic link): a fresh
 install would compile llama-cpp-python for minutes. That environment must have been made by
 `make install` (it has the stamp file the Makefile checks); the clone's pyproject.toml gets the
@@ -67,9 +71,13 @@ def _clone(tmp: Path, venv: Path) -> Path:
     diff = subprocess.run(
         ["git", "diff", "HEAD", "--binary"], cwd=ROOT, check=True, capture_output=True
     ).stdout
-    if diff:
+    if diff:  # committed in the clone, so that its `git status` starts clean
         subprocess.run(["git", "apply", "--whitespace=nowarn"], cwd=clone, input=diff, check=True)
+        who = ["-c", "user.name=t", "-c", "user.email=t@example.com"]
+        subprocess.run(["git", *who, "commit", "-qam", "uncommitted changes"], cwd=clone, check=True)
     (clone / ".venv").symlink_to(venv, target_is_directory=True)
+    with (clone / ".git" / "info" / "exclude").open("a") as exclude:
+        exclude.write("/.venv\n")  # .gitignore's `.venv/` matches a folder, and this is a link to one
     stamp = (venv / ".installed-stamp").stat().st_mtime
     os.utime(clone / "pyproject.toml", (stamp - 1, stamp - 1))
     return clone
@@ -97,6 +105,10 @@ def test_every_readme_command_runs_in_a_fresh_clone_and_shell(tmp_path: Path) ->
             f"README.md:{number}: `{command}` failed with {result.returncode} in a fresh shell\n"
             f"--- stdout\n{result.stdout[-3000:]}\n--- stderr\n{result.stderr[-3000:]}"
         )
+        status = subprocess.run(
+            ["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True, check=True
+        ).stdout
+        assert status == "", f"README.md:{number}: `{command}` left `git status` unclean:\n{status}"
         ran += 1
     print(f"ran {ran} README commands; skipped {len(skipped)}:", *skipped, sep="\n  ")
     assert ran >= 8

@@ -46,8 +46,9 @@ def test_same_calls_in_any_order_give_the_same_bytes(tmp_path: Path) -> None:
     shuffled = calls[:]
     random.Random(4).shuffle(shuffled)
     recordings.write_stage(tmp_path / "b", shuffled + shuffled[:2])  # duplicates collapse
-    for name in (recordings.CALLS_FILE, recordings.BLOBS_FILE):
-        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    assert [p.name for p in (tmp_path / "a").iterdir()] == [recordings.CALLS_FILE]  # one file
+    name = recordings.CALLS_FILE
+    assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
 
 
 def test_a_transcript_repeated_in_every_prompt_is_stored_once(tmp_path: Path) -> None:
@@ -83,22 +84,50 @@ def test_hand_edited_reply_is_detected(tmp_path: Path) -> None:
 def test_hand_edited_prompt_is_detected(tmp_path: Path) -> None:
     recordings.write_stage(tmp_path / "judge", _calls(1))
     path = tmp_path / "judge" / recordings.CALLS_FILE
-    row = json.loads(path.read_text())
+    first, *blobs = path.read_text().splitlines()
+    row = json.loads(first)
     row["request"]["options"]["temperature"] = 0.5
-    path.write_text(json.dumps(row) + "\n")
+    path.write_text("\n".join([json.dumps(row), *blobs]) + "\n")
     with pytest.raises(CorruptRecordError, match="request does not hash"):
         list(recordings.read_stage(tmp_path / "judge"))
 
 
 def test_edited_blob_is_detected(tmp_path: Path) -> None:
     recordings.write_stage(tmp_path / "judge", _calls(1))
-    path = tmp_path / "judge" / recordings.BLOBS_FILE
-    row = json.loads(path.read_text().splitlines()[0])
+    path = tmp_path / "judge" / recordings.CALLS_FILE
+    lines = path.read_text().splitlines()
+    number = next(i for i, line in enumerate(lines) if line.startswith('{"blob":'))
+    row = json.loads(lines[number])
     row["text"] = row["text"].replace("sleep", "sleeep")
-    rest = path.read_text().splitlines()[1:]
-    path.write_text("\n".join([json.dumps(row), *rest]) + "\n")
-    with pytest.raises(CorruptRecordError, match="does not hash to its id"):
+    lines[number] = recordings.blob_line(row["blob"], row["text"])
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(
+        CorruptRecordError, match=rf"calls.jsonl:{number + 1}: blob .* does not hash to its id"
+    ):
         list(recordings.read_stage(tmp_path / "judge"))
+
+
+def test_a_recording_in_the_two_file_layout_is_read_and_rewritten_as_one_file(tmp_path: Path) -> None:
+    # As judgeloop wrote a stage before its shared blocks moved into calls.jsonl.
+    calls = _calls(4)
+    recordings.write_stage(tmp_path / "one", calls)
+    lines = (tmp_path / "one" / recordings.CALLS_FILE).read_text().splitlines(keepends=True)
+    legacy = tmp_path / "recordings" / "judge"
+    legacy.mkdir(parents=True)
+    (legacy / recordings.CALLS_FILE).write_text("".join(x for x in lines if not x.startswith('{"blob":')))
+    (legacy / recordings.LEGACY_BLOBS_FILE).write_text("".join(x for x in lines if x.startswith('{"blob":')))
+    assert [c.call for c in recordings.read_stage(legacy)] == [
+        c.call for c in recordings.read_stage(tmp_path / "one")
+    ]
+    replay, fake = make_session(tmp_path, "replay")
+    for call in calls:
+        assert replay.chat(call.record.request, call.context).record == call.record
+    replay.close()
+    assert fake.calls == []
+    assert sorted(p.name for p in legacy.iterdir()) == [recordings.CALLS_FILE]
+    assert (legacy / recordings.CALLS_FILE).read_bytes() == (
+        tmp_path / "one" / recordings.CALLS_FILE
+    ).read_bytes()
 
 
 def test_recordings_seed_an_empty_cache_for_replay(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from pipeline.errors import CorruptRecordError, ReplayIncompleteError, ReplayMis
 from pipeline.llm import recordings
 from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.settings import in_flight
-from pipeline.llm.store import CallStore
+from pipeline.llm.store import CallStore, seal
 from pipeline.llm.types import CallContext, ChatRequest
 from tests.helpers import make_session, request
 
@@ -146,7 +146,16 @@ def test_a_stored_value_that_is_not_a_record_is_reported_not_raised_raw(
 ) -> None:
     store = CallStore(tmp_path / "cache")
     store.put_raw("jl2:0", stored)
-    with pytest.raises(CorruptRecordError, match=r"(?s)the record for jl2:0 cannot be read .*cache verify"):
+    with pytest.raises(
+        CorruptRecordError, match=r"(?s)the entry for jl2:0 cannot be read .*cache verify --repair"
+    ):
+        store.get("jl2:0", request("x"))
+    # The same in today's format, sealed: the seal holds, the content still is no record.
+    header, _, rest = stored.partition(b"\n")
+    store.put_raw("jl2:0", b"jlr2 " + seal(header) + b"\n" + header + b"\n" + rest)
+    with pytest.raises(
+        CorruptRecordError, match=r"(?s)the entry for jl2:0 (cannot be read|is foreign).*--repair"
+    ):
         store.get("jl2:0", request("x"))
 
 
@@ -200,9 +209,12 @@ def test_recordings_are_read_only_when_the_local_cache_misses(tmp_path: Path) ->
     (broken / "calls.jsonl").write_text("not a recorded call\n")
     again, fake = make_session(tmp_path)
     assert again.chat(request("stored locally"), CTX).cache_hit  # never read the broken file
-    with pytest.raises(CorruptRecordError, match=r"other_stage/calls.jsonl:1"):
-        again.chat(request("a new question"), CTX)  # a miss looks in the recordings: the damage shows
-    assert fake.calls == []
+    assert again.index.damaged() == []
+    # A miss looks in the recordings: another stage's damage is left out, not this stage's failure.
+    assert not again.chat(request("a new question"), CTX).cache_hit
+    assert len(fake.calls) == 1
+    [damage] = again.index.damaged()
+    assert "other_stage/calls.jsonl:1: not a recorded call" in damage
 
 
 def test_the_recording_holds_each_call_once_in_order_whatever_order_calls_finish(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from pipeline.llm.recordings import CALLS_FILE
+from pipeline.llm.recordings import CALLS_FILE, split_recording
 from pipeline.tools.cli import main
 from tests.conftest import ROOT
 
@@ -41,7 +41,7 @@ def status() -> dict[str, Any]:
 
 
 def recorded_calls(stage: str) -> int:
-    return len((ROOT / "recordings" / stage / CALLS_FILE).read_text().splitlines())
+    return len(split_recording(ROOT / "recordings" / stage).calls)
 
 
 def test_every_design_replays_as_recorded(demo: Path) -> None:

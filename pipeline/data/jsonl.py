@@ -12,6 +12,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pipeline.errors import InputError
+from pipeline.llm.files import atomic_write
 from pipeline.llm.keys import canonical_json
 
 
@@ -24,10 +25,7 @@ R = TypeVar("R", bound=Result)
 
 def write_jsonl(path: Path, results: Iterable[Result]) -> None:
     rows = sorted(results, key=lambda r: str(getattr(r, "item", "")))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text("".join(canonical_json(r.model_dump(mode="json")) + "\n" for r in rows), encoding="utf-8")
-    tmp.replace(path)
+    atomic_write(path, "".join(canonical_json(r.model_dump(mode="json")) + "\n" for r in rows))
 
 
 def read_jsonl(path: Path, model: type[R]) -> list[R]:

@@ -2,28 +2,53 @@
 
 Why text, next to the diskcache: the SQLite file is not diffable, DVC re-uploads it whole on any
 change, and two collaborators cannot merge it. Each stage therefore writes the calls it made to
+one file,
 
-    recordings/<stage>/calls.jsonl   one call per line: context, key, model, request, reply, when
-    recordings/<stage>/blobs.jsonl   {"blob": id, "text": ...}, content shared by calls
+    recordings/<stage>/calls.jsonl   one call per line (context, key, checksum, model, request,
+                                     reply, when), sorted; then one line per text block shared by
+                                     calls, {"blob": id, "text": ...}, sorted by id
 
-Both are sorted (calls by context then key, blobs by hash) and written with canonical JSON, so the
-same calls give the same bytes, a new call is a new line in a diff, and git merges two
-collaborators' additions line by line. Any recording can seed an empty local cache, so a fresh
-clone replays with no model.
+in canonical JSON, so the same calls give the same bytes, a new call is a new line in a diff, and
+git merges two collaborators' additions line by line. Any recording can seed an empty local cache,
+so a fresh clone replays with no model.
 
 Content repeated across calls (the transcript inside every judge prompt, the rubric) is stored
 once: message text is cut into blocks of whole lines at content-defined boundaries (a line whose
 CRC-32 is 0 mod 8 ends a block once the block has MIN_BLOCK characters), so the same transcript
-yields the same blocks whatever prompt surrounds it. Blocks of MIN_BLOCK characters or more go to
-blobs.jsonl; a message becomes a list of literal strings and {"blob": hash} references.
+yields the same blocks whatever prompt surrounds it. Blocks of MIN_BLOCK characters or more become
+blob lines; a message becomes a list of literal strings and {"blob": hash} references.
+
+One file, written in one step. The calls and the blocks they refer to are one file, replaced by
+one rename of a temporary file of its own (pipeline.llm.files.atomic_write), so a writer killed at
+any moment leaves the old recording or the new one, never a mix. (Before, `blobs.jsonl` beside
+`calls.jsonl` was replaced by a second rename, and a kill between the two left calls whose text was
+gone. A folder in that layout is still read, its blobs.jsonl with it, and is rewritten as one file
+by the next write.) Each call carries its checksum and each blob is checked against its id, so a
+damaged file fails, naming its line, rather than being served.
+
+Whose calls a recording holds, and who may replace them. A writer takes the stage folder's lock
+(pipeline.llm.files.locked), so writers take turns, across processes, and then either
+
+- replaces the recording (`keep=None`): a DVC pipeline stage. Its recording is exactly its last
+  run, an output DVC pins in dvc.lock, and only that stage writes it; a rerun of the stage
+  legitimately replaces its own previous run. Or
+- adds to it (`keep=` a predicate on the calls already there): `judgeloop judge-evaluate`, which
+  many runs write into one `--stage` folder. A batch keeps every call already recorded and adds
+  its own: two batches, one after the other or at once, both keep all their calls, and what one
+  recorded stays until `judgeloop cache gc` finds no recording that needs it. (A single answer
+  judged again under the same item replaces only that item's earlier calls.)
+
+Stage names become folder names, so a name read from the command line or from a file is checked
+(pipeline.llm.files.child): a plain name that stays inside the recordings folder.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import threading
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +56,7 @@ from typing import Any
 import orjson
 
 from pipeline.errors import CorruptRecordError
+from pipeline.llm.files import TMP_SUFFIX, atomic_write, child, locked
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext
@@ -38,13 +64,14 @@ from pipeline.llm.types import CallContext
 MIN_BLOCK = 256
 MAX_BLOCK = 8192
 CALLS_FILE = "calls.jsonl"
-BLOBS_FILE = "blobs.jsonl"
+LEGACY_BLOBS_FILE = "blobs.jsonl"  # the shared blocks' own file, before they moved into calls.jsonl
+STAGE_FIX = "name the stage with letters, digits, '.', '_' and '-' only"
 
 Part = str | dict[str, str]
 
 
 def blob_id(text: str) -> str:
-    # 64 bits of sha256: blob ids are only compared within one stage's blobs.jsonl, which checks
+    # 64 bits of sha256: blob ids are only compared within one stage's recording, which checks
     # every blob against its id on read, and short ids keep the many references in calls small.
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
@@ -92,8 +119,8 @@ def unpack_content(content: str | list[Any], blobs: dict[str, str], where: str) 
             out.append(blobs[part["blob"]])
         else:
             raise CorruptRecordError(
-                f"{where}: refers to blob {part.get('blob')} which is not in {BLOBS_FILE}. "
-                "Fix: restore the stage's blobs.jsonl from git, or re-record the stage."
+                f"{where}: refers to blob {part.get('blob')}, which the recording does not hold. "
+                "Fix: restore the file from git, or re-record the stage."
             )
     return "".join(out)
 
@@ -106,66 +133,131 @@ def call_to_line(call: RecordedCall, blobs: dict[str, str]) -> str:
     return canonical_json(record)
 
 
+def blob_line(blob: str, text: str) -> str:
+    return canonical_json({"blob": blob, "text": text})
+
+
+def stage_dir(root: Path, stage: str) -> Path:
+    """root / stage, for a stage name that is a plain name and stays inside root."""
+    return child(root, stage, "stage", STAGE_FIX)
+
+
 class StageRecording:
     """One stage's recording, built a call at a time.
 
-    A call's line is made when the call is added, by the thread that made the call, while other
-    items wait on the server; writing the stage then only sorts and saves. The same call (context
-    and key) added twice is one line.
+    A model call's line is made when the call is added, by the thread that made the call, while
+    other items wait on the server. A cache hit's line is made when the stage is written (`later`):
+    packing a 20 kB prompt into blocks costs ten times the hit itself, and a hit has no server to
+    wait for. The same call (context and key) added twice is one line.
     """
 
     def __init__(self) -> None:
         self._lines: dict[tuple[Any, ...], str] = {}
+        self._later: dict[tuple[Any, ...], RecordedCall] = {}
         self._blobs: dict[str, str] = {}
         self._lock = threading.Lock()
 
-    def add(self, call: RecordedCall) -> None:
+    def add(self, call: RecordedCall, *, later: bool = False) -> None:
+        where = (*call.context.sort_key(), call.record.key)
+        if later:
+            with self._lock:
+                self._later[where] = call
+            return
         blobs: dict[str, str] = {}
         line = call_to_line(call, blobs)
         with self._lock:
-            self._lines[(*call.context.sort_key(), call.record.key)] = line
+            self._lines[where] = line
             self._blobs.update(blobs)
 
-    def write(self, directory: Path) -> None:
-        """Write the stage's calls, replacing what was there: the recording is exactly its run."""
-        with self._lock:
-            lines = [self._lines[k] for k in sorted(self._lines)]
-            blob_lines = [canonical_json({"blob": b, "text": self._blobs[b]}) for b in sorted(self._blobs)]
-        directory.mkdir(parents=True, exist_ok=True)
-        _write_lines(directory / BLOBS_FILE, blob_lines)
-        _write_lines(directory / CALLS_FILE, lines)
+    def _made(self) -> None:
+        """Make the lines of the calls added `later` (the caller holds the lock)."""
+        for where, call in self._later.items():
+            if where not in self._lines:
+                self._lines[where] = call_to_line(call, self._blobs)
+        self._later.clear()
+
+    def write(self, directory: Path, keep: Callable[[RecordedCall], bool] | None = None) -> None:
+        """Write the stage's calls in one step. keep=None: they replace the recording (a pipeline
+        stage's run). Otherwise the calls already recorded that `keep` accepts stay beside them
+        (read and verified under the folder's lock, so concurrent writers lose nothing)."""
+        with locked(directory):
+            if keep is not None:
+                earlier = (
+                    [loaded.call for loaded in read_stage(directory)] if has_recording(directory) else []
+                )
+                for call in earlier:
+                    if keep(call):
+                        self.add(call)
+            with self._lock:
+                self._made()
+                lines = [self._lines[k] for k in sorted(self._lines)]
+                lines += [blob_line(b, self._blobs[b]) for b in sorted(self._blobs)]
+            # A temporary file here now is a killed writer's: every live writer waits for the lock.
+            for stale in directory.glob(f".{CALLS_FILE}.*{TMP_SUFFIX}"):
+                stale.unlink(missing_ok=True)
+            atomic_write(directory / CALLS_FILE, "".join(line + "\n" for line in lines))
+            with contextlib.suppress(FileNotFoundError):  # its blocks are in calls.jsonl now
+                (directory / LEGACY_BLOBS_FILE).unlink()
 
 
-def write_stage(directory: Path, calls: Iterable[RecordedCall]) -> None:
-    """Write one stage's calls, replacing what was there: the stage's recording is exactly its run."""
+def write_stage(
+    directory: Path, calls: Iterable[RecordedCall], keep: Callable[[RecordedCall], bool] | None = None
+) -> None:
+    """Write one stage's calls (see StageRecording.write for `keep`)."""
     recording = StageRecording()
     for call in calls:
         recording.add(call)
-    recording.write(directory)
+    recording.write(directory, keep)
 
 
-def _write_lines(path: Path, lines: list[str]) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    tmp.replace(path)
+def has_recording(directory: Path) -> bool:
+    return (directory / CALLS_FILE).is_file()
 
 
-def read_blobs(path: Path) -> dict[str, str]:
+def is_blob(entry: Any) -> bool:
+    return isinstance(entry, dict) and "blob" in entry
+
+
+@dataclass(frozen=True)
+class RecordingLines:
+    """A stage's recording split into its parts: the call lines (with their numbers) and the blobs,
+    and every line that is neither, for the tolerant readers to report."""
+
+    path: Path
+    calls: list[tuple[int, str]]
+    blobs: dict[str, str]
+    problems: list[str]
+
+
+def split_recording(directory: Path) -> RecordingLines:
+    """Read a stage's recording: calls.jsonl (and a blobs.jsonl beside it, from before they were one
+    file), every blob checked against its id. Bad lines are listed, not raised."""
+    path = directory / CALLS_FILE
+    calls: list[tuple[int, str]] = []
     blobs: dict[str, str] = {}
-    if not path.exists():
-        return blobs
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        try:
-            entry = orjson.loads(line)
-            blobs[entry["blob"]] = entry["text"]
-        except (ValueError, KeyError, TypeError) as exc:
-            raise CorruptRecordError(f"{path}:{number}: not a blob line ({exc}).") from exc
-        if blob_id(blobs[entry["blob"]]) != entry["blob"]:
-            raise CorruptRecordError(
-                f"{path}:{number}: blob {entry['blob']} does not hash to its id (edited by hand?). "
-                "Fix: restore the file from git, or re-record the stage."
-            )
-    return blobs
+    problems: list[str] = []
+    sources = [(path, path.read_text(encoding="utf-8"))]
+    legacy = directory / LEGACY_BLOBS_FILE
+    if legacy.is_file():
+        sources.append((legacy, legacy.read_text(encoding="utf-8")))
+    for source, text in sources:
+        for number, line in enumerate(text.splitlines(), start=1):
+            if source == path and not line.startswith('{"blob":'):
+                calls.append((number, line))
+                continue
+            try:
+                entry = orjson.loads(line)
+                blob, content = entry["blob"], entry["text"]
+                if not isinstance(blob, str) or not isinstance(content, str):
+                    raise TypeError("blob and text must be strings")
+            except (ValueError, KeyError, TypeError) as exc:
+                problems.append(f"{source}:{number}: not a blob line ({exc})")
+                continue
+            if blob_id(content) != blob:
+                # Kept: a call that uses it then fails record.problem() too, as a request edited.
+                problems.append(f"{source}:{number}: blob {blob} does not hash to its id (edited)")
+            blobs[blob] = content
+    return RecordingLines(path, calls, blobs, problems)
 
 
 @dataclass(frozen=True)
@@ -176,7 +268,7 @@ class LoadedCall:
 
 
 def parse_call_line(line: str, blobs: dict[str, str], where: str) -> RecordedCall:
-    """One line of calls.jsonl, its blobs restored; not yet verified (see CallRecord.problem)."""
+    """One call line, its blobs restored; not yet verified (see CallRecord.problem)."""
     try:
         raw = orjson.loads(line)
         context = CallContext.model_validate(raw.pop("context"))
@@ -185,35 +277,41 @@ def parse_call_line(line: str, blobs: dict[str, str], where: str) -> RecordedCal
         return RecordedCall(context=context, record=CallRecord.model_validate(raw))
     except CorruptRecordError:
         raise
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise CorruptRecordError(f"{where}: not a recorded call ({exc}).") from exc
 
 
 def read_stage(directory: Path, *, verify: bool = True) -> Iterator[LoadedCall]:
-    blobs = read_blobs(directory / BLOBS_FILE)
-    calls_path = directory / CALLS_FILE
-    if not calls_path.exists():
+    """A stage's calls; CorruptRecordError at the first line that cannot be read or trusted."""
+    if not has_recording(directory):
         return
-    for number, line in enumerate(calls_path.read_text(encoding="utf-8").splitlines(), start=1):
-        where = f"{calls_path}:{number}"
-        call = parse_call_line(line, blobs, where)
+    parts = split_recording(directory)
+    if parts.problems and verify:
+        raise CorruptRecordError(
+            f"{parts.problems[0]}. Fix: restore the file from git (git checkout -- {directory}), "
+            "or re-record the stage."
+        )
+    for number, line in parts.calls:
+        where = f"{parts.path}:{number}"
+        call = parse_call_line(line, parts.blobs, where)
         record = call.record
         problem = record.problem() if verify else None
         if problem is not None:
             raise CorruptRecordError(
                 f"{where}: call {record.key} cannot be trusted: {problem}. "
-                "Fix: restore the file from git (git checkout -- recordings/), or re-record this call."
+                f"Fix: restore the file from git (git checkout -- {parts.path}), or re-record this call."
             )
         # A verified call written under an older key recipe is served under today's key.
-        yield LoadedCall(calls_path, number, call.current() if verify else call)
+        yield LoadedCall(parts.path, number, call.current() if verify else call)
 
 
 def stage_dirs(root: Path) -> list[Path]:
     if not root.is_dir():
         return []
-    return sorted(p for p in root.iterdir() if (p / CALLS_FILE).exists())
+    return sorted(p for p in root.iterdir() if has_recording(p))
 
 
 def read_all(root: Path, *, verify: bool = True) -> Iterator[LoadedCall]:
     for directory in stage_dirs(root):
+        stage_dir(root, directory.name)  # a folder name that is not a plain name, or a link out
         yield from read_stage(directory, verify=verify)

@@ -6,9 +6,17 @@
 
 Cache modes (params `cache.mode`, env JUDGELOOP_CACHE_MODE):
     auto     read the local cache, then the recordings; on a miss call the model and store the reply
-    replay   never call a model: a miss is collected, and the stage fails listing every missing call
+    replay   never call a model: serve the stage's own recording first, then the local cache, then
+             the other recordings; a miss is collected, and the stage fails listing every missing call
     refresh  call the model for every request and overwrite what was stored
     off      call the model for every request and store nothing locally (recordings still written)
+
+Nothing is served unverified: a local hit is checked against its seal and key (pipeline.llm.store),
+a recorded one was verified in full when its stage's recording was read, and that recording
+matched its pin in dvc.lock (pipeline.llm.recording_index, pipeline.llm.pins). A damaged entry
+stops the stage with an error naming the stage, item, key and the fix. In replay, the stage's own
+recording comes before the local cache, so what a cache folder holds (someone else's, say) cannot
+change what a locked recording replays.
 
 The backend is built lazily: a stage whose calls all hit never loads the model or opens a
 connection, and in replay mode the model's identity comes from the recordings, not the server.
@@ -19,19 +27,24 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.errors import ConfigError, ReplayIncompleteError, ReplayMissError
+from pipeline.errors import ConfigError, CorruptRecordError, ReplayIncompleteError, ReplayMissError
 from pipeline.llm import recordings
+from pipeline.llm.files import atomic_write
 from pipeline.llm.keys import request_key
 from pipeline.llm.latency import BACKEND_TOTAL, WALL
+from pipeline.llm.pins import Pins
+from pipeline.llm.recording_index import RecordingIndex
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.settings import CacheMode, EngineSettings, in_flight
 from pipeline.llm.store import CallStore
 from pipeline.llm.types import Backend, CallContext, ChatRequest, ModelIdentity
+
+__all__ = ["RUNS_DIR", "LLMSession", "RecordingIndex", "RunStats", "open_session", "resolve_identity"]
 
 RUNS_DIR = "runs"
 
@@ -42,29 +55,6 @@ class RunStats:
     model_calls: int = 0
     misses: list[ReplayMissError] = field(default_factory=list)
     keys: dict[str, str] = field(default_factory=dict)  # key -> "hit" | "miss"
-
-
-class RecordingIndex:
-    """Every recorded call under recordings/, by key, read (and verified) once per session, when
-    first needed: a stage whose calls the local cache holds never reads them."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self._by_key: dict[str, CallRecord] | None = None
-        self._lock = threading.Lock()
-
-    @property
-    def by_key(self) -> dict[str, CallRecord]:
-        with self._lock:
-            if self._by_key is None:
-                by_key: dict[str, CallRecord] = {}
-                for loaded in recordings.read_all(self.root):
-                    by_key.setdefault(loaded.call.record.key, loaded.call.record)
-                self._by_key = by_key
-            return self._by_key
-
-    def identities(self, backend: str, name: str) -> set[ModelIdentity]:
-        return {r.model for r in self.by_key.values() if r.model.backend == backend and r.model.name == name}
 
 
 class LLMSession:
@@ -121,21 +111,34 @@ class LLMSession:
         return request_key(self.identity, request)
 
     def lookup(self, key: str, request: ChatRequest | None = None) -> CallRecord | None:
-        """A stored reply, local cache first, then the recordings (which then seed the cache)."""
+        """A stored reply, verified: the local cache first, then the recordings (which then seed
+        the cache); in replay the stage's own recording comes first."""
+        if self.mode == "replay":
+            record = self.index.own(key, self.stage)
+            if record is not None:
+                self._seed(record)
+                return record
         if self.store is not None:
             record = self.store.get(key, request)
             if record is not None:
                 return record
-        record = self.index.by_key.get(key)
-        if record is not None and self.store is not None:
-            self.store.put(record)
+        record = self.index.lookup(key, self.stage)
+        if record is not None:
+            self._seed(record)
         return record
+
+    def _seed(self, record: CallRecord) -> None:
+        if self.store is not None and record.key not in self.store:
+            self.store.put(record)
 
     def chat(self, request: ChatRequest, context: CallContext) -> RecordedCall:
         key = self.key_for(request)
         if self.mode in ("auto", "replay"):
             # The common case on a rerun, served before any in-flight bookkeeping.
-            record = self.lookup(key, request)
+            try:
+                record = self.lookup(key, request)
+            except CorruptRecordError as exc:
+                raise type(exc)(f"{context.describe()} key {key}: {exc.message}") from exc
             if record is not None:
                 return self._log(RecordedCall(context=context, record=record, cache_hit=True))
         with self._lock:
@@ -193,24 +196,21 @@ class LLMSession:
             else:
                 self.stats.model_calls += 1
             self.stats.keys.setdefault(call.record.key, "hit" if call.cache_hit else "miss")
-        self.recording.add(call)
+        self.recording.add(call, later=call.cache_hit)
         return call
-
-    def keep_recorded(self, calls: Iterable[RecordedCall]) -> None:
-        """Record calls of an earlier run beside this run's (they were not made again)."""
-        for call in calls:
-            self.calls.append(call)
-            self.recording.add(call)
 
     def raise_for_misses(self) -> None:
         if self.stats.misses:
-            raise ReplayIncompleteError(self.stage, self.stats.misses)
+            raise ReplayIncompleteError(self.stage, self.stats.misses, self.index.damaged())
 
-    def close(self, *, write_recording: bool = True) -> None:
+    def close(
+        self, *, write_recording: bool = True, keep: Callable[[RecordedCall], bool] | None = None
+    ) -> None:
+        """Write the stage's recording (replacing it, or beside the calls `keep` accepts: see
+        pipeline.llm.recordings) and the run's summary; release the backend and the store."""
         if write_recording:
-            self.recording.write(self.recordings_dir / self.stage)
+            self.recording.write(recordings.stage_dir(self.recordings_dir, self.stage), keep)
         if self.runs_dir is not None:
-            self.runs_dir.mkdir(parents=True, exist_ok=True)
             summary = {
                 "stage": self.stage,
                 "mode": self.mode,
@@ -219,7 +219,7 @@ class LLMSession:
                 "replay_misses": len(self.stats.misses),
                 "keys": dict(sorted(self.stats.keys.items())),
             }
-            (self.runs_dir / f"{self.stage}.json").write_text(json.dumps(summary, indent=1) + "\n")
+            atomic_write(self.runs_dir / f"{self.stage}.json", json.dumps(summary, indent=1) + "\n")
         if self._backend is not None:
             self._backend.close()
         if self.store is not None:
@@ -260,6 +260,7 @@ def open_session(
 
     cache_dir = root / params.cache.dir
     recordings_dir = root / params.cache.recordings
+    recordings.stage_dir(recordings_dir, stage)  # the stage names a folder: a plain name only
     built: list[Backend] = []
 
     def backend() -> Backend:
@@ -267,7 +268,7 @@ def open_session(
             built.append(backend_factory() if backend_factory else make_backend(params.llm, cache_dir))
         return built[0]
 
-    index = RecordingIndex(recordings_dir)
+    index = RecordingIndex(recordings_dir, Pins(root, recordings_dir))
     store = CallStore(cache_dir) if params.cache.mode != "off" else None
     return LLMSession(
         stage=stage,

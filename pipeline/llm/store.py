@@ -1,11 +1,27 @@
-"""The local call store: one diskcache, key -> CallRecord as JSON.
+"""The local call store: one diskcache, key -> CallRecord as JSON, checked on every read.
 
-A value is two JSON documents on two lines: the record without its request, then the request.
-A cache hit already holds a request equal to the stored one (the key says so), so it parses only
-the first, short line (with orjson, about 4 times faster than the json module on it); a 20 kB prompt
-is not parsed again on every hit. The model's identity, the same in every record of a run, is one
-interned object rather than a new one per hit (a stage keeps every call it served, and fewer
-objects per call halve the garbage collector's share of a hit).
+A cache folder may come from someone else (a shared folder, a colleague's copy, a remote), so
+opening and reading it must be safe whoever wrote it:
+
+- No pickle, anywhere. diskcache pickles every key and value that is not a str, bytes or number, and
+  unpickles them when read, which runs whatever code the pickle names. `SafeDisk` stores only str
+  keys and bytes values and refuses to read anything else: a pickled value, a pickled or non-text
+  key, a text value, a file path outside the cache folder. A refused row is never decoded; it is
+  named (file, key, why) with the fix, `judgeloop cache verify --repair`, which deletes it.
+- Nothing else from the file steers us: diskcache applies the settings stored in its database
+  (pragmas, disk options) over its defaults, so every setting is passed explicitly, and a database
+  holding settings or triggers diskcache never writes is refused before it is opened.
+- Every hit is verified before it is served (see "format" below).
+
+Format. A value is `jlr2 <seal>\\n<header>\\n<request>`: the record without its request (key, full
+checksum, model, reply, when) as one JSON line, then the request. A hit already holds a request that
+hashes to the key it looked up, so it reads only the header; the seal, sha256 of the header's
+bytes, binds the reply to the key on every hit, at the cost of hashing a few hundred bytes rather
+than the 20 kB request (bench/cache_overhead.py). The header's key must be the key looked up (an
+entry copied under another key is "foreign"). The record's full checksum, over the request too, is
+checked by `judgeloop cache verify`, which also re-derives the key from the stored request. An
+entry written before the seal (judgeloop 0.1: `<header>\\n<request>` or one JSON document) is read
+and fully verified, then rewritten in today's format.
 
 diskcache's default size limit (1 GB) evicts entries silently; a cache that forgets recorded calls
 would turn a replay into a live run, so eviction is off. SQLite in WAL mode with a busy timeout
@@ -14,7 +30,11 @@ lets several processes (parallel `dvc exp run`s) read and write one store safely
 
 from __future__ import annotations
 
+import hashlib
+import re
+import sqlite3
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,41 +45,204 @@ from pipeline.errors import CorruptRecordError
 from pipeline.llm.records import CallRecord
 from pipeline.llm.types import ChatRequest, ModelIdentity
 
+MAGIC = b"jlr2 "
+_SEAL_END = len(MAGIC) + 64  # the seal: 64 hex digits, then a newline
+REPAIR = (
+    "Fix: run `judgeloop cache verify --repair`, which deletes the damaged entry; the call is then "
+    "made again (or, in replay, taken from the recordings)."
+)
+DB_FILE = "cache.db"
+# Files diskcache writes for large values: two levels of hex folders, a random hex name.
+_VALUE_FILE = re.compile(r"[0-9a-f]{2}/[0-9a-f]{2}/[0-9a-f]{28}\.val")
+_KNOWN_SETTINGS = frozenset(diskcache.DEFAULT_SETTINGS) | frozenset(diskcache.core.METADATA)
+_KNOWN_TRIGGERS = frozenset(
+    f"Settings_{what}"
+    for what in ("count_insert", "count_delete", "size_insert", "size_update", "size_delete")
+)
+SETTINGS: dict[str, Any] = {
+    **diskcache.DEFAULT_SETTINGS,
+    "eviction_policy": "none",
+    "size_limit": 2**62,
+    "sqlite_journal_mode": "wal",
+    "disk_pickle_protocol": 0,  # never used: SafeDisk pickles nothing
+}
+
+
+@dataclass(frozen=True)
+class ForeignKey:
+    """A key that judgeloop never writes (pickled, bytes or a number), held undecoded so that its row
+    can be named and deleted without reading it."""
+
+    data: bytes | int | float
+    raw: bool
+
+    def __str__(self) -> str:
+        kind = "a pickled key" if not self.raw else f"a key of type {type(self.data).__name__}"
+        return f"<{kind}, not decoded>"
+
+
+class RefusedValue(Exception):
+    """Raised by SafeDisk instead of decoding a value judgeloop never writes."""
+
+
+class SafeDisk(diskcache.Disk):  # type: ignore[misc]
+    """diskcache's Disk without pickle: str keys and bytes values in, and nothing else out."""
+
+    def put(self, key: Any) -> tuple[Any, bool]:
+        if isinstance(key, ForeignKey):  # to delete a refused row, found by its stored bytes
+            data = key.data
+            return (sqlite3.Binary(data) if isinstance(data, bytes) else data), key.raw
+        if type(key) is not str:
+            raise TypeError(f"the call store takes text keys only, not {type(key).__name__}")
+        return key, True
+
+    def get(self, key: Any, raw: bool) -> Any:
+        if raw and type(key) is str:
+            return key
+        return ForeignKey(bytes(key) if isinstance(key, bytes | memoryview) else key, bool(raw))
+
+    def store(self, value: Any, read: bool, key: Any = diskcache.core.UNKNOWN) -> Any:
+        if type(value) is not bytes or read:
+            raise TypeError(f"the call store takes bytes values only, not {type(value).__name__}")
+        return super().store(value, read, key)
+
+    def fetch(self, mode: int, filename: str | None, value: Any, read: bool) -> bytes:
+        if mode == diskcache.core.MODE_RAW and isinstance(value, bytes | memoryview):
+            return bytes(value)
+        if mode == diskcache.core.MODE_BINARY and not read and _value_file(filename):
+            data: bytes = super().fetch(mode, filename, value, read)
+            return data
+        kinds = {diskcache.core.MODE_PICKLE: "a pickle", diskcache.core.MODE_TEXT: "a text value"}
+        what = kinds.get(mode, f"a value of mode {mode}")
+        if mode == diskcache.core.MODE_BINARY:
+            what = f"a value file named {filename!r}, outside the cache's own files"
+        raise RefusedValue(f"{what}, which judgeloop never writes: refused, not read")
+
+    def remove(self, file_path: str) -> None:
+        if _value_file(file_path):  # never delete a file a row names outside the cache's own files
+            super().remove(file_path)
+
+
+def _value_file(name: str | None) -> bool:
+    return name is not None and _VALUE_FILE.fullmatch(name) is not None
+
+
+def check_database(directory: Path) -> None:
+    """Refuse a cache database that holds settings or triggers diskcache never writes, before
+    diskcache opens it (it would apply the settings, and the triggers run on every write)."""
+    path = directory / DB_FILE
+    if not path.exists():
+        return
+    try:
+        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            tables = {name for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            settings = (
+                {k for (k,) in con.execute("SELECT key FROM Settings")} if "Settings" in tables else set()
+            )
+            triggers = {n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+        finally:
+            con.close()
+    except sqlite3.Error as exc:
+        raise CorruptRecordError(
+            f"{path}: not a readable cache database ({exc}). "
+            "Fix: move the folder away; a run starts a new one."
+        ) from exc
+    odd = sorted(map(str, settings - _KNOWN_SETTINGS)) + sorted(
+        f"trigger {t}" for t in triggers - _KNOWN_TRIGGERS
+    )
+    if odd:
+        raise CorruptRecordError(
+            f"{path}: holds what diskcache never writes ({', '.join(odd)}), so it was not made by judgeloop "
+            "and is refused unopened. Fix: move the folder away (a run starts a new one), or seed a new "
+            "cache from recordings: `judgeloop cache seed`."
+        )
+
+
+class Damage(Exception):
+    """Why a stored entry cannot be served (internal: CallStore turns it into CorruptRecordError)."""
+
+
+def seal(header: bytes) -> bytes:
+    return hashlib.sha256(header).hexdigest().encode()
+
 
 class CallStore:
     def __init__(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
+        check_database(directory)
         self.directory = directory
-        self._cache = diskcache.Cache(
-            str(directory),
-            eviction_policy="none",
-            size_limit=2**62,
-            timeout=60,
-            sqlite_journal_mode="wal",
-        )
+        self.db_path = directory / DB_FILE
+        self._cache = diskcache.Cache(str(directory), timeout=60, disk=SafeDisk, **SETTINGS)
         self._identities: dict[tuple[Any, ...], ModelIdentity] = {}
 
     def get(self, key: str, request: ChatRequest | None = None) -> CallRecord | None:
-        """The record stored under key. Given the request the key was derived from, only the
-        record's header is parsed; without it (audits, verify) the stored request is read too."""
-        raw = self._cache.get(key)
+        """The record stored under key, verified, or None. Given the request the key was derived
+        from, only the header is parsed (its seal checked); without it (audits, verify) the stored
+        request is read too. CorruptRecordError, naming the file, the key and the fix, for an entry
+        that is damaged, edited, foreign, or not judgeloop's."""
+        try:
+            return self._read(key, request)
+        except Damage as exc:
+            raise CorruptRecordError(f"{self.db_path}: the entry for {key} {exc}. {REPAIR}") from exc
+
+    def inspect(self, key: str | ForeignKey) -> tuple[CallRecord | None, str | None]:
+        """(record, None) for an entry that reads and seals, (None, why) for one that does not; the
+        record's full verification (CallRecord.problem) is the caller's. (None, None): gone."""
+        if isinstance(key, ForeignKey):
+            return None, f"{key}: judgeloop writes text keys only; refused, not decoded"
+        try:
+            return self._read(key, None, upgrade=False), None
+        except Damage as exc:
+            return None, str(exc)
+
+    def _read(self, key: str, request: ChatRequest | None, *, upgrade: bool = True) -> CallRecord | None:
+        try:
+            raw = self._cache.get(key)
+        except RefusedValue as exc:
+            raise Damage(f"holds {exc}") from exc
         if raw is None:
             return None
-        raw = bytes(raw)
-        end = raw.find(b"\n")
+        if not raw.startswith(MAGIC):
+            return self._read_unsealed(key, raw, upgrade)
+        header_end = raw.find(b"\n", _SEAL_END + 1)
+        if raw[_SEAL_END : _SEAL_END + 1] != b"\n" or header_end < 0:
+            raise Damage("is cut short or not in the store's format")
+        # Slicing the header alone: a hit does not copy the 20 kB request it already holds.
+        header = raw[_SEAL_END + 1 : header_end]
+        if seal(header) != raw[len(MAGIC) : _SEAL_END]:
+            raise Damage("does not match its seal (reply or metadata damaged or edited)")
         try:
-            if end < 0:
-                return CallRecord.model_validate_json(raw)
-            # Slicing the header alone: a hit does not copy the 20 kB request it already holds.
-            fields = orjson.loads(raw[:end])
-            fields["request"] = request if request is not None else orjson.loads(raw[end + 1 :])
+            fields = orjson.loads(header)
+            stored_key = fields.get("key")
+            if stored_key != key:
+                raise Damage(f"is foreign: stored under {key} but the record is for {stored_key}")
+            fields["request"] = request if request is not None else orjson.loads(raw[header_end + 1 :])
             fields["model"] = self._interned(fields.get("model"))
             return CallRecord.model_validate(fields)
         except (ValueError, TypeError, AttributeError) as exc:  # not a record's shape, whatever it is
-            raise CorruptRecordError(
-                f"{self.directory}: the record for {key} cannot be read ({exc}). "
-                f"Fix: run `judgeloop cache verify --delete-corrupt`."
-            ) from exc
+            raise Damage(f"cannot be read ({exc})") from exc
+
+    def _read_unsealed(self, key: str, raw: bytes, upgrade: bool) -> CallRecord:
+        """An entry from before the seal: verified in full (key and checksum), then (upgrade) sealed."""
+        end = raw.find(b"\n")
+        try:
+            if end < 0:
+                record = CallRecord.model_validate_json(raw)
+            else:
+                fields = orjson.loads(raw[:end])
+                fields["request"] = orjson.loads(raw[end + 1 :])
+                record = CallRecord.model_validate(fields)
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise Damage(f"cannot be read ({exc})") from exc
+        if record.key != key:
+            raise Damage(f"is foreign: stored under {key} but the record is for {record.key}")
+        problem = record.problem()
+        if problem is not None:
+            raise Damage(f"cannot be trusted: {problem}")
+        if upgrade:
+            self.put(record)
+        return record
 
     def _interned(self, model: Any) -> Any:
         # Every record of a run names the same model: one object for it, not one per hit.
@@ -73,17 +256,23 @@ class CallStore:
         return identity
 
     def get_raw(self, key: str) -> bytes | None:
-        raw = self._cache.get(key)
+        try:
+            raw = self._cache.get(key)
+        except RefusedValue:
+            return None
         return None if raw is None else bytes(raw)
 
     def put(self, record: CallRecord) -> None:
-        header = record.model_dump_json(exclude={"request"})
-        self._cache.set(record.key, f"{header}\n{record.request.model_dump_json()}".encode())
+        header = record.model_dump_json(exclude={"request"}).encode()
+        value = b"".join(
+            (MAGIC, seal(header), b"\n", header, b"\n", record.request.model_dump_json().encode())
+        )
+        self._cache.set(record.key, value)
 
     def put_raw(self, key: str, raw: bytes) -> None:
         self._cache.set(key, raw)
 
-    def delete(self, key: str) -> bool:
+    def delete(self, key: str | ForeignKey) -> bool:
         return bool(self._cache.delete(key))
 
     def __contains__(self, key: str) -> bool:
@@ -92,9 +281,19 @@ class CallStore:
     def __len__(self) -> int:
         return len(self._cache)
 
+    def entries(self) -> Iterator[str | ForeignKey]:
+        """Every key, foreign ones too (undecoded), for the tools that check and repair."""
+        yield from self._cache.iterkeys()
+
     def keys(self) -> Iterator[str]:
-        for key in self._cache.iterkeys():
-            yield str(key)
+        """Every key; CorruptRecordError at a key judgeloop never writes (see `entries`)."""
+        for key in self.entries():
+            if isinstance(key, ForeignKey):
+                raise CorruptRecordError(
+                    f"{self.db_path}: holds {key}, which judgeloop never writes: refused. "
+                    "Fix: run `judgeloop cache verify --repair`, which deletes it."
+                )
+            yield key
 
     def volume(self) -> int:
         return int(self._cache.volume())

@@ -23,8 +23,9 @@ Tokens are approximated as len(text) // 4: close enough to real tokenizers for E
 truncation and num_predict behave at realistic sizes, and needs no tokenizer.
 
     with FakeOllama(latency_s=0.1, parallel_slots=2) as server:
-        server.inject(Fault.status(503), Fault.reset)
+        server.inject(Fault.status(503), Fault.reset, Fault.empty_reply)
         ... OllamaBackend(LLMSettings(base_url=server.url, model="test-model")) ...
+        server.repull("test-model", "sha256:..."), a new digest in /api/tags from now on
         server.requests_total, server.max_in_flight, server.received[-1].body
 """
 
@@ -52,7 +53,7 @@ INPUT_TOO_LONG = "the input length exceeds the context length"
 # Gets the chat request as Ollama sees it ({"model", "messages", "options", "format"?, ...}; /v1
 # requests are translated to that shape first) and returns the reply text.
 Responder = Callable[[dict[str, Any]], str]
-FaultKind = Literal["status", "reset", "disconnect", "stream_error", "hang"]
+FaultKind = Literal["status", "reset", "disconnect", "stream_error", "hang", "empty_reply", "no_content"]
 DEFAULT_MODELS = {"test-model:latest": hashlib.sha256(b"test-model").hexdigest()}
 _MESSAGES = {
     400: "invalid request",
@@ -76,6 +77,10 @@ class Fault:
     # 200, one NDJSON chunk, then an {"error": ...} line, whatever the request's `stream` said, so
     # that a client's handling of an error on a 200 gets exercised (/v1: a 200 {"error": {...}}).
     stream_error: ClassVar[Fault]
+    # 200 with a body that is no answer: `{}`; or a reply whose message has no `content` (/v1: a
+    # choice whose message has none), as a proxy or a crashed runner can send.
+    empty_reply: ClassVar[Fault]
+    no_content: ClassVar[Fault]
 
     @classmethod
     def status(cls, code: int, message: str | None = None, *, retry_after: str | None = None) -> Fault:
@@ -90,6 +95,8 @@ class Fault:
 Fault.reset = Fault("reset")
 Fault.disconnect = Fault("disconnect")
 Fault.stream_error = Fault("stream_error")
+Fault.empty_reply = Fault("empty_reply")
+Fault.no_content = Fault("no_content")
 
 
 @dataclass(frozen=True)
@@ -201,6 +208,15 @@ class FakeOllama:
     def pending_faults(self) -> list[Fault]:
         with self._cond:
             return list(self._faults)
+
+    def repull(self, model: str, digest: str) -> None:
+        """`ollama pull` of new weights under the same tag: /api/tags reports the new digest."""
+        with self._cond:
+            self.models[full_tag(model)] = digest.removeprefix("sha256:")
+
+    def listed_models(self) -> dict[str, str]:
+        with self._cond:
+            return dict(self.models)
 
     @property
     def parallel_slots(self) -> int | None:

@@ -19,6 +19,7 @@ Tokens are approximated as len(text) // 4, as in the fake Ollama server.
     with FakeOpenAI(responder=lambda body: '{"score": 4}') as server:
         OpenAICompatBackend(LLMSettings(backend="openai", base_url=server.url, model="test-model"))
         server.received[-1].body, server.requests_total
+        server.send_next({}, {"choices": [{"message": {"role": "assistant"}}]})   # 200s with no answer
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ class FakeOpenAI:
         self.max_model_len, self.latency_s = max_model_len, latency_s
         self._lock = threading.Lock()
         self._received: list[Received] = []
+        self._next_bodies: list[Any] = []
         self.requests_total = 0
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -119,6 +121,16 @@ class FakeOpenAI:
         with self._lock:
             self.requests_total += 1
             self._received.append(seen)
+
+    def send_next(self, *bodies: Any) -> None:
+        """Answer the next chat completions with these bodies, each with a 200, whatever was asked
+        (a proxy's empty reply, a choice without a message's content, ...)."""
+        with self._lock:
+            self._next_bodies.extend(bodies)
+
+    def next_body(self) -> tuple[bool, Any]:
+        with self._lock:
+            return (True, self._next_bodies.pop(0)) if self._next_bodies else (False, None)
 
     def complete(self, body: dict[str, Any]) -> dict[str, Any]:
         """One chat completion, or BadRequest with the status and words a server would use."""
@@ -248,7 +260,8 @@ class _Handler(BaseHTTPRequestHandler):
             elif (method, path) == ("POST", "/v1/chat/completions"):
                 if not isinstance(body, dict):
                     raise BadRequest(400, "the request body is not a JSON object")
-                self._json(200, self.fake.complete(body))
+                injected, reply = self.fake.next_body()
+                self._json(200, reply if injected else self.fake.complete(body))
             else:
                 raise BadRequest(404, f"{method} {path}: not found", "NotFoundError")
         except BadRequest as exc:

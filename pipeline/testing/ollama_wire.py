@@ -125,6 +125,17 @@ class OllamaHandler(BaseHTTPRequestHandler):
         elif fault.kind == "status":
             headers = {"Retry-After": fault.retry_after} if fault.retry_after is not None else {}
             self._error(path, fault.code, fault.message, headers)
+        elif fault.kind == "empty_reply":
+            self._json(200, {})
+        elif fault.kind == "no_content" and path.startswith("/v1/"):
+            choice = {"index": 0, "message": {"role": "assistant"}, "finish_reason": "stop"}
+            self._json(200, {"object": "chat.completion", "choices": [choice]})
+        elif fault.kind == "no_content":
+            model = body.get("model", "") if isinstance(body, dict) else ""
+            self._json(
+                200,
+                {"model": model, "created_at": now(), "message": {"role": "assistant"}, "done": True},
+            )
         elif fault.kind == "stream_error" and path.startswith("/v1/"):
             self._json(200, {"error": {"message": fault.message, "type": "api_error"}})
         elif fault.kind == "stream_error":
@@ -173,7 +184,7 @@ class OllamaHandler(BaseHTTPRequestHandler):
                 "digest": digest,
                 "details": _DETAILS,
             }
-            for name, digest in self.fake.models.items()
+            for name, digest in self.fake.listed_models().items()
         ]
         self._json(200, {"models": models})
 
@@ -238,7 +249,7 @@ class OllamaHandler(BaseHTTPRequestHandler):
     def _v1_models(self, _: dict[str, Any]) -> None:
         data = [
             {"id": n, "object": "model", "created": 1735689600, "owned_by": "library"}
-            for n in self.fake.models
+            for n in self.fake.listed_models()
         ]
         self._json(200, {"object": "list", "data": data})
 

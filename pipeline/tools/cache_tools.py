@@ -1,7 +1,8 @@
 """`judgeloop cache`: look after the local call store and the recordings, from the records alone.
 
     stats    local store entries and bytes; recordings per stage; the last run of each stage
-    verify   re-derive every key from its request, in the local store AND the recordings
+    verify   re-derive every key from its request, in the local store AND the recordings;
+             --repair deletes the local entries that fail (damaged, edited, foreign, a pickle)
     gc       drop local entries that no recording and no last run references
     merge    take a collaborator's recordings; a key answered differently on each side is a conflict
     seed     copy recorded calls into the local store
@@ -23,12 +24,14 @@ from typing import Any
 import click
 from tqdm import tqdm
 
-from pipeline.errors import CorruptRecordError, JudgeloopError
+from pipeline.errors import CorruptRecordError, JudgeloopError, UnsafeNameError
 from pipeline.experiments.params import Params, load_params
 from pipeline.llm import recordings
+from pipeline.llm.files import safe_name
 from pipeline.llm.keys import KEY_PREFIX
+from pipeline.llm.pins import Pins
 from pipeline.llm.records import CallRecord, RecordedCall
-from pipeline.llm.store import CallStore
+from pipeline.llm.store import CallStore, ForeignKey
 from pipeline.llm.types import CallContext
 from pipeline.tools.inventory import local_records, open_store, read_runs, runs_dir, scan_recordings
 from pipeline.tools.merge import Prefer, merge_into
@@ -48,6 +51,17 @@ def _line_key(line: str) -> str | None:
     return key if isinstance(key, str) else None
 
 
+def _plain_names(ctx: click.Context, param: click.Parameter, names: tuple[str, ...]) -> tuple[str, ...]:
+    try:
+        return tuple(safe_name(name, "--stage", recordings.STAGE_FIX) for name in names)
+    except UnsafeNameError as exc:
+        raise click.BadParameter(exc.message, ctx, param) from exc
+
+
+def _pins(params: Params) -> Pins:
+    return Pins(Path("."), Path(params.cache.recordings))
+
+
 @click.group()
 def cache() -> None:
     """The local call cache and the recordings: stats, verify, gc, merge, seed, export."""
@@ -61,12 +75,19 @@ def stats(as_json: bool) -> None:
     out: dict[str, Any] = {"cache_dir": params.cache.dir, "local": None, "recordings": {}, "runs": {}}
     store = open_store(params)
     if store is not None:
+        entries = list(store.entries())
+        refused = sum(isinstance(key, ForeignKey) for key in entries)
         # A key's prefix names its recipe: an entry under an older one is never looked up again.
-        stale = sum(1 for key in store.keys() if not key.startswith(KEY_PREFIX))  # noqa: SIM118
-        out["local"] = {"entries": len(store), "bytes": store.volume(), "older_key_recipe": stale}
+        stale = sum(1 for key in entries if isinstance(key, str) and not key.startswith(KEY_PREFIX))
+        out["local"] = {
+            "entries": len(entries),
+            "bytes": store.volume(),
+            "older_key_recipe": stale,
+            "refused": refused,
+        }
         store.close()
     for directory in recordings.stage_dirs(Path(params.cache.recordings)):
-        lines = (directory / recordings.CALLS_FILE).read_text(encoding="utf-8").splitlines()
+        lines = [line for _, line in recordings.split_recording(directory).calls]
         keys = {_line_key(line) for line in lines} - {None}
         size = sum(p.stat().st_size for p in directory.iterdir() if p.is_file())
         out["recordings"][directory.name] = {"calls": len(lines), "unique_keys": len(keys), "bytes": size}
@@ -88,6 +109,11 @@ def stats(as_json: bool) -> None:
             f"  {local['older_key_recipe']} of them under an older key recipe, never looked up again "
             "(`judgeloop cache gc` removes them once no recording or last run names them)"
         )
+    if local and local["refused"]:
+        click.echo(
+            f"  {local['refused']} of them with keys judgeloop never writes (pickled or not text): refused, "
+            "never read (`judgeloop cache verify --repair` deletes them)"
+        )
     click.echo(f"recordings {params.cache.recordings}/:" + ("" if out["recordings"] else " none"))
     for stage, rec in out["recordings"].items():
         click.echo(
@@ -103,14 +129,20 @@ def stats(as_json: bool) -> None:
 
 @cache.command()
 @click.option(
-    "--delete-corrupt", is_flag=True, help="Delete the local entries that fail (recordings are left alone)."
+    "--repair",
+    "--delete-corrupt",
+    "repair",
+    is_flag=True,
+    help="Delete the local entries that fail, so the call is made again (recordings are left alone).",
 )
 @click.pass_context
-def verify(ctx: click.Context, delete_corrupt: bool) -> None:
+def verify(ctx: click.Context, repair: bool) -> None:
     """Re-derive every key from its stored request, in the local cache and in the recordings.
 
-    Reports records whose request or reply was edited, that cannot be read, or that are stored under
-    another call's key (foreign). Exit status 1 when anything is still wrong afterwards.
+    Reports records whose request or reply was edited, that cannot be read, that are stored under
+    another call's key (foreign) or that judgeloop never writes (a pickle: refused, never decoded),
+    and recordings that do not match their entry in dvc.lock. Exit status 1 when anything is still
+    wrong afterwards.
     """
     params = load_params()
     problems: list[str] = []
@@ -120,15 +152,15 @@ def verify(ctx: click.Context, delete_corrupt: bool) -> None:
     if store is not None:
         for key, record, problem in list(local_records(store)):
             checked += 1
-            if problem is None and record is not None:
+            if problem is None and record is not None and isinstance(key, str):
                 local[key] = record
-            elif delete_corrupt and store.delete(key):
+            elif repair and store.delete(key):
                 deleted += 1
                 click.echo(f"deleted local entry {key}: {problem}")
             else:
                 problems.append(f"local cache {params.cache.dir}: {key}: {problem}")
         store.close()
-    scan = scan_recordings(Path(params.cache.recordings))
+    scan = scan_recordings(Path(params.cache.recordings), _pins(params))
     problems += scan.problems
     checked += len(scan.calls)
     differ = {
@@ -138,7 +170,7 @@ def verify(ctx: click.Context, delete_corrupt: bool) -> None:
     if deleted:
         click.echo(f"deleted {deleted} corrupt local entries")
     if differ:
-        # Not corruption, both hash to the key; but this machine replays the local one, a clone the other.
+        # Not corruption, both hash to the key; but a rerun here (auto mode) serves the local one.
         click.echo(f"note: {len(differ)} keys have a different (valid) reply locally than in the recordings")
     if problems:
         click.echo(f"{len(problems)} problem(s):")
@@ -150,7 +182,10 @@ def verify(ctx: click.Context, delete_corrupt: bool) -> None:
                 "folder and re-run the stage."
             )
         if any(p.startswith("local cache") for p in problems):
-            click.echo("Fix the local cache: judgeloop cache verify --delete-corrupt")
+            click.echo(
+                "Fix the local cache: judgeloop cache verify --repair (deletes the entries that fail; "
+                "their calls are made again, or replayed from the recordings)"
+            )
         ctx.exit(1)
     click.echo("all records verify")
 
@@ -249,6 +284,15 @@ def merge(ctx: click.Context, other: Path, into: Path | None, prefer: Prefer | N
             f"took theirs for {result.took_theirs} conflicting key(s); the local cache still holds ours: "
             "run `judgeloop cache seed --replace` to use the merged replies here"
         )
+    pins = Pins(Path("."), target)
+    for stage in result.stages:
+        pin = pins.pin(target / stage.stage)
+        if pin is not None and pins.problem(target / stage.stage) is not None:
+            click.echo(
+                f"note: {pin.path} no longer matches dvc.lock, and a stage refuses to read it until it is "
+                f"re-locked: keep the merge with `{pin.relock()}`, or undo it with "
+                f"`git checkout -- {pin.path}`"
+            )
     if result.conflicts and prefer is None:
         click.echo(
             f"{len(result.conflicts)} conflicting call(s): kept ours. "
@@ -302,7 +346,9 @@ def seed(recordings_dir: Path | None, replace: bool) -> None:
 
 @cache.command()
 @click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--stage", "stages", multiple=True, help="Only these stages (repeatable).")
+@click.option(
+    "--stage", "stages", multiple=True, callback=_plain_names, help="Only these stages (repeatable)."
+)
 def export(out_dir: Path, stages: tuple[str, ...]) -> None:
     """Write every record of the local cache to OUT_DIR as recordings (one folder per stage).
 
@@ -327,16 +373,18 @@ def export(out_dir: Path, stages: tuple[str, ...]) -> None:
             contexts.setdefault(key, [CallContext(stage=stage)])
     out: dict[str, list[RecordedCall]] = {}
     skipped = 0
-    for key, record, problem in local_records(store):
-        if record is None or problem is not None:
+    for entry, record, problem in local_records(store):
+        if record is None or problem is not None or not isinstance(entry, str):
             skipped += 1
             continue
-        for context in contexts.get(key, [CallContext(stage=UNRECORDED_STAGE)]):
+        for context in contexts.get(entry, [CallContext(stage=UNRECORDED_STAGE)]):
             if not stages or context.stage in stages:
                 out.setdefault(context.stage, []).append(RecordedCall(context=context, record=record))
     store.close()
+    # Checked before anything is written: a stage name read from a recording must not lead out.
+    targets = {stage: recordings.stage_dir(out_dir, stage) for stage in out}
     for stage, calls in sorted(out.items()):
-        recordings.write_stage(out_dir / stage, calls)
-        click.echo(f"{stage}: {len(calls)} calls -> {out_dir / stage}")
+        recordings.write_stage(targets[stage], calls)
+        click.echo(f"{stage}: {len(calls)} calls -> {targets[stage]}")
     if skipped:
         click.echo(f"skipped {skipped} local entries that do not verify (see `judgeloop cache verify`)")

@@ -14,12 +14,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.errors import CorruptRecordError, JudgeloopError
+from pipeline.errors import JudgeloopError
 from pipeline.experiments.params import Params
 from pipeline.llm import recordings
+from pipeline.llm.pins import Pins
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.session import RUNS_DIR
-from pipeline.llm.store import CallStore
+from pipeline.llm.store import CallStore, ForeignKey
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,8 @@ def read_runs(params: Params) -> dict[str, RunSummary]:
     for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
+            if raw["stage"] != path.stem:  # a stage name read from a file may become a path (export)
+                raise ValueError(f"it names stage {raw['stage']!r}, not {path.stem!r}")
             runs[raw["stage"]] = RunSummary(
                 raw["stage"], raw["mode"], raw["hits"], raw["model_calls"], raw["replay_misses"], raw["keys"]
             )
@@ -68,29 +71,24 @@ class Scan:
     problems: list[str] = field(default_factory=list)
 
 
-def scan_recordings(root: Path) -> Scan:
-    """Like recordings.read_all, but reports each bad line and goes on, instead of stopping at the first."""
+def scan_recordings(root: Path, pins: Pins | None = None) -> Scan:
+    """Like recordings.read_all, but reports each bad line (and each folder that is not a plain
+    name, or does not match its pin in dvc.lock) and goes on, instead of stopping at the first."""
     scan = Scan()
     for directory in recordings.stage_dirs(root):
-        blobs: dict[str, str] = {}
-        blobs_path = directory / recordings.BLOBS_FILE
-        lines = blobs_path.read_text(encoding="utf-8").splitlines() if blobs_path.exists() else []
-        for number, line in enumerate(lines, start=1):
+        try:
+            recordings.stage_dir(root, directory.name)
+        except JudgeloopError as exc:
+            scan.problems.append(f"{directory}: {exc.message}")
+            continue
+        if pins is not None and (mismatch := pins.problem(directory)) is not None:
+            scan.problems.append(mismatch)
+        parts = recordings.split_recording(directory)
+        scan.problems += parts.problems
+        for number, line in parts.calls:
+            where = f"{parts.path}:{number}"
             try:
-                entry = json.loads(line)
-                blob, text = str(entry["blob"]), str(entry["text"])
-            except (ValueError, KeyError, TypeError) as exc:
-                scan.problems.append(f"{blobs_path}:{number}: not a blob line ({exc})")
-                continue
-            blobs[blob] = text
-            # A call that uses an edited blob fails record.problem() below, as a request edited.
-            if recordings.blob_id(text) != blob:
-                scan.problems.append(f"{blobs_path}:{number}: blob {blob} does not hash to its id (edited)")
-        calls_path = directory / recordings.CALLS_FILE
-        for number, line in enumerate(calls_path.read_text(encoding="utf-8").splitlines(), start=1):
-            where = f"{calls_path}:{number}"
-            try:
-                call = recordings.parse_call_line(line, blobs, where)
+                call = recordings.parse_call_line(line, parts.blobs, where)
             except JudgeloopError as exc:
                 scan.problems.append(exc.message)  # already names the file and line
                 continue
@@ -99,22 +97,18 @@ def scan_recordings(root: Path) -> Scan:
                 scan.problems.append(f"{where}: {call.context.describe()} key {call.record.key}: {problem}")
             else:
                 call = call.current()  # under today's key recipe, as the pipeline reads it
-            scan.calls.append((calls_path, number, call))
+            scan.calls.append((parts.path, number, call))
     return scan
 
 
-def local_records(store: CallStore) -> Iterator[tuple[str, CallRecord | None, str | None]]:
-    """(key, record or None, problem or None) for every local entry, read as the store reads it
-    but with its stored request (not the caller's), so an edited request shows."""
-    for key in store.keys():  # noqa: SIM118 (a CallStore is not iterable)
-        try:
-            record = store.get(key)
-        except CorruptRecordError as exc:
-            yield key, None, f"cannot be read ({exc.message.splitlines()[0]})"
+def local_records(store: CallStore) -> Iterator[tuple[str | ForeignKey, CallRecord | None, str | None]]:
+    """(key, record or None, problem or None) for every local entry, foreign ones too: read as the
+    store reads a hit (seal and key), then verified in full with its stored request (not a
+    caller's), so an edited request shows too."""
+    for key in store.entries():
+        record, problem = store.inspect(key)
+        if record is None and problem is None:  # deleted by another process since entries() listed it
             continue
-        if record is None:  # deleted by another process since keys() listed it
-            continue
-        if record.key != key:
-            yield key, record, f"foreign: stored under {key} but the record is for {record.key}"
-        else:
-            yield key, record, record.problem()
+        if record is not None:
+            problem = record.problem()
+        yield key, record, problem

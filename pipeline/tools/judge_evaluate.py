@@ -5,8 +5,11 @@
 
 The model, the dimensions and weights, and the prompt mode come from params.yaml (`llm`, `cache`,
 `rag`), like the pipeline's. Every call goes through the cache and is recorded under
-recordings/<stage>/ (`--stage`, default judge_evaluate), so `judgeloop audit --stage judge_evaluate`
-shows it, and a batch run again (after an interruption, say) makes no call it already made.
+recordings/<stage>/ (`--stage`, default judge_evaluate; a plain name), so `judgeloop audit --stage
+judge_evaluate` shows it, and a batch run again (after an interruption, say) makes no call it
+already made. Runs add to the stage's recording, they never replace it (pipeline.llm.recordings):
+two batches into one `--stage`, one after the other or at once, both keep every call, and a single
+answer judged again under the same item replaces only that item's earlier calls.
 
 The answer file is the RAG agent's RAGAnswer JSON ({"answer", "sources_used", "confidence",
 "reasoning"}; only the answer and the source identifiers are shown to the judge) or plain text.
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +31,16 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from pipeline.data.input_files import json_objects
 from pipeline.data.jsonl import write_jsonl
 from pipeline.data.rag_rows import ROW_FIX, RagRow, rag_row_from
-from pipeline.errors import InputError
+from pipeline.errors import InputError, UnsafeNameError
 from pipeline.experiments.rag.judge import RagJudgement, run_rag_judge
 from pipeline.experiments.rag.params import RagParams, load_rag_params
 from pipeline.experiments.rag.settings import RagSettings
 from pipeline.judges.structured.dimensions import judge_score_model
 from pipeline.judges.structured.verdict import JudgeFailure, Verdict
-from pipeline.llm import recordings
+from pipeline.llm.files import atomic_write, safe_name
 from pipeline.llm.keys import canonical_json
+from pipeline.llm.recordings import STAGE_FIX
+from pipeline.llm.records import RecordedCall
 from pipeline.llm.session import LLMSession, open_session
 
 DEFAULT_STAGE = "judge_evaluate"
@@ -108,34 +114,36 @@ def read_batch(path: Path) -> tuple[list[RagRow], list[dict[str, Any]]]:
     return rows, errors
 
 
-def _write_atomically(path: Path, lines: list[str]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    tmp.replace(path)
+def _write_lines(path: Path, lines: list[str]) -> None:
+    atomic_write(path, "".join(line + "\n" for line in lines))
 
 
-def close_recording(session: LLMSession, ok: bool, *, keep_others: bool) -> None:
-    """Write the stage's recording. keep_others (one answer): add this run's calls beside the
-    stage's earlier ones, so one-off evaluations accumulate (an item judged again keeps only its new
-    calls). A batch, like a pipeline stage, records exactly its run, and skips re-reading them."""
-    if ok and keep_others:
-        directory = session.recordings_dir / session.stage
-        items = {call.context.item for call in session.calls}
-        if directory.is_dir():
-            earlier = [c.call for c in recordings.read_stage(directory, verify=False)]
-            session.keep_recorded(c for c in earlier if c.context.item not in items)
-    session.close(write_recording=ok)
+def _not_in(items: set[str], call: RecordedCall) -> bool:
+    return call.context.item not in items
 
 
-def _run(params: RagParams, stage: str, rows: list[RagRow], *, keep_others: bool) -> list[RagJudgement]:
+def close_recording(session: LLMSession, ok: bool, *, replace_items: bool) -> None:
+    """Add the run's calls to the stage's recording, keeping every call recorded before, by any
+    run (a batch); replace_items (one answer): except the earlier calls of the items judged now."""
+    items = {call.context.item for call in session.calls} if replace_items else set()
+    session.close(write_recording=ok, keep=partial(_not_in, items))
+
+
+def check_stage(ctx: click.Context, param: click.Parameter, stage: str) -> str:
+    try:
+        return safe_name(stage, "--stage", STAGE_FIX)
+    except UnsafeNameError as exc:
+        raise click.BadParameter(exc.message, ctx, param) from exc
+
+
+def _run(params: RagParams, stage: str, rows: list[RagRow], *, replace_items: bool) -> list[RagJudgement]:
     session = open_session(params, stage)
     ok = False
     try:
         results = run_rag_judge(session, rows, params.rag, params.llm.options, stage)
         ok = True
     finally:
-        close_recording(session, ok, keep_others=keep_others)
+        close_recording(session, ok, replace_items=replace_items)
     stats = session.stats
     click.echo(
         f"{stage}: {len(session.calls)} calls this run, {stats.hits} from cache, {stats.model_calls} to the "
@@ -195,7 +203,13 @@ def _table(verdict: Verdict, settings: RagSettings) -> str:
     help="With --batch: where unreadable rows go (default: OUT with .errors.jsonl).",
 )
 @click.option("--sources", type=click.Choice(["full", "ids"]), help="Override rag.prompt_mode.")
-@click.option("--stage", default=DEFAULT_STAGE, show_default=True, help="The recordings folder's name.")
+@click.option(
+    "--stage",
+    default=DEFAULT_STAGE,
+    show_default=True,
+    callback=check_stage,
+    help="The recordings folder's name (a plain name).",
+)
 def judge_evaluate(
     question: str | None,
     answer_file: Path | None,
@@ -224,7 +238,7 @@ def judge_evaluate(
     if not question or answer_file is None:
         raise click.UsageError("give QUESTION and --answer-file (or --batch ROWS.jsonl --out SCORES.jsonl)")
     row = single_row(question, answer_file, context_files, item)
-    (result,) = _run(params, stage, [row], keep_others=True)
+    (result,) = _run(params, stage, [row], replace_items=True)
     verdict = result.judgement
     if isinstance(verdict, JudgeFailure):
         raise click.ClickException(
@@ -243,12 +257,12 @@ def _batch(params: RagParams, stage: str, batch: Path, out: Path, errors_path: P
     for error in errors:
         click.echo(f"{error['file']}:{error['line']}: {error['problem']} (skipped)", err=True)
     if errors:
-        _write_atomically(errors_path, [canonical_json(e) for e in errors])
+        _write_lines(errors_path, [canonical_json(e) for e in errors])
     elif errors_path.exists():
         errors_path.unlink()  # a stale errors file would describe another run
     if not rows:
         raise click.ClickException(f"{batch}: no readable row. Fix: {ROW_FIX}")
-    results = _run(params, stage, rows, keep_others=False)
+    results = _run(params, stage, rows, replace_items=False)
     write_jsonl(out, results)
     failed = sum(isinstance(r.judgement, JudgeFailure) for r in results)
     click.echo(

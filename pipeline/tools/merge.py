@@ -46,7 +46,11 @@ class MergeResult:
 
 def read_stages(root: Path) -> dict[str, list[RecordedCall]]:
     # verify=True: a record that cannot be trusted must not travel into someone else's recordings.
-    return {d.name: [lc.call for lc in recordings.read_stage(d)] for d in recordings.stage_dirs(root)}
+    # Each folder's name is checked: it names the folder written on our side.
+    return {
+        d.name: [lc.call for lc in recordings.read_stage(recordings.stage_dir(root, d.name))]
+        for d in recordings.stage_dirs(root)
+    }
 
 
 def _first_records(stages: Mapping[str, list[RecordedCall]]) -> dict[str, RecordedCall]:
@@ -94,5 +98,5 @@ def merge_into(target: Path, other: Path, prefer: Prefer = "ours") -> MergeResul
     """Merge `other` into `target` and write every stage back (sorted, so the bytes are deterministic)."""
     result = merge_calls(read_stages(target), read_stages(other), prefer)
     for stage in result.stages:
-        recordings.write_stage(target / stage.stage, stage.calls)
+        recordings.write_stage(recordings.stage_dir(target, stage.stage), stage.calls)
     return result

@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 
 from pipeline.errors import InputError
+from pipeline.llm.files import atomic_write
 from pipeline.llm.keys import canonical_json
 
 OUT_DIR = Path("outputs/selection")
@@ -20,10 +21,7 @@ PAGE = OUT_DIR / "report.html"
 
 
 def write_records(path: Path, records: Iterable[dict[str, Any]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text("".join(canonical_json(r) + "\n" for r in records), encoding="utf-8")
-    tmp.replace(path)
+    atomic_write(path, "".join(canonical_json(r) + "\n" for r in records))
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:

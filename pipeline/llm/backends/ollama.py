@@ -11,6 +11,16 @@ and later) refuses it with a 400, and the reply counts catch what an older serve
 `format` carries "json" or a JSON Schema, which Ollama enforces with a grammar. A request that
 asks for log-probabilities sends `logprobs: true, top_logprobs: k` (Ollama 0.12.11 and later;
 an older server ignores both, and the reply then has none).
+
+A 200 whose body has no `message`, or a message without `content`, is a protocol error
+(EmptyReplyError), retried like a dropped connection: stored, it would be served as the model's
+answer. (An empty string is an answer: the model stopped at once.)
+
+The model can change under a run: `ollama pull` of the same tag replaces the weights, and the
+replies that follow would be stored under the old digest's keys. The digest is read again from
+/api/tags every `digest_check_every` calls and after any failed attempt (a dropped connection is
+often a restarted server); once it differs, this call and every later one fail with
+ModelChangedError, and the session stores none of their replies.
 """
 
 from __future__ import annotations
@@ -25,7 +35,9 @@ import httpx
 
 from pipeline.errors import (
     ConfigError,
+    EmptyReplyError,
     JudgeloopError,
+    ModelChangedError,
     ModelNotFoundError,
     TransientBackendError,
 )
@@ -46,6 +58,10 @@ from pipeline.llm.settings import LLMSettings, in_flight
 from pipeline.llm.types import ChatReply, ChatRequest, ModelIdentity
 
 log = logging.getLogger(__name__)
+
+# How many calls between two checks of the model's digest. A check is one GET /api/tags, a few
+# milliseconds against generations of seconds.
+DIGEST_CHECK_EVERY = 10
 
 _META_KEYS = (
     "model",
@@ -75,6 +91,7 @@ class OllamaBackend:
         *,
         transport: httpx.BaseTransport | None = None,
         wait: Wait | None = None,
+        digest_check_every: int = DIGEST_CHECK_EVERY,
     ) -> None:
         self.settings = settings
         self.parallelism = settings.parallelism
@@ -85,6 +102,10 @@ class OllamaBackend:
         self._slots = threading.BoundedSemaphore(in_flight(settings.parallelism))
         self._identity: ModelIdentity | None = None
         self._identity_lock = threading.Lock()
+        self._check_every = max(1, digest_check_every)
+        self._calls = 0
+        self._check_due = False  # an attempt failed since the last check
+        self._changed: ModelChangedError | None = None
         self._version: tuple[int, int, int] | None = None
         self._version_asked = False
         self._version_lock = threading.Lock()
@@ -118,15 +139,7 @@ class OllamaBackend:
             return self._identity
 
     def _fetch_identity(self) -> ModelIdentity:
-        tags = self._retry.call(lambda: self._exchange("GET", "/api/tags"), "GET /api/tags")
-        wanted = full_tag(self.settings.model)
-        for entry in tags.get("models") or []:
-            names = {full_tag(str(entry.get(k, ""))) for k in ("name", "model")}
-            if wanted in names and entry.get("digest"):
-                digest = normalize_digest(str(entry["digest"]))
-                break
-        else:
-            raise ModelNotFoundError(self._not_found())
+        digest = self._fetch_digest()
         pinned = self.settings.digest
         if pinned is not None and normalize_digest(pinned) != digest:
             m = self.settings.model
@@ -158,14 +171,67 @@ class OllamaBackend:
             body["top_logprobs"] = request.logprobs
         return body
 
+    def _answer(self, body: dict[str, Any], num_ctx: int) -> tuple[dict[str, Any], str]:
+        """One exchange: the reply and its message's text (EmptyReplyError when there is none)."""
+        try:
+            data = self._exchange("POST", "/api/chat", body, num_ctx=num_ctx)
+        except TransientBackendError:
+            with self._identity_lock:
+                self._check_due = True
+            raise
+        message = data.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, str):
+            raise EmptyReplyError(
+                f"POST {self.settings.base_url}/api/chat: a 200 reply without a message's content "
+                f"({str(data)[:200]}): a protocol error, not an answer"
+            )
+        return data, content
+
+    def _check_digest(self) -> None:
+        """Fail this call, and every later one, once the model's digest is not the one the run
+        started with: a reply may already come from the new weights."""
+        with self._identity_lock:
+            if self._changed is None:
+                self._calls += 1
+                due = self._check_due or self._calls % self._check_every == 0
+                started = self._identity
+                if due and started is not None:
+                    now = self._fetch_digest()
+                    self._check_due = False
+                    if now != started.digest:
+                        m = self.settings.model
+                        self._changed = ModelChangedError(
+                            f"model '{m}' at {self.settings.base_url} changed during the run: its digest was "
+                            f"{started.digest} when the run started and is {now} now (pulled again under "
+                            "the same tag?). The stage stopped; no reply after the change was seen is "
+                            "stored. Fix: run the stage again, under the new weights (their replies are new "
+                            "cache entries); or, to keep the old ones, restore them on the server and pin "
+                            f"llm.digest: {started.digest}."
+                        )
+            if self._changed is not None:
+                raise self._changed
+
+    def _fetch_digest(self) -> str:
+        tags = self._retry.call(lambda: self._exchange("GET", "/api/tags"), "GET /api/tags")
+        wanted = full_tag(self.settings.model)
+        for entry in tags.get("models") or []:
+            names = {full_tag(str(entry.get(k, ""))) for k in ("name", "model")}
+            if wanted in names and entry.get("digest"):
+                return normalize_digest(str(entry["digest"]))
+        raise ModelNotFoundError(self._not_found())
+
     def chat(self, request: ChatRequest) -> ChatReply:
+        # The digest the checks compare with is the one identity() gave the session (for its keys).
+        with self._identity_lock:
+            if self._changed is not None:
+                raise self._changed
         body = self.request_body(request)
         num_ctx = request.options.num_ctx
-        data = self._retry.call(
-            lambda: self._exchange("POST", "/api/chat", body, num_ctx=num_ctx), "POST /api/chat"
-        )
+        data, text = self._retry.call(lambda: self._answer(body, num_ctx), "POST /api/chat")
+        self._check_digest()
         reply = ChatReply(
-            text=str((data.get("message") or {}).get("content") or ""),
+            text=text,
             done_reason=data.get("done_reason"),
             prompt_tokens=data.get("prompt_eval_count"),
             completion_tokens=data.get("eval_count"),

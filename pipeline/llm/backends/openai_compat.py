@@ -29,7 +29,7 @@ from typing import Any
 
 import httpx
 
-from pipeline.errors import BadRequestError, ModelNotFoundError, TransientBackendError
+from pipeline.errors import BadRequestError, EmptyReplyError, ModelNotFoundError, TransientBackendError
 from pipeline.llm.backends.http_errors import (
     RetryPolicy,
     Wait,
@@ -167,17 +167,30 @@ class OpenAICompatBackend:
             body["top_logprobs"] = request.logprobs
         return body
 
+    def _completion(self, body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], str]:
+        """One exchange: the reply, its first choice and that choice's text. A 200 without a choice,
+        a message or its content is a protocol error (EmptyReplyError), retried like a dropped
+        connection: an empty reply stored in the cache would be served as the model's answer."""
+        path = "/v1/chat/completions"
+        data = self._exchange("POST", path, body)
+        choices = data.get("choices")
+        choice = choices[0] if isinstance(choices, list) and choices else None
+        message = choice.get("message") if isinstance(choice, dict) else None
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(choice, dict) or not isinstance(content, str):
+            raise EmptyReplyError(
+                f"POST {self.base_url}{path}: a 200 reply without a message's content "
+                f"({str(data)[:200]}): a protocol error, not an answer"
+            )
+        return data, choice, content
+
     def chat(self, request: ChatRequest) -> ChatReply:
         body = self.request_body(request)
         path = "/v1/chat/completions"
-        data = self._retry.call(lambda: self._exchange("POST", path, body), f"POST {path}")
-        try:
-            choice = data["choices"][0]
-        except (KeyError, IndexError, TypeError) as exc:
-            raise TransientBackendError(f"POST {path}: reply has no choices: {str(data)[:200]}") from exc
+        data, choice, text = self._retry.call(lambda: self._completion(body), f"POST {path}")
         usage = data.get("usage") or {}
         return ChatReply(
-            text=str((choice.get("message") or {}).get("content") or ""),
+            text=text,
             done_reason=choice.get("finish_reason"),
             prompt_tokens=usage.get("prompt_tokens"),
             completion_tokens=usage.get("completion_tokens"),

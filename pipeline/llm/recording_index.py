@@ -1,0 +1,113 @@
+"""Every recorded call under recordings/, by key, for a session to serve: verified, stage by stage.
+
+Each stage's recording is read (and every record verified: key re-derived, checksum checked) once
+per session, when first needed, so a stage whose calls the local cache holds never reads them. A
+stage's recording that cannot be trusted (a bad line, a blob that does not hash to its id, a
+folder that does not match its pin in dvc.lock, a name that is not a plain name) is left out as a
+whole, and remembered with its reason (file and line): the session whose own stage it is fails
+with that reason, while every other stage goes on replaying from its own recording. Nothing of a
+damaged recording is served.
+
+A session looks in its own stage's recording first, then in the others (a call asked again in a
+later stage, say), in stage order; so a recording added beside the pipeline's cannot take the
+place of a stage's own calls.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline.errors import CorruptRecordError, JudgeloopError
+from pipeline.llm import recordings
+from pipeline.llm.pins import Pins
+from pipeline.llm.records import CallRecord
+from pipeline.llm.types import ModelIdentity
+
+
+@dataclass
+class StageCalls:
+    """One stage's recorded calls by key, or why none of them may be used."""
+
+    by_key: dict[str, CallRecord] = field(default_factory=dict)
+    error: JudgeloopError | None = None
+
+    @property
+    def damage(self) -> str | None:
+        return None if self.error is None else self.error.message
+
+
+class RecordingIndex:
+    def __init__(self, root: Path, pins: Pins | None = None) -> None:
+        self.root = root
+        self.pins = pins if pins is not None else Pins()
+        self._stages: dict[str, StageCalls] = {}
+        self._every_stage_read = False
+        self._lock = threading.Lock()
+
+    def _read(self, directory: Path) -> StageCalls:
+        try:
+            recordings.stage_dir(self.root, directory.name)
+            self.pins.check(directory)
+            by_key: dict[str, CallRecord] = {}
+            for loaded in recordings.read_stage(directory):
+                by_key.setdefault(loaded.call.record.key, loaded.call.record)
+            return StageCalls(by_key)
+        except JudgeloopError as exc:
+            return StageCalls(error=exc)
+
+    def stage(self, name: str) -> StageCalls:
+        """One stage's calls (none for a stage with no recording), read when first asked for."""
+        with self._lock:
+            calls = self._stages.get(name)
+            if calls is None:
+                directory = self.root / name
+                has = recordings.has_recording(directory)
+                calls = self._stages[name] = self._read(directory) if has else StageCalls()
+            return calls
+
+    def _every_stage(self) -> dict[str, StageCalls]:
+        with self._lock:
+            if not self._every_stage_read:
+                for directory in recordings.stage_dirs(self.root):
+                    if directory.name not in self._stages:
+                        self._stages[directory.name] = self._read(directory)
+                self._every_stage_read = True
+            return dict(sorted(self._stages.items()))
+
+    def own(self, key: str, stage: str) -> CallRecord | None:
+        """The call from `stage`'s own recording; CorruptRecordError if that recording is damaged."""
+        calls = self.stage(stage)
+        if calls.error is not None:
+            kind = type(calls.error) if isinstance(calls.error, CorruptRecordError) else CorruptRecordError
+            raise kind(f"the recording of stage '{stage}' cannot be used: {calls.error.message}")
+        return calls.by_key.get(key)
+
+    def elsewhere(self, key: str) -> CallRecord | None:
+        """The call from any other stage's recording that can be trusted, in stage order."""
+        for calls in self._every_stage().values():
+            record = calls.by_key.get(key)
+            if record is not None:
+                return record
+        return None
+
+    def lookup(self, key: str, stage: str) -> CallRecord | None:
+        return self.own(key, stage) or self.elsewhere(key)
+
+    @property
+    def by_key(self) -> dict[str, CallRecord]:
+        """Every trusted recorded call, the first by stage order for a key recorded twice."""
+        merged: dict[str, CallRecord] = {}
+        for calls in self._every_stage().values():
+            for key, record in calls.by_key.items():
+                merged.setdefault(key, record)
+        return merged
+
+    def damaged(self) -> list[str]:
+        """Why each recording read so far was left out."""
+        with self._lock:
+            return [calls.damage for _, calls in sorted(self._stages.items()) if calls.damage is not None]
+
+    def identities(self, backend: str, name: str) -> set[ModelIdentity]:
+        return {r.model for r in self.by_key.values() if r.model.backend == backend and r.model.name == name}

@@ -1,0 +1,165 @@
+"""Faults of the servers a record comes from: a 200 that carries no answer, and a model that changes
+under a run. Neither may end up stored or recorded as a reply."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tenacity import wait_none
+
+from pipeline.errors import EmptyReplyError, ModelChangedError
+from pipeline.llm.backends.ollama import OllamaBackend
+from pipeline.llm.backends.openai_compat import OpenAICompatBackend
+from pipeline.llm.recordings import read_stage
+from pipeline.llm.runner import run_items
+from pipeline.llm.session import LLMSession, RecordingIndex
+from pipeline.llm.settings import LLMSettings
+from pipeline.llm.store import CallStore
+from pipeline.llm.types import Backend, CallContext
+from pipeline.testing.fake_ollama import DEFAULT_MODELS, FakeOllama, Fault, default_responder
+from pipeline.testing.fake_openai import FakeOpenAI
+from tests.helpers import request
+
+OLD = "sha256:" + DEFAULT_MODELS["test-model:latest"]
+NEW = "sha256:" + "f" * 64
+
+
+def settings(url: str, **overrides: Any) -> LLMSettings:
+    return LLMSettings(**({"base_url": url, "model": "test-model", "read_timeout_s": 5.0} | overrides))
+
+
+def session(root: Path, backend: Backend) -> LLMSession:
+    return LLMSession(
+        stage="judge",
+        mode="auto",
+        store=CallStore(root / "cache"),
+        index=RecordingIndex(root / "recordings"),
+        recordings_dir=root / "recordings",
+        identity=backend.identity,
+        backend=lambda: backend,
+    )
+
+
+def stored(root: Path) -> list[str]:
+    store = CallStore(root / "cache")
+    try:
+        records = [store.get(key) for key in list(store.keys())]
+        return sorted(r.request.messages[-1].content for r in records if r is not None)
+    finally:
+        store.close()
+
+
+# -- a 200 without an answer -------------------------------------------------------------------------
+
+
+def test_ollama_retries_a_200_without_a_message_or_its_content() -> None:
+    with FakeOllama() as server:
+        server.inject(Fault.empty_reply, Fault.no_content)
+        reply = OllamaBackend(settings(server.url), wait=wait_none()).chat(request("hi"))
+        assert reply.text.startswith("reply ") and server.requests_to("/api/chat") == 3
+
+
+def test_an_empty_string_is_an_answer_not_a_fault() -> None:
+    with FakeOllama(responder=lambda _: "") as server:
+        assert OllamaBackend(settings(server.url), wait=wait_none()).chat(request("hi")).text == ""
+        assert server.requests_to("/api/chat") == 1
+
+
+@pytest.mark.parametrize("kind", ["ollama", "openai", "ollama /v1"])
+def test_empty_200s_are_never_stored_nor_recorded(tmp_path: Path, kind: str) -> None:
+    hollow: list[Any] = [{}, {"choices": [{"index": 0, "message": {"role": "assistant"}}]}, {"choices": []}]
+    with FakeOllama() as ollama, FakeOpenAI() as openai:
+
+        def make() -> Backend:
+            if kind == "openai":
+                return OpenAICompatBackend(
+                    settings(openai.url, backend="openai", max_retries=2), wait=wait_none()
+                )
+            if kind == "ollama /v1":
+                return OpenAICompatBackend(
+                    settings(ollama.url, backend="openai", max_retries=2), wait=wait_none()
+                )
+            return OllamaBackend(settings(ollama.url, max_retries=2), wait=wait_none())
+
+        backend = make()
+        backend.identity()  # the faults are for the chat requests
+        if kind == "openai":
+            openai.send_next(*hollow)
+        elif kind == "ollama /v1":
+            ollama.inject(Fault.empty_reply, Fault.no_content, Fault.no_content)
+        else:
+            ollama.inject(Fault.empty_reply, Fault.no_content, Fault.empty_reply)
+        run = session(tmp_path, backend)
+        with pytest.raises(
+            EmptyReplyError, match=r"a 200 reply without a message's content.*gave up after 3"
+        ):
+            run.chat(request("judge this"), CallContext(stage="judge", item="1"))
+        assert run.calls == []
+        run.close(write_recording=True)
+        assert stored(tmp_path) == []
+        assert list(read_stage(tmp_path / "recordings" / "judge")) == []
+        # The server answers again: the call is made, not served from a cached empty reply.
+        again = session(tmp_path, make())
+        assert again.chat(request("judge this"), CallContext(stage="judge", item="1")).record.reply.text
+        assert not again.calls[0].cache_hit
+        again.close()
+
+
+# -- a model that changes under the run --------------------------------------------------------------
+
+
+def judged(root: Path, backend: OllamaBackend, items: int) -> None:
+    run = session(root, backend)
+    try:
+        run_items(
+            run,
+            list(range(items)),
+            lambda i: run.chat(request(f"item {i}"), CallContext(stage="judge", item=str(i))),
+            "judge",
+        )
+    finally:
+        run.close(write_recording=False)
+
+
+def test_a_digest_that_changes_mid_run_stops_the_stage_and_nothing_after_it_is_stored(tmp_path: Path) -> None:
+    with FakeOllama() as server:
+        chats = itertools.count(1)
+
+        def pulled_again_during_the_fifth(body: dict[str, Any]) -> str:
+            if next(chats) == 5:
+                server.repull("test-model", NEW)
+            return default_responder(body)
+
+        server.responder = pulled_again_during_the_fifth
+        backend = OllamaBackend(settings(server.url), wait=wait_none(), digest_check_every=3)
+        with pytest.raises(ModelChangedError) as stopped:
+            judged(tmp_path, backend, items=12)
+        message = stopped.value.message
+        assert f"its digest was {OLD} when the run started and is {NEW} now" in message
+        assert f"pin llm.digest: {OLD}" in message and "run the stage again" in message
+        # Checked after calls 3 and 6: the 6th reply came after the change was seen, and is not
+        # stored; the 5th (before the check) is, the one reply no check could catch. No 7th is sent.
+        assert server.requests_to("/api/chat") == 6
+        assert stored(tmp_path) == [f"item {i}" for i in range(5)]
+        paths = [r.path for r in server.received]
+        assert paths[-1] == "/api/tags" and paths.count("/api/tags") == 3  # identity, after 3, after 6
+
+
+def test_the_digest_is_checked_again_after_a_connection_error(tmp_path: Path) -> None:
+    with FakeOllama() as server:
+        chats = itertools.count(1)
+
+        def pulled_again_during_the_first(body: dict[str, Any]) -> str:
+            if next(chats) == 1:
+                server.repull("test-model", NEW)
+                server.inject(Fault.reset)  # the server restarts with the new weights: a reset
+            return default_responder(body)
+
+        server.responder = pulled_again_during_the_first
+        backend = OllamaBackend(settings(server.url), wait=wait_none(), digest_check_every=100)
+        with pytest.raises(ModelChangedError):
+            judged(tmp_path, backend, items=5)
+        assert stored(tmp_path) == ["item 0"]
