@@ -171,6 +171,7 @@ GRAMMAR_PATTERNS = {
     "verdict_verb": prose_verdicts.VERDICT_VERB,
     "verdict_verb, longer object": prose_verdicts.VERDICT_VERB_LONG,
     "verdict_clause": prose_verdicts.VERDICT_CLAUSE,
+    "verdict_clause, having": prose_verdicts.VERDICT_CLAUSE_HAVING,
     "verdict_named": prose_verdicts.VERDICT_NAMED,
     "fraction_verb": fraction_verdicts.FRACTION_VERB,
     "fraction_verb, copula": fraction_verdicts.FRACTION_COPULA,

@@ -24,7 +24,8 @@ VALUE: Final = (
 
 # Checked right after a value (same line only: a list on the next line is not a range).
 _RANGE_AFTER: Final = re.compile(
-    rf"[ \t]*(?P<sep>[-–—~]|\bto\b|\bor\b)[ \t]*(?:\[\[?|\()?(?P<hi>{NUM})"
+    # "3 or 4", "3-4", "a 4 or a 5"
+    rf"[ \t]*(?P<sep>[-–—~]|\bto\b|\bor\b)[ \t]*(?:\[\[?|\(|an?[ \t]+)?(?P<hi>{NUM})"
     r"(?P<more>[ \t]*[-–—][ \t]*[0-9]|[ \t]+or[ \t]+more\b)?",
     re.IGNORECASE,
 )

@@ -38,6 +38,7 @@ from pipeline.judges.scores.prose_lexicon import (
     ADJECTIVE,
     AWARD_VERB,
     FRACTION_B,
+    HAVING,
     LONG_OBJECT,
     NOUN,
     OBJECT,
@@ -54,8 +55,6 @@ _ARTICLE: Final = rf"an?(?:{SP}{ADJECTIVE})?"
 _COPULA: Final = r"(?:is|was|be|remains|[’']s)"
 _VERB: Final = rf"(?:{SCORE_VERB}|{AWARD_VERB})"
 FRACTION_VERB: Final = re.compile(
-    # After "of", "the" or "a", "score" is the noun naming a rubric level ("the requirements of score 5").
-    r"(?<!\bof )(?<!\bthe )(?<!\ba )(?<!\ban )"
     rf"\b(?:{_VERB}(?:{SP}{OBJECT})?(?:{SP}(?:as|at|with))?(?:{SP}{_ARTICLE})?"
     # a longer object needs a linking word or an article to end it
     rf"|{_VERB}{SP}{LONG_OBJECT}{SP}(?:(?:as|at)(?:{SP}{_ARTICLE})?|{_ARTICLE})"
@@ -67,11 +66,10 @@ FRACTION_COPULA: Final = re.compile(
     rf"\b{_COPULA}{SP}{FRACTION_B}(?={SP}in{SP}terms{SP}of\b)",
     re.IGNORECASE,
 )
-_HAVING: Final = r"(?:ha(?:s|ve|d|ving)|with|hold(?:s|ing)?|carr(?:y|ies|ied|ying))"
 _JUDGEMENT: Final = r"(?:score|rating|grade|mark|verdict|assessment|evaluation|judg(?:e)?ment)"
 _LINK: Final = rf"(?:[ \t]{{0,3}}[:–—-]|{SP}(?:is|would{SP}be|will{SP}be|of|stands{SP}at|comes{SP}to))"
 FRACTION_NOUN: Final = re.compile(
-    rf"\b(?:(?:{_HAVING}|{SCORE_VERB}|{AWARD_VERB})(?:{SP}{OBJECT})?{SP}(?:an?|the|its|my|our){SP}"
+    rf"\b(?:(?:{HAVING}|{SCORE_VERB}|{AWARD_VERB})(?:{SP}{OBJECT})?{SP}(?:an?|the|its|my|our){SP}"
     rf"(?:{QUALIFIER}{SP})?{NOUN}(?:{SP}(?:of|at|as))?"
     rf"|(?:my|our)(?:{SP}{WORD})?{SP}{_JUDGEMENT}{_LINK}"
     rf"|(?:final|overall){SP}(?:verdict|assessment|evaluation|judg(?:e)?ment){_LINK}"
@@ -84,13 +82,16 @@ _CONCLUDING: Final = (
     r"|taken[ \t]together|altogether|ultimately|finally|thus|therefore|hence|so|verdict)"
 )
 # At the start of a line or a sentence: an optional concluding word, an optional article, the fraction,
-# and nothing after it on the line but "overall" and a full stop.
+# and after it only "overall" and the end of the sentence or of the line.
 FRACTION_CLOSING: Final = re.compile(
     rf"(?:^|(?<=[.!?][ \t]))[ \t*_>#-]{{0,6}}(?P<marker>{_CONCLUDING}[ \t]{{0,3}}[,:–—-]?[ \t]{{1,3}})?"
     rf"(?:{_ARTICLE}{SP})?{FRACTION_B}"
-    r"(?=[ \t*_]{0,4}(?:overall[ \t*_]{0,4})?[.!]?[ \t*_]{0,4}(?:\n|$))",
+    r"(?=[ \t*_]{0,4}(?:overall[ \t*_]{0,4})?(?:[.!](?:[ \t*_]|$)|\n|$))",
     re.IGNORECASE | re.MULTILINE,
 )
+# After "of", "the" or "a", "score 5 out of 5" is the noun naming a rubric level ("the requirements of
+# score 5"), checked in code rather than by lookbehinds at every position of the scan.
+_NOUN_BEFORE: Final = re.compile(r"\b(?:of|the|an?)[ \t]$", re.IGNORECASE)
 _CLOSING_TAIL: Final = re.compile(r"[ \t*_]{0,4}(?:overall[ \t*_]{0,4})?[.!]?[ \t*_]{0,4}", re.IGNORECASE)
 
 GRAMMAR: Final[tuple[tuple[FractionKind, re.Pattern[str]], ...]] = (
@@ -117,6 +118,8 @@ def fraction_matches(text: str) -> Iterator[tuple[FractionKind, re.Match[str]]]:
     for kind, pattern in GRAMMAR:
         for match in pattern.finditer(text):
             start = match.start()
+            if kind == "fraction_verb" and _NOUN_BEFORE.search(text, max(0, start - 4), start):
+                continue
             if hypothetical(text, start) or generic(text, start):
                 continue
             if kind == "fraction_closing" and not _closes_the_reply(text, match, content_end):

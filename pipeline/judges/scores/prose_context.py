@@ -49,12 +49,19 @@ _SENTENCE_END: Final = ".!?;:\n"
 _LOOK_BACK: Final = 80
 
 
+# Every word NOT_A_VERDICT_BEFORE starts with: most windows hold none, and a substring test is cheaper
+# than a regex search at each of the window's positions.
+_TRIGGERS: Final = ("no", "n't", "n’t", "never", "if", "would", "could", "might", "'d", "’d")
+
+
 def hypothetical(text: str, start: int) -> bool:
     """The words before ``start`` make a verdict there negated, conditional or a purpose."""
     before = text[max(0, start - 40) : start]
-    if NOT_A_VERDICT_BEFORE.search(before):
+    lowered = before.lower()
+    if any(trigger in lowered for trigger in _TRIGGERS) and NOT_A_VERDICT_BEFORE.search(before):
         return True
-    return PURPOSE_BEFORE.search(before) is not None and RECEIVING.match(text, start) is not None
+    purpose = lowered.rstrip(" \t").endswith("to") and PURPOSE_BEFORE.search(before) is not None
+    return purpose and RECEIVING.match(text, start) is not None
 
 
 def generic(text: str, start: int) -> bool:

@@ -38,6 +38,8 @@ AWARD_VERB: Final = (
     r"|deserv(?:e|es|ed|ing)|merit(?:s|ed|ing)?|receiv(?:e|es|ed|ing)|get|gets|got|getting"
     rf"|warrant(?:s|ed|ing)?|result(?:s|ed|ing)?{SP}in)"
 )
+# "has a score of", "with a rating of": the reply holds the score
+HAVING: Final = r"(?:ha(?:s|ve|d|ving)|with|hold(?:s|ing)?|carr(?:y|ies|ied|ying))"
 NOUN: Final = r"(?:score|rating|grade|mark)"
 # A word naming the metric or a quality ("fluency", "overall", "final"), not the scale's ends or a
 # hypothetical: "a perfect score of 5" and "the highest rating of 5" describe the scale.

@@ -7,7 +7,8 @@ A verdict verb or noun phrase bound to a number in the same clause:
                     longer object before a linking "as" or an article: "I would rate the response
                     provided by the AI assistant as a 2", "I'd give the candidate's summary a 4"
     verdict_clause  a verdict verb, then a score noun: "..., resulting in a score of 4", "earning a
-                    score of 4", "it warrants a coherence rating of 3 out of 5"
+                    score of 4", "it warrants a coherence rating of 3 out of 5"; or a verb of having:
+                    "it has a score of 4 for accuracy", "..., with an overall rating of 3"
     verdict_named   a score noun named after the metric or a quality: "a fluency score of 4", "an
                     overall rating of 3", "my final grade of 2"
 
@@ -30,6 +31,7 @@ from typing import Final, Literal
 from pipeline.judges.scores.prose_context import generic, hypothetical, not_a_verdict_after
 from pipeline.judges.scores.prose_lexicon import (
     AWARD_VERB,
+    HAVING,
     LONG_OBJECT,
     NOUN,
     OBJECT,
@@ -62,6 +64,13 @@ VERDICT_CLAUSE: Final = re.compile(
     rf"(?:{QUALIFIER}{SP})?{NOUN}(?:{SP}(?:of|at|as))?(?:{SP}an?)?{SP}{VALUE_B}",
     re.IGNORECASE,
 )
+# "It has a score of 4 for accuracy", "..., with an overall rating of 3". With a denominator it is a
+# fraction verdict instead.
+VERDICT_CLAUSE_HAVING: Final = re.compile(
+    rf"\b{HAVING}(?:{SP}{OBJECT})?{SP}(?:an?|the|its|my|our){SP}"
+    rf"(?:{QUALIFIER}{SP})?{NOUN}(?:{SP}(?:of|at|as))?(?:{SP}an?)?{SP}{VALUE_B}",
+    re.IGNORECASE,
+)
 # "a fluency score of 4", "an overall rating of 3", "my final grade of 2"
 VERDICT_NAMED: Final = re.compile(
     rf"\b(?:an?|my|our){SP}{QUALIFIER}{SP}{NOUN}{SP}of{SP}{VALUE_B}",
@@ -71,8 +80,12 @@ GRAMMAR: Final[tuple[tuple[GrammarKind, re.Pattern[str]], ...]] = (
     ("verdict_verb", VERDICT_VERB),
     ("verdict_verb", VERDICT_VERB_LONG),
     ("verdict_clause", VERDICT_CLAUSE),
+    ("verdict_clause", VERDICT_CLAUSE_HAVING),
     ("verdict_named", VERDICT_NAMED),
 )
+
+# Forms this grammar reads only with an integer: with a denominator they are fraction verdicts.
+_INTEGER_ONLY: Final = (VERDICT_VERB_LONG, VERDICT_CLAUSE_HAVING)
 
 
 def verdict_matches(text: str) -> Iterator[tuple[GrammarKind, re.Match[str]]]:
@@ -80,8 +93,8 @@ def verdict_matches(text: str) -> Iterator[tuple[GrammarKind, re.Match[str]]]:
     (rubric line, range) and the scale."""
     for kind, pattern in GRAMMAR:
         for match in pattern.finditer(text):
-            if pattern is VERDICT_VERB_LONG and match.group("den") is not None:
-                continue  # fraction_verb's
+            if pattern in _INTEGER_ONLY and match.group("den") is not None:
+                continue  # the fraction grammar's
             if hypothetical(text, match.start()) or generic(text, match.start()):
                 continue
             if not_a_verdict_after(text, match.end(), fraction=match.group("den") is not None):
