@@ -44,6 +44,7 @@ class Reply:
     label: float | None
     scale: tuple[float, float, bool]
     states_score: bool = True
+    label_by: str = "source"  # "hand": the source's parser found none, the score was read by hand
 
     def as_json(self) -> dict[str, Any]:
         low, high, integer = self.scale
@@ -57,6 +58,7 @@ class Reply:
             "scale": {"min": low, "max": high, "integer": integer},
             "labels": [],
             "states_score": self.states_score,
+            "label_by": self.label_by,
         }
 
 

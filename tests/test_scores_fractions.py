@@ -86,6 +86,10 @@ F, T = ONE_TO_FIVE, ONE_TO_TEN
         ("It needs a 3 out of 5 or higher to pass.", F, None, "no_score"),
         ("I would rate it a 4 out of 5 or a 5 out of 5.", F, None, "ambiguous"),
         ("I do not think it deserves a 5 out of 5.", F, None, "no_score"),
+        ("It hardly deserves a 4 out of 5.", F, None, "no_score"),
+        ("The rubric says to rate the response as a 5 out of 5 when it is flawless.", F, None, "no_score"),
+        ("Rating it 4 out of 5 would be too generous.", F, None, "no_score"),
+        ("Raters gave each poor response a 1 out of 5 for relevance.", F, None, "no_score"),
         # the scale check, as for every verdict
         ("I would rate the AI assistant's response as an 8 out of 10.", F, None, "scale_mismatch"),
         ("I would rate the AI assistant's response as a 7 out of 5.", F, None, "out_of_range"),

@@ -188,8 +188,8 @@ GRAMMAR_PATTERNS = {
     "threshold after": prose_context.THRESHOLD_AFTER,
 }
 # A longer object ("the response provided by the AI assistant to the user question "Why is the sky
-# blue?" a") is up to 16 words, one of them a quotation: the widest patterns read about 1,500 characters.
-MAX_WIDTH = 1600
+# blue?" a") is up to 24 words, quotations among them: the widest patterns read about 2,200 characters.
+MAX_WIDTH = 2400
 
 
 def _max_width(pattern: re.Pattern[str]) -> int:

@@ -23,7 +23,7 @@ from pipeline.judges.scores.prose_lexicon import SP, WORD
 # a condition ("if it were clearer, a fluency score of 5") or a counterfactual ("I would have given it a
 # 9, but"); "I would have to rate it 6" is a verdict.
 NOT_A_VERDICT_BEFORE: Final = re.compile(
-    r"(?:\bnot|n[’']t|\bnever|\bcannot|\bno(?![ \t]{1,3}doubt)|\bif"
+    r"(?:\bnot|n[’']t|\bnever|\bcannot|\bno(?![ \t]{1,3}doubt)|\bif|\bhardly|\bbarely|\bscarcely"
     r"|\bwould[ \t]have[ \t]been|\bcould|\bmight"
     r"|(?:\bwould|[’']d)[ \t]{1,3}have(?![ \t]{1,3}to\b))"
     r"(?:[ \t]{1,3}[a-z'’]{1,20}){0,2}[ \t]{1,3}$",
@@ -51,7 +51,10 @@ _LOOK_BACK: Final = 80
 
 # Every word NOT_A_VERDICT_BEFORE starts with: most windows hold none, and a substring test is cheaper
 # than a regex search at each of the window's positions.
-_TRIGGERS: Final = ("no", "n't", "n’t", "never", "if", "would", "could", "might", "'d", "’d")
+_TRIGGERS: Final = (
+    *("no", "n't", "n’t", "never", "if", "would", "could", "might", "'d", "’d"),
+    *("hardly", "barely", "scarcely"),
+)
 
 
 def hypothetical(text: str, start: int) -> bool:
@@ -99,8 +102,11 @@ THRESHOLD_AFTER: Final = re.compile(
     r"(?:higher|lower|more|less|above|below|better|worse|greater|over|under)\b",
     re.IGNORECASE,
 )
-# "4 out of 5 if it quoted the patient": the verdict it would get, not the one it gets.
-CONDITION_AFTER: Final = re.compile(r"[ \t]{1,3}(?:if|unless|once|provided|assuming)\b", re.IGNORECASE)
+# "4 out of 5 if it quoted the patient", "a 5 when it is flawless", "rating it 4 would be generous": the
+# verdict it would get, or a rule, not the one it gets.
+CONDITION_AFTER: Final = re.compile(
+    r"[ \t]{1,3}(?:if|unless|once|provided|assuming|when|whenever|would|could|might)\b", re.IGNORECASE
+)
 # After a fraction: the metric it is about, or whose view it is ("4 out of 5 in terms of relevance",
 # "8/10 in my view", "4/5 from me"); a rating unit, then the clause ends ("4 out of 5 stars.").
 FRACTION_PHRASE_AFTER: Final = re.compile(

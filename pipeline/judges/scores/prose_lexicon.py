@@ -28,10 +28,10 @@ DETERMINER: Final = r"(?:the|this|that|its|their|your|my|our)"
 OBJECT: Final = rf"(?:it|this|that|them|these|those|{DETERMINER}{SP}{WORD}(?:{SP}{WORD})?)"
 # A longer noun phrase, only before a linking "as"/"at" or an article, which mark where it ends: "the
 # AI assistant's response as", "the response provided by the AI assistant to the user question "Why is
-# the sky blue?" a". Its words may carry digits ("whether 9/11 was an inside job") and one may be a
-# quotation; no sentence ends inside it.
+# the sky blue?" a", up to 24 words. Its words may carry digits ("whether 9/11 was an inside job") and
+# may be quotations; no sentence ends inside it.
 _TOKEN: Final = r"(?:[a-z0-9][a-z0-9'’/-]{0,24}|\"[^\"\n]{1,80}\"|“[^”\n]{1,80}”)"
-LONG_OBJECT: Final = rf"(?:it|this|that|{DETERMINER}{SP}{_TOKEN})(?:{SP}{_TOKEN}){{0,15}}"
+LONG_OBJECT: Final = rf"(?:it|this|that|{DETERMINER}{SP}{_TOKEN})(?:{SP}{_TOKEN}){{0,23}}"
 SCORE_VERB: Final = r"(?:scor(?:e|es|ed|ing)|rat(?:e|es|ed|ing)|grad(?:e|es|ed|ing))"
 AWARD_VERB: Final = (
     r"(?:give|gives|gave|giving|given|assign(?:s|ed|ing)?|award(?:s|ed|ing)?|earn(?:s|ed|ing)?"
