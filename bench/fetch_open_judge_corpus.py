@@ -27,7 +27,6 @@ repository's newest commit; the last version before that is read (the snapshot k
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -36,7 +35,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench.fetch_conformance_corpus import REPO_ROOT, Reply, Snapshot
+from bench.fetch_conformance_corpus import Reply, Snapshot, locations, write_corpus
 
 SNAPSHOT = "HuihuiChyan+UnifiedBias"
 HAND_LABELS = Path(__file__).resolve().parent / "conformance_labels" / "unifiedbias_unparsed.json"
@@ -97,33 +96,10 @@ def default_out() -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--mirror", type=Path, default=Path(os.environ.get("JUDGELOOP_MIRROR", "/work/.mirror"))
-    )
-    parser.add_argument("--out", type=Path, default=default_out())
-    args = parser.parse_args(argv)
-    out: Path = args.out.resolve()
-    if REPO_ROOT in (out, *out.parents):
-        raise SystemExit(f"{out} is inside the repository: the corpus must stay outside it")
-    out.mkdir(parents=True, exist_ok=True)
-    snapshot = Snapshot(args.mirror, SNAPSHOT)
-    labels = hand_labels()
-    seen: set[tuple[str, str]] = set()
-    counts: dict[tuple[str, str], int] = {}
-    with (out / "replies.jsonl").open("w", encoding="utf-8") as handle:
-        for reply in unifiedbias_replies(snapshot, labels):
-            # The judge was run at temperature 0 on answer pairs that repeat: one row per family and text.
-            if (reply.family, reply.text) in seen:
-                continue
-            seen.add((reply.family, reply.text))
-            handle.write(json.dumps(reply.as_json(), ensure_ascii=False, sort_keys=True) + "\n")
-            counts[(reply.family, reply.label_by)] = counts.get((reply.family, reply.label_by), 0) + 1
-    heads = {SNAPSHOT: snapshot.head()}
-    (out / "SNAPSHOTS.json").write_text(json.dumps(heads, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    for (family, label_by), n in sorted(counts.items()):
-        print(f"{n:>6}  {family}, label by {label_by}")
-    print(f"{sum(counts.values()):>6}  replies -> {out / 'replies.jsonl'}")
+    mirror, out = locations(argv, __doc__.split("\n\n")[0], default_out())
+    snapshot = Snapshot(mirror, SNAPSHOT)
+    # The judge ran greedily on answers that repeat: each text is written once per family.
+    write_corpus(out, unifiedbias_replies(snapshot, hand_labels()), {SNAPSHOT: snapshot.head()})
     return 0
 
 
