@@ -8,8 +8,10 @@ The corpora live outside the repository (never copied in, never committed): ../s
 judge-replies next to the checkout, or $JUDGELOOP_SHARED/corpora/judge-replies (corpus 1, which the
 extractor was developed against); and the second corpus built by bench/fetch_conformance_corpus.py
 (../shared-local/corpora/judge-replies-2 or $JUDGELOOP_CONFORMANCE; judge families not in corpus 1,
-split into dev and held out, see bench/CONFORMANCE_SOURCES.md). Both get a table per family and per
-reading kind (bench/conformance_tables.py).
+split into dev and held out, see bench/CONFORMANCE_SOURCES.md); and the third, an open chat-tuned
+judge that writes its verdicts as sentences, built by bench/fetch_open_judge_corpus.py
+(~/.cache/judgeloop/conformance/open-judges or $JUDGELOOP_CONFORMANCE_OPEN). Each gets a table per
+family and per reading kind (bench/conformance_tables.py).
 
 precision  of the scores we return on rows the authors parsed, the fraction equal to theirs
 recall     of the rows the authors parsed, the fraction we read with the same value
@@ -35,10 +37,12 @@ from pathlib import Path
 
 from bench.conformance_tables import (
     LabelledReply,
+    by_label_origin,
+    labelled_replies,
     print_disagreements,
     print_tables,
-    second_corpus,
     second_corpus_path,
+    third_corpus_path,
 )
 from bench.conformance_tables import tally as tally_families
 from pipeline.judges.scores import READ_REASONS, Scale, ScoreReading, extract_score
@@ -279,14 +283,33 @@ def main() -> int:
         print(
             "\nsecond corpus not found: run bench/fetch_conformance_corpus.py (or set JUDGELOOP_CONFORMANCE)"
         )
-        return 0
-    by_family, disagreements = tally_families(second_corpus(second))
-    print_tables(f"Corpus 2 ({second}), by family and reading kind", by_family)
-    print(
-        "\nCorpus 2 disagreements with the source's score, by family (up to 4 random examples each, seed 0):"
-    )
-    print_disagreements(disagreements)
+    else:
+        by_family, disagreements = tally_families(labelled_replies(second))
+        print_tables(f"Corpus 2 ({second}), by family and reading kind", by_family)
+        print(
+            "\nCorpus 2 disagreements with the source's score, by family"
+            " (up to 4 random examples each, seed 0):"
+        )
+        print_disagreements(disagreements)
+    third_corpus()
     return 0
+
+
+def third_corpus() -> None:
+    """An open chat-tuned judge writing verdicts as sentences (bench/fetch_open_judge_corpus.py)."""
+    third = third_corpus_path()
+    if third is None:
+        print(
+            "\nthird corpus not found: run bench/fetch_open_judge_corpus.py"
+            " (or set JUDGELOOP_CONFORMANCE_OPEN)"
+        )
+        return
+    replies = list(labelled_replies(third))
+    by_family, disagreements = tally_families(replies)
+    print_tables(f"Corpus 3 ({third}), by family and reading kind", by_family)
+    print_tables("Corpus 3, by the origin of the label", tally_families(replies, by_label_origin)[0])
+    print("\nCorpus 3 disagreements, by family (up to 4 random examples each, seed 0):")
+    print_disagreements(disagreements)
 
 
 if __name__ == "__main__":

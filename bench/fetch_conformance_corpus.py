@@ -26,7 +26,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,7 @@ class Reply:
     label: float | None
     scale: tuple[float, float, bool]
     states_score: bool = True
+    label_by: str = "source"  # "hand": the source's parser found none, the score was read by hand
 
     def as_json(self) -> dict[str, Any]:
         low, high, integer = self.scale
@@ -57,6 +58,7 @@ class Reply:
             "scale": {"min": low, "max": high, "integer": integer},
             "labels": [],
             "states_score": self.states_score,
+            "label_by": self.label_by,
         }
 
 
@@ -236,35 +238,46 @@ def default_out() -> Path:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def locations(argv: list[str] | None, description: str, out: Path) -> tuple[Path, Path]:
+    """--mirror (where the snapshots are) and --out (a folder outside the repository, created)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument(
         "--mirror", type=Path, default=Path(os.environ.get("JUDGELOOP_MIRROR", "/work/.mirror"))
     )
-    parser.add_argument("--out", type=Path, default=default_out())
+    parser.add_argument("--out", type=Path, default=out)
     args = parser.parse_args(argv)
-    out: Path = args.out.resolve()
-    if REPO_ROOT in (out, *out.parents):
-        raise SystemExit(f"{out} is inside the repository: the corpus must stay outside it")
-    out.mkdir(parents=True, exist_ok=True)
+    resolved: Path = args.out.resolve()
+    if REPO_ROOT in (resolved, *resolved.parents):
+        raise SystemExit(f"{resolved} is inside the repository: the corpus must stay outside it")
+    resolved.mkdir(parents=True, exist_ok=True)
+    return args.mirror, resolved
+
+
+def write_corpus(out: Path, replies: Iterable[Reply], heads: dict[str, str]) -> None:
+    """replies.jsonl, one line per family and text (the same reply in two forks, or judged twice, is
+    counted once), SNAPSHOTS.json, and the counts printed."""
     seen_texts: set[tuple[str, str]] = set()
-    counts: dict[str, int] = {}
-    heads: dict[str, str] = {}
+    counts: dict[tuple[str, str], int] = {}
     with (out / "replies.jsonl").open("w", encoding="utf-8") as handle:
-        for name, read in SOURCES:
-            snapshot = Snapshot(args.mirror, name)
-            heads[name] = snapshot.head()
-            for reply in read(snapshot):
-                # The same reply in two forks (shisa-ai forked jpacifico's harness) is counted once.
-                if (reply.family, reply.text) in seen_texts:
-                    continue
-                seen_texts.add((reply.family, reply.text))
-                handle.write(json.dumps(reply.as_json(), ensure_ascii=False, sort_keys=True) + "\n")
-                counts[reply.family] = counts.get(reply.family, 0) + 1
+        for reply in replies:
+            if (reply.family, reply.text) in seen_texts:
+                continue
+            seen_texts.add((reply.family, reply.text))
+            handle.write(json.dumps(reply.as_json(), ensure_ascii=False, sort_keys=True) + "\n")
+            key = (reply.family, reply.label_by)
+            counts[key] = counts.get(key, 0) + 1
     (out / "SNAPSHOTS.json").write_text(json.dumps(heads, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    for family, n in sorted(counts.items()):
-        print(f"{n:>6}  {family}")
+    for (family, label_by), n in sorted(counts.items()):
+        print(f"{n:>6}  {family}, label by {label_by}")
     print(f"{sum(counts.values()):>6}  replies -> {out / 'replies.jsonl'}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    mirror, out = locations(argv, __doc__.split("\n\n")[0], default_out())
+    snapshots = [(Snapshot(mirror, name), read) for name, read in SOURCES]
+    # shisa-ai forked jpacifico's harness: their common replies are written once.
+    replies = (reply for snapshot, read in snapshots for reply in read(snapshot))
+    write_corpus(out, replies, {snapshot.name: snapshot.head() for snapshot, _ in snapshots})
     return 0
 
 

@@ -47,7 +47,7 @@ def test_the_judge_prompt_shown_is_exactly_the_one_sent(project: Path) -> None:
     expected = judge_prompt("completeness", transcript_text("901"), before.text)
     [call] = jsonl("--item", "901", "--iteration", "0", "--metric", "completeness")
     assert call["request"]["messages"] == [{"role": "user", "content": expected}]  # type: ignore[index]
-    assert call["score"] == {"score": 2, "reason": "labelled", "matched": "Score: 2"}
+    assert call["score"] == {"score": 2, "reason": "labelled", "matched": "Score: 2", "stated": 2}
     code, text, _ = audit("--item", "901", "--iteration", "0", "--metric", "completeness")
     assert code == 0
     assert expected in text

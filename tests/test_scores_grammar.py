@@ -14,8 +14,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.judges import prose_verdicts, scores
-from pipeline.judges.scores import DECIMAL_POLICIES, READ_REASONS, Reason, Scale, extract_score
+from pipeline.judges import scores
+from pipeline.judges.scores import (
+    DECIMAL_POLICIES,
+    READ_REASONS,
+    Reason,
+    Scale,
+    extract_score,
+    fraction_verdicts,
+    prose_context,
+    prose_verdicts,
+)
 
 ONE_TO_FIVE = Scale(1, 5)
 
@@ -160,16 +169,27 @@ def test_property_a_decimal_reading_is_flagged_and_on_the_scale(
 
 GRAMMAR_PATTERNS = {
     "verdict_verb": prose_verdicts.VERDICT_VERB,
+    "verdict_verb, longer object": prose_verdicts.VERDICT_VERB_LONG,
     "verdict_clause": prose_verdicts.VERDICT_CLAUSE,
+    "verdict_clause, having": prose_verdicts.VERDICT_CLAUSE_HAVING,
     "verdict_named": prose_verdicts.VERDICT_NAMED,
-    "not a verdict before": prose_verdicts.NOT_A_VERDICT_BEFORE,
-    "purpose before": prose_verdicts.PURPOSE_BEFORE,
-    "word after": prose_verdicts.WORD_AFTER,
-    "of after": prose_verdicts.OF_AFTER,
-    "receiving verb": prose_verdicts.RECEIVING,
-    "threshold after": prose_verdicts.THRESHOLD_AFTER,
+    "fraction_verb": fraction_verdicts.FRACTION_VERB,
+    "fraction_verb, copula": fraction_verdicts.FRACTION_COPULA,
+    "fraction_noun": fraction_verdicts.FRACTION_NOUN,
+    "fraction_closing": fraction_verdicts.FRACTION_CLOSING,
+    "generic opening": prose_context.GENERIC_OPENING,
+    "condition after": prose_context.CONDITION_AFTER,
+    "fraction phrase after": prose_context.FRACTION_PHRASE_AFTER,
+    "not a verdict before": prose_context.NOT_A_VERDICT_BEFORE,
+    "purpose before": prose_context.PURPOSE_BEFORE,
+    "word after": prose_context.WORD_AFTER,
+    "of after": prose_context.OF_AFTER,
+    "receiving verb": prose_context.RECEIVING,
+    "threshold after": prose_context.THRESHOLD_AFTER,
 }
-MAX_WIDTH = 400
+# A longer object ("the response provided by the AI assistant to the user question "Why is the sky
+# blue?" a") is up to 24 words, quotations among them: the widest patterns read about 2,200 characters.
+MAX_WIDTH = 2400
 
 
 def _max_width(pattern: re.Pattern[str]) -> int:
@@ -187,8 +207,14 @@ def test_the_width_check_catches_an_unbounded_repeat() -> None:
 
 
 def test_the_grammar_is_the_whole_prose_grammar() -> None:
-    assert [kind for kind, _ in prose_verdicts.GRAMMAR] == ["verdict_verb", "verdict_clause", "verdict_named"]
-    assert all(pattern in GRAMMAR_PATTERNS.values() for _, pattern in prose_verdicts.GRAMMAR)
+    assert {kind for kind, _ in prose_verdicts.GRAMMAR} == {"verdict_verb", "verdict_clause", "verdict_named"}
+    assert {kind for kind, _ in fraction_verdicts.GRAMMAR} == {
+        "fraction_verb",
+        "fraction_noun",
+        "fraction_closing",
+    }
+    grammar = (*prose_verdicts.GRAMMAR, *fraction_verdicts.GRAMMAR)
+    assert all(pattern in GRAMMAR_PATTERNS.values() for _, pattern in grammar)
 
 
 @settings(max_examples=200, deadline=None)
@@ -196,7 +222,7 @@ def test_the_grammar_is_the_whole_prose_grammar() -> None:
     text=st.text(alphabet="scoreating ivdu5 4.,/\n-", max_size=2000),
 )
 def test_property_every_grammar_match_is_shorter_than_the_bound(text: str) -> None:
-    for _, pattern in prose_verdicts.GRAMMAR:
+    for _, pattern in (*prose_verdicts.GRAMMAR, *fraction_verdicts.GRAMMAR):
         for match in pattern.finditer(text):
             assert match.end() - match.start() <= MAX_WIDTH
     extract_score(text)  # and nothing raises

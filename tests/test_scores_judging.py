@@ -1,8 +1,10 @@
-"""The judge stage reads prose verdicts without a re-ask, applies judge.decimal_scores, and the
-aggregate counts how every score was read (metrics.json "readings")."""
+"""The judge stage reads prose verdicts without a re-ask, applies judge.decimal_scores (unscored, round
+or keep) to what the extractor read, and the aggregate counts how every score was read (metrics.json
+"readings")."""
 
 from __future__ import annotations
 
+import typing
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ from pipeline.experiments.paper.aggregation import compute_metrics
 from pipeline.judges.rubric.judge import judge_metric
 from pipeline.judges.rubric.results import Assessment, MetricJudgement
 from pipeline.judges.rubric.settings import JudgeSettings
+from pipeline.judges.scores import DECIMAL_POLICIES
 from pipeline.llm.types import CallContext, ChatRequest, Options
 from pipeline.loops.results import Iteration, Refinement
 from tests.helpers import make_session
@@ -68,12 +71,41 @@ def test_a_decimal_is_rounded_and_flagged_when_asked(tmp_path: Path) -> None:
     assert (judged.score, judged.reading, calls) == (4, "decimal_rounded", 1)
 
 
+def test_a_decimal_is_kept_as_stated_when_asked(tmp_path: Path) -> None:
+    settings = JudgeSettings(max_attempts=2, decimal_scores="keep")
+    reply = "The summary misses the duration, so I would grade this reply as 3.5 out of 5."
+    judged, calls = _judge(tmp_path, reply, settings)
+    assert (judged.score, judged.reading, calls) == (3.5, "decimal_kept", 1)
+    assert MetricJudgement.model_validate_json(judged.model_dump_json()) == judged  # a float round-trips
+
+
+def test_the_policy_only_changes_what_is_recorded_not_what_is_read(tmp_path: Path) -> None:
+    policies: tuple[typing.Literal["unscored", "round", "keep"], ...] = ("unscored", "round", "keep")
+    recorded = {
+        policy: _judge(
+            tmp_path / policy, "Score: 3.5/5", JudgeSettings(max_attempts=1, decimal_scores=policy)
+        )[0]
+        for policy in policies
+    }
+    assert {p: (j.score, j.reading) for p, j in recorded.items()} == {
+        "unscored": (None, "non_integer"),
+        "round": (4, "decimal_rounded"),
+        "keep": (3.5, "decimal_kept"),
+    }
+    assert len({j.explanation for j in recorded.values()}) == 1  # the same reply, read the same
+
+
+def test_judge_decimal_scores_are_the_extractors_policies() -> None:
+    annotation = JudgeSettings.model_fields["decimal_scores"].annotation
+    assert typing.get_args(annotation) == DECIMAL_POLICIES
+
+
 def test_judge_decimal_scores_takes_no_other_value() -> None:
     with pytest.raises(ValueError, match="decimal_scores"):
-        JudgeSettings.model_validate({"decimal_scores": "keep"})  # judgements hold integers
+        JudgeSettings.model_validate({"decimal_scores": "truncate"})
 
 
-def _metric(score: int | None, reading: str, carried_over: bool = False) -> MetricJudgement:
+def _metric(score: float | None, reading: str, carried_over: bool = False) -> MetricJudgement:
     return MetricJudgement(
         metric="coherence",
         score=score,
@@ -116,5 +148,22 @@ def test_metrics_count_how_every_score_was_read() -> None:
             kept=0,
         ),
     ]
+    refinements.append(
+        Refinement(
+            item="3",
+            iterations=(
+                Iteration(
+                    iteration=0,
+                    assessment=assessment,
+                    metrics={"coherence": _metric(3.5, "decimal_kept")},
+                    low_metrics=(),
+                ),
+            ),
+            stop_reason="passed",
+            kept=0,
+        )
+    )
     summary = compute_metrics(refinements, ("coherence",))
-    assert summary["readings"] == {"decimal_rounded": 1, "non_integer": 1}
+    assert summary["readings"] == {"decimal_kept": 1, "decimal_rounded": 1, "non_integer": 1}
+    # a kept decimal is in the means; the unscored one is counted beside them
+    assert summary["figure2"]["coherence"]["before"] == {"mean": 3.75, "sd": 0.3536, "n": 2, "unscored": 1}

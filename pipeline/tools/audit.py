@@ -132,7 +132,9 @@ def _header(call: RecordedCall, runs: dict[str, RunSummary]) -> list[tuple[str, 
 
 def _score_line(reading: ScoreReading) -> str:
     matched = f' from "{reading.matched}"' if reading.matched else ""
-    return f"{'none' if reading.score is None else reading.score} ({reading.reason}{matched})"
+    # What the reply states even when it is no score ("Score: 3.5/5" on 1-5 is non_integer, states 3.5).
+    stated = f", states {reading.stated}" if reading.score is None and reading.stated is not None else ""
+    return f"{'none' if reading.score is None else reading.score} ({reading.reason}{stated}{matched})"
 
 
 def format_text(call: RecordedCall, runs: dict[str, RunSummary]) -> str:
@@ -159,7 +161,12 @@ def as_json(call: RecordedCall, runs: dict[str, RunSummary]) -> dict[str, Any]:
         "reply": record.reply.model_dump(mode="json"),
         "score": None
         if reading is None
-        else {"score": reading.score, "reason": reading.reason, "matched": reading.matched},
+        else {
+            "score": reading.score,
+            "reason": reading.reason,
+            "matched": reading.matched,
+            "stated": reading.stated,
+        },
         "last_run": last_run_status(runs, call),
         "problem": record.problem(),
     }

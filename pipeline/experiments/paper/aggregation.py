@@ -26,7 +26,7 @@ PAPER_FIGURE2: dict[str, tuple[tuple[float, float], tuple[float, float]]] = {
 }
 
 
-def _summary(scores: list[int | None]) -> dict[str, Any]:
+def _summary(scores: list[int | float | None]) -> dict[str, Any]:
     scored = [s for s in scores if s is not None]
     return {
         "mean": round(fmean(scored), 4) if scored else None,

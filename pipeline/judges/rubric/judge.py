@@ -127,9 +127,8 @@ def judge_metric(
             Message(role="user", content=SCORE_REMINDER.format(problem=reading.reason.replace("_", " "))),
         )
     assert reading is not None
-    score = None if reading.score is None else int(reading.score)
     return MetricJudgement(
-        metric=metric, score=score, reading=reading.reason, explanation=text, call_keys=tuple(keys)
+        metric=metric, score=reading.score, reading=reading.reason, explanation=text, call_keys=tuple(keys)
     )
 
 

@@ -19,7 +19,8 @@ class Assessment(Result):
 
 class MetricJudgement(Result):
     metric: str
-    score: int | None  # None: unscored after every re-ask; never a default
+    # None: unscored after every re-ask, never a default; a float only under judge.decimal_scores=keep
+    score: int | float | None
     reading: str  # how the score was read: pipeline.judges.scores' reasons, or "json" / a json failure kind
     explanation: str  # the judge's last reply, exactly as written
     call_keys: tuple[str, ...]

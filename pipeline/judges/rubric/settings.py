@@ -29,9 +29,12 @@ class JudgeSettings(Section):
     metrics: tuple[str, ...] = METRICS
     num_predict: int = 256
     max_attempts: int = Field(3, ge=1)
-    # A decimal on the 1-5 scale ("Score: 3.5/5"): unscored and re-asked (the default), or rounded
-    # halves up and flagged `decimal_rounded`. Judgements hold integers, so the value itself is not kept.
-    decimal_scores: Literal["unscored", "round"] = "unscored"
+    # A decimal on the 1-5 scale ("Score: 3.5/5"), read as what the reply states: unscored and re-asked
+    # (the default), rounded halves up (`decimal_rounded`), or kept as written (`decimal_kept`, 3.5).
+    # The metrics count each reading either way. pipeline.judges.scores.decimals.DecimalPolicy, spelled
+    # out so that the assess stage, which reads this module, does not depend on the extractor (a test
+    # checks that the two agree).
+    decimal_scores: Literal["unscored", "round", "keep"] = "unscored"
     # text: the paper's protocol (a free reply, the score read by pipeline.judges.scores);
     # json: the same rubric, the reply constrained to {explanation, score} by the backend.
     output: Literal["text", "json"] = "text"
