@@ -9,8 +9,8 @@ import click
 
 from pipeline.experiments.paper.aggregation import compute_metrics, markdown_report, write_plots
 from pipeline.experiments.paper.params import load_paper_params
+from pipeline.experiments.paper.report.html import load_records, write_report
 from pipeline.loops.results import read_refinements
-from pipeline.reports.html import load_records, write_report
 
 
 @click.command()

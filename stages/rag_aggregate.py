@@ -13,7 +13,7 @@ from pipeline.data.rag_rows import load_rag_rows
 from pipeline.experiments.rag.aggregation import compute_metrics, markdown_report
 from pipeline.experiments.rag.judge import RagJudgement
 from pipeline.experiments.rag.params import load_rag_params
-from pipeline.reports.rag import load_calls_by_key, render_rag_html
+from pipeline.experiments.rag.report import load_calls_by_key, render_rag_html
 
 
 @click.command()

@@ -10,9 +10,9 @@ import click
 from pipeline.experiments.selection.aggregation import compute_metrics
 from pipeline.experiments.selection.files import METRICS, PAGE, PICKS, SCORES, read_records
 from pipeline.experiments.selection.params import load_selection_params
+from pipeline.experiments.selection.report import render_selection_page
 from pipeline.experiments.selection.score import ScoredRequest
 from pipeline.llm.recordings import read_stage
-from pipeline.reports.selection import render_selection_page
 
 STAGES = ("select_score", "select_pick")
 

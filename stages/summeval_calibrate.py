@@ -8,8 +8,8 @@ import click
 
 from pipeline.experiments.summeval.calibration import experiment_rows, plot_csv, summeval_metrics
 from pipeline.experiments.summeval.params import load_summeval_params
+from pipeline.experiments.summeval.report import render_summeval_html
 from pipeline.llm.keys import canonical_json
-from pipeline.reports.summeval import render_summeval_html
 
 
 def _write(path: str, text: str) -> None:

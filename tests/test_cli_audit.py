@@ -164,7 +164,7 @@ def _report_files() -> dict[str, bytes]:
 
 
 def test_report_writes_the_pages_the_aggregate_stage_writes(project: Path) -> None:
-    pytest.importorskip("pipeline.reports.html")  # written separately; the other commands do not need it
+    pytest.importorskip("pipeline.experiments.paper.report.html")  # the other commands do not need it
     from stages.aggregate import main as aggregate
 
     result = CliRunner().invoke(main, ["report", "-o", "page.html"])

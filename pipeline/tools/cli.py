@@ -38,8 +38,8 @@ main.add_command(calibrate)
 
 
 # --- report -------------------------------------------------------------------------------------
-# The HTML rendering lives in pipeline/reports/html.py; it is imported when the command runs, so the
-# other commands (and their tests) do not depend on it.
+# The HTML rendering lives in pipeline/experiments/paper/report/html.py; it is imported when the
+# command runs, so the other commands (and their tests) do not depend on it.
 @main.command()
 @click.option(
     "-o",
@@ -53,9 +53,9 @@ def report(output: Path, title: str | None) -> None:
     """Write the refinement loop's HTML report, as the aggregate stage does: an index page (--output) and
     beside it a folder of one page per item with every call it made (report/ for report.html)."""
     from pipeline.experiments.paper.aggregation import compute_metrics
+    from pipeline.experiments.paper.report.html import load_records, write_report
     from pipeline.experiments.params import load_params
     from pipeline.loops.results import read_refinements
-    from pipeline.reports.html import load_records, write_report
 
     params = load_params()
     refinements = read_refinements(Path(params.refine.out), params.judge.metrics)

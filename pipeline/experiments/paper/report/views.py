@@ -1,4 +1,4 @@
-"""What the report's templates are given for one item (pipeline/reports/templates/item.html.j2 and
+"""What the report's templates are given for one item (templates/item.html.j2 and
 calls.html.j2) and for its row on the index (report.html.j2): plain frozen data, every string still to
 be escaped by the template, the sparklines already SVG (marked safe: drawn by pipeline.reports.svg,
 which escapes their labels)."""
@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 from markupsafe import Markup
 
+from pipeline.experiments.paper.report.texts import Placed
 from pipeline.llm.records import CallRecord
-from pipeline.reports.texts import Placed
 
 
 @dataclass(frozen=True)

@@ -2,13 +2,13 @@
 per item with its iterations down to the exact prompts and replies, so each number in the report can
 be traced to the text it came from (pipeline.reports.pages names and writes the files).
 
-The pages are written by jinja2 templates (pipeline/reports/templates/) with autoescaping on:
+The pages are written by jinja2 templates (templates/ here) with autoescaping on:
 transcripts and model replies are untrusted (a demo transcript tries to instruct the judge) and reach
 the reviewer as text, never as markup; only the inline SVG charts, drawn by pipeline.reports.svg from
 numbers and escaped labels, are marked safe. No page needs the network, and the same inputs give the
 same bytes: no "generated at" timestamps.
 
-Every long text is on an item's page once (pipeline.reports.texts): a prompt shows its own words and
+Every long text is on an item's page once (.texts): a prompt shows its own words and
 links to the transcript, template and assessment it contains, and iterations stay collapsed until
 opened. One page per item keeps what a reader opens small at any number of items
 (bench/report_size.py).
@@ -29,20 +29,22 @@ import jinja2
 from markupsafe import Markup
 
 from pipeline.experiments.paper.aggregation import PAPER_FIGURE2
+from pipeline.experiments.paper.report.items import ItemBuilder, mean, options_text
+from pipeline.experiments.paper.report.texts import PageTexts
+from pipeline.experiments.paper.report.views import ItemRow
 from pipeline.llm.recordings import read_all
 from pipeline.llm.records import CallRecord
 from pipeline.loops.results import Refinement
-from pipeline.reports.items import ItemBuilder, mean, options_text, slug
-from pipeline.reports.pages import page_stems, pages_folder, write_pages
+from pipeline.reports.pages import page_stems, pages_folder, slug, write_pages
 from pipeline.reports.svg import figure2_svg
-from pipeline.reports.templating import TEMPLATES, make_environment
-from pipeline.reports.texts import PageTexts
-from pipeline.reports.views import ItemRow
+from pipeline.reports.templating import SHARED_TEMPLATES, make_environment
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 
 @cache
 def environment() -> jinja2.Environment:
-    return make_environment(exact=exact, slug=slug)
+    return make_environment(TEMPLATES, exact=exact, slug=slug)
 
 
 def exact(text: str) -> Markup:
@@ -54,7 +56,7 @@ def exact(text: str) -> Markup:
 
 
 def _asset(name: str) -> str:
-    return (TEMPLATES / name).read_text(encoding="utf-8")
+    return (SHARED_TEMPLATES / name).read_text(encoding="utf-8")
 
 
 def content_security_policy(script: str) -> str:

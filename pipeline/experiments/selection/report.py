@@ -8,9 +8,12 @@ text and reach the reader as text, never as markup.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from pipeline.reports.templating import make_environment
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 
 def _num(value: float | None, digits: int = 3) -> str:
@@ -46,5 +49,5 @@ def render_selection_page(
                 "names": {c["track"]["track_id"]: c["track"]["track_name"] for c in record["pool"]},
             }
         )
-    template = make_environment(num=_num).get_template("selection.html.j2")
+    template = make_environment(TEMPLATES, num=_num).get_template("selection.html.j2")
     return template.render(title=title, metrics=metrics, requests=requests)

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pipeline.data.ratings import HumanRatings
 from pipeline.experiments.summeval.results import SummEvalJudgement
 from pipeline.judges.agreement import LEVELS, STATISTICS
-from pipeline.reports.templating import TEMPLATES, make_environment
+from pipeline.reports.templating import SHARED_TEMPLATES, make_environment
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 KIND_NAMES = {"score": "argmax (the score written)", "weighted_score": "weighted (G-Eval)"}
 STATISTIC_NAMES = {"spearman": "Spearman ρ", "kendall": "Kendall τ-b", "pearson": "Pearson r"}
@@ -103,11 +106,11 @@ def render_summeval_html(
         }
         for name, metric in metrics["metrics"].items()
     ]
-    environment = make_environment()
+    environment = make_environment(TEMPLATES)
     ticks = [{"value": v, "at": _coordinate(v, False), "at_y": _coordinate(v, True)} for v in range(1, 6)]
     return environment.get_template("summeval.html.j2").render(
         title=title,
-        style=(TEMPLATES / "report.css").read_text(encoding="utf-8"),
+        style=(SHARED_TEMPLATES / "report.css").read_text(encoding="utf-8"),
         metrics=metrics,
         dimensions=dimensions,
         levels=LEVELS,

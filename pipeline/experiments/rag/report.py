@@ -19,6 +19,8 @@ from pipeline.llm import recordings
 from pipeline.llm.records import RecordedCall
 from pipeline.reports.templating import make_environment
 
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+
 
 def load_calls_by_key(directory: Path) -> dict[str, RecordedCall]:
     """The stage's recorded calls by key (none when it has not been recorded)."""
@@ -46,7 +48,7 @@ def render_rag_html(
         if row.id in by_item
     ]
     return (
-        make_environment()
+        make_environment(TEMPLATES)
         .get_template("rag.html.j2")
         .render(
             title=title,

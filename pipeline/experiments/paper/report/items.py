@@ -1,28 +1,17 @@
 """What the report shows of one item: its transcript, its scores over the iterations, and every
 iteration down to the calls it made (each prompt and reply, re-asks included).
 
-Builds the templates' data (pipeline.reports.views) in page order: a text is placed
-(pipeline.reports.texts) where a reader meets it first, so the transcript at the top of the item, an
+Builds the templates' data (pipeline.experiments.paper.report.views) in page order: a text is placed
+(.texts) where a reader meets it first, so the transcript at the top of the item, an
 assessment under the call that wrote it, and later prompts refer back to them.
 """
 
 from __future__ import annotations
 
-import re
-
 from markupsafe import Markup
 
-from pipeline.judges.rubric.judge import SCALE, judge_prompt
-from pipeline.judges.rubric.judge_prompts import JUDGE_PROMPTS
-from pipeline.judges.rubric.prompts import JSON_JUDGE_FORMAT
-from pipeline.judges.rubric.results import MetricJudgement
-from pipeline.judges.scores import extract_score
-from pipeline.llm.records import CallRecord
-from pipeline.loops.feedback import feedback_text
-from pipeline.loops.results import Iteration, Refinement
-from pipeline.reports.svg import sparkline_svg
-from pipeline.reports.texts import PageTexts, Placed
-from pipeline.reports.views import (
+from pipeline.experiments.paper.report.texts import PageTexts, Placed
+from pipeline.experiments.paper.report.views import (
     CallView,
     Carried,
     Cell,
@@ -33,6 +22,16 @@ from pipeline.reports.views import (
     MessageView,
     Row,
 )
+from pipeline.judges.rubric.judge import SCALE, judge_prompt
+from pipeline.judges.rubric.judge_prompts import JUDGE_PROMPTS
+from pipeline.judges.rubric.prompts import JSON_JUDGE_FORMAT
+from pipeline.judges.rubric.results import MetricJudgement
+from pipeline.judges.scores import extract_score
+from pipeline.llm.records import CallRecord
+from pipeline.loops.feedback import feedback_text
+from pipeline.loops.results import Iteration, Refinement
+from pipeline.reports.pages import slug
+from pipeline.reports.svg import sparkline_svg
 
 STOP_REASONS = {
     "passed_initially": "every metric passed at iteration 0; not refined",
@@ -56,10 +55,6 @@ READINGS = {
 }
 # A message longer than this on the page (after references) is collapsed behind a summary line.
 _SHOWN_CHARS, _SHOWN_LINES = 600, 12
-
-
-def slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-") or "x"
 
 
 def mean(metrics: dict[str, MetricJudgement]) -> str:
