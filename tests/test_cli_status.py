@@ -21,7 +21,7 @@ from pipeline.llm.session import RecordingIndex
 from pipeline.llm.store import CallStore
 from pipeline.llm.types import CallContext
 from pipeline.tools.cli import main
-from pipeline.tools.status import recorded_identity
+from pipeline.tools.status.command import recorded_identity
 from tests.conftest import ROOT
 from tests.helpers import make_session, request
 from tests.project import MODEL, recorded_project, run_pipeline, scripted, write_data, write_params

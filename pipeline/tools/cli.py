@@ -17,11 +17,11 @@ from pathlib import Path
 import click
 
 from pipeline import __version__
-from pipeline.tools.audit import audit
-from pipeline.tools.cache_tools import cache
+from pipeline.experiments.rag.judge_evaluate import judge_evaluate
+from pipeline.tools.audit.command import audit
+from pipeline.tools.cache.command import cache
 from pipeline.tools.calibrate import calibrate
-from pipeline.tools.judge_evaluate import judge_evaluate
-from pipeline.tools.status import status
+from pipeline.tools.status.command import status
 
 
 @click.group()

@@ -2,7 +2,7 @@
 
 Each reads the stage's inputs as the stage's `main()` does (stages/*.py) and hands the plan the
 same work function the stage runs, with the results it writes: a stage that runs is dry-run (no
-model; pipeline.tools.probe) and its known results feed the next stage of the design; a stage DVC
+model; pipeline.tools.status.probe) and its known results feed the next stage of the design; a stage DVC
 skips is read from its output file. A new design adds its function to DRY_RUNS; a stage no
 function covers is still shown as run or skipped, from DVC's graph. The first is the default
 experiment's, the only one dry-run in a folder that is not a DVC project.
@@ -39,10 +39,10 @@ from pipeline.judges.rubric.results import Assessment, Judgement
 from pipeline.llm.keys import canonical_json
 from pipeline.loops.regenerate import Regeneration
 from pipeline.loops.results import Refinement
-from pipeline.tools.probe import StageOutput, jsonl_output
+from pipeline.tools.status.probe import StageOutput, jsonl_output
 
 if TYPE_CHECKING:  # status imports this module: the planner is only named here
-    from pipeline.tools.status import Planner
+    from pipeline.tools.status.command import Planner
 
 T = TypeVar("T")
 

@@ -17,7 +17,7 @@ A placeholder is never a usable reply (no score, no XML sections), so the pipeli
 (a re-ask carries the reply, the regeneration prompt carries the judge's explanation): every call
 that depends on an unknown reply is caught. The one decision taken on a placeholder without
 sending it back is refine's trigger with refine.unscored_triggers=false (an unscored metric then
-passes, so the loop may stop where a real reply would have continued); pipeline.tools.status treats
+passes, so the loop may stop where a real reply would have continued); pipeline.tools.status.command treats
 refine items holding a placeholder as a lower bound in that case.
 """
 

@@ -7,7 +7,7 @@
 How it predicts. DVC's own status (dvc.repo.Repo.status) says which stages are out of date; with
 no DVC project (or --all) every stage counts as out of date. The LLM stages that will run are then
 run in-process, design by design and in order, by the same functions the stages call
-(pipeline.tools.dry_runs), with no model: pipeline.tools.probe answers every call from the local
+(pipeline.tools.status.dry_runs), with no model: pipeline.tools.status.probe answers every call from the local
 cache and the recordings, and counts the rest. A stage's results feed the next of its design; a
 stage DVC skips is read from its output file. Only the stages of the project's dvc.yaml are shown
 (with no DVC project, the default experiment's). A stage
@@ -44,9 +44,9 @@ from pipeline.errors import BackendError, ConfigError, JudgeloopError
 from pipeline.experiments.params import Params, load_params
 from pipeline.llm.session import LLMSession, RecordingIndex, resolve_identity
 from pipeline.llm.types import Backend, ModelIdentity
-from pipeline.tools.dry_runs import DRY_RUNS
-from pipeline.tools.prediction import Prediction, StageStatus
-from pipeline.tools.probe import StageOutput, probe_stage
+from pipeline.tools.status.dry_runs import DRY_RUNS
+from pipeline.tools.status.prediction import Prediction, StageStatus
+from pipeline.tools.status.probe import StageOutput, probe_stage
 
 T = TypeVar("T")
 
@@ -148,7 +148,7 @@ class StageAbsent(Exception):
 
 
 class Planner:
-    """One prediction in progress, handed to each design's dry run (pipeline.tools.dry_runs): which
+    """One prediction in progress, handed to each design's dry run (pipeline.tools.status.dry_runs): which
     stages run, and each running LLM stage dry-run in turn, its known results fed to the next."""
 
     def __init__(
@@ -204,7 +204,7 @@ class Planner:
             cache_dir=Path(self.params.cache.dir),
             counted=self.counted,
         )
-        # refine decides on an unscored placeholder without sending it back (see pipeline.tools.probe).
+        # refine decides on an unscored placeholder without sending it back (see pipeline.tools.status.probe).
         blind = (
             status.stage == "refine"
             and not self.params.refine.unscored_triggers
@@ -255,9 +255,9 @@ def status(every_stage: bool, offline: bool, json_out: bool, verbose: bool) -> N
     """Which calls the next `dvc repro` needs, how many are recorded, how many go to the model.
 
     Nothing is written and no model is called: the stages DVC would run are dry-run against the
-    local cache and the recordings (see `pipeline/tools/status.py` for when the count is exact).
+    local cache and the recordings (see `pipeline/tools/status/command.py` for when the count is exact).
     """
-    from pipeline.tools.status_report import as_json, render_text
+    from pipeline.tools.status.report import as_json, render_text
 
     prediction = predict(load_params(), every_stage=every_stage, offline=offline)
     if json_out:

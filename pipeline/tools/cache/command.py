@@ -30,8 +30,8 @@ from pipeline.llm.keys import KEY_PREFIX
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.store import CallStore
 from pipeline.llm.types import CallContext
+from pipeline.tools.cache.merge import Prefer, merge_into
 from pipeline.tools.inventory import local_records, open_store, read_runs, runs_dir, scan_recordings
-from pipeline.tools.merge import Prefer, merge_into
 
 UNRECORDED_STAGE = "unrecorded"
 

@@ -28,7 +28,7 @@ from pipeline.judges.scores import ScoreReading, extract_score
 from pipeline.llm import recordings
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.records import RecordedCall
-from pipeline.tools.audit_diff import diff_iterations
+from pipeline.tools.audit.diff import diff_iterations
 from pipeline.tools.inventory import RunSummary, read_runs
 
 Format = Literal["text", "jsonl", "markdown"]

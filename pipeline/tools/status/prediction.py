@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.llm.types import ModelIdentity
-from pipeline.tools.probe import StageProbe
+from pipeline.tools.status.probe import StageProbe
 
 
 @dataclass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.tools.prediction import Prediction, StageStatus
+from pipeline.tools.status.prediction import Prediction, StageStatus
 
 
 def _count(status: StageStatus, mode: str) -> str:
