@@ -165,7 +165,7 @@ def _report_files() -> dict[str, bytes]:
 
 def test_report_writes_the_pages_the_aggregate_stage_writes(project: Path) -> None:
     pytest.importorskip("pipeline.experiments.paper.report.html")  # the other commands do not need it
-    from stages.aggregate import main as aggregate
+    from stages.runner import main as stage
 
     result = CliRunner().invoke(main, ["report", "-o", "page.html"])
     assert result.exit_code == 0, result.output
@@ -173,7 +173,7 @@ def test_report_writes_the_pages_the_aggregate_stage_writes(project: Path) -> No
     assert Path("page.html").read_text().lstrip().lower().startswith("<!doctype html")
     assert sorted(p.name for p in Path("page").iterdir()) == [f"item-{i}.html" for i in (901, 902, 903)]
 
-    staged = CliRunner().invoke(aggregate, [])
+    staged = CliRunner().invoke(stage, ["paper", "aggregate"])
     assert staged.exit_code == 0, staged.output
     by_stage = _report_files()
     assert len(by_stage) == 4

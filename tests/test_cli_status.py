@@ -198,21 +198,21 @@ def test_an_embedded_identity_from_the_records_takes_todays_runner_settings(tmp_
 DVC_YAML = """\
 stages:
   assess:
-    cmd: {python} -m stages.assess
+    cmd: {python} -m stages paper assess
     deps: [data]
     params: [data, assess, llm]
     outs:
       - outputs/assessments.jsonl: {{cache: false}}
       - recordings/assess: {{cache: false, persist: true}}
   judge:
-    cmd: {python} -m stages.judge
+    cmd: {python} -m stages paper judge
     deps: [outputs/assessments.jsonl, data]
     params: [data, judge, llm]
     outs:
       - outputs/judgements.jsonl: {{cache: false}}
       - recordings/judge: {{cache: false, persist: true}}
   refine:
-    cmd: {python} -m stages.refine
+    cmd: {python} -m stages paper refine
     deps: [outputs/assessments.jsonl, outputs/judgements.jsonl, data]
     params: [data, refine, assess, judge, llm]
     outs:

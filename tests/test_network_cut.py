@@ -35,7 +35,7 @@ def _network_cut_prefix() -> list[str]:
 
 def _stages(clone: Path, *stages: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "JUDGELOOP_CACHE_MODE": "replay"}
-    script = " && ".join(f"{sys.executable} -m stages.{stage}" for stage in stages)
+    script = " && ".join(f"{sys.executable} -m stages paper {stage}" for stage in stages)
     return subprocess.run(
         [*_network_cut_prefix(), "sh", "-c", script],
         cwd=clone,

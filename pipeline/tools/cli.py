@@ -5,6 +5,7 @@
     judgeloop status    what the next `dvc repro` needs, and how many model calls it will make
     judgeloop judge-evaluate   judge a RAG answer, or a batch of rows, with the structured judge
     judgeloop report    the HTML report of the refinement loop
+    judgeloop dvc-yaml  dvc.yaml, written from the designs' stage specs
 
 All of them read what the pipeline writes (params.yaml, recordings/, the local cache, outputs/);
 none keeps records of its own.
@@ -21,6 +22,7 @@ from pipeline.experiments.rag.judge_evaluate import judge_evaluate
 from pipeline.tools.audit.command import audit
 from pipeline.tools.cache.command import cache
 from pipeline.tools.calibrate import calibrate
+from pipeline.tools.dvc_yaml import dvc_yaml
 from pipeline.tools.status.command import status
 
 
@@ -35,6 +37,7 @@ main.add_command(cache)
 main.add_command(status)
 main.add_command(judge_evaluate)
 main.add_command(calibrate)
+main.add_command(dvc_yaml)
 
 
 # --- report -------------------------------------------------------------------------------------
