@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from pipeline.data.jsonl import read_jsonl
 from pipeline.data.transcripts import load_transcripts
-from pipeline.experiments.params import load_params
+from pipeline.experiments.paper.params import load_paper_params
 from pipeline.judges.rubric.judge import judge_prompt
 from pipeline.judges.rubric.results import Assessment
 from pipeline.llm.backends.fake import FakeBackend
@@ -39,7 +39,7 @@ def jsonl(*args: str) -> list[dict[str, object]]:
 
 
 def transcript_text(item: str) -> str:
-    return {t.item_id: t for t in load_transcripts(load_params().data)}[item].text
+    return {t.item_id: t for t in load_transcripts(load_paper_params().data)}[item].text
 
 
 def test_the_judge_prompt_shown_is_exactly_the_one_sent(project: Path) -> None:
@@ -160,23 +160,25 @@ def test_version() -> None:
 
 
 def _report_files() -> dict[str, bytes]:
-    return {str(p): p.read_bytes() for p in [Path("report.html"), *sorted(Path("report").iterdir())]}
+    pages = [Path("report.md"), Path("report.html"), *sorted(Path("report").iterdir())]
+    return {str(p): p.read_bytes() for p in pages}
 
 
 def test_report_writes_the_pages_the_aggregate_stage_writes(project: Path) -> None:
     pytest.importorskip("pipeline.experiments.paper.report.html")  # the other commands do not need it
     from stages.runner import main as stage
 
-    result = CliRunner().invoke(main, ["report", "-o", "page.html"])
-    assert result.exit_code == 0, result.output
-    assert "wrote page.html and 3 item pages in page/ (3 items, 21 recorded calls)" in result.stdout
-    assert Path("page.html").read_text().lstrip().lower().startswith("<!doctype html")
-    assert sorted(p.name for p in Path("page").iterdir()) == [f"item-{i}.html" for i in (901, 902, 903)]
-
     staged = CliRunner().invoke(stage, ["paper", "aggregate"])
     assert staged.exit_code == 0, staged.output
     by_stage = _report_files()
-    assert len(by_stage) == 4
-    result = CliRunner().invoke(main, ["report"])
+    assert len(by_stage) == 5
+    for path in by_stage:
+        Path(path).unlink()
+    result = CliRunner().invoke(main, ["report", "paper"])
     assert result.exit_code == 0, result.output
+    assert "paper: wrote report.md, report.html, report/item-901.html" in result.stdout
     assert _report_files() == by_stage
+    # With no design named, every design with a report: those whose outputs are missing say so.
+    every = CliRunner().invoke(main, ["report"])
+    assert every.exit_code == 0, every.output
+    assert "paper: wrote" in every.stdout and "rag: no report" in every.stderr

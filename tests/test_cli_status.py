@@ -89,6 +89,17 @@ def test_new_calls_that_end_their_items_are_predicted_exactly(project: Path) -> 
     assert run_for_real(project) == {"assess": 0, "judge": 0, "refine": 9}
 
 
+def test_a_loop_that_decides_on_an_unknown_reply_is_a_lower_bound(project: Path) -> None:
+    # With unscored_triggers false, refine lets an unscored metric pass without sending it back
+    # (its LLMStep says so: decides_on_unknown), so a placeholder reply may stop a loop a real one
+    # would not: the same 9 new calls as above, but no longer exact.
+    change(refine={"rejudge": "all", "unscored_triggers": False})
+    prediction = status("--all")
+    assert per_stage(prediction, "model_calls")["refine"] == 9
+    exact = per_stage(prediction, "exact")
+    assert exact == {"assess": True, "judge": True, "refine": False, "aggregate": True}
+
+
 def test_a_judge_change_is_exact_for_the_judge_and_a_lower_bound_after_it(project: Path) -> None:
     change(judge={"num_predict": 100})  # every judge call has a new key
     prediction = status("--all")

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pipeline.experiments.params import Params
+from pipeline.experiments.paper.params import PaperParams
 from pipeline.testing.fake_ollama import FakeOllama
 from pipeline.testing.judge_responder import experiment_responder
 from tests.conftest import ROOT
@@ -56,7 +56,7 @@ def recorded(tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
     }
     with FakeOllama(responder=experiment_responder, parallel_slots=4) as server:
         settings["llm"]["base_url"] = server.url
-        outputs = run_experiment(Params.model_validate(settings), tmp_path / "live")
+        outputs = run_experiment(PaperParams.model_validate(settings), tmp_path / "live")
     clone = tmp_path / "clone"
     shutil.copytree(tmp_path / "live" / "recordings", clone / "recordings")
     (clone / "params.yaml").write_text(yaml.safe_dump(settings))

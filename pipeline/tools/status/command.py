@@ -6,16 +6,16 @@
 
 How it predicts. DVC's own status (dvc.repo.Repo.status) says which stages are out of date; with
 no DVC project (or --all) every stage counts as out of date. The LLM stages that will run are then
-run in-process, design by design and in order, by the same functions the stages call
-(pipeline.tools.status.dry_runs), with no model: pipeline.tools.status.probe answers every call from the local
-cache and the recordings, and counts the rest. A stage's results feed the next of its design; a
-stage DVC skips is read from its output file. Only the stages of the project's dvc.yaml are shown
-(with no DVC project, the default experiment's). A stage
-whose new output is byte-identical to the file on disk does not make its downstream stages run,
-as in DVC; one whose output changes does. Keys use the model identity the next run computes
-(the backend is asked for it: the GGUF hash for embedded, /api/tags for Ollama); in replay mode,
-with --offline, or when the backend cannot be reached, it comes from llm.digest or the recordings
-(for embedded, with the runner settings of params.yaml, which are part of its digest).
+run in-process, design by design (pipeline.experiments.registry) and stage by stage, each its
+design's own LLMStep (the one the stage runner runs: pipeline.experiments.steps), with no model:
+pipeline.tools.status.probe answers every call from the local cache and the recordings, and counts
+the rest. A stage's results feed the later stages of its design; a stage DVC skips is read from its
+output file. Only the stages of the project's dvc.yaml are shown (with no DVC project, the default
+experiment's). A stage whose new output is byte-identical to the file on disk does not make its
+downstream stages run, as in DVC; one whose output changes does. Keys use the model identity the
+next run computes (the backend is asked for it: the GGUF hash for embedded, /api/tags for Ollama);
+in replay mode, with --offline, or when the backend cannot be reached, it comes from llm.digest or
+the recordings (for embedded, with the runner settings of params.yaml, which are part of its digest).
 
 When the count is exact. A call that is not recorded but whose request is fully known is a
 certain model call. After it, the item goes on with a placeholder reply: calls that do not depend
@@ -41,12 +41,15 @@ from typing import Any, TypeVar
 import click
 
 from pipeline.errors import BackendError, ConfigError, JudgeloopError
+from pipeline.experiments.design import Design
 from pipeline.experiments.params import Params, load_params
+from pipeline.experiments.registry import DEFAULT as DEFAULT_DESIGN
+from pipeline.experiments.registry import designs, load_design
+from pipeline.experiments.steps import LLMStep, Output
 from pipeline.llm.session import LLMSession, RecordingIndex, resolve_identity
 from pipeline.llm.types import Backend, ModelIdentity
-from pipeline.tools.status.dry_runs import DRY_RUNS
 from pipeline.tools.status.prediction import Prediction, StageStatus
-from pipeline.tools.status.probe import StageOutput, probe_stage
+from pipeline.tools.status.probe import probe_stage
 
 T = TypeVar("T")
 
@@ -136,11 +139,11 @@ def next_identity(params: Params, index: RecordingIndex, offline: bool) -> tuple
     return recorded_identity(params, index), f"llm.digest or the recordings ({why})"
 
 
-def _output_differs(output: StageOutput[Any], results: Sequence[Any]) -> bool:
+def _output_differs(path: Path, output: Output[Any], results: Sequence[Any]) -> bool:
     with tempfile.TemporaryDirectory() as tmp:
-        rendered = Path(tmp) / output.path.name
+        rendered = Path(tmp) / path.name
         output.write(rendered, results)
-        return not output.path.exists() or rendered.read_bytes() != output.path.read_bytes()
+        return not path.exists() or rendered.read_bytes() != path.read_bytes()
 
 
 class StageAbsent(Exception):
@@ -148,8 +151,8 @@ class StageAbsent(Exception):
 
 
 class Planner:
-    """One prediction in progress, handed to each design's dry run (pipeline.tools.status.dry_runs): which
-    stages run, and each running LLM stage dry-run in turn, its known results fed to the next."""
+    """One prediction in progress, design by design (dry_run): which stages run, and each running
+    LLM stage dry-run in turn, its known results fed to the next."""
 
     def __init__(
         self, params: Params, view: DvcView, every_stage: bool, identity: ModelIdentity, index: RecordingIndex
@@ -189,9 +192,12 @@ class Planner:
         status: StageStatus,
         work: Callable[[LLMSession], list[T]],
         items: list[str],
-        output: StageOutput[T],
+        path: Path,
+        output: Output[T],
+        decides_on_unknown: bool = False,
     ) -> list[T]:
-        """Dry-run a stage that runs; its results the next stage can be fed."""
+        """Dry-run a stage that runs; its results the next stage can be fed. decides_on_unknown: the
+        step takes a decision on a reply without sending it back (LLMStep.decides_on_unknown)."""
         upstream = self.view.upstream.get(status.stage, tuple(self._design))
         left_out = set().union(*(self.unknown.get(u, set()) for u in upstream))
         probe = probe_stage(
@@ -204,18 +210,56 @@ class Planner:
             cache_dir=Path(self.params.cache.dir),
             counted=self.counted,
         )
-        # refine decides on an unscored placeholder without sending it back (see pipeline.tools.status.probe).
-        blind = (
-            status.stage == "refine"
-            and not self.params.refine.unscored_triggers
-            and bool(probe.unknown_output)
-        )
+        # A decision taken on a placeholder reply may differ from the real one (pipeline.tools.status.probe).
+        blind = decides_on_unknown and bool(probe.unknown_output)
         status.probe, status.left_out = probe, sorted(left_out)
         status.exact = not probe.stopped and not left_out and not blind
         self.unknown[status.stage] = set(probe.stopped) | set(probe.unknown_output) | left_out
-        self.moved[status.stage] = bool(self.unknown[status.stage]) or _output_differs(output, probe.results)
+        self.moved[status.stage] = bool(self.unknown[status.stage]) or _output_differs(
+            path, output, probe.results
+        )
         self._design.append(status.stage)
         return probe.known
+
+
+class PlannedUpstream:
+    """An earlier stage's results: those its dry run found, if it runs; else its output file."""
+
+    def __init__(self, design: Design[Any], params: Params) -> None:
+        self.design, self.params = design, params
+        self.known: dict[str, list[Any]] = {}
+
+    def __call__(self, stage: str, output: Output[T]) -> list[T]:
+        if stage in self.known:
+            return self.known[stage]
+        if output.read is None:
+            raise TypeError(f"stage {stage}'s results are not read back (its Output has no read)")
+        return output.read(self.design.results_path(stage, self.params))
+
+
+def _work(step: LLMStep[Any, Any, T], params: Params, inputs: Any) -> Callable[[LLMSession], list[T]]:
+    return lambda session: step.work(params, session, inputs)
+
+
+def dry_run(design: Design[Any], plan: Planner) -> None:
+    """A design's stages in order: which run, and each running LLM stage dry-run (the stages that
+    call no model are only said to run or not)."""
+    params = design.load_params()
+    upstream = PlannedUpstream(design, params)
+    for stage in design.stages:
+        status = plan.will_run(stage.name)
+        step = stage.load() if status.runs else None
+        if not isinstance(step, LLMStep):
+            continue
+        inputs = step.inputs(params, upstream)
+        upstream.known[stage.name] = plan.run(
+            status,
+            _work(step, params, inputs),
+            step.items(inputs),
+            design.results_path(stage.name, params),
+            step.output,
+            step.decides_on_unknown(params),
+        )
 
 
 def predict(params: Params, *, every_stage: bool = False, offline: bool = False) -> Prediction:
@@ -226,10 +270,10 @@ def predict(params: Params, *, every_stage: bool = False, offline: bool = False)
         view = DvcView(None, "--all", view.upstream)
     plan = Planner(params, view, every_stage, identity, index)
     # With no stage graph (no DVC project), the default experiment's stages only.
-    for dry_run in DRY_RUNS if view.upstream else DRY_RUNS[:1]:
+    for design in designs() if view.upstream else [load_design(DEFAULT_DESIGN)]:
         plan.design()
         try:
-            dry_run(params, plan)
+            dry_run(design, plan)
         except StageAbsent:
             continue
         except JudgeloopError as exc:  # an input the stage would fail on too: say so, go on

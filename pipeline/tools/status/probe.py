@@ -1,6 +1,6 @@
 """Run one stage's experiment step without a model, to count the calls it would send to one.
 
-The step runs exactly as the stage runs it (its design's function in pipeline.experiments, an
+The step runs exactly as the stage runs it (its design's LLMStep, pipeline.experiments.steps, in an
 LLMSession in auto mode), with two stand-ins that make it a dry run:
 
 * the session has no store, so nothing is written; it answers from the recordings;
@@ -15,10 +15,10 @@ LLMSession in auto mode), with two stand-ins that make it a dry run:
 A placeholder is never a usable reply (no score, no XML sections), so the pipeline always takes its
 "ask again / iterate again" branch on it, and that branch always sends the placeholder back
 (a re-ask carries the reply, the regeneration prompt carries the judge's explanation): every call
-that depends on an unknown reply is caught. The one decision taken on a placeholder without
-sending it back is refine's trigger with refine.unscored_triggers=false (an unscored metric then
-passes, so the loop may stop where a real reply would have continued); pipeline.tools.status.command treats
-refine items holding a placeholder as a lower bound in that case.
+that depends on an unknown reply is caught. A step that takes a decision on a reply without
+sending it back says so (LLMStep.decides_on_unknown: refine with refine.unscored_triggers=false
+lets an unscored metric pass, so the loop may stop where a real reply would have continued), and
+pipeline.tools.status.command then counts the items holding a placeholder as a lower bound.
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, TypeVar
 
-from pipeline.data.jsonl import write_jsonl
 from pipeline.errors import ReplayMissError
+from pipeline.experiments.steps import Output
 from pipeline.llm.keys import request_key
 from pipeline.llm.records import RecordedCall
 from pipeline.llm.session import LLMSession, RecordingIndex
@@ -83,38 +83,6 @@ class ProbeBackend:
 R = TypeVar("R")
 
 
-@dataclass(frozen=True)
-class StageOutput(Generic[R]):
-    """What a stage writes, as a dry run needs it: the item each result is for, the text in which
-    an unknown reply would show, and how the stage writes its results to `path`."""
-
-    path: Path
-    item_of: Callable[[R], str]
-    text_of: Callable[[R], str]
-    write: Callable[[Path, Sequence[R]], None]
-
-
-class ItemResult(Protocol):
-    """A result model with its item: Assessment, Judgement, Refinement, RagJudgement, ..."""
-
-    @property
-    def item(self) -> str: ...
-
-    def model_dump_json(self) -> str: ...
-
-
-M = TypeVar("M", bound=ItemResult)
-
-
-def jsonl_output(path: Path, _: type[M]) -> StageOutput[M]:
-    """A stage that writes one result model a line (pipeline.data.jsonl)."""
-
-    def write(to: Path, results: Sequence[M]) -> None:
-        write_jsonl(to, results)  # type: ignore[arg-type]  # every ItemResult here is a Result
-
-    return StageOutput(path, lambda r: r.item, lambda r: r.model_dump_json(), write)
-
-
 @dataclass
 class StageProbe(Generic[R]):
     stage: str
@@ -136,7 +104,7 @@ def probe_stage(
     stage: str,
     work: Callable[[LLMSession], list[R]],
     items: Sequence[str],
-    output: StageOutput[R],
+    output: Output[R],
     *,
     identity: ModelIdentity,
     index: RecordingIndex,
