@@ -43,7 +43,7 @@ def transcript_text(item: str) -> str:
 
 
 def test_the_judge_prompt_shown_is_exactly_the_one_sent(project: Path) -> None:
-    before = {a.item: a for a in read_jsonl(Path("outputs/assessments.jsonl"), Assessment)}["901"]
+    before = {a.item: a for a in read_jsonl(Path("outputs/paper/assessments.jsonl"), Assessment)}["901"]
     expected = judge_prompt("completeness", transcript_text("901"), before.text)
     [call] = jsonl("--item", "901", "--iteration", "0", "--metric", "completeness")
     assert call["request"]["messages"] == [{"role": "user", "content": expected}]  # type: ignore[index]
@@ -56,7 +56,8 @@ def test_the_judge_prompt_shown_is_exactly_the_one_sent(project: Path) -> None:
 
 
 def test_a_later_iteration_shows_the_judge_prompt_of_the_regenerated_assessment(project: Path) -> None:
-    [refinement] = [r for r in read_jsonl(Path("outputs/refinement.jsonl"), Refinement) if r.item == "902"]
+    refinements = read_jsonl(Path("outputs/paper/refinement.jsonl"), Refinement)
+    [refinement] = [r for r in refinements if r.item == "902"]
     regenerated = refinement.iterations[1].assessment.text
     [call] = jsonl("--item", "902", "--iteration", "1", "--metric", "completeness", "--role", "judge")
     content = call["request"]["messages"][0]["content"]  # type: ignore[index]
@@ -160,7 +161,8 @@ def test_version() -> None:
 
 
 def _report_files() -> dict[str, bytes]:
-    pages = [Path("report.md"), Path("report.html"), *sorted(Path("report").iterdir())]
+    folder = Path("outputs/paper")
+    pages = [folder / "report.md", folder / "report.html", *sorted((folder / "report").iterdir())]
     return {str(p): p.read_bytes() for p in pages}
 
 
@@ -176,7 +178,8 @@ def test_report_writes_the_pages_the_aggregate_stage_writes(project: Path) -> No
         Path(path).unlink()
     result = CliRunner().invoke(main, ["report", "paper"])
     assert result.exit_code == 0, result.output
-    assert "paper: wrote report.md, report.html, report/item-901.html" in result.stdout
+    written = "outputs/paper/report.md, outputs/paper/report.html, outputs/paper/report/item-901.html"
+    assert f"paper: wrote {written}" in result.stdout
     assert _report_files() == by_stage
     # With no design named, every design with a report: those whose outputs are missing say so.
     every = CliRunner().invoke(main, ["report"])

@@ -213,21 +213,21 @@ stages:
     deps: [data]
     params: [data, assess, llm]
     outs:
-      - outputs/assessments.jsonl: {{cache: false}}
+      - outputs/paper/assessments.jsonl: {{cache: false}}
       - recordings/assess: {{cache: false, persist: true}}
   judge:
     cmd: {python} -m stages paper judge
-    deps: [outputs/assessments.jsonl, data]
+    deps: [outputs/paper/assessments.jsonl, data]
     params: [data, judge, llm]
     outs:
-      - outputs/judgements.jsonl: {{cache: false}}
+      - outputs/paper/judgements.jsonl: {{cache: false}}
       - recordings/judge: {{cache: false, persist: true}}
   refine:
     cmd: {python} -m stages paper refine
-    deps: [outputs/assessments.jsonl, outputs/judgements.jsonl, data]
+    deps: [outputs/paper/assessments.jsonl, outputs/paper/judgements.jsonl, data]
     params: [data, refine, assess, judge, llm]
     outs:
-      - outputs/refinement.jsonl: {{cache: false}}
+      - outputs/paper/refinement.jsonl: {{cache: false}}
       - recordings/refine: {{cache: false, persist: true}}
 """
 

@@ -71,7 +71,7 @@ def test_replay_serves_every_recorded_call_with_the_network_cut(
     assert result.returncode == 0, result.stderr
     assert "0 to the model (cache mode replay)" in result.stderr
     for ours, theirs in (("assessments", "assess"), ("judgements", "judge"), ("refinement", "refine")):
-        assert (clone / "outputs" / f"{ours}.jsonl").read_bytes() == live[f"outputs/{theirs}.jsonl"]
+        assert (clone / "outputs" / "paper" / f"{ours}.jsonl").read_bytes() == live[f"outputs/{theirs}.jsonl"]
 
 
 def test_replay_with_the_network_cut_names_every_missing_call(

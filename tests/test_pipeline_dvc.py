@@ -22,17 +22,18 @@ GIT_IDENTITY = {
     "GIT_COMMITTER_EMAIL": "t@example.com",
 }
 OUTPUTS = (
-    "outputs/assessments.jsonl",
-    "outputs/judgements.jsonl",
-    "outputs/refinement.jsonl",
+    "outputs/paper/assessments.jsonl",
+    "outputs/paper/judgements.jsonl",
+    "outputs/paper/refinement.jsonl",
     "recordings/assess/calls.jsonl",
     "recordings/assess/blobs.jsonl",
     "recordings/judge/calls.jsonl",
     "recordings/refine/calls.jsonl",
     "recordings/refine/blobs.jsonl",
-    "metrics.json",
-    "report.md",
-    "plots/figure2.csv",
+    "outputs/paper/metrics.json",
+    "outputs/paper/report.md",
+    "outputs/paper/report.html",
+    "outputs/paper/plots/figure2.csv",
     "dvc.lock",
 )
 

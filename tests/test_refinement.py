@@ -30,7 +30,7 @@ def test_feedback_follows_the_configured_metric_order_not_the_files(tmp_path: Pa
         )
         for name in params.judge.metrics
     }
-    # As read back from outputs/judgements.jsonl, whose canonical JSON sorts the keys.
+    # As read back from outputs/paper/judgements.jsonl, whose canonical JSON sorts the keys.
     alphabetical = dict(sorted(judged.items()))
     assert list(alphabetical) != list(judged)
     prompts: list[str] = []

@@ -21,7 +21,9 @@ def run(params: PaperParams) -> None:
     settings = params.aggregate
     refinements = _refinements(params)
     summary = compute_metrics(refinements, params.judge.metrics)
-    Path(settings.metrics_out).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    metrics = Path(settings.metrics_out)
+    metrics.parent.mkdir(parents=True, exist_ok=True)
+    metrics.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     write_plots(Path(settings.plots_dir), refinements, summary)
     _write_report(params, refinements, summary)
 
@@ -36,6 +38,7 @@ def _write_report(params: PaperParams, refinements: list[Refinement], summary: d
     settings = params.aggregate
     model = f"{params.llm.backend}:{params.llm.model}"
     markdown, index = Path(settings.report), Path(settings.html_report)
+    markdown.parent.mkdir(parents=True, exist_ok=True)
     markdown.write_text(markdown_report(summary, model), encoding="utf-8")
     records = load_records(Path(params.cache.recordings))
     pages = write_report(index, refinements, summary, records, f"judgeloop: {model}")

@@ -38,7 +38,7 @@ DESIGN = Design(
             run=f"{_HERE}.aggregate:run",
             deps=("${refine.out}", "recordings/assess", "recordings/judge", "recordings/refine"),
             # The item pages' folder is named after the index (pipeline.reports.pages.pages_folder).
-            outs=("${aggregate.report}", "${aggregate.html_report}", "report"),
+            outs=("${aggregate.report}", "${aggregate.html_report}", "outputs/paper/report"),
             params=("aggregate", "judge.metrics", "llm.backend", "llm.model"),
             metrics=("${aggregate.metrics_out}",),
             plots=(

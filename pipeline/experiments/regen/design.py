@@ -38,7 +38,7 @@ DESIGN = Design(
             "regen_aggregate",
             run=f"{_HERE}.aggregate:run",
             deps=("${regenerate.out}", "${regen_generate.rows}"),
-            outs=("${regen_aggregate.items_out}",),
+            outs=("${regen_aggregate.items_out}", "${regen_aggregate.html_report}"),
             params=(
                 "regen_aggregate",
                 "regenerate.threshold",
@@ -47,8 +47,11 @@ DESIGN = Design(
                 "regen_generate.rows",
                 "regen_generate.limit",
                 "regen_generate.answers",
+                "llm.backend",
+                "llm.model",
             ),
             metrics=("${regen_aggregate.metrics_out}",),
         ),
     ),
+    report=f"{_HERE}.aggregate:report",
 )
