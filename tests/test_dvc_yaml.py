@@ -4,7 +4,12 @@ must be the generated one, so that it cannot drift from the code that runs the s
 from __future__ import annotations
 
 import difflib
+from pathlib import Path
 
+import pytest
+import yaml
+
+from pipeline.errors import ConfigError
 from pipeline.tools.dvc_yaml import render
 from tests.conftest import ROOT
 
@@ -16,3 +21,12 @@ def test_the_committed_dvc_yaml_is_the_generated_one() -> None:
         difflib.unified_diff(committed.splitlines(True), generated.splitlines(True), "dvc.yaml", "generated")
     )
     assert committed == generated, f"dvc.yaml differs from the stage specs; run `make dvc-yaml`:\n{diff}"
+
+
+def test_a_path_param_missing_from_params_yaml_is_named_with_its_default(tmp_path: Path) -> None:
+    # DVC reads ${section.key} from params.yaml alone, not from the code's defaults.
+    params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+    del params["assess"]["out"]
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"assess\.out \(its default: outputs/paper/assessments\.jsonl\)"):
+        render(tmp_path)

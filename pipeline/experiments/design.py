@@ -50,7 +50,7 @@ P = TypeVar("P", bound=EngineSettings)
 # The params an LLM stage depends on besides its own: what changes a reply (pipeline.llm.settings).
 LLM_PARAMS = ("llm.backend", "llm.model", "llm.digest", "llm.options", "llm.embedded")
 RECORDINGS = "recordings"  # an LLM stage's calls go to recordings/<stage>/ (cache.recordings)
-_PARAM = re.compile(r"\$\{([A-Za-z_][\w.]*)\}")
+PARAM_REFERENCE = re.compile(r"\$\{([A-Za-z_][\w.]*)\}")  # ${section.key}, as DVC writes it
 
 
 def load_ref(ref: str) -> Any:
@@ -71,7 +71,7 @@ def param_value(params: BaseModel, dotted: str) -> Any:
 
 def resolve(path: str, params: BaseModel) -> Path:
     """A stage path with its `${section.key}` references replaced by the params' values."""
-    return Path(_PARAM.sub(lambda m: str(param_value(params, m.group(1))), path))
+    return Path(PARAM_REFERENCE.sub(lambda m: str(param_value(params, m.group(1))), path))
 
 
 @dataclass(frozen=True)

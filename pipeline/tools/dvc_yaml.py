@@ -26,9 +26,10 @@ import click
 import yaml
 
 from pipeline.errors import ConfigError
-from pipeline.experiments.design import LLM_PARAMS, RECORDINGS, Design, Stage
+from pipeline.experiments.design import LLM_PARAMS, PARAM_REFERENCE, RECORDINGS, Design, Stage, param_value
 from pipeline.experiments.registry import designs
 from pipeline.experiments.steps import LLMStep
+from pipeline.llm.settings import read_params_file
 
 ENGINE = "pipeline/llm"
 HEADER = """\
@@ -127,10 +128,39 @@ def stage_entry(design: Design[Any], stage: Stage, root: Path) -> dict[str, Any]
     return entry
 
 
+def _missing_params(design: Design[Any], raw: dict[str, Any]) -> list[str]:
+    """The `${section.key}` a design's stages name that params.yaml lacks, with their defaults."""
+    named = {
+        m
+        for stage in design.stages
+        for path in (*stage.deps, *stage.outs, *stage.metrics, *(p.path for p in stage.plots))
+        for m in PARAM_REFERENCE.findall(path)
+    }
+    defaults = design.params()
+    missing = []
+    for dotted in sorted(named):
+        value: Any = raw
+        for key in dotted.split("."):
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is None:
+            try:
+                missing.append(f"{dotted} (its default: {param_value(defaults, dotted)})")
+            except (AttributeError, KeyError):
+                missing.append(f"{dotted} (not in the design's params model either)")
+    return missing
+
+
 def render(root: Path) -> str:
     """dvc.yaml for every registered design, in the registry's order."""
     parts, seen = [HEADER, "stages:\n"], set()
+    raw = read_params_file(root / "params.yaml", environ={})
     for design in designs():
+        missing = _missing_params(design, raw)
+        if missing:
+            raise ConfigError(
+                f"design {design.name}'s stages name params that {root / 'params.yaml'} lacks: "
+                f"{', '.join(missing)}. DVC reads a stage's paths from params.yaml. Fix: write them there."
+            )
         parts.append(f"  # {design.name}: {design.title}\n")
         for stage in design.stages:
             if stage.name in seen:
