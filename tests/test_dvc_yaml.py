@@ -30,3 +30,12 @@ def test_a_path_param_missing_from_params_yaml_is_named_with_its_default(tmp_pat
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
     with pytest.raises(ConfigError, match=r"assess\.out \(its default: outputs/paper/assessments\.jsonl\)"):
         render(tmp_path)
+
+
+def test_the_committed_experiments_are_up_to_date() -> None:
+    # A fresh clone's `make repro` runs nothing: every change to a stage's code, params or data is
+    # committed with its relock (`make replay`, no model calls) and the outputs it gives.
+    repo = pytest.importorskip("dvc.repo")
+    with repo.Repo(str(ROOT)) as dvc:
+        changed = dvc.status()
+    assert not changed, f"dvc.lock is stale for {sorted(changed)}; relock with `make replay`: {changed}"
