@@ -3,7 +3,7 @@
 # Each creates .venv and installs what it needs the first time (llama-cpp-python compiles from
 # source once, about 5 minutes on 2 cores; pip reuses the built wheel afterwards).
 #
-# Why make targets: dvc.yaml's stages run `python -m stages.X`, the python on the PATH. In a fresh
+# Why make targets: dvc.yaml's stages run `python -m stages DESIGN STAGE`, the python on the PATH. In a fresh
 # shell that is the system's, which lacks the project's dependencies; a user with an environment of
 # their own activated needs it to stay that way. So dvc.yaml keeps `python`, and every target below
 # puts the environment's bin first on the PATH. VENV=path uses another environment (an existing
@@ -18,7 +18,7 @@ ON_PATH := PATH="$(abspath $(BIN)):$$PATH"
 # the environment was installed from.
 JUDGELOOP := $(ON_PATH) $(BIN)/python -m pipeline.tools.cli
 
-.PHONY: install repro exp replay status audit cache report calibrate judge-evaluate test lint bench
+.PHONY: install repro exp replay status audit cache report calibrate judge-evaluate dvc-yaml test lint bench
 
 install: $(STAMP)
 
@@ -55,7 +55,7 @@ exp: $(STAMP)
 replay: $(STAMP)
 	JUDGELOOP_CACHE_MODE=replay $(ON_PATH) $(BIN)/dvc repro --force $(ARGS)
 
-status audit cache report calibrate judge-evaluate: $(STAMP)
+status audit cache report calibrate judge-evaluate dvc-yaml: $(STAMP)
 	$(JUDGELOOP) $@ $(ARGS)
 
 lint: $(STAMP)

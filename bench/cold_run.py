@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pipeline.data.transcripts import load_transcripts
 from pipeline.experiments.paper.assess import run_assess
 from pipeline.experiments.paper.judge import run_judge
+from pipeline.experiments.paper.params import load_paper_params
 from pipeline.experiments.paper.refine import run_refine
-from pipeline.experiments.params import load_params
 from pipeline.llm.session import open_session
 
 
@@ -31,7 +31,7 @@ from pipeline.llm.session import open_session
 @click.option("--limit", type=int, default=None, help="Only the first N transcripts.")
 @click.option("--max-iterations", type=int, default=None, help="Override refine.max_iterations.")
 def main(limit: int | None, max_iterations: int | None) -> None:
-    params = load_params()
+    params = load_paper_params()
     if limit is not None:
         params = params.model_copy(update={"data": params.data.model_copy(update={"limit": limit})})
     if max_iterations is not None:

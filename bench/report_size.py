@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pipeline.data.jsonl import write_jsonl
 from pipeline.data.transcripts import Transcript, Turn
 from pipeline.experiments.paper.aggregation import compute_metrics
+from pipeline.experiments.paper.report.html import load_records, write_report
 from pipeline.judges.rubric.judge import judge_prompt
 from pipeline.judges.rubric.prompts import ASSESS_PROMPT, SCORE_REMINDER, SYSTEM_PROMPT
 from pipeline.judges.rubric.results import Assessment, MetricJudgement
@@ -45,7 +46,6 @@ from pipeline.llm.types import CallContext, ChatReply, ChatRequest, Message, Mod
 from pipeline.loops.feedback import low_metrics, regeneration_prompt
 from pipeline.loops.results import Iteration, Refinement, read_refinements
 from pipeline.loops.settings import RefineSettings
-from pipeline.reports.html import load_records, write_report
 
 MODEL = ModelIdentity(backend="ollama", name="gemma3:27b", digest="sha256:a418f5838eaf")
 METRICS = JudgeSettings().metrics

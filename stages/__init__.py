@@ -1,1 +1,1 @@
-"""One short module per DVC stage; each `main()` reads its own params.yaml section."""
+"""Where DVC calls in: every stage of dvc.yaml is `python -m stages DESIGN STAGE` (runner.py)."""

@@ -9,8 +9,8 @@ from pipeline.data.jsonl import write_jsonl
 from pipeline.data.transcripts import load_transcripts
 from pipeline.experiments.paper.assess import run_assess
 from pipeline.experiments.paper.judge import run_judge
+from pipeline.experiments.paper.params import PaperParams
 from pipeline.experiments.paper.refine import run_refine
-from pipeline.experiments.params import Params
 from pipeline.llm.backends.fake import FakeBackend, Responder, echo_responder
 from pipeline.llm.session import LLMSession, RecordingIndex, open_session
 from pipeline.llm.settings import CacheMode
@@ -47,7 +47,7 @@ def request(text: str, **options: object) -> ChatRequest:
     )
 
 
-def run_experiment(params: Params, root: Path) -> dict[str, bytes]:
+def run_experiment(params: PaperParams, root: Path) -> dict[str, bytes]:
     """assess → judge → refine in-process, as the stages do, returning the outputs' bytes."""
     outputs: dict[str, bytes] = {}
     transcripts = load_transcripts(params.data, root)

@@ -14,8 +14,8 @@ from pipeline.data.jsonl import read_jsonl, write_jsonl
 from pipeline.data.transcripts import load_transcripts
 from pipeline.experiments.paper.assess import run_assess
 from pipeline.experiments.paper.judge import run_judge
+from pipeline.experiments.paper.params import PaperParams, load_paper_params
 from pipeline.experiments.paper.refine import run_refine
-from pipeline.experiments.params import Params, load_params
 from pipeline.judges.rubric.results import Assessment, Judgement
 from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.session import open_session
@@ -67,13 +67,13 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def write_params(root: Path, **sections: dict[str, Any]) -> Params:
+def write_params(root: Path, **sections: dict[str, Any]) -> PaperParams:
     """params.yaml = BASE_PARAMS with these sections merged over it."""
     merged = BASE_PARAMS
     for name, values in sections.items():
         merged = _merge(merged, {name: values})
     (root / "params.yaml").write_text(yaml.safe_dump(merged), encoding="utf-8")
-    return load_params(root / "params.yaml")
+    return load_paper_params(root / "params.yaml")
 
 
 def write_data(root: Path, items: tuple[str, ...] = tuple(TRANSCRIPTS)) -> None:
@@ -92,7 +92,7 @@ def run_pipeline(
     """Run the LLM stages as their modules do (auto mode; outputs, recordings, run statistics written).
 
     Returns the model calls each stage made."""
-    params = load_params(root / "params.yaml")
+    params = load_paper_params(root / "params.yaml")
     transcripts = load_transcripts(params.data, root)
     by_item = {t.item_id: t for t in transcripts}
     made: dict[str, int] = {}

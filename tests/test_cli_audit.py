@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from pipeline.data.jsonl import read_jsonl
 from pipeline.data.transcripts import load_transcripts
-from pipeline.experiments.params import load_params
+from pipeline.experiments.paper.params import load_paper_params
 from pipeline.judges.rubric.judge import judge_prompt
 from pipeline.judges.rubric.results import Assessment
 from pipeline.llm.backends.fake import FakeBackend
@@ -39,11 +39,11 @@ def jsonl(*args: str) -> list[dict[str, object]]:
 
 
 def transcript_text(item: str) -> str:
-    return {t.item_id: t for t in load_transcripts(load_params().data)}[item].text
+    return {t.item_id: t for t in load_transcripts(load_paper_params().data)}[item].text
 
 
 def test_the_judge_prompt_shown_is_exactly_the_one_sent(project: Path) -> None:
-    before = {a.item: a for a in read_jsonl(Path("outputs/assessments.jsonl"), Assessment)}["901"]
+    before = {a.item: a for a in read_jsonl(Path("outputs/paper/assessments.jsonl"), Assessment)}["901"]
     expected = judge_prompt("completeness", transcript_text("901"), before.text)
     [call] = jsonl("--item", "901", "--iteration", "0", "--metric", "completeness")
     assert call["request"]["messages"] == [{"role": "user", "content": expected}]  # type: ignore[index]
@@ -56,7 +56,8 @@ def test_the_judge_prompt_shown_is_exactly_the_one_sent(project: Path) -> None:
 
 
 def test_a_later_iteration_shows_the_judge_prompt_of_the_regenerated_assessment(project: Path) -> None:
-    [refinement] = [r for r in read_jsonl(Path("outputs/refinement.jsonl"), Refinement) if r.item == "902"]
+    refinements = read_jsonl(Path("outputs/paper/refinement.jsonl"), Refinement)
+    [refinement] = [r for r in refinements if r.item == "902"]
     regenerated = refinement.iterations[1].assessment.text
     [call] = jsonl("--item", "902", "--iteration", "1", "--metric", "completeness", "--role", "judge")
     content = call["request"]["messages"][0]["content"]  # type: ignore[index]
@@ -160,23 +161,27 @@ def test_version() -> None:
 
 
 def _report_files() -> dict[str, bytes]:
-    return {str(p): p.read_bytes() for p in [Path("report.html"), *sorted(Path("report").iterdir())]}
+    folder = Path("outputs/paper")
+    pages = [folder / "report.md", folder / "report.html", *sorted((folder / "report").iterdir())]
+    return {str(p): p.read_bytes() for p in pages}
 
 
 def test_report_writes_the_pages_the_aggregate_stage_writes(project: Path) -> None:
-    pytest.importorskip("pipeline.reports.html")  # written separately; the other commands do not need it
-    from stages.aggregate import main as aggregate
+    pytest.importorskip("pipeline.experiments.paper.report.html")  # the other commands do not need it
+    from stages.runner import main as stage
 
-    result = CliRunner().invoke(main, ["report", "-o", "page.html"])
-    assert result.exit_code == 0, result.output
-    assert "wrote page.html and 3 item pages in page/ (3 items, 21 recorded calls)" in result.stdout
-    assert Path("page.html").read_text().lstrip().lower().startswith("<!doctype html")
-    assert sorted(p.name for p in Path("page").iterdir()) == [f"item-{i}.html" for i in (901, 902, 903)]
-
-    staged = CliRunner().invoke(aggregate, [])
+    staged = CliRunner().invoke(stage, ["paper", "aggregate"])
     assert staged.exit_code == 0, staged.output
     by_stage = _report_files()
-    assert len(by_stage) == 4
-    result = CliRunner().invoke(main, ["report"])
+    assert len(by_stage) == 5
+    for path in by_stage:
+        Path(path).unlink()
+    result = CliRunner().invoke(main, ["report", "paper"])
     assert result.exit_code == 0, result.output
+    written = "outputs/paper/report.md, outputs/paper/report.html, outputs/paper/report/item-901.html"
+    assert f"paper: wrote {written}" in result.stdout
     assert _report_files() == by_stage
+    # With no design named, every design with a report: those whose outputs are missing say so.
+    every = CliRunner().invoke(main, ["report"])
+    assert every.exit_code == 0, every.output
+    assert "paper: wrote" in every.stdout and "rag: no report" in every.stderr

@@ -21,7 +21,7 @@ from pipeline.llm.session import RecordingIndex
 from pipeline.llm.store import CallStore
 from pipeline.llm.types import CallContext
 from pipeline.tools.cli import main
-from pipeline.tools.status import recorded_identity
+from pipeline.tools.status.command import recorded_identity
 from tests.conftest import ROOT
 from tests.helpers import make_session, request
 from tests.project import MODEL, recorded_project, run_pipeline, scripted, write_data, write_params
@@ -87,6 +87,17 @@ def test_new_calls_that_end_their_items_are_predicted_exactly(project: Path) -> 
     }
     assert new == {(i, 1, m) for i in ("901", "902", "903") for m in ("coherence", "specificity", "accuracy")}
     assert run_for_real(project) == {"assess": 0, "judge": 0, "refine": 9}
+
+
+def test_a_loop_that_decides_on_an_unknown_reply_is_a_lower_bound(project: Path) -> None:
+    # With unscored_triggers false, refine lets an unscored metric pass without sending it back
+    # (its LLMStep says so: decides_on_unknown), so a placeholder reply may stop a loop a real one
+    # would not: the same 9 new calls as above, but no longer exact.
+    change(refine={"rejudge": "all", "unscored_triggers": False})
+    prediction = status("--all")
+    assert per_stage(prediction, "model_calls")["refine"] == 9
+    exact = per_stage(prediction, "exact")
+    assert exact == {"assess": True, "judge": True, "refine": False, "aggregate": True}
 
 
 def test_a_judge_change_is_exact_for_the_judge_and_a_lower_bound_after_it(project: Path) -> None:
@@ -198,25 +209,25 @@ def test_an_embedded_identity_from_the_records_takes_todays_runner_settings(tmp_
 DVC_YAML = """\
 stages:
   assess:
-    cmd: {python} -m stages.assess
+    cmd: {python} -m stages paper assess
     deps: [data]
     params: [data, assess, llm]
     outs:
-      - outputs/assessments.jsonl: {{cache: false}}
+      - outputs/paper/assessments.jsonl: {{cache: false}}
       - recordings/assess: {{cache: false, persist: true}}
   judge:
-    cmd: {python} -m stages.judge
-    deps: [outputs/assessments.jsonl, data]
+    cmd: {python} -m stages paper judge
+    deps: [outputs/paper/assessments.jsonl, data]
     params: [data, judge, llm]
     outs:
-      - outputs/judgements.jsonl: {{cache: false}}
+      - outputs/paper/judgements.jsonl: {{cache: false}}
       - recordings/judge: {{cache: false, persist: true}}
   refine:
-    cmd: {python} -m stages.refine
-    deps: [outputs/assessments.jsonl, outputs/judgements.jsonl, data]
+    cmd: {python} -m stages paper refine
+    deps: [outputs/paper/assessments.jsonl, outputs/paper/judgements.jsonl, data]
     params: [data, refine, assess, judge, llm]
     outs:
-      - outputs/refinement.jsonl: {{cache: false}}
+      - outputs/paper/refinement.jsonl: {{cache: false}}
       - recordings/refine: {{cache: false, persist: true}}
 """
 

@@ -16,23 +16,29 @@ from tests.conftest import ROOT
 STAGES = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
 
 
-def _imported_library_files(module: str) -> set[str]:
-    """The pipeline/ and stages/ files a fresh interpreter loads to import the stage's module."""
+def _imported_library_files(design: str, stage: str) -> set[str]:
+    """The pipeline/ and stages/ files a fresh interpreter loads to run the stage, as
+    `python -m stages DESIGN STAGE` does before it runs it."""
     code = (
-        f"import json, sys, {module}; "
+        "import json, sys, stages.__main__; from stages.runner import load; load(sys.argv[1], sys.argv[2]); "
         "print(json.dumps(sorted({m.__file__ for n, m in list(sys.modules.items()) "
         "if n.split('.')[0] in ('pipeline', 'stages') and getattr(m, '__file__', None)})))"
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code, design, stage], cwd=ROOT, capture_output=True, text=True, check=True
+    )
     return {str(Path(f).relative_to(ROOT)) for f in json.loads(out.stdout)}
 
 
 @pytest.mark.parametrize("stage", sorted(STAGES))
 def test_every_module_a_stage_runs_is_a_dependency(stage: str) -> None:
     spec = STAGES[stage]
-    module = spec["cmd"].removeprefix("python -m ")
+    design, name = spec["cmd"].removeprefix("python -m stages ").split()
+    assert name == stage  # recordings/<stage>/ and the runs' statistics are keyed by the stage's name
     deps = [d.rstrip("/") for d in spec["deps"]]
     missing = sorted(
-        f for f in _imported_library_files(module) if not any(f == d or f.startswith(d + "/") for d in deps)
+        f
+        for f in _imported_library_files(design, name)
+        if not any(f == d or f.startswith(d + "/") for d in deps)
     )
     assert not missing, f"dvc.yaml: stage '{stage}' runs {missing} but does not list them under deps"

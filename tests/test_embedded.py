@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from pipeline.errors import PromptTruncatedError
-from pipeline.experiments.params import Params
+from pipeline.experiments.paper.params import PaperParams
 from pipeline.llm.settings import LLMSettings
 from pipeline.llm.types import ChatRequest, Message, Options
 from tests.conftest import ROOT
@@ -46,7 +46,7 @@ def test_generates_real_text_deterministically(tmp_path: Path) -> None:
 
 
 def test_the_experiment_runs_on_the_embedded_model_and_replays(tmp_path: Path) -> None:
-    params = Params.model_validate(
+    params = PaperParams.model_validate(
         {
             "data": {"transcripts": str(ROOT / "data" / "demo"), "limit": 1},
             "assess": {"num_predict": 48},

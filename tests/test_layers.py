@@ -1,5 +1,5 @@
 """The library's layers import one way (pyproject's import-linter contract, run by `make lint`):
-calls <- data <- judges <- loops <- experiments <- reports <- tools."""
+calls <- data <- judges <- loops <- reports <- experiments <- tools."""
 
 from __future__ import annotations
 

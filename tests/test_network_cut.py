@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pipeline.experiments.params import Params
+from pipeline.experiments.paper.params import PaperParams
 from pipeline.testing.fake_ollama import FakeOllama
 from pipeline.testing.judge_responder import experiment_responder
 from tests.conftest import ROOT
@@ -35,7 +35,7 @@ def _network_cut_prefix() -> list[str]:
 
 def _stages(clone: Path, *stages: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "JUDGELOOP_CACHE_MODE": "replay"}
-    script = " && ".join(f"{sys.executable} -m stages.{stage}" for stage in stages)
+    script = " && ".join(f"{sys.executable} -m stages paper {stage}" for stage in stages)
     return subprocess.run(
         [*_network_cut_prefix(), "sh", "-c", script],
         cwd=clone,
@@ -56,7 +56,7 @@ def recorded(tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
     }
     with FakeOllama(responder=experiment_responder, parallel_slots=4) as server:
         settings["llm"]["base_url"] = server.url
-        outputs = run_experiment(Params.model_validate(settings), tmp_path / "live")
+        outputs = run_experiment(PaperParams.model_validate(settings), tmp_path / "live")
     clone = tmp_path / "clone"
     shutil.copytree(tmp_path / "live" / "recordings", clone / "recordings")
     (clone / "params.yaml").write_text(yaml.safe_dump(settings))
@@ -71,7 +71,7 @@ def test_replay_serves_every_recorded_call_with_the_network_cut(
     assert result.returncode == 0, result.stderr
     assert "0 to the model (cache mode replay)" in result.stderr
     for ours, theirs in (("assessments", "assess"), ("judgements", "judge"), ("refinement", "refine")):
-        assert (clone / "outputs" / f"{ours}.jsonl").read_bytes() == live[f"outputs/{theirs}.jsonl"]
+        assert (clone / "outputs" / "paper" / f"{ours}.jsonl").read_bytes() == live[f"outputs/{theirs}.jsonl"]
 
 
 def test_replay_with_the_network_cut_names_every_missing_call(

@@ -26,15 +26,16 @@ GIT_IDENTITY = {
     "GIT_COMMITTER_EMAIL": "t@example.com",
 }
 OUTPUTS = (
-    "outputs/assessments.jsonl",
-    "outputs/judgements.jsonl",
-    "outputs/refinement.jsonl",
+    "outputs/paper/assessments.jsonl",
+    "outputs/paper/judgements.jsonl",
+    "outputs/paper/refinement.jsonl",
     "recordings/assess/calls.jsonl",
     "recordings/judge/calls.jsonl",
     "recordings/refine/calls.jsonl",
-    "metrics.json",
-    "report.md",
-    "plots/figure2.csv",
+    "outputs/paper/metrics.json",
+    "outputs/paper/report.md",
+    "outputs/paper/report.html",
+    "outputs/paper/plots/figure2.csv",
     "dvc.lock",
 )
 
@@ -162,7 +163,7 @@ def test_replay_refuses_an_edited_recording_until_dvc_commit_relocks_it(project:
     )
     assert refused.returncode != 0
     assert "the recording of stage 'judge' cannot be used: recordings/judge does not match" in refused.stderr
-    relock = "git checkout -- outputs/judgements.jsonl && dvc commit --force judge"
+    relock = "git checkout -- outputs/paper/judgements.jsonl && dvc commit --force judge"
     assert f"`{relock}`" in refused.stderr
 
     # The commands the error names, as a user types them: re-lock on purpose, then replay.

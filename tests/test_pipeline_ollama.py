@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.experiments.params import Params
+from pipeline.experiments.paper.params import PaperParams
 from pipeline.llm.settings import in_flight
 from pipeline.loops.results import Refinement
 from pipeline.testing.fake_ollama import FakeOllama, Fault
@@ -17,8 +17,8 @@ from tests.conftest import ROOT, shared_dir
 from tests.helpers import run_experiment
 
 
-def _params(url: str, transcripts: Path, **llm: object) -> Params:
-    return Params.model_validate(
+def _params(url: str, transcripts: Path, **llm: object) -> PaperParams:
+    return PaperParams.model_validate(
         {
             "llm": {"backend": "ollama", "model": "test-model", "base_url": url, "max_retries": 3, **llm},
             "data": {"transcripts": str(transcripts)},

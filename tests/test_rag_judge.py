@@ -208,7 +208,7 @@ def test_agreement_and_confidence_tables() -> None:
 
 
 def test_report_page_shows_each_row_escaped_with_its_exact_prompt(tmp_path: Path) -> None:
-    from pipeline.reports.rag import load_calls_by_key, render_rag_html
+    from pipeline.experiments.rag.report import load_calls_by_key, render_rag_html
 
     row = ROW.model_copy(update={"answer": "<script>alert(1)</script> Port 7070."})
     session, _ = make_session(tmp_path, stage="rag_judge", responder=structured_responder)

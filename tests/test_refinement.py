@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipeline.data.transcripts import load_transcripts
-from pipeline.experiments.params import Params
+from pipeline.experiments.paper.params import PaperParams
 from pipeline.judges.rubric.results import Assessment, MetricJudgement
 from pipeline.loops.feedback import refine
 from tests.conftest import ROOT
@@ -13,7 +13,7 @@ from tests.helpers import make_session
 
 
 def test_feedback_follows_the_configured_metric_order_not_the_files(tmp_path: Path) -> None:
-    params = Params.model_validate(
+    params = PaperParams.model_validate(
         {"data": {"transcripts": str(ROOT / "data" / "demo"), "limit": 1}, "refine": {"max_iterations": 1}}
     )
     transcript = load_transcripts(params.data)[0]
@@ -30,7 +30,7 @@ def test_feedback_follows_the_configured_metric_order_not_the_files(tmp_path: Pa
         )
         for name in params.judge.metrics
     }
-    # As read back from outputs/judgements.jsonl, whose canonical JSON sorts the keys.
+    # As read back from outputs/paper/judgements.jsonl, whose canonical JSON sorts the keys.
     alphabetical = dict(sorted(judged.items()))
     assert list(alphabetical) != list(judged)
     prompts: list[str] = []

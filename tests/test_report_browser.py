@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from pipeline.experiments.paper.aggregation import PAPER_FIGURE2
-from pipeline.reports.html import write_report
+from pipeline.experiments.paper.report.html import write_report
 from pipeline.reports.svg import figure2_svg
 from tests.test_report_html import HOSTILE, build_hostile, build_sample
 from tests.webdriver import CHROMEDRIVER, CHROMIUM, Chrome

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.experiments.paper.aggregation import compute_metrics
+from pipeline.experiments.paper.report.html import RenderedReport, load_records, render_report
+from pipeline.experiments.paper.report.items import recover_transcript
 from pipeline.judges.rubric.judge import judge_prompt
 from pipeline.judges.rubric.prompts import ASSESS_PROMPT, JSON_JUDGE_FORMAT, REFINE_PROMPT, SYSTEM_PROMPT
 from pipeline.judges.rubric.results import Assessment, MetricJudgement
@@ -20,8 +22,6 @@ from pipeline.llm.types import CallContext, ChatReply, ChatRequest, Message, Mod
 from pipeline.loops.feedback import feedback_text, low_metrics
 from pipeline.loops.results import Iteration, Refinement
 from pipeline.loops.settings import RefineSettings
-from pipeline.reports.html import RenderedReport, load_records, render_report
-from pipeline.reports.items import recover_transcript
 from tests.report_dom import Page
 
 MODEL = ModelIdentity(backend="fake", name="judge-model", digest="sha256:feed")
@@ -286,7 +286,7 @@ def test_each_long_text_is_on_the_page_once() -> None:
     rubric = "Score from 1-5 solely based on the following criteria"
     assert page.count(rubric) == len(METRICS)
     # A judge prompt shows the template and the transcript as links, in order; the sample's assessment
-    # is too short to be worth a link (pipeline.reports.texts.MIN_SHARED), so it is written out again.
+    # is too short to be worth a link (paper.report.texts.MIN_SHARED), so it is written out again.
     judge = Page(page).ids["item-901-iter-1-completeness-0"].elements()
     links = [a.attrs["href"] for pre in judge if pre.tag == "pre" for a in pre.elements() if a.tag == "a"]
     assert links == ["#tpl-judge-completeness-1", "#item-901-transcript"]

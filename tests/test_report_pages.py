@@ -12,8 +12,8 @@ import pytest
 
 from pipeline.errors import ConfigError
 from pipeline.experiments.paper.aggregation import compute_metrics
+from pipeline.experiments.paper.report.html import write_report
 from pipeline.loops.results import Refinement
-from pipeline.reports.html import write_report
 from pipeline.reports.pages import page_stems, pages_folder
 from tests.report_dom import Page
 from tests.test_report_html import METRICS, build_hostile, build_sample

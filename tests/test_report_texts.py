@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.reports.texts import MIN_SHARED, PageTexts, Placed, template_parts
+from pipeline.experiments.paper.report.texts import MIN_SHARED, PageTexts, Placed, template_parts
 
 
 class Reader:

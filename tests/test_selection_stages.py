@@ -13,12 +13,12 @@ from tenacity import wait_none
 from pipeline.data.catalog import load_catalog
 from pipeline.experiments.selection.files import PICKS, SCORES, read_records
 from pipeline.experiments.selection.judging import CriterionRating
+from pipeline.experiments.selection.report import render_selection_page
 from pipeline.llm.backends.ollama import OllamaBackend
 from pipeline.llm.recordings import read_all, read_stage
 from pipeline.llm.records import RecordedCall
 from pipeline.llm.settings import LLMSettings
 from pipeline.llm.types import ChatRequest, Message
-from pipeline.reports.selection import render_selection_page
 from pipeline.testing.fake_ollama import FakeOllama
 from tests.selection_run import (
     ROOT,

@@ -7,14 +7,14 @@ import json
 from pathlib import Path
 
 from pipeline.data.transcripts import load_transcripts
-from pipeline.experiments.params import Params
+from pipeline.experiments.paper.params import PaperParams
 from pipeline.judges.rubric.assessor import REQUIRED_SECTIONS, assess
 from pipeline.judges.rubric.judge import judge_metric
 from pipeline.llm.types import CallContext, ChatReply, ChatRequest, TokenLogprob, TopLogprob
 from tests.conftest import ROOT
 from tests.helpers import make_session
 
-PARAMS = Params.model_validate(
+PARAMS = PaperParams.model_validate(
     {
         "data": {"transcripts": str(ROOT / "data" / "demo"), "limit": 1},
         "assess": {"output": "json", "max_attempts": 2},

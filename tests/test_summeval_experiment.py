@@ -20,8 +20,7 @@ from pipeline.experiments.summeval.results import SummEvalJudgement
 from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.types import ChatReply, ChatRequest, TokenLogprob, TopLogprob
 from pipeline.tools.cli import main as judgeloop
-from stages.summeval_calibrate import main as calibrate_stage
-from stages.summeval_judge import main as judge_stage
+from stages.runner import main as stage
 from tests.conftest import ROOT
 from tests.helpers import make_session
 
@@ -167,7 +166,9 @@ def test_the_calibrate_step_on_the_demo_set_writes_metrics_plot_data_and_page(tm
     ]
     params_path = _write_params(tmp_path)
     write_jsonl(tmp_path / "out" / "judgements.jsonl", rows)
-    result = CliRunner().invoke(calibrate_stage, [], env={"JUDGELOOP_PARAMS": str(params_path)})
+    result = CliRunner().invoke(
+        stage, ["summeval", "summeval_calibrate"], env={"JUDGELOOP_PARAMS": str(params_path)}
+    )
     assert result.exit_code == 0, result.output
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text(encoding="utf-8"))
     assert set(metrics["metrics"]) == {"coherence", "consistency", "fluency", "relevance"}
@@ -193,7 +194,12 @@ def test_the_calibrate_step_on_the_demo_set_writes_metrics_plot_data_and_page(tm
     raw = yaml.safe_load(again.read_text(encoding="utf-8"))
     raw["llm"]["model"] = "<b>judge</b>"
     again.write_text(yaml.safe_dump(raw), encoding="utf-8")
-    assert CliRunner().invoke(calibrate_stage, [], env={"JUDGELOOP_PARAMS": str(again)}).exit_code == 0
+    assert (
+        CliRunner()
+        .invoke(stage, ["summeval", "summeval_calibrate"], env={"JUDGELOOP_PARAMS": str(again)})
+        .exit_code
+        == 0
+    )
     page = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
     assert "<b>judge</b>" not in page and "&lt;b&gt;judge&lt;/b&gt;" in page
 
@@ -204,9 +210,9 @@ def test_calibrate_experiment_reads_the_experiments_own_judgements(tmp_path: Pat
     runner = CliRunner()
     missing = runner.invoke(judgeloop, ["calibrate", "--experiment", "summeval"], env=env)
     assert missing.exit_code != 0 and "judgements.jsonl" in missing.output and "dvc repro" in missing.output
-    assert runner.invoke(judge_stage, [], env=env).exit_code == 0
+    assert runner.invoke(stage, ["summeval", "summeval_judge"], env=env).exit_code == 0
     assert len(read_jsonl(tmp_path / "out" / "judgements.jsonl", SummEvalJudgement)) == 2 * 4 * 2
-    assert runner.invoke(calibrate_stage, [], env=env).exit_code == 0
+    assert runner.invoke(stage, ["summeval", "summeval_calibrate"], env=env).exit_code == 0
     shown = runner.invoke(judgeloop, ["calibrate", "--experiment", "summeval", "--json"], env=env)
     assert shown.exit_code == 0, shown.output
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text(encoding="utf-8"))

@@ -1,26 +1,46 @@
-"""params.yaml, typed: every design's sections gathered in one model, checked as a whole.
+"""params.yaml as a whole: the engine's sections and every registered design's, checked together.
 
-Each stage reads only its own design's sections (e.g. pipeline.experiments.paper.params); the
-tools (`judgeloop status`, `audit`, `cache`) read the whole file with this model, so a misspelt
-section is refused rather than ignored. A new design adds its params class to the bases.
+A stage reads only its own design's sections (Design.load_params); the tools (`judgeloop status`,
+`audit`, `cache`) read the whole file here, so that a misspelt section is refused rather than
+ignored. The model is gathered from the registry: a new design's sections join it with no edit here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import cache
 from pathlib import Path
+from typing import Any
 
-from pipeline.experiments.paper.params import PaperParams
-from pipeline.experiments.rag.params import RagParams
-from pipeline.experiments.regen.params import RegenParams
-from pipeline.experiments.selection.params import SelectionParams
-from pipeline.experiments.summeval.params import SummEvalParams
-from pipeline.llm.settings import load_settings
+from pydantic import create_model
+
+from pipeline.errors import ConfigError
+from pipeline.experiments.registry import designs
+from pipeline.llm.settings import EngineSettings, load_settings
+
+# What the tools read of params.yaml: the engine's sections, typed; each design's through its own model.
+Params = EngineSettings
 
 
-class Params(PaperParams, RagParams, RegenParams, SelectionParams, SummEvalParams):
-    pass
+@cache
+def params_model() -> type[EngineSettings]:
+    """EngineSettings with every design's sections; two designs may share a section only if it is
+    the same model."""
+    fields: dict[str, Any] = {}
+    owners: dict[str, str] = {}
+    for design in designs():
+        for name, info in design.params.model_fields.items():
+            if name in EngineSettings.model_fields:
+                continue
+            if name in fields and fields[name][0] != info.annotation:
+                raise ConfigError(
+                    f"params section {name!r} is declared by designs {owners[name]} and {design.name} "
+                    "with different models. Fix: rename one of them."
+                )
+            fields[name], owners[name] = (info.annotation, info), design.name
+    model: type[EngineSettings] = create_model("Params", __base__=EngineSettings, **fields)
+    return model
 
 
 def load_params(path: Path | None = None, *, environ: Mapping[str, str] | None = None) -> Params:
-    return load_settings(Params, path, environ=environ)
+    return load_settings(params_model(), path, environ=environ)

@@ -17,4 +17,4 @@ class RefineSettings(Section):
     previous_assessment: Literal["none", "original", "previous"] = "none"
     rejudge: Literal["low", "all"] = "low"
     keep: Literal["last", "best"] = "last"
-    out: str = "outputs/refinement.jsonl"
+    out: str = "outputs/paper/refinement.jsonl"

@@ -11,18 +11,23 @@ time, so the page of an item that is gone does not linger.
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pipeline.errors import ConfigError
-from pipeline.reports.items import slug
 
 # Long enough to recognise the id, short enough that the whole name stays far below the 255 bytes file
 # systems allow.
 _MAX_SLUG = 64
 PAGE_PREFIX = "item-"
+
+
+def slug(text: str) -> str:
+    """Letters, digits, `-` and `_` only: safe in a file name and in an HTML id."""
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-") or "x"
 
 
 def page_stems(items: Sequence[str]) -> list[str]:

@@ -13,13 +13,14 @@ from typing import Any
 
 import jinja2
 
-TEMPLATES = Path(__file__).resolve().parent / "templates"
+SHARED_TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 
-def make_environment(**filters: Callable[..., Any]) -> jinja2.Environment:
-    """A template environment over pipeline/reports/templates, with a page's own filters."""
+def make_environment(*folders: Path, **filters: Callable[..., Any]) -> jinja2.Environment:
+    """A template environment over a design's own template folders, then the shared ones
+    (pipeline/reports/templates: the page frame, the stylesheet, the script), with a page's own filters."""
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES),
+        loader=jinja2.FileSystemLoader([*folders, SHARED_TEMPLATES]),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,

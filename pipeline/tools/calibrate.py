@@ -4,10 +4,10 @@
                        "score": null for an item the judge gave no readable score (counted, left out)
     --human  H.jsonl   {"item", "metric", "ratings": [r1, r2, ...]} per line (null: a missing rating)
 
-    --experiment summeval   the experiment's own judgements (params.yaml's `summeval.out`, after
-                       `dvc repro summeval_judge`) against its corpus's ratings: no export step;
-                       the bootstrap's resamples and seed default to the experiment's params, so
-                       the table is the one in its metrics file
+    --experiment DESIGN   a design's own judgements against its corpus's ratings (a design with a
+                       calibration, e.g. summeval after `dvc repro summeval_judge`): no export
+                       step; the bootstrap's resamples and seed default to the design's params,
+                       so the table is the one in its metrics file
 
 The statistics are pipeline/judges/agreement.py's; the joining, pipeline/judges/calibration.py's.
 """
@@ -25,8 +25,8 @@ import click
 from pipeline.data.input_files import json_objects
 from pipeline.data.ratings import HumanRatings, JudgeScore
 from pipeline.errors import InputError
-from pipeline.experiments.summeval.calibration import experiment_rows
-from pipeline.experiments.summeval.params import load_summeval_params
+from pipeline.experiments.design import CalibrationRows, load_ref
+from pipeline.experiments.registry import designs
 from pipeline.judges.agreement import LEVELS, STATISTICS, Estimate
 from pipeline.judges.calibration import MetricCalibration, ScoreCalibration, calibration_data
 from pipeline.judges.calibration import calibrate as calibrate_rows
@@ -176,17 +176,18 @@ def render_table(results: Sequence[MetricCalibration], *, resamples: int, seed: 
 
 
 def _experiment_rows(name: str) -> tuple[list[JudgeScore], list[HumanRatings], int, int]:
-    """An experiment's judge scores and human ratings, and its bootstrap resamples and seed."""
-    if name != "summeval":  # click.Choice already refuses others; this keeps the types honest
-        raise click.BadParameter(f"no experiment {name!r}", param_hint="--experiment")
-    params = load_summeval_params()
-    rows = experiment_rows(params)
-    if not rows.scores:
-        raise InputError(params.summeval.out, None, "no judgements", "run `dvc repro summeval_judge` first")
-    return rows.scores, rows.humans, params.summeval.resamples, params.summeval.seed
-
-
-EXPERIMENTS = ("summeval",)
+    """A design's judge scores and human ratings (its Design.calibration), and its bootstrap's
+    resamples and seed."""
+    calibrating = {d.name: d for d in designs() if d.calibration is not None}
+    design = calibrating.get(name)
+    if design is None or design.calibration is None:
+        raise click.BadParameter(
+            f"no design {name!r} calibrates its judge against people "
+            f"(those that do: {', '.join(calibrating) or 'none'})",
+            param_hint="--experiment",
+        )
+    rows: CalibrationRows = load_ref(design.calibration)(design.load_params())
+    return list(rows.scores), list(rows.humans), rows.resamples, rows.seed
 
 
 @click.command(name="calibrate")
@@ -204,8 +205,8 @@ EXPERIMENTS = ("summeval",)
 )
 @click.option(
     "--experiment",
-    type=click.Choice(EXPERIMENTS),
-    help="Instead of the two files: an experiment's own judgements and its corpus's ratings.",
+    metavar="DESIGN",
+    help="Instead of the two files: a design's own judgements and its corpus's ratings (e.g. summeval).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the results as canonical JSON.")
 @click.option("--seed", type=int, help="Seed of the bootstrap.  [default: 0, or the experiment's]")

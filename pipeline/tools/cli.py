@@ -3,28 +3,60 @@
     judgeloop audit     the recorded calls: prompts, replies, scores; `audit diff` between iterations
     judgeloop cache     stats, verify, gc, merge, seed, export of the local cache and the recordings
     judgeloop status    what the next `dvc repro` needs, and how many model calls it will make
-    judgeloop judge-evaluate   judge a RAG answer, or a batch of rows, with the structured judge
-    judgeloop report    the HTML report of the refinement loop
+    judgeloop report    each design's report pages again, as its last stage writes them
+    judgeloop calibrate a judge's scores against people's ratings
+    judgeloop dvc-yaml  dvc.yaml, written from the designs' stage specs
 
-All of them read what the pipeline writes (params.yaml, recordings/, the local cache, outputs/);
-none keeps records of its own.
+and the commands a design adds (its Design.commands, e.g. `judge-evaluate`, the RAG judge's). All
+of them read what the pipeline writes (params.yaml, recordings/, the local cache, outputs/); none
+keeps records of its own.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import click
 
 from pipeline import __version__
-from pipeline.tools.audit import audit
-from pipeline.tools.cache_tools import cache
+from pipeline.errors import ConfigError, JudgeloopError
+from pipeline.experiments.design import load_ref
+from pipeline.experiments.registry import designs, load_design
+from pipeline.tools.audit.command import audit
+from pipeline.tools.cache.command import cache
 from pipeline.tools.calibrate import calibrate
-from pipeline.tools.judge_evaluate import judge_evaluate
-from pipeline.tools.status import status
+from pipeline.tools.dvc_yaml import dvc_yaml
+from pipeline.tools.status.command import status
 
 
-@click.group()
+class Judgeloop(click.Group):
+    """judgeloop's own commands, and the designs' (imported only when one of them runs)."""
+
+    def _design_commands(self) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for design in designs():
+            for name, ref in design.commands.items():
+                if name in self.commands or name in found:
+                    raise ConfigError(f"design {design.name} adds a command {name!r} that exists already")
+                found[name] = ref
+        return found
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self._design_commands()])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is None and (ref := self._design_commands().get(cmd_name)) is not None:
+            loaded = load_ref(ref)
+            if not isinstance(loaded, click.Command):
+                raise ConfigError(f"{ref} is not a click command")
+            command = loaded
+        return command
+
+
+@click.group(cls=Judgeloop)
 @click.version_option(__version__, prog_name="judgeloop")
 def main() -> None:
     """Reproducible, auditable LLM-as-a-judge experiments (see params.yaml and dvc.yaml)."""
@@ -33,43 +65,39 @@ def main() -> None:
 main.add_command(audit)
 main.add_command(cache)
 main.add_command(status)
-main.add_command(judge_evaluate)
 main.add_command(calibrate)
+main.add_command(dvc_yaml)
 
 
-# --- report -------------------------------------------------------------------------------------
-# The HTML rendering lives in pipeline/reports/html.py; it is imported when the command runs, so the
-# other commands (and their tests) do not depend on it.
+def _written(paths: list[Path]) -> str:
+    """The files written, a folder of many as its count."""
+    by_folder: dict[Path, list[Path]] = defaultdict(list)
+    for path in paths:
+        by_folder[path.parent].append(path)
+    parts = []
+    for folder, files in by_folder.items():
+        parts += [str(p) for p in files] if len(files) <= 3 else [f"{len(files)} pages in {folder}/"]
+    return ", ".join(parts)
+
+
 @main.command()
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=Path("report.html"),
-    show_default=True,
-)
-@click.option("--title", help="The page title (default: the backend and model of params.yaml).")
-def report(output: Path, title: str | None) -> None:
-    """Write the refinement loop's HTML report, as the aggregate stage does: an index page (--output) and
-    beside it a folder of one page per item with every call it made (report/ for report.html)."""
-    from pipeline.experiments.paper.aggregation import compute_metrics
-    from pipeline.experiments.params import load_params
-    from pipeline.loops.results import read_refinements
-    from pipeline.reports.html import load_records, write_report
-
-    params = load_params()
-    refinements = read_refinements(Path(params.refine.out), params.judge.metrics)
-    summary = compute_metrics(refinements, params.judge.metrics)
-    records = load_records(Path(params.cache.recordings))
-    title = title or f"judgeloop: {params.llm.backend}:{params.llm.model}"
-    report = write_report(output, refinements, summary, records, title)
-    click.echo(
-        f"wrote {output} and {len(report.pages)} item pages in {output.parent / report.folder}/ "
-        f"({len(refinements)} items, {len(records)} recorded calls)"
-    )
-
-
-# --- end report ---------------------------------------------------------------------------------
+@click.argument("names", metavar="[DESIGN]...", nargs=-1)
+def report(names: tuple[str, ...]) -> None:
+    """Write the report pages of each design named (default: every design with a report whose
+    outputs are there), as its last stage writes them, from its outputs and recordings."""
+    chosen = [load_design(name) for name in names] or [d for d in designs() if d.report]
+    for design in chosen:
+        if design.report is None:
+            raise click.ClickException(f"design {design.name} has no report")
+        write: Any = load_ref(design.report)
+        try:
+            written: list[Path] = write(design.load_params())
+        except JudgeloopError as exc:
+            if names:
+                raise
+            click.echo(f"{design.name}: no report ({exc.message})", err=True)
+            continue
+        click.echo(f"{design.name}: wrote {_written(written)}")
 
 
 if __name__ == "__main__":

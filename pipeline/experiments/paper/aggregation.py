@@ -36,39 +36,46 @@ def _summary(scores: list[int | float | None]) -> dict[str, Any]:
     }
 
 
-def compute_metrics(refinements: list[Refinement], metrics: tuple[str, ...]) -> dict[str, Any]:
-    refined = [r for r in refinements if len(r.iterations) > 1]
-    figure2 = {}
-    for metric in metrics:
-        before = [
-            r.iterations[0].metrics[metric].score for r in refinements if metric in r.iterations[0].metrics
-        ]
-        after = [
-            r.iterations[r.kept].metrics[metric].score
-            for r in refinements
-            if metric in r.iterations[r.kept].metrics
-        ]
-        figure2[metric] = {"before": _summary(before), "after": _summary(after)}
-    # How each judgement's score was read (pipeline.judges.scores reasons), so a decimal rounded or
-    # left unscored (judge.decimal_scores) and a prose verdict are counted, not hidden in the means.
-    readings = Counter(
+def figure2(refinements: list[Refinement], metrics: tuple[str, ...]) -> dict[str, Any]:
+    """Per metric, the scores before (iteration 0) and after (the kept iteration)."""
+
+    def scores(metric: str, kept: bool) -> list[int | None]:
+        judged = [r.iterations[r.kept if kept else 0].metrics for r in refinements]
+        return [by_metric[metric].score for by_metric in judged if metric in by_metric]
+
+    return {m: {"before": _summary(scores(m, False)), "after": _summary(scores(m, True))} for m in metrics}
+
+
+def readings(refinements: list[Refinement]) -> dict[str, int]:
+    """How each judgement's score was read (pipeline.judges.scores reasons), so a decimal rounded or
+    left unscored (judge.decimal_scores) and a prose verdict are counted, not hidden in the means."""
+    counts = Counter(
         judged.reading
         for r in refinements
         for it in r.iterations
         for judged in it.metrics.values()
         if not judged.carried_over
     )
+    return dict(sorted(counts.items()))
+
+
+def calls_by_stage(refinements: list[Refinement]) -> dict[str, int]:
+    """The calls each stage made for the items, re-asks included (a carried-over score made none)."""
     calls = Counter[str]()
     for r in refinements:
         for it in r.iterations:
-            stage = "refine" if it.iteration else "assess"
-            calls[stage] += len(it.assessment.call_keys)
-            for judged in it.metrics.values():
-                if not judged.carried_over:
-                    calls["judge" if it.iteration == 0 else "refine"] += len(judged.call_keys)
+            calls["refine" if it.iteration else "assess"] += len(it.assessment.call_keys)
+            judged = [j for j in it.metrics.values() if not j.carried_over]
+            if judged:
+                calls["judge" if it.iteration == 0 else "refine"] += sum(len(j.call_keys) for j in judged)
+    return dict(sorted(calls.items()))
+
+
+def compute_metrics(refinements: list[Refinement], metrics: tuple[str, ...]) -> dict[str, Any]:
+    refined = [r for r in refinements if len(r.iterations) > 1]
     return {
         "items": len(refinements),
-        "figure2": figure2,
+        "figure2": figure2(refinements, metrics),
         "refined_items": len(refined),
         "mean_iterations": round(fmean(len(r.iterations) - 1 for r in refined), 4) if refined else 0,
         "stop_reasons": dict(sorted(Counter(r.stop_reason for r in refinements).items())),
@@ -76,8 +83,8 @@ def compute_metrics(refinements: list[Refinement], metrics: tuple[str, ...]) -> 
             "initial": sum(not r.iterations[0].assessment.valid for r in refinements),
             "kept": sum(not r.iterations[r.kept].assessment.valid for r in refinements),
         },
-        "calls": dict(sorted(calls.items())),
-        "readings": dict(sorted(readings.items())),
+        "calls": calls_by_stage(refinements),
+        "readings": readings(refinements),
     }
 
 

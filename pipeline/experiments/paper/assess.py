@@ -1,17 +1,18 @@
 """The paper's assess step: a qualitative assessment of every transcript, side by side.
 
-Steps are functions of params, a session and their inputs, with no file I/O: the stage modules
-call them and write the results; `judgeloop status` calls them with no model to count the calls
-the next run needs. Each step is its own module so that a stage imports (and DVC tracks) only the
-code it runs.
+Steps are functions of params, a session and their inputs, with no file I/O; STEP says what the
+stage reads and writes (pipeline.experiments.steps): the stage runner runs it, and `judgeloop
+status` runs it with no model to count the calls the next run needs. Each step is its own module so
+that a stage imports (and DVC tracks) only the code it runs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pipeline.data.transcripts import Transcript
+from pipeline.data.transcripts import Transcript, load_transcripts
 from pipeline.experiments.paper.params import PaperParams
+from pipeline.experiments.steps import LLMStep, jsonl_output
 from pipeline.judges.rubric.assessor import assess
 from pipeline.judges.rubric.results import Assessment
 from pipeline.llm.runner import run_items
@@ -24,3 +25,11 @@ def run_assess(
     return run_items(
         session, transcripts, lambda t: assess(session, t, params.assess, params.llm.options), "assess"
     )
+
+
+STEP: LLMStep[PaperParams, list[Transcript], Assessment] = LLMStep(
+    inputs=lambda params, _: load_transcripts(params.data),
+    items=lambda transcripts: [t.item_id for t in transcripts],
+    work=run_assess,
+    output=jsonl_output(Assessment),
+)

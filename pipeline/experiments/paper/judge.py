@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
-from pipeline.data.transcripts import Transcript
+from pipeline.data.transcripts import Transcript, load_transcripts
 from pipeline.experiments.paper.params import PaperParams
+from pipeline.experiments.steps import LLMStep, Upstream, jsonl_output
 from pipeline.judges.rubric.judge import judge_all
 from pipeline.judges.rubric.results import Assessment, Judgement
 from pipeline.llm.runner import run_items
@@ -33,3 +35,22 @@ def run_judge(
         return Judgement(item=assessment.item, metrics=metrics)
 
     return run_items(session, assessments, judge_item, "judge")
+
+
+@dataclass(frozen=True)
+class JudgeInputs:
+    transcripts: Mapping[str, Transcript]
+    assessments: list[Assessment]
+
+
+def judge_inputs(params: PaperParams, upstream: Upstream) -> JudgeInputs:
+    transcripts = {t.item_id: t for t in load_transcripts(params.data)}
+    return JudgeInputs(transcripts, upstream("assess", jsonl_output(Assessment)))
+
+
+STEP: LLMStep[PaperParams, JudgeInputs, Judgement] = LLMStep(
+    inputs=judge_inputs,
+    items=lambda inputs: [a.item for a in inputs.assessments],
+    work=lambda params, session, inputs: run_judge(params, session, inputs.transcripts, inputs.assessments),
+    output=jsonl_output(Judgement),
+)

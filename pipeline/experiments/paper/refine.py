@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
-from pipeline.data.transcripts import Transcript
+from pipeline.data.transcripts import Transcript, load_transcripts
 from pipeline.experiments.paper.params import PaperParams
+from pipeline.experiments.steps import LLMStep, Upstream, jsonl_output
 from pipeline.judges.rubric.results import Assessment, Judgement
 from pipeline.llm.runner import run_items
 from pipeline.llm.session import LLMSession
@@ -33,3 +35,30 @@ def run_refine(
         )
 
     return run_items(session, judgements, refine_item, "refine")
+
+
+@dataclass(frozen=True)
+class RefineInputs:
+    transcripts: Mapping[str, Transcript]
+    assessments: Mapping[str, Assessment]
+    judgements: list[Judgement]
+
+
+def refine_inputs(params: PaperParams, upstream: Upstream) -> RefineInputs:
+    transcripts = {t.item_id: t for t in load_transcripts(params.data)}
+    assessments = {a.item: a for a in upstream("assess", jsonl_output(Assessment))}
+    # Every judged item has its assessment, except in a dry run whose new assessment is not known yet.
+    judgements = [j for j in upstream("judge", jsonl_output(Judgement)) if j.item in assessments]
+    return RefineInputs(transcripts, assessments, judgements)
+
+
+STEP: LLMStep[PaperParams, RefineInputs, Refinement] = LLMStep(
+    inputs=refine_inputs,
+    items=lambda inputs: [j.item for j in inputs.judgements],
+    work=lambda params, session, inputs: run_refine(
+        params, session, inputs.transcripts, inputs.assessments, inputs.judgements
+    ),
+    output=jsonl_output(Refinement),
+    # With unscored_triggers false, an unscored metric passes: the loop stops on a placeholder reply.
+    decides_on_unknown=lambda params: not params.refine.unscored_triggers,
+)

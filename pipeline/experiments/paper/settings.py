@@ -6,7 +6,7 @@ from pipeline.llm.settings import Section
 
 
 class AggregateSettings(Section):
-    metrics_out: str = "metrics.json"
-    plots_dir: str = "plots"
-    report: str = "report.md"
-    html_report: str = "report.html"
+    metrics_out: str = "outputs/paper/metrics.json"
+    plots_dir: str = "outputs/paper/plots"
+    report: str = "outputs/paper/report.md"
+    html_report: str = "outputs/paper/report.html"

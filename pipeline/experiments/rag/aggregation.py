@@ -118,10 +118,8 @@ def _confidence(pairs: list[tuple[RagJudgement, Verdict]], settings: RagSettings
     return out
 
 
-def compute_metrics(judgements: Sequence[RagJudgement], settings: RagSettings) -> dict[str, Any]:
-    pairs = [(r, r.judgement) for r in judgements if isinstance(r.judgement, Verdict)]
-    verdicts = [v for _, v in pairs]
-    failures = Counter(r.judgement.kind for r in judgements if not isinstance(r.judgement, Verdict))
+def _dimensions(verdicts: Sequence[Verdict], settings: RagSettings) -> dict[str, Any]:
+    """Per dimension: its weight, how often each 1-5 score was given, and the 0-1 values' summary."""
     dimensions: dict[str, Any] = {}
     for dim in settings.dimensions.items:
         scores = [v.dimensions[dim.name].score for v in verdicts]
@@ -130,10 +128,15 @@ def compute_metrics(judgements: Sequence[RagJudgement], settings: RagSettings) -
             "counts": {str(s): scores.count(s) for s in SCORE_VALUES},
             **_summary([v.dimensions[dim.name].value for v in verdicts]),
         }
-    table = score_table(verdicts, settings)
-    label_names = sorted({name for r, _ in pairs for name in r.labels})
+    return dimensions
+
+
+def _agreement_table(
+    pairs: list[tuple[RagJudgement, Verdict]], table: dict[str, list[float]], settings: RagSettings
+) -> dict[str, Any]:
+    """Per human label: its positives and negatives, and every score's agreement with it."""
     agreement: dict[str, Any] = {}
-    for label in label_names:
+    for label in sorted({name for r, _ in pairs for name in r.labels}):
         rows = [i for i, (r, _) in enumerate(pairs) if label in r.labels]
         flags = [bool(pairs[i][0].labels[label]) for i in rows]
         agreement[label] = {
@@ -143,16 +146,24 @@ def compute_metrics(judgements: Sequence[RagJudgement], settings: RagSettings) -
                 name: _agreement([values[i] for i in rows], flags, settings) for name, values in table.items()
             },
         }
+    return agreement
+
+
+def compute_metrics(judgements: Sequence[RagJudgement], settings: RagSettings) -> dict[str, Any]:
+    pairs = [(r, r.judgement) for r in judgements if isinstance(r.judgement, Verdict)]
+    verdicts = [v for _, v in pairs]
+    failures = Counter(r.judgement.kind for r in judgements if not isinstance(r.judgement, Verdict))
+    table = score_table(verdicts, settings)
     return {
         "rows": len(judgements),
         "scored": len(verdicts),
         "failed": dict(sorted(failures.items())),
         "reasked": sum(1 for v in verdicts if v.attempts > 1),
         "prompt_mode": settings.prompt_mode,
-        "dimensions": dimensions,
+        "dimensions": _dimensions(verdicts, settings),
         "overall": {name: _summary(table[name]) for name in ("overall", "overall_simple")},
         "confidence_self_reported": _summary([v.confidence_value for v in verdicts]),
-        "agreement": agreement,
+        "agreement": _agreement_table(pairs, table, settings),
         "confidence_vs_disagreement": _confidence(pairs, settings),
     }
 

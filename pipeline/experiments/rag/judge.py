@@ -4,14 +4,17 @@ cache (pipeline.llm.runner). Used by the rag_judge stage and by `judgeloop judge
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Annotated
 
 from pydantic import Field
 
 from pipeline.data.jsonl import Result
-from pipeline.data.rag_rows import RagRow
+from pipeline.data.rag_rows import RagRow, load_rag_rows
+from pipeline.experiments.rag.params import RagParams
 from pipeline.experiments.rag.prompt import rag_messages
 from pipeline.experiments.rag.settings import RagSettings
+from pipeline.experiments.steps import LLMStep, jsonl_output
 from pipeline.judges.structured.verdict import JudgeFailure, Verdict, judge
 from pipeline.llm.runner import run_items
 from pipeline.llm.session import LLMSession
@@ -58,3 +61,16 @@ def run_rag_judge(
     return run_items(
         session, rows, work or (lambda row: judge_row(session, row, settings, options, stage)), stage
     )
+
+
+def _rows(params: RagParams) -> list[RagRow]:
+    settings = params.rag
+    return load_rag_rows(Path(settings.rows), only=settings.only, limit=settings.limit)
+
+
+STEP: LLMStep[RagParams, list[RagRow], RagJudgement] = LLMStep(
+    inputs=lambda params, _: _rows(params),
+    items=lambda rows: [row.id for row in rows],
+    work=lambda params, session, rows: run_rag_judge(session, rows, params.rag, params.llm.options),
+    output=jsonl_output(RagJudgement),
+)

@@ -80,47 +80,60 @@ def _label_table(
     return table
 
 
+def _share(part: int, whole: int) -> float | None:
+    return _round(part / whole) if whole else None
+
+
+def _quality(regenerations: Sequence[Regeneration], regenerated: Sequence[Regeneration]) -> dict[str, Any]:
+    return {
+        "before": _mean([r.attempts[0].quality for r in regenerations]),
+        "after": _mean([r.delivered.quality for r in regenerations]),
+        "regenerated_before": _mean([r.attempts[0].quality for r in regenerated]),
+        "regenerated_after": _mean([r.delivered.quality for r in regenerated]),
+        "regenerated_new": _mean([a.quality for r in regenerated for a in r.attempts[1:]]),
+    }
+
+
+def _calls(regenerations: Sequence[Regeneration]) -> dict[str, Any]:
+    added = sum(a.call_count for r in regenerations for a in r.attempts[1:])
+    return {
+        "original": sum(r.attempts[0].call_count for r in regenerations),  # generation + evaluation
+        "added": added,  # regenerations and their evaluations
+        "added_per_item": _share(added, len(regenerations)),
+    }
+
+
+def _latency(regenerations: Sequence[Regeneration]) -> dict[str, Any]:
+    return {
+        "evaluation": _percentiles([evaluation_s(r) for r in regenerations]),
+        "regeneration": _percentiles([regeneration_s(r) for r in regenerations if len(r.attempts) > 1]),
+        "added": _percentiles([total_seconds([evaluation_s(r), regeneration_s(r)]) for r in regenerations]),
+    }
+
+
+def _below(regenerations: Sequence[Regeneration], threshold: float) -> int:
+    return sum(r.attempts[0].quality is not None and r.attempts[0].quality < threshold for r in regenerations)
+
+
 def compute_metrics(
     params: RegenParams, regenerations: Sequence[Regeneration], rows: dict[str, RagRow]
 ) -> dict[str, Any]:
-    n = len(regenerations)
     regenerated = [r for r in regenerations if len(r.attempts) > 1]
     kept_original = [r for r in regenerated if r.kept == 0]
-    original_calls = sum(r.attempts[0].call_count for r in regenerations)
-    added_calls = sum(a.call_count for r in regenerations for a in r.attempts[1:])
     settings = params.regenerate
     return {
-        "items": n,
+        "items": len(regenerations),
         "enabled": settings.enabled,
         "threshold": settings.threshold,
-        "below_threshold_initially": sum(
-            r.attempts[0].quality is not None and r.attempts[0].quality < settings.threshold
-            for r in regenerations
-        ),
+        "below_threshold_initially": _below(regenerations, settings.threshold),
         "regenerated": len(regenerated),
-        "share_regenerated": _round(len(regenerated) / n) if n else None,
+        "share_regenerated": _share(len(regenerated), len(regenerations)),
         "kept_original": len(kept_original),  # regenerated, no gain: the original delivered
-        "share_kept_original": _round(len(kept_original) / len(regenerated)) if regenerated else None,
+        "share_kept_original": _share(len(kept_original), len(regenerated)),
         "stop_reasons": dict(sorted(Counter(r.stop_reason for r in regenerations).items())),
-        "quality": {
-            "before": _mean([r.attempts[0].quality for r in regenerations]),
-            "after": _mean([r.delivered.quality for r in regenerations]),
-            "regenerated_before": _mean([r.attempts[0].quality for r in regenerated]),
-            "regenerated_after": _mean([r.delivered.quality for r in regenerated]),
-            "regenerated_new": _mean([a.quality for r in regenerated for a in r.attempts[1:]]),
-        },
-        "calls": {
-            "original": original_calls,  # generation + evaluation of the originals
-            "added": added_calls,  # regenerations and their evaluations
-            "added_per_item": _round(added_calls / n) if n else None,
-        },
-        "latency_s": {
-            "evaluation": _percentiles([evaluation_s(r) for r in regenerations]),
-            "regeneration": _percentiles([regeneration_s(r) for r in regenerations if len(r.attempts) > 1]),
-            "added": _percentiles(
-                [total_seconds([evaluation_s(r), regeneration_s(r)]) for r in regenerations]
-            ),
-        },
+        "quality": _quality(regenerations, regenerated),
+        "calls": _calls(regenerations),
+        "latency_s": _latency(regenerations),
         "human_labels": _label_table(regenerations, rows, params.regen_generate.answers),
     }
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from pipeline.data.rag_rows import RagRow
-from pipeline.experiments.regen.params import RegenParams
+from pipeline.experiments.regen.params import RegenParams, load_rows
+from pipeline.experiments.steps import LLMStep, Upstream, jsonl_output
 from pipeline.judges.quality.evaluator import evaluate
 from pipeline.judges.quality.results import Answer, EvaluatedAnswer
 from pipeline.llm.latency import TimedCalls
@@ -26,3 +28,22 @@ def run_evaluate(
         )
 
     return run_items(session, answers, evaluate_one, STAGE)
+
+
+@dataclass(frozen=True)
+class EvaluateInputs:
+    rows: Mapping[str, RagRow]
+    answers: list[Answer]
+
+
+def evaluate_inputs(params: RegenParams, upstream: Upstream) -> EvaluateInputs:
+    rows = {row.id: row for row in load_rows(params)}
+    return EvaluateInputs(rows, upstream("regen_generate", jsonl_output(Answer)))
+
+
+STEP: LLMStep[RegenParams, EvaluateInputs, EvaluatedAnswer] = LLMStep(
+    inputs=evaluate_inputs,
+    items=lambda inputs: [a.item for a in inputs.answers],
+    work=lambda params, session, inputs: run_evaluate(params, session, inputs.rows, inputs.answers),
+    output=jsonl_output(EvaluatedAnswer),
+)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pipeline.data.rag_rows import RagRow
-from pipeline.experiments.regen.params import RegenParams
+from pipeline.experiments.regen.params import RegenParams, load_rows
+from pipeline.experiments.steps import LLMStep, jsonl_output
 from pipeline.judges.quality.generator import generate, given
 from pipeline.judges.quality.results import Answer
 from pipeline.llm.latency import TimedCalls
@@ -26,3 +27,11 @@ def run_generate(params: RegenParams, session: LLMSession, rows: Sequence[RagRow
         return generate(TimedCalls(session), row, settings, params.llm.options, context)
 
     return run_items(session, rows, answer, STAGE)
+
+
+STEP: LLMStep[RegenParams, list[RagRow], Answer] = LLMStep(
+    inputs=lambda params, _: load_rows(params),
+    items=lambda rows: [row.id for row in rows],
+    work=run_generate,
+    output=jsonl_output(Answer),
+)

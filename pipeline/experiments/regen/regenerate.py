@@ -4,9 +4,11 @@ it makes no call and delivers every original as it is)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from pipeline.data.rag_rows import RagRow
-from pipeline.experiments.regen.params import RegenParams
+from pipeline.experiments.regen.params import RegenParams, load_rows
+from pipeline.experiments.steps import LLMStep, Upstream, jsonl_output
 from pipeline.judges.quality.results import EvaluatedAnswer
 from pipeline.llm.runner import run_items
 from pipeline.llm.session import LLMSession
@@ -31,3 +33,22 @@ def run_regenerate(
         )
 
     return run_items(session, originals, regenerate_one, STAGE)
+
+
+@dataclass(frozen=True)
+class RegenerateInputs:
+    rows: Mapping[str, RagRow]
+    originals: list[EvaluatedAnswer]
+
+
+def regenerate_inputs(params: RegenParams, upstream: Upstream) -> RegenerateInputs:
+    rows = {row.id: row for row in load_rows(params)}
+    return RegenerateInputs(rows, upstream("regen_evaluate", jsonl_output(EvaluatedAnswer)))
+
+
+STEP: LLMStep[RegenParams, RegenerateInputs, Regeneration] = LLMStep(
+    inputs=regenerate_inputs,
+    items=lambda inputs: [o.item for o in inputs.originals],
+    work=lambda params, session, inputs: run_regenerate(params, session, inputs.rows, inputs.originals),
+    output=jsonl_output(Regeneration),
+)

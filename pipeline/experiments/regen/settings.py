@@ -1,4 +1,5 @@
-"""The regeneration experiment's `regen_aggregate` section: where the metrics and per-item table go."""
+"""The regeneration experiment's `regen_aggregate` section: where the metrics, the per-item table
+and the page go."""
 
 from __future__ import annotations
 
@@ -8,3 +9,4 @@ from pipeline.llm.settings import Section
 class RegenAggregateSettings(Section):
     metrics_out: str = "outputs/regen/metrics.json"
     items_out: str = "outputs/regen/items.csv"
+    html_report: str = "outputs/regen/report.html"

@@ -30,50 +30,66 @@ def _mean(values: Sequence[float]) -> float | None:
     return round(fmean(values), DIGITS) if values else None
 
 
-def compute_metrics(
-    scored: Sequence[ScoredRequest],
-    picks: Sequence[Mapping[str, Any]],
-    recorded_keys: Mapping[str, Sequence[str]],
-) -> dict[str, Any]:
-    """`picks`: the pick records (PickResult.record); `recorded_keys`: stage -> its calls' keys."""
-    selections = [p["selection"] for p in picks]
+Record = Mapping[str, Any]
+
+
+def _diversity(picks: Sequence[Record], selections: Sequence[Record]) -> dict[str, Any]:
+    met = sum(1 for s in selections if s["targets_met"])
     unmet = [{"request": p["request"], **u} for p in picks for u in p["selection"]["unmet"]]
+    return {"targets_met": met, "targets_unmet": len(picks) - met, "unmet": unmet}
+
+
+def _weighted_score(selections: Sequence[Record]) -> dict[str, Any]:
+    return {
+        "picks_mean": _mean([s["relevance"] for s in selections]),
+        "top_k_by_score_mean": _mean([s["top_k_relevance"] for s in selections]),
+        "price_of_diversity": _mean([s["price_of_diversity"] for s in selections]),
+        "requests_paying": sum(1 for s in selections if s["price_of_diversity"] > 0),
+    }
+
+
+def _pairwise(picks: Sequence[Record], selections: Sequence[Record]) -> dict[str, Any]:
     consistency = Counter[str]()
     for p in picks:
         consistency.update(p["position_consistency"])
     decided = consistency["consistent"] + consistency["flipped"]
+    return {
+        "near_ties": sum(len(p["outcomes"]) for p in picks),
+        "comparisons": sum(len(p["comparisons"]) for p in picks),
+        "consistent": consistency["consistent"],
+        "flipped": consistency["flipped"],
+        "incomplete": consistency["incomplete"],
+        "position_consistency": round(consistency["consistent"] / decided, DIGITS) if decided else None,
+        "tie_breaks": sum(len(s["tie_breaks"]) for s in selections),
+    }
+
+
+def _judgements(scored: Sequence[ScoredRequest], selections: Sequence[Record]) -> dict[str, Any]:
     judged = [s for r in scored for c in r.pool for s in c.scores.values() if s.source == "judge"]
     failures = [f for r in scored for c in r.pool for f in c.failed.values()]
     return {
+        "scored": len(judged),
+        "reasked": sum(1 for s in judged if len(s.call_keys) > 1),
+        "failed": len(failures),
+        "failed_by_kind": dict(sorted(Counter(f.kind for f in failures).items())),
+        "excluded_candidates": sum(len(s["excluded"]) for s in selections),
+    }
+
+
+def compute_metrics(
+    scored: Sequence[ScoredRequest],
+    picks: Sequence[Record],
+    recorded_keys: Mapping[str, Sequence[str]],
+) -> dict[str, Any]:
+    """`picks`: the pick records (PickResult.record); `recorded_keys`: stage -> its calls' keys."""
+    selections = [p["selection"] for p in picks]
+    return {
         "requests": len(picks),
         "candidates": sum(len(r.pool) for r in scored),
-        "diversity": {
-            "targets_met": sum(1 for s in selections if s["targets_met"]),
-            "targets_unmet": len(picks) - sum(1 for s in selections if s["targets_met"]),
-            "unmet": unmet,
-        },
-        "weighted_score": {
-            "picks_mean": _mean([s["relevance"] for s in selections]),
-            "top_k_by_score_mean": _mean([s["top_k_relevance"] for s in selections]),
-            "price_of_diversity": _mean([s["price_of_diversity"] for s in selections]),
-            "requests_paying": sum(1 for s in selections if s["price_of_diversity"] > 0),
-        },
-        "pairwise": {
-            "near_ties": sum(len(p["outcomes"]) for p in picks),
-            "comparisons": sum(len(p["comparisons"]) for p in picks),
-            "consistent": consistency["consistent"],
-            "flipped": consistency["flipped"],
-            "incomplete": consistency["incomplete"],
-            "position_consistency": round(consistency["consistent"] / decided, DIGITS) if decided else None,
-            "tie_breaks": sum(len(s["tie_breaks"]) for s in selections),
-        },
-        "judgements": {
-            "scored": len(judged),
-            "reasked": sum(1 for s in judged if len(s.call_keys) > 1),
-            "failed": len(failures),
-            "failed_by_kind": dict(sorted(Counter(f.kind for f in failures).items())),
-            "excluded_candidates": sum(len(s["excluded"]) for s in selections),
-        },
+        "diversity": _diversity(picks, selections),
+        "weighted_score": _weighted_score(selections),
+        "pairwise": _pairwise(picks, selections),
+        "judgements": _judgements(scored, selections),
         "calls": {
             stage: {"recorded": len(keys), "repeated_keys": len(keys) - len(set(keys))}
             for stage, keys in sorted(recorded_keys.items())

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pipeline.experiments.selection.explain import PickExplanation, explain
+from pipeline.experiments.selection.files import write_records
 from pipeline.experiments.selection.judging import compare
 from pipeline.experiments.selection.params import SelectionParams
-from pipeline.experiments.selection.score import ScoredRequest
+from pipeline.experiments.selection.score import SCORED, ScoredRequest
 from pipeline.experiments.selection.select import Candidate, Selection, select
 from pipeline.experiments.selection.ties import (
     PairOutcome,
@@ -27,6 +29,8 @@ from pipeline.experiments.selection.ties import (
     position_consistency,
     tie_break_order,
 )
+from pipeline.experiments.steps import LLMStep, Output
+from pipeline.llm.keys import canonical_json
 from pipeline.llm.runner import run_items
 from pipeline.llm.session import LLMSession
 from pipeline.llm.structured import StructuredFailure
@@ -147,3 +151,15 @@ def run_pick(
     params: SelectionParams, session: LLMSession, scored: Sequence[ScoredRequest]
 ) -> list[PickResult]:
     return run_items(session, scored, lambda s: pick_request(params, session, s), "select_pick")
+
+
+def _write_picks(path: Path, picks: Sequence[PickResult]) -> None:
+    write_records(path, (p.record() for p in picks))
+
+
+STEP: LLMStep[SelectionParams, list[ScoredRequest], PickResult] = LLMStep(
+    inputs=lambda params, upstream: upstream("select_score", SCORED),
+    items=lambda scored: [s.request.id for s in scored],
+    work=run_pick,
+    output=Output(lambda p: p.request, lambda p: canonical_json(p.record()), _write_picks),
+)

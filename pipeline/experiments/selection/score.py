@@ -15,15 +15,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pipeline.data.catalog import Track
 from pipeline.data.listening_requests import Framework, ListeningRequest
 from pipeline.experiments.selection.criteria import CriterionScore, attribute_score, judged_score
+from pipeline.experiments.selection.files import read_records, write_records
 from pipeline.experiments.selection.judging import rate
 from pipeline.experiments.selection.params import SelectionParams
-from pipeline.experiments.selection.pools import RequestPool
+from pipeline.experiments.selection.pools import RequestPool, request_pools
 from pipeline.experiments.selection.retrieve import PoolEntry
+from pipeline.experiments.steps import LLMStep, Output
+from pipeline.llm.keys import canonical_json
 from pipeline.llm.runner import run_items
 from pipeline.llm.session import LLMSession
 from pipeline.llm.structured import StructuredFailure
@@ -131,3 +135,23 @@ def run_score(
         return ScoredRequest(request_pool.request, request_pool.framework, pool)
 
     return run_items(session, pools, score_request, "select_score")
+
+
+def _write_scored(path: Path, scored: Sequence[ScoredRequest]) -> None:
+    write_records(path, (s.record() for s in scored))
+
+
+# One plain record per request, in the requests' order (pipeline.experiments.selection.files).
+SCORED: Output[ScoredRequest] = Output(
+    item_of=lambda s: s.request.id,
+    text_of=lambda s: canonical_json(s.record()),
+    write=_write_scored,
+    read=lambda path: [ScoredRequest.from_record(r) for r in read_records(path)],
+)
+
+STEP: LLMStep[SelectionParams, list[RequestPool], ScoredRequest] = LLMStep(
+    inputs=lambda params, _: request_pools(params.selection),
+    items=lambda pools: [p.request.id for p in pools],
+    work=run_score,
+    output=SCORED,
+)

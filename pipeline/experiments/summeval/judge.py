@@ -11,9 +11,12 @@ rubric and the article, so consecutive calls share that prefix and the embedded 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 
-from pipeline.data.summeval import Summary, SummEval
+from pipeline.data.summeval import Summary, SummEval, load_summeval, subset
+from pipeline.experiments.steps import LLMStep, jsonl_output
 from pipeline.experiments.summeval.params import SummEvalParams
 from pipeline.experiments.summeval.prompts import rubric_prompt
 from pipeline.experiments.summeval.results import SummaryScore, SummEvalJudgement
@@ -100,3 +103,29 @@ def run_summeval_judge(
         return judgement_from(summary, dimension, result)
 
     return run_items(session, judge_order(corpus, settings.dimensions), judge, STAGE)
+
+
+def judged_items(corpus: SummEval) -> list[str]:
+    """The summaries in the order judge_order first reaches them (each is judged on every dimension)."""
+    by_document: dict[str, list[str]] = {}
+    for summary in corpus.summaries:
+        by_document.setdefault(summary.document, []).append(summary.item)
+    return [item for items in by_document.values() for item in items]
+
+
+def _outcomes(judgements: list[SummEvalJudgement]) -> str:
+    outcomes = Counter(j.failure or "scored" for j in judgements)
+    return f"{STAGE}: " + ", ".join(f"{n} {kind}" for kind, n in sorted(outcomes.items()))
+
+
+def _corpus(params: SummEvalParams) -> SummEval:
+    return subset(load_summeval(Path(params.summeval.corpus)), params.summeval.documents)
+
+
+STEP: LLMStep[SummEvalParams, SummEval, SummEvalJudgement] = LLMStep(
+    inputs=lambda params, _: _corpus(params),
+    items=judged_items,
+    work=run_summeval_judge,
+    output=jsonl_output(SummEvalJudgement),
+    done=_outcomes,
+)

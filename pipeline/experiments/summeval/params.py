@@ -38,7 +38,7 @@ class SummEvalSettings(Section):
     top_logprobs: int = Field(20, ge=1, le=20)
     out: str = "outputs/summeval/judgements.jsonl"
     metrics_out: str = "outputs/summeval/metrics.json"
-    plot_csv: str = "outputs/summeval/scores.csv"
+    plot_csv: str = "outputs/summeval/plots/scores.csv"
     html_report: str = "outputs/summeval/report.html"
     resamples: int = Field(1000, ge=1)  # bootstrap resamples over articles
     seed: int = 0

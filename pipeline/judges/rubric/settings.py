@@ -22,7 +22,7 @@ class AssessSettings(Section):
     # num_predict inside one string.
     output: Literal["text", "json"] = "text"
     section_chars: int | None = Field(None, ge=20)
-    out: str = "outputs/assessments.jsonl"
+    out: str = "outputs/paper/assessments.jsonl"
 
 
 class JudgeSettings(Section):
@@ -42,4 +42,4 @@ class JudgeSettings(Section):
     # json: ask for this many alternatives per generated token, to record the probability of each
     # score and the probability-weighted score (G-Eval); 0 asks for none.
     top_logprobs: int = Field(0, ge=0, le=20)
-    out: str = "outputs/judgements.jsonl"
+    out: str = "outputs/paper/judgements.jsonl"

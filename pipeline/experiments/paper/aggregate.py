@@ -1,0 +1,45 @@
+"""The paper's aggregate stage: metrics.json (Figure 2 and the loop's bookkeeping), the plots, and
+the report (report.md, report.html and one page per item), from the refinement records."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pipeline.experiments.paper.aggregation import compute_metrics, markdown_report, write_plots
+from pipeline.experiments.paper.params import PaperParams
+from pipeline.experiments.paper.report.html import load_records, write_report
+from pipeline.loops.results import Refinement, read_refinements
+
+
+def _refinements(params: PaperParams) -> list[Refinement]:
+    return read_refinements(Path(params.refine.out), params.judge.metrics)
+
+
+def run(params: PaperParams) -> None:
+    settings = params.aggregate
+    refinements = _refinements(params)
+    summary = compute_metrics(refinements, params.judge.metrics)
+    metrics = Path(settings.metrics_out)
+    metrics.parent.mkdir(parents=True, exist_ok=True)
+    metrics.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    write_plots(Path(settings.plots_dir), refinements, summary)
+    _write_report(params, refinements, summary)
+
+
+def report(params: PaperParams) -> list[Path]:
+    """The report pages again, as the stage writes them."""
+    refinements = _refinements(params)
+    return _write_report(params, refinements, compute_metrics(refinements, params.judge.metrics))
+
+
+def _write_report(params: PaperParams, refinements: list[Refinement], summary: dict[str, Any]) -> list[Path]:
+    settings = params.aggregate
+    model = f"{params.llm.backend}:{params.llm.model}"
+    markdown, index = Path(settings.report), Path(settings.html_report)
+    markdown.parent.mkdir(parents=True, exist_ok=True)
+    markdown.write_text(markdown_report(summary, model), encoding="utf-8")
+    records = load_records(Path(params.cache.recordings))
+    pages = write_report(index, refinements, summary, records, f"judgeloop: {model}")
+    return [markdown, index, *(index.parent / pages.folder / name for name in sorted(pages.pages))]

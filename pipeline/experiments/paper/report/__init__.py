@@ -1,0 +1,1 @@
+"""The paper experiment's report: report.html (the index) and one page per item (html.py)."""

@@ -1,0 +1,246 @@
+"""The report for a reviewer: an index page (Figure 2, the run's facts, one row per item) and one page
+per item with its iterations down to the exact prompts and replies, so each number in the report can
+be traced to the text it came from (pipeline.reports.pages names and writes the files).
+
+The pages are written by jinja2 templates (templates/ here) with autoescaping on:
+transcripts and model replies are untrusted (a demo transcript tries to instruct the judge) and reach
+the reviewer as text, never as markup; only the inline SVG charts, drawn by pipeline.reports.svg from
+numbers and escaped labels, are marked safe. No page needs the network, and the same inputs give the
+same bytes: no "generated at" timestamps.
+
+Every long text is on an item's page once (.texts): a prompt shows its own words and
+links to the transcript, template and assessment it contains, and iterations stay collapsed until
+opened. One page per item keeps what a reader opens small at any number of items
+(bench/report_size.py).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections import Counter
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import jinja2
+from markupsafe import Markup
+
+from pipeline.experiments.paper.aggregation import PAPER_FIGURE2
+from pipeline.experiments.paper.report.items import ItemBuilder, mean, options_text
+from pipeline.experiments.paper.report.texts import PageTexts
+from pipeline.experiments.paper.report.views import ItemRow
+from pipeline.llm.recordings import read_all
+from pipeline.llm.records import CallRecord
+from pipeline.loops.results import Refinement
+from pipeline.reports.pages import page_stems, pages_folder, slug, write_pages
+from pipeline.reports.svg import figure2_svg
+from pipeline.reports.templating import SHARED_TEMPLATES, make_environment
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+
+
+@cache
+def environment() -> jinja2.Environment:
+    return make_environment(TEMPLATES, exact=exact, slug=slug)
+
+
+def exact(text: str) -> Markup:
+    """Text content of an element, escaped: & and <, all that can start markup or a reference there
+    (quotes and > need no escape outside attributes, and prompts are full of them), and a carriage
+    return as a character reference, which the HTML parser would otherwise read as a newline: a
+    prompt must read back character for character."""
+    return Markup(text.replace("&", "&amp;").replace("<", "&lt;").replace("\r", "&#13;"))
+
+
+def _asset(name: str) -> str:
+    return (SHARED_TEMPLATES / name).read_text(encoding="utf-8")
+
+
+def content_security_policy(script: str) -> str:
+    # Defence in depth behind the escaping: only this file's own script may run, and nothing may load.
+    digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+    return f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'sha256-{digest}'"
+
+
+def load_records(root: Path) -> dict[str, CallRecord]:
+    """Every recorded call under `root` (e.g. recordings/), by key, checksums verified."""
+    return {loaded.call.record.key: loaded.call.record for loaded in read_all(root)}
+
+
+def _stats(stats: dict[str, Any]) -> str:
+    if stats["mean"] is None:
+        return f"— (n=0, {stats['unscored']} unscored)"
+    sd = "—" if stats["sd"] is None else f"{stats['sd']:.2f}"
+    return f"{stats['mean']:.2f} ± {sd} (n={stats['n']}, {stats['unscored']} unscored)"
+
+
+def _referenced(refinements: list[Refinement]) -> list[str]:
+    return list(
+        dict.fromkeys(
+            key
+            for r in refinements
+            for it in r.iterations
+            for key in (*it.assessment.call_keys, *(k for m in it.metrics.values() for k in m.call_keys))
+        )
+    )
+
+
+def _option_names(records: list[CallRecord]) -> dict[str, str]:
+    """A short name for each distinct set of options, most used first: calls cite the name, the header
+    spells it out once."""
+    counts = Counter(options_text(r) for r in records)
+    ranked = sorted(counts, key=lambda text: (-counts[text], text))
+    return {text: f"options {n}" for n, text in enumerate(ranked, start=1)}
+
+
+def _facts(
+    refinements: list[Refinement],
+    summary: dict[str, Any],
+    records: dict[str, CallRecord],
+    options: dict[str, str],
+) -> dict[str, str]:
+    keys = _referenced(refinements)
+    used = [records[k] for k in keys if k in records]
+    models = dict.fromkeys(f"{r.model.backend}:{r.model.name} ({r.model.digest})" for r in used)
+    counts = Counter(options_text(r) for r in used)
+    unscored = {p: sum(m[p]["unscored"] for m in summary["figure2"].values()) for p in ("before", "after")}
+    invalid = summary["invalid_assessments"]
+    return {
+        "Model": ", ".join(models) or "unknown (no call recorded)",
+        "Items": str(summary["items"]),
+        "Refined items": str(summary["refined_items"]),
+        "Mean iterations (refined items)": str(summary["mean_iterations"]),
+        "Stop reasons": ", ".join(f"{k}: {v}" for k, v in summary["stop_reasons"].items()) or "—",
+        "Unscored judgements": f"{unscored['before']} before, {unscored['after']} after",
+        "Invalid assessments": f"{invalid['initial']} initially, {invalid['kept']} among those kept",
+        "LLM calls": ", ".join(f"{k}: {v}" for k, v in summary["calls"].items()) or "—",
+        "Calls not recorded": f"{sum(k not in records for k in keys)} of {len(keys)}",
+        **{name.capitalize(): f"{text} ({counts[text]:,} calls)" for text, name in options.items()},
+    }
+
+
+def _figure2_rows(summary: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    for metric, phases in summary["figure2"].items():
+        paper = PAPER_FIGURE2.get(metric)
+        cells = [metric, _stats(phases["before"]), _stats(phases["after"])]
+        rows.append(cells + ([f"{m:.2f} ± {s:.2f}" for m, s in paper] if paper else ["—", "—"]))
+    return rows
+
+
+@dataclass(frozen=True)
+class RenderedReport:
+    """The index page and the item pages (file name -> page), for the folder `folder` beside it."""
+
+    index: str
+    folder: str
+    pages: dict[str, str]
+
+
+def _page_assets() -> dict[str, Any]:
+    script = _asset("report.js")
+    return {
+        "csp": content_security_policy(script),
+        "style": Markup(_asset("report.css")),
+        "script": Markup(script),
+    }
+
+
+def _item_page(
+    r: Refinement, stem: str, records: dict[str, CallRecord], options: dict[str, str], **page: Any
+) -> str:
+    # Each page is read alone, so each has its own texts: the transcript at the top of its item, the
+    # templates its prompts contain at its end.
+    texts = PageTexts()
+    item = ItemBuilder(records, texts, options).item(r, stem)
+    cited = {options_text(records[k]) for k in _referenced([r]) if k in records}
+    return (
+        environment()
+        .get_template("item_page.html.j2")
+        .render(
+            item=item,
+            options={name.capitalize(): text for text, name in options.items() if text in cited},
+            templates=texts.cited_templates(),
+            referenced=texts.referenced,
+            **page,
+        )
+    )
+
+
+def _row(r: Refinement, stem: str, folder: str) -> ItemRow:
+    return ItemRow(
+        id=stem,
+        href=f"{quote(folder)}/{stem}.html",
+        name=r.item,
+        stop_reason=r.stop_reason,
+        refined=len(r.iterations) - 1,
+        kept=r.kept,
+        mean_before=mean(r.iterations[0].metrics),
+        mean_after=mean(r.iterations[r.kept].metrics),
+        low=", ".join(r.iterations[r.kept].low_metrics),
+    )
+
+
+def render_report(
+    refinements: list[Refinement],
+    summary: dict[str, Any],
+    records: dict[str, CallRecord],
+    title: str,
+    index_name: str = "report.html",
+) -> RenderedReport:
+    """The report's pages; `records` maps call keys to calls (see load_records), `index_name` is the
+    index's file name, which the item pages link back to."""
+    used = [records[k] for k in _referenced(refinements) if k in records]
+    options = _option_names(used)
+    show_model = len({(r.model.backend, r.model.name, r.model.digest) for r in used}) > 1
+    folder = pages_folder(index_name)
+    stems = page_stems([r.item for r in refinements])
+    assets = _page_assets()
+    pages = {
+        f"{stem}.html": _item_page(
+            r,
+            stem,
+            records,
+            options,
+            title=f"Item {r.item} · {title}",
+            report_title=title,
+            index_href=f"../{quote(index_name)}#{stem}",
+            show_model=show_model,
+            **assets,
+        )
+        for r, stem in zip(refinements, stems, strict=True)
+    }
+    appendix = PageTexts()
+    index = (
+        environment()
+        .get_template("report.html.j2")
+        .render(
+            title=title,
+            facts=_facts(refinements, summary, records, options),
+            figure2_rows=_figure2_rows(summary),
+            # Marked safe on purpose: drawn from numbers, its labels escaped by pipeline.reports.svg.
+            figure2_svg=Markup(figure2_svg(summary["figure2"], PAPER_FIGURE2)),
+            rows=[_row(r, stem, folder) for r, stem in zip(refinements, stems, strict=True)],
+            templates=appendix.templates,
+            referenced=appendix.referenced,
+            **assets,
+        )
+    )
+    return RenderedReport(index, folder, pages)
+
+
+def write_report(
+    index: Path,
+    refinements: list[Refinement],
+    summary: dict[str, Any],
+    records: dict[str, CallRecord],
+    title: str,
+) -> RenderedReport:
+    """Render the report and write it: the index at `index`, the item pages in the folder beside it
+    (written anew). The aggregate stage and `judgeloop report` both write it this way."""
+    report = render_report(refinements, summary, records, title, index.name)
+    write_pages(index, report.index, report.pages)
+    return report

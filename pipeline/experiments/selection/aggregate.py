@@ -1,0 +1,45 @@
+"""The selection's aggregate stage: metrics.json and the page, from both stages' records and calls."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pipeline.experiments.selection.aggregation import compute_metrics
+from pipeline.experiments.selection.files import METRICS, PAGE, PICKS, SCORES, read_records
+from pipeline.experiments.selection.params import SelectionParams
+from pipeline.experiments.selection.report import render_selection_page
+from pipeline.experiments.selection.score import ScoredRequest
+from pipeline.llm.recordings import read_stage
+
+STAGES = ("select_score", "select_pick")
+Records = list[dict[str, Any]]
+
+
+def _summarize(params: SelectionParams) -> tuple[Records, Records, dict[str, Any]]:
+    scored_records = read_records(SCORES)
+    picks = read_records(PICKS)
+    recordings = Path(params.cache.recordings)
+    keys = {stage: [c.call.record.key for c in read_stage(recordings / stage)] for stage in STAGES}
+    metrics = compute_metrics([ScoredRequest.from_record(r) for r in scored_records], picks, keys)
+    return scored_records, picks, metrics
+
+
+def _write_page(params: SelectionParams, scored: Records, picks: Records, metrics: dict[str, Any]) -> Path:
+    title = f"judgeloop selection: {params.llm.backend}:{params.llm.model}"
+    PAGE.write_text(render_selection_page(title, metrics, scored, picks), encoding="utf-8")
+    return PAGE
+
+
+def run(params: SelectionParams) -> None:
+    scored, picks, metrics = _summarize(params)
+    METRICS.write_text(
+        json.dumps(metrics, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    _write_page(params, scored, picks, metrics)
+
+
+def report(params: SelectionParams) -> list[Path]:
+    """The page again, as the stage writes it."""
+    return [_write_page(params, *_summarize(params))]

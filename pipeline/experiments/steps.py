@@ -1,0 +1,84 @@
+"""A stage that calls a model, as one value the stage runner and `judgeloop status` both use.
+
+    STEP = LLMStep(
+        inputs=lambda params, upstream: (transcripts(params), upstream("assess", ASSESSMENTS)),
+        items=lambda inputs: [a.item for a in inputs[1]],
+        work=lambda params, session, inputs: run_judge(params, session, *inputs),
+        output=JUDGEMENTS,
+    )
+
+`inputs` reads what the stage needs: its data, and through `upstream` the results of its design's
+earlier stages. The runner (stages/runner.py) reads those from their files; `judgeloop status`
+gives the results its dry run of the earlier stage found, when that stage runs too. `work` makes
+the calls, with no file I/O, through the session it is given: the stage's recorded one, or the
+dry run's, which calls no model. `output` says how the results are written (to the stage's first
+out) and read back, and which item each is for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+
+from pipeline.data.jsonl import Result, read_jsonl, write_jsonl
+from pipeline.llm.settings import EngineSettings
+
+if TYPE_CHECKING:  # named only: a stage that calls no model does not load the session
+    from pipeline.llm.session import LLMSession
+
+R = TypeVar("R")
+P = TypeVar("P", bound=EngineSettings)
+I = TypeVar("I")  # noqa: E741 (the step's inputs)
+
+
+@dataclass(frozen=True)
+class Output(Generic[R]):
+    """How a stage's results are written and read: the item each is for, and the text in which a
+    reply shows (a dry run looks there for replies not known yet)."""
+
+    item_of: Callable[[R], str]
+    text_of: Callable[[R], str]
+    write: Callable[[Path, Sequence[R]], None]
+    read: Callable[[Path], list[R]] | None = None  # None: no later stage reads them as results
+
+
+M = TypeVar("M", bound=Result)
+
+
+def jsonl_output(model: type[M]) -> Output[M]:
+    """Results written one model a line, sorted by item (pipeline.data.jsonl); `model` has an `item`."""
+    return Output(
+        lambda r: str(getattr(r, "item")),  # noqa: B009 (Result does not declare it; each model does)
+        lambda r: r.model_dump_json(),
+        write_jsonl,
+        lambda path: read_jsonl(path, model),
+    )
+
+
+class Upstream(Protocol):
+    """The results of an earlier stage of the same design."""
+
+    def __call__(self, stage: str, output: Output[R]) -> list[R]: ...
+
+
+def no_decision_on_unknown(_: Any) -> bool:
+    return False
+
+
+@dataclass(frozen=True)
+class LLMStep(Generic[P, I, R]):
+    """A stage that calls a model (see the module's docstring).
+
+    decides_on_unknown: whether, with these params, the step takes a decision on a reply without
+    sending it back (refine with unscored_triggers false stops on an unscored metric): a dry run's
+    placeholder reply then cannot be told from a real one, and its count is a lower bound.
+    done: a line for the log after a run, from the results (e.g. how many were scored)."""
+
+    inputs: Callable[[P, Upstream], I]
+    items: Callable[[I], list[str]]
+    work: Callable[[P, LLMSession, I], list[R]]
+    output: Output[R]
+    decides_on_unknown: Callable[[P], bool] = no_decision_on_unknown
+    done: Callable[[list[R]], str] | None = None

@@ -1,0 +1,56 @@
+"""The SummEval calibrate stage: the judge against the people's ratings: metrics, plot data, page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pipeline.errors import InputError
+from pipeline.experiments.design import CalibrationRows
+from pipeline.experiments.summeval.calibration import (
+    ExperimentRows,
+    experiment_rows,
+    plot_csv,
+    summeval_metrics,
+)
+from pipeline.experiments.summeval.params import SummEvalParams
+from pipeline.experiments.summeval.report import render_summeval_html
+from pipeline.llm.keys import canonical_json
+
+
+def _write(path: str, text: str) -> Path:
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+    return target
+
+
+def _write_page(params: SummEvalParams, rows: ExperimentRows, metrics: dict[str, Any]) -> Path:
+    title = f"judgeloop SummEval calibration: {params.llm.backend}:{params.llm.model}"
+    return _write(
+        params.summeval.html_report, render_summeval_html(metrics, rows.judgements, rows.humans, title)
+    )
+
+
+def run(params: SummEvalParams) -> None:
+    settings = params.summeval
+    rows = experiment_rows(params)
+    _, metrics = summeval_metrics(params, rows)
+    _write(settings.metrics_out, canonical_json(metrics) + "\n")
+    _write(settings.plot_csv, plot_csv(rows))
+    _write_page(params, rows, metrics)
+
+
+def report(params: SummEvalParams) -> list[Path]:
+    """The page again, as the stage writes it."""
+    rows = experiment_rows(params)
+    return [_write_page(params, rows, summeval_metrics(params, rows)[1])]
+
+
+def calibration_rows(params: SummEvalParams) -> CalibrationRows:
+    """`judgeloop calibrate --experiment summeval`: the judge step's own rows against the corpus's
+    ratings, with the bootstrap of the experiment's metrics."""
+    rows = experiment_rows(params)
+    if not rows.scores:
+        raise InputError(params.summeval.out, None, "no judgements", "run `dvc repro summeval_judge` first")
+    return CalibrationRows(rows.scores, rows.humans, params.summeval.resamples, params.summeval.seed)

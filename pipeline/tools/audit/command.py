@@ -1,0 +1,320 @@
+"""`judgeloop audit`: the exact calls an experiment made, read back from its recordings.
+
+    judgeloop audit --item 901 --iteration 1 --metric completeness
+    judgeloop audit --stage judge --search "score: 2" --format markdown
+    judgeloop audit diff 901 --from 0 --to 1 --metric completeness
+
+Only files are read (recordings/<stage>/, and runs/<stage>.json for --hit/--miss): no model, no
+network, and the backend that made the calls does not matter. Every request message is printed as
+it was sent, the reply as it came back, and for a judge call the score the pipeline reads from it
+(pipeline.judges.scores.extract_score on the judge's scale), so what a reader sees is what the numbers
+were computed from. A record that fails verification is still shown, marked untrusted.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import click
+
+from pipeline.errors import JudgeloopError
+from pipeline.experiments.params import load_params
+from pipeline.judges.rubric.judge import SCALE
+from pipeline.judges.scores import ScoreReading, extract_score
+from pipeline.llm import recordings
+from pipeline.llm.keys import canonical_json
+from pipeline.llm.records import RecordedCall
+from pipeline.tools.audit.diff import diff_iterations
+from pipeline.tools.inventory import RunSummary, read_runs
+
+Format = Literal["text", "jsonl", "markdown"]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which calls to show; an empty field selects everything."""
+
+    stages: tuple[str, ...] = ()
+    items: tuple[str, ...] = ()
+    iteration: int | None = None
+    metric: str | None = None
+    role: str | None = None
+    model: str | None = None
+    cache: Literal["hit", "miss"] | None = None
+    search: str | None = None
+    labels: tuple[tuple[str, str], ...] = ()  # any design's context labels, e.g. (("prompt", "full"),)
+
+
+def load_calls(root: Path, stages: Iterable[str] = ()) -> list[RecordedCall]:
+    wanted = set(stages)
+    found = {d.name: d for d in recordings.stage_dirs(root)}
+    unknown = wanted - found.keys()
+    if unknown:
+        have = ", ".join(sorted(found)) or "none"
+        raise JudgeloopError(
+            f"no recordings for stage(s) {', '.join(sorted(unknown))} under {root}/ (recorded: {have}). "
+            "Fix: run the stage (dvc repro), or point cache.recordings at the experiment's recordings."
+        )
+    calls: list[RecordedCall] = []
+    for name, directory in sorted(found.items()):
+        if not wanted or name in wanted:
+            # verify=False: an edited record is exactly what an auditor wants to see; it is marked instead.
+            calls += [loaded.call for loaded in recordings.read_stage(directory, verify=False)]
+    return calls
+
+
+def last_run_status(runs: dict[str, RunSummary], call: RecordedCall) -> str | None:
+    run = runs.get(call.context.stage)
+    return None if run is None else run.keys.get(call.record.key)
+
+
+def _matches(call: RecordedCall, sel: Selection, runs: dict[str, RunSummary]) -> bool:
+    ctx, record = call.context, call.record
+    if (sel.stages and ctx.stage not in sel.stages) or (sel.items and ctx.item not in sel.items):
+        return False
+    if sel.iteration is not None and ctx.step != sel.iteration:
+        return False
+    if (sel.metric is not None and ctx.label("metric") != sel.metric) or (
+        sel.role is not None and ctx.label("role") != sel.role
+    ):
+        return False
+    if any(ctx.label(name) != value for name, value in sel.labels):
+        return False
+    if (
+        sel.model is not None
+        and sel.model.lower() not in f"{record.model.name} {record.model.digest}".lower()
+    ):
+        return False
+    if sel.cache is not None and last_run_status(runs, call) != sel.cache:
+        return False
+    if sel.search is not None:
+        texts = [m.content for m in record.request.messages] + [record.reply.text]
+        return any(sel.search.lower() in text.lower() for text in texts)
+    return True
+
+
+def select(calls: Iterable[RecordedCall], sel: Selection, runs: dict[str, RunSummary]) -> list[RecordedCall]:
+    chosen = [c for c in calls if _matches(c, sel, runs)]
+    return sorted(chosen, key=lambda c: (*c.context.sort_key(), c.record.key))
+
+
+def score_of(call: RecordedCall) -> ScoreReading | None:
+    return extract_score(call.record.reply.text, SCALE) if call.context.label("role") == "judge" else None
+
+
+def _options(call: RecordedCall) -> str:
+    dumped = call.record.request.options.model_dump(mode="json")
+    return " ".join(f"{k}={v}" for k, v in dumped.items() if k != "stop" or v)
+
+
+def _header(call: RecordedCall, runs: dict[str, RunSummary]) -> list[tuple[str, str]]:
+    record, reply = call.record, call.record.reply
+    rows = [
+        ("key", record.key),
+        ("model", f"{record.model.backend} {record.model.name} ({record.model.digest})"),
+        ("created_at", record.created_at),
+        ("tokens", f"prompt {reply.prompt_tokens}, completion {reply.completion_tokens}"),
+        ("done_reason", str(reply.done_reason)),
+        ("options", _options(call)),
+    ]
+    if record.request.format is not None:
+        rows.append(("format", canonical_json(record.request.format)))
+    if call.context.stage in runs:
+        rows.append(("last run", last_run_status(runs, call) or "not part of the last run"))
+    problem = record.problem()
+    rows.append(("record", "verifies" if problem is None else f"UNTRUSTED: {problem}"))
+    return rows
+
+
+def _score_line(reading: ScoreReading) -> str:
+    matched = f' from "{reading.matched}"' if reading.matched else ""
+    # What the reply states even when it is no score ("Score: 3.5/5" on 1-5 is non_integer, states 3.5).
+    stated = f", states {reading.stated}" if reading.score is None and reading.stated is not None else ""
+    return f"{'none' if reading.score is None else reading.score} ({reading.reason}{stated}{matched})"
+
+
+def format_text(call: RecordedCall, runs: dict[str, RunSummary]) -> str:
+    lines = [f"=== {call.context.describe()} ==="]
+    lines += [f"{name:<12}{value}" for name, value in _header(call, runs)]
+    for number, message in enumerate(call.record.request.messages, start=1):
+        lines += [f"--- message {number} ({message.role}) ---", message.content]
+    lines += ["--- reply ---", call.record.reply.text]
+    reading = score_of(call)
+    if reading is not None:
+        lines.append(f"--- score: {_score_line(reading)} ---")
+    return "\n".join(lines) + "\n"
+
+
+def as_json(call: RecordedCall, runs: dict[str, RunSummary]) -> dict[str, Any]:
+    record = call.record
+    reading = score_of(call)
+    return {
+        "context": call.context.model_dump(mode="json"),
+        "key": record.key,
+        "model": record.model.model_dump(mode="json"),
+        "created_at": record.created_at,
+        "request": record.request.model_dump(mode="json"),
+        "reply": record.reply.model_dump(mode="json"),
+        "score": None
+        if reading is None
+        else {
+            "score": reading.score,
+            "reason": reading.reason,
+            "matched": reading.matched,
+            "stated": reading.stated,
+        },
+        "last_run": last_run_status(runs, call),
+        "problem": record.problem(),
+    }
+
+
+def _fenced(text: str, info: str = "text") -> str:
+    # A fence longer than any backtick run inside, so a reply that itself holds ``` stays one block.
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{info}\n{text}\n{fence}"
+
+
+def format_markdown(call: RecordedCall, runs: dict[str, RunSummary]) -> str:
+    parts = [f"### {call.context.describe()}", "", "| | |", "|---|---|"]
+    parts += [f"| {name} | `{value}` |" for name, value in _header(call, runs)]
+    for number, message in enumerate(call.record.request.messages, start=1):
+        parts += ["", f"**message {number} ({message.role})**", "", _fenced(message.content)]
+    parts += ["", "**reply**", "", _fenced(call.record.reply.text)]
+    reading = score_of(call)
+    if reading is not None:
+        parts += ["", f"**score**: {_score_line(reading)}"]
+    return "\n".join(parts) + "\n"
+
+
+def render(calls: list[RecordedCall], fmt: Format, runs: dict[str, RunSummary]) -> str:
+    if fmt == "jsonl":
+        return "".join(canonical_json(as_json(c, runs)) + "\n" for c in calls)
+    one = format_markdown if fmt == "markdown" else format_text
+    return "\n".join(one(c, runs) for c in calls)
+
+
+def _parse_labels(labels: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    parsed = []
+    for label in labels:
+        name, sep, value = label.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(
+                f"'{label}' is not NAME=VALUE (e.g. --label prompt=full)", param_hint="--label"
+            )
+        parsed.append((name, value))
+    return tuple(parsed)
+
+
+@click.group(invoke_without_command=True)
+@click.option("--stage", "stages", multiple=True, help="Only this stage's calls (repeatable).")
+@click.option("--item", "items", multiple=True, help="Only this item (repeatable).")
+@click.option("--iteration", type=int, help="Only this refinement iteration (0: the first assessment).")
+@click.option("--metric", help="Only judge calls for this metric.")
+@click.option("--role", help="Only calls of this role: assess, judge or refine.")
+@click.option("--model", help="Only calls whose model name or digest contains this.")
+@click.option(
+    "--hit/--miss",
+    "hit",
+    default=None,
+    help="Only calls the stage's last run found cached / sent to the model.",
+)
+@click.option("--search", help="Only calls whose prompt or reply contains this text (any case).")
+@click.option(
+    "--label",
+    "labels",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Only calls whose context has this label, any design's (e.g. prompt=full; repeatable).",
+)
+@click.option("--limit", type=click.IntRange(min=0), help="At most this many calls.")
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "jsonl", "markdown"]), default="text", show_default=True
+)
+@click.option(
+    "--recordings",
+    "recordings_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Read these recordings (default: cache.recordings).",
+)
+@click.pass_context
+def audit(
+    ctx: click.Context,
+    stages: tuple[str, ...],
+    items: tuple[str, ...],
+    iteration: int | None,
+    metric: str | None,
+    role: str | None,
+    model: str | None,
+    hit: bool | None,
+    search: str | None,
+    labels: tuple[str, ...],
+    limit: int | None,
+    fmt: Format,
+    recordings_dir: Path | None,
+) -> None:
+    """Show recorded calls: the exact request messages, the reply, and the score read from it."""
+    params = load_params()
+    ctx.obj = recordings_dir or Path(params.cache.recordings)
+    if ctx.invoked_subcommand is not None:
+        return
+    calls = load_calls(ctx.obj, stages)
+    runs = read_runs(params)
+    if hit is not None:
+        seen = stages or tuple(sorted({c.context.stage for c in calls}))
+        without = [s for s in seen if s not in runs]
+        if len(without) == len(seen):
+            raise JudgeloopError(
+                "--hit/--miss needs the last run's statistics (runs/<stage>.json), and there are none for "
+                f"{', '.join(seen) or 'any stage'} on this machine: they are written by a stage run here, "
+                "not recorded. Fix: run the stage (dvc repro), or drop --hit/--miss."
+            )
+        if without:
+            click.echo(
+                f"note: no last-run statistics for {', '.join(without)}: its calls are left out", err=True
+            )
+    sel = Selection(
+        stages,
+        items,
+        iteration,
+        metric,
+        role,
+        model,
+        None if hit is None else ("hit" if hit else "miss"),
+        search,
+        _parse_labels(labels),
+    )
+    chosen = select(calls, sel, runs)
+    if limit is not None:
+        chosen = chosen[:limit]
+    if not chosen:
+        click.echo("no recorded call matches", err=True)
+        return
+    click.echo(render(chosen, fmt, runs), nl=False)
+
+
+@audit.command()
+@click.argument("item")
+@click.option(
+    "--from", "first", type=int, required=True, help="The earlier iteration (0: the first assessment)."
+)
+@click.option("--to", "second", type=int, required=True, help="The later iteration.")
+@click.option("--metric", help="Also diff this metric's judge prompt and reply.")
+@click.option(
+    "-U",
+    "--context",
+    "context",
+    type=click.IntRange(min=0),
+    default=3,
+    show_default=True,
+    help="Lines of context.",
+)
+@click.pass_obj
+def diff(root: Path, item: str, first: int, second: int, metric: str | None, context: int) -> None:
+    """Unified diffs of what changed between two iterations of ITEM: the assessment prompt and reply,
+    and with --metric the judge prompt and reply for that metric."""
+    click.echo(diff_iterations(load_calls(root), item, first, second, metric, context), nl=False)

@@ -1,0 +1,390 @@
+"""`judgeloop cache`: look after the local call store and the recordings, from the records alone.
+
+    stats    local store entries and bytes; recordings per stage; the last run of each stage
+    verify   re-derive every key from its request, in the local store AND the recordings;
+             --repair deletes the local entries that fail (damaged, edited, foreign, a pickle)
+    gc       drop local entries that no recording and no last run references
+    merge    take a collaborator's recordings; a key answered differently on each side is a conflict
+    seed     copy recorded calls into the local store
+    export   write the local store out as recordings (for a collaborator, or another clone)
+
+Nothing here keeps books of its own: the local store is pipeline.llm.store.CallStore, the
+recordings are pipeline.llm.recordings, and "the last run" is the runs/<stage>.json summary that
+LLMSession.close writes next to the cache directory (all read through pipeline.tools.inventory).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import click
+from tqdm import tqdm
+
+from pipeline.errors import CorruptRecordError, JudgeloopError, UnsafeNameError
+from pipeline.experiments.params import Params, load_params
+from pipeline.llm import recordings
+from pipeline.llm.files import safe_name
+from pipeline.llm.keys import KEY_PREFIX
+from pipeline.llm.pins import Pins
+from pipeline.llm.records import CallRecord, RecordedCall
+from pipeline.llm.store import CallStore, ForeignKey
+from pipeline.llm.types import CallContext
+from pipeline.tools.cache.merge import Prefer, merge_into
+from pipeline.tools.inventory import local_records, open_store, read_runs, runs_dir, scan_recordings
+
+UNRECORDED_STAGE = "unrecorded"
+
+
+def _human(size: int) -> str:
+    return tqdm.format_sizeof(size, "B", divisor=1000)
+
+
+def _line_key(line: str) -> str | None:
+    try:
+        key = json.loads(line).get("key")
+    except (ValueError, AttributeError):
+        return None
+    return key if isinstance(key, str) else None
+
+
+def _plain_names(ctx: click.Context, param: click.Parameter, names: tuple[str, ...]) -> tuple[str, ...]:
+    try:
+        return tuple(safe_name(name, "--stage", recordings.STAGE_FIX) for name in names)
+    except UnsafeNameError as exc:
+        raise click.BadParameter(exc.message, ctx, param) from exc
+
+
+def _pins(params: Params) -> Pins:
+    return Pins(Path("."), Path(params.cache.recordings))
+
+
+@click.group()
+def cache() -> None:
+    """The local call cache and the recordings: stats, verify, gc, merge, seed, export."""
+
+
+@cache.command()
+@click.option("--json", "as_json", is_flag=True, help="One JSON object instead of text.")
+def stats(as_json: bool) -> None:
+    """Entries and bytes of the local cache and the recordings; hits and model calls of the last runs."""
+    params = load_params()
+    out: dict[str, Any] = {"cache_dir": params.cache.dir, "local": None, "recordings": {}, "runs": {}}
+    store = open_store(params)
+    if store is not None:
+        entries = list(store.entries())
+        refused = sum(isinstance(key, ForeignKey) for key in entries)
+        # A key's prefix names its recipe: an entry under an older one is never looked up again.
+        stale = sum(1 for key in entries if isinstance(key, str) and not key.startswith(KEY_PREFIX))
+        out["local"] = {
+            "entries": len(entries),
+            "bytes": store.volume(),
+            "older_key_recipe": stale,
+            "refused": refused,
+        }
+        store.close()
+    for directory in recordings.stage_dirs(Path(params.cache.recordings)):
+        lines = [line for _, line in recordings.split_recording(directory).calls]
+        keys = {_line_key(line) for line in lines} - {None}
+        size = sum(p.stat().st_size for p in directory.iterdir() if p.is_file())
+        out["recordings"][directory.name] = {"calls": len(lines), "unique_keys": len(keys), "bytes": size}
+    for stage, run in read_runs(params).items():
+        out["runs"][stage] = {
+            "mode": run.mode,
+            "hits": run.hits,
+            "model_calls": run.model_calls,
+            "replay_misses": run.replay_misses,
+        }
+    if as_json:
+        click.echo(json.dumps(out, indent=1, sort_keys=True))
+        return
+    local = out["local"]
+    held = f"{local['entries']} entries, {_human(local['bytes'])}" if local else "none yet (a run creates it)"
+    click.echo(f"local cache {params.cache.dir}: {held}")
+    if local and local["older_key_recipe"]:
+        click.echo(
+            f"  {local['older_key_recipe']} of them under an older key recipe, never looked up again "
+            "(`judgeloop cache gc` removes them once no recording or last run names them)"
+        )
+    if local and local["refused"]:
+        click.echo(
+            f"  {local['refused']} of them with keys judgeloop never writes (pickled or not text): refused, "
+            "never read (`judgeloop cache verify --repair` deletes them)"
+        )
+    click.echo(f"recordings {params.cache.recordings}/:" + ("" if out["recordings"] else " none"))
+    for stage, rec in out["recordings"].items():
+        click.echo(
+            f"  {stage:<10} {rec['calls']} calls, {rec['unique_keys']} unique keys, {_human(rec['bytes'])}"
+        )
+    click.echo(f"last run per stage ({runs_dir(params)}):" + ("" if out["runs"] else " none on this machine"))
+    for stage, run in out["runs"].items():
+        misses = f", {run['replay_misses']} replay misses" if run["replay_misses"] else ""
+        click.echo(
+            f"  {stage:<10} mode {run['mode']}: {run['hits']} hits, {run['model_calls']} model calls{misses}"
+        )
+
+
+@cache.command()
+@click.option(
+    "--repair",
+    "--delete-corrupt",
+    "repair",
+    is_flag=True,
+    help="Delete the local entries that fail, so the call is made again (recordings are left alone).",
+)
+@click.pass_context
+def verify(ctx: click.Context, repair: bool) -> None:
+    """Re-derive every key from its stored request, in the local cache and in the recordings.
+
+    Reports records whose request or reply was edited, that cannot be read, that are stored under
+    another call's key (foreign) or that judgeloop never writes (a pickle: refused, never decoded),
+    and recordings that do not match their entry in dvc.lock. Exit status 1 when anything is still
+    wrong afterwards.
+    """
+    params = load_params()
+    problems: list[str] = []
+    checked, deleted = 0, 0
+    store = open_store(params)
+    local: dict[str, CallRecord] = {}
+    if store is not None:
+        for key, record, problem in list(local_records(store)):
+            checked += 1
+            if problem is None and record is not None and isinstance(key, str):
+                local[key] = record
+            elif repair and store.delete(key):
+                deleted += 1
+                click.echo(f"deleted local entry {key}: {problem}")
+            else:
+                problems.append(f"local cache {params.cache.dir}: {key}: {problem}")
+        store.close()
+    scan = scan_recordings(Path(params.cache.recordings), _pins(params))
+    problems += scan.problems
+    checked += len(scan.calls)
+    differ = {
+        c.record.key for _, _, c in scan.calls if c.record.key in local and local[c.record.key] != c.record
+    }
+    click.echo(f"checked {checked} records ({len(local)} local, {len(scan.calls)} recorded calls)")
+    if deleted:
+        click.echo(f"deleted {deleted} corrupt local entries")
+    if differ:
+        # Not corruption, both hash to the key; but a rerun here (auto mode) serves the local one.
+        click.echo(f"note: {len(differ)} keys have a different (valid) reply locally than in the recordings")
+    if problems:
+        click.echo(f"{len(problems)} problem(s):")
+        for problem in problems:
+            click.echo(f"  {problem}")
+        if scan.problems:
+            click.echo(
+                "Fix recordings: restore them from git (git checkout -- <file>), or delete the stage's "
+                "folder and re-run the stage."
+            )
+        if any(p.startswith("local cache") for p in problems):
+            click.echo(
+                "Fix the local cache: judgeloop cache verify --repair (deletes the entries that fail; "
+                "their calls are made again, or replayed from the recordings)"
+            )
+        ctx.exit(1)
+    click.echo("all records verify")
+
+
+def referenced_keys(params: Params, extra: Iterable[Path] = ()) -> set[str]:
+    keys: set[str] = set()
+    for root in (Path(params.cache.recordings), *extra):
+        scan = scan_recordings(root)
+        if scan.problems:
+            raise JudgeloopError(
+                f"{root}: {len(scan.problems)} recorded call(s) cannot be read, so what they reference is "
+                "unknown. Fix: run `judgeloop cache verify` and repair them first."
+            )
+        keys |= {call.record.key for _, _, call in scan.calls}
+    for run in read_runs(params).values():
+        keys |= set(run.keys)
+    return keys
+
+
+@cache.command()
+@click.option("--dry-run", is_flag=True, help="Only say what would be deleted.")
+@click.option(
+    "--keep",
+    "keep_dirs",
+    multiple=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Another recordings folder whose calls are kept too (repeatable).",
+)
+def gc(dry_run: bool, keep_dirs: tuple[Path, ...]) -> None:
+    """Delete local entries that no recording references.
+
+    Kept: every key in the recordings (and --keep folders), and every key of each stage's last run
+    (a stage that failed wrote no recording, but its finished calls let the rerun resume).
+    """
+    params = load_params()
+    store = open_store(params)
+    if store is None:
+        click.echo(f"no local cache at {params.cache.dir}: nothing to collect")
+        return
+    keep = referenced_keys(params, keep_dirs)
+    total, dropped, freed = 0, 0, 0
+    for key in list(store.keys()):
+        total += 1
+        if key in keep:
+            continue
+        dropped += 1
+        freed += len(store.get_raw(key) or b"")
+        if not dry_run:
+            store.delete(key)
+    store.close()
+    verb = "would delete" if dry_run else "deleted"
+    click.echo(
+        f"{verb} {dropped} of {total} local entries ({_human(freed)}); kept {total - dropped} referenced"
+    )
+
+
+def _reply_diff(ours: str, theirs: str) -> list[str]:
+    lines = difflib.unified_diff(ours.splitlines(), theirs.splitlines(), "ours", "theirs", n=1, lineterm="")
+    return [f"    {line}" for line in lines]
+
+
+@cache.command()
+@click.argument("other", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option(
+    "--into",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="The recordings folder merged into (default: cache.recordings).",
+)
+@click.option("--ours", "prefer", flag_value="ours", help="On a conflict keep our reply, and succeed.")
+@click.option("--theirs", "prefer", flag_value="theirs", help="On a conflict take their reply, and succeed.")
+@click.pass_context
+def merge(ctx: click.Context, other: Path, into: Path | None, prefer: Prefer | None) -> None:
+    """Take a collaborator's recordings (OTHER) into ours: the union of the calls, stage by stage.
+
+    The same key in the same context is one call. The same key answered with a different reply on
+    each side is a conflict: ours is kept, every conflict is listed, and the exit status is 1 unless
+    --ours or --theirs says which to keep. Replies that differ only in metadata (timestamps,
+    durations) are the same answer, not a conflict. The result is written sorted (deterministic).
+    """
+    target = into or Path(load_params().cache.recordings)
+    result = merge_into(target, other, prefer or "ours")
+    for stage in result.stages:
+        total = stage.ours + stage.added
+        click.echo(f"{stage.stage}: {stage.ours} ours + {stage.added} new from theirs = {total} calls")
+    for conflict in result.conflicts:
+        click.echo(f"conflict: key {conflict.key}")
+        for side, call in (("ours", conflict.ours), ("theirs", conflict.theirs)):
+            click.echo(f"  {side + ':':<7} {call.context.describe()}")
+        ours, theirs = conflict.ours.record.reply, conflict.theirs.record.reply
+        click.echo("\n".join(_reply_diff(ours.text, theirs.text)))
+        if ours.done_reason != theirs.done_reason:
+            click.echo(f"    done_reason: ours {ours.done_reason}, theirs {theirs.done_reason}")
+    if result.took_theirs:
+        click.echo(
+            f"took theirs for {result.took_theirs} conflicting key(s); the local cache still holds ours: "
+            "run `judgeloop cache seed --replace` to use the merged replies here"
+        )
+    pins = Pins(Path("."), target)
+    for stage in result.stages:
+        pin = pins.pin(target / stage.stage)
+        if pin is not None and pins.problem(target / stage.stage) is not None:
+            click.echo(
+                f"note: {pin.path} no longer matches dvc.lock, and a stage refuses to read it until it is "
+                f"re-locked: keep the merge with `{pin.relock()}`, or undo it with "
+                f"`git checkout -- {pin.path}`"
+            )
+    if result.conflicts and prefer is None:
+        click.echo(
+            f"{len(result.conflicts)} conflicting call(s): kept ours. "
+            "Re-run with --ours to accept that, or --theirs to take theirs.",
+            err=True,
+        )
+        ctx.exit(1)
+
+
+def _same(store: CallStore, record: CallRecord) -> bool:
+    try:
+        return store.get(record.key) == record
+    except CorruptRecordError:
+        return False
+
+
+@cache.command()
+@click.argument(
+    "recordings_dir", required=False, type=click.Path(exists=True, file_okay=False, path_type=Path)
+)
+@click.option(
+    "--replace", is_flag=True, help="Overwrite a local record whose reply differs from the recorded one."
+)
+def seed(recordings_dir: Path | None, replace: bool) -> None:
+    """Copy every recorded call (default: cache.recordings) into the local cache."""
+    params = load_params()
+    source = recordings_dir or Path(params.cache.recordings)
+    store = CallStore(Path(params.cache.dir))
+    counts = {"new": 0, "already present": 0, "replaced": 0, "kept local (differs)": 0}
+    seen: set[str] = set()
+    for loaded in recordings.read_all(source):
+        record = loaded.call.record
+        if record.key in seen:
+            continue
+        seen.add(record.key)
+        if record.key not in store:
+            store.put(record)
+            counts["new"] += 1
+        elif _same(store, record):
+            counts["already present"] += 1
+        elif replace:
+            store.put(record)
+            counts["replaced"] += 1
+        else:
+            counts["kept local (differs)"] += 1
+    store.close()
+    click.echo(
+        f"seeded {params.cache.dir} from {source}: " + ", ".join(f"{n} {what}" for what, n in counts.items())
+    )
+
+
+@cache.command()
+@click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--stage", "stages", multiple=True, callback=_plain_names, help="Only these stages (repeatable)."
+)
+def export(out_dir: Path, stages: tuple[str, ...]) -> None:
+    """Write every record of the local cache to OUT_DIR as recordings (one folder per stage).
+
+    A key goes under each stage and context where the recordings show it; a key only the last run of
+    a stage names (its recording was not written: the stage failed) goes under that stage with a
+    bare context; anything else under `unrecorded/`. OUT_DIR can then be merged, seeded or replayed.
+    """
+    params = load_params()
+    recorded = Path(params.cache.recordings)
+    if out_dir.resolve() == recorded.resolve():
+        raise JudgeloopError(
+            f"{out_dir} is the recordings folder itself. Fix: export elsewhere, then merge it."
+        )
+    store = open_store(params)
+    if store is None:
+        raise JudgeloopError(f"no local cache at {params.cache.dir}: nothing to export")
+    contexts: dict[str, list[CallContext]] = {}
+    for _, _, call in scan_recordings(recorded).calls:
+        contexts.setdefault(call.record.key, []).append(call.context)
+    for stage, run in read_runs(params).items():
+        for key in run.keys:
+            contexts.setdefault(key, [CallContext(stage=stage)])
+    out: dict[str, list[RecordedCall]] = {}
+    skipped = 0
+    for entry, record, problem in local_records(store):
+        if record is None or problem is not None or not isinstance(entry, str):
+            skipped += 1
+            continue
+        for context in contexts.get(entry, [CallContext(stage=UNRECORDED_STAGE)]):
+            if not stages or context.stage in stages:
+                out.setdefault(context.stage, []).append(RecordedCall(context=context, record=record))
+    store.close()
+    # Checked before anything is written: a stage name read from a recording must not lead out.
+    targets = {stage: recordings.stage_dir(out_dir, stage) for stage in out}
+    for stage, calls in sorted(out.items()):
+        recordings.write_stage(targets[stage], calls)
+        click.echo(f"{stage}: {len(calls)} calls -> {targets[stage]}")
+    if skipped:
+        click.echo(f"skipped {skipped} local entries that do not verify (see `judgeloop cache verify`)")

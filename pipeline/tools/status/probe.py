@@ -1,0 +1,152 @@
+"""Run one stage's experiment step without a model, to count the calls it would send to one.
+
+The step runs exactly as the stage runs it (its design's LLMStep, pipeline.experiments.steps, in an
+LLMSession in auto mode), with two stand-ins that make it a dry run:
+
+* the session has no store, so nothing is written; it answers from the recordings;
+* ProbeBackend is the "model" it asks for the rest. What the local cache holds it answers from
+  there (read-only). Anything else is a model call the real run certainly makes when it gets this
+  far; the probe answers it with a placeholder naming the call, and a request the real run sends
+  twice (in two stages or two items) counts once, as it would hit the cache the second time. Any
+  later request that contains a placeholder depends on a reply nobody knows yet: the probe raises
+  DependentCall there, a ReplayMissError, so the runner drops that item and the others go on
+  (pipeline.llm.runner).
+
+A placeholder is never a usable reply (no score, no XML sections), so the pipeline always takes its
+"ask again / iterate again" branch on it, and that branch always sends the placeholder back
+(a re-ask carries the reply, the regeneration prompt carries the judge's explanation): every call
+that depends on an unknown reply is caught. A step that takes a decision on a reply without
+sending it back says so (LLMStep.decides_on_unknown: refine with refine.unscored_triggers=false
+lets an unscored metric pass, so the loop may stop where a real reply would have continued), and
+pipeline.tools.status.command then counts the items holding a placeholder as a lower bound.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Generic, TypeVar
+
+from pipeline.errors import ReplayMissError
+from pipeline.experiments.steps import Output
+from pipeline.llm.keys import request_key
+from pipeline.llm.records import RecordedCall
+from pipeline.llm.session import LLMSession, RecordingIndex
+from pipeline.llm.store import CallStore
+from pipeline.llm.types import Backend, ChatReply, ChatRequest, ModelIdentity
+
+MARK = "<judgeloop-status: reply not known yet"
+
+
+def placeholder(key: str) -> str:
+    return f"{MARK}, call {key}>"
+
+
+class DependentCall(ReplayMissError):
+    """A request that carries a reply not known yet: neither it nor what follows can be predicted."""
+
+
+class ProbeBackend:
+    """The "model" of a dry run: answers what the local cache holds, a placeholder for the rest."""
+
+    kind = "probe"
+    parallelism = 8  # nothing is sent anywhere; items may run side by side
+
+    def __init__(self, identity: ModelIdentity, cache_dir: Path) -> None:
+        self._identity = identity
+        # Read-only: opened only if it exists, since creating an empty cache would be a side effect.
+        self._local = CallStore(cache_dir) if cache_dir.is_dir() else None
+        self.from_local: set[str] = set()
+        self._lock = threading.Lock()
+
+    def identity(self) -> ModelIdentity:
+        return self._identity
+
+    def chat(self, request: ChatRequest) -> ChatReply:
+        key = request_key(self._identity, request)
+        if any(MARK in message.content for message in request.messages):
+            raise DependentCall(key, None)
+        record = self._local.get(key, request) if self._local is not None else None
+        if record is not None:
+            with self._lock:
+                self.from_local.add(key)
+            return record.reply
+        return ChatReply(text=placeholder(key), done_reason="not_yet_asked")
+
+    def close(self) -> None:
+        if self._local is not None:
+            self._local.close()
+
+
+R = TypeVar("R")
+
+
+@dataclass
+class StageProbe(Generic[R]):
+    stage: str
+    results: list[R]  # every item that finished, known replies or not
+    recorded: int = 0  # calls answered by the recordings or the local cache
+    local_only: int = 0  # of those, in the local cache but not in the recordings (a clone lacks them)
+    repeats: int = 0  # the same request as a model call counted earlier: a cache hit in the real run
+    model_calls: list[RecordedCall] = field(default_factory=list)  # certain model calls, with context
+    stopped: list[str] = field(default_factory=list)  # items whose later calls depend on an unknown reply
+    unknown_output: list[str] = field(default_factory=list)  # finished, but the output holds an unknown reply
+    known: list[R] = field(default_factory=list)  # the results the next stage can be fed
+
+    @property
+    def calls(self) -> int:
+        return self.recorded + self.repeats + len(self.model_calls)
+
+
+def probe_stage(
+    stage: str,
+    work: Callable[[LLMSession], list[R]],
+    items: Sequence[str],
+    output: Output[R],
+    *,
+    identity: ModelIdentity,
+    index: RecordingIndex,
+    cache_dir: Path,
+    counted: set[str],
+) -> StageProbe[R]:
+    """Run `work` with no model. `counted`: keys already counted as model calls by earlier stages
+    of the same prediction; the real run would find those in its cache by then."""
+    backend = ProbeBackend(identity, cache_dir)
+
+    def make_backend() -> Backend:
+        return backend
+
+    session = LLMSession(
+        stage=stage,
+        mode="auto",
+        # No store: the session would write to it. The recordings answer first, the probe the rest.
+        store=None,
+        index=index,
+        recordings_dir=Path(),  # never written: closed with write_recording=False
+        identity=lambda: identity,
+        backend=make_backend,
+        runs_dir=None,  # a dry run leaves no run statistics
+    )
+    try:
+        results = work(session)
+    finally:
+        session.close(write_recording=False)
+    probe = StageProbe(stage, results)
+    for call in session.calls:
+        key = call.record.key
+        if MARK not in call.record.reply.text:
+            probe.recorded += 1
+            probe.local_only += key in backend.from_local
+        elif key in counted:
+            probe.repeats += 1
+        else:
+            counted.add(key)
+            probe.model_calls.append(call)
+    finished = {output.item_of(r) for r in results}
+    probe.stopped = [item for item in items if item not in finished]
+    unknown = {output.item_of(r) for r in results if MARK in output.text_of(r)}
+    probe.unknown_output = sorted(unknown)
+    probe.known = [r for r in results if output.item_of(r) not in unknown]
+    return probe
