@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pipeline.judges.agreement import (
+from pipeline.stats.agreement import (
     LEVELS,
     STATISTICS,
     Pair,

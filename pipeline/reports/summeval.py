@@ -13,8 +13,8 @@ from typing import Any
 
 from pipeline.data.ratings import HumanRatings
 from pipeline.experiments.summeval.results import SummEvalJudgement
-from pipeline.judges.agreement import LEVELS, STATISTICS
 from pipeline.reports.templating import TEMPLATES, make_environment
+from pipeline.stats.agreement import LEVELS, STATISTICS
 
 KIND_NAMES = {"score": "argmax (the score written)", "weighted_score": "weighted (G-Eval)"}
 STATISTIC_NAMES = {"spearman": "Spearman ρ", "kendall": "Kendall τ-b", "pearson": "Pearson r"}

@@ -9,7 +9,7 @@
                        the bootstrap's resamples and seed default to the experiment's params, so
                        the table is the one in its metrics file
 
-The statistics are pipeline/judges/agreement.py's; the joining, pipeline/judges/calibration.py's.
+The statistics are pipeline/stats/agreement.py's; the joining, pipeline/stats/calibration.py's.
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from pipeline.data.ratings import HumanRatings, JudgeScore
 from pipeline.errors import InputError
 from pipeline.experiments.summeval.calibration import experiment_rows
 from pipeline.experiments.summeval.params import load_summeval_params
-from pipeline.judges.agreement import LEVELS, STATISTICS, Estimate
-from pipeline.judges.calibration import MetricCalibration, ScoreCalibration, calibration_data
-from pipeline.judges.calibration import calibrate as calibrate_rows
 from pipeline.llm.keys import canonical_json
+from pipeline.stats.agreement import LEVELS, STATISTICS, Estimate
+from pipeline.stats.calibration import MetricCalibration, ScoreCalibration, calibration_data
+from pipeline.stats.calibration import calibrate as calibrate_rows
 
 SCORES_FIX = (
     'write one JSON object per line: {"item": "...", "group": "...", "system": "...", '

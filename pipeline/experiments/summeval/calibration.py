@@ -19,7 +19,7 @@ from pipeline.data.ratings import HumanRatings, JudgeScore
 from pipeline.data.summeval import human_ratings, load_summeval, subset
 from pipeline.experiments.summeval.params import SummEvalParams
 from pipeline.experiments.summeval.results import SummEvalJudgement
-from pipeline.judges.calibration import MetricCalibration, calibrate, calibration_data
+from pipeline.stats.calibration import MetricCalibration, calibrate, calibration_data
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from pipeline.data.ratings import HumanRatings, JudgeScore
-from pipeline.judges.agreement import (
+from pipeline.stats.agreement import (
     LEVELS,
     STATISTICS,
     Estimate,
