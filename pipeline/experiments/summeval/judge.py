@@ -17,7 +17,8 @@ from pipeline.data.summeval import Summary, SummEval
 from pipeline.experiments.summeval.params import SummEvalParams
 from pipeline.experiments.summeval.prompts import rubric_prompt
 from pipeline.experiments.summeval.results import SummaryScore, SummEvalJudgement
-from pipeline.llm.logprobs import integer_field_span, score_distribution
+from pipeline.judges.geval import score_distribution
+from pipeline.llm.logprobs import integer_field_span
 from pipeline.llm.runner import run_items
 from pipeline.llm.session import LLMSession
 from pipeline.llm.structured import Structured, StructuredFailure, ask_structured

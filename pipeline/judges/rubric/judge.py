@@ -15,12 +15,13 @@ from pydantic import BaseModel, StringConstraints, create_model
 
 from pipeline.data.transcripts import Transcript
 from pipeline.errors import ReplayMissError
+from pipeline.judges.geval import score_distribution
 from pipeline.judges.rubric.judge_prompts import JUDGE_PROMPTS
 from pipeline.judges.rubric.prompts import JSON_JUDGE_FORMAT, SCORE_REMINDER
 from pipeline.judges.rubric.results import MetricJudgement
 from pipeline.judges.rubric.settings import JudgeSettings
 from pipeline.judges.scores import DecimalPolicy, Scale, ScoreReading, extract_score
-from pipeline.llm.logprobs import integer_field_span, score_distribution
+from pipeline.llm.logprobs import integer_field_span
 from pipeline.llm.session import LLMSession
 from pipeline.llm.structured import StructuredFailure, ask_structured
 from pipeline.llm.types import CallContext, ChatRequest, Message, Options

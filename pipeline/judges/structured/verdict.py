@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from pipeline.judges.geval import score_distribution
 from pipeline.judges.structured.dimensions import (
     CONFIDENCE_FIELD,
     REASONING_FIELD,
@@ -21,7 +22,7 @@ from pipeline.judges.structured.dimensions import (
     reply_model,
     to_unit,
 )
-from pipeline.llm.logprobs import integer_field_span, score_distribution
+from pipeline.llm.logprobs import integer_field_span
 from pipeline.llm.structured import ChatSession, Structured, ask_structured
 from pipeline.llm.types import CallContext, ChatReply, Message, Options
 

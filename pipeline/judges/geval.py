@@ -1,0 +1,68 @@
+"""G-Eval's probability-weighted score (Liu et al. 2023): at the token where a judge writes its score,
+the probability it gave each allowed score, renormalised over those scores, and their expected value.
+
+The token-level reading (which token wrote a value, its alternatives) is pipeline.llm.logprobs'.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from pipeline.llm.logprobs import token_at
+from pipeline.llm.types import TokenLogprob
+
+
+@dataclass(frozen=True)
+class ScoreDistribution:
+    probabilities: dict[int, float]  # allowed value -> probability, renormalised to sum to 1
+    expected: float  # sum of value * probability: G-Eval's weighted score
+    mass: float  # the probability the model put on allowed values before renormalising
+    argmax: int  # the most probable allowed value
+
+
+def score_distribution(
+    logprobs: Sequence[TokenLogprob], position: int, allowed: Iterable[int]
+) -> ScoreDistribution | None:
+    """The distribution over `allowed` integer values at the token covering character `position`
+    (see integer_field_span), read from that token's top alternatives and the chosen token itself.
+    None when no token covers the position or no alternative there is an allowed value.
+
+    Only single-token values count: a value such as 10 that a tokenizer writes as two tokens
+    cannot be told apart from 1 at the first one.
+    """
+    index = token_at(logprobs, position)
+    if index is None:
+        return None
+    token = logprobs[index]
+    wanted = {str(value): value for value in allowed}
+    # The chosen token is usually among its own alternatives: each distinct token text counts once;
+    # two texts for one value ("4" and " 4") add up.
+    candidates = {alt.token: alt.logprob for alt in token.top}
+    candidates.setdefault(token.token, token.logprob)
+    seen: dict[int, float] = {}
+    for text, logprob in candidates.items():
+        value = wanted.get(text.strip())
+        if value is not None:
+            seen[value] = seen.get(value, 0.0) + math.exp(logprob)
+    mass = sum(seen.values())
+    if not seen or mass <= 0.0:
+        return None
+    probabilities = {value: seen.get(value, 0.0) / mass for value in sorted(wanted.values())}
+    expected = sum(value * p for value, p in probabilities.items())
+    argmax = max(probabilities, key=lambda value: (probabilities[value], -value))
+    return ScoreDistribution(probabilities=probabilities, expected=expected, mass=mass, argmax=argmax)
+
+
+def expected_score(distribution: Mapping[float, float]) -> float:
+    """G-Eval's weighted score: sum(value * p) / sum(p) over the score values given.
+
+    Probability the model put on tokens that are no score value is not in the mapping; dividing by
+    the mass that is renormalises over the score values, as G-Eval does."""
+    if any(p < 0 or not math.isfinite(p) for p in distribution.values()):
+        raise ValueError("a probability is negative or not finite")
+    total = sum(distribution.values())
+    if total <= 0:
+        raise ValueError("no probability on any score value")
+    return float(sum(value * p for value, p in distribution.items()) / total)

@@ -1,0 +1,55 @@
+"""G-Eval's weighting: the distribution over the allowed scores at the token that wrote a score, and
+its expected value."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from pipeline.judges.geval import expected_score, score_distribution
+from pipeline.llm.logprobs import integer_field_span
+from pipeline.llm.types import TokenLogprob, TopLogprob
+
+
+def _token(text: str, *alternatives: tuple[str, float]) -> TokenLogprob:
+    top = tuple(TopLogprob(token=t, logprob=lp) for t, lp in alternatives)
+    return TokenLogprob(token=text, logprob=top[0].logprob if top else -0.01, top=top)
+
+
+def test_score_distribution_weighs_the_allowed_values() -> None:
+    text = '{"score": 4}'
+    p4, p5, p3, other = 0.5, 0.2, 0.1, 0.15
+    tokens = [
+        _token('{"'),
+        _token("score"),
+        _token('":'),
+        _token(" "),
+        _token("4", ("4", math.log(p4)), ("5", math.log(p5)), (" 3", math.log(p3)), ("x", math.log(other))),
+        _token("}"),
+    ]
+    span = integer_field_span(text, "score")
+    assert span == (10, 11)
+    dist = score_distribution(tokens, span[0], range(1, 6))
+    assert dist is not None
+    mass = p4 + p5 + p3
+    assert dist.mass == pytest.approx(mass)
+    assert dist.probabilities == pytest.approx({1: 0.0, 2: 0.0, 3: p3 / mass, 4: p4 / mass, 5: p5 / mass})
+    assert dist.expected == pytest.approx((3 * p3 + 4 * p4 + 5 * p5) / mass)
+    assert dist.argmax == 4
+
+
+def test_score_distribution_without_an_allowed_value_or_token_is_none() -> None:
+    tokens = [_token("ab", ("ab", -0.1), ("cd", -2.0))]
+    assert score_distribution(tokens, 0, range(1, 6)) is None
+    assert score_distribution(tokens, 5, range(1, 6)) is None
+    assert integer_field_span('{"other": 2}', "score") is None
+
+
+def test_expected_score_is_the_probability_weighted_mean_over_score_values() -> None:
+    assert expected_score({1: 0.1, 2: 0.2, 5: 0.2}) == pytest.approx((0.1 + 0.4 + 1.0) / 0.5)
+    assert expected_score({4: 1.0}) == 4
+    with pytest.raises(ValueError):
+        expected_score({})
+    with pytest.raises(ValueError):
+        expected_score({1: -0.1, 2: 0.5})
