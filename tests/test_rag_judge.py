@@ -13,7 +13,8 @@ from pipeline.experiments.rag.aggregation import compute_metrics, markdown_repor
 from pipeline.experiments.rag.judge import RagJudgement, judge_row, run_rag_judge
 from pipeline.experiments.rag.prompt import rag_messages
 from pipeline.experiments.rag.settings import RagSettings
-from pipeline.judges.structured.dimensions import Dimension, Dimensions, reply_model, to_unit
+from pipeline.judges.likert import to_unit
+from pipeline.judges.structured.dimensions import Dimension, Dimensions, reply_model
 from pipeline.judges.structured.verdict import JudgeFailure, Verdict
 from pipeline.llm.session import open_session
 from pipeline.llm.settings import EngineSettings, LLMSettings

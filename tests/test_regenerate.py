@@ -23,7 +23,7 @@ from pipeline.experiments.regen.evaluate import run_evaluate
 from pipeline.experiments.regen.generate import run_generate
 from pipeline.experiments.regen.params import RegenParams
 from pipeline.experiments.regen.regenerate import run_regenerate
-from pipeline.judges.quality.evaluator import unit
+from pipeline.judges.likert import to_unit
 from pipeline.judges.quality.results import Answer, Calls, EvaluatedAnswer, Evaluation
 from pipeline.judges.quality.settings import EvaluateSettings, GenerateSettings
 from pipeline.llm.backends.fake import FakeBackend
@@ -75,7 +75,7 @@ def _original(grade: int | None, generation_s: float, evaluation_s: float) -> Ev
         answer=Answer(item=ROW.id, text="7070?", calls=Calls(keys=("g0",), seconds=(generation_s,))),
         evaluation=evaluation,
         failure=None if grade is not None else "invalid: not JSON",
-        quality=None if grade is None else unit(grade),
+        quality=None if grade is None else to_unit(grade),
         confidence=None if grade is None else 0.5,
         calls=Calls(keys=("e0",), seconds=(evaluation_s,)),
     )

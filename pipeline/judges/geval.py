@@ -1,7 +1,10 @@
 """G-Eval's probability-weighted score (Liu et al. 2023): at the token where a judge writes its score,
 the probability it gave each allowed score, renormalised over those scores, and their expected value.
 
-The token-level reading (which token wrote a value, its alternatives) is pipeline.llm.logprobs'.
+The one place it is computed: every judge that asks for log-probabilities (the rubric judge in json
+mode, the structured judge, the SummEval judge) reads its score's distribution with
+`field_distribution`, and `expected_score` is the weighting itself. The token-level reading (which
+token wrote a value, and its alternatives) is pipeline.llm.logprobs'.
 """
 
 from __future__ import annotations
@@ -9,9 +12,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
-from pipeline.llm.logprobs import token_at
+from pipeline.judges.likert import LIKERT_VALUES
+from pipeline.llm.logprobs import integer_field_span, token_at
 from pipeline.llm.types import TokenLogprob
+
+Value = TypeVar("Value", int, float)  # a score value: a whole score, or one on a finer scale
 
 
 @dataclass(frozen=True)
@@ -50,19 +57,35 @@ def score_distribution(
     if not seen or mass <= 0.0:
         return None
     probabilities = {value: seen.get(value, 0.0) / mass for value in sorted(wanted.values())}
-    expected = sum(value * p for value, p in probabilities.items())
+    expected = expected_score(seen)
     argmax = max(probabilities, key=lambda value: (probabilities[value], -value))
     return ScoreDistribution(probabilities=probabilities, expected=expected, mass=mass, argmax=argmax)
 
 
-def expected_score(distribution: Mapping[float, float]) -> float:
+def expected_score(weights: Mapping[Value, float]) -> float:
     """G-Eval's weighted score: sum(value * p) / sum(p) over the score values given.
 
     Probability the model put on tokens that are no score value is not in the mapping; dividing by
-    the mass that is renormalises over the score values, as G-Eval does."""
-    if any(p < 0 or not math.isfinite(p) for p in distribution.values()):
+    the mass that is renormalises over the score values, as G-Eval does. Each term is renormalised
+    before it is weighted, in the order of the values: the float the recorded outputs hold."""
+    if any(p < 0 or not math.isfinite(p) for p in weights.values()):
         raise ValueError("a probability is negative or not finite")
-    total = sum(distribution.values())
-    if total <= 0:
+    mass = sum(weights.values())
+    if mass <= 0:
         raise ValueError("no probability on any score value")
-    return float(sum(value * p for value, p in distribution.items()) / total)
+    return float(sum(value * (weights[value] / mass) for value in sorted(weights)))
+
+
+def field_distribution(
+    text: str,
+    logprobs: Sequence[TokenLogprob] | None,
+    field: str,
+    allowed: Iterable[int] = LIKERT_VALUES,
+) -> ScoreDistribution | None:
+    """The distribution over `allowed` at the value of the JSON integer field `field` of a reply
+    (`text`, the reply's `logprobs`): None when the reply carried no log-probabilities, writes no such
+    field, or no allowed value is among the alternatives there."""
+    if not logprobs:
+        return None
+    span = integer_field_span(text, field)
+    return None if span is None else score_distribution(logprobs, span[0], allowed)

@@ -14,7 +14,7 @@ from typing import Any
 from pipeline.data.rag_rows import RagRow
 from pipeline.experiments.rag.judge import RagJudgement
 from pipeline.experiments.rag.settings import RagSettings
-from pipeline.judges.structured.dimensions import SCORE_VALUES
+from pipeline.judges.likert import LIKERT_VALUES
 from pipeline.llm import recordings
 from pipeline.llm.records import RecordedCall
 from pipeline.reports.templating import make_environment
@@ -53,6 +53,6 @@ def render_rag_html(
             metrics=metrics,
             entries=entries,
             dimensions=settings.dimensions.items,
-            score_values=SCORE_VALUES,
+            score_values=LIKERT_VALUES,
         )
     )

@@ -13,6 +13,7 @@ from typing import Any
 
 from pipeline.data.ratings import HumanRatings
 from pipeline.experiments.summeval.results import SummEvalJudgement
+from pipeline.judges.likert import LIKERT_VALUES, to_unit
 from pipeline.reports.templating import TEMPLATES, make_environment
 from pipeline.stats.agreement import LEVELS, STATISTICS
 
@@ -32,7 +33,7 @@ class Point:
 
 
 def _coordinate(value: float, flip: bool) -> float:
-    fraction = (value - 1.0) / 4.0
+    fraction = to_unit(value)
     return round(MARGIN + (1.0 - fraction if flip else fraction) * SIZE, 1)
 
 
@@ -104,7 +105,7 @@ def render_summeval_html(
         for name, metric in metrics["metrics"].items()
     ]
     environment = make_environment()
-    ticks = [{"value": v, "at": _coordinate(v, False), "at_y": _coordinate(v, True)} for v in range(1, 6)]
+    ticks = [{"value": v, "at": _coordinate(v, False), "at_y": _coordinate(v, True)} for v in LIKERT_VALUES]
     return environment.get_template("summeval.html.j2").render(
         title=title,
         style=(TEMPLATES / "report.css").read_text(encoding="utf-8"),

@@ -25,7 +25,7 @@ from typing import Any
 
 from pipeline.experiments.rag.judge import RagJudgement
 from pipeline.experiments.rag.settings import RagSettings
-from pipeline.judges.structured.dimensions import SCORE_VALUES
+from pipeline.judges.likert import LIKERT_VALUES
 from pipeline.judges.structured.verdict import Verdict
 from pipeline.stats.agreement import Estimate, auroc_estimate, held_out_balanced_accuracy
 
@@ -127,7 +127,7 @@ def compute_metrics(judgements: Sequence[RagJudgement], settings: RagSettings) -
         scores = [v.dimensions[dim.name].score for v in verdicts]
         dimensions[dim.name] = {
             "weight": dim.weight,
-            "counts": {str(s): scores.count(s) for s in SCORE_VALUES},
+            "counts": {str(s): scores.count(s) for s in LIKERT_VALUES},
             **_summary([v.dimensions[dim.name].value for v in verdicts]),
         }
     table = score_table(verdicts, settings)
@@ -179,7 +179,7 @@ def markdown_report(metrics: dict[str, Any], model: str) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for name, dim in metrics["dimensions"].items():
-        counts = " | ".join(str(dim["counts"][str(s)]) for s in SCORE_VALUES)
+        counts = " | ".join(str(dim["counts"][str(s)]) for s in LIKERT_VALUES)
         sd = "—" if dim["sd"] is None else f"{dim['sd']:.2f}"
         mean = "—" if dim["mean"] is None else f"{dim['mean']:.2f}"
         lines.append(f"| {name} | {dim['weight']} | {counts} | {mean} ± {sd} |")

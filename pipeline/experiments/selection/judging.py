@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 
 from pipeline.data.catalog import Track
 from pipeline.data.listening_requests import Criterion, ListeningRequest
+from pipeline.judges.likert import LIKERT_MAX, LIKERT_MIN
 from pipeline.llm.structured import ChatSession, Structured, StructuredFailure, ask_structured
 from pipeline.llm.types import CallContext, Message, Options
 
@@ -34,7 +35,8 @@ class CriterionRating(BaseModel):
     """The judge's reply for one candidate and one criterion."""
 
     reason: str
-    rating: int = Field(ge=1, le=5)
+    # The scale's bounds, not LikertScore: its schema (an enum) would change the recorded calls' keys.
+    rating: int = Field(ge=LIKERT_MIN, le=LIKERT_MAX)
 
 
 class Comparison(BaseModel):

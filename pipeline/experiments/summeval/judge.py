@@ -17,15 +17,13 @@ from pipeline.data.summeval import Summary, SummEval
 from pipeline.experiments.summeval.params import SummEvalParams
 from pipeline.experiments.summeval.prompts import rubric_prompt
 from pipeline.experiments.summeval.results import SummaryScore, SummEvalJudgement
-from pipeline.judges.geval import score_distribution
-from pipeline.llm.logprobs import integer_field_span
+from pipeline.judges.geval import field_distribution
 from pipeline.llm.runner import run_items
 from pipeline.llm.session import LLMSession
 from pipeline.llm.structured import Structured, StructuredFailure, ask_structured
 from pipeline.llm.types import CallContext, Message
 
 STAGE = "summeval_judge"
-SCALE = range(1, 6)
 
 
 def judge_order(corpus: SummEval, dimensions: Sequence[str]) -> list[tuple[Summary, str]]:
@@ -62,9 +60,7 @@ def judgement_from(
             failure=result.kind,
             error=result.error,
         )
-    span = integer_field_span(result.text, "score")
-    logprobs = result.reply.logprobs
-    distribution = score_distribution(logprobs, span[0], SCALE) if span and logprobs else None
+    distribution = field_distribution(result.text, result.reply.logprobs, "score")
     return SummEvalJudgement(
         **common,
         score=result.value.score,

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel
 
 from pipeline.data.jsonl import Result
+from pipeline.judges.likert import LikertScore
 from pipeline.llm.structured import FailureKind
-
-Score = Literal[1, 2, 3, 4, 5]
 
 
 class SummaryScore(BaseModel):
@@ -17,7 +14,7 @@ class SummaryScore(BaseModel):
     loop to num_predict under the grammar (see pipeline.llm.structured), and G-Eval's weighting
     needs only the score token."""
 
-    score: Score
+    score: LikertScore
 
 
 class SummEvalJudgement(Result):

@@ -4,15 +4,16 @@ schema-constrained decoding.
 The seed asks for quality and confidence as floats 0-1. A small model writes a whole number on a
 short scale far more reliably than a calibrated float, and a better one after its reasons, so the
 schema (pipeline.judges.quality.results.Evaluation) asks for the issues and the hint first, then
-two grades 1-5, which we map to 0-1 as (grade - 1) / 4: 1 -> 0.0, 2 -> 0.25, 3 -> 0.5, 4 -> 0.75,
-5 -> 1.0. The seed's threshold 0.4 then regenerates grades 1 and 2 ("wrong or unsupported",
-"mostly wrong"). A reply that does not validate after the re-asks is recorded as unscored with the
-problem, never given a default grade.
+two grades 1-5, which we map to 0-1 (pipeline.judges.likert.to_unit): 1 -> 0.0, 2 -> 0.25,
+3 -> 0.5, 4 -> 0.75, 5 -> 1.0. The seed's threshold 0.4 then regenerates grades 1 and 2 ("wrong or
+unsupported", "mostly wrong"). A reply that does not validate after the re-asks is recorded as
+unscored with the problem, never given a default grade.
 """
 
 from __future__ import annotations
 
 from pipeline.data.rag_rows import RagRow
+from pipeline.judges.likert import to_unit
 from pipeline.judges.quality.passages import passages_block
 from pipeline.judges.quality.results import Answer, Calls, EvaluatedAnswer, Evaluation
 from pipeline.judges.quality.settings import EvaluateSettings
@@ -44,11 +45,6 @@ PASSAGES:
 
 ANSWER:
 {answer}"""
-
-
-def unit(grade: int) -> float:
-    """A 1-5 grade on the seed's 0-1 scale."""
-    return (grade - 1) / 4
 
 
 def evaluate(
@@ -86,7 +82,7 @@ def evaluate(
         item=row.id,
         answer=answer,
         evaluation=value,
-        quality=unit(value.quality_score),
-        confidence=unit(value.confidence_score),
+        quality=to_unit(value.quality_score),
+        confidence=to_unit(value.confidence_score),
         calls=calls,
     )

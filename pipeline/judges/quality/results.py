@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.data.jsonl import Result
+from pipeline.judges.likert import LikertScore
 from pipeline.llm.latency import total_seconds
-
-Grade = Literal[1, 2, 3, 4, 5]
 
 
 class Evaluation(BaseModel):
@@ -19,8 +16,8 @@ class Evaluation(BaseModel):
 
     issues: list[str] = Field(max_length=3, description="what is wrong with the answer; empty if nothing")
     improvement_hint: str = Field(description="one sentence telling the writer how to improve the answer")
-    quality_score: Grade = Field(description="1 wrong or unsupported ... 5 fully correct and supported")
-    confidence_score: Grade = Field(description="1 a guess ... 5 certain")
+    quality_score: LikertScore = Field(description="1 wrong or unsupported ... 5 fully correct and supported")
+    confidence_score: LikertScore = Field(description="1 a guess ... 5 certain")
 
 
 class Calls(Result):

@@ -9,24 +9,24 @@ pipeline.judges.scores), or `json`, the same rubric with the reply constrained b
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import BaseModel, StringConstraints, create_model
 
 from pipeline.data.transcripts import Transcript
 from pipeline.errors import ReplayMissError
-from pipeline.judges.geval import score_distribution
+from pipeline.judges.geval import field_distribution
+from pipeline.judges.likert import LIKERT_MAX, LIKERT_MIN, LikertScore
 from pipeline.judges.rubric.judge_prompts import JUDGE_PROMPTS
 from pipeline.judges.rubric.prompts import JSON_JUDGE_FORMAT, SCORE_REMINDER
 from pipeline.judges.rubric.results import MetricJudgement
 from pipeline.judges.rubric.settings import JudgeSettings
 from pipeline.judges.scores import DecimalPolicy, Scale, ScoreReading, extract_score
-from pipeline.llm.logprobs import integer_field_span
 from pipeline.llm.session import LLMSession
 from pipeline.llm.structured import StructuredFailure, ask_structured
 from pipeline.llm.types import CallContext, ChatRequest, Message, Options
 
-SCALE = Scale(1, 5)
+SCALE = Scale(LIKERT_MIN, LIKERT_MAX)
 
 
 def read_score(text: str, metric: str, decimals: DecimalPolicy = "unscored") -> ScoreReading:
@@ -44,7 +44,7 @@ class Verdict(BaseModel):
     """judge.output = json: the paper's two parts, explanation first so the score follows it."""
 
     explanation: str
-    score: Literal[1, 2, 3, 4, 5]
+    score: LikertScore
 
 
 @lru_cache(maxsize=8)
@@ -78,10 +78,7 @@ def judge_metric_json(
         return MetricJudgement(
             metric=metric, score=None, reading=result.kind, explanation=result.text, call_keys=result.keys
         )
-    distribution = None
-    span = integer_field_span(result.text, "score")
-    if result.reply.logprobs and span is not None:
-        distribution = score_distribution(result.reply.logprobs, span[0], range(1, 6))
+    distribution = field_distribution(result.text, result.reply.logprobs, "score")
     return MetricJudgement(
         metric=metric,
         score=result.value.score,

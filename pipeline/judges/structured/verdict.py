@@ -12,17 +12,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from pipeline.judges.geval import score_distribution
+from pipeline.judges.geval import field_distribution
+from pipeline.judges.likert import to_unit
 from pipeline.judges.structured.dimensions import (
     CONFIDENCE_FIELD,
     REASONING_FIELD,
-    SCORE_VALUES,
     Dimensions,
     ReplyBase,
     reply_model,
-    to_unit,
 )
-from pipeline.llm.logprobs import integer_field_span
 from pipeline.llm.structured import ChatSession, Structured, ask_structured
 from pipeline.llm.types import CallContext, ChatReply, Message, Options
 
@@ -98,25 +96,16 @@ def instructions(dimensions: Dimensions, subject: str) -> str:
 
 
 def _logprob_score(reply: ChatReply, text: str, field: str, score: int) -> LogprobScore | None:
-    if not reply.logprobs:
-        return None
-    span = integer_field_span(text, field)
-    if span is None:
-        return None
-    dist = score_distribution(reply.logprobs, span[0], SCORE_VALUES)
+    dist = field_distribution(text, reply.logprobs, field)
     if dist is None:
         return None
     return LogprobScore(
         chosen_probability=round(dist.probabilities.get(score, 0.0), DIGITS),
         expected=round(dist.expected, DIGITS),
-        expected_unit=round(to_unit_float(dist.expected), DIGITS),
+        expected_unit=round(to_unit(dist.expected), DIGITS),
         mass=round(dist.mass, DIGITS),
         probabilities={str(v): round(p, DIGITS) for v, p in dist.probabilities.items()},
     )
-
-
-def to_unit_float(score: float) -> float:
-    return (score - SCORE_VALUES[0]) / (SCORE_VALUES[-1] - SCORE_VALUES[0])
 
 
 def verdict_from(result: Structured[ReplyBase], dimensions: Dimensions) -> Verdict:
