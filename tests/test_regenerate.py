@@ -24,7 +24,7 @@ from pipeline.experiments.regen.generate import run_generate
 from pipeline.experiments.regen.params import RegenParams
 from pipeline.experiments.regen.regenerate import run_regenerate
 from pipeline.judges.likert import to_unit
-from pipeline.judges.quality.results import Answer, Calls, EvaluatedAnswer, Evaluation
+from pipeline.judges.quality.results import Answer, Calls, EvaluatedAnswer, EvaluationReply
 from pipeline.judges.quality.settings import EvaluateSettings, GenerateSettings
 from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.latency import WALL, call_seconds
@@ -69,7 +69,7 @@ class Script:
 
 
 def _original(grade: int | None, generation_s: float, evaluation_s: float) -> EvaluatedAnswer:
-    evaluation = None if grade is None else Evaluation.model_validate_json(_evaluation_json(grade))
+    evaluation = None if grade is None else EvaluationReply.model_validate_json(_evaluation_json(grade))
     return EvaluatedAnswer(
         item=ROW.id,
         answer=Answer(item=ROW.id, text="7070?", calls=Calls(keys=("g0",), seconds=(generation_s,))),

@@ -12,7 +12,7 @@ from tenacity import wait_none
 
 from pipeline.data.catalog import load_catalog
 from pipeline.experiments.selection.files import PICKS, SCORES, read_records
-from pipeline.experiments.selection.judging import CriterionRating
+from pipeline.experiments.selection.judging import RatingReply
 from pipeline.llm.backends.ollama import OllamaBackend
 from pipeline.llm.recordings import read_all, read_stage
 from pipeline.llm.records import RecordedCall
@@ -55,7 +55,7 @@ def test_every_judged_criterion_is_one_recorded_structured_call(tmp_path: Path) 
                 call = calls[key]
                 assert call.record.request.format is not None  # schema-constrained
                 assert call.context.labels == {"candidate": candidate.id, "criterion": name}
-                rating = CriterionRating.model_validate_json(call.record.reply.text).rating
+                rating = RatingReply.model_validate_json(call.record.reply.text).rating
                 assert score.rating == rating and score.score == (rating - 1) / 4
                 assert candidate.reasons[name] == "It fits."
     assert judged == metrics["judgements"]["scored"] == len(calls) > 0

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class JudgeScore:
+class JudgedItem:
     item: str
     group: str  # the source the judged text came from (SummEval: the article)
     system: str  # what produced the judged text

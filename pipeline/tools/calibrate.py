@@ -23,7 +23,7 @@ from typing import Any
 import click
 
 from pipeline.data.input_files import json_objects
-from pipeline.data.ratings import HumanRatings, JudgeScore
+from pipeline.data.ratings import HumanRatings, JudgedItem
 from pipeline.errors import InputError
 from pipeline.experiments.summeval.calibration import experiment_rows
 from pipeline.experiments.summeval.params import load_summeval_params
@@ -66,14 +66,14 @@ def _number(value: Any, key: str, where: tuple[str, int], fix: str) -> float | N
     return float(value)
 
 
-def read_scores(path: Path) -> list[JudgeScore]:
-    rows: list[JudgeScore] = []
+def read_scores(path: Path) -> list[JudgedItem]:
+    rows: list[JudgedItem] = []
     seen: dict[tuple[str, str], int] = {}
     for number, row in _objects(path, SCORES_FIX):
         where = (str(path), number)
         if "score" not in row:
             raise InputError(*where, 'no "score" (null if the judge gave none)', SCORES_FIX)
-        score = JudgeScore(
+        score = JudgedItem(
             item=_text(row, "item", where, SCORES_FIX),
             group=_text(row, "group", where, SCORES_FIX),
             system=_text(row, "system", where, SCORES_FIX),
@@ -175,7 +175,7 @@ def render_table(results: Sequence[MetricCalibration], *, resamples: int, seed: 
     return "\n".join(lines)
 
 
-def _experiment_rows(name: str) -> tuple[list[JudgeScore], list[HumanRatings], int, int]:
+def _experiment_rows(name: str) -> tuple[list[JudgedItem], list[HumanRatings], int, int]:
     """An experiment's judge scores and human ratings, and its bootstrap resamples and seed."""
     if name != "summeval":  # click.Choice already refuses others; this keeps the types honest
         raise click.BadParameter(f"no experiment {name!r}", param_hint="--experiment")

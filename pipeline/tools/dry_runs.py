@@ -35,7 +35,7 @@ from pipeline.experiments.selection.score import ScoredRequest, run_score
 from pipeline.experiments.summeval.judge import judge_order, run_summeval_judge
 from pipeline.experiments.summeval.results import SummEvalJudgement
 from pipeline.judges.quality.results import Answer, EvaluatedAnswer
-from pipeline.judges.rubric.results import Assessment, Judgement
+from pipeline.judges.rubric.results import Assessment, AssessmentJudgements
 from pipeline.llm.keys import canonical_json
 from pipeline.loops.regenerate import Regeneration
 from pipeline.loops.results import Refinement
@@ -71,10 +71,10 @@ def paper(params: Params, plan: Planner) -> None:
             judge,
             lambda s: run_judge(params, s, transcripts(), assessments),
             [a.item for a in assessments],
-            jsonl_output(Path(params.judge.out), Judgement),
+            jsonl_output(Path(params.judge.out), AssessmentJudgements),
         )
     else:
-        judgements = read_jsonl(Path(params.judge.out), Judgement)
+        judgements = read_jsonl(Path(params.judge.out), AssessmentJudgements)
     refine = plan.will_run("refine")
     if refine.runs:
         known = {a.item: a for a in assessments}

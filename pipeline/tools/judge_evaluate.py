@@ -32,7 +32,7 @@ from pipeline.experiments.rag.judge import RagJudgement, run_rag_judge
 from pipeline.experiments.rag.params import RagParams, load_rag_params
 from pipeline.experiments.rag.settings import RagSettings
 from pipeline.judges.structured.dimensions import judge_score_model
-from pipeline.judges.structured.verdict import JudgeFailure, Verdict
+from pipeline.judges.structured.judge import ScoredDimensions, UnscoredDimensions
 from pipeline.llm import recordings
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.session import LLMSession, open_session
@@ -145,7 +145,7 @@ def _run(params: RagParams, stage: str, rows: list[RagRow], *, keep_others: bool
     return results
 
 
-def judge_score(verdict: Verdict, settings: RagSettings) -> dict[str, Any]:
+def judge_score(verdict: ScoredDimensions, settings: RagSettings) -> dict[str, Any]:
     score = {"overall_score": verdict.overall, "reasoning": verdict.reasoning}
     score.update({name: d.value for name, d in verdict.dimensions.items()})
     score["confidence"] = verdict.confidence_value
@@ -153,7 +153,7 @@ def judge_score(verdict: Verdict, settings: RagSettings) -> dict[str, Any]:
     return model.model_validate(score).model_dump(mode="json")
 
 
-def _table(verdict: Verdict, settings: RagSettings) -> str:
+def _table(verdict: ScoredDimensions, settings: RagSettings) -> str:
     lines = [f"{'dimension':<20}{'1-5':>5}{'0-1':>7}{'weight':>8}{'p(score)':>10}"]
     for dim in settings.dimensions.items:
         s = verdict.dimensions[dim.name]
@@ -226,7 +226,7 @@ def judge_evaluate(
     row = single_row(question, answer_file, context_files, item)
     (result,) = _run(params, stage, [row], keep_others=True)
     verdict = result.judgement
-    if isinstance(verdict, JudgeFailure):
+    if isinstance(verdict, UnscoredDimensions):
         raise click.ClickException(
             f"the judge gave no usable reply after {verdict.attempts} attempt(s): {verdict.kind} "
             f"({verdict.error}). Recorded as failed; see it with: "
@@ -250,7 +250,7 @@ def _batch(params: RagParams, stage: str, batch: Path, out: Path, errors_path: P
         raise click.ClickException(f"{batch}: no readable row. Fix: {ROW_FIX}")
     results = _run(params, stage, rows, keep_others=False)
     write_jsonl(out, results)
-    failed = sum(isinstance(r.judgement, JudgeFailure) for r in results)
+    failed = sum(isinstance(r.judgement, UnscoredDimensions) for r in results)
     click.echo(
         f"wrote {out}: {len(results) - failed} scored, {failed} failed (recorded, not scored)"
         + (f"; {len(errors)} unreadable row(s) in {errors_path}" if errors else ""),

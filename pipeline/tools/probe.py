@@ -95,7 +95,7 @@ class StageOutput(Generic[R]):
 
 
 class ItemResult(Protocol):
-    """A result model with its item: Assessment, Judgement, Refinement, RagJudgement, ..."""
+    """A result model with its item: Assessment, AssessmentJudgements, Refinement, RagJudgement, ..."""
 
     @property
     def item(self) -> str: ...

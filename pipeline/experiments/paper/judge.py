@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pipeline.data.transcripts import Transcript
 from pipeline.experiments.paper.params import PaperParams
 from pipeline.judges.rubric.judge import judge_all
-from pipeline.judges.rubric.results import Assessment, Judgement
+from pipeline.judges.rubric.results import Assessment, AssessmentJudgements
 from pipeline.llm.runner import run_items
 from pipeline.llm.session import LLMSession
 from pipeline.llm.types import CallContext
@@ -18,8 +18,8 @@ def run_judge(
     session: LLMSession,
     transcripts: Mapping[str, Transcript],
     assessments: Sequence[Assessment],
-) -> list[Judgement]:
-    def judge_item(assessment: Assessment) -> Judgement:
+) -> list[AssessmentJudgements]:
+    def judge_item(assessment: Assessment) -> AssessmentJudgements:
         context = CallContext(stage="judge", item=assessment.item, step=0)
         metrics = judge_all(
             session,
@@ -30,6 +30,6 @@ def run_judge(
             params.llm.options,
             context,
         )
-        return Judgement(item=assessment.item, metrics=metrics)
+        return AssessmentJudgements(item=assessment.item, metrics=metrics)
 
     return run_items(session, assessments, judge_item, "judge")

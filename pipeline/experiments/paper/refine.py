@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 
 from pipeline.data.transcripts import Transcript
 from pipeline.experiments.paper.params import PaperParams
-from pipeline.judges.rubric.results import Assessment, Judgement
+from pipeline.judges.rubric.results import Assessment, AssessmentJudgements
 from pipeline.llm.runner import run_items
 from pipeline.llm.session import LLMSession
 from pipeline.loops.feedback import refine
@@ -18,9 +18,9 @@ def run_refine(
     session: LLMSession,
     transcripts: Mapping[str, Transcript],
     assessments: Mapping[str, Assessment],
-    judgements: Sequence[Judgement],
+    judgements: Sequence[AssessmentJudgements],
 ) -> list[Refinement]:
-    def refine_item(judgement: Judgement) -> Refinement:
+    def refine_item(judgement: AssessmentJudgements) -> Refinement:
         return refine(
             session,
             transcripts[judgement.item],

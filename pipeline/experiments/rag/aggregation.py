@@ -26,7 +26,7 @@ from typing import Any
 from pipeline.experiments.rag.judge import RagJudgement
 from pipeline.experiments.rag.settings import RagSettings
 from pipeline.judges.likert import LIKERT_VALUES
-from pipeline.judges.structured.verdict import Verdict
+from pipeline.judges.structured.judge import ScoredDimensions
 from pipeline.stats.agreement import Estimate, auroc_estimate, held_out_balanced_accuracy
 
 DIGITS = 4
@@ -48,7 +48,7 @@ def _summary(values: Sequence[float]) -> dict[str, Any]:
     }
 
 
-def score_table(verdicts: Sequence[Verdict], settings: RagSettings) -> dict[str, list[float]]:
+def score_table(verdicts: Sequence[ScoredDimensions], settings: RagSettings) -> dict[str, list[float]]:
     """Every 0-1 score compared with the labels, by name, one value per scored row."""
     table = {name: [v.dimensions[name].value for v in verdicts] for name in settings.dimensions.names}
     table["overall"] = [v.overall for v in verdicts]
@@ -85,7 +85,7 @@ def _agrees(value: float, label: int) -> bool:
     return value >= 0.75 if label else value <= 0.25
 
 
-def _confidence(pairs: list[tuple[RagJudgement, Verdict]], settings: RagSettings) -> dict[str, Any]:
+def _confidence(pairs: list[tuple[RagJudgement, ScoredDimensions]], settings: RagSettings) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for label, score_name in sorted(settings.label_scores.items()):
         rows = [(r, v) for r, v in pairs if label in r.labels and score_name in v.dimensions]
@@ -119,9 +119,9 @@ def _confidence(pairs: list[tuple[RagJudgement, Verdict]], settings: RagSettings
 
 
 def compute_metrics(judgements: Sequence[RagJudgement], settings: RagSettings) -> dict[str, Any]:
-    pairs = [(r, r.judgement) for r in judgements if isinstance(r.judgement, Verdict)]
+    pairs = [(r, r.judgement) for r in judgements if isinstance(r.judgement, ScoredDimensions)]
     verdicts = [v for _, v in pairs]
-    failures = Counter(r.judgement.kind for r in judgements if not isinstance(r.judgement, Verdict))
+    failures = Counter(r.judgement.kind for r in judgements if not isinstance(r.judgement, ScoredDimensions))
     dimensions: dict[str, Any] = {}
     for dim in settings.dimensions.items:
         scores = [v.dimensions[dim.name].score for v in verdicts]

@@ -4,7 +4,6 @@ cache (pipeline.llm.runner). Used by the rag_judge stage and by `judgeloop judge
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Annotated
 
 from pydantic import Field
 
@@ -12,18 +11,16 @@ from pipeline.data.jsonl import Result
 from pipeline.data.rag_rows import RagRow
 from pipeline.experiments.rag.prompt import rag_messages
 from pipeline.experiments.rag.settings import RagSettings
-from pipeline.judges.structured.verdict import JudgeFailure, Verdict, judge
+from pipeline.judges.structured.judge import DimensionsJudgement, judge
 from pipeline.llm.runner import run_items
 from pipeline.llm.session import LLMSession
 from pipeline.llm.structured import ChatSession
 from pipeline.llm.types import CallContext, Options
 
-Judgement = Annotated[Verdict | JudgeFailure, Field(discriminator="status")]
-
 
 class RagJudgement(Result):
     item: str
-    judgement: Judgement
+    judgement: DimensionsJudgement
     labels: dict[str, int] = Field(default_factory=dict)  # the row's human labels, if any
 
 
@@ -35,7 +32,7 @@ def judge_row(
     session: ChatSession, row: RagRow, settings: RagSettings, options: Options, stage: str
 ) -> RagJudgement:
     context = CallContext(stage=stage, item=row.id, labels={"prompt": settings.prompt_mode})
-    verdict = judge(
+    judgement = judge(
         session,
         rag_messages(row, settings.dimensions, settings.prompt_mode, settings.max_context_chars),
         settings.dimensions,
@@ -44,7 +41,7 @@ def judge_row(
         max_attempts=settings.max_attempts,
         logprobs=settings.logprobs,
     )
-    return RagJudgement(item=row.id, judgement=verdict, labels=row.labels)
+    return RagJudgement(item=row.id, judgement=judgement, labels=row.labels)
 
 
 def run_rag_judge(

@@ -31,7 +31,7 @@ COMPARER_SYSTEM = (
 )
 
 
-class CriterionRating(BaseModel):
+class RatingReply(BaseModel):
     """The judge's reply for one candidate and one criterion."""
 
     reason: str
@@ -39,7 +39,7 @@ class CriterionRating(BaseModel):
     rating: int = Field(ge=LIKERT_MIN, le=LIKERT_MAX)
 
 
-class Comparison(BaseModel):
+class PairwiseReply(BaseModel):
     """The judge's reply for two candidates shown as A and B."""
 
     reason: str
@@ -89,12 +89,12 @@ def rate(
     track: Track,
     options: Options,
     max_attempts: int,
-) -> Structured[CriterionRating] | StructuredFailure:
+) -> Structured[RatingReply] | StructuredFailure:
     context = CallContext(
         stage="select_score", item=request.id, labels={"candidate": track.track_id, "criterion": name}
     )
     messages = rating_messages(request, name, criterion, track)
-    return ask_structured(session, messages, CriterionRating, options, context, max_attempts=max_attempts)
+    return ask_structured(session, messages, RatingReply, options, context, max_attempts=max_attempts)
 
 
 def compare(
@@ -104,7 +104,7 @@ def compare(
     second: Track,
     options: Options,
     max_attempts: int,
-) -> Structured[Comparison] | StructuredFailure:
+) -> Structured[PairwiseReply] | StructuredFailure:
     """`first` shown as A, `second` as B; the context's `order` names them in that order."""
     context = CallContext(
         stage="select_pick",
@@ -112,4 +112,4 @@ def compare(
         labels={"candidate": first.track_id, "order": f"{first.track_id}>{second.track_id}"},
     )
     messages = comparison_messages(request, first, second)
-    return ask_structured(session, messages, Comparison, options, context, max_attempts=max_attempts)
+    return ask_structured(session, messages, PairwiseReply, options, context, max_attempts=max_attempts)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pipeline.data.summeval import Summary, SummEval
 from pipeline.experiments.summeval.params import SummEvalParams
 from pipeline.experiments.summeval.prompts import rubric_prompt
-from pipeline.experiments.summeval.results import SummaryScore, SummEvalJudgement
+from pipeline.experiments.summeval.results import SummEvalJudgement, SummEvalReply
 from pipeline.judges.geval import field_distribution
 from pipeline.llm.runner import run_items
 from pipeline.llm.session import LLMSession
@@ -40,7 +40,7 @@ def judge_order(corpus: SummEval, dimensions: Sequence[str]) -> list[tuple[Summa
 
 
 def judgement_from(
-    summary: Summary, dimension: str, result: Structured[SummaryScore] | StructuredFailure
+    summary: Summary, dimension: str, result: Structured[SummEvalReply] | StructuredFailure
 ) -> SummEvalJudgement:
     common = {
         "item": summary.item,
@@ -88,7 +88,7 @@ def run_summeval_judge(
         result = ask_structured(
             session,
             [Message(role="user", content=prompt)],
-            SummaryScore,
+            SummEvalReply,
             options,
             context,
             max_attempts=settings.max_attempts,

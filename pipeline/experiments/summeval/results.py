@@ -9,7 +9,7 @@ from pipeline.judges.likert import LikertScore
 from pipeline.llm.structured import FailureKind
 
 
-class SummaryScore(BaseModel):
+class SummEvalReply(BaseModel):
     """The reply the judge must give: the score alone. A reason field would let a small model
     loop to num_predict under the grammar (see pipeline.llm.structured), and G-Eval's weighting
     needs only the score token."""

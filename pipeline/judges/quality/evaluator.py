@@ -3,7 +3,7 @@ schema-constrained decoding.
 
 The seed asks for quality and confidence as floats 0-1. A small model writes a whole number on a
 short scale far more reliably than a calibrated float, and a better one after its reasons, so the
-schema (pipeline.judges.quality.results.Evaluation) asks for the issues and the hint first, then
+schema (pipeline.judges.quality.results.EvaluationReply) asks for the issues and the hint first, then
 two grades 1-5, which we map to 0-1 (pipeline.judges.likert.to_unit): 1 -> 0.0, 2 -> 0.25,
 3 -> 0.5, 4 -> 0.75, 5 -> 1.0. The seed's threshold 0.4 then regenerates grades 1 and 2 ("wrong or
 unsupported", "mostly wrong"). A reply that does not validate after the re-asks is recorded as
@@ -15,7 +15,7 @@ from __future__ import annotations
 from pipeline.data.rag_rows import RagRow
 from pipeline.judges.likert import to_unit
 from pipeline.judges.quality.passages import passages_block
-from pipeline.judges.quality.results import Answer, Calls, EvaluatedAnswer, Evaluation
+from pipeline.judges.quality.results import Answer, Calls, EvaluatedAnswer, EvaluationReply
 from pipeline.judges.quality.settings import EvaluateSettings
 from pipeline.llm.latency import TimedCalls
 from pipeline.llm.structured import Structured, ask_structured
@@ -59,7 +59,7 @@ def evaluate(
     result = ask_structured(
         session,
         (Message(role="system", content=EVALUATE_SYSTEM), Message(role="user", content=user)),
-        Evaluation,
+        EvaluationReply,
         options.model_copy(update={"num_predict": settings.num_predict}),
         context.at(role="evaluate"),
         max_attempts=settings.max_attempts,

@@ -9,7 +9,7 @@ from pipeline.judges.likert import LikertScore
 from pipeline.llm.latency import total_seconds
 
 
-class Evaluation(BaseModel):
+class EvaluationReply(BaseModel):
     """The evaluator's reply, as the schema asks for it (pipeline.judges.quality.evaluator)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -48,7 +48,7 @@ class Answer(Result):
 class EvaluatedAnswer(Result):
     item: str
     answer: Answer
-    evaluation: Evaluation | None  # None: no valid reply after the re-asks (see failure)
+    evaluation: EvaluationReply | None  # None: no valid reply after the re-asks (see failure)
     failure: str | None = None  # "kind: error" of the last attempt when evaluation is None
     quality: float | None  # quality_score on 0-1; None when unscored
     confidence: float | None

@@ -40,7 +40,7 @@ def judge_prompt(metric: str, transcript_text: str, assessment_text: str) -> str
     return template.replace("{transcript}", transcript_text).replace("{qualitative_output}", assessment_text)
 
 
-class Verdict(BaseModel):
+class RubricReply(BaseModel):
     """judge.output = json: the paper's two parts, explanation first so the score follows it."""
 
     explanation: str
@@ -48,9 +48,9 @@ class Verdict(BaseModel):
 
 
 @lru_cache(maxsize=8)
-def verdict_model(max_chars: int | None) -> type[Verdict]:
+def rubric_reply_model(max_chars: int | None) -> type[RubricReply]:
     explanation = Annotated[str, StringConstraints(min_length=1, max_length=max_chars)]
-    return create_model("Verdict", __base__=Verdict, explanation=(explanation, ...))
+    return create_model("RubricReply", __base__=RubricReply, explanation=(explanation, ...))
 
 
 def judge_metric_json(
@@ -68,7 +68,7 @@ def judge_metric_json(
     result = ask_structured(
         session,
         (Message(role="user", content=prompt),),
-        verdict_model(settings.explanation_chars),
+        rubric_reply_model(settings.explanation_chars),
         options.model_copy(update={"num_predict": settings.num_predict}),
         context.at(metric=metric, role="judge"),
         max_attempts=settings.max_attempts,

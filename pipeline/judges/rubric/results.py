@@ -38,6 +38,6 @@ def in_order(metrics: dict[str, MetricJudgement], order: Sequence[str]) -> dict[
     }
 
 
-class Judgement(Result):
+class AssessmentJudgements(Result):
     item: str
     metrics: dict[str, MetricJudgement]

@@ -60,14 +60,14 @@ class Dimensions(RootModel[tuple[Dimension, ...]]):
         return sum(values[d.name] for d in self.items) / len(self.items)
 
 
-class ReplyBase(BaseModel):
+class DimensionsReply(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-_models: dict[tuple[tuple[str, str], ...], type[ReplyBase]] = {}
+_models: dict[tuple[tuple[str, str], ...], type[DimensionsReply]] = {}
 
 
-def reply_model(dimensions: Dimensions) -> type[ReplyBase]:
+def reply_model(dimensions: Dimensions) -> type[DimensionsReply]:
     """The pydantic model of the reply: reasoning, one LikertScore per dimension (in params order, each
     described), confidence. The same dimensions give the same class, hence the same schema and the
     same cache keys."""
@@ -82,14 +82,14 @@ def reply_model(dimensions: Dimensions) -> type[ReplyBase]:
             LikertScore,
             Field(description="How sure you are of these scores: 1 unsure, 5 certain."),
         )
-        _models[key] = create_model("JudgeReply", __base__=ReplyBase, **fields)
+        _models[key] = create_model("JudgeReply", __base__=DimensionsReply, **fields)
     return _models[key]
 
 
-_scores: dict[tuple[str, ...], type[ReplyBase]] = {}
+_scores: dict[tuple[str, ...], type[DimensionsReply]] = {}
 
 
-def judge_score_model(dimensions: Dimensions) -> type[ReplyBase]:
+def judge_score_model(dimensions: Dimensions) -> type[DimensionsReply]:
     """What we report (the seed's JudgeScore): overall_score, each dimension and the confidence on
     0-1, and the reasoning. Every number in it is ours: mapped from the model's 1-5, or weighted."""
     key = dimensions.names
@@ -99,5 +99,5 @@ def judge_score_model(dimensions: Dimensions) -> type[ReplyBase]:
         fields.update({name: unit for name in dimensions.names})
         fields[REASONING_FIELD] = (str, ...)
         fields[CONFIDENCE_FIELD] = unit
-        _scores[key] = create_model("JudgeScore", __base__=ReplyBase, **fields)
+        _scores[key] = create_model("JudgeScore", __base__=DimensionsReply, **fields)
     return _scores[key]

@@ -1,16 +1,16 @@
 """One structured judgement: ask for the reply model, map its 1-5 scores to 0-1, weight them, and
 read how sure the model was from its token log-probabilities where the backend gave them.
 
-A reply that never validates (after the bounded re-asks of pipeline.llm.structured) is a
-JudgeFailure carrying the model's text and the kind of failure; nothing is filled in for it.
+A reply that never validates (after the bounded re-asks of pipeline.llm.structured) is
+UnscoredDimensions, carrying the model's text and the kind of failure; nothing is filled in for it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.judges.geval import field_distribution
 from pipeline.judges.likert import to_unit
@@ -18,7 +18,7 @@ from pipeline.judges.structured.dimensions import (
     CONFIDENCE_FIELD,
     REASONING_FIELD,
     Dimensions,
-    ReplyBase,
+    DimensionsReply,
     reply_model,
 )
 from pipeline.llm.structured import ChatSession, Structured, ask_structured
@@ -47,7 +47,7 @@ class DimensionScore(_Out):
     logprob: LogprobScore | None = None
 
 
-class Verdict(_Out):
+class ScoredDimensions(_Out):
     status: Literal["scored"] = "scored"
     reasoning: str
     dimensions: dict[str, DimensionScore]
@@ -63,7 +63,7 @@ class Verdict(_Out):
     call_keys: tuple[str, ...]
 
 
-class JudgeFailure(_Out):
+class UnscoredDimensions(_Out):
     status: Literal["failed"] = "failed"
     kind: str  # invalid | truncated | runaway_whitespace (the last attempt's)
     error: str
@@ -73,7 +73,7 @@ class JudgeFailure(_Out):
     call_keys: tuple[str, ...]
 
 
-Judgement = Verdict | JudgeFailure
+DimensionsJudgement = Annotated[ScoredDimensions | UnscoredDimensions, Field(discriminator="status")]
 
 
 def instructions(dimensions: Dimensions, subject: str) -> str:
@@ -108,7 +108,7 @@ def _logprob_score(reply: ChatReply, text: str, field: str, score: int) -> Logpr
     )
 
 
-def verdict_from(result: Structured[ReplyBase], dimensions: Dimensions) -> Verdict:
+def scored_dimensions(result: Structured[DimensionsReply], dimensions: Dimensions) -> ScoredDimensions:
     reply = result.value
     scores: dict[str, DimensionScore] = {}
     for name in dimensions.names:
@@ -120,7 +120,7 @@ def verdict_from(result: Structured[ReplyBase], dimensions: Dimensions) -> Verdi
     with_logprobs = [s.logprob for s in scores.values() if s.logprob is not None]
     complete = len(with_logprobs) == len(scores)
     confidence = int(getattr(reply, CONFIDENCE_FIELD))
-    return Verdict(
+    return ScoredDimensions(
         reasoning=str(getattr(reply, REASONING_FIELD)),
         dimensions=scores,
         overall=round(dimensions.weighted_mean(values), DIGITS),
@@ -153,7 +153,7 @@ def judge(
     *,
     max_attempts: int = 2,
     logprobs: int | None = None,
-) -> Judgement:
+) -> DimensionsJudgement:
     """Score `messages` (the system instructions and the material to judge) on `dimensions`."""
     result = ask_structured(
         session,
@@ -165,8 +165,8 @@ def judge(
         logprobs=logprobs,
     )
     if isinstance(result, Structured):
-        return verdict_from(result, dimensions)
-    return JudgeFailure(
+        return scored_dimensions(result, dimensions)
+    return UnscoredDimensions(
         kind=result.kind,
         error=result.error,
         text=result.text,
