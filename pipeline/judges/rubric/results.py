@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pipeline.data.jsonl import Result
+from pipeline.judges.judgement import Judgement
 
 
 class Assessment(Result):
@@ -28,6 +29,21 @@ class MetricJudgement(Result):
     # expected value (G-Eval's weighted score). None when the reply carried no log-probabilities.
     score_probabilities: dict[str, float] | None = None
     weighted_score: float | None = None
+
+    @classmethod
+    def of(cls, metric: str, judgement: Judgement[int]) -> MetricJudgement:
+        distribution = judgement.distributions.get("score")
+        return cls(
+            metric=metric,
+            score=judgement.value,
+            reading=judgement.reading,
+            explanation=judgement.explanation,
+            call_keys=judgement.call_keys,
+            score_probabilities=None
+            if distribution is None
+            else {str(value): p for value, p in distribution.probabilities.items()},
+            weighted_score=None if distribution is None else distribution.expected,
+        )
 
 
 def in_order(metrics: dict[str, MetricJudgement], order: Sequence[str]) -> dict[str, MetricJudgement]:

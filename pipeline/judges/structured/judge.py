@@ -12,7 +12,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipeline.judges.geval import field_distribution
+from pipeline.judges.geval import ScoreDistribution
+from pipeline.judges.judgement import Judgement, from_structured
 from pipeline.judges.likert import to_unit
 from pipeline.judges.structured.dimensions import (
     CONFIDENCE_FIELD,
@@ -21,8 +22,8 @@ from pipeline.judges.structured.dimensions import (
     DimensionsReply,
     reply_model,
 )
-from pipeline.llm.structured import ChatSession, Structured, ask_structured
-from pipeline.llm.types import CallContext, ChatReply, Message, Options
+from pipeline.llm.structured import ChatSession, ask_structured
+from pipeline.llm.types import CallContext, Message, Options
 
 DIGITS = 6  # outputs are rounded so that they read well; a replay computes the same floats anyway
 
@@ -95,52 +96,105 @@ def instructions(dimensions: Dimensions, subject: str) -> str:
     return "\n".join(lines)
 
 
-def _logprob_score(reply: ChatReply, text: str, field: str, score: int) -> LogprobScore | None:
-    dist = field_distribution(text, reply.logprobs, field)
-    if dist is None:
+class DimensionsJudge:
+    """The structured judge, a Judge[Sequence[Message], DimensionsReply]: the messages (the
+    instructions and the material to judge) scored on each dimension under the reply model's
+    schema, with each score's G-Eval distribution where log-probabilities are asked for."""
+
+    def __init__(
+        self,
+        session: ChatSession,
+        dimensions: Dimensions,
+        options: Options,
+        *,
+        max_attempts: int = 2,
+        logprobs: int | None = None,
+    ) -> None:
+        self.session, self.dimensions, self.options = session, dimensions, options
+        self.max_attempts, self.logprobs = max_attempts, logprobs
+
+    def __call__(self, messages: Sequence[Message], context: CallContext) -> Judgement[DimensionsReply]:
+        result = ask_structured(
+            self.session,
+            messages,
+            reply_model(self.dimensions),
+            self.options,
+            context,
+            max_attempts=self.max_attempts,
+            logprobs=self.logprobs,
+        )
+        return from_structured(
+            result,
+            lambda reply: reply,
+            lambda reply: str(getattr(reply, REASONING_FIELD)),
+            self.dimensions.names,
+        )
+
+
+def _logprob_score(distribution: ScoreDistribution | None, score: int) -> LogprobScore | None:
+    if distribution is None:
         return None
     return LogprobScore(
-        chosen_probability=round(dist.probabilities.get(score, 0.0), DIGITS),
-        expected=round(dist.expected, DIGITS),
-        expected_unit=round(to_unit(dist.expected), DIGITS),
-        mass=round(dist.mass, DIGITS),
-        probabilities={str(v): round(p, DIGITS) for v, p in dist.probabilities.items()},
+        chosen_probability=round(distribution.probabilities.get(score, 0.0), DIGITS),
+        expected=round(distribution.expected, DIGITS),
+        expected_unit=round(to_unit(distribution.expected), DIGITS),
+        mass=round(distribution.mass, DIGITS),
+        probabilities={str(v): round(p, DIGITS) for v, p in distribution.probabilities.items()},
     )
 
 
-def scored_dimensions(result: Structured[DimensionsReply], dimensions: Dimensions) -> ScoredDimensions:
-    reply = result.value
+def _logprob_summary(
+    scores: dict[str, DimensionScore], dimensions: Dimensions
+) -> tuple[float | None, float | None]:
+    """The mean probability of the scores written, and the weighted mean of the expected scores on
+    0..1: only when every dimension has log-probabilities."""
+    logprobs = {name: s.logprob for name, s in scores.items() if s.logprob is not None}
+    if len(logprobs) != len(scores):
+        return None, None
+    confidence = sum(lp.chosen_probability for lp in logprobs.values()) / len(scores)
+    expected = dimensions.weighted_mean({name: lp.expected_unit for name, lp in logprobs.items()})
+    return round(confidence, DIGITS), round(expected, DIGITS)
+
+
+def scored_dimensions(
+    reply: DimensionsReply, judgement: Judgement[DimensionsReply], dimensions: Dimensions
+) -> ScoredDimensions:
     scores: dict[str, DimensionScore] = {}
     for name in dimensions.names:
         score = int(getattr(reply, name))
-        scores[name] = DimensionScore(
-            score=score, value=to_unit(score), logprob=_logprob_score(result.reply, result.text, name, score)
-        )
+        logprob = _logprob_score(judgement.distributions.get(name), score)
+        scores[name] = DimensionScore(score=score, value=to_unit(score), logprob=logprob)
     values = {name: s.value for name, s in scores.items()}
-    with_logprobs = [s.logprob for s in scores.values() if s.logprob is not None]
-    complete = len(with_logprobs) == len(scores)
+    logprob_confidence, overall_expected = _logprob_summary(scores, dimensions)
     confidence = int(getattr(reply, CONFIDENCE_FIELD))
     return ScoredDimensions(
-        reasoning=str(getattr(reply, REASONING_FIELD)),
+        reasoning=judgement.explanation,
         dimensions=scores,
         overall=round(dimensions.weighted_mean(values), DIGITS),
         overall_simple=round(dimensions.simple_mean(values), DIGITS),
         confidence=confidence,
         confidence_value=to_unit(confidence),
-        logprob_confidence=round(sum(lp.chosen_probability for lp in with_logprobs) / len(scores), DIGITS)
-        if complete
-        else None,
-        overall_expected=round(
-            dimensions.weighted_mean(
-                {n: s.logprob.expected_unit for n, s in scores.items() if s.logprob is not None}
-            ),
-            DIGITS,
-        )
-        if complete
-        else None,
-        attempts=result.attempts,
-        problems=tuple(p.kind for p in result.problems),
-        call_keys=result.keys,
+        logprob_confidence=logprob_confidence,
+        overall_expected=overall_expected,
+        attempts=judgement.attempts,
+        problems=judgement.problems,
+        call_keys=judgement.call_keys,
+    )
+
+
+def dimensions_judgement(
+    judgement: Judgement[DimensionsReply], dimensions: Dimensions
+) -> DimensionsJudgement:
+    """The judgement as the RAG design records it: every number ours, or the failure as it came."""
+    if judgement.value is not None:
+        return scored_dimensions(judgement.value, judgement, dimensions)
+    return UnscoredDimensions(
+        kind=judgement.reading,
+        error=judgement.error or "",
+        text=judgement.text,
+        attempts=judgement.attempts,
+        problems=judgement.problems,
+        call_keys=judgement.call_keys,
     )
 
 
@@ -155,22 +209,5 @@ def judge(
     logprobs: int | None = None,
 ) -> DimensionsJudgement:
     """Score `messages` (the system instructions and the material to judge) on `dimensions`."""
-    result = ask_structured(
-        session,
-        messages,
-        reply_model(dimensions),
-        options,
-        context,
-        max_attempts=max_attempts,
-        logprobs=logprobs,
-    )
-    if isinstance(result, Structured):
-        return scored_dimensions(result, dimensions)
-    return UnscoredDimensions(
-        kind=result.kind,
-        error=result.error,
-        text=result.text,
-        attempts=result.attempts,
-        problems=tuple(p.kind for p in result.problems),
-        call_keys=result.keys,
-    )
+    judge = DimensionsJudge(session, dimensions, options, max_attempts=max_attempts, logprobs=logprobs)
+    return dimensions_judgement(judge(messages, context), dimensions)
