@@ -10,10 +10,11 @@ import click
 
 from pipeline.data.jsonl import read_jsonl
 from pipeline.data.rag_rows import load_rag_rows
+from pipeline.data.recorded_calls import recorded_calls
 from pipeline.experiments.rag.aggregation import compute_metrics, markdown_report
 from pipeline.experiments.rag.judge import RagJudgement
 from pipeline.experiments.rag.params import load_rag_params
-from pipeline.reports.rag import load_calls_by_key, render_rag_html
+from pipeline.reports.rag import render_rag_html
 
 
 @click.command()
@@ -27,7 +28,7 @@ def main() -> None:
     Path(settings.metrics_out).write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
     Path(settings.report_md).write_text(markdown_report(metrics, model), encoding="utf-8")
     rows = load_rag_rows(Path(settings.rows), only=settings.only, limit=settings.limit)
-    calls = load_calls_by_key(Path(params.cache.recordings) / "rag_judge")
+    calls = recorded_calls(Path(params.cache.recordings) / "rag_judge", verify=False)
     html = render_rag_html(rows, judgements, metrics, calls, settings, f"RAG judge: {model}")
     Path(settings.report_html).write_text(html, encoding="utf-8")
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import click
 
+from pipeline.data.jsonl import read_records
 from pipeline.experiments.selection.aggregation import compute_metrics
-from pipeline.experiments.selection.files import METRICS, PAGE, PICKS, SCORES, read_records
+from pipeline.experiments.selection.files import METRICS, PAGE, PICKS, SCORES
 from pipeline.experiments.selection.params import load_selection_params
 from pipeline.experiments.selection.score import ScoredRequest
 from pipeline.llm.recordings import read_stage

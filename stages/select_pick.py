@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from pipeline.experiments.selection.files import PICKS, SCORES, read_records, write_records
+from pipeline.data.jsonl import read_records, write_records
+from pipeline.experiments.selection.files import PICKS, SCORES
 from pipeline.experiments.selection.params import load_selection_params
 from pipeline.experiments.selection.pick import run_pick
 from pipeline.experiments.selection.score import ScoredRequest

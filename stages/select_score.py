@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from pipeline.experiments.selection.files import SCORES, write_records
+from pipeline.data.jsonl import write_records
+from pipeline.experiments.selection.files import SCORES
 from pipeline.experiments.selection.params import load_selection_params
 from pipeline.experiments.selection.pools import request_pools
 from pipeline.experiments.selection.score import run_score

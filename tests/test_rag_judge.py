@@ -209,13 +209,14 @@ def test_agreement_and_confidence_tables() -> None:
 
 
 def test_report_page_shows_each_row_escaped_with_its_exact_prompt(tmp_path: Path) -> None:
-    from pipeline.reports.rag import load_calls_by_key, render_rag_html
+    from pipeline.data.recorded_calls import recorded_calls
+    from pipeline.reports.rag import render_rag_html
 
     row = ROW.model_copy(update={"answer": "<script>alert(1)</script> Port 7070."})
     session, _ = make_session(tmp_path, stage="rag_judge", responder=structured_responder)
     judged = run_rag_judge(session, [row], SETTINGS, Options())
     session.close()
-    calls = load_calls_by_key(tmp_path / "recordings" / "rag_judge")
+    calls = recorded_calls(tmp_path / "recordings" / "rag_judge", verify=False)
     page = render_rag_html([row], judged, compute_metrics(judged, SETTINGS), calls, SETTINGS, "t")
     assert "<script>alert" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "It listens on 7070." in page  # the prompt as sent

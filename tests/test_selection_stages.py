@@ -11,7 +11,8 @@ import pytest
 from tenacity import wait_none
 
 from pipeline.data.catalog import load_catalog
-from pipeline.experiments.selection.files import PICKS, SCORES, read_records
+from pipeline.data.jsonl import read_records
+from pipeline.experiments.selection.files import PICKS, SCORES
 from pipeline.experiments.selection.judging import RatingReply
 from pipeline.llm.backends.ollama import OllamaBackend
 from pipeline.llm.recordings import read_all, read_stage

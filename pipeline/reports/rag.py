@@ -8,23 +8,14 @@ a model's reply) is data, never markup.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from pipeline.data.rag_rows import RagRow
 from pipeline.experiments.rag.judge import RagJudgement
 from pipeline.experiments.rag.settings import RagSettings
 from pipeline.judges.likert import LIKERT_VALUES
-from pipeline.llm import recordings
 from pipeline.llm.records import RecordedCall
 from pipeline.reports.templating import make_environment
-
-
-def load_calls_by_key(directory: Path) -> dict[str, RecordedCall]:
-    """The stage's recorded calls by key (none when it has not been recorded)."""
-    if not directory.is_dir():
-        return {}
-    return {loaded.call.record.key: loaded.call for loaded in recordings.read_stage(directory, verify=False)}
 
 
 def render_rag_html(

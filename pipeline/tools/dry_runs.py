@@ -15,7 +15,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pipeline.data.jsonl import read_jsonl
+from pipeline.data.jsonl import read_jsonl, read_records, write_records
 from pipeline.data.rag_rows import load_rag_rows
 from pipeline.data.summeval import load_summeval, subset
 from pipeline.data.transcripts import Transcript, load_transcripts
@@ -28,7 +28,7 @@ from pipeline.experiments.regen.evaluate import run_evaluate
 from pipeline.experiments.regen.generate import run_generate
 from pipeline.experiments.regen.params import load_rows
 from pipeline.experiments.regen.regenerate import run_regenerate
-from pipeline.experiments.selection.files import PICKS, SCORES, read_records, write_records
+from pipeline.experiments.selection.files import PICKS, SCORES
 from pipeline.experiments.selection.pick import PickResult, run_pick
 from pipeline.experiments.selection.pools import request_pools
 from pipeline.experiments.selection.score import ScoredRequest, run_score
@@ -144,7 +144,7 @@ def regen(params: Params, plan: Planner) -> None:
 def _records_output(
     path: Path, item_of: Callable[[T], str], record: Callable[[T], dict[str, Any]]
 ) -> StageOutput[T]:
-    # The selection stages write plain records (pipeline.experiments.selection.files).
+    # The selection stages write plain records (pipeline.data.jsonl.write_records).
     def write(to: Path, results: Sequence[T]) -> None:
         write_records(to, (record(r) for r in results))
 

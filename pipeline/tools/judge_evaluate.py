@@ -25,7 +25,7 @@ import click
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pipeline.data.input_files import json_objects
-from pipeline.data.jsonl import write_jsonl
+from pipeline.data.jsonl import write_jsonl, write_records
 from pipeline.data.rag_rows import ROW_FIX, RagRow, rag_row_from
 from pipeline.errors import InputError
 from pipeline.experiments.rag.judge import RagJudgement, run_rag_judge
@@ -106,13 +106,6 @@ def read_batch(path: Path) -> tuple[list[RagRow], list[dict[str, Any]]]:
         seen[row.id] = number
         rows.append(row)
     return rows, errors
-
-
-def _write_atomically(path: Path, lines: list[str]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    tmp.replace(path)
 
 
 def close_recording(session: LLMSession, ok: bool, *, keep_others: bool) -> None:
@@ -243,7 +236,7 @@ def _batch(params: RagParams, stage: str, batch: Path, out: Path, errors_path: P
     for error in errors:
         click.echo(f"{error['file']}:{error['line']}: {error['problem']} (skipped)", err=True)
     if errors:
-        _write_atomically(errors_path, [canonical_json(e) for e in errors])
+        write_records(errors_path, errors)
     elif errors_path.exists():
         errors_path.unlink()  # a stale errors file would describe another run
     if not rows:
