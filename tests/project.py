@@ -16,7 +16,7 @@ from pipeline.experiments.paper.assess import run_assess
 from pipeline.experiments.paper.judge import run_judge
 from pipeline.experiments.paper.params import PaperParams, load_paper_params
 from pipeline.experiments.paper.refine import run_refine
-from pipeline.judges.rubric.results import Assessment, Judgement
+from pipeline.judges.rubric.results import Assessment, AssessmentJudgements
 from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.session import open_session
 from pipeline.llm.types import ChatRequest
@@ -106,7 +106,7 @@ def run_pipeline(
             write_jsonl(root / params.judge.out, run_judge(params, session, by_item, assessments))
         else:
             assessments_by_item = {a.item: a for a in read_jsonl(root / params.assess.out, Assessment)}
-            judgements = read_jsonl(root / params.judge.out, Judgement)
+            judgements = read_jsonl(root / params.judge.out, AssessmentJudgements)
             refinements = run_refine(params, session, by_item, assessments_by_item, judgements)
             write_jsonl(root / params.refine.out, refinements)
         session.close()

@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pipeline.experiments.selection.judging import Comparison, CriterionRating
+from pipeline.experiments.selection.judging import PairwiseReply, RatingReply
 from pipeline.llm.records import RecordedCall
 
 
@@ -70,7 +70,7 @@ def check_traceable(
                         call.context.labels.get("criterion") == name,
                         f"{at}: call of another criterion",
                     )
-                    rating = CriterionRating.model_validate_json(call.record.reply.text).rating
+                    rating = RatingReply.model_validate_json(call.record.reply.text).rating
                     _check(
                         c["rating"] == rating,
                         f"{at}: rating {c['rating']}, the reply says {rating}",
@@ -106,7 +106,7 @@ def check_traceable(
                 for key in won["call_keys"]:
                     call = calls[key]
                     first, second = call.context.labels["order"].split(">")
-                    better = Comparison.model_validate_json(call.record.reply.text).better
+                    better = PairwiseReply.model_validate_json(call.record.reply.text).better
                     _check((first if better == "A" else second) == cid, f"{where}: {key} is no win")
                     _check({first, second} == {cid, won["opponent"]}, f"{where}: {key} compares others")
                 _check(len(set(won["call_keys"])) == 2, f"{where}: a win needs both orders")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pipeline.judges.agreement import (
+from pipeline.stats.agreement import (
     LEVELS,
     STATISTICS,
     Pair,
@@ -18,7 +18,6 @@ from pipeline.judges.agreement import (
     balanced_accuracy,
     correlate,
     correlation,
-    expected_score,
     held_out_balanced_accuracy,
     judge_human_alpha,
     ordinal_alpha,
@@ -192,15 +191,3 @@ def test_groups_never_straddle_the_halves() -> None:
     scores = [float(i % 2) for i in range(80)]
     result = held_out_balanced_accuracy(scores, labels, groups=groups, resamples=50, seed=1)
     assert result.fit_rows % 4 == 0 and result.eval_rows % 4 == 0
-
-
-# --- log-probability weighting ------------------------------------------------------------------
-
-
-def test_expected_score_is_the_probability_weighted_mean_over_score_values() -> None:
-    assert expected_score({1: 0.1, 2: 0.2, 5: 0.2}) == pytest.approx((0.1 + 0.4 + 1.0) / 0.5)
-    assert expected_score({4: 1.0}) == 4
-    with pytest.raises(ValueError):
-        expected_score({})
-    with pytest.raises(ValueError):
-        expected_score({1: -0.1, 2: 0.5})

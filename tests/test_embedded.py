@@ -182,7 +182,8 @@ def test_a_failed_snapshot_restore_leaves_nothing_stale_to_reuse(
 def test_schema_constrained_json_validates_and_carries_logprobs(tmp_path: Path) -> None:
     from pydantic import BaseModel, Field
 
-    from pipeline.llm.logprobs import integer_field_span, score_distribution
+    from pipeline.judges.geval import score_distribution
+    from pipeline.llm.logprobs import integer_field_span
     from pipeline.llm.structured import schema_for
 
     class Verdict(BaseModel):

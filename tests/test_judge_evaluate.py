@@ -15,7 +15,7 @@ from pipeline.data.jsonl import read_jsonl
 from pipeline.experiments.rag.judge import RagJudgement
 from pipeline.experiments.rag.settings import RagSettings
 from pipeline.judges.structured.dimensions import judge_score_model
-from pipeline.judges.structured.verdict import JudgeFailure, Verdict
+from pipeline.judges.structured.judge import ScoredDimensions, UnscoredDimensions
 from pipeline.llm.backends import register_backend
 from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.recordings import read_stage
@@ -125,7 +125,7 @@ def test_batch_skips_bad_rows_into_the_errors_file_and_resumes_from_the_cache(
     assert [e["line"] for e in errors] == [3, 5]
     assert "rows.jsonl:3" in result.output
     scores = read_jsonl(Path("out/scores.jsonl"), RagJudgement)
-    assert len(scores) == 8 and all(isinstance(s.judgement, Verdict) for s in scores)
+    assert len(scores) == 8 and all(isinstance(s.judgement, ScoredDimensions) for s in scores)
     first = Path("out/scores.jsonl").read_bytes()
     assert len(BACKENDS["rag-fake"].calls) == 8
 
@@ -162,5 +162,5 @@ def test_batch_against_the_fake_ollama_server(tmp_path: Path, monkeypatch: pytes
         single = _invoke(tmp_path, monkeypatch, "Which port?", "-f", "rows.jsonl", "--json")
         assert single.exit_code == 0, single.output
     scores = read_jsonl(tmp_path / "scores.jsonl", RagJudgement)
-    assert not any(isinstance(s.judgement, JudgeFailure) for s in scores)
+    assert not any(isinstance(s.judgement, UnscoredDimensions) for s in scores)
     judge_score_model(RagSettings().dimensions).model_validate_json(single.stdout)

@@ -1,5 +1,5 @@
 """The library's layers import one way (pyproject's import-linter contract, run by `make lint`):
-calls <- data <- judges <- loops <- reports <- experiments <- tools."""
+calls <- data <- judges|stats <- loops <- reports <- experiments <- tools|testing."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import ROOT
 
@@ -33,11 +35,24 @@ def test_the_library_keeps_its_layers(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_an_engine_module_importing_a_design_breaks_the_contract(tmp_path: Path) -> None:
+def _with_import(tmp_path: Path, module: str, imported: str) -> subprocess.CompletedProcess[str]:
     tree = _copy(tmp_path)
-    session = tree / "pipeline" / "llm" / "session.py"
-    bad_import = "\nfrom pipeline.judges.rubric.settings import METRICS  # noqa\n"
-    session.write_text(session.read_text() + bad_import)
-    result = _lint(tree)
+    path = tree / Path(*module.split(".")).with_suffix(".py")
+    path.write_text(path.read_text() + f"\nimport {imported}  # noqa\n")
+    return _lint(tree)
+
+
+@pytest.mark.parametrize(
+    ("module", "imported"),
+    [
+        ("pipeline.llm.session", "pipeline.judges.rubric.settings"),  # the engine naming a design
+        ("pipeline.judges.rubric.judge", "pipeline.stats.agreement"),  # judges and stats are siblings
+        ("pipeline.stats.calibration", "pipeline.judges.likert"),
+        ("pipeline.reports.pages", "pipeline.testing.fake_ollama"),  # the library running on a fake
+        ("pipeline.tools.status.command", "pipeline.testing.judge_responder"),
+    ],
+)
+def test_an_import_against_the_layers_breaks_the_contract(tmp_path: Path, module: str, imported: str) -> None:
+    result = _with_import(tmp_path, module, imported)
     assert result.returncode != 0
-    assert "pipeline.llm.session -> pipeline.judges.rubric.settings" in result.stdout
+    assert f"{module} -> {imported}" in result.stdout

@@ -1,17 +1,16 @@
-"""Log-probabilities: asked for, carried by the reply, kept by the cache and the recordings, and
-turned into a score distribution (G-Eval's weighting)."""
+"""Log-probabilities: asked for, carried by the reply, kept by the cache and the recordings (what
+they say about a score is tests/test_geval.py's)."""
 
 from __future__ import annotations
 
 import gc
-import math
 from pathlib import Path
 
 import pytest
 
 from pipeline.llm import recordings
 from pipeline.llm.keys import canonical_json
-from pipeline.llm.logprobs import FLOOR, integer_field_span, read_wire_logprobs, score_distribution
+from pipeline.llm.logprobs import FLOOR, read_wire_logprobs
 from pipeline.llm.store import CallStore
 from pipeline.llm.types import CallContext, ChatReply, ChatRequest, Message, TokenLogprob, TopLogprob
 from tests.helpers import make_session
@@ -76,40 +75,6 @@ def test_wire_entries_are_read_and_minus_infinity_is_floored() -> None:
         ),
     )
     assert read_wire_logprobs(None) is None
-
-
-def _token(text: str, *alternatives: tuple[str, float]) -> TokenLogprob:
-    top = tuple(TopLogprob(token=t, logprob=lp) for t, lp in alternatives)
-    return TokenLogprob(token=text, logprob=top[0].logprob if top else -0.01, top=top)
-
-
-def test_score_distribution_weighs_the_allowed_values() -> None:
-    text = '{"score": 4}'
-    p4, p5, p3, other = 0.5, 0.2, 0.1, 0.15
-    tokens = [
-        _token('{"'),
-        _token("score"),
-        _token('":'),
-        _token(" "),
-        _token("4", ("4", math.log(p4)), ("5", math.log(p5)), (" 3", math.log(p3)), ("x", math.log(other))),
-        _token("}"),
-    ]
-    span = integer_field_span(text, "score")
-    assert span == (10, 11)
-    dist = score_distribution(tokens, span[0], range(1, 6))
-    assert dist is not None
-    mass = p4 + p5 + p3
-    assert dist.mass == pytest.approx(mass)
-    assert dist.probabilities == pytest.approx({1: 0.0, 2: 0.0, 3: p3 / mass, 4: p4 / mass, 5: p5 / mass})
-    assert dist.expected == pytest.approx((3 * p3 + 4 * p4 + 5 * p5) / mass)
-    assert dist.argmax == 4
-
-
-def test_score_distribution_without_an_allowed_value_or_token_is_none() -> None:
-    tokens = [_token("ab", ("ab", -0.1), ("cd", -2.0))]
-    assert score_distribution(tokens, 0, range(1, 6)) is None
-    assert score_distribution(tokens, 5, range(1, 6)) is None
-    assert integer_field_span('{"other": 2}', "score") is None
 
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,8 +13,9 @@ from pipeline.experiments.rag.aggregation import compute_metrics, markdown_repor
 from pipeline.experiments.rag.judge import RagJudgement, judge_row, run_rag_judge
 from pipeline.experiments.rag.prompt import rag_messages
 from pipeline.experiments.rag.settings import RagSettings
-from pipeline.judges.structured.dimensions import Dimension, Dimensions, reply_model, to_unit
-from pipeline.judges.structured.verdict import JudgeFailure, Verdict
+from pipeline.judges.likert import to_unit
+from pipeline.judges.structured.dimensions import Dimension, Dimensions, reply_model
+from pipeline.judges.structured.judge import ScoredDimensions, UnscoredDimensions
 from pipeline.llm.session import open_session
 from pipeline.llm.settings import EngineSettings, LLMSettings
 from pipeline.llm.structured import schema_for
@@ -66,7 +67,7 @@ def test_overall_is_our_weighted_mean_not_the_models(tmp_path: Path) -> None:
     session, fake = make_session(tmp_path, stage="rag_judge", responder=lambda r: fixed(reply))
     no_logprobs = SETTINGS.model_copy(update={"logprobs": None})
     result = judge_row(session, ROW, no_logprobs, Options(), "rag_judge").judgement
-    assert isinstance(result, Verdict)
+    assert isinstance(result, ScoredDimensions)
     assert result.dimensions["relevance"].value == 1.0 and result.dimensions["accuracy"].value == 0.0
     assert result.overall == 0.75  # (3 * 1.0 + 1 * 0.0) / 4
     assert result.overall_simple == 0.5
@@ -79,7 +80,7 @@ def test_a_reply_carrying_its_own_overall_is_refused_not_trusted(tmp_path: Path)
     reply = {"reasoning": "ok", "relevance": 1, "accuracy": 1, "confidence": 4, "overall_score": 1.0}
     session, _ = make_session(tmp_path, stage="rag_judge", responder=lambda r: as_written(fixed(reply)))
     result = judge_row(session, ROW, SETTINGS, Options(), "rag_judge").judgement
-    assert isinstance(result, JudgeFailure) and result.kind == "invalid"
+    assert isinstance(result, UnscoredDimensions) and result.kind == "invalid"
 
 
 def test_an_unreadable_reply_is_a_recorded_failure_never_a_default(tmp_path: Path) -> None:
@@ -87,7 +88,7 @@ def test_an_unreadable_reply_is_a_recorded_failure_never_a_default(tmp_path: Pat
         tmp_path, stage="rag_judge", responder=lambda r: as_written("I think it is fine.")
     )
     result = judge_row(session, ROW, SETTINGS, Options(), "rag_judge").judgement
-    assert isinstance(result, JudgeFailure)
+    assert isinstance(result, UnscoredDimensions)
     assert result.kind == "invalid" and result.text == "I think it is fine."
     assert result.attempts == 2 == len(fake.calls) and len(result.call_keys) == 2
     assert [c.context.attempt for c in session.calls] == [0, 1]
@@ -105,7 +106,7 @@ def test_a_reask_that_validates_is_scored_and_says_so(tmp_path: Path) -> None:
     )
     session, _ = make_session(tmp_path, stage="rag_judge", responder=lambda r: next(replies))
     result = judge_row(session, ROW, SETTINGS, Options(), "rag_judge").judgement
-    assert isinstance(result, Verdict) and result.attempts == 2 and result.problems == ("invalid",)
+    assert isinstance(result, ScoredDimensions) and result.attempts == 2 and result.problems == ("invalid",)
 
 
 def _tokens(text: str, alternatives: dict[str, dict[str, float]]) -> tuple[TokenLogprob, ...]:
@@ -134,7 +135,7 @@ def test_logprob_confidence_and_expected_score(tmp_path: Path) -> None:
 
     session, _ = make_session(tmp_path, stage="rag_judge", responder=responder)
     result = judge_row(session, ROW, SETTINGS, Options(), "rag_judge").judgement
-    assert isinstance(result, Verdict)
+    assert isinstance(result, ScoredDimensions)
     relevance, accuracy = result.dimensions["relevance"].logprob, result.dimensions["accuracy"].logprob
     assert relevance is not None and accuracy is not None
     assert relevance.chosen_probability == pytest.approx(0.6) and relevance.expected == pytest.approx(4.4)
@@ -162,16 +163,16 @@ def test_judge_over_the_fake_ollama_server(tmp_path: Path) -> None:
         sent = server.received[-1].body
         session.close()
     assert sent["format"] == schema_for(reply_model(DIMS))
-    assert all(isinstance(r.judgement, Verdict) for r in results)
+    assert all(isinstance(r.judgement, ScoredDimensions) for r in results)
     assert [r.item for r in results] == [r.id for r in rows]
 
 
 def test_agreement_and_confidence_tables() -> None:
-    def verdict(score: int, confidence: int) -> Verdict:
-        from pipeline.judges.structured.verdict import DimensionScore
+    def verdict(score: int, confidence: int) -> ScoredDimensions:
+        from pipeline.judges.structured.judge import DimensionScore
 
         dims = {n: DimensionScore(score=score, value=to_unit(score)) for n in DIMS.names}
-        return Verdict(
+        return ScoredDimensions(
             reasoning="r",
             dimensions=dims,
             overall=to_unit(score),
@@ -208,15 +209,16 @@ def test_agreement_and_confidence_tables() -> None:
 
 
 def test_report_page_shows_each_row_escaped_with_its_exact_prompt(tmp_path: Path) -> None:
-    from pipeline.experiments.rag.report import load_calls_by_key, render_rag_html
+    from pipeline.data.recorded_calls import recorded_calls
+    from pipeline.experiments.rag.report import render_rag_html
 
     row = ROW.model_copy(update={"answer": "<script>alert(1)</script> Port 7070."})
     session, _ = make_session(tmp_path, stage="rag_judge", responder=structured_responder)
     judged = run_rag_judge(session, [row], SETTINGS, Options())
     session.close()
-    calls = load_calls_by_key(tmp_path / "recordings" / "rag_judge")
+    calls = recorded_calls(tmp_path / "recordings" / "rag_judge", verify=False)
     page = render_rag_html([row], judged, compute_metrics(judged, SETTINGS), calls, SETTINGS, "t")
     assert "<script>alert" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "It listens on 7070." in page  # the prompt as sent
     verdict = judged[0].judgement
-    assert isinstance(verdict, Verdict) and verdict.reasoning in page
+    assert isinstance(verdict, ScoredDimensions) and verdict.reasoning in page

@@ -11,8 +11,9 @@ import pytest
 from tenacity import wait_none
 
 from pipeline.data.catalog import load_catalog
-from pipeline.experiments.selection.files import PICKS, SCORES, read_records
-from pipeline.experiments.selection.judging import CriterionRating
+from pipeline.data.jsonl import read_records
+from pipeline.experiments.selection.files import PICKS, SCORES
+from pipeline.experiments.selection.judging import RatingReply
 from pipeline.experiments.selection.report import render_selection_page
 from pipeline.llm.backends.ollama import OllamaBackend
 from pipeline.llm.recordings import read_all, read_stage
@@ -55,7 +56,7 @@ def test_every_judged_criterion_is_one_recorded_structured_call(tmp_path: Path) 
                 call = calls[key]
                 assert call.record.request.format is not None  # schema-constrained
                 assert call.context.labels == {"candidate": candidate.id, "criterion": name}
-                rating = CriterionRating.model_validate_json(call.record.reply.text).rating
+                rating = RatingReply.model_validate_json(call.record.reply.text).rating
                 assert score.rating == rating and score.score == (rating - 1) / 4
                 assert candidate.reasons[name] == "It fits."
     assert judged == metrics["judgements"]["scored"] == len(calls) > 0

@@ -13,9 +13,10 @@ import pytest
 from pydantic import BaseModel, Field
 from tenacity import wait_none
 
+from pipeline.judges.geval import score_distribution
 from pipeline.llm.backends.ollama import OllamaBackend, parse_body
 from pipeline.llm.backends.openai_compat import OpenAICompatBackend
-from pipeline.llm.logprobs import integer_field_span, score_distribution
+from pipeline.llm.logprobs import integer_field_span
 from pipeline.llm.session import LLMSession, RecordingIndex
 from pipeline.llm.settings import LLMSettings
 from pipeline.llm.store import CallStore

@@ -1,7 +1,7 @@
 """Scores and ratings to compare: a judge's score of an item, and people's ratings of the same item.
 
 Rows from anywhere (an experiment's judgements, `judgeloop calibrate`'s JSONL files, SummEval's
-annotations) become these, and pipeline.judges.calibration measures how far they agree.
+annotations) become these, and pipeline.stats.calibration measures how far they agree.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class JudgeScore:
+class JudgedItem:
     item: str
     group: str  # the source the judged text came from (SummEval: the article)
     system: str  # what produced the judged text

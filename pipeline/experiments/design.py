@@ -43,7 +43,7 @@ from pipeline.errors import ConfigError
 from pipeline.llm.settings import EngineSettings, load_settings
 
 if TYPE_CHECKING:  # only named: a stage that does not calibrate need not import them
-    from pipeline.data.ratings import HumanRatings, JudgeScore
+    from pipeline.data.ratings import HumanRatings, JudgedItem
 
 P = TypeVar("P", bound=EngineSettings)
 
@@ -149,7 +149,7 @@ class CalibrationRows:
     """A design's judge scores and the people's ratings of the same items, and the bootstrap its
     own metrics use (`judgeloop calibrate --experiment NAME` prints the same table)."""
 
-    scores: Sequence[JudgeScore]
+    scores: Sequence[JudgedItem]
     humans: Sequence[HumanRatings]
     resamples: int
     seed: int

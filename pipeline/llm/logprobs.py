@@ -8,17 +8,15 @@ so one reader serves them all.
 A masked token (a grammar forbids it) has logprob -inf, which JSON cannot carry; it is written
 FLOOR, whose probability is 0.0 in floating point all the same.
 
-`score_distribution` is G-Eval's weighting (Liu et al. 2023): at the token that writes a score,
-the probability the model gave each allowed score, renormalised over those scores, and their
-expected value.
+`token_at` and `integer_field_span` find the token that wrote a value; what the probabilities there
+say about a judge's score (G-Eval's weighting) is pipeline.judges.geval's.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 from pipeline.llm.types import Logprobs, TokenLogprob
@@ -67,44 +65,3 @@ def integer_field_span(text: str, field: str) -> tuple[int, int] | None:
     the character span of its digits."""
     match = re.search(_INTEGER_FIELD.format(name=re.escape(field)), text)
     return None if match is None else match.span(1)
-
-
-@dataclass(frozen=True)
-class ScoreDistribution:
-    probabilities: dict[int, float]  # allowed value -> probability, renormalised to sum to 1
-    expected: float  # sum of value * probability: G-Eval's weighted score
-    mass: float  # the probability the model put on allowed values before renormalising
-    argmax: int  # the most probable allowed value
-
-
-def score_distribution(
-    logprobs: Sequence[TokenLogprob], position: int, allowed: Iterable[int]
-) -> ScoreDistribution | None:
-    """The distribution over `allowed` integer values at the token covering character `position`
-    (see integer_field_span), read from that token's top alternatives and the chosen token itself.
-    None when no token covers the position or no alternative there is an allowed value.
-
-    Only single-token values count: a value such as 10 that a tokenizer writes as two tokens
-    cannot be told apart from 1 at the first one.
-    """
-    index = token_at(logprobs, position)
-    if index is None:
-        return None
-    token = logprobs[index]
-    wanted = {str(value): value for value in allowed}
-    # The chosen token is usually among its own alternatives: each distinct token text counts once;
-    # two texts for one value ("4" and " 4") add up.
-    candidates = {alt.token: alt.logprob for alt in token.top}
-    candidates.setdefault(token.token, token.logprob)
-    seen: dict[int, float] = {}
-    for text, logprob in candidates.items():
-        value = wanted.get(text.strip())
-        if value is not None:
-            seen[value] = seen.get(value, 0.0) + math.exp(logprob)
-    mass = sum(seen.values())
-    if not seen or mass <= 0.0:
-        return None
-    probabilities = {value: seen.get(value, 0.0) / mass for value in sorted(wanted.values())}
-    expected = sum(value * p for value, p in probabilities.items())
-    argmax = max(probabilities, key=lambda value: (probabilities[value], -value))
-    return ScoreDistribution(probabilities=probabilities, expected=expected, mass=mass, argmax=argmax)

@@ -41,7 +41,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from pipeline.llm.backends.fake_decoding import constrain, fake_logprobs, request_seed, wire_logprobs
-from pipeline.testing.ollama_wire import ContextOverflow, OllamaHandler, Received, WireServer, full_tag
+from pipeline.testing.loopback import LoopbackServer, Received
+from pipeline.testing.ollama_wire import ContextOverflow, OllamaHandler, full_tag
 
 # The first release that honours `truncate` and `shift` (ollama/ollama#12582).
 TRUNCATE_SINCE = (0, 12, 6)
@@ -141,7 +142,9 @@ def default_responder(request: dict[str, Any]) -> str:
     return json.dumps({"reply": digest}) if request.get("format") is not None else f"reply {digest}"
 
 
-class FakeOllama:
+class FakeOllama(LoopbackServer):
+    handler = OllamaHandler
+
     def __init__(
         self,
         *,
@@ -153,51 +156,22 @@ class FakeOllama:
         default_num_ctx: int = 2048,
         version: str = "0.12.11",
     ) -> None:
+        super().__init__()
         self.models = {full_tag(k): v.removeprefix("sha256:") for k, v in (models or DEFAULT_MODELS).items()}
         self.responder, self.latency_s, self.version = responder, latency_s, version
         # 2048 is what old servers default to; newer ones pick 4096+ by VRAM. Clients pin num_ctx.
         self.default_num_ctx = default_num_ctx
-        self._cond = threading.Condition()
         self._slots, self._busy = parallel_slots, 0
         self._faults = list(fail_next)
         self._closing = threading.Event()
-        self.requests_total, self.in_flight, self.max_in_flight = 0, 0, 0
+        self.in_flight, self.max_in_flight = 0, 0
         self._by_path: Counter[str] = Counter()
-        self._received: list[Received] = []
-        self._server: WireServer | None = None
-        self._thread: threading.Thread | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
-    def __enter__(self) -> FakeOllama:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def start(self) -> FakeOllama:
-        server = WireServer(("127.0.0.1", 0), OllamaHandler)
-        server.fake = self
-        self._server = server
-        # shutdown() waits for the next poll; a short one keeps every test teardown quick.
-        self._thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
-        self._thread.start()
-        return self
-
-    def close(self) -> None:
+    def stopping(self) -> None:
         self._closing.set()
         with self._cond:
             self._cond.notify_all()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join()
-
-    @property
-    def url(self) -> str:
-        assert self._server is not None, "FakeOllama is not started"
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
 
     # -- knobs, safe to turn while it runs -------------------------------------------------------
     def inject(self, *faults: Fault) -> None:
@@ -229,11 +203,6 @@ class FakeOllama:
             self._cond.notify_all()
 
     # -- what it saw -----------------------------------------------------------------------------
-    @property
-    def received(self) -> list[Received]:
-        with self._cond:
-            return list(self._received)
-
     def requests_to(self, path: str) -> int:
         with self._cond:
             return self._by_path[path]
@@ -250,9 +219,8 @@ class FakeOllama:
 
     def arrive(self, seen: Received) -> Fault | None:
         with self._cond:
-            self.requests_total += 1
+            self.record(seen)
             self._by_path[seen.path] += 1
-            self._received.append(seen)
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
             return self._faults.pop(0) if self._faults else None

@@ -26,15 +26,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
-from urllib.parse import urlsplit
 
 from pipeline.llm.backends.fake_decoding import constrain, fake_logprobs, request_seed, wire_logprobs
+from pipeline.testing.loopback import LoopbackHandler, LoopbackServer, Received
 
 # Gets the request body as sent (model, messages, sampling fields, ...) and returns the reply text.
 Responder = Callable[[dict[str, Any]], str]
@@ -53,21 +50,13 @@ def approx_tokens(text: str) -> int:
     return len(text) // 4
 
 
-@dataclass(frozen=True)
-class Received:
-    method: str
-    path: str
-    headers: dict[str, str]  # names lowercased
-    body: Any  # parsed JSON; None when empty or not JSON
-
-
 class BadRequest(Exception):
     def __init__(self, code: int, message: str, kind: str = "BadRequestError") -> None:
         super().__init__(message)
         self.code, self.kind = code, kind
 
 
-class FakeOpenAI:
+class FakeOpenAI(LoopbackServer):
     def __init__(
         self,
         *,
@@ -76,97 +65,30 @@ class FakeOpenAI:
         max_model_len: int = 4096,
         latency_s: float = 0.0,
     ) -> None:
+        super().__init__()
         self.models, self.responder = list(models), responder
         self.max_model_len, self.latency_s = max_model_len, latency_s
-        self._lock = threading.Lock()
-        self._received: list[Received] = []
         self._next_bodies: list[Any] = []
-        self.requests_total = 0
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
-
-    def __enter__(self) -> FakeOpenAI:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def start(self) -> FakeOpenAI:
-        server = _Server(("127.0.0.1", 0), _Handler)
-        server.fake = self
-        self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
-        self._thread.start()
-        return self
-
-    def close(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join()
-
-    @property
-    def url(self) -> str:
-        assert self._server is not None, "FakeOpenAI is not started"
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    @property
-    def received(self) -> list[Received]:
-        with self._lock:
-            return list(self._received)
-
-    def arrive(self, seen: Received) -> None:
-        with self._lock:
-            self.requests_total += 1
-            self._received.append(seen)
 
     def send_next(self, *bodies: Any) -> None:
         """Answer the next chat completions with these bodies, each with a 200, whatever was asked
         (a proxy's empty reply, a choice without a message's content, ...)."""
-        with self._lock:
+        with self._cond:
             self._next_bodies.extend(bodies)
 
     def next_body(self) -> tuple[bool, Any]:
-        with self._lock:
+        with self._cond:
             return (True, self._next_bodies.pop(0)) if self._next_bodies else (False, None)
 
     def complete(self, body: dict[str, Any]) -> dict[str, Any]:
         """One chat completion, or BadRequest with the status and words a server would use."""
-        model = body.get("model")
-        if model not in self.models:
-            raise BadRequest(404, f"The model `{model}` does not exist.", "NotFoundError")
-        messages = body.get("messages")
-        if not isinstance(messages, list) or not messages:
-            raise BadRequest(400, "messages: a non-empty list is required")
-        if body.get("stream"):
-            raise BadRequest(400, "stream: this fake server answers only stream=false")
-        for name in (*SAMPLING_FIELDS, "max_tokens"):
-            value = body.get(name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
-                raise BadRequest(400, f"{name}: Input should be a valid number")
+        model = self._check(body)
         fmt = _format(body.get("response_format"))
         top = _top_logprobs(body)
-        prompt = approx_tokens("".join(str(m.get("content", "")) for m in messages if isinstance(m, dict)))
-        max_tokens = body.get("max_tokens")
-        wanted = prompt + (max_tokens if isinstance(max_tokens, int) else 0)
-        if wanted > self.max_model_len:
-            raise BadRequest(
-                400,
-                f"This model's maximum context length is {self.max_model_len} tokens. However, you "
-                f"requested {wanted} tokens ({prompt} in the messages, {max_tokens or 0} in the "
-                "completion). Please reduce the length of the messages or completion.",
-            )
+        prompt, max_tokens = self._fit(body)
         if self.latency_s:
             time.sleep(self.latency_s)
-        text, finish = constrain(self.responder(body), fmt), "stop"
-        stop = body.get("stop")
-        for word in [stop] if isinstance(stop, str) else stop or []:
-            if word and word in text:
-                text = text[: text.index(word)]
-        if isinstance(max_tokens, int) and max_tokens < approx_tokens(text):
-            text, finish = text[: max_tokens * 4], "length"
+        text, finish = _cut(constrain(self.responder(body), fmt), body.get("stop"), max_tokens)
         choice: dict[str, Any] = {
             "index": 0,
             "message": {"role": "assistant", "content": text},
@@ -174,7 +96,8 @@ class FakeOpenAI:
             "finish_reason": finish,
         }
         if top is not None:
-            choice["logprobs"] = {"content": wire_logprobs(fake_logprobs(text, top, request_seed(messages)))}
+            seed = request_seed(body["messages"])
+            choice["logprobs"] = {"content": wire_logprobs(fake_logprobs(text, top, seed))}
         completion = max(1, approx_tokens(text))
         return {
             "id": f"chatcmpl-{hashlib.sha256(text.encode()).hexdigest()[:12]}",
@@ -188,6 +111,47 @@ class FakeOpenAI:
                 "total_tokens": prompt + completion,
             },
         }
+
+    def _check(self, body: dict[str, Any]) -> str:
+        """The request's model, once the request is one this server takes."""
+        model = body.get("model")
+        if model not in self.models:
+            raise BadRequest(404, f"The model `{model}` does not exist.", "NotFoundError")
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise BadRequest(400, "messages: a non-empty list is required")
+        if body.get("stream"):
+            raise BadRequest(400, "stream: this fake server answers only stream=false")
+        for name in (*SAMPLING_FIELDS, "max_tokens"):
+            value = body.get(name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+                raise BadRequest(400, f"{name}: Input should be a valid number")
+        return str(model)
+
+    def _fit(self, body: dict[str, Any]) -> tuple[int, int | None]:
+        """The prompt's tokens and max_tokens, once the two fit max_model_len (vLLM never truncates)."""
+        messages = body["messages"]
+        prompt = approx_tokens("".join(str(m.get("content", "")) for m in messages if isinstance(m, dict)))
+        max_tokens = body.get("max_tokens")
+        wanted = prompt + (max_tokens if isinstance(max_tokens, int) else 0)
+        if wanted > self.max_model_len:
+            raise BadRequest(
+                400,
+                f"This model's maximum context length is {self.max_model_len} tokens. However, you "
+                f"requested {wanted} tokens ({prompt} in the messages, {max_tokens or 0} in the "
+                "completion). Please reduce the length of the messages or completion.",
+            )
+        return prompt, max_tokens if isinstance(max_tokens, int) else None
+
+
+def _cut(text: str, stop: Any, max_tokens: int | None) -> tuple[str, str]:
+    """The reply ended before its first stop string, then cut at max_tokens: the text, and why it ended."""
+    for word in [stop] if isinstance(stop, str) else stop or []:
+        if word and word in text:
+            text = text[: text.index(word)]
+    if max_tokens is not None and max_tokens < approx_tokens(text):
+        return text[: max_tokens * 4], "length"
+    return text, "stop"
 
 
 def _format(response_format: Any) -> str | dict[str, Any] | None:
@@ -219,69 +183,29 @@ def _top_logprobs(body: dict[str, Any]) -> int | None:
     return top
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-    fake: FakeOpenAI
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    @property
-    def fake(self) -> FakeOpenAI:
-        return cast(_Server, self.server).fake
-
-    def do_GET(self) -> None:
-        self._serve("GET")
-
-    def do_POST(self) -> None:
-        self._serve("POST")
-
-    def _serve(self, method: str) -> None:
-        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        path = urlsplit(self.path).path
-        try:
-            body: Any = json.loads(raw) if raw else None
-        except ValueError:
-            body = None
-        self.fake.arrive(Received(method, path, {k.lower(): v for k, v in self.headers.items()}, body))
+class _Handler(LoopbackHandler[FakeOpenAI]):
+    def serve(self, received: Received, is_json: bool) -> None:
+        self.fake.record(received)
+        method, path, body = received.method, received.path, received.body
         try:
             if (method, path) == ("GET", "/v1/models"):
                 data = [
                     {"id": m, "object": "model", "created": 1735689600, "owned_by": "vllm", "root": m}
                     for m in self.fake.models
                 ]
-                self._json(200, {"object": "list", "data": data})
+                self.send_json(200, {"object": "list", "data": data})
             elif (method, path) == ("POST", "/v1/chat/completions"):
-                if not isinstance(body, dict):
+                if not is_json or not isinstance(body, dict):
                     raise BadRequest(400, "the request body is not a JSON object")
                 injected, reply = self.fake.next_body()
-                self._json(200, reply if injected else self.fake.complete(body))
+                self.send_json(200, reply if injected else self.fake.complete(body))
             else:
                 raise BadRequest(404, f"{method} {path}: not found", "NotFoundError")
         except BadRequest as exc:
-            self._json(exc.code, {"error": {"message": str(exc), "type": exc.kind, "code": exc.code}})
+            self.send_json(exc.code, {"error": {"message": str(exc), "type": exc.kind, "code": exc.code}})
         except Exception as exc:  # a responder that raised, a schema the fake cannot satisfy
-            self._json(
-                500,
-                {
-                    "error": {
-                        "message": f"{type(exc).__name__}: {exc}",
-                        "type": "InternalServerError",
-                        "code": 500,
-                    }
-                },
-            )
+            error = {"message": f"{type(exc).__name__}: {exc}", "type": "InternalServerError", "code": 500}
+            self.send_json(500, {"error": error})
 
-    def _json(self, code: int, payload: Any) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+
+FakeOpenAI.handler = _Handler

@@ -12,14 +12,14 @@ import re
 import socket
 import struct
 import time
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any, cast
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Any
+
+from pipeline.testing.loopback import LoopbackHandler, Received
 
 if TYPE_CHECKING:
-    from pipeline.testing.fake_ollama import FakeOllama, Fault
+    # FakeOllama imports this module: its name is quoted where the handler's base names it.
+    from pipeline.testing.fake_ollama import FakeOllama, Fault  # noqa: F401
 
 _INT_OPTIONS = {"seed", "num_ctx", "num_predict", "top_k", "num_keep", "num_batch", "num_gpu", "num_thread"}
 _FLOAT_OPTIONS = {"temperature", "top_p", "min_p", "typical_p", "repeat_penalty", "presence_penalty"}
@@ -36,20 +36,6 @@ _MODIFIED_AT = "2025-01-01T00:00:00Z"
 
 class ContextOverflow(Exception):
     """The request said `truncate: false` and its prompt does not fit num_ctx: Ollama answers 400."""
-
-
-@dataclass(frozen=True)
-class Received:
-    method: str
-    path: str
-    headers: dict[str, str]  # names lowercased
-    body: Any  # parsed JSON; the raw text when it was not JSON; None when empty
-
-
-class WireServer(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False  # a hanging handler must not hold up close()
-    fake: FakeOllama
 
 
 def full_tag(name: str) -> str:
@@ -73,38 +59,15 @@ def option_type_error(options: dict[str, Any]) -> str | None:
     return None
 
 
-class OllamaHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive, as Go's server does; bodies need a length or chunks
-    # Go sets TCP_NODELAY too; without it, headers and body in two writes meet delayed ACKs (40 ms).
-    disable_nagle_algorithm = True
+class OllamaHandler(LoopbackHandler["FakeOllama"]):
+    """Go's server keeps connections alive and sets TCP_NODELAY, as the base does."""
 
-    @property
-    def fake(self) -> FakeOllama:
-        return cast(WireServer, self.server).fake
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def do_GET(self) -> None:
-        self._serve("GET")
-
-    def do_POST(self) -> None:
-        self._serve("POST")
-
-    def _serve(self, method: str) -> None:
-        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        path = urlsplit(self.path).path
-        try:
-            body: Any = json.loads(raw) if raw else None
-            bad_json = False
-        except ValueError:
-            body, bad_json = raw.decode("utf-8", "replace"), True
-        fault = self.fake.arrive(
-            Received(method, path, {k.lower(): v for k, v in self.headers.items()}, body)
-        )
+    def serve(self, received: Received, is_json: bool) -> None:
+        method, path, body = received.method, received.path, received.body
+        fault = self.fake.arrive(received)
         try:
             if fault is None or not self._fault(fault, path, body):
-                self._route(method, path, None if bad_json else body, bad_json)
+                self._route(method, path, body if is_json else None, not is_json)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the client gave up (its read timeout) before the reply
         except Exception as exc:  # a responder that raised: Ollama would answer 500
@@ -159,7 +122,7 @@ class OllamaHandler(BaseHTTPRequestHandler):
         if handler is None:
             known = any(p == path for _, p in routes)
             code, text = (405, "405 method not allowed") if known else (404, "404 page not found")
-            self._send(code, text.encode(), "text/plain")
+            self.send_bytes(code, text.encode(), "text/plain")
         elif bad_json:
             self._error(path, 400, "invalid character in request body: not valid JSON")
         elif method == "POST" and not isinstance(body, dict):
@@ -169,7 +132,7 @@ class OllamaHandler(BaseHTTPRequestHandler):
 
     # -- Ollama's native API ---------------------------------------------------------------------
     def _root(self, _: dict[str, Any]) -> None:
-        self._send(200, b"Ollama is running", "text/plain")
+        self.send_bytes(200, b"Ollama is running", "text/plain")
 
     def _version(self, _: dict[str, Any]) -> None:
         self._json(200, {"version": self.fake.version})
@@ -299,16 +262,7 @@ class OllamaHandler(BaseHTTPRequestHandler):
         self._json(code, payload, headers)
 
     def _json(self, code: int, payload: Any, headers: dict[str, str] | None = None) -> None:
-        self._send(code, json.dumps(payload).encode(), "application/json; charset=utf-8", headers)
-
-    def _send(self, code: int, data: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:
-        self.send_response(code)
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.send_bytes(code, json.dumps(payload).encode(), "application/json; charset=utf-8", headers)
 
     def _ndjson(self, lines: list[dict[str, Any]]) -> None:
         """One JSON object per line, each in its own HTTP chunk, as Ollama flushes them."""

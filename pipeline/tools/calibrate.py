@@ -9,7 +9,7 @@
                        step; the bootstrap's resamples and seed default to the design's params,
                        so the table is the one in its metrics file
 
-The statistics are pipeline/judges/agreement.py's; the joining, pipeline/judges/calibration.py's.
+The statistics are pipeline/stats/agreement.py's; the joining, pipeline/stats/calibration.py's.
 """
 
 from __future__ import annotations
@@ -23,14 +23,14 @@ from typing import Any
 import click
 
 from pipeline.data.input_files import json_objects
-from pipeline.data.ratings import HumanRatings, JudgeScore
+from pipeline.data.ratings import HumanRatings, JudgedItem
 from pipeline.errors import InputError
 from pipeline.experiments.design import CalibrationRows, load_ref
 from pipeline.experiments.registry import designs
-from pipeline.judges.agreement import LEVELS, STATISTICS, Estimate
-from pipeline.judges.calibration import MetricCalibration, ScoreCalibration, calibration_data
-from pipeline.judges.calibration import calibrate as calibrate_rows
 from pipeline.llm.keys import canonical_json
+from pipeline.stats.agreement import LEVELS, STATISTICS, Estimate
+from pipeline.stats.calibration import MetricCalibration, ScoreCalibration, calibration_data
+from pipeline.stats.calibration import calibrate as calibrate_rows
 
 SCORES_FIX = (
     'write one JSON object per line: {"item": "...", "group": "...", "system": "...", '
@@ -66,14 +66,14 @@ def _number(value: Any, key: str, where: tuple[str, int], fix: str) -> float | N
     return float(value)
 
 
-def read_scores(path: Path) -> list[JudgeScore]:
-    rows: list[JudgeScore] = []
+def read_scores(path: Path) -> list[JudgedItem]:
+    rows: list[JudgedItem] = []
     seen: dict[tuple[str, str], int] = {}
     for number, row in _objects(path, SCORES_FIX):
         where = (str(path), number)
         if "score" not in row:
             raise InputError(*where, 'no "score" (null if the judge gave none)', SCORES_FIX)
-        score = JudgeScore(
+        score = JudgedItem(
             item=_text(row, "item", where, SCORES_FIX),
             group=_text(row, "group", where, SCORES_FIX),
             system=_text(row, "system", where, SCORES_FIX),
@@ -175,7 +175,7 @@ def render_table(results: Sequence[MetricCalibration], *, resamples: int, seed: 
     return "\n".join(lines)
 
 
-def _experiment_rows(name: str) -> tuple[list[JudgeScore], list[HumanRatings], int, int]:
+def _experiment_rows(name: str) -> tuple[list[JudgedItem], list[HumanRatings], int, int]:
     """A design's judge scores and human ratings (its Design.calibration), and its bootstrap's
     resamples and seed."""
     calibrating = {d.name: d for d in designs() if d.calibration is not None}

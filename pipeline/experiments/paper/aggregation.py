@@ -39,7 +39,7 @@ def _summary(scores: list[int | float | None]) -> dict[str, Any]:
 def figure2(refinements: list[Refinement], metrics: tuple[str, ...]) -> dict[str, Any]:
     """Per metric, the scores before (iteration 0) and after (the kept iteration)."""
 
-    def scores(metric: str, kept: bool) -> list[int | None]:
+    def scores(metric: str, kept: bool) -> list[int | float | None]:
         judged = [r.iterations[r.kept if kept else 0].metrics for r in refinements]
         return [by_metric[metric].score for by_metric in judged if metric in by_metric]
 

@@ -9,7 +9,7 @@ from pipeline.data.transcripts import Transcript, load_transcripts
 from pipeline.experiments.paper.params import PaperParams
 from pipeline.experiments.steps import LLMStep, Upstream, jsonl_output
 from pipeline.judges.rubric.judge import judge_all
-from pipeline.judges.rubric.results import Assessment, Judgement
+from pipeline.judges.rubric.results import Assessment, AssessmentJudgements
 from pipeline.llm.runner import run_items
 from pipeline.llm.session import LLMSession
 from pipeline.llm.types import CallContext
@@ -20,8 +20,8 @@ def run_judge(
     session: LLMSession,
     transcripts: Mapping[str, Transcript],
     assessments: Sequence[Assessment],
-) -> list[Judgement]:
-    def judge_item(assessment: Assessment) -> Judgement:
+) -> list[AssessmentJudgements]:
+    def judge_item(assessment: Assessment) -> AssessmentJudgements:
         context = CallContext(stage="judge", item=assessment.item, step=0)
         metrics = judge_all(
             session,
@@ -32,7 +32,7 @@ def run_judge(
             params.llm.options,
             context,
         )
-        return Judgement(item=assessment.item, metrics=metrics)
+        return AssessmentJudgements(item=assessment.item, metrics=metrics)
 
     return run_items(session, assessments, judge_item, "judge")
 
@@ -48,9 +48,9 @@ def judge_inputs(params: PaperParams, upstream: Upstream) -> JudgeInputs:
     return JudgeInputs(transcripts, upstream("assess", jsonl_output(Assessment)))
 
 
-STEP: LLMStep[PaperParams, JudgeInputs, Judgement] = LLMStep(
+STEP: LLMStep[PaperParams, JudgeInputs, AssessmentJudgements] = LLMStep(
     inputs=judge_inputs,
     items=lambda inputs: [a.item for a in inputs.assessments],
     work=lambda params, session, inputs: run_judge(params, session, inputs.transcripts, inputs.assessments),
-    output=jsonl_output(Judgement),
+    output=jsonl_output(AssessmentJudgements),
 )

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pipeline.data.transcripts import Transcript, load_transcripts
 from pipeline.experiments.paper.params import PaperParams
 from pipeline.experiments.steps import LLMStep, Upstream, jsonl_output
-from pipeline.judges.rubric.results import Assessment, Judgement
+from pipeline.judges.rubric.results import Assessment, AssessmentJudgements
 from pipeline.llm.runner import run_items
 from pipeline.llm.session import LLMSession
 from pipeline.loops.feedback import refine
@@ -20,9 +20,9 @@ def run_refine(
     session: LLMSession,
     transcripts: Mapping[str, Transcript],
     assessments: Mapping[str, Assessment],
-    judgements: Sequence[Judgement],
+    judgements: Sequence[AssessmentJudgements],
 ) -> list[Refinement]:
-    def refine_item(judgement: Judgement) -> Refinement:
+    def refine_item(judgement: AssessmentJudgements) -> Refinement:
         return refine(
             session,
             transcripts[judgement.item],
@@ -41,14 +41,14 @@ def run_refine(
 class RefineInputs:
     transcripts: Mapping[str, Transcript]
     assessments: Mapping[str, Assessment]
-    judgements: list[Judgement]
+    judgements: list[AssessmentJudgements]
 
 
 def refine_inputs(params: PaperParams, upstream: Upstream) -> RefineInputs:
     transcripts = {t.item_id: t for t in load_transcripts(params.data)}
     assessments = {a.item: a for a in upstream("assess", jsonl_output(Assessment))}
     # Every judged item has its assessment, except in a dry run whose new assessment is not known yet.
-    judgements = [j for j in upstream("judge", jsonl_output(Judgement)) if j.item in assessments]
+    judgements = [j for j in upstream("judge", jsonl_output(AssessmentJudgements)) if j.item in assessments]
     return RefineInputs(transcripts, assessments, judgements)
 
 

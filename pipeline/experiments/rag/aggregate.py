@@ -9,10 +9,11 @@ from typing import Any
 
 from pipeline.data.jsonl import read_jsonl
 from pipeline.data.rag_rows import load_rag_rows
+from pipeline.data.recorded_calls import recorded_calls
 from pipeline.experiments.rag.aggregation import compute_metrics, markdown_report
 from pipeline.experiments.rag.judge import RagJudgement
 from pipeline.experiments.rag.params import RagParams
-from pipeline.experiments.rag.report import load_calls_by_key, render_rag_html
+from pipeline.experiments.rag.report import render_rag_html
 
 
 def _summarize(params: RagParams) -> tuple[list[RagJudgement], dict[str, Any]]:
@@ -26,7 +27,7 @@ def _write_report(params: RagParams, judgements: list[RagJudgement], metrics: di
     markdown, page = Path(settings.report_md), Path(settings.report_html)
     markdown.write_text(markdown_report(metrics, model), encoding="utf-8")
     rows = load_rag_rows(Path(settings.rows), only=settings.only, limit=settings.limit)
-    calls = load_calls_by_key(Path(params.cache.recordings) / "rag_judge")
+    calls = recorded_calls(Path(params.cache.recordings) / "rag_judge", verify=False)
     page.write_text(
         render_rag_html(rows, judgements, metrics, calls, settings, f"RAG judge: {model}"), encoding="utf-8"
     )

@@ -4,7 +4,7 @@ with the human labels, and whether the judge's confidence predicts disagreement 
 Agreement, per binary human label and per 0-1 score (each dimension, the weighted overall, the
 simple mean, and the log-probability-weighted overall where every row has one): AUROC with a
 bootstrap 95% interval over rows, and the balanced accuracy at a threshold chosen on a random half
-of the rows, measured on the other half (pipeline.judges.agreement). Failed judgements are left out
+of the rows, measured on the other half (pipeline.stats.agreement). Failed judgements are left out
 of every statistic and counted; a statistic that cannot be computed (one class absent, a constant
 score) is null with the reason, never a number.
 
@@ -25,9 +25,9 @@ from typing import Any
 
 from pipeline.experiments.rag.judge import RagJudgement
 from pipeline.experiments.rag.settings import RagSettings
-from pipeline.judges.agreement import Estimate, auroc_estimate, held_out_balanced_accuracy
-from pipeline.judges.structured.dimensions import SCORE_VALUES
-from pipeline.judges.structured.verdict import Verdict
+from pipeline.judges.likert import LIKERT_VALUES
+from pipeline.judges.structured.judge import ScoredDimensions
+from pipeline.stats.agreement import Estimate, auroc_estimate, held_out_balanced_accuracy
 
 DIGITS = 4
 
@@ -48,7 +48,7 @@ def _summary(values: Sequence[float]) -> dict[str, Any]:
     }
 
 
-def score_table(verdicts: Sequence[Verdict], settings: RagSettings) -> dict[str, list[float]]:
+def score_table(verdicts: Sequence[ScoredDimensions], settings: RagSettings) -> dict[str, list[float]]:
     """Every 0-1 score compared with the labels, by name, one value per scored row."""
     table = {name: [v.dimensions[name].value for v in verdicts] for name in settings.dimensions.names}
     table["overall"] = [v.overall for v in verdicts]
@@ -85,7 +85,7 @@ def _agrees(value: float, label: int) -> bool:
     return value >= 0.75 if label else value <= 0.25
 
 
-def _confidence(pairs: list[tuple[RagJudgement, Verdict]], settings: RagSettings) -> dict[str, Any]:
+def _confidence(pairs: list[tuple[RagJudgement, ScoredDimensions]], settings: RagSettings) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for label, score_name in sorted(settings.label_scores.items()):
         rows = [(r, v) for r, v in pairs if label in r.labels and score_name in v.dimensions]
@@ -118,21 +118,21 @@ def _confidence(pairs: list[tuple[RagJudgement, Verdict]], settings: RagSettings
     return out
 
 
-def _dimensions(verdicts: Sequence[Verdict], settings: RagSettings) -> dict[str, Any]:
+def _dimensions(verdicts: Sequence[ScoredDimensions], settings: RagSettings) -> dict[str, Any]:
     """Per dimension: its weight, how often each 1-5 score was given, and the 0-1 values' summary."""
     dimensions: dict[str, Any] = {}
     for dim in settings.dimensions.items:
         scores = [v.dimensions[dim.name].score for v in verdicts]
         dimensions[dim.name] = {
             "weight": dim.weight,
-            "counts": {str(s): scores.count(s) for s in SCORE_VALUES},
+            "counts": {str(s): scores.count(s) for s in LIKERT_VALUES},
             **_summary([v.dimensions[dim.name].value for v in verdicts]),
         }
     return dimensions
 
 
 def _agreement_table(
-    pairs: list[tuple[RagJudgement, Verdict]], table: dict[str, list[float]], settings: RagSettings
+    pairs: list[tuple[RagJudgement, ScoredDimensions]], table: dict[str, list[float]], settings: RagSettings
 ) -> dict[str, Any]:
     """Per human label: its positives and negatives, and every score's agreement with it."""
     agreement: dict[str, Any] = {}
@@ -150,9 +150,9 @@ def _agreement_table(
 
 
 def compute_metrics(judgements: Sequence[RagJudgement], settings: RagSettings) -> dict[str, Any]:
-    pairs = [(r, r.judgement) for r in judgements if isinstance(r.judgement, Verdict)]
+    pairs = [(r, r.judgement) for r in judgements if isinstance(r.judgement, ScoredDimensions)]
     verdicts = [v for _, v in pairs]
-    failures = Counter(r.judgement.kind for r in judgements if not isinstance(r.judgement, Verdict))
+    failures = Counter(r.judgement.kind for r in judgements if not isinstance(r.judgement, ScoredDimensions))
     table = score_table(verdicts, settings)
     return {
         "rows": len(judgements),
@@ -190,7 +190,7 @@ def markdown_report(metrics: dict[str, Any], model: str) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for name, dim in metrics["dimensions"].items():
-        counts = " | ".join(str(dim["counts"][str(s)]) for s in SCORE_VALUES)
+        counts = " | ".join(str(dim["counts"][str(s)]) for s in LIKERT_VALUES)
         sd = "—" if dim["sd"] is None else f"{dim['sd']:.2f}"
         mean = "—" if dim["mean"] is None else f"{dim['mean']:.2f}"
         lines.append(f"| {name} | {dim['weight']} | {counts} | {mean} ± {sd} |")

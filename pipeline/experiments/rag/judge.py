@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated
 
 from pydantic import Field
 
@@ -15,18 +14,16 @@ from pipeline.experiments.rag.params import RagParams
 from pipeline.experiments.rag.prompt import rag_messages
 from pipeline.experiments.rag.settings import RagSettings
 from pipeline.experiments.steps import LLMStep, jsonl_output
-from pipeline.judges.structured.verdict import JudgeFailure, Verdict, judge
+from pipeline.judges.structured.judge import DimensionsJudgement, judge
 from pipeline.llm.runner import run_items
 from pipeline.llm.session import LLMSession
 from pipeline.llm.structured import ChatSession
 from pipeline.llm.types import CallContext, Options
 
-Judgement = Annotated[Verdict | JudgeFailure, Field(discriminator="status")]
-
 
 class RagJudgement(Result):
     item: str
-    judgement: Judgement
+    judgement: DimensionsJudgement
     labels: dict[str, int] = Field(default_factory=dict)  # the row's human labels, if any
 
 
@@ -38,7 +35,7 @@ def judge_row(
     session: ChatSession, row: RagRow, settings: RagSettings, options: Options, stage: str
 ) -> RagJudgement:
     context = CallContext(stage=stage, item=row.id, labels={"prompt": settings.prompt_mode})
-    verdict = judge(
+    judgement = judge(
         session,
         rag_messages(row, settings.dimensions, settings.prompt_mode, settings.max_context_chars),
         settings.dimensions,
@@ -47,7 +44,7 @@ def judge_row(
         max_attempts=settings.max_attempts,
         logprobs=settings.logprobs,
     )
-    return RagJudgement(item=row.id, judgement=verdict, labels=row.labels)
+    return RagJudgement(item=row.id, judgement=judgement, labels=row.labels)
 
 
 def run_rag_judge(

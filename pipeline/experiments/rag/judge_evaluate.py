@@ -29,15 +29,15 @@ import click
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pipeline.data.input_files import json_objects
-from pipeline.data.jsonl import write_jsonl
+from pipeline.data.jsonl import write_jsonl, write_records
 from pipeline.data.rag_rows import ROW_FIX, RagRow, rag_row_from
 from pipeline.errors import InputError, UnsafeNameError
 from pipeline.experiments.rag.judge import RagJudgement, run_rag_judge
 from pipeline.experiments.rag.params import RagParams, load_rag_params
 from pipeline.experiments.rag.settings import RagSettings
 from pipeline.judges.structured.dimensions import judge_score_model
-from pipeline.judges.structured.verdict import JudgeFailure, Verdict
-from pipeline.llm.files import atomic_write, safe_name
+from pipeline.judges.structured.judge import ScoredDimensions, UnscoredDimensions
+from pipeline.llm.files import safe_name
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.recordings import STAGE_FIX
 from pipeline.llm.records import RecordedCall
@@ -114,10 +114,6 @@ def read_batch(path: Path) -> tuple[list[RagRow], list[dict[str, Any]]]:
     return rows, errors
 
 
-def _write_lines(path: Path, lines: list[str]) -> None:
-    atomic_write(path, "".join(line + "\n" for line in lines))
-
-
 def _not_in(items: set[str], call: RecordedCall) -> bool:
     return call.context.item not in items
 
@@ -153,7 +149,7 @@ def _run(params: RagParams, stage: str, rows: list[RagRow], *, replace_items: bo
     return results
 
 
-def judge_score(verdict: Verdict, settings: RagSettings) -> dict[str, Any]:
+def judge_score(verdict: ScoredDimensions, settings: RagSettings) -> dict[str, Any]:
     score = {"overall_score": verdict.overall, "reasoning": verdict.reasoning}
     score.update({name: d.value for name, d in verdict.dimensions.items()})
     score["confidence"] = verdict.confidence_value
@@ -161,7 +157,7 @@ def judge_score(verdict: Verdict, settings: RagSettings) -> dict[str, Any]:
     return model.model_validate(score).model_dump(mode="json")
 
 
-def _table(verdict: Verdict, settings: RagSettings) -> str:
+def _table(verdict: ScoredDimensions, settings: RagSettings) -> str:
     lines = [f"{'dimension':<20}{'1-5':>5}{'0-1':>7}{'weight':>8}{'p(score)':>10}"]
     for dim in settings.dimensions.items:
         s = verdict.dimensions[dim.name]
@@ -240,7 +236,7 @@ def judge_evaluate(
     row = single_row(question, answer_file, context_files, item)
     (result,) = _run(params, stage, [row], replace_items=True)
     verdict = result.judgement
-    if isinstance(verdict, JudgeFailure):
+    if isinstance(verdict, UnscoredDimensions):
         raise click.ClickException(
             f"the judge gave no usable reply after {verdict.attempts} attempt(s): {verdict.kind} "
             f"({verdict.error}). Recorded as failed; see it with: "
@@ -257,14 +253,14 @@ def _batch(params: RagParams, stage: str, batch: Path, out: Path, errors_path: P
     for error in errors:
         click.echo(f"{error['file']}:{error['line']}: {error['problem']} (skipped)", err=True)
     if errors:
-        _write_lines(errors_path, [canonical_json(e) for e in errors])
+        write_records(errors_path, errors)
     elif errors_path.exists():
         errors_path.unlink()  # a stale errors file would describe another run
     if not rows:
         raise click.ClickException(f"{batch}: no readable row. Fix: {ROW_FIX}")
     results = _run(params, stage, rows, replace_items=False)
     write_jsonl(out, results)
-    failed = sum(isinstance(r.judgement, JudgeFailure) for r in results)
+    failed = sum(isinstance(r.judgement, UnscoredDimensions) for r in results)
     click.echo(
         f"wrote {out}: {len(results) - failed} scored, {failed} failed (recorded, not scored)"
         + (f"; {len(errors)} unreadable row(s) in {errors_path}" if errors else ""),

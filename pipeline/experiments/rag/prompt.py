@@ -10,7 +10,7 @@ from __future__ import annotations
 from pipeline.data.rag_rows import RagRow
 from pipeline.experiments.rag.settings import PromptMode
 from pipeline.judges.structured.dimensions import Dimensions
-from pipeline.judges.structured.verdict import instructions
+from pipeline.judges.structured.judge import instructions
 from pipeline.llm.types import Message
 
 SUBJECT = "answers written by a retrieval-augmented generation (RAG) system from retrieved sources"

@@ -14,19 +14,11 @@ from typing import Any
 from pipeline.data.rag_rows import RagRow
 from pipeline.experiments.rag.judge import RagJudgement
 from pipeline.experiments.rag.settings import RagSettings
-from pipeline.judges.structured.dimensions import SCORE_VALUES
-from pipeline.llm import recordings
+from pipeline.judges.likert import LIKERT_VALUES
 from pipeline.llm.records import RecordedCall
 from pipeline.reports.templating import make_environment
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-
-
-def load_calls_by_key(directory: Path) -> dict[str, RecordedCall]:
-    """The stage's recorded calls by key (none when it has not been recorded)."""
-    if not directory.is_dir():
-        return {}
-    return {loaded.call.record.key: loaded.call for loaded in recordings.read_stage(directory, verify=False)}
 
 
 def render_rag_html(
@@ -55,6 +47,6 @@ def render_rag_html(
             metrics=metrics,
             entries=entries,
             dimensions=settings.dimensions.items,
-            score_values=SCORE_VALUES,
+            score_values=LIKERT_VALUES,
         )
     )

@@ -6,8 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pipeline.data.jsonl import read_records
 from pipeline.experiments.selection.aggregation import compute_metrics
-from pipeline.experiments.selection.files import METRICS, PAGE, PICKS, SCORES, read_records
+from pipeline.experiments.selection.files import METRICS, PAGE, PICKS, SCORES
 from pipeline.experiments.selection.params import SelectionParams
 from pipeline.experiments.selection.report import render_selection_page
 from pipeline.experiments.selection.score import ScoredRequest

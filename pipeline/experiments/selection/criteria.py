@@ -1,6 +1,6 @@
 """A criterion score with what it rests on: the judge calls behind it, or the catalog attribute.
 
-Judged criteria are rated 1-5 by the LLM and mapped to 0-1 as (rating - 1) / 4, so 1 -> 0.0,
+Judged criteria are rated 1-5 by the LLM and mapped to 0-1 (pipeline.judges.likert.to_unit), so 1 -> 0.0,
 3 -> 0.5, 5 -> 1.0 (exact in binary floating point). Attribute criteria are computed from the
 track's own column (pipeline.data.listening_requests.Criterion.from_attribute). Either way the
 record keeps the inputs, so an explanation can show where every number came from.
@@ -13,8 +13,7 @@ from typing import Any, Literal
 
 from pipeline.data.catalog import Track
 from pipeline.data.listening_requests import Criterion
-
-RATING_MIN, RATING_MAX = 1, 5
+from pipeline.judges.likert import LIKERT_MAX, LIKERT_MIN, to_unit
 
 
 @dataclass(frozen=True)
@@ -52,12 +51,11 @@ class CriterionScore:
 
 def judged_score(criterion: str, rating: int, call_keys: tuple[str, ...]) -> CriterionScore:
     """The 0-1 score of a 1-5 judge rating; `call_keys` must name the calls it was read from."""
-    if not RATING_MIN <= rating <= RATING_MAX:
-        raise ValueError(f"a rating must lie in {RATING_MIN}-{RATING_MAX}, not {rating}")
+    if not LIKERT_MIN <= rating <= LIKERT_MAX:
+        raise ValueError(f"a rating must lie in {LIKERT_MIN}-{LIKERT_MAX}, not {rating}")
     if not call_keys:
         raise ValueError(f"the {criterion} rating must name the call(s) it was read from")
-    score = (rating - RATING_MIN) / (RATING_MAX - RATING_MIN)
-    return CriterionScore(criterion, score, "judge", call_keys=call_keys, rating=rating)
+    return CriterionScore(criterion, to_unit(rating), "judge", call_keys=call_keys, rating=rating)
 
 
 def attribute_score(name: str, criterion: Criterion, track: Track) -> CriterionScore:

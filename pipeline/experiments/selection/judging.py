@@ -3,8 +3,8 @@
 Both are schema-constrained (pipeline.llm.structured): the reply is a small JSON object, the reason
 first so the rating follows from it, and no `maxLength` (it makes llama.cpp's grammar slow); the
 stage's num_predict bounds the reason instead. A reply that does not validate is re-asked with the
-problem named, up to `max_attempts` calls, then returned as a StructuredFailure: the caller records
-it and leaves the criterion unscored, never a default rating.
+problem named, up to `max_attempts` calls, then an unscored Judgement: the caller records it and
+leaves the criterion unscored, never a default rating.
 
 Prompts put what every candidate of a request shares first (the request, the criterion) and the
 track last, so the embedded backend re-uses the shared prefix from one call to the next.
@@ -12,13 +12,16 @@ track last, so the embedded backend re-uses the shared prefix from one call to t
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from pipeline.data.catalog import Track
 from pipeline.data.listening_requests import Criterion, ListeningRequest
-from pipeline.llm.structured import ChatSession, Structured, StructuredFailure, ask_structured
+from pipeline.judges.judgement import Judgement, from_structured
+from pipeline.judges.likert import LIKERT_MAX, LIKERT_MIN
+from pipeline.llm.structured import ChatSession, ask_structured
 from pipeline.llm.types import CallContext, Message, Options
 
 RATER_SYSTEM = (
@@ -30,14 +33,15 @@ COMPARER_SYSTEM = (
 )
 
 
-class CriterionRating(BaseModel):
+class RatingReply(BaseModel):
     """The judge's reply for one candidate and one criterion."""
 
     reason: str
-    rating: int = Field(ge=1, le=5)
+    # The scale's bounds, not LikertScore: its schema (an enum) would change the recorded calls' keys.
+    rating: int = Field(ge=LIKERT_MIN, le=LIKERT_MAX)
 
 
-class Comparison(BaseModel):
+class PairwiseReply(BaseModel):
     """The judge's reply for two candidates shown as A and B."""
 
     reason: str
@@ -79,35 +83,59 @@ def comparison_messages(request: ListeningRequest, first: Track, second: Track) 
     return [Message(role="system", content=COMPARER_SYSTEM), Message(role="user", content=user)]
 
 
-def rate(
-    session: ChatSession,
-    request: ListeningRequest,
-    name: str,
-    criterion: Criterion,
-    track: Track,
-    options: Options,
-    max_attempts: int,
-) -> Structured[CriterionRating] | StructuredFailure:
-    context = CallContext(
-        stage="select_score", item=request.id, labels={"candidate": track.track_id, "criterion": name}
-    )
-    messages = rating_messages(request, name, criterion, track)
-    return ask_structured(session, messages, CriterionRating, options, context, max_attempts=max_attempts)
+@dataclass(frozen=True)
+class CandidateOnCriterion:
+    """What the rating judge is asked about: one candidate of a request, on one judged criterion."""
+
+    request: ListeningRequest
+    name: str
+    criterion: Criterion
+    track: Track
+
+    def context(self) -> CallContext:
+        labels = {"candidate": self.track.track_id, "criterion": self.name}
+        return CallContext(stage="select_score", item=self.request.id, labels=labels)
 
 
-def compare(
-    session: ChatSession,
-    request: ListeningRequest,
-    first: Track,
-    second: Track,
-    options: Options,
-    max_attempts: int,
-) -> Structured[Comparison] | StructuredFailure:
-    """`first` shown as A, `second` as B; the context's `order` names them in that order."""
-    context = CallContext(
-        stage="select_pick",
-        item=request.id,
-        labels={"candidate": first.track_id, "order": f"{first.track_id}>{second.track_id}"},
-    )
-    messages = comparison_messages(request, first, second)
-    return ask_structured(session, messages, Comparison, options, context, max_attempts=max_attempts)
+@dataclass(frozen=True)
+class CandidatePair:
+    """What the pairwise judge is asked about: two candidates of a request, `first` shown as A."""
+
+    request: ListeningRequest
+    first: Track
+    second: Track
+
+    def context(self) -> CallContext:
+        """The context's `order` names the two in the order shown."""
+        order = f"{self.first.track_id}>{self.second.track_id}"
+        labels = {"candidate": self.first.track_id, "order": order}
+        return CallContext(stage="select_pick", item=self.request.id, labels=labels)
+
+
+class CriterionJudge:
+    """A Judge[CandidateOnCriterion, int]: the candidate's 1-5 rating on the criterion, with its reason."""
+
+    def __init__(self, session: ChatSession, options: Options, max_attempts: int) -> None:
+        self.session, self.options, self.max_attempts = session, options, max_attempts
+
+    def __call__(self, subject: CandidateOnCriterion, context: CallContext) -> Judgement[int]:
+        messages = rating_messages(subject.request, subject.name, subject.criterion, subject.track)
+        result = ask_structured(
+            self.session, messages, RatingReply, self.options, context, max_attempts=self.max_attempts
+        )
+        return from_structured(result, lambda reply: reply.rating, lambda reply: reply.reason)
+
+
+class PairwiseJudge:
+    """A Judge[CandidatePair, str]: the id of the track the judge preferred, with its reason."""
+
+    def __init__(self, session: ChatSession, options: Options, max_attempts: int) -> None:
+        self.session, self.options, self.max_attempts = session, options, max_attempts
+
+    def __call__(self, subject: CandidatePair, context: CallContext) -> Judgement[str]:
+        messages = comparison_messages(subject.request, subject.first, subject.second)
+        result = ask_structured(
+            self.session, messages, PairwiseReply, self.options, context, max_attempts=self.max_attempts
+        )
+        shown = {"A": subject.first.track_id, "B": subject.second.track_id}
+        return from_structured(result, lambda reply: shown[reply.better], lambda reply: reply.reason)

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline.data.jsonl import write_records
 from pipeline.experiments.selection.explain import PickExplanation, explain
-from pipeline.experiments.selection.files import write_records
-from pipeline.experiments.selection.judging import compare
+from pipeline.experiments.selection.judging import CandidatePair, PairwiseJudge
 from pipeline.experiments.selection.params import SelectionParams
 from pipeline.experiments.selection.score import SCORED, ScoredRequest
 from pipeline.experiments.selection.select import Candidate, Selection, select
@@ -33,7 +33,6 @@ from pipeline.experiments.steps import LLMStep, Output
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.runner import run_items
 from pipeline.llm.session import LLMSession
-from pipeline.llm.structured import StructuredFailure
 
 
 @dataclass(frozen=True)
@@ -114,24 +113,18 @@ def pick_request(params: SelectionParams, session: LLMSession, scored: ScoredReq
     first = choose()
     ties = near_ties(first.ranking, first.weighted, settings.tie_margin)
     tracks = {c.id: c.entry.track for c in scored.pool}
+    compare = PairwiseJudge(session, params.compare_options(), settings.max_attempts)
     comparisons = []
     for tie in ties:
         for shown_first, shown_second in ((tie.higher, tie.lower), (tie.lower, tie.higher)):
-            result = compare(
-                session,
-                scored.request,
-                tracks[shown_first],
-                tracks[shown_second],
-                params.compare_options(),
-                settings.max_attempts,
-            )
-            if isinstance(result, StructuredFailure):
-                verdict = PairwiseVerdict(shown_first, shown_second, None, result.keys[-1])
-                comparisons.append(Comparison(verdict, result.keys, None, f"{result.kind}: {result.error}"))
+            pair = CandidatePair(scored.request, tracks[shown_first], tracks[shown_second])
+            judgement = compare(pair, pair.context())
+            verdict = PairwiseVerdict(shown_first, shown_second, judgement.value, judgement.call_keys[-1])
+            if judgement.scored:
+                comparisons.append(Comparison(verdict, judgement.call_keys, judgement.explanation))
             else:
-                winner = shown_first if result.value.better == "A" else shown_second
-                verdict = PairwiseVerdict(shown_first, shown_second, winner, result.keys[-1])
-                comparisons.append(Comparison(verdict, result.keys, result.value.reason))
+                failure = f"{judgement.reading}: {judgement.error}"
+                comparisons.append(Comparison(verdict, judgement.call_keys, None, failure))
     outcomes = fold_verdicts([c.verdict for c in comparisons])
     final = choose(tie_break_order(first.ranking, ties, outcomes))
     scores = {c.id: c.scores for c in scored.pool}

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.data.catalog import Track
+from pipeline.data.jsonl import read_records, write_records
 from pipeline.data.listening_requests import Framework, ListeningRequest
 from pipeline.experiments.selection.criteria import CriterionScore, attribute_score, judged_score
-from pipeline.experiments.selection.files import read_records, write_records
-from pipeline.experiments.selection.judging import rate
+from pipeline.experiments.selection.judging import CandidateOnCriterion, CriterionJudge
 from pipeline.experiments.selection.params import SelectionParams
 from pipeline.experiments.selection.pools import RequestPool, request_pools
 from pipeline.experiments.selection.retrieve import PoolEntry
@@ -30,7 +30,6 @@ from pipeline.experiments.steps import LLMStep, Output
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.runner import run_items
 from pipeline.llm.session import LLMSession
-from pipeline.llm.structured import StructuredFailure
 
 
 @dataclass(frozen=True)
@@ -105,25 +104,20 @@ def score_candidate(
     scores: dict[str, CriterionScore] = {}
     reasons: dict[str, str] = {}
     failed: dict[str, FailedJudgement] = {}
-    options = params.judge_options()
+    rate = CriterionJudge(session, params.judge_options(), params.selection.max_attempts)
     for name, criterion in sorted(request_pool.framework.criteria.items()):
         if criterion.source == "attribute":
             scores[name] = attribute_score(name, criterion, entry.track)
             continue
-        result = rate(
-            session,
-            request_pool.request,
-            name,
-            criterion,
-            entry.track,
-            options,
-            params.selection.max_attempts,
-        )
-        if isinstance(result, StructuredFailure):
-            failed[name] = FailedJudgement(result.kind, result.error, result.text, result.keys)
+        subject = CandidateOnCriterion(request_pool.request, name, criterion, entry.track)
+        judgement = rate(subject, subject.context())
+        if judgement.value is None:
+            failed[name] = FailedJudgement(
+                judgement.reading, judgement.error or "", judgement.text, judgement.call_keys
+            )
         else:
-            scores[name] = judged_score(name, result.value.rating, result.keys)
-            reasons[name] = result.value.reason
+            scores[name] = judged_score(name, judgement.value, judgement.call_keys)
+            reasons[name] = judgement.explanation
     return ScoredCandidate(entry, scores, reasons, failed)
 
 

@@ -15,23 +15,23 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.data.jsonl import read_jsonl
-from pipeline.data.ratings import HumanRatings, JudgeScore
+from pipeline.data.ratings import HumanRatings, JudgedItem
 from pipeline.data.summeval import human_ratings, load_summeval, subset
 from pipeline.experiments.summeval.params import SummEvalParams
 from pipeline.experiments.summeval.results import SummEvalJudgement
-from pipeline.judges.calibration import MetricCalibration, calibrate, calibration_data
+from pipeline.stats.calibration import MetricCalibration, calibrate, calibration_data
 
 
 @dataclass(frozen=True)
 class ExperimentRows:
     judgements: list[SummEvalJudgement]
-    scores: list[JudgeScore]
+    scores: list[JudgedItem]
     humans: list[HumanRatings]
 
 
-def judge_scores(judgements: Sequence[SummEvalJudgement]) -> list[JudgeScore]:
+def judge_scores(judgements: Sequence[SummEvalJudgement]) -> list[JudgedItem]:
     return [
-        JudgeScore(
+        JudgedItem(
             item=j.item,
             group=j.document,
             system=j.system,

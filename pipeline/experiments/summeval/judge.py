@@ -13,21 +13,22 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from pipeline.data.summeval import Summary, SummEval, load_summeval, subset
 from pipeline.experiments.steps import LLMStep, jsonl_output
-from pipeline.experiments.summeval.params import SummEvalParams
+from pipeline.experiments.summeval.params import SummEvalParams, SummEvalSettings
 from pipeline.experiments.summeval.prompts import rubric_prompt
-from pipeline.experiments.summeval.results import SummaryScore, SummEvalJudgement
-from pipeline.llm.logprobs import integer_field_span, score_distribution
+from pipeline.experiments.summeval.results import SummEvalJudgement, SummEvalReply
+from pipeline.judges.judgement import Judgement, from_structured
 from pipeline.llm.runner import run_items
 from pipeline.llm.session import LLMSession
-from pipeline.llm.structured import Structured, StructuredFailure, ask_structured
-from pipeline.llm.types import CallContext, Message
+from pipeline.llm.structured import ChatSession, FailureKind, ask_structured
+from pipeline.llm.types import CallContext, Message, Options
 
 STAGE = "summeval_judge"
-SCALE = range(1, 6)
 
 
 def judge_order(corpus: SummEval, dimensions: Sequence[str]) -> list[tuple[Summary, str]]:
@@ -43,66 +44,74 @@ def judge_order(corpus: SummEval, dimensions: Sequence[str]) -> list[tuple[Summa
     ]
 
 
-def judgement_from(
-    summary: Summary, dimension: str, result: Structured[SummaryScore] | StructuredFailure
-) -> SummEvalJudgement:
-    common = {
-        "item": summary.item,
-        "document": summary.document,
-        "system": summary.system,
-        "dimension": dimension,
-        "attempts": result.attempts,
-        "text": result.text,
-    }
-    if isinstance(result, StructuredFailure):
-        return SummEvalJudgement(
-            **common,
-            score=None,
-            weighted_score=None,
-            probabilities=None,
-            mass=None,
-            failure=result.kind,
-            error=result.error,
+@dataclass(frozen=True)
+class SummaryOnDimension:
+    """What the SummEval judge is asked about: one summary of an article, on one dimension."""
+
+    summary: Summary
+    article: str
+    dimension: str
+
+    def context(self) -> CallContext:
+        return CallContext(stage=STAGE, item=self.summary.item, step=0, labels={"metric": self.dimension})
+
+
+class SummEvalJudge:
+    """The calibration judge, a Judge[SummaryOnDimension, int]: the dimension's rubric, the reply
+    constrained to {"score": N}, with the score's G-Eval distribution (summeval.top_logprobs)."""
+
+    def __init__(self, session: ChatSession, settings: SummEvalSettings, options: Options) -> None:
+        self.session, self.settings = session, settings
+        self.options = options.model_copy(update={"num_predict": settings.num_predict})
+
+    def __call__(self, subject: SummaryOnDimension, context: CallContext) -> Judgement[int]:
+        prompt = rubric_prompt(subject.dimension, subject.article, subject.summary.text)
+        result = ask_structured(
+            self.session,
+            [Message(role="user", content=prompt)],
+            SummEvalReply,
+            self.options,
+            context,
+            max_attempts=self.settings.max_attempts,
+            logprobs=self.settings.top_logprobs,
         )
-    span = integer_field_span(result.text, "score")
-    logprobs = result.reply.logprobs
-    distribution = score_distribution(logprobs, span[0], SCALE) if span and logprobs else None
+        return from_structured(result, lambda reply: reply.score, lambda reply: "", score_fields=("score",))
+
+
+def summeval_judgement(subject: SummaryOnDimension, judgement: Judgement[int]) -> SummEvalJudgement:
+    """The row the judge step writes; numbers rounded so that the same recorded reply gives the
+    same bytes on any machine."""
+    distribution = judgement.distributions.get("score")
     return SummEvalJudgement(
-        **common,
-        score=result.value.score,
-        # Rounded so that the same recorded reply gives the same bytes on any machine.
+        item=subject.summary.item,
+        document=subject.summary.document,
+        system=subject.summary.system,
+        dimension=subject.dimension,
+        attempts=judgement.attempts,
+        text=judgement.text,
+        score=judgement.value,
         weighted_score=round(distribution.expected, 6) if distribution else None,
         probabilities={str(v): round(p, 6) for v, p in distribution.probabilities.items()}
         if distribution
         else None,
         mass=round(distribution.mass, 6) if distribution else None,
-        failure=None,
-        error=None,
+        # Unscored, a schema-constrained reply's reading is its failure's kind.
+        failure=None if judgement.scored else cast(FailureKind, judgement.reading),
+        error=judgement.error,
     )
 
 
 def run_summeval_judge(
     params: SummEvalParams, session: LLMSession, corpus: SummEval
 ) -> list[SummEvalJudgement]:
-    settings = params.summeval
-    options = params.llm.options.model_copy(update={"num_predict": settings.num_predict})
+    judge = SummEvalJudge(session, params.summeval, params.llm.options)
 
-    def judge(pair: tuple[Summary, str]) -> SummEvalJudgement:
+    def judge_pair(pair: tuple[Summary, str]) -> SummEvalJudgement:
         summary, dimension = pair
-        prompt = rubric_prompt(dimension, corpus.articles[summary.document], summary.text)
-        context = CallContext(stage=STAGE, item=summary.item, step=0, labels={"metric": dimension})
-        result = ask_structured(
-            session,
-            [Message(role="user", content=prompt)],
-            SummaryScore,
-            options,
-            context,
-            max_attempts=settings.max_attempts,
-            logprobs=settings.top_logprobs,
-        )
-        return judgement_from(summary, dimension, result)
+        subject = SummaryOnDimension(summary, corpus.articles[summary.document], dimension)
+        return summeval_judgement(subject, judge(subject, subject.context()))
 
-    return run_items(session, judge_order(corpus, settings.dimensions), judge, STAGE)
+    return run_items(session, judge_order(corpus, params.summeval.dimensions), judge_pair, STAGE)
 
 
 def judged_items(corpus: SummEval) -> list[str]:

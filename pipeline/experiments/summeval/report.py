@@ -14,8 +14,9 @@ from typing import Any
 
 from pipeline.data.ratings import HumanRatings
 from pipeline.experiments.summeval.results import SummEvalJudgement
-from pipeline.judges.agreement import LEVELS, STATISTICS
+from pipeline.judges.likert import LIKERT_VALUES, to_unit
 from pipeline.reports.templating import SHARED_TEMPLATES, make_environment
+from pipeline.stats.agreement import LEVELS, STATISTICS
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -35,7 +36,7 @@ class Point:
 
 
 def _coordinate(value: float, flip: bool) -> float:
-    fraction = (value - 1.0) / 4.0
+    fraction = to_unit(value)
     return round(MARGIN + (1.0 - fraction if flip else fraction) * SIZE, 1)
 
 
@@ -107,7 +108,7 @@ def render_summeval_html(
         for name, metric in metrics["metrics"].items()
     ]
     environment = make_environment(TEMPLATES)
-    ticks = [{"value": v, "at": _coordinate(v, False), "at_y": _coordinate(v, True)} for v in range(1, 6)]
+    ticks = [{"value": v, "at": _coordinate(v, False), "at_y": _coordinate(v, True)} for v in LIKERT_VALUES]
     return environment.get_template("summeval.html.j2").render(
         title=title,
         style=(SHARED_TEMPLATES / "report.css").read_text(encoding="utf-8"),

@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel
 
 from pipeline.data.jsonl import Result
+from pipeline.judges.likert import LikertScore
 from pipeline.llm.structured import FailureKind
 
-Score = Literal[1, 2, 3, 4, 5]
 
-
-class SummaryScore(BaseModel):
+class SummEvalReply(BaseModel):
     """The reply the judge must give: the score alone. A reason field would let a small model
     loop to num_predict under the grammar (see pipeline.llm.structured), and G-Eval's weighting
     needs only the score token."""
 
-    score: Score
+    score: LikertScore
 
 
 class SummEvalJudgement(Result):

@@ -3,21 +3,25 @@ schema-constrained decoding.
 
 The seed asks for quality and confidence as floats 0-1. A small model writes a whole number on a
 short scale far more reliably than a calibrated float, and a better one after its reasons, so the
-schema (pipeline.judges.quality.results.Evaluation) asks for the issues and the hint first, then
-two grades 1-5, which we map to 0-1 as (grade - 1) / 4: 1 -> 0.0, 2 -> 0.25, 3 -> 0.5, 4 -> 0.75,
-5 -> 1.0. The seed's threshold 0.4 then regenerates grades 1 and 2 ("wrong or unsupported",
-"mostly wrong"). A reply that does not validate after the re-asks is recorded as unscored with the
-problem, never given a default grade.
+schema (pipeline.judges.quality.results.EvaluationReply) asks for the issues and the hint first, then
+two grades 1-5, which we map to 0-1 (pipeline.judges.likert.to_unit): 1 -> 0.0, 2 -> 0.25,
+3 -> 0.5, 4 -> 0.75, 5 -> 1.0. The seed's threshold 0.4 then regenerates grades 1 and 2 ("wrong or
+unsupported", "mostly wrong"). A reply that does not validate after the re-asks is recorded as
+unscored with the problem, never given a default grade.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pipeline.data.rag_rows import RagRow
+from pipeline.judges.judgement import Judgement, from_structured
+from pipeline.judges.likert import to_unit
 from pipeline.judges.quality.passages import passages_block
-from pipeline.judges.quality.results import Answer, Calls, EvaluatedAnswer, Evaluation
+from pipeline.judges.quality.results import Answer, Calls, EvaluatedAnswer, EvaluationReply
 from pipeline.judges.quality.settings import EvaluateSettings
 from pipeline.llm.latency import TimedCalls
-from pipeline.llm.structured import Structured, ask_structured
+from pipeline.llm.structured import ChatSession, ask_structured
 from pipeline.llm.types import CallContext, Message, Options
 
 EVALUATE_SYSTEM = """\
@@ -46,9 +50,34 @@ ANSWER:
 {answer}"""
 
 
-def unit(grade: int) -> float:
-    """A 1-5 grade on the seed's 0-1 scale."""
-    return (grade - 1) / 4
+@dataclass(frozen=True)
+class AnswerToEvaluate:
+    row: RagRow  # the question and its retrieved passages
+    answer: Answer
+
+
+class QualityEvaluator:
+    """The evaluator, a Judge[AnswerToEvaluate, EvaluationReply]: issues, hint and the two grades
+    under the reply's schema, re-asked with the problem named up to evaluate.max_attempts calls."""
+
+    def __init__(self, session: ChatSession, settings: EvaluateSettings, options: Options) -> None:
+        self.session, self.settings = session, settings
+        self.options = options.model_copy(update={"num_predict": settings.num_predict})
+
+    def __call__(self, subject: AnswerToEvaluate, context: CallContext) -> Judgement[EvaluationReply]:
+        row = subject.row
+        user = EVALUATE_USER.format(
+            question=row.question, passages=passages_block(row), answer=subject.answer.text
+        )
+        result = ask_structured(
+            self.session,
+            (Message(role="system", content=EVALUATE_SYSTEM), Message(role="user", content=user)),
+            EvaluationReply,
+            self.options,
+            context.at(role="evaluate"),
+            max_attempts=self.settings.max_attempts,
+        )
+        return from_structured(result, lambda reply: reply, lambda reply: "; ".join(reply.issues))
 
 
 def evaluate(
@@ -59,34 +88,26 @@ def evaluate(
     options: Options,
     context: CallContext,
 ) -> EvaluatedAnswer:
-    user = EVALUATE_USER.format(question=row.question, passages=passages_block(row), answer=answer.text)
-    result = ask_structured(
-        session,
-        (Message(role="system", content=EVALUATE_SYSTEM), Message(role="user", content=user)),
-        Evaluation,
-        options.model_copy(update={"num_predict": settings.num_predict}),
-        context.at(role="evaluate"),
-        max_attempts=settings.max_attempts,
-    )
+    """The answer evaluated, as the regeneration loop records it, with each call's duration."""
+    judgement = QualityEvaluator(session, settings, options)(AnswerToEvaluate(row, answer), context)
     keys, seconds = session.take()
     calls = Calls(keys=keys, seconds=seconds)
-    if not isinstance(result, Structured):
-        failure = f"{result.kind}: {result.error}"
+    reply = judgement.value
+    if reply is None:
         return EvaluatedAnswer(
             item=row.id,
             answer=answer,
             evaluation=None,
-            failure=failure,
+            failure=f"{judgement.reading}: {judgement.error}",
             quality=None,
             confidence=None,
             calls=calls,
         )
-    value = result.value
     return EvaluatedAnswer(
         item=row.id,
         answer=answer,
-        evaluation=value,
-        quality=unit(value.quality_score),
-        confidence=unit(value.confidence_score),
+        evaluation=reply,
+        quality=to_unit(reply.quality_score),
+        confidence=to_unit(reply.confidence_score),
         calls=calls,
     )

@@ -2,25 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.data.jsonl import Result
+from pipeline.judges.likert import LikertScore
 from pipeline.llm.latency import total_seconds
 
-Grade = Literal[1, 2, 3, 4, 5]
 
-
-class Evaluation(BaseModel):
+class EvaluationReply(BaseModel):
     """The evaluator's reply, as the schema asks for it (pipeline.judges.quality.evaluator)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     issues: list[str] = Field(max_length=3, description="what is wrong with the answer; empty if nothing")
     improvement_hint: str = Field(description="one sentence telling the writer how to improve the answer")
-    quality_score: Grade = Field(description="1 wrong or unsupported ... 5 fully correct and supported")
-    confidence_score: Grade = Field(description="1 a guess ... 5 certain")
+    quality_score: LikertScore = Field(description="1 wrong or unsupported ... 5 fully correct and supported")
+    confidence_score: LikertScore = Field(description="1 a guess ... 5 certain")
 
 
 class Calls(Result):
@@ -51,7 +48,7 @@ class Answer(Result):
 class EvaluatedAnswer(Result):
     item: str
     answer: Answer
-    evaluation: Evaluation | None  # None: no valid reply after the re-asks (see failure)
+    evaluation: EvaluationReply | None  # None: no valid reply after the re-asks (see failure)
     failure: str | None = None  # "kind: error" of the last attempt when evaluation is None
     quality: float | None  # quality_score on 0-1; None when unscored
     confidence: float | None

@@ -39,6 +39,15 @@ def _section(text: str, tag: str) -> str | None:
     return None if match is None else match.group(1)
 
 
+def sections_problem(kind: str, tags: list[str]) -> str:
+    return f"{kind} section(s) " + ", ".join(f"<{t}>" for t in tags)
+
+
+def quotes_problem(unverified: tuple[str, ...]) -> str:
+    shown = "; ".join(f'"{q}"' for q in unverified[:3])
+    return f"{len(unverified)} quote(s) do not occur in the transcript: {shown}"
+
+
 def validate_assessment(text: str) -> Validation:
     sections: dict[str, str] = {}
     missing, empty = [], []
@@ -54,9 +63,9 @@ def validate_assessment(text: str) -> Validation:
         sections[tag] = body.strip()
     problems = []
     if missing:
-        problems.append("missing section(s) " + ", ".join(f"<{t}>" for t in missing))
+        problems.append(sections_problem("missing", missing))
     if empty:
-        problems.append("empty section(s) " + ", ".join(f"<{t}>" for t in empty))
+        problems.append(sections_problem("empty", empty))
     if problems:
         return Validation(None, "; ".join(problems))
     return Validation(sections, None)
@@ -100,11 +109,7 @@ def ask_for_assessment(
         if validation.sections is not None and settings.verify_quotes:
             unverified = unverified_quotes(validation.sections, transcript.text)
             if unverified:
-                validation = Validation(
-                    validation.sections,
-                    f"{len(unverified)} quote(s) do not occur in the transcript: "
-                    + "; ".join(f'"{q}"' for q in unverified[:3]),
-                )
+                validation = Validation(validation.sections, quotes_problem(unverified))
         if validation.problem is None:
             break
         messages = (
@@ -175,11 +180,9 @@ def ask_for_json_assessment(
     unverified = unverified_quotes(sections, transcript.text) if settings.verify_quotes else ()
     problem = None
     if empty:
-        problem = "empty section(s) " + ", ".join(f"<{t}>" for t in empty)
+        problem = sections_problem("empty", empty)
     elif unverified:
-        problem = f"{len(unverified)} quote(s) do not occur in the transcript: " + "; ".join(
-            f'"{q}"' for q in unverified[:3]
-        )
+        problem = quotes_problem(unverified)
     return Assessment(
         item=transcript.item_id,
         text=as_xml(sections),  # the reply as JSON is in the recordings

@@ -8,24 +8,26 @@ pipeline.judges.scores), or `json`, the same rubric with the reply constrained b
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import BaseModel, StringConstraints, create_model
 
 from pipeline.data.transcripts import Transcript
 from pipeline.errors import ReplayMissError
+from pipeline.judges.judgement import Judgement, from_structured
+from pipeline.judges.likert import LIKERT_MAX, LIKERT_MIN, LikertScore
 from pipeline.judges.rubric.judge_prompts import JUDGE_PROMPTS
 from pipeline.judges.rubric.prompts import JSON_JUDGE_FORMAT, SCORE_REMINDER
 from pipeline.judges.rubric.results import MetricJudgement
 from pipeline.judges.rubric.settings import JudgeSettings
 from pipeline.judges.scores import DecimalPolicy, Scale, ScoreReading, extract_score
-from pipeline.llm.logprobs import integer_field_span, score_distribution
 from pipeline.llm.session import LLMSession
-from pipeline.llm.structured import StructuredFailure, ask_structured
+from pipeline.llm.structured import ask_structured
 from pipeline.llm.types import CallContext, ChatRequest, Message, Options
 
-SCALE = Scale(1, 5)
+SCALE = Scale(LIKERT_MIN, LIKERT_MAX)
 
 
 def read_score(text: str, metric: str, decimals: DecimalPolicy = "unscored") -> ScoreReading:
@@ -39,59 +41,81 @@ def judge_prompt(metric: str, transcript_text: str, assessment_text: str) -> str
     return template.replace("{transcript}", transcript_text).replace("{qualitative_output}", assessment_text)
 
 
-class Verdict(BaseModel):
+class RubricReply(BaseModel):
     """judge.output = json: the paper's two parts, explanation first so the score follows it."""
 
     explanation: str
-    score: Literal[1, 2, 3, 4, 5]
+    score: LikertScore
 
 
 @lru_cache(maxsize=8)
-def verdict_model(max_chars: int | None) -> type[Verdict]:
+def rubric_reply_model(max_chars: int | None) -> type[RubricReply]:
     explanation = Annotated[str, StringConstraints(min_length=1, max_length=max_chars)]
-    return create_model("Verdict", __base__=Verdict, explanation=(explanation, ...))
+    return create_model("RubricReply", __base__=RubricReply, explanation=(explanation, ...))
 
 
-def judge_metric_json(
-    session: LLMSession,
-    transcript: Transcript,
-    assessment_text: str,
-    metric: str,
-    settings: JudgeSettings,
-    options: Options,
-    context: CallContext,
-) -> MetricJudgement:
-    """The same rubric, the reply constrained to {explanation, score}; a reply that fails after the
-    bounded re-asks is recorded unscored, with its text and the failure's kind."""
-    prompt = judge_prompt(metric, transcript.text, assessment_text) + JSON_JUDGE_FORMAT
-    result = ask_structured(
-        session,
-        (Message(role="user", content=prompt),),
-        verdict_model(settings.explanation_chars),
-        options.model_copy(update={"num_predict": settings.num_predict}),
-        context.at(metric=metric, role="judge"),
-        max_attempts=settings.max_attempts,
-        logprobs=settings.top_logprobs or None,
-    )
-    if isinstance(result, StructuredFailure):
-        return MetricJudgement(
-            metric=metric, score=None, reading=result.kind, explanation=result.text, call_keys=result.keys
+@dataclass(frozen=True)
+class RubricSubject:
+    """What the paper's judge is asked about: one assessment of one transcript, on one metric."""
+
+    transcript: Transcript
+    assessment_text: str
+    metric: str
+
+
+class RubricJudge:
+    """The paper's judge, a Judge[RubricSubject, int | float]: the metric's verbatim rubric, asked in the
+    protocol judge.output names, its score read on the 1-5 scale or left unscored."""
+
+    def __init__(self, session: LLMSession, settings: JudgeSettings, options: Options) -> None:
+        self.session, self.settings = session, settings
+        self.options = options.model_copy(update={"num_predict": settings.num_predict})
+
+    def __call__(self, subject: RubricSubject, context: CallContext) -> Judgement[int | float]:
+        if self.settings.output == "json":
+            return self._structured(subject, context)
+        return self._free_text(subject, context)
+
+    def _structured(self, subject: RubricSubject, context: CallContext) -> Judgement[int | float]:
+        """The same rubric, the reply constrained to {explanation, score}; a reply that fails after
+        the bounded re-asks is unscored, with its text and the failure's kind."""
+        prompt = judge_prompt(subject.metric, subject.transcript.text, subject.assessment_text)
+        result = ask_structured(
+            self.session,
+            (Message(role="user", content=prompt + JSON_JUDGE_FORMAT),),
+            rubric_reply_model(self.settings.explanation_chars),
+            self.options,
+            context.at(metric=subject.metric, role="judge"),
+            max_attempts=self.settings.max_attempts,
+            logprobs=self.settings.top_logprobs or None,
         )
-    distribution = None
-    span = integer_field_span(result.text, "score")
-    if result.reply.logprobs and span is not None:
-        distribution = score_distribution(result.reply.logprobs, span[0], range(1, 6))
-    return MetricJudgement(
-        metric=metric,
-        score=result.value.score,
-        reading="json",
-        explanation=result.value.explanation,
-        call_keys=result.keys,
-        score_probabilities=None
-        if distribution is None
-        else {str(value): p for value, p in distribution.probabilities.items()},
-        weighted_score=None if distribution is None else distribution.expected,
-    )
+        return from_structured(result, lambda r: r.score, lambda r: r.explanation, score_fields=("score",))
+
+    def _free_text(self, subject: RubricSubject, context: CallContext) -> Judgement[int | float]:
+        """The paper's protocol: a free reply, its score read by the extractor; an unreadable one
+        is re-asked with a format reminder, up to judge.max_attempts calls."""
+        prompt = judge_prompt(subject.metric, subject.transcript.text, subject.assessment_text)
+        messages: tuple[Message, ...] = (Message(role="user", content=prompt),)
+        keys: list[str] = []
+        problems: list[str] = []
+        for attempt in range(self.settings.max_attempts):
+            call = self.session.chat(
+                ChatRequest(messages=messages, options=self.options),
+                context.at(attempt=attempt, metric=subject.metric, role="judge"),
+            )
+            keys.append(call.record.key)
+            text = call.record.reply.text
+            reading = read_score(text, subject.metric, self.settings.decimal_scores)
+            if reading.score is not None:
+                break
+            problems.append(reading.reason)
+            reminder = SCORE_REMINDER.format(problem=reading.reason.replace("_", " "))
+            messages = (
+                *messages,
+                Message(role="assistant", content=text),
+                Message(role="user", content=reminder),
+            )
+        return Judgement(reading.score, reading.reason, text, text, tuple(keys), problems=tuple(problems))
 
 
 def judge_metric(
@@ -103,33 +127,11 @@ def judge_metric(
     options: Options,
     context: CallContext,
 ) -> MetricJudgement:
-    if settings.output == "json":
-        return judge_metric_json(session, transcript, assessment_text, metric, settings, options, context)
-    options = options.model_copy(update={"num_predict": settings.num_predict})
-    messages: tuple[Message, ...] = (
-        Message(role="user", content=judge_prompt(metric, transcript.text, assessment_text)),
+    """One metric judged, as the judge stage records it."""
+    judgement = RubricJudge(session, settings, options)(
+        RubricSubject(transcript, assessment_text, metric), context
     )
-    keys: list[str] = []
-    text, reading = "", None
-    for attempt in range(settings.max_attempts):
-        call = session.chat(
-            ChatRequest(messages=messages, options=options),
-            context.at(attempt=attempt, metric=metric, role="judge"),
-        )
-        keys.append(call.record.key)
-        text = call.record.reply.text
-        reading = read_score(text, metric, settings.decimal_scores)
-        if reading.score is not None:
-            break
-        messages = (
-            *messages,
-            Message(role="assistant", content=text),
-            Message(role="user", content=SCORE_REMINDER.format(problem=reading.reason.replace("_", " "))),
-        )
-    assert reading is not None
-    return MetricJudgement(
-        metric=metric, score=reading.score, reading=reading.reason, explanation=text, call_keys=tuple(keys)
-    )
+    return MetricJudgement.of(metric, judgement)
 
 
 def judge_all(
@@ -141,13 +143,13 @@ def judge_all(
     options: Options,
     context: CallContext,
 ) -> dict[str, MetricJudgement]:
+    judge = RubricJudge(session, settings, options)
     results: dict[str, MetricJudgement] = {}
     misses: list[ReplayMissError] = []
     for metric in metrics:
         try:
-            results[metric] = judge_metric(
-                session, transcript, assessment_text, metric, settings, options, context
-            )
+            judgement = judge(RubricSubject(transcript, assessment_text, metric), context)
+            results[metric] = MetricJudgement.of(metric, judgement)
         except ReplayMissError as miss:
             # The metrics do not depend on each other: go on, so replay names every missing call.
             misses.append(miss)

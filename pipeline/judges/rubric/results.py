@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pipeline.data.jsonl import Result
+from pipeline.judges.judgement import Judgement
 
 
 class Assessment(Result):
@@ -30,6 +31,21 @@ class MetricJudgement(Result):
     score_probabilities: dict[str, float] | None = None
     weighted_score: float | None = None
 
+    @classmethod
+    def of(cls, metric: str, judgement: Judgement[int | float]) -> MetricJudgement:
+        distribution = judgement.distributions.get("score")
+        return cls(
+            metric=metric,
+            score=judgement.value,
+            reading=judgement.reading,
+            explanation=judgement.explanation,
+            call_keys=judgement.call_keys,
+            score_probabilities=None
+            if distribution is None
+            else {str(value): p for value, p in distribution.probabilities.items()},
+            weighted_score=None if distribution is None else distribution.expected,
+        )
+
 
 def in_order(metrics: dict[str, MetricJudgement], order: Sequence[str]) -> dict[str, MetricJudgement]:
     """The metrics in the configured order (judge.metrics). The files are canonical JSON with sorted
@@ -39,6 +55,6 @@ def in_order(metrics: dict[str, MetricJudgement], order: Sequence[str]) -> dict[
     }
 
 
-class Judgement(Result):
+class AssessmentJudgements(Result):
     item: str
     metrics: dict[str, MetricJudgement]

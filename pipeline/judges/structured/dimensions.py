@@ -8,14 +8,13 @@ is our weighted mean, never a number the model wrote.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, create_model, field_validator
 
+from pipeline.judges.likert import LikertScore
 from pipeline.llm.settings import Section
 
-SCORE_VALUES = (1, 2, 3, 4, 5)
-Score = Literal[1, 2, 3, 4, 5]
 REASONING_FIELD = "reasoning"
 CONFIDENCE_FIELD = "confidence"
 _RESERVED = {REASONING_FIELD, CONFIDENCE_FIELD}
@@ -25,11 +24,6 @@ class Dimension(Section):
     name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     description: str = Field(min_length=1)
     weight: float = Field(1.0, ge=0.0)
-
-
-def to_unit(score: int) -> float:
-    """1..5 onto 0..1: 1 -> 0.0, 3 -> 0.5, 5 -> 1.0."""
-    return (score - SCORE_VALUES[0]) / (SCORE_VALUES[-1] - SCORE_VALUES[0])
 
 
 class Dimensions(RootModel[tuple[Dimension, ...]]):
@@ -66,15 +60,15 @@ class Dimensions(RootModel[tuple[Dimension, ...]]):
         return sum(values[d.name] for d in self.items) / len(self.items)
 
 
-class ReplyBase(BaseModel):
+class DimensionsReply(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-_models: dict[tuple[tuple[str, str], ...], type[ReplyBase]] = {}
+_models: dict[tuple[tuple[str, str], ...], type[DimensionsReply]] = {}
 
 
-def reply_model(dimensions: Dimensions) -> type[ReplyBase]:
-    """The pydantic model of the reply: reasoning, one Score per dimension (in params order, each
+def reply_model(dimensions: Dimensions) -> type[DimensionsReply]:
+    """The pydantic model of the reply: reasoning, one LikertScore per dimension (in params order, each
     described), confidence. The same dimensions give the same class, hence the same schema and the
     same cache keys."""
     key = tuple((d.name, d.description) for d in dimensions.items)
@@ -83,19 +77,19 @@ def reply_model(dimensions: Dimensions) -> type[ReplyBase]:
             REASONING_FIELD: (str, Field(description="Brief reasons for the scores, written first.")),
         }
         for dim in dimensions.items:
-            fields[dim.name] = (Score, Field(description=dim.description))
+            fields[dim.name] = (LikertScore, Field(description=dim.description))
         fields[CONFIDENCE_FIELD] = (
-            Score,
+            LikertScore,
             Field(description="How sure you are of these scores: 1 unsure, 5 certain."),
         )
-        _models[key] = create_model("JudgeReply", __base__=ReplyBase, **fields)
+        _models[key] = create_model("JudgeReply", __base__=DimensionsReply, **fields)
     return _models[key]
 
 
-_scores: dict[tuple[str, ...], type[ReplyBase]] = {}
+_scores: dict[tuple[str, ...], type[DimensionsReply]] = {}
 
 
-def judge_score_model(dimensions: Dimensions) -> type[ReplyBase]:
+def judge_score_model(dimensions: Dimensions) -> type[DimensionsReply]:
     """What we report (the seed's JudgeScore): overall_score, each dimension and the confidence on
     0-1, and the reasoning. Every number in it is ours: mapped from the model's 1-5, or weighted."""
     key = dimensions.names
@@ -105,5 +99,5 @@ def judge_score_model(dimensions: Dimensions) -> type[ReplyBase]:
         fields.update({name: unit for name in dimensions.names})
         fields[REASONING_FIELD] = (str, ...)
         fields[CONFIDENCE_FIELD] = unit
-        _scores[key] = create_model("JudgeScore", __base__=ReplyBase, **fields)
+        _scores[key] = create_model("JudgeScore", __base__=DimensionsReply, **fields)
     return _scores[key]

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from pipeline.data.recorded_calls import first_by_key
 from pipeline.llm import recordings
 from pipeline.llm.records import RecordedCall
 
@@ -55,11 +56,7 @@ def read_stages(root: Path) -> dict[str, list[RecordedCall]]:
 
 def _first_records(stages: Mapping[str, list[RecordedCall]]) -> dict[str, RecordedCall]:
     # The first by stage then context, the copy RecordingIndex (which a session replays from) keeps.
-    first: dict[str, RecordedCall] = {}
-    for stage in sorted(stages):
-        for call in stages[stage]:
-            first.setdefault(call.record.key, call)
-    return first
+    return first_by_key(call for stage in sorted(stages) for call in stages[stage])
 
 
 def _differ(a: RecordedCall, b: RecordedCall) -> bool:

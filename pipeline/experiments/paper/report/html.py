@@ -28,11 +28,11 @@ from urllib.parse import quote
 import jinja2
 from markupsafe import Markup
 
+from pipeline.data.recorded_calls import recorded_calls
 from pipeline.experiments.paper.aggregation import PAPER_FIGURE2
 from pipeline.experiments.paper.report.items import ItemBuilder, mean, options_text
 from pipeline.experiments.paper.report.texts import PageTexts
 from pipeline.experiments.paper.report.views import ItemRow
-from pipeline.llm.recordings import read_all
 from pipeline.llm.records import CallRecord
 from pipeline.loops.results import Refinement
 from pipeline.reports.pages import page_stems, pages_folder, slug, write_pages
@@ -67,7 +67,7 @@ def content_security_policy(script: str) -> str:
 
 def load_records(root: Path) -> dict[str, CallRecord]:
     """Every recorded call under `root` (e.g. recordings/), by key, checksums verified."""
-    return {loaded.call.record.key: loaded.call.record for loaded in read_all(root)}
+    return {key: call.record for key, call in recorded_calls(root).items()}
 
 
 def _stats(stats: dict[str, Any]) -> str:

@@ -1,7 +1,7 @@
 """A judge's scores against people's ratings, per metric: the rows in memory, joined and measured.
 
 Any source of judgements feeds this: `judgeloop calibrate` reads two JSONL files into these rows;
-an experiment's own judgements can be turned into `JudgeScore`s the same way (no export step).
+an experiment's own judgements can be turned into `JudgedItem`s the same way (no export step).
 An unscored item (the judge wrote no readable score) is counted and left out, never given a value.
 """
 
@@ -13,8 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pipeline.data.ratings import HumanRatings, JudgeScore
-from pipeline.judges.agreement import (
+from pipeline.data.ratings import HumanRatings, JudgedItem
+from pipeline.stats.agreement import (
     LEVELS,
     STATISTICS,
     Estimate,
@@ -52,7 +52,7 @@ class MetricCalibration:
 
 
 def calibrate(
-    scores: Sequence[JudgeScore],
+    scores: Sequence[JudgedItem],
     humans: Iterable[HumanRatings],
     *,
     resamples: int = 1000,
@@ -62,7 +62,7 @@ def calibrate(
     alpha judge-vs-human and the humans' own alpha. Metrics with no human-rated item are left out:
     the caller decides whether that is an error."""
     by_key = {(h.item, h.metric): h for h in humans}
-    by_metric: dict[str, list[JudgeScore]] = defaultdict(list)
+    by_metric: dict[str, list[JudgedItem]] = defaultdict(list)
     for row in scores:
         by_metric[row.metric].append(row)
     results = []
@@ -90,7 +90,7 @@ def calibrate(
 
 def _calibrate_kind(
     kind: ScoreKind,
-    rows: Sequence[JudgeScore],
+    rows: Sequence[JudgedItem],
     by_key: Mapping[tuple[str, str], HumanRatings],
     resamples: int,
     seed: int,

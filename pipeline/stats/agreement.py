@@ -336,19 +336,3 @@ def held_out_balanced_accuracy(
         seed,
     )
     return HeldOutAccuracy(threshold, int(fit.sum()), int((~fit).sum()), estimate)
-
-
-# --- log-probability weighting ------------------------------------------------------------------
-
-
-def expected_score(distribution: Mapping[float, float]) -> float:
-    """G-Eval's weighted score: sum(value * p) / sum(p) over the score values given.
-
-    Probability the model put on tokens that are no score value is not in the mapping; dividing by
-    the mass that is renormalises over the score values, as G-Eval does."""
-    if any(p < 0 or not math.isfinite(p) for p in distribution.values()):
-        raise ValueError("a probability is negative or not finite")
-    total = sum(distribution.values())
-    if total <= 0:
-        raise ValueError("no probability on any score value")
-    return float(sum(value * p for value, p in distribution.items()) / total)
