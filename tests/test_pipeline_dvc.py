@@ -169,4 +169,4 @@ def test_replay_refuses_an_edited_recording_until_dvc_commit_relocks_it(project:
     # The commands the error names, as a user types them: re-lock on purpose, then replay.
     _run(["sh", "-c", relock], project)
     _dvc(project, "repro", "--force", "--single-item", "judge", JUDGELOOP_CACHE_MODE="replay")
-    assert "EDITED " in (project / "outputs" / "judgements.jsonl").read_text()
+    assert "EDITED " in (project / "outputs" / "paper" / "judgements.jsonl").read_text()

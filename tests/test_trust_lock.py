@@ -79,7 +79,7 @@ def test_replay_refuses_an_edited_and_rechecksummed_reply_until_relocked(
     monkeypatch.chdir(tmp_path)
     recorded_project(tmp_path)
     lock_recordings(tmp_path)
-    before = {p.name: p.read_bytes() for p in (tmp_path / "outputs").iterdir()}
+    before = {p.name: p.read_bytes() for p in (tmp_path / "outputs" / "paper").iterdir()}
     key = forge_a_reply(tmp_path)
     shutil.rmtree(tmp_path / ".judgeloop")  # a collaborator's fresh clone
     write_params(tmp_path, cache={"mode": "replay"})
@@ -96,7 +96,7 @@ def test_replay_refuses_an_edited_and_rechecksummed_reply_until_relocked(
     assert "re-lock it on purpose: `dvc commit --force judge`" in message  # judge's only output here
     assert "`make replay ARGS=judge` recomputes the stage's outputs" in message
     assert fake.calls == []
-    assert {p.name: p.read_bytes() for p in (tmp_path / "outputs").iterdir()} == before
+    assert {p.name: p.read_bytes() for p in (tmp_path / "outputs" / "paper").iterdir()} == before
 
     result = CliRunner().invoke(main, ["cache", "verify"])
     assert result.exit_code == 1 and "recordings/judge does not match its entry in" in result.output
@@ -104,7 +104,7 @@ def test_replay_refuses_an_edited_and_rechecksummed_reply_until_relocked(
     lock_recordings(tmp_path)  # what `dvc commit --force judge` writes: the edit is now in dvc.lock
     run_pipeline(tmp_path, fake, stages=("judge",))
     assert fake.calls == []
-    judged = (tmp_path / "outputs" / "judgements.jsonl").read_text()
+    judged = (tmp_path / "outputs" / "paper" / "judgements.jsonl").read_text()
     assert (
         judged != before["judgements.jsonl"].decode()
         and key in (tmp_path / "recordings/judge/calls.jsonl").read_text()

@@ -275,7 +275,7 @@ def test_one_damaged_stage_fails_alone_naming_its_file_and_line(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     recorded_project(tmp_path)
-    before = {p.name: p.read_bytes() for p in (tmp_path / "outputs").iterdir()}
+    before = {p.name: p.read_bytes() for p in (tmp_path / "outputs" / "paper").iterdir()}
     path = tmp_path / "recordings" / "assess" / "calls.jsonl"
     lines = path.read_text().splitlines(keepends=True)
     lines[1] = lines[1][: len(lines[1]) // 2] + "\n"  # a line cut in half
@@ -284,7 +284,7 @@ def test_one_damaged_stage_fails_alone_naming_its_file_and_line(
     write_params(tmp_path, cache={"mode": "replay"})
     fake = FakeBackend(scripted, name=MODEL)
     run_pipeline(tmp_path, fake, stages=("judge", "refine"))  # the other stages replay
-    after = {p.name: p.read_bytes() for p in (tmp_path / "outputs").iterdir()}
+    after = {p.name: p.read_bytes() for p in (tmp_path / "outputs" / "paper").iterdir()}
     assert after == before and fake.calls == []
     with pytest.raises(CorruptRecordError) as failed:
         run_pipeline(tmp_path, fake, stages=("assess",))
