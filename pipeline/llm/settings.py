@@ -13,6 +13,7 @@ records params.yaml, always says what was computed (to run another model, use
     JUDGELOOP_CACHE_MODE    auto | replay | refresh | off      (cache.mode)
     JUDGELOOP_BASE_URL      server URL                         (llm.base_url)
     JUDGELOOP_PARALLELISM   the server's parallel slots        (llm.parallelism)
+    JUDGELOOP_SERVERS       a pool of servers, `URL=SLOTS,...` (llm.servers)
     JUDGELOOP_READ_TIMEOUT  seconds to wait for a reply        (llm.read_timeout_s)
 """
 
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from pipeline.errors import ConfigError
 from pipeline.llm.types import Options
@@ -59,6 +60,25 @@ class EmbeddedSettings(Section):
     n_batch: int = 512
 
 
+class ServerSettings(Section):
+    """One server of a pool (llm.servers): where it answers, and its parallel slots."""
+
+    base_url: str
+    parallelism: int = Field(1, ge=1, le=256)
+
+
+def parse_servers(value: Any) -> Any:
+    """llm.servers as JUDGELOOP_SERVERS spells it, `URL=SLOTS,URL=SLOTS` (slots default to 1);
+    anything else is left for validation."""
+    if not isinstance(value, str):
+        return value
+    servers = []
+    for entry in filter(None, (part.strip() for part in value.split(","))):
+        url, _, slots = entry.rpartition("=") if "=" in entry else (entry, "", "1")
+        servers.append({"base_url": url, "parallelism": slots})
+    return servers
+
+
 class LLMSettings(Section):
     # A name in pipeline.llm.backends' registry (embedded, ollama, openai, fake, or a plugin's).
     backend: str = "embedded"
@@ -67,12 +87,17 @@ class LLMSettings(Section):
     base_url: str = "http://127.0.0.1:11434"
     api_key_env: str = "OPENAI_API_KEY"
     parallelism: int = Field(1, ge=1, le=256)
+    # A pool of servers of llm.backend's kind, serving the same weights, instead of base_url and
+    # parallelism (pipeline.llm.backends.pool). Not in any stage's params: the pool cannot change a reply.
+    servers: list[ServerSettings] = Field(default_factory=list)
     connect_timeout_s: float = 5.0
     read_timeout_s: float = 300.0
     max_retries: int = Field(5, ge=0)
     max_server_errors: int = Field(2, ge=0)
     options: Options = Field(default_factory=Options)
     embedded: EmbeddedSettings = Field(default_factory=EmbeddedSettings)
+
+    _servers_from_text = field_validator("servers", mode="before")(parse_servers)
 
 
 class CacheSettings(Section):
@@ -93,6 +118,7 @@ ENV_OVERRIDES: dict[str, tuple[str, str]] = {
     "JUDGELOOP_CACHE_DIR": ("cache", "dir"),
     "JUDGELOOP_BASE_URL": ("llm", "base_url"),
     "JUDGELOOP_PARALLELISM": ("llm", "parallelism"),
+    "JUDGELOOP_SERVERS": ("llm", "servers"),
     "JUDGELOOP_READ_TIMEOUT": ("llm", "read_timeout_s"),
 }
 # Variables that once chose the model: they would change replies behind dvc.lock's back.

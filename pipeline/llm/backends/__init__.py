@@ -5,6 +5,9 @@
     openai     any OpenAI-compatible /v1/chat/completions server (vLLM, llama-server, LM Studio)
     fake       deterministic replies, for tests
 
+With llm.servers, the backend of llm.backend's kind is built once per server, and the pool
+(pipeline.llm.backends.pool) dispatches over them.
+
 Another package adds a backend without touching this file by declaring an entry point in the
 group `judgeloop.backends` whose object is a `BackendFactory`; in-process code may call
 `register_backend` (tests do). A backend module is imported only when it is built: the embedded
@@ -50,14 +53,22 @@ def backend_names() -> list[str]:
 
 
 def make_backend(settings: LLMSettings, cache_dir: Path) -> Backend:
-    name = settings.backend
+    factory = backend_factory(settings.backend)
+    if settings.servers:
+        from pipeline.llm.backends.pool import build_pool
+
+        return build_pool(settings, cache_dir, factory)
+    return factory(settings, cache_dir)
+
+
+def backend_factory(name: str) -> BackendFactory:
     if name in _registered:
-        return _registered[name](settings, cache_dir)
+        return _registered[name]
     if name in _BUILT_IN:
-        return _resolve(_BUILT_IN[name])(settings, cache_dir)
+        return _resolve(_BUILT_IN[name])
     for entry in entry_points(group=ENTRY_POINT_GROUP, name=name):
         factory: BackendFactory = entry.load()
-        return factory(settings, cache_dir)
+        return factory
     raise ConfigError(
         f"llm.backend: unknown backend '{name}'. Fix: use one of {', '.join(backend_names())} in params.yaml."
     )
