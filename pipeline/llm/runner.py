@@ -1,6 +1,9 @@
 """Run one stage's items side by side, as many as the session's workers, with a progress bar.
 
-Results come back in the items' order whatever order they finished in. A replay miss stops only
+Each item runs its own calls from start to end (a loop's next round goes out as soon as its own
+replies are in: no item waits for another's), ranked by its place in the items, so that its calls
+go to the model before later items' (pipeline.llm.scheduling). Results come back in the items'
+order whatever order they finished in. A replay miss stops only
 its own item (later calls of that item depend on the missing reply); the stage then fails listing
 every missing call. Any other error stops the stage after the running items finish: every call
 that completed is already in the cache, so a rerun resumes without repeating it.
@@ -10,11 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextvars import copy_context
 from typing import TypeVar
 
 from tqdm import tqdm
 
 from pipeline.errors import ReplayMissError
+from pipeline.llm.scheduling import ITEM_RANK
 from pipeline.llm.session import LLMSession
 
 T = TypeVar("T")
@@ -22,6 +27,10 @@ R = TypeVar("R")
 
 
 def run_items(session: LLMSession, items: Sequence[T], work: Callable[[T], R], desc: str) -> list[R]:
+    def ranked(rank: int, item: T) -> R:
+        ITEM_RANK.set(rank)
+        return work(item)
+
     results: dict[int, R] = {}
     failure: BaseException | None = None
     with (
@@ -29,7 +38,9 @@ def run_items(session: LLMSession, items: Sequence[T], work: Callable[[T], R], d
         # disable=None: a bar on a terminal, nothing in a log or CI (each redraw would be a line).
         tqdm(total=len(items), desc=desc, unit="item", dynamic_ncols=True, disable=None) as bar,
     ):
-        pending: dict[Future[R], int] = {pool.submit(work, item): i for i, item in enumerate(items)}
+        pending: dict[Future[R], int] = {
+            pool.submit(copy_context().run, ranked, i, item): i for i, item in enumerate(items)
+        }
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:

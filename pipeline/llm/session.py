@@ -40,6 +40,7 @@ from pipeline.llm.latency import BACKEND_TOTAL, WALL
 from pipeline.llm.pins import Pins
 from pipeline.llm.recording_index import RecordingIndex
 from pipeline.llm.records import CallRecord, RecordedCall
+from pipeline.llm.scheduling import RankedGate
 from pipeline.llm.settings import CacheMode, EngineSettings, in_flight
 from pipeline.llm.store import CallStore
 from pipeline.llm.types import Backend, CallContext, ChatRequest, ModelIdentity
@@ -75,6 +76,7 @@ class LLMSession:
         self._identity_factory, self._backend_factory = identity, backend
         self._identity: ModelIdentity | None = None
         self._backend: Backend | None = None
+        self._gate: RankedGate | None = None
         self._lock = threading.Lock()
         self._inflight: dict[str, Future[CallRecord]] = {}
         self._answered: dict[str, CallRecord] = {}  # by the model, in this session
@@ -106,6 +108,16 @@ class LLMSession:
         if self.mode == "replay":
             return 8  # replay needs no server; hits are cheap, so let items run side by side
         return in_flight(max(1, self.backend.parallelism))
+
+    @property
+    def gate(self) -> RankedGate:
+        """The calls at the model at once, the earliest item's first (pipeline.llm.scheduling)."""
+        if self._gate is None:
+            workers = self.workers  # builds the backend, which takes the lock
+            with self._lock:
+                if self._gate is None:
+                    self._gate = RankedGate(workers)
+        return self._gate
 
     def key_for(self, request: ChatRequest) -> str:
         return request_key(self.identity, request)
@@ -175,9 +187,10 @@ class LLMSession:
                     self.stats.misses.append(miss)
                 raise miss
         backend = self.backend  # built (a model loaded) before the clock starts: not the call's time
-        started = time.perf_counter_ns()
-        reply = backend.chat(request)
-        elapsed = time.perf_counter_ns() - started
+        with self.gate.place():  # waiting for a turn is not the call's time either
+            started = time.perf_counter_ns()
+            reply = backend.chat(request)
+            elapsed = time.perf_counter_ns() - started
         if BACKEND_TOTAL not in reply.meta:
             # A backend that does not time itself: keep the call's wall time (latency budgets read
             # it back in replay; pipeline.llm.latency). Meta is not in the key.
@@ -196,7 +209,9 @@ class LLMSession:
             else:
                 self.stats.model_calls += 1
             self.stats.keys.setdefault(call.record.key, "hit" if call.cache_hit else "miss")
-        self.recording.add(call, later=call.cache_hit)
+        # A hit's line is made when the stage is written, unless the stage is waiting on a server
+        # anyway: then its threads make it now, rather than all at the end (pipeline.llm.recordings).
+        self.recording.add(call, later=call.cache_hit and not self._answered)
         return call
 
     def raise_for_misses(self) -> None:

@@ -27,6 +27,9 @@ truncation and num_predict behave at realistic sizes, and needs no tokenizer.
         ... OllamaBackend(LLMSettings(base_url=server.url, model="test-model")) ...
         server.repull("test-model", "sha256:..."), a new digest in /api/tags from now on
         server.requests_total, server.max_in_flight, server.received[-1].body
+
+`latency` (a function of the chat request, seconds) replaces the fixed `latency_s` where a
+benchmark needs a distribution; `busy_s` adds up the generation time the slots were busy.
 """
 
 from __future__ import annotations
@@ -151,6 +154,7 @@ class FakeOllama(LoopbackServer):
         models: Mapping[str, str] | None = None,
         responder: Responder = default_responder,
         latency_s: float = 0.0,
+        latency: Callable[[dict[str, Any]], float] | None = None,
         parallel_slots: int | None = None,
         fail_next: Sequence[Fault] = (),
         default_num_ctx: int = 2048,
@@ -159,6 +163,7 @@ class FakeOllama(LoopbackServer):
         super().__init__()
         self.models = {full_tag(k): v.removeprefix("sha256:") for k, v in (models or DEFAULT_MODELS).items()}
         self.responder, self.latency_s, self.version = responder, latency_s, version
+        self.latency, self.busy_s = latency, 0.0
         # 2048 is what old servers default to; newer ones pick 4096+ by VRAM. Clients pin num_ctx.
         self.default_num_ctx = default_num_ctx
         self._slots, self._busy = parallel_slots, 0
@@ -265,9 +270,12 @@ class FakeOllama(LoopbackServer):
                 raise ContextOverflow(INPUT_TOO_LONG)
             prompt = num_ctx  # the runner keeps num_keep tokens and the tail: the silent cut
         seen = request if len(kept) == len(messages) else {**request, "messages": kept}
+        seconds = self.latency(request) if self.latency is not None else self.latency_s
         with self._slot():
-            self.pause(self.latency_s)
+            self.pause(seconds)
             text = constrain(self.responder(seen), request.get("format"))
+        with self._cond:
+            self.busy_s += seconds
         num_predict, done_reason = int(options.get("num_predict", -1)), "stop"
         if 0 <= num_predict < approx_tokens(text):
             text, done_reason = text[: num_predict * 4], "length"
@@ -276,7 +284,7 @@ class FakeOllama(LoopbackServer):
             text, done_reason = text[: room * 4], "length"
         eval_count = max(1, approx_tokens(text))
         metrics = {
-            "total_duration": int(self.latency_s * 1e9) + 2_000_000 + eval_count * 1_000_000,
+            "total_duration": int(seconds * 1e9) + 2_000_000 + eval_count * 1_000_000,
             "load_duration": 1_000_000,
             "prompt_eval_count": prompt,
             "prompt_eval_duration": 1_000_000 + prompt * 10_000,

@@ -8,6 +8,7 @@ pipeline.judges.scores), or `json`, the same rubric with the reply constrained b
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Annotated
@@ -15,7 +16,6 @@ from typing import Annotated
 from pydantic import BaseModel, StringConstraints, create_model
 
 from pipeline.data.transcripts import Transcript
-from pipeline.errors import ReplayMissError
 from pipeline.judges.judgement import Judgement, from_structured
 from pipeline.judges.likert import LIKERT_MAX, LIKERT_MIN, LikertScore
 from pipeline.judges.rubric.judge_prompts import JUDGE_PROMPTS
@@ -23,6 +23,7 @@ from pipeline.judges.rubric.prompts import JSON_JUDGE_FORMAT, SCORE_REMINDER
 from pipeline.judges.rubric.results import MetricJudgement
 from pipeline.judges.rubric.settings import JudgeSettings
 from pipeline.judges.scores import DecimalPolicy, Scale, ScoreReading, extract_score
+from pipeline.llm.scheduling import side_by_side
 from pipeline.llm.session import LLMSession
 from pipeline.llm.structured import ask_structured
 from pipeline.llm.types import CallContext, ChatRequest, Message, Options
@@ -143,16 +144,13 @@ def judge_all(
     options: Options,
     context: CallContext,
 ) -> dict[str, MetricJudgement]:
+    """Every metric judged, side by side: they do not depend on each other, so the item does not
+    wait for one metric's reply (or re-ask) before asking the next; a replay miss in one does not
+    stop the others, so replay names every missing call."""
     judge = RubricJudge(session, settings, options)
-    results: dict[str, MetricJudgement] = {}
-    misses: list[ReplayMissError] = []
-    for metric in metrics:
-        try:
-            judgement = judge(RubricSubject(transcript, assessment_text, metric), context)
-            results[metric] = MetricJudgement.of(metric, judgement)
-        except ReplayMissError as miss:
-            # The metrics do not depend on each other: go on, so replay names every missing call.
-            misses.append(miss)
-    if misses:
-        raise misses[0]
-    return results
+
+    def one(metric: str) -> Callable[[], MetricJudgement]:
+        subject = RubricSubject(transcript, assessment_text, metric)
+        return lambda: MetricJudgement.of(metric, judge(subject, context))
+
+    return dict(zip(metrics, side_by_side([one(m) for m in metrics]), strict=True))

@@ -134,7 +134,8 @@ def probe_stage(
     finally:
         session.close(write_recording=False)
     probe = StageProbe(stage, results)
-    for call in session.calls:
+    # In the order of the experiment, not of arrival: an item's independent calls run side by side.
+    for call in sorted(session.calls, key=lambda c: (*c.context.sort_key(), c.record.key)):
         key = call.record.key
         if MARK not in call.record.reply.text:
             probe.recorded += 1

@@ -1,0 +1,273 @@
+"""The default experiment at the paper's scale against fake Ollama servers, through `dvc repro`:
+how close the whole run comes to what the servers could do.
+
+    .venv/bin/python bench/scale.py                    # 133 AnnoMI interviews, one 4-slot server
+    .venv/bin/python bench/scale.py --servers 4,4,2    # a pool of three (llm.servers)
+    .venv/bin/python bench/scale.py --in-process       # the three LLM stages alone, no DVC, no processes
+
+The corpus is AnnoMI in the DAIC-WOZ layout (../shared/corpora/annomi/daic_format_derived, or
+JUDGELOOP_SHARED); without it the bench says so and stops. Every server is a FakeOllama in a
+process of its own (as Ollama is), answering with the experiment responder (assessments that
+improve after feedback, judge scores that are sometimes low and sometimes missing, so that the
+feedback loop and the re-asks run), each reply after a latency drawn from a log-normal
+distribution (median 80 ms, sigma 0.5: mean 91 ms, p99 0.26 s), the draw seeded by the request,
+so every run of the bench meets the same latencies.
+
+Ideal: the servers' busy time spread over all their slots, sum(latency) / slots, as if every slot
+were busy from the first call to the last and nothing else took any time. The run is the wall time
+of `dvc repro aggregate` in a fresh git + DVC project (stage processes, DVC's hashing and locking,
+the aggregate stage's report included), with a cold cache. Each stage's line gives its share:
+from DVC's "Running stage" line to the next, the calls its servers answered in that time, and the
+fraction of the slots it kept busy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import multiprocessing
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import click
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from pipeline.testing.fake_ollama import FakeOllama
+from pipeline.testing.judge_responder import experiment_responder
+
+MEDIAN_S, SIGMA = 0.08, 0.5
+
+
+def latency(request: dict[str, Any]) -> float:
+    """A log-normal draw, seeded by the request: the same request takes the same time in every run."""
+    seed = hashlib.sha256(json.dumps(request.get("messages"), sort_keys=True).encode()).digest()
+    return random.Random(seed).lognormvariate(math.log(MEDIAN_S), SIGMA)
+
+
+def corpus() -> Path:
+    shared = Path(os.environ.get("JUDGELOOP_SHARED", ROOT.parent / "shared"))
+    return shared / "corpora" / "annomi" / "daic_format_derived"
+
+
+def serve(slots: int, conn: Connection) -> None:
+    arrived: list[float] = []
+    answered: list[float] = []
+
+    def timed_latency(request: dict[str, Any]) -> float:
+        arrived.append(time.time())
+        return latency(request)
+
+    def timed_responder(request: dict[str, Any]) -> str:
+        answered.append(time.time())
+        return experiment_responder(request)
+
+    with FakeOllama(responder=timed_responder, latency=timed_latency, parallel_slots=slots) as server:
+        conn.send(server.url)
+        while (asked := conn.recv()) is not None:
+            if asked == "times":
+                conn.send((arrived, answered))
+            else:
+                conn.send((server.requests_to("/api/chat"), server.busy_s))
+
+
+class ServerProcess:
+    """A fake Ollama in a process of its own: its work does not take the client's GIL."""
+
+    def __init__(self, slots: int) -> None:
+        self.slots = slots
+        self._conn, child = multiprocessing.Pipe()
+        self._process = multiprocessing.get_context("fork").Process(target=serve, args=(slots, child))
+
+    def __enter__(self) -> ServerProcess:
+        self._process.start()
+        self.url: str = self._conn.recv()
+        return self
+
+    def times(self) -> tuple[list[float], list[float]]:
+        """When each chat request arrived, and when each was answered (time.time())."""
+        self._conn.send("times")
+        arrived, answered = self._conn.recv()
+        return arrived, answered
+
+    def served(self) -> tuple[int, float]:
+        """(calls answered, seconds of generation)."""
+        self._conn.send("count")
+        calls, busy = self._conn.recv()
+        return int(calls), float(busy)
+
+    def __exit__(self, *exc: object) -> None:
+        self._conn.send(None)
+        self._process.join(timeout=10)
+
+
+def llm_params(servers: list[ServerProcess]) -> dict[str, Any]:
+    llm: dict[str, Any] = {"backend": "ollama", "model": "test-model", "options": {"num_ctx": 32768}}
+    if len(servers) == 1:
+        llm.update(base_url=servers[0].url, parallelism=servers[0].slots)
+    else:
+        llm["servers"] = [{"base_url": s.url, "parallelism": s.slots} for s in servers]
+    return llm
+
+
+def project(root: Path, servers: list[ServerProcess], items: int | None) -> None:
+    for name in ("pipeline", "stages"):
+        shutil.copytree(ROOT / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("dvc.yaml", ".dvcignore"):
+        shutil.copy(ROOT / name, root / name)
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["llm"].update(llm_params(servers))
+    params["data"].update(transcripts=str(corpus()), limit=items)
+    params["assess"]["output"] = params["judge"]["output"] = "text"  # the paper's protocol
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    for args in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"]):
+        subprocess.run(args, cwd=root, check=True)
+
+
+@dataclass
+class Mark:
+    at: float  # seconds since the run started
+    stage: str
+    calls: int
+    busy: float
+    wall: float = 0.0  # time.time() then
+
+
+def served(servers: list[ServerProcess]) -> tuple[int, float]:
+    counts = [s.served() for s in servers]
+    return sum(c for c, _ in counts), sum(b for _, b in counts)
+
+
+def run_dvc(
+    root: Path, servers: list[ServerProcess], *args: str, **env_vars: str
+) -> tuple[float, list[Mark]]:
+    """`dvc repro aggregate`, its stages' starts marked as DVC announces them."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **env_vars}
+    started = time.perf_counter()
+    marks = [Mark(0.0, "dvc start-up", 0, 0.0)]
+    with subprocess.Popen(
+        [sys.executable, "-m", "dvc", "repro", *args, "aggregate"],
+        cwd=root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    ) as process:
+        assert process.stdout is not None
+        log = []
+        for line in process.stdout:
+            log.append(line)
+            if line.startswith("Running stage '"):
+                stage = line.split("'")[1]
+                marks.append(Mark(time.perf_counter() - started, stage, *served(servers), time.time()))
+        if process.wait() != 0:
+            raise SystemExit("".join(log))
+    elapsed = time.perf_counter() - started
+    marks.append(Mark(elapsed, "end", *served(servers), time.time()))
+    return elapsed, marks
+
+
+def gaps(marks: list[Mark], servers: list[ServerProcess]) -> None:
+    """Per stage: from DVC's announcement to its first request, and from its last reply to the next."""
+    arrived = sorted(t for s in servers for t in s.times()[0])
+    answered = sorted(t for s in servers for t in s.times()[1])
+    for mark, after in zip(marks[1:], marks[2:], strict=False):
+        inside = [t for t in arrived if mark.wall <= t < after.wall]
+        done = [t for t in answered if mark.wall <= t < after.wall]
+        if inside and done:
+            click.echo(
+                f"  {mark.stage}: first request {inside[0] - mark.wall:.2f} s after DVC started it, "
+                f"next stage {after.wall - done[-1]:.2f} s after its last reply"
+            )
+
+
+def run_in_process(root: Path, servers: list[ServerProcess]) -> tuple[float, list[Mark]]:
+    """The three LLM stages one after the other in this process: what the loop costs without DVC."""
+    from pipeline.data.transcripts import load_transcripts
+    from pipeline.experiments.paper.assess import run_assess
+    from pipeline.experiments.paper.judge import run_judge
+    from pipeline.experiments.paper.params import load_paper_params
+    from pipeline.experiments.paper.refine import run_refine
+    from pipeline.llm.session import open_session
+
+    params = load_paper_params(root / "params.yaml")
+    transcripts = load_transcripts(params.data, root)
+    by_id = {t.item_id: t for t in transcripts}
+    started = time.perf_counter()
+    marks: list[Mark] = []
+
+    def stage(name: str, work: Any) -> Any:
+        marks.append(Mark(time.perf_counter() - started, name, *served(servers)))
+        session = open_session(params, name, root=root)
+        try:
+            return work(session)
+        finally:
+            session.close()
+
+    assessments = stage("assess", lambda s: run_assess(params, s, transcripts))
+    judgements = stage("judge", lambda s: run_judge(params, s, by_id, assessments))
+    stage("refine", lambda s: run_refine(params, s, by_id, {a.item: a for a in assessments}, judgements))
+    elapsed = time.perf_counter() - started
+    marks.append(Mark(elapsed, "end", *served(servers)))
+    return elapsed, marks
+
+
+def report(elapsed: float, marks: list[Mark], slots: int) -> None:
+    calls, busy = marks[-1].calls, marks[-1].busy
+    ideal = busy / slots
+    click.echo(f"{calls} model calls, {busy:.1f} s of generation over {slots} slots")
+    click.echo(f"{'stage':14s} {'wall s':>7s} {'calls':>6s} {'slots busy':>10s}")
+    for mark, after in zip(marks, marks[1:], strict=False):
+        span = after.at - mark.at
+        used = (after.busy - mark.busy) / (slots * span) if span else 0.0
+        click.echo(f"{mark.stage:14s} {span:7.2f} {after.calls - mark.calls:6d} {used:10.0%}")
+    click.echo(f"run {elapsed:.2f} s, ideal {ideal:.2f} s: {ideal / elapsed:.1%} of ideal")
+
+
+@click.command()
+@click.option("--servers", default="4", show_default=True, help="Slots of each server, e.g. 4,4,2.")
+@click.option("--items", type=int, default=None, help="The first N interviews (default: all 133).")
+@click.option("--in-process", is_flag=True, help="The LLM stages in this process, without DVC.")
+@click.option("--keep", type=click.Path(path_type=Path), help="Leave the project in this new folder.")
+def main(servers: str, items: int | None, in_process: bool, keep: Path | None) -> None:
+    if not corpus().is_dir():
+        click.echo(
+            f"skipped: the AnnoMI corpus is not at {corpus()} (../shared is absent; set JUDGELOOP_SHARED)"
+        )
+        return
+    slots = [int(s) for s in servers.split(",")]
+    with tempfile.TemporaryDirectory() as tmp:
+        root = keep or Path(tmp)
+        processes = [ServerProcess(k) for k in slots]
+        for process in processes:
+            process.__enter__()
+        try:
+            project(root, processes, items)
+            n = items or len(list(corpus().glob("*_TRANSCRIPT.csv")))
+            click.echo(f"{n} interviews, servers with {servers} slots, latency log-normal (median 80 ms)")
+            elapsed, marks = (run_in_process if in_process else run_dvc)(root, processes)
+            if not in_process:
+                gaps(marks, processes)
+                replayed, _ = run_dvc(root, processes, "--force", JUDGELOOP_CACHE_MODE="replay")
+        finally:
+            for process in processes:
+                process.__exit__()
+    report(elapsed, marks, sum(slots))
+    if not in_process:
+        click.echo(f"the same stages replayed (every call a cache hit): {replayed:.2f} s")
+
+
+if __name__ == "__main__":
+    main()

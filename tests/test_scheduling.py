@@ -1,0 +1,89 @@
+"""Which call goes to the model next (pipeline.llm.scheduling): the earliest item's first, and an
+item's independent calls side by side."""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from pipeline.errors import ReplayIncompleteError, ReplayMissError
+from pipeline.llm.runner import run_items
+from pipeline.llm.scheduling import ITEM_RANK, RankedGate, side_by_side
+from pipeline.llm.types import CallContext
+from tests.helpers import make_session, request
+
+
+def test_a_freed_place_goes_to_the_lowest_rank_waiting() -> None:
+    gate = RankedGate(1)
+    order: list[int] = []
+    holding = gate.place(rank=0)
+    holding.__enter__()
+    threads = []
+    for rank in (5, 3, 9, 1):
+        thread = threading.Thread(target=lambda r=rank: _enter(gate, r, order))
+        thread.start()
+        threads.append(thread)
+        time.sleep(0.02)  # each is waiting before the next asks: ranks, not arrival, decide
+    holding.__exit__(None, None, None)
+    for thread in threads:
+        thread.join(timeout=5)
+    assert order == [1, 3, 5, 9]
+
+
+def _enter(gate: RankedGate, rank: int, order: list[int]) -> None:
+    with gate.place(rank=rank):
+        order.append(rank)
+
+
+def test_side_by_side_runs_at_once_in_the_items_rank_and_keeps_the_order() -> None:
+    started = threading.Barrier(3, timeout=5)  # all three must be running at the same time
+
+    def task(i: int) -> tuple[int, int]:
+        started.wait()
+        return i, ITEM_RANK.get()
+
+    ITEM_RANK.set(7)
+    try:
+        tasks = [functools.partial(task, i) for i in range(3)]
+        assert side_by_side(tasks) == [(0, 7), (1, 7), (2, 7)]
+    finally:
+        ITEM_RANK.set(0)
+
+
+def test_side_by_side_lets_every_task_end_and_raises_a_real_error_before_a_miss() -> None:
+    ran: list[str] = []
+
+    def miss() -> str:
+        ran.append("miss")
+        raise ReplayMissError("jl2:x", None)
+
+    def broken() -> str:
+        ran.append("broken")
+        raise ValueError("boom")
+
+    def fine() -> str:
+        ran.append("fine")
+        return "ok"
+
+    with pytest.raises(ValueError, match="boom"):
+        side_by_side([miss, broken, fine])
+    assert sorted(ran) == ["broken", "fine", "miss"]
+    with pytest.raises(ReplayMissError):
+        side_by_side([miss, fine])
+
+
+def test_replay_names_every_missing_call_of_an_item_whose_calls_run_side_by_side(tmp_path: Path) -> None:
+    session, _ = make_session(tmp_path, "replay")
+
+    def item(name: str) -> list[str]:
+        context = CallContext(stage="judge", item=name)
+        calls = [lambda m=m: session.chat(request(f"{name} {m}"), context.at(metric=m)) for m in "abc"]
+        return [c.record.key for c in side_by_side(calls)]
+
+    with pytest.raises(ReplayIncompleteError) as failed:
+        run_items(session, ["901", "902"], item, "judge")
+    assert len(failed.value.misses) == 6
