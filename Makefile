@@ -40,7 +40,7 @@ $(STAMP): pyproject.toml
 	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m pip wheel --quiet --no-deps --no-cache-dir \
 	    --wheel-dir $(WHEELS) '$(LLAMA_REQUIREMENT)'; }
 	@echo "installing judgeloop and its dependencies into $(VENV)"
-	$(BIN)/python -m pip install --quiet --prefer-binary --find-links $(WHEELS) -e '.[embedded,dev]'
+	$(BIN)/python -m pip install --quiet --prefer-binary --find-links $(WHEELS) -e '.[embedded,dev,ray]'
 	touch $(STAMP)
 
 # ARGS: stages to run (their upstream too), e.g. `make repro ARGS=rag_aggregate`.

@@ -6,6 +6,7 @@
     judgeloop report    each design's report pages again, as its last stage writes them
     judgeloop calibrate a judge's scores against people's ratings
     judgeloop dvc-yaml  dvc.yaml, written from the designs' stage specs
+    judgeloop batch     the calls a run needs, made by a batch job (vLLM, a batch API, Ray), in rounds
 
 and the commands a design adds (its Design.commands, e.g. `judge-evaluate`, the RAG judge's). All
 of them read what the pipeline writes (params.yaml, recordings/, the local cache, outputs/); none
@@ -25,6 +26,7 @@ from pipeline.errors import ConfigError, JudgeloopError
 from pipeline.experiments.design import load_ref
 from pipeline.experiments.registry import designs, load_design
 from pipeline.tools.audit.command import audit
+from pipeline.tools.batch.command import batch
 from pipeline.tools.cache.command import cache
 from pipeline.tools.calibrate import calibrate
 from pipeline.tools.dvc_yaml import dvc_yaml
@@ -67,6 +69,7 @@ main.add_command(cache)
 main.add_command(status)
 main.add_command(calibrate)
 main.add_command(dvc_yaml)
+main.add_command(batch)
 
 
 def _written(paths: list[Path]) -> str:

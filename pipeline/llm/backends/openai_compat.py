@@ -167,41 +167,43 @@ class OpenAICompatBackend:
             body["top_logprobs"] = request.logprobs
         return body
 
-    def _completion(self, body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], str]:
-        """One exchange: the reply, its first choice and that choice's text. A 200 without a choice,
-        a message or its content is a protocol error (EmptyReplyError), retried like a dropped
-        connection: an empty reply stored in the cache would be served as the model's answer."""
+    def _completion(self, body: dict[str, Any], request: ChatRequest) -> ChatReply:
         path = "/v1/chat/completions"
-        data = self._exchange("POST", path, body)
-        choices = data.get("choices")
-        choice = choices[0] if isinstance(choices, list) and choices else None
-        message = choice.get("message") if isinstance(choice, dict) else None
-        content = message.get("content") if isinstance(message, dict) else None
-        if not isinstance(choice, dict) or not isinstance(content, str):
-            raise EmptyReplyError(
-                f"POST {self.base_url}{path}: a 200 reply without a message's content "
-                f"({str(data)[:200]}): a protocol error, not an answer"
-            )
-        return data, choice, content
+        return completion_reply(self._exchange("POST", path, body), request, f"POST {self.base_url}{path}")
 
     def chat(self, request: ChatRequest) -> ChatReply:
         body = self.request_body(request)
-        path = "/v1/chat/completions"
-        data, choice, text = self._retry.call(lambda: self._completion(body), f"POST {path}")
-        usage = data.get("usage") or {}
-        return ChatReply(
-            text=text,
-            done_reason=choice.get("finish_reason"),
-            prompt_tokens=usage.get("prompt_tokens"),
-            completion_tokens=usage.get("completion_tokens"),
-            meta={k: data[k] for k in ("id", "model", "created", "system_fingerprint") if k in data},
-            logprobs=read_wire_logprobs((choice.get("logprobs") or {}).get("content"))
-            if request.logprobs is not None
-            else None,
-        )
+        return self._retry.call(lambda: self._completion(body, request), "POST /v1/chat/completions")
 
     def close(self) -> None:
         self._client.close()
+
+
+def completion_reply(data: dict[str, Any], request: ChatRequest, where: str) -> ChatReply:
+    """The reply a chat completion's body holds, as this backend records it (a batch's results are
+    read with it too: pipeline.tools.batch). A body without a choice, a message or its content is a
+    protocol error (EmptyReplyError), retried like a dropped connection: an empty reply stored in
+    the cache would be served as the model's answer."""
+    choices = data.get("choices")
+    choice = choices[0] if isinstance(choices, list) and choices else None
+    message = choice.get("message") if isinstance(choice, dict) else None
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(choice, dict) or not isinstance(content, str):
+        raise EmptyReplyError(
+            f"{where}: a 200 reply without a message's content ({str(data)[:200]}): a protocol error, "
+            "not an answer"
+        )
+    usage = data.get("usage") or {}
+    return ChatReply(
+        text=content,
+        done_reason=choice.get("finish_reason"),
+        prompt_tokens=usage.get("prompt_tokens"),
+        completion_tokens=usage.get("completion_tokens"),
+        meta={k: data[k] for k in ("id", "model", "created", "system_fingerprint") if k in data},
+        logprobs=read_wire_logprobs((choice.get("logprobs") or {}).get("content"))
+        if request.logprobs is not None
+        else None,
+    )
 
 
 def build(settings: LLMSettings, cache_dir: Path) -> OpenAICompatBackend:

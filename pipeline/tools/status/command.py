@@ -262,9 +262,16 @@ def dry_run(design: Design[Any], plan: Planner) -> None:
         )
 
 
-def predict(params: Params, *, every_stage: bool = False, offline: bool = False) -> Prediction:
+def predict(
+    params: Params,
+    *,
+    every_stage: bool = False,
+    offline: bool = False,
+    known: tuple[ModelIdentity, str] | None = None,
+) -> Prediction:
+    """known: the model's identity, and where it came from, when the caller knows it (a batch round)."""
     index = RecordingIndex(Path(params.cache.recordings))
-    identity, source = next_identity(params, index, offline)
+    identity, source = known or next_identity(params, index, offline)
     view = dvc_view()
     if every_stage:  # every stage runs; the graph still says which feeds which
         view = DvcView(None, "--all", view.upstream)
