@@ -18,7 +18,7 @@ ON_PATH := PATH="$(abspath $(BIN)):$$PATH"
 # the environment was installed from.
 JUDGELOOP := $(ON_PATH) $(BIN)/python -m pipeline.tools.cli
 
-.PHONY: install repro exp replay status audit cache report calibrate judge-evaluate dvc-yaml test lint bench
+.PHONY: install repro exp replay status audit cache report calibrate judge-evaluate dvc-yaml batch test lint bench
 
 install: $(STAMP)
 
@@ -55,7 +55,7 @@ exp: $(STAMP)
 replay: $(STAMP)
 	JUDGELOOP_CACHE_MODE=replay $(ON_PATH) $(BIN)/dvc repro --force $(ARGS)
 
-status audit cache report calibrate judge-evaluate dvc-yaml: $(STAMP)
+status audit cache report calibrate judge-evaluate dvc-yaml batch: $(STAMP)
 	$(JUDGELOOP) $@ $(ARGS)
 
 lint: $(STAMP)
