@@ -24,6 +24,7 @@ fraction of the slots it kept busy.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import multiprocessing
@@ -42,11 +43,12 @@ from typing import Any
 import click
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline.testing.fake_ollama import FakeOllama
 from pipeline.testing.judge_responder import experiment_responder
+
+ROOT = Path(__file__).resolve().parents[1]
 
 MEDIAN_S, SIGMA = 0.08, 0.5
 
@@ -183,7 +185,7 @@ def gaps(marks: list[Mark], servers: list[ServerProcess]) -> None:
     """Per stage: from DVC's announcement to its first request, and from its last reply to the next."""
     arrived = sorted(t for s in servers for t in s.times()[0])
     answered = sorted(t for s in servers for t in s.times()[1])
-    for mark, after in zip(marks[1:], marks[2:], strict=False):
+    for mark, after in itertools.pairwise(marks[1:]):
         inside = [t for t in arrived if mark.wall <= t < after.wall]
         done = [t for t in answered if mark.wall <= t < after.wall]
         if inside and done:
@@ -229,7 +231,7 @@ def report(elapsed: float, marks: list[Mark], slots: int) -> None:
     ideal = busy / slots
     click.echo(f"{calls} model calls, {busy:.1f} s of generation over {slots} slots")
     click.echo(f"{'stage':14s} {'wall s':>7s} {'calls':>6s} {'slots busy':>10s}")
-    for mark, after in zip(marks, marks[1:], strict=False):
+    for mark, after in itertools.pairwise(marks):
         span = after.at - mark.at
         used = (after.busy - mark.busy) / (slots * span) if span else 0.0
         click.echo(f"{mark.stage:14s} {span:7.2f} {after.calls - mark.calls:6d} {used:10.0%}")
