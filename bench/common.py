@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import multiprocessing
+from collections.abc import Callable
+from typing import Any
+
 from pipeline.judges.rubric.judge_prompts import JUDGE_PROMPTS
 from pipeline.llm.types import ChatRequest, Message, Options
 
@@ -27,3 +31,26 @@ def judge_request(i: int, text: str) -> ChatRequest:
 
 def judge_requests(n: int, text: str) -> list[ChatRequest]:
     return [judge_request(i, text) for i in range(n)]
+
+
+class ServerProcess:
+    """A fake server in a process of its own, as Ollama is: its work does not take the client's
+    GIL. `serve(*args, conn)` starts the server, sends its URL, then answers each message it gets
+    (`ask`) until it gets None."""
+
+    def __init__(self, serve: Callable[..., None], *args: Any) -> None:
+        self._conn, child = multiprocessing.Pipe()
+        self._process = multiprocessing.get_context("fork").Process(target=serve, args=(*args, child))
+
+    def __enter__(self) -> ServerProcess:
+        self._process.start()
+        self.url: str = self._conn.recv()
+        return self
+
+    def ask(self, message: Any) -> Any:
+        self._conn.send(message)
+        return self._conn.recv()
+
+    def __exit__(self, *exc: object) -> None:
+        self._conn.send(None)
+        self._process.join(timeout=10)

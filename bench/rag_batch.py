@@ -23,7 +23,6 @@ changes: 0.62-0.69 with logprobs (server in our process), 0.91 without.
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import sys
 import tempfile
@@ -36,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import yaml
 from click.testing import CliRunner
 
+from bench.common import ServerProcess
 from pipeline.testing.fake_ollama import FakeOllama
 from pipeline.testing.structured_responder import structured_ollama_responder
 from pipeline.tools.cli import main as cli
@@ -75,30 +75,11 @@ def serve(slots: int, conn: Connection) -> None:
             conn.send(server.requests_to(asked))
 
 
-class ServerProcess:
-    def __init__(self, slots: int) -> None:
-        self._conn, child = multiprocessing.Pipe()
-        self._process = multiprocessing.get_context("fork").Process(target=serve, args=(slots, child))
-
-    def __enter__(self) -> ServerProcess:
-        self._process.start()
-        self.url: str = self._conn.recv()
-        return self
-
-    def requests_to(self, path: str) -> int:
-        self._conn.send(path)
-        return int(self._conn.recv())
-
-    def __exit__(self, *exc: object) -> None:
-        self._conn.send(None)
-        self._process.join(timeout=10)
-
-
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
     k = int(sys.argv[2]) if len(sys.argv) > 2 else 4
     logprobs = yaml.safe_load(sys.argv[3]) if len(sys.argv) > 3 else 5
-    with ServerProcess(k) as server, tempfile.TemporaryDirectory() as tmp:
+    with ServerProcess(serve, k) as server, tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         os.chdir(root)
         write_rows(root / "rows.jsonl", n)
@@ -106,9 +87,9 @@ def main() -> None:
         params = {"llm": llm, "cache": {"dir": "cache"}, "rag": {"logprobs": logprobs}}
         (root / "params.yaml").write_text(yaml.safe_dump(params))
         cold, said = run_batch(root)
-        calls = server.requests_to("/api/chat")
+        calls = int(server.ask("/api/chat"))
         warm, _ = run_batch(root)
-        assert server.requests_to("/api/chat") == calls, "the second run called the model"
+        assert int(server.ask("/api/chat")) == calls, "the second run called the model"
         scored = sum(1 for _ in (root / "scores.jsonl").open())
     ideal = n / k * LATENCY
     print(f"rows {n}, slots {k}, {LATENCY * 1000:.0f} ms per reply, logprobs {logprobs}; {calls} model calls")

@@ -27,7 +27,6 @@ import hashlib
 import itertools
 import json
 import math
-import multiprocessing
 import os
 import random
 import shutil
@@ -45,6 +44,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.common import ServerProcess
 from pipeline.testing.fake_ollama import FakeOllama
 from pipeline.testing.judge_responder import experiment_responder
 
@@ -85,37 +85,25 @@ def serve(slots: int, conn: Connection) -> None:
                 conn.send((server.requests_to("/api/chat"), server.busy_s))
 
 
-class ServerProcess:
-    """A fake Ollama in a process of its own: its work does not take the client's GIL."""
+class SlotServer(ServerProcess):
+    """One fake Ollama with `slots` slots, in a process of its own."""
 
     def __init__(self, slots: int) -> None:
+        super().__init__(serve, slots)
         self.slots = slots
-        self._conn, child = multiprocessing.Pipe()
-        self._process = multiprocessing.get_context("fork").Process(target=serve, args=(slots, child))
-
-    def __enter__(self) -> ServerProcess:
-        self._process.start()
-        self.url: str = self._conn.recv()
-        return self
 
     def times(self) -> tuple[list[float], list[float]]:
         """When each chat request arrived, and when each was answered (time.time())."""
-        self._conn.send("times")
-        arrived, answered = self._conn.recv()
+        arrived, answered = self.ask("times")
         return arrived, answered
 
     def served(self) -> tuple[int, float]:
         """(calls answered, seconds of generation)."""
-        self._conn.send("count")
-        calls, busy = self._conn.recv()
+        calls, busy = self.ask("count")
         return int(calls), float(busy)
 
-    def __exit__(self, *exc: object) -> None:
-        self._conn.send(None)
-        self._process.join(timeout=10)
 
-
-def llm_params(servers: list[ServerProcess]) -> dict[str, Any]:
+def llm_params(servers: list[SlotServer]) -> dict[str, Any]:
     llm: dict[str, Any] = {"backend": "ollama", "model": "test-model", "options": {"num_ctx": 32768}}
     if len(servers) == 1:
         llm.update(base_url=servers[0].url, parallelism=servers[0].slots)
@@ -124,7 +112,7 @@ def llm_params(servers: list[ServerProcess]) -> dict[str, Any]:
     return llm
 
 
-def project(root: Path, servers: list[ServerProcess], items: int | None) -> None:
+def project(root: Path, servers: list[SlotServer], items: int | None) -> None:
     for name in ("pipeline", "stages"):
         shutil.copytree(ROOT / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("dvc.yaml", ".dvcignore"):
@@ -147,14 +135,12 @@ class Mark:
     wall: float = 0.0  # time.time() then
 
 
-def served(servers: list[ServerProcess]) -> tuple[int, float]:
+def served(servers: list[SlotServer]) -> tuple[int, float]:
     counts = [s.served() for s in servers]
     return sum(c for c, _ in counts), sum(b for _, b in counts)
 
 
-def run_dvc(
-    root: Path, servers: list[ServerProcess], *args: str, **env_vars: str
-) -> tuple[float, list[Mark]]:
+def run_dvc(root: Path, servers: list[SlotServer], *args: str, **env_vars: str) -> tuple[float, list[Mark]]:
     """`dvc repro aggregate`, its stages' starts marked as DVC announces them."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **env_vars}
     started = time.perf_counter()
@@ -181,7 +167,7 @@ def run_dvc(
     return elapsed, marks
 
 
-def gaps(marks: list[Mark], servers: list[ServerProcess]) -> None:
+def gaps(marks: list[Mark], servers: list[SlotServer]) -> None:
     """Per stage: from DVC's announcement to its first request, and from its last reply to the next."""
     arrived = sorted(t for s in servers for t in s.times()[0])
     answered = sorted(t for s in servers for t in s.times()[1])
@@ -195,7 +181,7 @@ def gaps(marks: list[Mark], servers: list[ServerProcess]) -> None:
             )
 
 
-def run_in_process(root: Path, servers: list[ServerProcess]) -> tuple[float, list[Mark]]:
+def run_in_process(root: Path, servers: list[SlotServer]) -> tuple[float, list[Mark]]:
     """The three LLM stages one after the other in this process: what the loop costs without DVC."""
     from pipeline.data.transcripts import load_transcripts
     from pipeline.experiments.paper.assess import run_assess
@@ -252,7 +238,7 @@ def main(servers: str, items: int | None, in_process: bool, keep: Path | None) -
     slots = [int(s) for s in servers.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         root = keep or Path(tmp)
-        processes = [ServerProcess(k) for k in slots]
+        processes = [SlotServer(k) for k in slots]
         for process in processes:
             process.__enter__()
         try:
