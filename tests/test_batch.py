@@ -112,7 +112,7 @@ def test_batch_run_with_a_command_runner_ends_in_a_replay_identical_to_the_direc
 
 @pytest.mark.slow
 def test_batch_run_on_a_local_ray_sends_the_exact_requests_and_replays_identically(
-    tmp_path: Path, direct_run: dict[str, bytes]
+    tmp_path: Path, direct_run: dict[str, bytes], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ray = pytest.importorskip("ray", reason="the Ray runner needs judgeloop[ray] (make install adds it)")
     pytest.importorskip("ray.data.llm", reason="ray.data.llm is missing: install ray[data]")
@@ -124,13 +124,9 @@ def test_batch_run_on_a_local_ray_sends_the_exact_requests_and_replays_identical
 
             from pipeline.tools.cli import main
 
-            cwd = Path.cwd()
-            os.chdir(root)
-            os.environ["PATH"] = _env()["PATH"]
-            try:
-                result = CliRunner().invoke(main, ["batch", "run", "--ray", server.url, "--concurrency", "2"])
-            finally:
-                os.chdir(cwd)
+            monkeypatch.chdir(root)
+            monkeypatch.setenv("PATH", _env()["PATH"])
+            result = CliRunner().invoke(main, ["batch", "run", "--ray", server.url, "--concurrency", "2"])
         finally:
             ray.shutdown()
         assert result.exit_code == 0, result.output + repr(result.exception)
