@@ -16,9 +16,13 @@ so every run of the bench meets the same latencies.
 Ideal: the servers' busy time spread over all their slots, sum(latency) / slots, as if every slot
 were busy from the first call to the last and nothing else took any time. The run is the wall time
 of `dvc repro aggregate` in a fresh git + DVC project (stage processes, DVC's hashing and locking,
-the aggregate stage's report included), with a cold cache. Each stage's line gives its share:
+the aggregate stage's report included), with a cold cache; "through refine" stops when the last
+LLM stage has ended (aggregate, which calls no model, starts). Each stage's line gives its share:
 from DVC's "Running stage" line to the next, the calls its servers answered in that time, and the
-fraction of the slots it kept busy.
+fraction of the slots it kept busy; below it, how long each LLM stage took to send its first
+request, and how long after its last reply the next stage started (the stage process's start-up
+and end, and DVC's hashing and locking between them). --in-process runs the three LLM stages one
+after another in the bench's own process, without DVC: what the item runner reaches on its own.
 """
 
 from __future__ import annotations
@@ -222,6 +226,9 @@ def report(elapsed: float, marks: list[Mark], slots: int) -> None:
         used = (after.busy - mark.busy) / (slots * span) if span else 0.0
         click.echo(f"{mark.stage:14s} {span:7.2f} {after.calls - mark.calls:6d} {used:10.0%}")
     click.echo(f"run {elapsed:.2f} s, ideal {ideal:.2f} s: {ideal / elapsed:.1%} of ideal")
+    last = next((m for m in marks if m.stage == "aggregate"), None)
+    if last is not None:  # the report stage calls no model: the calls were all answered when it began
+        click.echo(f"  through refine (every call answered): {last.at:.2f} s, {ideal / last.at:.1%} of ideal")
 
 
 @click.command()
