@@ -250,44 +250,51 @@ class _Ingest:
 
     def line(self, number: int, entry: Any) -> None:
         where = f"{self.results}:{number}"
-        outcome = self.outcome
-        key = entry.get("custom_id") if isinstance(entry, dict) else None
-        if not isinstance(key, str):
-            why = f"not JSON ({entry})" if isinstance(entry, ValueError) else "no custom_id"
-            outcome.refused.append(f"{where}: {why}")
-            return
-        if key not in self.requests:
-            outcome.refused.append(
-                f"{where}: custom_id {key[:80]!r} was not exported (unknown or altered id)"
-            )
-            return
-        if key in self.altered:
-            outcome.refused.append(f"{where}: {self.altered[key]}")
+        key = self._exported_key(where, entry)
+        if key is None:
             return
         if key in self.answers:
             if self.answers[key] != entry:
-                outcome.refused.append(f"{where}: {key} is answered twice, differently: neither is stored")
+                self.outcome.refused.append(
+                    f"{where}: {key} is answered twice, differently: neither is stored"
+                )
                 self.replies.pop(key, None)
             return
         self.answers[key] = entry
+        self._answer(where, key, entry)
+
+    def _exported_key(self, where: str, entry: Any) -> str | None:
+        """The line's custom_id, if it is a key exported and left as it was; else why not, refused."""
+        key = entry.get("custom_id") if isinstance(entry, dict) else None
+        if not isinstance(key, str):
+            why = f"not JSON ({entry})" if isinstance(entry, ValueError) else "no custom_id"
+        elif key not in self.requests:
+            why = f"custom_id {key[:80]!r} was not exported (unknown or altered id)"
+        elif key in self.altered:
+            why = self.altered[key]
+        else:
+            return key
+        self.outcome.refused.append(f"{where}: {why}")
+        return None
+
+    def _answer(self, where: str, key: str, entry: dict[str, Any]) -> None:
+        """The reply of a 200 by the exported model; the job's error, or a refusal, otherwise."""
         response, error = entry.get("response"), entry.get("error")
         body = response.get("body") if isinstance(response, dict) else None
         status = response.get("status_code") if isinstance(response, dict) else None
         if error or status != 200 or not isinstance(body, dict):
             said = body_error(error if isinstance(error, dict) and "error" in error else {"error": error})
-            said = said or body_error(body) or f"HTTP {status}"
-            outcome.errors.append(f"{where}: {key}: {said}")
+            self.outcome.errors.append(f"{where}: {key}: {said or body_error(body) or f'HTTP {status}'}")
             return
         if not answered_by(self.model, body.get("model")):
-            outcome.refused.append(
-                f"{where}: answered by {body.get('model')!r}, not llm.model {self.model!r}"
-            )
+            said = body.get("model")
+            self.outcome.refused.append(f"{where}: answered by {said!r}, not llm.model {self.model!r}")
             return
         request = self.requests[key]
         try:
             reply = completion_reply(body, request, where)
         except BackendError as exc:
-            outcome.errors.append(f"{where}: {key}: {exc.message}")
+            self.outcome.errors.append(f"{where}: {key}: {exc.message}")
             return
         self.replies[key] = CallRecord.new(self.identity, request, reply)
 
