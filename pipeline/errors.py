@@ -33,12 +33,18 @@ from typing import TYPE_CHECKING
 
 import click
 
+from pipeline.llm.redact import redact
+
 if TYPE_CHECKING:
     from pipeline.llm.types import CallContext
 
 
 class JudgeloopError(click.ClickException):
-    """Base of every error judgeloop raises on purpose."""
+    """Base of every error judgeloop raises on purpose. Its message never carries a server URL's
+    credentials (pipeline.llm.redact): whatever quoted them, they are masked here."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact(message))
 
 
 class ConfigError(JudgeloopError):

@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic import ValidationError
 from tenacity import RetryCallState, Retrying, wait_none
 
 from pipeline.errors import (
@@ -175,9 +176,14 @@ def test_connection_refused_is_transient() -> None:
         backend(f"http://127.0.0.1:{port}", max_retries=1).chat(REQUEST)
 
 
-def test_unusable_base_url_is_a_config_error() -> None:
+def test_unusable_base_url_is_refused_with_the_params() -> None:
+    # An ftp:// URL stops at params.yaml (tests/test_params_validation.py has the message and line);
+    # one that gets past the params anyway is a ConfigError at the first call.
+    with pytest.raises(ValidationError, match="not an http"):
+        LLMSettings(base_url="ftp://example.invalid")
+    settings = LLMSettings(model="test-model").model_copy(update={"base_url": "ftp://example.invalid"})
     with pytest.raises(ConfigError, match=r"llm\.base_url"):
-        backend("ftp://example.invalid").chat(REQUEST)
+        OllamaBackend(settings, wait=wait_none()).chat(REQUEST)
 
 
 def reask(transcript_chars: int) -> ChatRequest:

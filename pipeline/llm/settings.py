@@ -21,21 +21,30 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
+from urllib.parse import urlsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from pipeline.errors import ConfigError
+from pipeline.llm.params_errors import params_problems
+from pipeline.llm.redact import redact_url, remember
 from pipeline.llm.types import Options
 
 CacheMode = Literal["auto", "replay", "refresh", "off"]
 
 
 class Section(BaseModel):
-    """A params.yaml section: unknown keys are refused, so a typo cannot pass for a default."""
+    """A params.yaml section: unknown keys are refused, so a typo cannot pass for a default; NaN and
+    infinity are refused in every number (a YAML `.nan` is a float like any other)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+# A path or a folder named in params.yaml: an empty one would name the working directory itself.
+PathParam = Annotated[str, Field(min_length=1, pattern=r"\S")]
+Seconds = Annotated[float, Field(gt=0, le=86_400)]
 
 
 def in_flight(slots: int) -> int:
@@ -55,30 +64,42 @@ def in_flight(slots: int) -> int:
 
 
 class EmbeddedSettings(Section):
-    n_threads: int = 2
-    n_batch: int = 512
+    n_threads: int = Field(2, ge=1, le=1024)
+    n_batch: int = Field(512, ge=1)
 
 
 class LLMSettings(Section):
     # A name in pipeline.llm.backends' registry (embedded, ollama, openai, fake, or a plugin's).
-    backend: str = "embedded"
-    model: str = "SmolLM2-135M-Instruct.Q4_1"
-    digest: str | None = None
+    backend: str = Field("embedded", min_length=1)
+    model: str = Field("SmolLM2-135M-Instruct.Q4_1", min_length=1)
+    digest: str | None = Field(None, min_length=1)
     base_url: str = "http://127.0.0.1:11434"
     api_key_env: str = "OPENAI_API_KEY"
     parallelism: int = Field(1, ge=1, le=256)
-    connect_timeout_s: float = 5.0
-    read_timeout_s: float = 300.0
-    max_retries: int = Field(5, ge=0)
-    max_server_errors: int = Field(2, ge=0)
+    connect_timeout_s: Seconds = 5.0
+    read_timeout_s: Seconds = 300.0
+    max_retries: int = Field(5, ge=0, le=100)
+    max_server_errors: int = Field(2, ge=0, le=100)
+    # A prompt too long for the model's context: `unscored` records that item as unscored with the
+    # reason and the stage goes on (counted in its metrics); `fail` stops the stage at the first one.
+    too_long: Literal["unscored", "fail"] = "unscored"
     options: Options = Field(default_factory=Options)
     embedded: EmbeddedSettings = Field(default_factory=EmbeddedSettings)
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        remember(value)  # its credentials are masked in every message from here on
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"{redact_url(value)!r} is not an http(s) URL with a host (e.g. http://127.0.0.1:11434)")
+        return value
 
 
 class CacheSettings(Section):
     mode: CacheMode = "auto"
-    dir: str = ".judgeloop/cache"
-    recordings: str = "recordings"
+    dir: PathParam = ".judgeloop/cache"
+    recordings: PathParam = "recordings"
 
 
 class EngineSettings(Section):
@@ -133,13 +154,34 @@ def read_params_file(path: Path, environ: Mapping[str, str] | None = None) -> di
     return raw
 
 
-def validate_params(model: type[S], raw: Mapping[str, Any], path: Path) -> S:
+def overridden_by(environ: Mapping[str, str] | None = None) -> dict[tuple[str, str], str]:
+    """(section, key) -> the JUDGELOOP_* variable that sets it in this environment."""
+    env = os.environ if environ is None else environ
+    return {target: var for var, target in ENV_OVERRIDES.items() if env.get(var)}
+
+
+def validate_params(
+    model: type[S],
+    raw: Mapping[str, Any],
+    path: Path,
+    overridden: Mapping[tuple[str, str], str] | None = None,
+) -> S:
+    """`raw` validated as `model`; a ConfigError naming each refused value's line in `path` (or the
+    variable that set it) and, for an unknown key, the nearest known one."""
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors())
+        try:
+            text: str | None = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            text = None
+        problems = params_problems(exc, model, str(path), text, overridden or {})
+        plural = "s" if len(problems) > 1 else ""
         raise ConfigError(
-            f"{path}: {problems}. Fix the value in {path} or the JUDGELOOP_* variable that overrides it."
+            f"{path}: {len(problems)} parameter{plural} refused:\n  "
+            + "\n  ".join(problems)
+            + f"\nFix the value{plural} there (README: the params of each design), or the JUDGELOOP_* "
+            "variable named."
         ) from exc
 
 
@@ -158,4 +200,4 @@ def load_settings(
     raw = read_params_file(path, environ)
     if only_its_sections:
         raw = {name: value for name, value in raw.items() if name in model.model_fields}
-    return validate_params(model, raw, path)
+    return validate_params(model, raw, path, overridden_by(environ))

@@ -54,6 +54,7 @@ from pipeline.llm.backends.http_errors import (
     send,
 )
 from pipeline.llm.logprobs import read_wire_logprobs
+from pipeline.llm.redact import redact_url
 from pipeline.llm.settings import LLMSettings, in_flight
 from pipeline.llm.types import ChatReply, ChatRequest, ModelIdentity
 
@@ -254,7 +255,7 @@ class OllamaBackend:
             return self._version
 
     def _fetch_version(self) -> tuple[int, int, int] | None:
-        url = self.settings.base_url
+        url = redact_url(self.settings.base_url)
         try:
             said = str(self._exchange("GET", "/api/version").get("version", ""))
         except JudgeloopError as exc:

@@ -42,6 +42,7 @@ from pipeline.llm.backends.http_errors import (
 )
 from pipeline.llm.backends.ollama import full_tag
 from pipeline.llm.logprobs import read_wire_logprobs
+from pipeline.llm.redact import redact_url
 from pipeline.llm.settings import LLMSettings, in_flight
 from pipeline.llm.types import ChatReply, ChatRequest, ModelIdentity
 
@@ -137,7 +138,7 @@ class OpenAICompatBackend:
             "llm.digest is not pinned and %s reports no weights digest: cache keys use the model id "
             "'%s', which stays the same if the weights behind it change. Pin llm.digest to make "
             "cached replies reproducible.",
-            self.base_url,
+            redact_url(self.base_url),
             digest,
         )
         return ModelIdentity(backend=self.kind, name=model, digest=digest)
