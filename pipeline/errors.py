@@ -6,10 +6,13 @@
     ├── UnsafeNameError             a name that becomes a path (a stage, from the command line or a
     │                               file) is not a plain name, or its path leads out of its folder
     ├── BackendError                a model call failed
-    │   ├── TransientBackendError   worth retrying: refused or reset connection, timeout, 503, 500,
-    │   │   │                       an error line mid-stream
+    │   ├── TransientBackendError   worth retrying: 429, 503, 500, an error line mid-stream
+    │   │   ├── ConnectionFaultError  the server did not answer: refused or reset connection,
+    │   │   │                       connect or read timeout, a connection dropped mid-reply
     │   │   └── EmptyReplyError     a 200 whose body has no message or no content: a protocol error,
     │   │                           retried like a transient fault, never stored or recorded
+    │   ├── ServerDownError         one call used up its retries on connection faults: the server's
+    │   │                           circuit breaker opened, and every other call to it stops at once
     │   ├── ModelNotFoundError      404: the model is not on the server (message says how to pull it)
     │   ├── BadRequestError         400: the server rejected the request as malformed
     │   ├── PromptTruncatedError    the prompt did not fit the context window; the reply is not trusted
@@ -73,6 +76,14 @@ class TransientBackendError(BackendError):
 
 
 class EmptyReplyError(TransientBackendError):
+    pass
+
+
+class ConnectionFaultError(TransientBackendError):
+    pass
+
+
+class ServerDownError(BackendError):
     pass
 
 
