@@ -63,6 +63,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/xenon --max-absolute C pipeline stages bench tests
 
 test: lint
 	$(ON_PATH) $(BIN)/pytest
