@@ -43,7 +43,8 @@ ROWS, SLOTS = 12, 4
 
 def rows() -> str:
     return "".join(
-        json.dumps({"id": f"r{i:02d}", "question": f"Q{i}?", "answer": f"A{i}.", "contexts": [f"F{i}."]}) + "\n"
+        json.dumps({"id": f"r{i:02d}", "question": f"Q{i}?", "answer": f"A{i}.", "contexts": [f"F{i}."]})
+        + "\n"
         for i in range(ROWS)
     )
 
@@ -60,7 +61,9 @@ def run_batch(root: Path, base_url: str, **llm: Any) -> tuple[float, int, str]:
     here = Path.cwd()
     os.chdir(root)
     try:
-        result = CliRunner().invoke(main, ["judge-evaluate", "--batch", "rows.jsonl", "--out", "scores.jsonl"])
+        result = CliRunner().invoke(
+            main, ["judge-evaluate", "--batch", "rows.jsonl", "--out", "scores.jsonl"]
+        )
     finally:
         os.chdir(here)
     return time.perf_counter() - started, result.exit_code, result.output
@@ -80,9 +83,10 @@ def kill_after(server: FakeOllama, replies: int, back_after: float | None) -> No
 
 
 def scenario(name: str, clean_scores: str | None) -> tuple[str, str]:
-    with tempfile.TemporaryDirectory() as tmp, FakeOllama(
-        responder=structured_ollama_responder, parallel_slots=SLOTS, latency_s=0.1
-    ) as server:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        FakeOllama(responder=structured_ollama_responder, parallel_slots=SLOTS, latency_s=0.1) as server,
+    ):
         root, url, llm = Path(tmp), server.url, {}
         setups: dict[str, Callable[[], None]] = {
             "clean": lambda: None,
@@ -90,7 +94,9 @@ def scenario(name: str, clean_scores: str | None) -> tuple[str, str]:
             "dies": lambda: kill_after(server, 5, None),
             "dies-returns": lambda: kill_after(server, 5, 3.0),
             "no-content": lambda: server.inject(*[Fault.no_content.on("/api/chat")] * 3),
-            "429-after": lambda: server.inject(Fault.status(429, "slow down", retry_after="2").on("/api/chat")),
+            "429-after": lambda: server.inject(
+                Fault.status(429, "slow down", retry_after="2").on("/api/chat")
+            ),
             "429-bare": lambda: server.inject(Fault.status(429, "slow down").on("/api/chat")),
         }
         if name == "refused":
@@ -113,7 +119,16 @@ def scenario(name: str, clean_scores: str | None) -> tuple[str, str]:
 
 
 def main_() -> None:
-    names = sys.argv[1:] or ["clean", "refused", "never-answers", "dies", "dies-returns", "no-content", "429-after", "429-bare"]
+    names = sys.argv[1:] or [
+        "clean",
+        "refused",
+        "never-answers",
+        "dies",
+        "dies-returns",
+        "no-content",
+        "429-after",
+        "429-bare",
+    ]
     line, clean = scenario("clean", None)
     print(f"{ROWS} rows, {SLOTS} slots, fake Ollama 100 ms a reply; defaults but where the docstring says")
     for name in names:

@@ -203,7 +203,9 @@ def test_scales_that_differ_are_named_in_the_table_and_the_json(tmp_path: Path) 
     scales = data["metrics"]["coherence"]["scales"]
     assert scales["judge"]["scale"] == "1-10" and scales["human"]["scale"] == "1-5"
     assert "1-10" in scales["difference"] and "1-5" in scales["difference"]
-    table = run("--scores", str(tmp_path / "s.jsonl"), "--human", str(tmp_path / "h.jsonl"), "--resamples", "50")
+    table = run(
+        "--scores", str(tmp_path / "s.jsonl"), "--human", str(tmp_path / "h.jsonl"), "--resamples", "50"
+    )
     assert "WARNING: the judge's scores are whole numbers from 2 to 10 (1-10)" in table.output
 
 

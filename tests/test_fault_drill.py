@@ -30,7 +30,14 @@ SLOTS = 4  # parallelism 4: eight calls in flight (pipeline.llm.settings.in_flig
 
 def rows() -> str:
     return "".join(
-        json.dumps({"id": f"r{i:02d}", "question": f"Question {i}?", "answer": f"Answer {i}.", "contexts": [f"Fact {i}."]})
+        json.dumps(
+            {
+                "id": f"r{i:02d}",
+                "question": f"Question {i}?",
+                "answer": f"Answer {i}.",
+                "contexts": [f"Fact {i}."],
+            }
+        )
         + "\n"
         for i in range(ROWS)
     )
@@ -188,7 +195,10 @@ def test_replies_without_content_past_the_budget_fail_clearly_and_keep_the_last_
     server.inject(*[Fault.no_content.on("/api/chat")] * 200)
     result = batch(tmp_path, monkeypatch)
     assert result.exit_code == 1
-    assert "a 200 reply without a message's content" in result.output and "gave up after 3 attempts" in result.output
+    assert (
+        "a 200 reply without a message's content" in result.output
+        and "gave up after 3 attempts" in result.output
+    )
     assert "is down" not in result.output  # a live server that answers badly is no dead server
     assert (tmp_path / "scores.jsonl").read_text() == good_run
 

@@ -18,14 +18,30 @@ PARAMS = (REPO_ROOT / "params.yaml").read_text(encoding="utf-8")
 
 # (the committed line, its replacement, what the message must say about it)
 BAD_VALUES = [
-    ("    temperature: 0.0", "    temperature: .nan", "llm.options.temperature: Input should be a finite number"),
-    ("    temperature: 0.0", "    temperature: -1", "llm.options.temperature: Input should be greater than or equal to 0"),
+    (
+        "    temperature: 0.0",
+        "    temperature: .nan",
+        "llm.options.temperature: Input should be a finite number",
+    ),
+    (
+        "    temperature: 0.0",
+        "    temperature: -1",
+        "llm.options.temperature: Input should be greater than or equal to 0",
+    ),
     ("    top_p: 0.9", "    top_p: 7", "llm.options.top_p: Input should be less than or equal to 1"),
     ("    seed: 42", "    seed: -1", "llm.options.seed: Input should be greater than or equal to 0"),
     ("  read_timeout_s: 300", "  read_timeout_s: -5", "llm.read_timeout_s: Input should be greater than 0"),
-    ("  connect_timeout_s: 5", "  connect_timeout_s: 0", "llm.connect_timeout_s: Input should be greater than 0"),
+    (
+        "  connect_timeout_s: 5",
+        "  connect_timeout_s: 0",
+        "llm.connect_timeout_s: Input should be greater than 0",
+    ),
     ("  parallelism: 1 ", "  parallelism: 0 ", "llm.parallelism: Input should be greater than or equal to 1"),
-    ("  base_url: http://127.0.0.1:11434", "  base_url: 127.0.0.1:11434", "llm.base_url: '127.0.0.1:11434' is not an http(s) URL"),
+    (
+        "  base_url: http://127.0.0.1:11434",
+        "  base_url: 127.0.0.1:11434",
+        "llm.base_url: '127.0.0.1:11434' is not an http(s) URL",
+    ),
     ("  dir: .judgeloop/cache ", '  dir: "" ', "cache.dir: String should have at least 1 character"),
     ("  dir: .judgeloop/cache ", '  dir: "  " ', "cache.dir: String should match pattern"),
     ("  max_retries: 5", "  max_retries: many", "llm.max_retries: Input should be a valid integer"),
@@ -48,14 +64,30 @@ BAD_VALUES = [
         "    answer_faithfulness: acuracy",
         "rag.label_scores: unknown dimension 'acuracy', did you mean 'accuracy'?",
     ),
-    ("  threshold: 0.4 ", "  threshold: 1.4 ", "regenerate.threshold: Input should be less than or equal to 1"),
+    (
+        "  threshold: 0.4 ",
+        "  threshold: 1.4 ",
+        "regenerate.threshold: Input should be less than or equal to 1",
+    ),
     ("  out: outputs/rag/judgements.jsonl", "  out: ''", "rag.out: String should have at least 1 character"),
 ]
 
 UNKNOWN_KEYS = [
-    ("    temperature: 0.0", "    temprature: 0.0", "llm.options.temprature: unknown key; did you mean 'temperature'?"),
-    ("  read_timeout_s: 300", "  read_timeout: 300", "llm.read_timeout: unknown key; did you mean 'read_timeout_s'?"),
-    ("  num_predict: 384", "  num_predicts: 384", "rag.num_predicts: unknown key; did you mean 'num_predict'?"),
+    (
+        "    temperature: 0.0",
+        "    temprature: 0.0",
+        "llm.options.temprature: unknown key; did you mean 'temperature'?",
+    ),
+    (
+        "  read_timeout_s: 300",
+        "  read_timeout: 300",
+        "llm.read_timeout: unknown key; did you mean 'read_timeout_s'?",
+    ),
+    (
+        "  num_predict: 384",
+        "  num_predicts: 384",
+        "rag.num_predicts: unknown key; did you mean 'num_predict'?",
+    ),
     ("  pool_size: 6", "  poolsize: 6", "selection.poolsize: unknown key; did you mean 'pool_size'?"),
     ("judge:", "jugde:", "jugde: unknown key; did you mean 'judge'?"),
 ]
@@ -97,7 +129,9 @@ def test_the_stage_that_reads_the_section_refuses_it_too(
 
 
 def test_every_problem_is_listed_in_the_order_of_the_file(tmp_path: Path) -> None:
-    text = PARAMS.replace("    top_p: 0.9", "    top_p: 7").replace("  read_timeout_s: 300", "  read_timeout_s: -1")
+    text = PARAMS.replace("    top_p: 0.9", "    top_p: 7").replace(
+        "  read_timeout_s: 300", "  read_timeout_s: -1"
+    )
     path = tmp_path / "params.yaml"
     path.write_text(text, encoding="utf-8")
     with pytest.raises(ConfigError) as caught:

@@ -14,4 +14,6 @@ class DataSettings(Section):
     drop_markers: bool = False
     participant_only: bool = False
     limit: int | None = Field(None, ge=1)
-    speaker_separator: str = Field(" : ", min_length=1)  # how a turn renders in prompts; the original code's " : "
+    speaker_separator: str = Field(
+        " : ", min_length=1
+    )  # how a turn renders in prompts; the original code's " : "

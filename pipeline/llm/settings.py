@@ -92,7 +92,9 @@ class LLMSettings(Section):
         remember(value)  # its credentials are masked in every message from here on
         parts = urlsplit(value)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"{redact_url(value)!r} is not an http(s) URL with a host (e.g. http://127.0.0.1:11434)")
+            raise ValueError(
+                f"{redact_url(value)!r} is not an http(s) URL with a host (e.g. http://127.0.0.1:11434)"
+            )
         return value
 
 

@@ -210,9 +210,13 @@ def alpha_undefined(ratings_per_unit: Sequence[Sequence[float | None]]) -> str |
     pairable = [[v for v in unit if v is not None] for unit in ratings_per_unit]
     pairable = [unit for unit in pairable if len(unit) >= 2]
     if not pairable:
-        return "no item has two or more ratings (one rating per item), so agreement between raters is undefined"
+        return (
+            "no item has two or more ratings (one rating per item), so agreement between raters is undefined"
+        )
     if len({v for unit in pairable for v in unit}) < 2:
-        return "every item rated twice or more got one and the same value, so there is no variation to measure"
+        return (
+            "every item rated twice or more got one and the same value, so there is no variation to measure"
+        )
     return None
 
 

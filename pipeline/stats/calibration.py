@@ -75,30 +75,38 @@ def calibrate(
     results = []
     for metric, rows in by_metric.items():
         rated = [row for row in rows if (row.item, metric) in by_key]
-        if not rated:
-            continue
-        people = [by_key[row.item, metric] for row in rated]
-        kinds: list[ScoreKind] = ["score"]
-        if any(row.weighted_score is not None for row in rated):
-            kinds.append("weighted_score")
-        counts = [sum(r is not None for r in h.ratings) for h in people]
-        judge_scale = scale_of(v for row in rated for v in (row.score, row.weighted_score) if v is not None)
-        human_scale = scale_of(r for h in people for r in h.ratings if r is not None)
-        results.append(
-            MetricCalibration(
-                metric=metric,
-                items_judged=len(rows),
-                items_without_human=len(rows) - len(rated),
-                human_alpha=ordinal_alpha([h.ratings for h in people]),
-                ratings_per_item=(min(counts), max(counts)),
-                kinds=tuple(_calibrate_kind(kind, rated, by_key, resamples, seed) for kind in kinds),
-                human_alpha_undefined=alpha_undefined([h.ratings for h in people]),
-                judge_scale=judge_scale,
-                human_scale=human_scale,
-                scale_difference=scale_difference(judge_scale, human_scale),
-            )
-        )
+        if rated:
+            results.append(_calibrate_metric(metric, rows, rated, by_key, resamples, seed))
     return results
+
+
+def _calibrate_metric(
+    metric: str,
+    rows: Sequence[JudgedItem],
+    rated: Sequence[JudgedItem],
+    by_key: Mapping[tuple[str, str], HumanRatings],
+    resamples: int,
+    seed: int,
+) -> MetricCalibration:
+    people = [by_key[row.item, metric] for row in rated]
+    kinds: list[ScoreKind] = ["score"]
+    if any(row.weighted_score is not None for row in rated):
+        kinds.append("weighted_score")
+    counts = [sum(r is not None for r in h.ratings) for h in people]
+    judge_scale = scale_of(v for row in rated for v in (row.score, row.weighted_score) if v is not None)
+    human_scale = scale_of(r for h in people for r in h.ratings if r is not None)
+    return MetricCalibration(
+        metric=metric,
+        items_judged=len(rows),
+        items_without_human=len(rows) - len(rated),
+        human_alpha=ordinal_alpha([h.ratings for h in people]),
+        ratings_per_item=(min(counts), max(counts)),
+        kinds=tuple(_calibrate_kind(kind, rated, by_key, resamples, seed) for kind in kinds),
+        human_alpha_undefined=alpha_undefined([h.ratings for h in people]),
+        judge_scale=judge_scale,
+        human_scale=human_scale,
+        scale_difference=scale_difference(judge_scale, human_scale),
+    )
 
 
 def _calibrate_kind(

@@ -56,7 +56,9 @@ def scale_difference(judge: Scale | None, human: Scale | None) -> str | None:
     one side has no value to tell from)."""
     if judge is None or human is None:
         return None
-    if judge.usual == human.usual and (judge.usual is not None or (judge.low, judge.high) == (human.low, human.high)):
+    if judge.usual == human.usual and (
+        judge.usual is not None or (judge.low, judge.high) == (human.low, human.high)
+    ):
         return None
     return (
         f"the judge's scores are {judge.describe()} but the human ratings are {human.describe()}: "

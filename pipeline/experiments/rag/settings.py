@@ -45,7 +45,9 @@ DEFAULT_DIMENSIONS = Dimensions(
 
 class RagSettings(Section):
     rows: PathParam = "data/rag-demo/rows.jsonl"
-    only: str | None = Field(None, min_length=1)  # keep rows whose flag of this name is true (ARES: in_v1_1_filtered)
+    only: str | None = Field(
+        None, min_length=1
+    )  # keep rows whose flag of this name is true (ARES: in_v1_1_filtered)
     limit: int | None = Field(None, ge=1)
     dimensions: Dimensions = DEFAULT_DIMENSIONS
     prompt_mode: PromptMode = "full"  # full: each retrieved source's text; ids: only its identifier

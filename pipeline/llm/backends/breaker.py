@@ -54,8 +54,7 @@ class CircuitBreaker:
                 self._changed.wait()
             if self._error is not None:
                 raise ServerDownError(
-                    f"{self._error.message} (This call was stopped before it was sent: the server is "
-                    "down.)"
+                    f"{self._error.message} (This call was stopped before it was sent: the server is down.)"
                 )
 
     def fault(self, call: object) -> None:

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import httpx
 import orjson
@@ -216,7 +216,7 @@ class RetryPolicy:
         connection faults opens the breaker and raises ServerDownError, as does every call to the
         same server after it (before an attempt, or at the end of a wait).
         """
-        budget = _Budget(self, attempt)
+        budget: _Budget[T] = _Budget(self, attempt)
         retrying = Retrying(
             retry=retry_if_exception_type(TransientBackendError),
             stop=budget.give_up,
@@ -234,7 +234,7 @@ class RetryPolicy:
                 self.breaker.release(budget)
 
 
-class _Budget:
+class _Budget(Generic[T]):
     """One call's attempts against a RetryPolicy's budget (tenacity's stop, wait and attempt)."""
 
     def __init__(self, policy: RetryPolicy, attempt: Callable[[], T]) -> None:
@@ -243,7 +243,7 @@ class _Budget:
         self.scarce = 0  # 500s and read timeouts so far
         self.started = time.monotonic()
 
-    def attempt(self) -> Any:
+    def attempt(self) -> T:
         breaker = self.policy.breaker
         if breaker is None:
             self.attempts += 1
