@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, Generic, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import orjson
@@ -88,7 +89,18 @@ def make_client(settings: LLMSettings, transport: httpx.BaseTransport | None) ->
         pool=None,
     )
     limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
-    return httpx.Client(base_url=settings.base_url, timeout=timeout, limits=limits, transport=transport)
+    # A token in the base URL's query (a proxy's ?api_key=...) goes with every request: httpx would
+    # otherwise drop the path when it joins one to a base URL with a query.
+    base, query = without_query(settings.base_url)
+    return httpx.Client(
+        base_url=base, params=httpx.QueryParams(query), timeout=timeout, limits=limits, transport=transport
+    )
+
+
+def without_query(url: str) -> tuple[str, str]:
+    """The URL without its query string, and the query string."""
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", "")), parts.query
 
 
 def json_body(response: httpx.Response) -> Any:

@@ -39,6 +39,7 @@ from pipeline.llm.backends.http_errors import (
     json_body,
     make_client,
     send,
+    without_query,
 )
 from pipeline.llm.backends.ollama import full_tag
 from pipeline.llm.logprobs import read_wire_logprobs
@@ -53,9 +54,11 @@ _CONTEXT_WORDS = re.compile(r"context (length|window)|maximum context|too long",
 
 
 def api_root(base_url: str) -> str:
-    """Accept both spellings users copy from server docs: http://host:8000 and http://host:8000/v1."""
-    root = base_url.rstrip("/")
-    return root.removesuffix("/v1")
+    """Accept both spellings users copy from server docs: http://host:8000 and http://host:8000/v1
+    (a query string, such as a proxy's token, is kept)."""
+    base, query = without_query(base_url)
+    root = base.rstrip("/").removesuffix("/v1")
+    return f"{root}?{query}" if query else root
 
 
 def response_format(fmt: str | dict[str, Any] | None) -> dict[str, Any] | None:
