@@ -12,9 +12,12 @@ two batches into one `--stage`, one after the other or at once, both keep every 
 answer judged again under the same item replaces only that item's earlier calls.
 
 The answer file is the RAG agent's RAGAnswer JSON ({"answer", "sources_used", "confidence",
-"reasoning"}; only the answer and the source identifiers are shown to the judge) or plain text.
-A batch row that cannot be read is written, with its line number, to the errors file and skipped;
-the scores file is replaced only once every row is judged, never left half-written.
+"reasoning"}; only the answer and the source identifiers are shown to the judge) or plain text; a
+file that opens like JSON ({ or [) but does not parse is refused with its line, never judged as text.
+A batch line that is not a JSON object (a file cut short, another format) refuses the whole batch,
+naming the file and line, before any call; a JSON object that is no RAG row (a field missing, an id
+used twice) is written, with its line number, to the errors file and skipped. The scores file is
+replaced only once every row is judged, never left half-written, and never the batch itself.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from typing import Any
 import click
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from pipeline.data.input_files import json_objects
+from pipeline.data.input_files import json_objects, read_lines
 from pipeline.data.jsonl import write_jsonl, write_records
 from pipeline.data.rag_rows import ROW_FIX, RagRow, rag_row_from
 from pipeline.errors import InputError, UnsafeNameError
@@ -58,10 +61,17 @@ class RAGAnswer(BaseModel):
 
 
 def read_answer(path: Path) -> RAGAnswer:
-    text = path.read_text(encoding="utf-8")
+    text = "\n".join(read_lines(path, str(path)))
     try:
         raw = json.loads(text)
-    except json.JSONDecodeError:
+    except json.JSONDecodeError as exc:
+        if text.lstrip()[:1] in ("{", "["):
+            raise InputError(
+                str(path),
+                exc.lineno,
+                f"opens like JSON but is not JSON ({exc.msg}, column {exc.colno})",
+                'repair the JSON ({"answer": "...", "sources_used": [...]}), or give plain text',
+            ) from exc
         return RAGAnswer(answer=text.strip())
     if not isinstance(raw, dict):
         return RAGAnswer(answer=text.strip())
@@ -100,9 +110,11 @@ def read_batch(path: Path) -> tuple[list[RagRow], list[dict[str, Any]]]:
     errors: list[dict[str, Any]] = []
     seen: dict[str, int] = {}
     for number, raw in json_objects(path, shown):
+        if isinstance(raw, str):
+            raise InputError(
+                shown, number, raw, "write one JSON object per line (a RAG row); nothing was judged"
+            )
         try:
-            if isinstance(raw, str):
-                raise ValueError(raw)
             row = rag_row_from(raw)
             if row.id in seen:
                 raise ValueError(f"id {row.id} is already used on line {seen[row.id]}")
@@ -229,7 +241,9 @@ def judge_evaluate(
             )
         if out is None:
             raise click.UsageError("--batch needs --out SCORES.jsonl")
-        _batch(params, stage, batch, out, errors_path or out.with_suffix(".errors.jsonl"))
+        errors_path = errors_path or out.with_suffix(".errors.jsonl")
+        check_outputs(batch, out, errors_path)
+        _batch(params, stage, batch, out, errors_path)
         return
     if not question or answer_file is None:
         raise click.UsageError("give QUESTION and --answer-file (or --batch ROWS.jsonl --out SCORES.jsonl)")
@@ -246,6 +260,27 @@ def judge_evaluate(
         click.echo(json.dumps(judge_score(verdict, params.rag), indent=2, ensure_ascii=False))
     else:
         click.echo(_table(verdict, params.rag))
+
+
+def _same_file(first: Path, second: Path) -> bool:
+    if first.exists() and second.exists():
+        return first.samefile(second)  # a link, or two spellings of one path
+    return first.resolve() == second.resolve()
+
+
+def check_outputs(batch: Path, out: Path, errors_path: Path) -> None:
+    """Refuse outputs that would overwrite the batch (or each other) before anything is read."""
+    for option, path in (("--out", out), ("--errors", errors_path)):
+        if _same_file(path, batch):
+            raise click.BadParameter(
+                f"{path} is the batch itself: writing there would replace the rows with the scores. "
+                "Fix: give another file",
+                param_hint=option,
+            )
+    if _same_file(out, errors_path):
+        raise click.BadParameter(
+            f"{out} is also the errors file. Fix: give --errors another file", param_hint="--errors"
+        )
 
 
 def _batch(params: RagParams, stage: str, batch: Path, out: Path, errors_path: Path) -> None:
