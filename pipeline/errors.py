@@ -15,7 +15,9 @@
     │   │                           circuit breaker opened, and every other call to it stops at once
     │   ├── ModelNotFoundError      404: the model is not on the server (message says how to pull it)
     │   ├── BadRequestError         400: the server rejected the request as malformed
-    │   ├── PromptTruncatedError    the prompt did not fit the context window; the reply is not trusted
+    │   ├── PromptTruncatedError    the prompt did not fit the context window; the reply is not trusted.
+    │   │                           The session records it as the call's refusal (llm.too_long:
+    │   │                           unscored: the item unscored, counted) or stops the stage (fail)
     │   └── ModelChangedError       the model's weights digest changed during the run: the stage stops,
     │                               and nothing more is stored under the old digest
     └── CacheError                  the call cache or the recordings
@@ -26,7 +28,8 @@
             └── LockMismatchError   a stage's recording does not match its entry in dvc.lock: edited
                                     after it was locked; refused until restored or re-locked
 
-Errors are never cached: only a successful reply becomes a record.
+Errors are never cached: only a successful reply becomes a record, or the refusal of a prompt too
+long for the context window (pipeline.llm.session), which the same model and window always repeat.
 """
 
 from __future__ import annotations
@@ -96,7 +99,9 @@ class BadRequestError(BackendError):
 
 
 class PromptTruncatedError(BackendError):
-    pass
+    def __init__(self, message: str, *, item: str | None = None) -> None:
+        super().__init__(message)
+        self.item = item  # the item whose prompt it was, once the session knows it
 
 
 class ModelChangedError(BackendError):

@@ -169,6 +169,11 @@ class StageRecording:
             self._lines[where] = line
             self._blobs.update(blobs)
 
+    def __len__(self) -> int:
+        """How many calls it holds: one for each context and key, as its file will."""
+        with self._lock:
+            return len(self._lines.keys() | self._later.keys())
+
     def _made(self) -> None:
         """Make the lines of the calls added `later` (the caller holds the lock)."""
         for where, call in self._later.items():
@@ -176,10 +181,11 @@ class StageRecording:
                 self._lines[where] = call_to_line(call, self._blobs)
         self._later.clear()
 
-    def write(self, directory: Path, keep: Callable[[RecordedCall], bool] | None = None) -> None:
-        """Write the stage's calls in one step. keep=None: they replace the recording (a pipeline
-        stage's run). Otherwise the calls already recorded that `keep` accepts stay beside them
-        (read and verified under the folder's lock, so concurrent writers lose nothing)."""
+    def write(self, directory: Path, keep: Callable[[RecordedCall], bool] | None = None) -> int:
+        """Write the stage's calls in one step; how many calls the file holds. keep=None: they
+        replace the recording (a pipeline stage's run). Otherwise the calls already recorded that
+        `keep` accepts stay beside them (read and verified under the folder's lock, so concurrent
+        writers lose nothing)."""
         with locked(directory):
             if keep is not None:
                 earlier = (
@@ -198,6 +204,7 @@ class StageRecording:
             atomic_write(directory / CALLS_FILE, "".join(line + "\n" for line in lines))
             with contextlib.suppress(FileNotFoundError):  # its blocks are in calls.jsonl now
                 (directory / LEGACY_BLOBS_FILE).unlink()
+            return len(self._lines)
 
 
 def write_stage(

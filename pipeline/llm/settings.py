@@ -33,6 +33,7 @@ from pipeline.llm.redact import redact_url, remember
 from pipeline.llm.types import Options
 
 CacheMode = Literal["auto", "replay", "refresh", "off"]
+TooLong = Literal["unscored", "fail"]
 
 
 class Section(BaseModel):
@@ -82,7 +83,7 @@ class LLMSettings(Section):
     max_server_errors: int = Field(2, ge=0, le=100)
     # A prompt too long for the model's context: `unscored` records that item as unscored with the
     # reason and the stage goes on (counted in its metrics); `fail` stops the stage at the first one.
-    too_long: Literal["unscored", "fail"] = "unscored"
+    too_long: TooLong = "unscored"
     options: Options = Field(default_factory=Options)
     embedded: EmbeddedSettings = Field(default_factory=EmbeddedSettings)
 

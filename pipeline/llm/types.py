@@ -192,6 +192,11 @@ class ModelIdentity(Frozen):
     digest: str
 
 
+# done_reason of a call whose prompt did not fit the model's context window (llm.too_long: unscored):
+# the backend refused it, the reply has no text, and meta["refused"] says what the backend said.
+PROMPT_TOO_LONG = "prompt_too_long"
+
+
 class ChatReply(Frozen):
     text: str
     done_reason: str | None = None
@@ -205,6 +210,17 @@ class ChatReply(Frozen):
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
         return _without_unset_additions(handler(self), ("logprobs",))
+
+    @property
+    def too_long(self) -> str | None:
+        """Why the prompt was refused as too long for the context window; None for a reply."""
+        if self.done_reason != PROMPT_TOO_LONG:
+            return None
+        return str(self.meta.get("refused") or "the prompt does not fit the context window")
+
+    @classmethod
+    def refused_as_too_long(cls, said: str) -> ChatReply:
+        return cls(text="", done_reason=PROMPT_TOO_LONG, meta={"refused": said})
 
 
 class CallContext(Frozen):

@@ -53,8 +53,10 @@ from pipeline.errors import (
     BadRequestError,
     EmptyReplyError,
     ModelNotFoundError,
+    PromptTruncatedError,
     TransientBackendError,
 )
+from pipeline.llm.backends.context_overflow import overflowed
 from pipeline.llm.backends.http_errors import (
     RetryPolicy,
     Wait,
@@ -75,7 +77,15 @@ from pipeline.llm.types import ChatReply, ChatRequest, Message, ModelIdentity, O
 log = logging.getLogger(__name__)
 
 # vLLM: "This model's maximum context length is 2048 tokens. However, you requested ..."
+# llama_cpp.server the same words (its context_length_exceeded); llama-server "exceed_context_size".
 _CONTEXT_WORDS = re.compile(r"context (length|window)|maximum context|too long", re.IGNORECASE)
+
+
+def too_long(said: str) -> bool:
+    """Whether a server's refusal says the prompt does not fit the context."""
+    return _CONTEXT_WORDS.search(said) is not None or overflowed(said)
+
+
 # The forms of a JSON Schema for the reply, in the order tried (see the module's docstring).
 SCHEMA_DIALECTS = ("json_schema", "json_object_schema", "guided_json")
 _FORM_REFUSED = re.compile(r"response_format|json_schema|guided_json", re.IGNORECASE)
@@ -156,10 +166,12 @@ class OpenAICompatBackend:
     def _exchange(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
         with self._slots:
             response = send(self._client, method, path, json=body)
-        if response.status_code == 400 and _CONTEXT_WORDS.search(said := error_text(response)):
-            raise BadRequestError(
-                f"the prompt does not fit the model's context length ({said}). Fix: shorten the "
-                "input, or serve the model with a longer context (vLLM: --max-model-len)."
+        if response.status_code == 400 and too_long(said := error_text(response)):
+            # Not transient: the same prompt will never fit the same served context.
+            raise PromptTruncatedError(
+                f"the prompt does not fit the model's context length (server said: {said}). Fix: shorten "
+                "the input, or serve the model with a longer context (vLLM: --max-model-len; llama-server "
+                "and llama_cpp.server: --n_ctx)."
             )
         check_status(response, not_found=self._not_found())
         try:

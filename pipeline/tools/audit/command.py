@@ -123,6 +123,7 @@ def _header(call: RecordedCall, runs: dict[str, RunSummary]) -> list[tuple[str, 
         ("created_at", record.created_at),
         ("tokens", f"prompt {reply.prompt_tokens}, completion {reply.completion_tokens}"),
         ("done_reason", str(reply.done_reason)),
+        *([("refused", reply.too_long)] if reply.too_long is not None else []),
         ("options", _options(call)),
     ]
     if record.request.format is not None:
