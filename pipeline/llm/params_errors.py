@@ -30,6 +30,25 @@ def compose(text: str) -> yaml.Node | None:
         return None
 
 
+def duplicate_keys(node: yaml.Node | None) -> list[tuple[int, str, int]]:
+    """Every key given twice in one mapping, anywhere in the tree: (its line, the key, the line it
+    was first given on), in the order of the file."""
+    found: list[tuple[int, str, int]] = []
+    if isinstance(node, yaml.MappingNode):
+        first: dict[str, int] = {}
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode):
+                line = key.start_mark.line + 1
+                if key.value in first:
+                    found.append((line, key.value, first[key.value]))
+                first.setdefault(key.value, line)
+            found += duplicate_keys(value)
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            found += duplicate_keys(item)
+    return sorted(found)
+
+
 _UNKNOWN_NAME = re.compile(r"unknown \w+ '([^']+)'")
 
 

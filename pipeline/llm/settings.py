@@ -28,7 +28,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from pipeline.errors import ConfigError
-from pipeline.llm.params_errors import params_problems
+from pipeline.llm.params_errors import compose, duplicate_keys, params_problems
 from pipeline.llm.redact import redact_url, remember
 from pipeline.llm.types import Options
 
@@ -144,17 +144,62 @@ def read_params_file(path: Path, environ: Mapping[str, str] | None = None) -> di
             )
     raw: dict[str, Any] = {}
     if path.exists():
-        try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            line = f":{mark.line + 1}" if mark is not None else ""
-            raise ConfigError(f"{path}{line}: not valid YAML ({exc}). Fix the syntax there.") from exc
-        raw = loaded or {}
+        raw = _parsed(path, params_text(path))
     for var, (section, field) in ENV_OVERRIDES.items():
         if var in env and env[var] != "":
             raw.setdefault(section, {})[field] = env[var]
     return raw
+
+
+MAX_PARAMS_BYTES = 2**20  # a params file a thousand times the committed one is some other file
+
+
+def params_text(path: Path) -> str:
+    """params.yaml as text: UTF-8, of a params file's size, or a ConfigError naming the line."""
+    size = path.stat().st_size
+    if size > MAX_PARAMS_BYTES:
+        raise ConfigError(
+            f"{path}: {size:,} bytes, far more than a params file holds. Fix: check that "
+            "JUDGELOOP_PARAMS (or ./params.yaml) names your params file."
+        )
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ConfigError(
+            f"{path}:{line}: byte 0x{data[exc.start]:02x} is not UTF-8. Fix: re-encode the file as UTF-8."
+        ) from None
+
+
+def _parsed(path: Path, text: str) -> dict[str, Any]:
+    """The YAML mapping, refusing what yaml.safe_load lets through: a key given twice in one mapping
+    (the last would silently win) and a file that is no mapping."""
+    try:
+        loaded = yaml.safe_load(text)
+        repeated = duplicate_keys(compose(text))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}{where}: not valid YAML ({exc}). Fix the syntax there.") from exc
+    if repeated:
+        line, key, first = repeated[0]
+        raise ConfigError(
+            f"{path}:{line}: '{key}' is given twice in one section (first on line {first}); YAML would "
+            "keep the last silently. Fix: keep one of them."
+        )
+    if loaded is None:
+        raise ConfigError(
+            f"{path}: holds no parameters (empty, or comments only), so every section would take its "
+            "defaults without a word. Fix: restore it (git checkout -- params.yaml), or delete it to "
+            "run on the defaults."
+        )
+    if not isinstance(loaded, dict):
+        raise ConfigError(
+            f"{path}: holds a {type(loaded).__name__}, not the mapping of sections params.yaml is "
+            "(llm:, cache:, ...). Fix: check that it is your params file."
+        )
+    return loaded
 
 
 def overridden_by(environ: Mapping[str, str] | None = None) -> dict[tuple[str, str], str]:
