@@ -51,7 +51,7 @@ BAD_VALUES = [
         "judge.metrics: unknown metric 'coherance', did you mean 'coherence'?",
     ),
     ("  threshold: 3 ", "  threshold: 9 ", "refine.threshold: Input should be less than or equal to 5"),
-    ("  limit: 3 ", "  limit: 0 ", "data.limit: Input should be greater than or equal to 1"),
+    ("  limit: 3 ", "  limit: -1 ", "data.limit: Input should be greater than or equal to 0"),
     ("  k: 3", "  k: -3", "selection.k: Input should be greater than or equal to 1"),
     ("  tie_margin: 0.025", "  tie_margin: .inf", "selection.tie_margin: Input should be a finite number"),
     (

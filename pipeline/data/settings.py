@@ -13,7 +13,7 @@ class DataSettings(Section):
     labels: PathParam | tuple[PathParam, ...] | None = None
     drop_markers: bool = False
     participant_only: bool = False
-    limit: int | None = Field(None, ge=1)
+    limit: int | None = Field(None, ge=0)
     speaker_separator: str = Field(
         " : ", min_length=1
     )  # how a turn renders in prompts; the original code's " : "
