@@ -177,8 +177,10 @@ class OllamaBackend:
         try:
             data = self._exchange("POST", "/api/chat", body, num_ctx=num_ctx)
         except TransientBackendError:
-            with self._identity_lock:
-                self._check_due = True
+            # Without the identity lock: its holder may be waiting, in the server's circuit
+            # breaker, for this very call's retries to end (pipeline.llm.backends.breaker); a
+            # single assignment needs no lock.
+            self._check_due = True
             raise
         message = data.get("message")
         content = message.get("content") if isinstance(message, dict) else None
