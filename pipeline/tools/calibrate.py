@@ -151,7 +151,22 @@ def _kind_lines(kind: ScoreCalibration) -> list[str]:
     skips = {k: v for k, v in kind.levels["summary"].skipped.items() if v}
     if skips:
         lines.append("    skipped groups: " + ", ".join(f"{v} {k}" for k, v in skips.items()))
-    lines.append(f"    Krippendorff alpha (ordinal), judge vs mean human: {_f(kind.alpha_judge_human)}")
+    alpha = _alpha(kind.alpha_judge_human, kind.alpha_undefined)
+    lines.append(f"    Krippendorff alpha (ordinal), judge vs mean human: {alpha}")
+    return lines
+
+
+def _alpha(value: float, undefined: str | None) -> str:
+    return f"n/a: {undefined}" if undefined is not None else _f(value)
+
+
+def _scale_lines(result: MetricCalibration) -> list[str]:
+    judge, human = result.judge_scale, result.human_scale
+    lines = []
+    if judge is not None and human is not None:
+        lines.append(f"  scales: judge {judge.describe()}; human {human.describe()}")
+    if result.scale_difference is not None:
+        lines.append(f"  WARNING: {result.scale_difference}")
     return lines
 
 
@@ -163,12 +178,14 @@ def render_table(results: Sequence[MetricCalibration], *, resamples: int, seed: 
     for result in results:
         low, high = result.ratings_per_item
         per_item = f"{low}" if low == high else f"{low}-{high}"
+        alpha = _alpha(result.human_alpha, result.human_alpha_undefined)
         lines += [
             "",
             f"{result.metric}: {result.items_judged} items judged, "
             f"{result.items_without_human} without human ratings (left out)",
-            f"  humans among themselves (ceiling): Krippendorff alpha (ordinal) {_f(result.human_alpha)}, "
-            f"{per_item} ratings per item",
+            f"  humans among themselves (ceiling): {per_item} ratings per item, "
+            f"Krippendorff alpha (ordinal) {alpha}",
+            *_scale_lines(result),
         ]
         for kind in result.kinds:
             lines += _kind_lines(kind)

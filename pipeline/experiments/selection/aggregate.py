@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.data.jsonl import read_records
+from pipeline.data.recorded_calls import stage_call_counts
 from pipeline.experiments.selection.aggregation import compute_metrics
 from pipeline.experiments.selection.files import METRICS, PAGE, PICKS, SCORES
 from pipeline.experiments.selection.params import SelectionParams
@@ -23,7 +24,8 @@ def _summarize(params: SelectionParams) -> tuple[Records, Records, dict[str, Any
     picks = read_records(PICKS)
     recordings = Path(params.cache.recordings)
     keys = {stage: [c.call.record.key for c in read_stage(recordings / stage)] for stage in STAGES}
-    metrics = compute_metrics([ScoredRequest.from_record(r) for r in scored_records], picks, keys)
+    recorded = stage_call_counts(recordings, STAGES)
+    metrics = compute_metrics([ScoredRequest.from_record(r) for r in scored_records], picks, keys, recorded)
     return scored_records, picks, metrics
 
 

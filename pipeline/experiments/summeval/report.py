@@ -99,7 +99,9 @@ def render_summeval_html(
     dimensions = [
         {
             "name": name,
-            "human_alpha": "n/a" if metric["human_alpha"] is None else f"{metric['human_alpha']:+.2f}",
+            "human_alpha": f"n/a ({metric.get('human_alpha_undefined', 'undefined')})"
+            if metric["human_alpha"] is None
+            else f"{metric['human_alpha']:+.2f}",
             "items_judged": metric["items_judged"],
             "rows": _table_rows(metric),
             "points": scatter_points(judgements, by_key, name),

@@ -8,7 +8,10 @@ Only files are read (recordings/<stage>/, and runs/<stage>.json for --hit/--miss
 network, and the backend that made the calls does not matter. Every request message is printed as
 it was sent, the reply as it came back, and for a judge call the score the pipeline reads from it
 (pipeline.judges.scores.extract_score on the judge's scale), so what a reader sees is what the numbers
-were computed from. A record that fails verification is still shown, marked untrusted.
+were computed from. A record that fails verification is still shown, marked untrusted. Control
+characters in a reply (a terminal escape that would clear the screen or fake a line) are shown
+escaped in the text and markdown formats (pipeline.tools.audit.escape); `--raw` prints them as
+recorded, and `--format jsonl` is JSON.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from pipeline.llm import recordings
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.records import RecordedCall
 from pipeline.tools.audit.diff import diff_iterations
+from pipeline.tools.audit.escape import escape_controls
 from pipeline.tools.inventory import RunSummary, read_runs
 
 Format = Literal["text", "jsonl", "markdown"]
@@ -119,6 +123,7 @@ def _header(call: RecordedCall, runs: dict[str, RunSummary]) -> list[tuple[str, 
         ("created_at", record.created_at),
         ("tokens", f"prompt {reply.prompt_tokens}, completion {reply.completion_tokens}"),
         ("done_reason", str(reply.done_reason)),
+        *([("refused", reply.too_long)] if reply.too_long is not None else []),
         ("options", _options(call)),
     ]
     if record.request.format is not None:
@@ -241,6 +246,11 @@ def _parse_labels(labels: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     type=click.Path(file_okay=False, path_type=Path),
     help="Read these recordings (default: cache.recordings).",
 )
+@click.option(
+    "--raw",
+    is_flag=True,
+    help="Print control characters in prompts and replies as recorded (default: shown escaped, \\x1b).",
+)
 @click.pass_context
 def audit(
     ctx: click.Context,
@@ -256,6 +266,7 @@ def audit(
     limit: int | None,
     fmt: Format,
     recordings_dir: Path | None,
+    raw: bool,
 ) -> None:
     """Show recorded calls: the exact request messages, the reply, and the score read from it."""
     params = load_params()
@@ -294,7 +305,9 @@ def audit(
     if not chosen:
         click.echo("no recorded call matches", err=True)
         return
-    click.echo(render(chosen, fmt, runs), nl=False)
+    shown = render(chosen, fmt, runs)
+    # color=True: click would strip escape sequences from --raw output that is not a terminal.
+    click.echo(shown if raw or fmt == "jsonl" else escape_controls(shown), nl=False, color=raw or None)
 
 
 @audit.command()
@@ -313,8 +326,10 @@ def audit(
     show_default=True,
     help="Lines of context.",
 )
+@click.option("--raw", is_flag=True, help="Print control characters as recorded (default: escaped).")
 @click.pass_obj
-def diff(root: Path, item: str, first: int, second: int, metric: str | None, context: int) -> None:
+def diff(root: Path, item: str, first: int, second: int, metric: str | None, context: int, raw: bool) -> None:
     """Unified diffs of what changed between two iterations of ITEM: the assessment prompt and reply,
     and with --metric the judge prompt and reply for that metric."""
-    click.echo(diff_iterations(load_calls(root), item, first, second, metric, context), nl=False)
+    shown = diff_iterations(load_calls(root), item, first, second, metric, context)
+    click.echo(shown if raw else escape_controls(shown), nl=False, color=raw or None)
