@@ -81,6 +81,11 @@ class LLMSession:
         self.calls: list[RecordedCall] = []
         self.recording = recordings.StageRecording()
         self.stats = RunStats()
+        self._observers: list[Callable[[RecordedCall], None]] = []
+
+    def observe(self, observer: Callable[[RecordedCall], None]) -> None:
+        """Call `observer` with every call as it completes (a progress display), from its thread."""
+        self._observers.append(observer)
 
     @property
     def identity(self) -> ModelIdentity:
@@ -197,6 +202,8 @@ class LLMSession:
                 self.stats.model_calls += 1
             self.stats.keys.setdefault(call.record.key, "hit" if call.cache_hit else "miss")
         self.recording.add(call, later=call.cache_hit)
+        for observer in self._observers:
+            observer(call)
         return call
 
     def raise_for_misses(self) -> None:

@@ -26,6 +26,7 @@ from pipeline.data.input_files import json_objects
 from pipeline.data.ratings import HumanRatings, JudgedItem
 from pipeline.errors import InputError
 from pipeline.experiments.design import CalibrationRows, load_ref
+from pipeline.experiments.params import require_params_file
 from pipeline.experiments.registry import designs
 from pipeline.llm.keys import canonical_json
 from pipeline.stats.agreement import LEVELS, STATISTICS, Estimate
@@ -186,6 +187,7 @@ def _experiment_rows(name: str) -> tuple[list[JudgedItem], list[HumanRatings], i
             f"(those that do: {', '.join(calibrating) or 'none'})",
             param_hint="--experiment",
         )
+    require_params_file()
     rows: CalibrationRows = load_ref(design.calibration)(design.load_params())
     return list(rows.scores), list(rows.humans), rows.resamples, rows.seed
 

@@ -23,6 +23,7 @@ import click
 from pipeline import __version__
 from pipeline.errors import ConfigError, JudgeloopError
 from pipeline.experiments.design import load_ref
+from pipeline.experiments.params import require_params_file
 from pipeline.experiments.registry import designs, load_design
 from pipeline.tools.audit.command import audit
 from pipeline.tools.cache.command import cache
@@ -85,6 +86,7 @@ def _written(paths: list[Path]) -> str:
 def report(names: tuple[str, ...]) -> None:
     """Write the report pages of each design named (default: every design with a report whose
     outputs are there), as its last stage writes them, from its outputs and recordings."""
+    require_params_file()
     chosen = [load_design(name) for name in names] or [d for d in designs() if d.report]
     for design in chosen:
         if design.report is None:

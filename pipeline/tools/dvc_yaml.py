@@ -7,9 +7,11 @@ interpreter loads to run it as `python -m stages DESIGN STAGE` does (stages.runn
 module file inside the project, so that a change to any code the stage runs re-runs it, and no
 other does. Besides those:
 
+- every out is `persist`: DVC does not delete it before the stage runs, so a stage that fails (or
+  never starts, run by a Python without judgeloop's dependencies) leaves the last good outputs as
+  they were; each stage replaces its files when it succeeds;
 - a stage that calls a model depends on `pipeline/llm` as a whole (a backend is imported by name
-  when its session opens), on LLM_PARAMS, and writes recordings/<stage>/ (persist: the stage
-  rewrites it itself);
+  when its session opens), on LLM_PARAMS, and writes recordings/<stage>/;
 - a stage that renders pages depends on each template folder its modules name (a module-level
   `...TEMPLATES` Path, e.g. pipeline.reports.templating.SHARED_TEMPLATES).
 """
@@ -37,8 +39,9 @@ HEADER = """\
 # and the judgeloop.designs entry points): do not edit; change a spec and run `make dvc-yaml`.
 # Every stage runs as `python -m stages DESIGN STAGE`; its code deps are the files it imports.
 # Every LLM call goes through the content-addressed cache; each LLM stage also writes the calls it
-# made to recordings/<stage>/ (tracked in git, persist: the stage rewrites it itself), so a fresh
-# clone replays with no model.
+# made to recordings/<stage>/ (tracked in git), so a fresh clone replays with no model. Every out is
+# persist: DVC leaves it in place, and the stage replaces it when it succeeds, so a failed run keeps
+# the last good outputs.
 """
 
 # Run in a fresh interpreter: the modules a stage loads, and the template folders they name.
@@ -95,7 +98,7 @@ class _Dumper(yaml.SafeDumper):
 
 
 def _out(path: str, **flags: Any) -> dict[str, Any]:
-    return {path: {"cache": False, **flags}}
+    return {path: {"cache": False, "persist": True, **flags}}
 
 
 def stage_entry(design: Design[Any], stage: Stage, root: Path) -> dict[str, Any]:
@@ -109,7 +112,7 @@ def stage_entry(design: Design[Any], stage: Stage, root: Path) -> dict[str, Any]
         entry["params"] = params
     outs = [_out(path) for path in stage.outs]
     if calls_model:
-        outs.append(_out(f"{RECORDINGS}/{stage.name}", persist=True))
+        outs.append(_out(f"{RECORDINGS}/{stage.name}"))
     if outs:
         entry["outs"] = outs
     if stage.metrics:

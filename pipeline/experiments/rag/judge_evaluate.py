@@ -32,6 +32,7 @@ from pipeline.data.input_files import json_objects
 from pipeline.data.jsonl import write_jsonl, write_records
 from pipeline.data.rag_rows import ROW_FIX, RagRow, rag_row_from
 from pipeline.errors import InputError, UnsafeNameError
+from pipeline.experiments.params import require_params_file
 from pipeline.experiments.rag.judge import RagJudgement, run_rag_judge
 from pipeline.experiments.rag.params import RagParams, load_rag_params
 from pipeline.experiments.rag.settings import RagSettings
@@ -39,6 +40,7 @@ from pipeline.judges.structured.dimensions import judge_score_model
 from pipeline.judges.structured.judge import ScoredDimensions, UnscoredDimensions
 from pipeline.llm.files import safe_name
 from pipeline.llm.keys import canonical_json
+from pipeline.llm.progress import StageProgress
 from pipeline.llm.recordings import STAGE_FIX
 from pipeline.llm.records import RecordedCall
 from pipeline.llm.session import LLMSession, open_session
@@ -134,11 +136,15 @@ def check_stage(ctx: click.Context, param: click.Parameter, stage: str) -> str:
 
 def _run(params: RagParams, stage: str, rows: list[RagRow], *, replace_items: bool) -> list[RagJudgement]:
     session = open_session(params, stage)
+    progress = StageProgress(stage, None, mode=session.mode, unknown=f"judging {len(rows)} rows")
+    progress.start()
+    session.observe(progress.call)
     ok = False
     try:
         results = run_rag_judge(session, rows, params.rag, params.llm.options, stage)
         ok = True
     finally:
+        progress.close()
         close_recording(session, ok, replace_items=replace_items)
     stats = session.stats
     click.echo(
@@ -219,7 +225,7 @@ def judge_evaluate(
     stage: str,
 ) -> None:
     """Judge a RAG answer (QUESTION with --answer-file), or every row of --batch into --out."""
-    params = load_rag_params()
+    params = load_rag_params(require_params_file())
     if sources is not None:
         params = params.model_copy(update={"rag": params.rag.model_copy(update={"prompt_mode": sources})})
     if batch is not None:
