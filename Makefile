@@ -45,15 +45,16 @@ $(STAMP): pyproject.toml
 
 # ARGS: stages to run (their upstream too), e.g. `make repro ARGS=rag_aggregate`.
 repro: $(STAMP)
-	$(ON_PATH) $(BIN)/dvc repro $(ARGS)
+	$(JUDGELOOP) repro $(ARGS)
 
-# An experiment of your own: `make exp ARGS="-S refine.threshold=2"` (dvc exp run records the change).
+# An experiment of your own: `make exp ARGS="-S refine.threshold=2"` (dvc exp run records the change;
+# a failed one puts params.yaml and the outputs back as they were).
 exp: $(STAMP)
-	$(ON_PATH) $(BIN)/dvc exp run $(ARGS)
+	$(JUDGELOOP) exp $(ARGS)
 
 # Re-execute every stage from the recordings alone; no model is called.
 replay: $(STAMP)
-	JUDGELOOP_CACHE_MODE=replay $(ON_PATH) $(BIN)/dvc repro --force $(ARGS)
+	$(JUDGELOOP) repro --replay $(ARGS)
 
 status audit cache report calibrate judge-evaluate dvc-yaml: $(STAMP)
 	$(JUDGELOOP) $@ $(ARGS)

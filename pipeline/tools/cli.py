@@ -28,6 +28,7 @@ from pipeline.experiments.registry import designs, load_design
 from pipeline.tools.audit.command import audit
 from pipeline.tools.cache.command import cache
 from pipeline.tools.calibrate import calibrate
+from pipeline.tools.dvc_run import exp, repro
 from pipeline.tools.dvc_yaml import dvc_yaml
 from pipeline.tools.status.command import status
 
@@ -68,6 +69,8 @@ main.add_command(cache)
 main.add_command(status)
 main.add_command(calibrate)
 main.add_command(dvc_yaml)
+main.add_command(repro)
+main.add_command(exp)
 
 
 def _written(paths: list[Path]) -> str:
