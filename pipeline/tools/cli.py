@@ -28,6 +28,7 @@ from pipeline.experiments.registry import designs, load_design
 from pipeline.tools.audit.command import audit
 from pipeline.tools.cache.command import cache
 from pipeline.tools.calibrate import calibrate
+from pipeline.tools.compare import compare
 from pipeline.tools.dvc_run import exp, repro
 from pipeline.tools.dvc_yaml import dvc_yaml
 from pipeline.tools.status.command import status
@@ -71,6 +72,7 @@ main.add_command(calibrate)
 main.add_command(dvc_yaml)
 main.add_command(repro)
 main.add_command(exp)
+main.add_command(compare)
 
 
 def _written(paths: list[Path]) -> str:
