@@ -31,6 +31,8 @@ from pipeline.tools.calibrate import calibrate
 from pipeline.tools.compare import compare
 from pipeline.tools.dvc_run import exp, repro
 from pipeline.tools.dvc_yaml import dvc_yaml
+from pipeline.tools.figures import write_figures
+from pipeline.tools.report_index import write_index
 from pipeline.tools.status.command import status
 
 
@@ -82,15 +84,28 @@ def _written(paths: list[Path]) -> str:
         by_folder[path.parent].append(path)
     parts = []
     for folder, files in by_folder.items():
-        parts += [str(p) for p in files] if len(files) <= 3 else [f"{len(files)} pages in {folder}/"]
+        parts += [str(p) for p in files] if len(files) <= 3 else [f"{len(files)} files in {folder}/"]
     return ", ".join(parts)
 
 
 @main.command()
 @click.argument("names", metavar="[DESIGN]...", nargs=-1)
-def report(names: tuple[str, ...]) -> None:
+@click.option(
+    "--figures",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Also draw the README's pictures into this folder (pipeline.svg, each design's plots).",
+)
+def report(names: tuple[str, ...], figures: Path | None) -> None:
     """Write the report pages of each design named (default: every design with a report whose
-    outputs are there), as its last stage writes them, from its outputs and recordings."""
+    outputs are there), as its last stage writes them, from its outputs and recordings; then the
+    report index over every design, outputs/index.html.
+
+    \b
+    Examples:
+      judgeloop report                     every design's pages, and the index
+      judgeloop report rag                 one design's pages, and the index
+      judgeloop report --figures docs      also docs/pipeline.svg and the plots as SVG files
+    """
     require_params_file()
     chosen = [load_design(name) for name in names] or [d for d in designs() if d.report]
     for design in chosen:
@@ -105,6 +120,9 @@ def report(names: tuple[str, ...]) -> None:
             click.echo(f"{design.name}: no report ({exc.message})", err=True)
             continue
         click.echo(f"{design.name}: wrote {_written(written)}")
+    click.echo(f"index: wrote {write_index()}")
+    if figures is not None:
+        click.echo(f"figures: wrote {_written(write_figures(figures))}")
 
 
 if __name__ == "__main__":

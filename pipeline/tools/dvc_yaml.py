@@ -13,7 +13,9 @@ other does. Besides those:
 - a stage that calls a model depends on `pipeline/llm` as a whole (a backend is imported by name
   when its session opens), on LLM_PARAMS, and writes recordings/<stage>/;
 - a stage that renders pages depends on each template folder its modules name (a module-level
-  `...TEMPLATES` Path, e.g. pipeline.reports.templating.SHARED_TEMPLATES).
+  `...TEMPLATES` Path, e.g. pipeline.reports.templating.SHARED_TEMPLATES);
+- the last stage, report_index (`python -m stages.index`), writes the report index over every
+  design from each one's metrics and plots: it depends on those and on the code that reads them.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from pipeline.experiments.design import LLM_PARAMS, PARAM_REFERENCE, RECORDINGS,
 from pipeline.experiments.registry import designs
 from pipeline.experiments.steps import LLMStep
 from pipeline.llm.settings import read_params_file
+from pipeline.reports.frame import INDEX
 
 ENGINE = "pipeline/llm"
 HEADER = """\
@@ -45,12 +48,17 @@ HEADER = """\
 """
 
 # Run in a fresh interpreter: the modules a stage loads, and the template folders they name.
-_PROBE = """
-import json, sys
-from pathlib import Path
+_LOAD_STAGE = """
 import stages.__main__  # what `python -m stages` runs first
 from stages.runner import load
 load(sys.argv[1], sys.argv[2])
+"""
+_LOAD_INDEX = """
+import stages.index
+from pipeline.tools.report_index import load_all
+load_all()
+"""
+_COLLECT = """
 files, folders = set(), set()
 for module in list(sys.modules.values()):
     path = getattr(module, "__file__", None)
@@ -75,14 +83,20 @@ def _inside(path: Path, root: Path) -> str | None:
     return relative.as_posix()
 
 
-def code_deps(design: str, stage: str, root: Path, calls_model: bool) -> list[str]:
-    """The project's files a stage loads to run, and the template folders they name, sorted."""
+def _loaded(load: str, args: list[str], root: Path, what: str) -> dict[str, list[str]]:
+    code = f"import json, sys\nfrom pathlib import Path\n{load}{_COLLECT}"
     done = subprocess.run(
-        [sys.executable, "-c", _PROBE, design, stage], cwd=root, capture_output=True, text=True, check=False
+        [sys.executable, "-c", code, *args], cwd=root, capture_output=True, text=True, check=False
     )
     if done.returncode != 0:
-        raise ConfigError(f"cannot import stage {stage} of design {design}:\n{done.stderr.strip()}")
-    loaded = json.loads(done.stdout)
+        raise ConfigError(f"cannot import {what}:\n{done.stderr.strip()}")
+    loaded: dict[str, list[str]] = json.loads(done.stdout)
+    return loaded
+
+
+def code_deps(design: str, stage: str, root: Path, calls_model: bool) -> list[str]:
+    """The project's files a stage loads to run, and the template folders they name, sorted."""
+    loaded = _loaded(_LOAD_STAGE, [design, stage], root, f"stage {stage} of design {design}")
     files = {r for f in loaded["files"] if f.endswith(".py") and (r := _inside(Path(f), root))}
     folders = {r for f in loaded["folders"] if (r := _inside(Path(f), root))}
     if calls_model:
@@ -131,6 +145,28 @@ def stage_entry(design: Design[Any], stage: Stage, root: Path) -> dict[str, Any]
     return entry
 
 
+INDEX_STAGE = "report_index"
+
+
+def index_entry(root: Path) -> dict[str, Any]:
+    """The last stage: the report index over every design, from each one's metrics and plots."""
+    data = [m for d in designs() for s in d.stages for m in (*s.metrics, *(p.path for p in s.plots))]
+    loaded = _loaded(_LOAD_INDEX, [], root, "the report index (stages/index.py)")
+    files = {r for f in loaded["files"] if f.endswith(".py") and (r := _inside(Path(f), root))}
+    folders = {r for f in loaded["folders"] if (r := _inside(Path(f), root))}
+    return {
+        "cmd": "python -m stages.index",
+        "deps": list(dict.fromkeys([*data, *sorted(files | folders)])),
+        "params": ["llm.backend", "llm.model"],
+        "outs": [_out(INDEX.as_posix())],
+    }
+
+
+def _dump(name: str, entry: dict[str, Any]) -> str:
+    text = yaml.dump({name: entry}, Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True)
+    return "".join(f"  {line}\n" for line in text.splitlines()) + "\n"
+
+
 def _missing_params(design: Design[Any], raw: dict[str, Any]) -> list[str]:
     """The `${section.key}` a design's stages name that params.yaml lacks, with their defaults."""
     named = {
@@ -169,14 +205,9 @@ def render(root: Path) -> str:
             if stage.name in seen:
                 raise ConfigError(f"two designs have a stage named {stage.name!r}: DVC needs distinct names")
             seen.add(stage.name)
-            text = yaml.dump(
-                {stage.name: stage_entry(design, stage, root)},
-                Dumper=_Dumper,
-                sort_keys=False,
-                width=120,
-                allow_unicode=True,
-            )
-            parts.append("".join(f"  {line}\n" for line in text.splitlines()) + "\n")
+            parts.append(_dump(stage.name, stage_entry(design, stage, root)))
+    parts.append("  # every design: the report index, outputs/index.html (headline numbers, plots, links)\n")
+    parts.append(_dump(INDEX_STAGE, index_entry(root)))
     return "".join(parts).rstrip("\n") + "\n"
 
 
