@@ -226,7 +226,13 @@ def calibrate(
     resamples: int | None,
 ) -> None:
     """How far a judge's scores agree with human ratings: Spearman, Kendall tau-b and Pearson at
-    summary, system and global level with bootstrap intervals; Krippendorff's alpha."""
+    summary, system and global level with bootstrap intervals; Krippendorff's alpha.
+
+    \b
+    Examples:
+      judgeloop calibrate --experiment summeval        the SummEval design's own judgements
+      judgeloop calibrate --scores scores.jsonl --human human.jsonl --json
+    """
     if experiment is not None:
         if scores_path is not None or human_path is not None:
             raise click.UsageError("give either --experiment or --scores and --human, not both")

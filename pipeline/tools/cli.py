@@ -64,7 +64,20 @@ class Judgeloop(click.Group):
 @click.group(cls=Judgeloop)
 @click.version_option(__version__, prog_name="judgeloop")
 def main() -> None:
-    """Reproducible, auditable LLM-as-a-judge experiments (see params.yaml and dvc.yaml)."""
+    """Reproducible, auditable LLM-as-a-judge experiments (see params.yaml and dvc.yaml).
+
+    Run in the project's folder. Every command reads what the pipeline writes (params.yaml,
+    recordings/, the local cache, outputs/); `repro` and `exp` run the pipeline.
+
+    \b
+    Examples:
+      judgeloop repro                       run what changed (dvc repro)
+      judgeloop repro --replay              every stage again from the recordings, no model
+      judgeloop status                      what the next run will ask the model
+      judgeloop audit --item 903 --metric accuracy
+      judgeloop exp -S refine.threshold=2   an experiment; then `judgeloop compare`
+      judgeloop report                      every design's pages and outputs/index.html
+    """
 
 
 main.add_command(audit)
@@ -126,4 +139,4 @@ def report(names: tuple[str, ...], figures: Path | None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(prog_name="judgeloop")

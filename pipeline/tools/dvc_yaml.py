@@ -220,7 +220,13 @@ def render(root: Path) -> str:
 )
 @click.option("--check", is_flag=True, help="Write nothing; fail if the file differs from the generated one.")
 def dvc_yaml(output: Path, check: bool) -> None:
-    """Write dvc.yaml from the designs' stage specs (it is generated, never edited)."""
+    """Write dvc.yaml from the designs' stage specs (it is generated, never edited).
+
+    \b
+    Examples:
+      judgeloop dvc-yaml               after adding a design or changing a Stage
+      judgeloop dvc-yaml --check       fail if the committed file is not the generated one
+    """
     text = render(Path.cwd().resolve())
     if check:
         if not output.exists() or output.read_text(encoding="utf-8") != text:

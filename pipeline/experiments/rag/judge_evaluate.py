@@ -224,7 +224,13 @@ def judge_evaluate(
     sources: str | None,
     stage: str,
 ) -> None:
-    """Judge a RAG answer (QUESTION with --answer-file), or every row of --batch into --out."""
+    """Judge a RAG answer (QUESTION with --answer-file), or every row of --batch into --out.
+
+    \b
+    Examples:
+      judgeloop judge-evaluate "How do I change the port?" --answer-file a.json --context-file s.md --json
+      judgeloop judge-evaluate --batch data/rag-demo/rows.jsonl --out scores.jsonl
+    """
     params = load_rag_params(require_params_file())
     if sources is not None:
         params = params.model_copy(update={"rag": params.rag.model_copy(update={"prompt_mode": sources})})

@@ -207,7 +207,18 @@ def audit(
     fmt: Format,
     recordings_dir: Path | None,
 ) -> None:
-    """Show recorded calls: the exact request messages, the reply, and the score read from it."""
+    """Show recorded calls: the exact request messages, the reply, and the score read from it.
+
+    Filters combine; one that matches nothing is an error listing the values recorded for it.
+
+    \b
+    Examples:
+      judgeloop audit --item 903 --iteration 1 --metric accuracy   one judge call, exact prompt and reply
+      judgeloop audit --stage assess --search hopeless --format markdown
+      judgeloop audit --stage rag_judge --item d02 --limit 1
+      judgeloop audit --item 999                  lists the items there are
+      judgeloop audit diff 903 --from 0 --to 2 --metric completeness
+    """
     params = load_params()
     ctx.obj = recordings_dir or Path(params.cache.recordings)
     if ctx.invoked_subcommand is not None:
