@@ -29,6 +29,11 @@ def test_the_committed_run_against_the_workspace_fits_100_columns(monkeypatch: p
     for design in designs():  # every design's headline, from the registry
         assert any(line.startswith(f"{design.name}: {design.title}") for line in lines), design.name
     assert re.search(r"^  coherence after \(mean 1-5\) +4\.6667 +4\.6667 +=$", result.output, re.M)
+    for default in (
+        [],
+        ["HEAD"],
+    ):  # no run: the last commit against the workspace; one: it against the workspace
+        assert CliRunner().invoke(main, ["compare", *default]).output == result.output
 
 
 def test_an_unknown_run_is_named(monkeypatch: pytest.MonkeyPatch) -> None:

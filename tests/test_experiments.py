@@ -153,5 +153,6 @@ def test_a_failed_experiment_leaves_params_and_the_last_good_outputs_as_they_wer
 def test_make_exp_runs_judgeloop_exp() -> None:
     """`make exp` is the restoring command, not a bare `dvc exp run`."""
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
-    recipe = makefile.split("\nexp:", 1)[1].split("\n\n", 1)[0]
+    block = makefile.split("\nexp:", 1)[1].split("\n\n", 1)[0]
+    recipe = "\n".join(line for line in block.splitlines() if line.startswith("\t"))
     assert "$(JUDGELOOP) exp" in recipe and "dvc exp run" not in recipe

@@ -187,7 +187,7 @@ def compare(runs: tuple[str, ...], only: tuple[str, ...]) -> None:
     if len(runs) > 2:
         raise click.UsageError("give at most two runs")
     require_params_file()
-    names = {0: ["HEAD", WORKSPACE], 1: [runs[0], WORKSPACE]}.get(len(runs), list(runs))
+    names = list(runs) if len(runs) == 2 else [runs[0] if runs else "HEAD", WORKSPACE]
     unknown = sorted(set(only) - {d.name for d in designs()})
     if unknown:
         raise click.BadParameter(f"no design {', '.join(unknown)}", param_hint="--design")
