@@ -77,10 +77,18 @@ def stage_outputs(root: Path) -> set[Path]:
     resolve them now."""
     from dvc.repo import Repo
 
+    here = root.resolve()
     with Repo(str(root)) as repo:
-        return {
-            Path(out.fs_path).relative_to(root.resolve()) for stage in repo.index.stages for out in stage.outs
-        }
+        paths = {Path(out.fs_path) for stage in repo.index.stages for out in stage.outs}
+    return {p.relative_to(here) for p in paths if p.is_relative_to(here)}
+
+
+def _copy(source: Path, target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if source.is_dir():
+        shutil.copytree(source, target, symlinks=True)
+    else:
+        shutil.copy2(source, target)
 
 
 class Snapshot:
@@ -92,16 +100,9 @@ class Snapshot:
         self.folder = Path(tempfile.mkdtemp(prefix="exp-", dir=root / SNAPSHOTS))
         self.saved: set[Path] = set()
         for path in sorted(paths):
-            source = root / path
-            if not source.exists():
-                continue
-            copy = self.folder / path
-            copy.parent.mkdir(parents=True, exist_ok=True)
-            if source.is_dir():
-                shutil.copytree(source, copy, symlinks=True)
-            else:
-                shutil.copy2(source, copy)
-            self.saved.add(path)
+            if (root / path).exists():
+                _copy(root / path, self.folder / path)
+                self.saved.add(path)
         self.paths = set(paths)
 
     def restore(self, also: Iterable[Path] = ()) -> None:
@@ -113,12 +114,7 @@ class Snapshot:
             elif target.exists() or target.is_symlink():
                 target.unlink()
             if path in self.saved:
-                copy = self.folder / path
-                target.parent.mkdir(parents=True, exist_ok=True)
-                if copy.is_dir():
-                    shutil.copytree(copy, target, symlinks=True)
-                else:
-                    shutil.copy2(copy, target)
+                _copy(self.folder / path, target)
 
     def discard(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
