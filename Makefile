@@ -80,6 +80,7 @@ lint: $(STAMP) ## ruff, ruff format --check, mypy (strict), import-linter
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/xenon --max-absolute C pipeline stages bench tests
 
 test: lint ## lint, then the whole test suite
 	$(ON_PATH) $(BIN)/pytest
