@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
@@ -117,45 +118,73 @@ def bars_svg(rows: Sequence[Row], x: str, y: str, title: str) -> str:
     return "\n".join(out) + "\n</svg>"
 
 
+@dataclass(frozen=True)
+class _Frame:
+    """The plot area of an x-y chart: its ticks, and where a point lands."""
+
+    xticks: list[float]
+    yticks: list[float]
+    left: float = 50.0
+    top: float = 20.0
+
+    def at(self, px: float, py: float) -> tuple[float, float]:
+        fx = (px - self.xticks[0]) / (self.xticks[-1] - self.xticks[0])
+        fy = (py - self.yticks[0]) / (self.yticks[-1] - self.yticks[0])
+        return self.left + fx * _PLOT_W, self.top + (1 - fy) * _PLOT_H
+
+    def axes(self) -> list[str]:
+        bottom, out = self.top + _PLOT_H, []
+        for tick in self.xticks:
+            gx = self.at(tick, self.yticks[0])[0]
+            out += [_grid(gx, self.top, gx, bottom), _text(gx, bottom + 14, _label(tick), "tick", "middle")]
+        for tick in self.yticks:
+            gy = self.at(self.xticks[0], tick)[1]
+            right = self.left + _PLOT_W
+            out += [
+                _grid(self.left, gy, right, gy),
+                _text(self.left - 6, gy + 4, _label(tick), "tick", "end"),
+            ]
+        return out
+
+
+def _series(
+    frame: _Frame,
+    name: str,
+    colour: str,
+    points: list[tuple[float, float]],
+    what: tuple[str, str],
+    *,
+    line: bool,
+) -> list[str]:
+    """One series: a line through its points (sorted by x) if asked, and a point each."""
+    out = []
+    if line and len(points) > 1:
+        drawn = " ".join(f"{_n(cx)},{_n(cy)}" for cx, cy in (frame.at(px, py) for px, py in sorted(points)))
+        out.append(f'<polyline class="{colour}" points="{drawn}"><title>{escape(name)}</title></polyline>')
+    x, y = what
+    for px, py in points:
+        cx, cy = frame.at(px, py)
+        label = escape(f"{name + ': ' if name else ''}{x} {_label(px)}, {y} {_label(py)}")
+        out.append(
+            f'<circle class="{colour}" cx="{_n(cx)}" cy="{_n(cy)}" r="3"><title>{label}</title></circle>'
+        )
+    return out
+
+
 def xy_svg(rows: Sequence[Row], x: str, y: str, title: str, *, lines: bool) -> str:
     points = [(r.get("series", ""), _number(r.get(x)), _number(r.get(y))) for r in rows]
     known = [(s, px, py) for s, px, py in points if px is not None and py is not None]
     xs, ys = [p[1] for p in known] or [0.0], [p[2] for p in known] or [0.0]
-    xticks, yticks = _ticks(min(xs), max(xs)), _ticks(min(ys), max(ys))
-    left, top = 50.0, 20.0
-    out = _open(left + _PLOT_W + 20, top + _PLOT_H + 44, title, "lines" if lines else "scatter")
-
-    def at(px: float, py: float) -> tuple[float, float]:
-        fx = (px - xticks[0]) / (xticks[-1] - xticks[0])
-        fy = (py - yticks[0]) / (yticks[-1] - yticks[0])
-        return left + fx * _PLOT_W, top + (1 - fy) * _PLOT_H
-
-    for tick in xticks:
-        gx = at(tick, yticks[0])[0]
-        out += [
-            _grid(gx, top, gx, top + _PLOT_H),
-            _text(gx, top + _PLOT_H + 14, _label(tick), "tick", "middle"),
-        ]
-    for tick in yticks:
-        gy = at(xticks[0], tick)[1]
-        out += [_grid(left, gy, left + _PLOT_W, gy), _text(left - 6, gy + 4, _label(tick), "tick", "end")]
+    frame = _Frame(_ticks(min(xs), max(xs)), _ticks(min(ys), max(ys)))
+    out = _open(frame.left + _PLOT_W + 20, frame.top + _PLOT_H + 44, title, "lines" if lines else "scatter")
+    out += frame.axes()
     series = list(dict.fromkeys(s for s, _, _ in known))
     for number, name in enumerate(series):
         mine = [(px, py) for s, px, py in known if s == name]
-        colour = f"s{number % _SERIES}"
-        if lines and len(mine) > 1:
-            drawn = " ".join(f"{_n(cx)},{_n(cy)}" for cx, cy in (at(px, py) for px, py in sorted(mine)))
-            out.append(
-                f'<polyline class="{colour}" points="{drawn}"><title>{escape(name)}</title></polyline>'
-            )
-        for px, py in mine:
-            cx, cy = at(px, py)
-            what = escape(f"{name + ': ' if name else ''}{x} {_label(px)}, {y} {_label(py)}")
-            out.append(
-                f'<circle class="{colour}" cx="{_n(cx)}" cy="{_n(cy)}" r="3"><title>{what}</title></circle>'
-            )
+        out += _series(frame, name, f"s{number % _SERIES}", mine, (x, y), line=lines)
     count = f"; {len(series)} series" if len(series) > 1 else ""
-    out.append(_text(left + _PLOT_W / 2, top + _PLOT_H + 34, f"{x} → ; {y} ↑{count}", "axis", "middle"))
+    middle, bottom = frame.left + _PLOT_W / 2, frame.top + _PLOT_H + 34
+    out.append(_text(middle, bottom, f"{x} → ; {y} ↑{count}", "axis", "middle"))
     return "\n".join(out) + "\n</svg>"
 
 
