@@ -63,6 +63,7 @@ def test_on_a_terminal_a_bar_shows_calls_done_of_expected_hits_pace_and_time_lef
     last = drawn.replace("\r", "\n").splitlines()[-1]
     assert "4/10 calls" in last and "2 hits" in last and "2 to the model" in last and "s/call" in last
     assert "ETA " in last  # 4 model calls still expected, at the pace measured so far
+    assert last.endswith("]") and ", , " not in last
     progress.finish()
     assert stream.getvalue().splitlines()[-1].startswith("judge: done in ")
 

@@ -138,7 +138,7 @@ class StageProgress:
         eta = self.eta()
         if eta is not None:
             parts.append(f"ETA {clock(eta)}")
-        return ", " + ", ".join(parts)
+        return ", ".join(parts)  # tqdm puts ", " before it
 
     def close(self) -> None:
         """Take the bar off the terminal (finish does, and prints the end line)."""
