@@ -324,7 +324,7 @@ def test_a_sixth_design_runs_through_dvc_status_audit_and_report(project: Path) 
     shutil.rmtree(project / "outputs/concise")
     replayed = dvc(project, "repro", "concise_aggregate", JUDGELOOP_CACHE_MODE="replay")
     assert "Running stage 'concise_judge'" in replayed.stdout
-    assert "concise_judge: 3 calls, 3 from cache, 0 to the model (cache mode replay)" in replayed.stderr
+    assert "3 calls, 3 hits, 0 misses sent to the model (cache mode replay)" in replayed.stderr
     assert {name: (project / name).read_bytes() for name in OUTPUTS} == recorded
 
     # No other file was edited to add it.

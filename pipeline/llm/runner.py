@@ -1,4 +1,4 @@
-"""Run one stage's items side by side, as many as the session's workers, with a progress bar.
+"""Run one stage's items side by side, as many as the session's workers.
 
 Results come back in the items' order whatever order they finished in. A replay miss stops only
 its own item (later calls of that item depend on the missing reply); the stage then fails listing
@@ -12,8 +12,6 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TypeVar
 
-from tqdm import tqdm
-
 from pipeline.errors import ReplayMissError
 from pipeline.llm.session import LLMSession
 
@@ -24,11 +22,8 @@ R = TypeVar("R")
 def run_items(session: LLMSession, items: Sequence[T], work: Callable[[T], R], desc: str) -> list[R]:
     results: dict[int, R] = {}
     failure: BaseException | None = None
-    with (
-        ThreadPoolExecutor(max_workers=session.workers, thread_name_prefix=desc) as pool,
-        # disable=None: a bar on a terminal, nothing in a log or CI (each redraw would be a line).
-        tqdm(total=len(items), desc=desc, unit="item", dynamic_ncols=True, disable=None) as bar,
-    ):
+    # The stage's progress (pipeline.llm.progress) follows the session's calls, not the items.
+    with ThreadPoolExecutor(max_workers=session.workers, thread_name_prefix=desc) as pool:
         pending: dict[Future[R], int] = {pool.submit(work, item): i for i, item in enumerate(items)}
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -43,8 +38,6 @@ def run_items(session: LLMSession, items: Sequence[T], work: Callable[[T], R], d
                     failure = error
                     for other in pending:
                         other.cancel()
-                bar.update()
-                bar.set_postfix(hits=session.stats.hits, model_calls=session.stats.model_calls)
     if failure is not None:
         raise failure
     session.raise_for_misses()

@@ -104,6 +104,11 @@ class LLMSession:
         self.recorded_total: int | None = None  # the calls the stage's recording held once written
         self._recorded_this_run: int | None = None  # set when written: the file adds earlier calls
         self.stats = RunStats()
+        self._observers: list[Callable[[RecordedCall], None]] = []
+
+    def observe(self, observer: Callable[[RecordedCall], None]) -> None:
+        """Call `observer` with every call as it completes (a progress display), from its thread."""
+        self._observers.append(observer)
 
     @property
     def identity(self) -> ModelIdentity:
@@ -243,6 +248,8 @@ class LLMSession:
                 self.stats.model_calls += 1
             self.stats.keys.setdefault(call.record.key, "hit" if call.cache_hit else "miss")
         self.recording.add(call, later=call.cache_hit)
+        for observer in self._observers:
+            observer(call)
         return call
 
     def raise_for_misses(self) -> None:

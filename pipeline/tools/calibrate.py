@@ -26,6 +26,7 @@ from pipeline.data.input_files import json_objects
 from pipeline.data.ratings import HumanRatings, JudgedItem
 from pipeline.errors import InputError
 from pipeline.experiments.design import CalibrationRows, load_ref
+from pipeline.experiments.params import require_params_file
 from pipeline.experiments.registry import designs
 from pipeline.llm.keys import canonical_json
 from pipeline.stats.agreement import LEVELS, STATISTICS, Estimate
@@ -203,6 +204,7 @@ def _experiment_rows(name: str) -> tuple[list[JudgedItem], list[HumanRatings], i
             f"(those that do: {', '.join(calibrating) or 'none'})",
             param_hint="--experiment",
         )
+    require_params_file()
     rows: CalibrationRows = load_ref(design.calibration)(design.load_params())
     return list(rows.scores), list(rows.humans), rows.resamples, rows.seed
 
@@ -241,7 +243,13 @@ def calibrate(
     resamples: int | None,
 ) -> None:
     """How far a judge's scores agree with human ratings: Spearman, Kendall tau-b and Pearson at
-    summary, system and global level with bootstrap intervals; Krippendorff's alpha."""
+    summary, system and global level with bootstrap intervals; Krippendorff's alpha.
+
+    \b
+    Examples:
+      judgeloop calibrate --experiment summeval        the SummEval design's own judgements
+      judgeloop calibrate --scores scores.jsonl --human human.jsonl --json
+    """
     if experiment is not None:
         if scores_path is not None or human_path is not None:
             raise click.UsageError("give either --experiment or --scores and --human, not both")

@@ -30,7 +30,8 @@ def _write_report(params: RagParams, judgements: list[RagJudgement], metrics: di
     rows = load_rag_rows(Path(settings.rows), only=settings.only, limit=settings.limit)
     calls = recorded_calls(Path(params.cache.recordings) / "rag_judge", verify=False)
     page.write_text(
-        render_rag_html(rows, judgements, metrics, calls, settings, f"RAG judge: {model}"), encoding="utf-8"
+        render_rag_html(rows, judgements, metrics, calls, settings, f"judgeloop RAG judge: {model}", page),
+        encoding="utf-8",
     )
     return [markdown, page]
 

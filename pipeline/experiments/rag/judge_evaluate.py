@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from pipeline.data.input_files import read_lines
 from pipeline.data.rag_rows import RagRow
 from pipeline.errors import InputError, UnsafeNameError
+from pipeline.experiments.params import require_params_file
 from pipeline.experiments.rag.batch import check_outputs, run_batch
 from pipeline.experiments.rag.judge import RagJudgement, run_rag_judge
 from pipeline.experiments.rag.params import RagParams, load_rag_params
@@ -40,6 +41,7 @@ from pipeline.judges.structured.dimensions import judge_score_model
 from pipeline.judges.structured.judge import ScoredDimensions, UnscoredDimensions
 from pipeline.llm.files import safe_name
 from pipeline.llm.keys import canonical_json
+from pipeline.llm.progress import StageProgress
 from pipeline.llm.recordings import STAGE_FIX
 from pipeline.llm.records import RecordedCall
 from pipeline.llm.session import LLMSession, open_session
@@ -121,11 +123,15 @@ def run_judge_evaluate(
     params: RagParams, stage: str, rows: list[RagRow], *, replace_items: bool = False
 ) -> list[RagJudgement]:
     session = open_session(params, stage)
+    progress = StageProgress(stage, None, mode=session.mode, unknown=f"judging {len(rows)} rows")
+    progress.start()
+    session.observe(progress.call)
     ok = False
     try:
         results = run_rag_judge(session, rows, params.rag, params.llm.options, stage)
         ok = True
     finally:
+        progress.close()
         close_recording(session, ok, replace_items=replace_items)
     # The counts of the recording `judgeloop audit --stage` reads, which keeps earlier runs' calls too.
     stats = session.stats
@@ -207,8 +213,14 @@ def judge_evaluate(
     sources: str | None,
     stage: str,
 ) -> None:
-    """Judge a RAG answer (QUESTION with --answer-file), or every row of --batch into --out."""
-    params = load_rag_params()
+    """Judge a RAG answer (QUESTION with --answer-file), or every row of --batch into --out.
+
+    \b
+    Examples:
+      judgeloop judge-evaluate "How do I change the port?" --answer-file a.json --context-file s.md --json
+      judgeloop judge-evaluate --batch data/rag-demo/rows.jsonl --out scores.jsonl
+    """
+    params = load_rag_params(require_params_file())
     if sources is not None:
         params = params.model_copy(update={"rag": params.rag.model_copy(update={"prompt_mode": sources})})
     if batch is not None:

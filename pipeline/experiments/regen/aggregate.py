@@ -28,7 +28,7 @@ def _write_page(
     page = Path(params.regen_aggregate.html_report)
     page.parent.mkdir(parents=True, exist_ok=True)
     title = f"judgeloop regeneration: {params.llm.backend}:{params.llm.model}"
-    page.write_text(render_regen_html(metrics, regenerations, rows, title), encoding="utf-8")
+    page.write_text(render_regen_html(metrics, regenerations, rows, title, page), encoding="utf-8")
     return page
 
 

@@ -60,4 +60,5 @@ DESIGN = Design(
         ),
     ),
     report=f"{_HERE}.aggregate:report",
+    headline=f"{_HERE}.headline:headline",
 )

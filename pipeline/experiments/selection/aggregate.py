@@ -31,7 +31,7 @@ def _summarize(params: SelectionParams) -> tuple[Records, Records, dict[str, Any
 
 def _write_page(params: SelectionParams, scored: Records, picks: Records, metrics: dict[str, Any]) -> Path:
     title = f"judgeloop selection: {params.llm.backend}:{params.llm.model}"
-    PAGE.write_text(render_selection_page(title, metrics, scored, picks), encoding="utf-8")
+    PAGE.write_text(render_selection_page(title, PAGE, metrics, scored, picks), encoding="utf-8")
     return PAGE
 
 

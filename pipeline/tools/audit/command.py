@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -33,24 +32,10 @@ from pipeline.llm.keys import canonical_json
 from pipeline.llm.records import RecordedCall
 from pipeline.tools.audit.diff import diff_iterations
 from pipeline.tools.audit.escape import escape_controls
+from pipeline.tools.audit.filters import Selection, last_run_status, select, why_nothing
 from pipeline.tools.inventory import RunSummary, read_runs
 
 Format = Literal["text", "jsonl", "markdown"]
-
-
-@dataclass(frozen=True)
-class Selection:
-    """Which calls to show; an empty field selects everything."""
-
-    stages: tuple[str, ...] = ()
-    items: tuple[str, ...] = ()
-    iteration: int | None = None
-    metric: str | None = None
-    role: str | None = None
-    model: str | None = None
-    cache: Literal["hit", "miss"] | None = None
-    search: str | None = None
-    labels: tuple[tuple[str, str], ...] = ()  # any design's context labels, e.g. (("prompt", "full"),)
 
 
 def load_calls(root: Path, stages: Iterable[str] = ()) -> list[RecordedCall]:
@@ -69,41 +54,6 @@ def load_calls(root: Path, stages: Iterable[str] = ()) -> list[RecordedCall]:
             # verify=False: an edited record is exactly what an auditor wants to see; it is marked instead.
             calls += [loaded.call for loaded in recordings.read_stage(directory, verify=False)]
     return calls
-
-
-def last_run_status(runs: dict[str, RunSummary], call: RecordedCall) -> str | None:
-    run = runs.get(call.context.stage)
-    return None if run is None else run.keys.get(call.record.key)
-
-
-def _matches(call: RecordedCall, sel: Selection, runs: dict[str, RunSummary]) -> bool:
-    ctx, record = call.context, call.record
-    if (sel.stages and ctx.stage not in sel.stages) or (sel.items and ctx.item not in sel.items):
-        return False
-    if sel.iteration is not None and ctx.step != sel.iteration:
-        return False
-    if (sel.metric is not None and ctx.label("metric") != sel.metric) or (
-        sel.role is not None and ctx.label("role") != sel.role
-    ):
-        return False
-    if any(ctx.label(name) != value for name, value in sel.labels):
-        return False
-    if (
-        sel.model is not None
-        and sel.model.lower() not in f"{record.model.name} {record.model.digest}".lower()
-    ):
-        return False
-    if sel.cache is not None and last_run_status(runs, call) != sel.cache:
-        return False
-    if sel.search is not None:
-        texts = [m.content for m in record.request.messages] + [record.reply.text]
-        return any(sel.search.lower() in text.lower() for text in texts)
-    return True
-
-
-def select(calls: Iterable[RecordedCall], sel: Selection, runs: dict[str, RunSummary]) -> list[RecordedCall]:
-    chosen = [c for c in calls if _matches(c, sel, runs)]
-    return sorted(chosen, key=lambda c: (*c.context.sort_key(), c.record.key))
 
 
 def score_of(call: RecordedCall) -> ScoreReading | None:
@@ -268,7 +218,18 @@ def audit(
     recordings_dir: Path | None,
     raw: bool,
 ) -> None:
-    """Show recorded calls: the exact request messages, the reply, and the score read from it."""
+    """Show recorded calls: the exact request messages, the reply, and the score read from it.
+
+    Filters combine; one that matches nothing is an error listing the values recorded for it.
+
+    \b
+    Examples:
+      judgeloop audit --item 903 --iteration 1 --metric accuracy   one judge call, exact prompt and reply
+      judgeloop audit --stage assess --search hopeless --format markdown
+      judgeloop audit --stage rag_judge --item d02 --limit 1
+      judgeloop audit --item 999                  lists the items there are
+      judgeloop audit diff 903 --from 0 --to 2 --metric completeness
+    """
     params = load_params()
     ctx.obj = recordings_dir or Path(params.cache.recordings)
     if ctx.invoked_subcommand is not None:
@@ -303,8 +264,7 @@ def audit(
     if limit is not None:
         chosen = chosen[:limit]
     if not chosen:
-        click.echo("no recorded call matches", err=True)
-        return
+        raise JudgeloopError(why_nothing(calls, sel, runs))
     shown = render(chosen, fmt, runs)
     # color=True: click would strip escape sequences from --raw output that is not a terminal.
     click.echo(shown if raw or fmt == "jsonl" else escape_controls(shown), nl=False, color=raw or None)

@@ -64,7 +64,15 @@ def _pins(params: Params) -> Pins:
 
 @click.group()
 def cache() -> None:
-    """The local call cache and the recordings: stats, verify, gc, merge, seed, export."""
+    """The local call cache and the recordings: stats, verify, gc, merge, seed, export.
+
+    \b
+    Examples:
+      judgeloop cache stats                 entries and bytes; hits and model calls of the last runs
+      judgeloop cache verify                re-derive every key: catch a record edited by hand
+      judgeloop cache merge ../alice/recordings   a collaborator's calls into ours
+      judgeloop cache gc --dry-run          what no recording references
+    """
 
 
 def _local_stats(params: Params) -> dict[str, Any] | None:
