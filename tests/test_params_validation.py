@@ -46,8 +46,8 @@ BAD_VALUES = [
     ("  dir: .judgeloop/cache ", '  dir: "  " ', "cache.dir: String should match pattern"),
     ("  max_retries: 5", "  max_retries: many", "llm.max_retries: Input should be a valid integer"),
     (
-        "  metrics: [coherence, completeness, specificity, accuracy]",
-        "  metrics: [coherance, completeness]",
+        "  - coherence",  # judge.metrics, the first list with it (params.yaml is in DVC's block style)
+        "  - coherance",
         "judge.metrics: unknown metric 'coherance', did you mean 'coherence'?",
     ),
     ("  threshold: 3 ", "  threshold: 9 ", "refine.threshold: Input should be less than or equal to 5"),
@@ -55,8 +55,8 @@ BAD_VALUES = [
     ("  k: 3", "  k: -3", "selection.k: Input should be greater than or equal to 1"),
     ("  tie_margin: 0.025", "  tie_margin: .inf", "selection.tie_margin: Input should be a finite number"),
     (
-        "  dimensions: [coherence, consistency, fluency, relevance]",
-        "  dimensions: [coherence, fluncy]",
+        "  - fluency",  # summeval.dimensions
+        "  - fluncy",
         "summeval.dimensions: unknown dimension 'fluncy', did you mean 'fluency'?",
     ),
     (

@@ -24,12 +24,13 @@ from typing import Any, Literal
 import click
 
 from pipeline.errors import JudgeloopError
-from pipeline.experiments.params import load_params
+from pipeline.experiments.params import Params, load_params
 from pipeline.judges.rubric.judge import SCALE
 from pipeline.judges.scores import ScoreReading, extract_score
 from pipeline.llm import recordings
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.records import RecordedCall
+from pipeline.llm.settings import params_path
 from pipeline.tools.audit.diff import diff_iterations
 from pipeline.tools.audit.escape import escape_controls
 from pipeline.tools.audit.filters import Selection, last_run_status, select, why_nothing
@@ -230,12 +231,19 @@ def audit(
       judgeloop audit --item 999                  lists the items there are
       judgeloop audit diff 903 --from 0 --to 2 --metric completeness
     """
-    params = load_params()
-    ctx.obj = recordings_dir or Path(params.cache.recordings)
+    # A recordings folder named outright can be audited anywhere (a colleague's, an unpacked copy):
+    # without the project's params.yaml there are no last-run statistics, and that is all it loses.
+    params: Params | None
+    if recordings_dir is None:
+        params = load_params()
+        ctx.obj = Path(params.cache.recordings)
+    else:
+        params = load_params() if params_path().is_file() else None
+        ctx.obj = recordings_dir
     if ctx.invoked_subcommand is not None:
         return
     calls = load_calls(ctx.obj, stages)
-    runs = read_runs(params)
+    runs = read_runs(params) if params else {}
     if hit is not None:
         seen = stages or tuple(sorted({c.context.stage for c in calls}))
         without = [s for s in seen if s not in runs]
