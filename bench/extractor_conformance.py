@@ -217,12 +217,8 @@ def _snippet(text: str, matched: str | None, width: int = 150) -> str:
     return ("…" if start else "") + piece.replace("\n", "⏎") + ("…" if start + width < len(text) else "")
 
 
-def main() -> int:
-    root = corpora_dir()
-    if root is None:
-        print("judge-reply corpora not found: set JUDGELOOP_SHARED or put shared/ next to the checkout")
-        return 2
-    rows = list(all_rows(root))
+def print_summary(rows: list[Row]) -> None:
+    """Corpus 1 per corpus and group, the reasons read, and a Score:-only configuration."""
     per_corpus, per_group, reasons = tally(iter(rows))
     columns = ("rows", "authors", "ours", "precision", "recall", "coverage")
     widths = (7, 7, 7, 9, 7, 8)
@@ -247,6 +243,9 @@ def main() -> int:
     print()
     print(_line("closer_look (200k), default labels only", plain))
 
+
+def print_first_disagreements(rows: list[Row]) -> None:
+    """Corpus 1's disagreements with the authors' parse, a few random examples of each kind."""
     print(
         "\nDisagreements with the authors' parse, by kind (the 200k closer-look rows and all MT-Bench rows;"
     )
@@ -270,6 +269,31 @@ def main() -> int:
     if not any(family != "closer_look" for family, _ in kinds):
         print("\n[MT-Bench] no disagreements")
 
+
+def second_corpus() -> None:
+    """Corpus 2 (bench/fetch_conformance_corpus.py), by family and reading kind."""
+    second = second_corpus_path()
+    if second is None:
+        print(
+            "\nsecond corpus not found: run bench/fetch_conformance_corpus.py (or set JUDGELOOP_CONFORMANCE)"
+        )
+        return
+    by_family, disagreements = tally_families(labelled_replies(second))
+    print_tables(f"Corpus 2 ({second}), by family and reading kind", by_family)
+    print(
+        "\nCorpus 2 disagreements with the source's score, by family (up to 4 random examples each, seed 0):"
+    )
+    print_disagreements(disagreements)
+
+
+def main() -> int:
+    root = corpora_dir()
+    if root is None:
+        print("judge-reply corpora not found: set JUDGELOOP_SHARED or put shared/ next to the checkout")
+        return 2
+    rows = list(all_rows(root))
+    print_summary(rows)
+    print_first_disagreements(rows)
     first = (
         LabelledReply(row.corpus.split()[0], "dev (corpus 1)", row.text, row.authors, row.scale, row.labels)
         for row in rows
@@ -278,19 +302,7 @@ def main() -> int:
     print_tables(
         "Corpus 1 (../shared/corpora/judge-replies), by family and reading kind", tally_families(first)[0]
     )
-    second = second_corpus_path()
-    if second is None:
-        print(
-            "\nsecond corpus not found: run bench/fetch_conformance_corpus.py (or set JUDGELOOP_CONFORMANCE)"
-        )
-    else:
-        by_family, disagreements = tally_families(labelled_replies(second))
-        print_tables(f"Corpus 2 ({second}), by family and reading kind", by_family)
-        print(
-            "\nCorpus 2 disagreements with the source's score, by family"
-            " (up to 4 random examples each, seed 0):"
-        )
-        print_disagreements(disagreements)
+    second_corpus()
     third_corpus()
     return 0
 

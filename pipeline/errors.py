@@ -6,13 +6,18 @@
     ├── UnsafeNameError             a name that becomes a path (a stage, from the command line or a
     │                               file) is not a plain name, or its path leads out of its folder
     ├── BackendError                a model call failed
-    │   ├── TransientBackendError   worth retrying: refused or reset connection, timeout, 503, 500,
-    │   │   │                       an error line mid-stream
+    │   ├── TransientBackendError   worth retrying: 429, 503, 500, an error line mid-stream
+    │   │   ├── ConnectionFaultError  the server did not answer: refused or reset connection,
+    │   │   │                       connect or read timeout, a connection dropped mid-reply
     │   │   └── EmptyReplyError     a 200 whose body has no message or no content: a protocol error,
     │   │                           retried like a transient fault, never stored or recorded
+    │   ├── ServerDownError         one call used up its retries on connection faults: the server's
+    │   │                           circuit breaker opened, and every other call to it stops at once
     │   ├── ModelNotFoundError      404: the model is not on the server (message says how to pull it)
     │   ├── BadRequestError         400: the server rejected the request as malformed
-    │   ├── PromptTruncatedError    the prompt did not fit the context window; the reply is not trusted
+    │   ├── PromptTruncatedError    the prompt did not fit the context window; the reply is not trusted.
+    │   │                           The session records it as the call's refusal (llm.too_long:
+    │   │                           unscored: the item unscored, counted) or stops the stage (fail)
     │   └── ModelChangedError       the model's weights digest changed during the run: the stage stops,
     │                               and nothing more is stored under the old digest
     └── CacheError                  the call cache or the recordings
@@ -23,7 +28,8 @@
             └── LockMismatchError   a stage's recording does not match its entry in dvc.lock: edited
                                     after it was locked; refused until restored or re-locked
 
-Errors are never cached: only a successful reply becomes a record.
+Errors are never cached: only a successful reply becomes a record, or the refusal of a prompt too
+long for the context window (pipeline.llm.session), which the same model and window always repeat.
 """
 
 from __future__ import annotations
@@ -33,12 +39,18 @@ from typing import TYPE_CHECKING
 
 import click
 
+from pipeline.llm.redact import redact
+
 if TYPE_CHECKING:
     from pipeline.llm.types import CallContext
 
 
 class JudgeloopError(click.ClickException):
-    """Base of every error judgeloop raises on purpose."""
+    """Base of every error judgeloop raises on purpose. Its message never carries a server URL's
+    credentials (pipeline.llm.redact): whatever quoted them, they are masked here."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact(message))
 
 
 class ConfigError(JudgeloopError):
@@ -70,6 +82,14 @@ class EmptyReplyError(TransientBackendError):
     pass
 
 
+class ConnectionFaultError(TransientBackendError):
+    pass
+
+
+class ServerDownError(BackendError):
+    pass
+
+
 class ModelNotFoundError(BackendError):
     pass
 
@@ -79,7 +99,9 @@ class BadRequestError(BackendError):
 
 
 class PromptTruncatedError(BackendError):
-    pass
+    def __init__(self, message: str, *, item: str | None = None) -> None:
+        super().__init__(message)
+        self.item = item  # the item whose prompt it was, once the session knows it
 
 
 class ModelChangedError(BackendError):

@@ -3,7 +3,12 @@
 import os
 import sys
 
-from stages.runner import main
+from stages import outside_the_environment
+
+try:
+    from stages.runner import main
+except ModuleNotFoundError as missing:
+    outside_the_environment(missing)
 
 if __name__ == "__main__":
     try:

@@ -6,18 +6,29 @@ tracks for the stage (its code dependencies, its params) is what it runs. An LLM
 reads its inputs from the files of its design's earlier stages, makes its calls through a session
 whose calls are recorded in recordings/<stage>/ when it succeeds, and writes its results to its
 first out; any other stage is a function of the design's params.
+
+Every stage says when it starts and when it ends (pipeline.llm.progress), on stderr: an LLM stage
+first dry-runs its step as `judgeloop status` does (pipeline.tools.status.probe), so that its first
+line says how many calls it expects and how many go to the model, and on a terminal a bar follows
+them; its last line says what happened (calls, hits, misses, what its step counts, the time).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import time
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from pipeline.errors import JudgeloopError
 from pipeline.experiments.design import Design, Stage
 from pipeline.experiments.registry import load_design
 from pipeline.experiments.steps import LLMStep, Output, R
 from pipeline.llm.settings import EngineSettings
+
+if TYPE_CHECKING:  # named only: a stage that calls no model does not load the engine
+    from pipeline.llm.progress import Expected
+    from pipeline.llm.session import LLMSession
 
 
 def load(design_name: str, stage_name: str) -> tuple[Design[Any], Stage, Any]:
@@ -39,17 +50,55 @@ class FileUpstream:
         return output.read(self.design.results_path(stage, self.params))
 
 
+def expected_calls(
+    stage: Stage, step: LLMStep[Any, Any, Any], params: EngineSettings, session: LLMSession, inputs: Any
+) -> Expected:
+    """The calls the stage will make, as `judgeloop status` predicts them: its step dry-run with no
+    model against the recordings and the local cache (nothing is written, nothing is sent)."""
+    from pathlib import Path
+
+    from pipeline.llm.progress import Expected
+    from pipeline.tools.status.probe import probe_stage
+
+    items = step.items(inputs)
+    probe = probe_stage(
+        stage.name,
+        lambda dry: step.work(params, dry, inputs),
+        items,
+        step.output,
+        identity=session.identity,
+        index=session.index,
+        cache_dir=Path(params.cache.dir),
+        counted=set(),
+    )
+    model_calls = probe.calls if session.mode in ("refresh", "off") else len(probe.model_calls)
+    exact = not (probe.stopped or probe.unknown_output or step.decides_on_unknown(params))
+    return Expected(calls=probe.calls, model_calls=model_calls, exact=exact, items=len(items))
+
+
 def run_llm_step(
     design: Design[Any], stage: Stage, step: LLMStep[Any, Any, Any], params: EngineSettings
 ) -> None:
+    from pipeline.llm.progress import StageProgress
     from pipeline.llm.stage import recorded_session  # only a stage that calls a model imports the engine
 
+    began = time.monotonic()
     inputs = step.inputs(params, FileUpstream(design, params))
     with recorded_session(params, stage.name) as session:
-        results = step.work(params, session, inputs)
+        try:
+            expected, unknown = expected_calls(stage, step, params, session, inputs), ""
+        except JudgeloopError as exc:  # the run meets the same problem, and says so in full
+            expected, unknown = None, f"calls not predicted ({exc.message})"
+        progress = StageProgress(stage.name, expected, mode=session.mode, unknown=unknown, started=began)
+        progress.start()
+        session.observe(progress.call)
+        try:
+            results = step.work(params, session, inputs)
+        except BaseException:
+            progress.finish(failed=True)
+            raise
     step.output.write(design.results_path(stage.name, params), results)
-    if step.done is not None:
-        click.echo(step.done(results), err=True)
+    progress.finish(step.done(results) if step.done is not None else None)
 
 
 def run_stage(design_name: str, stage_name: str) -> None:
@@ -57,8 +106,11 @@ def run_stage(design_name: str, stage_name: str) -> None:
     params = design.load_params()
     if isinstance(run, LLMStep):
         run_llm_step(design, stage, run, params)
-    else:
-        run(params)
+        return
+    click.echo(f"{stage.name}: starting (it calls no model)", err=True)
+    started = time.monotonic()
+    run(params)
+    click.echo(f"{stage.name}: done in {time.monotonic() - started:.1f} s", err=True)
 
 
 @click.command()

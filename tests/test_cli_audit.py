@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from pipeline.judges.rubric.results import Assessment
 from pipeline.llm.backends.fake import FakeBackend
 from pipeline.loops.results import Refinement
 from pipeline.tools.cli import main
+from tests.conftest import ROOT
 from tests.project import MODEL, recorded_project, run_pipeline, scripted, write_params
 
 
@@ -73,7 +75,9 @@ def test_filters_combine(project: Path) -> None:
     assert len(jsonl("--role", "refine")) == 3
     assert len(jsonl("--metric", "accuracy")) == 3
     assert len(jsonl("--model", "FAKE0000")) == 21  # the digest, any case
-    assert jsonl("--model", "other-model") == []
+    code, out, err = audit("--model", "other-model", "--format", "jsonl")
+    assert (code, out) == (1, "")
+    assert f"no recorded call matches --model other-model. The models recorded: {MODEL} " in err
     assert (
         len(jsonl("--search", "sleep frequency added")) == 6
     )  # 3 regenerations + 3 judge prompts quoting them
@@ -83,11 +87,51 @@ def test_filters_combine(project: Path) -> None:
 def test_hit_and_miss_come_from_the_last_run(project: Path) -> None:
     assert len(jsonl("--miss")) == 21
     code, out, err = audit("--hit")
-    assert (code, out) == (0, "")
-    assert "no recorded call matches" in err
+    assert (code, out) == (1, "")
+    assert "no recorded call matches --hit. The last-run outcomes (hit, miss) recorded: miss." in err
     run_pipeline(project, FakeBackend(scripted, name=MODEL), stages=("judge",))  # every call now a hit
     assert len(jsonl("--hit")) == 12
     assert {c["context"]["stage"] for c in jsonl("--hit")} == {"judge"}  # type: ignore[index]
+
+
+def test_a_filter_that_matches_nothing_fails_and_lists_the_values_there_are(project: Path) -> None:
+    cases = {
+        ("--item", "999"): "no recorded call matches --item 999. The items recorded: 901, 902, 903.",
+        ("--item", "901", "--iteration", "7"): (
+            "no recorded call matches --iteration 7 (of the calls of --item 901). "
+            "The iterations recorded there: 0, 1."
+        ),
+        ("--stage", "judge", "--metric", "kindness"): (
+            "no recorded call matches --metric kindness (of the calls of --stage judge). "
+            "The metrics recorded there: accuracy, coherence, completeness, specificity."
+        ),
+        ("--role", "critic"): "The roles recorded: assess, judge, refine.",
+        ("--label", "prompt=ids"): "no recorded call matches --label prompt=ids. The values of label prompt",
+        ("--stage", "assess", "--search", "no such words"): (
+            "no recorded call matches --search 'no such words' (of the calls of --stage assess): "
+            "no prompt or reply contains it."
+        ),
+    }
+    for args, expected in cases.items():
+        code, out, err = audit(*args)
+        assert (code, out) == (1, ""), args
+        assert expected in " ".join(err.split()), (args, err)
+
+
+def test_every_audit_example_in_the_readme_prints_at_least_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run in the checkout, on its committed recordings, as the README's reader does."""
+    monkeypatch.chdir(ROOT)
+    examples = [
+        shlex.split(line.split("#")[0])[2:]
+        for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+        if line.startswith("./judgeloop audit ")
+    ]
+    assert len(examples) >= 3
+    for args in examples:
+        code, out, err = audit(*args)
+        assert code == 0, (args, err)
+        shown = [line for line in out.splitlines() if line.startswith(("=== stage=", "### "))]
+        assert shown, (args, out[:500])
 
 
 def test_hit_and_miss_say_clearly_when_there_are_no_run_statistics(project: Path) -> None:

@@ -170,3 +170,46 @@ def test_a_bad_human_row_is_reported_with_its_file_line_and_fix(
     result = run("--scores", str(scores), "--human", str(humans))
     assert result.exit_code != 0
     assert f"{humans}:1: " in result.output and problem in result.output and "Fix:" in result.output
+
+
+def test_one_rating_per_item_gives_a_full_table_with_alpha_null_and_the_reason(tmp_path: Path) -> None:
+    # One annotator per item, the most common case: agreement among people is undefined, not an error.
+    humans = [{**h, "ratings": h["ratings"][:1]} for h in human_rows(n_groups=6, n_systems=4)]
+    scores = score_rows(humans, [float(h["ratings"][0]) for h in humans])
+    data = calibrate_json(tmp_path, scores, humans)
+    for metric in ("coherence", "relevance"):
+        result = data["metrics"][metric]
+        assert result["human_alpha"] is None
+        assert "one rating per item" in result["human_alpha_undefined"]
+        assert result["ratings_per_item"] == [1, 1]
+        # Everything else is computed: every level's correlations, and alpha judge vs human.
+        for level in LEVELS:
+            assert result["score"]["levels"][level]["spearman"]["value"] == pytest.approx(1.0)
+        assert result["score"]["alpha_judge_vs_mean_human"] == pytest.approx(1.0)
+        assert "alpha_judge_vs_mean_human_undefined" not in result["score"]
+    s, h = tmp_path / "s.jsonl", tmp_path / "h.jsonl"
+    table = run("--scores", str(s), "--human", str(h), "--resamples", "50")
+    assert table.exit_code == 0, table.output
+    assert "Traceback" not in table.output
+    assert "alpha (ordinal) n/a: no item has two or more ratings (one rating per item)" in table.output
+    assert table.output.count("global") == 2  # both metrics' tables are there in full
+
+
+def test_scales_that_differ_are_named_in_the_table_and_the_json(tmp_path: Path) -> None:
+    humans = human_rows(n_groups=6, n_systems=4)
+    # The people rated 1-5; the judge was asked for 1-10.
+    scores = score_rows(humans, [float(2 * round(np.mean(h["ratings"]))) for h in humans])
+    data = calibrate_json(tmp_path, scores, humans)
+    scales = data["metrics"]["coherence"]["scales"]
+    assert scales["judge"]["scale"] == "1-10" and scales["human"]["scale"] == "1-5"
+    assert "1-10" in scales["difference"] and "1-5" in scales["difference"]
+    table = run(
+        "--scores", str(tmp_path / "s.jsonl"), "--human", str(tmp_path / "h.jsonl"), "--resamples", "50"
+    )
+    assert "WARNING: the judge's scores are whole numbers from 2 to 10 (1-10)" in table.output
+
+
+def test_the_same_scale_says_nothing_is_wrong(tmp_path: Path) -> None:
+    humans = human_rows(n_groups=6, n_systems=4)
+    data = calibrate_json(tmp_path, score_rows(humans, [3.0] * len(humans)), humans)
+    assert data["metrics"]["coherence"]["scales"]["difference"] is None

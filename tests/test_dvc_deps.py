@@ -16,11 +16,18 @@ from tests.conftest import ROOT
 STAGES = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
 
 
+INDEX_STAGE = "report_index"  # `python -m stages.index`: the report index over every design
+LOAD = {
+    "stage": "import stages.__main__; from stages.runner import load; load(sys.argv[1], sys.argv[2])",
+    "index": "import stages.index; from pipeline.tools.report_index import load_all; load_all()",
+}
+
+
 def _imported_library_files(design: str, stage: str) -> set[str]:
     """The pipeline/ and stages/ files a fresh interpreter loads to run the stage, as
-    `python -m stages DESIGN STAGE` does before it runs it."""
+    `python -m stages DESIGN STAGE` (or `python -m stages.index`) does before it runs it."""
     code = (
-        "import json, sys, stages.__main__; from stages.runner import load; load(sys.argv[1], sys.argv[2]); "
+        f"import json, sys; {LOAD['index' if stage == INDEX_STAGE else 'stage']}; "
         "print(json.dumps(sorted({m.__file__ for n, m in list(sys.modules.items()) "
         "if n.split('.')[0] in ('pipeline', 'stages') and getattr(m, '__file__', None)})))"
     )
@@ -33,7 +40,11 @@ def _imported_library_files(design: str, stage: str) -> set[str]:
 @pytest.mark.parametrize("stage", sorted(STAGES))
 def test_every_module_a_stage_runs_is_a_dependency(stage: str) -> None:
     spec = STAGES[stage]
-    design, name = spec["cmd"].removeprefix("python -m stages ").split()
+    if stage == INDEX_STAGE:
+        assert spec["cmd"] == "python -m stages.index"
+        design, name = "", stage
+    else:
+        design, name = spec["cmd"].removeprefix("python -m stages ").split()
     assert name == stage  # recordings/<stage>/ and the runs' statistics are keyed by the stage's name
     deps = [d.rstrip("/") for d in spec["deps"]]
     missing = sorted(

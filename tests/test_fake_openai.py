@@ -10,7 +10,7 @@ import httpx
 import pytest
 from tenacity import wait_none
 
-from pipeline.errors import BadRequestError, ModelNotFoundError
+from pipeline.errors import ModelNotFoundError, PromptTruncatedError
 from pipeline.llm.backends.openai_compat import OpenAICompatBackend
 from pipeline.llm.settings import LLMSettings
 from pipeline.llm.types import ChatRequest, Message, Options
@@ -110,5 +110,5 @@ def test_the_backend_meets_its_errors(server: FakeOpenAI) -> None:
     long = ChatRequest(
         messages=(Message(role="user", content="word " * 200),), options=Options(num_predict=10)
     )
-    with pytest.raises(BadRequestError, match="context length"):
+    with pytest.raises(PromptTruncatedError, match="context length"):  # recorded unscored by the session
         backend("test-model").chat(long)

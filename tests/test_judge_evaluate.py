@@ -109,7 +109,7 @@ def _rows(root: Path) -> Path:
     path = root / "rows.jsonl"
     lines = (ROOT / "data" / "rag-demo" / "rows.jsonl").read_text().splitlines()
     lines.insert(2, '{"id": "broken", "question": "no answer field"}')
-    lines.insert(4, "not json at all")
+    lines.insert(4, '{"id": "d01", "question": "an id used before", "answer": "."}')
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -123,7 +123,7 @@ def test_batch_skips_bad_rows_into_the_errors_file_and_resumes_from_the_cache(
     assert result.exit_code == 0, result.output
     errors = [json.loads(line) for line in Path("out/scores.errors.jsonl").read_text().splitlines()]
     assert [e["line"] for e in errors] == [3, 5]
-    assert "rows.jsonl:3" in result.output
+    assert "rows.jsonl:3" in result.output and "id d01 is already used on line 1" in errors[1]["problem"]
     scores = read_jsonl(Path("out/scores.jsonl"), RagJudgement)
     assert len(scores) == 8 and all(isinstance(s.judgement, ScoredDimensions) for s in scores)
     first = Path("out/scores.jsonl").read_bytes()
@@ -134,6 +134,48 @@ def test_batch_skips_bad_rows_into_the_errors_file_and_resumes_from_the_cache(
     assert again.exit_code == 0 and "0 to the model" in again.output
     assert BACKENDS["rag-fake"].calls == []
     assert Path("out/scores.jsonl").read_bytes() == first
+
+
+def test_a_line_that_is_not_json_refuses_the_batch_before_any_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _project(tmp_path, {"backend": "rag-fake", "model": "m"})
+    lines = (ROOT / "data" / "rag-demo" / "rows.jsonl").read_text().splitlines()
+    lines.insert(3, '{"id": "cut", "question": "a line cut sho')
+    (tmp_path / "rows.jsonl").write_text("\n".join(lines) + "\n")
+    BACKENDS.pop("rag-fake", None)
+    result = _invoke(tmp_path, monkeypatch, "--batch", "rows.jsonl", "--out", "scores.jsonl")
+    assert result.exit_code == 1
+    assert (
+        "rows.jsonl:4: not JSON" in result.output and "Fix: write one JSON object per line" in result.output
+    )
+    assert "rag-fake" not in BACKENDS and not (tmp_path / "scores.jsonl").exists()  # no model was built
+
+
+@pytest.mark.parametrize("option", ["--out", "--errors"])
+def test_an_output_that_is_the_batch_itself_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, option: str
+) -> None:
+    _project(tmp_path, {"backend": "rag-fake", "model": "m"})
+    rows = (ROOT / "data" / "rag-demo" / "rows.jsonl").read_text()
+    (tmp_path / "rows.jsonl").write_text(rows)
+    args = ["--batch", "rows.jsonl", "--out", "scores.jsonl", option, "./rows.jsonl"]
+    result = _invoke(tmp_path, monkeypatch, *args)
+    assert result.exit_code == 2
+    assert "is the batch itself" in result.output and option in result.output
+    assert (tmp_path / "rows.jsonl").read_text() == rows
+
+
+def test_an_answer_file_that_opens_like_json_but_is_not_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _project(tmp_path, {"backend": "rag-fake", "model": "m"})
+    (tmp_path / "answer.json").write_text('{"answer": "Use --port 8081.",\n "sources_used": [serve.md]}')
+    BACKENDS.pop("rag-fake", None)
+    result = _invoke(tmp_path, monkeypatch, "How?", "--answer-file", "answer.json")
+    assert result.exit_code == 1
+    assert "answer.json:2: opens like JSON but is not JSON" in result.output
+    assert "rag-fake" not in BACKENDS
 
 
 def test_batch_that_fails_leaves_no_half_written_output(
@@ -159,7 +201,8 @@ def test_batch_against_the_fake_ollama_server(tmp_path: Path, monkeypatch: pytes
         result = _invoke(tmp_path, monkeypatch, "--batch", "rows.jsonl", "--out", "scores.jsonl")
         assert result.exit_code == 0, result.output
         assert server.requests_to("/api/chat") == 8 and server.max_in_flight <= in_flight(4)
-        single = _invoke(tmp_path, monkeypatch, "Which port?", "-f", "rows.jsonl", "--json")
+        (tmp_path / "answer.txt").write_text("Port 7070, or --port N.")
+        single = _invoke(tmp_path, monkeypatch, "Which port?", "-f", "answer.txt", "--json")
         assert single.exit_code == 0, single.output
     scores = read_jsonl(tmp_path / "scores.jsonl", RagJudgement)
     assert not any(isinstance(s.judgement, UnscoredDimensions) for s in scores)

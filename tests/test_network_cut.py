@@ -69,7 +69,7 @@ def test_replay_serves_every_recorded_call_with_the_network_cut(
     clone, live = recorded
     result = _stages(clone, "assess", "judge", "refine")
     assert result.returncode == 0, result.stderr
-    assert "0 to the model (cache mode replay)" in result.stderr
+    assert "0 misses sent to the model (cache mode replay)" in result.stderr
     for ours, theirs in (("assessments", "assess"), ("judgements", "judge"), ("refinement", "refine")):
         assert (clone / "outputs" / "paper" / f"{ours}.jsonl").read_bytes() == live[f"outputs/{theirs}.jsonl"]
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic import ValidationError
 from tenacity import RetryCallState, Retrying, wait_none
 
 from pipeline.errors import (
@@ -22,6 +23,7 @@ from pipeline.errors import (
     ConfigError,
     ModelNotFoundError,
     PromptTruncatedError,
+    ServerDownError,
     TransientBackendError,
 )
 from pipeline.llm.backends.context_overflow import TRUNCATION_MARGIN
@@ -159,25 +161,31 @@ def test_broken_replies_are_retried(server: FakeOllama, fault: Fault) -> None:
 
 def test_read_timeout_is_retried_then_reported(server: FakeOllama) -> None:
     server.inject(*[Fault.hang(30)] * 5)
-    with pytest.raises(TransientBackendError) as err:
-        backend(server, read_timeout_s=0.15, max_retries=2).chat(REQUEST)
-    assert server.requests_total == 3
+    with pytest.raises(ServerDownError) as err:
+        backend(server, read_timeout_s=0.15, max_retries=5, max_server_errors=2).chat(REQUEST)
+    assert server.requests_total == 3  # a read timeout has the smaller budget of a 500
     message = err.value.message
     assert "no reply within 0.15s" in message and "llm.read_timeout_s" in message
-    assert "gave up after 3 attempts (llm.max_retries=2)" in message
+    assert "gave up after 3 attempts (llm.max_retries=5, llm.max_server_errors=2)" in message
+    assert f"the server at {server.url} is stuck" in message
 
 
 def test_connection_refused_is_transient() -> None:
     with socket.socket() as s:  # a port that nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    with pytest.raises(TransientBackendError, match=r"cannot connect.*gave up after 2 attempts"):
+    with pytest.raises(ServerDownError, match=r"is down: .*cannot connect.*gave up after 2 attempts"):
         backend(f"http://127.0.0.1:{port}", max_retries=1).chat(REQUEST)
 
 
-def test_unusable_base_url_is_a_config_error() -> None:
+def test_unusable_base_url_is_refused_with_the_params() -> None:
+    # An ftp:// URL stops at params.yaml (tests/test_params_validation.py has the message and line);
+    # one that gets past the params anyway is a ConfigError at the first call.
+    with pytest.raises(ValidationError, match="not an http"):
+        LLMSettings(base_url="ftp://example.invalid")
+    settings = LLMSettings(model="test-model").model_copy(update={"base_url": "ftp://example.invalid"})
     with pytest.raises(ConfigError, match=r"llm\.base_url"):
-        backend("ftp://example.invalid").chat(REQUEST)
+        OllamaBackend(settings, wait=wait_none()).chat(REQUEST)
 
 
 def reask(transcript_chars: int) -> ChatRequest:

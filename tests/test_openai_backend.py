@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from tenacity import wait_none
 
-from pipeline.errors import BadRequestError, ModelNotFoundError, TransientBackendError
+from pipeline.errors import BadRequestError, ModelNotFoundError, PromptTruncatedError, TransientBackendError
 from pipeline.llm.backends.openai_compat import OpenAICompatBackend, api_root
 from pipeline.llm.settings import LLMSettings, in_flight
 from pipeline.llm.types import Backend, ChatRequest, Message, Options
@@ -120,7 +120,7 @@ def test_404_is_not_retried(server: FakeOllama) -> None:
 
 def test_overlong_prompt_is_a_bad_request_about_context_length(server: FakeOllama) -> None:
     server.inject(Fault.status(400, VLLM_TOO_LONG))
-    with pytest.raises(BadRequestError, match=r"context length.*--max-model-len"):
+    with pytest.raises(PromptTruncatedError, match=r"context length.*--max-model-len"):
         backend(server).chat(REQUEST)
     assert server.requests_total == 1
 

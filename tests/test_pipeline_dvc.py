@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -74,6 +75,25 @@ def _snapshot(root: Path) -> dict[str, bytes]:
     return {name: (root / name).read_bytes() for name in OUTPUTS}
 
 
+def _one_start_and_one_end_line_per_stage(project: Path, log: str) -> None:
+    """Not on a terminal (a pipe), each stage says what it expects and what it did, one line each."""
+    stages = yaml.safe_load((project / "dvc.yaml").read_text())["stages"]
+    for stage, spec in stages.items():
+        lines = [line for line in log.splitlines() if line.startswith(f"{stage}: ")]
+        assert len(lines) == 2, (stage, lines)
+        start, end = lines
+        if any(str(path).startswith("recordings/") for out in spec["outs"] for path in out):
+            assert re.fullmatch(
+                rf"{stage}: \d+ calls expected \(\d+ recorded, 0 for the model\), \d+ items", start
+            )
+            assert re.match(
+                rf"{stage}: done in [\d.]+ s: \d+ calls, \d+ hits, 0 misses sent to the model", end
+            )
+        else:
+            assert start == f"{stage}: starting (it calls no model)"
+            assert re.fullmatch(rf"{stage}: done in [\d.]+ s", end)
+
+
 def test_repro_then_replay_is_byte_identical_and_params_rerun_only_what_they_touch(project: Path) -> None:
     first = _dvc(project, "repro")
     assert "Running stage 'assess'" in first.stdout
@@ -85,22 +105,23 @@ def test_repro_then_replay_is_byte_identical_and_params_rerun_only_what_they_tou
     # A collaborator's fresh clone: no local cache, only the recordings. Replay re-executes every stage.
     shutil.rmtree(project / ".judgeloop")
     replay = _dvc(project, "repro", "--force", JUDGELOOP_CACHE_MODE="replay")
-    assert "0 to the model" in replay.stderr and "to the model (cache mode replay)" in replay.stderr
+    assert "0 misses sent to the model (cache mode replay)" in replay.stderr
+    _one_start_and_one_end_line_per_stage(project, replay.stderr)
     assert _snapshot(project) == recorded
 
     # An experiment runs in a temporary copy of the commit: no local cache there, only the recordings.
     _run(["git", "add", "-A"], project)
     _run(["git", "commit", "-qm", "recorded experiment"], project, **GIT_IDENTITY)
     experiment = _dvc(project, "exp", "run", "-S", "refine.threshold=2", "--temp")
-    assert "0 to the model" in experiment.stdout + experiment.stderr
-    # Changing a refine parameter re-runs refine and aggregate only.
+    assert "0 misses sent to the model" in experiment.stdout + experiment.stderr
+    # Changing a refine parameter re-runs refine and aggregate only (and the index over them).
     params = yaml.safe_load((project / "params.yaml").read_text())
     params["refine"]["max_iterations"] = 1
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     changed = _dvc(project, "repro")
     ran = {line.split("'")[1] for line in changed.stdout.splitlines() if line.startswith("Running stage")}
-    assert ran == {"refine", "aggregate"}
-    assert "refine: " in changed.stderr and "0 to the model" in changed.stderr  # a subset of recorded calls
+    assert ran == {"refine", "aggregate", "report_index"}  # and the index, which shows the metrics
+    assert "refine: " in changed.stderr and "0 misses sent to the model" in changed.stderr  # all recorded
 
 
 def test_replay_of_an_unrecorded_change_names_every_missing_call(project: Path) -> None:

@@ -217,7 +217,9 @@ def test_report_page_shows_each_row_escaped_with_its_exact_prompt(tmp_path: Path
     judged = run_rag_judge(session, [row], SETTINGS, Options())
     session.close()
     calls = recorded_calls(tmp_path / "recordings" / "rag_judge", verify=False)
-    page = render_rag_html([row], judged, compute_metrics(judged, SETTINGS), calls, SETTINGS, "t")
+    page = render_rag_html(
+        [row], judged, compute_metrics(judged, SETTINGS), calls, SETTINGS, "t", Path("r.html")
+    )
     assert "<script>alert" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "It listens on 7070." in page  # the prompt as sent
     verdict = judged[0].judgement

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from pipeline.data.jsonl import read_jsonl
 from pipeline.data.rag_rows import load_rag_rows
@@ -20,7 +21,7 @@ def test_the_page_shows_every_attempt_escaped() -> None:
     hostile = first.attempts[0].answer.model_copy(update={"text": "<script>alert(1)</script> & more"})
     attempts = (first.attempts[0].model_copy(update={"answer": hostile}), *first.attempts[1:])
     regenerations[0] = first.model_copy(update={"attempts": attempts})
-    html = render_regen_html(metrics, regenerations, rows, "<b>title</b>")
+    html = render_regen_html(metrics, regenerations, rows, "<b>title</b>", Path("report.html"))
     assert "<script>alert" not in html and "&lt;script&gt;alert(1)&lt;/script&gt; &amp; more" in html
     assert "<b>title</b>" not in html
     page = Page(html)

@@ -55,6 +55,27 @@ def scored_pool() -> tuple[dict[str, dict[str, CriterionScore]], dict[str, dict[
     return scores, categories
 
 
+def _check_criterion_row(row, source, weights) -> None:
+    """One criterion row of an explanation: its numbers are the inputs, or built from them."""
+    assert row["score"] == source.score
+    assert row["weight"] == weights[row["criterion"]]
+    assert row["contribution"] == source.score * row["weight"]
+    if source.source == "judge":
+        assert row["rating"] == source.rating and row["call_keys"] == list(source.call_keys)
+        assert row["score"] == (row["rating"] - 1) / 4
+    else:
+        assert row["attribute"] == "track_popularity"
+        assert row["score"] == 1 - row["attribute_value"] / 100
+
+
+def _check_coverage(record, categories, covered) -> None:
+    """An explanation names a category as newly covered exactly when no earlier pick had it."""
+    for dimension, value in record["categories"].items():
+        assert value == categories[dimension]
+        assert (f"{dimension}={value}" in record["newly_covers"]) == (value not in covered[dimension])
+        covered[dimension].add(value)
+
+
 def test_every_number_in_an_explanation_is_an_input_or_built_from_inputs():
     scores, categories = scored_pool()
     candidates = [
@@ -73,22 +94,10 @@ def test_every_number_in_an_explanation_is_an_input_or_built_from_inputs():
         record = explanation.record()
         given = scores[explanation.candidate]
         for row in record["criteria"]:
-            source = given[row["criterion"]]
-            assert row["score"] == source.score
-            assert row["weight"] == FRAMEWORK.weights[row["criterion"]]
-            assert row["contribution"] == source.score * row["weight"]
-            if source.source == "judge":
-                assert row["rating"] == source.rating and row["call_keys"] == list(source.call_keys)
-                assert row["score"] == (row["rating"] - 1) / 4
-            else:
-                assert row["attribute"] == "track_popularity"
-                assert row["score"] == 1 - row["attribute_value"] / 100
+            _check_criterion_row(row, given[row["criterion"]], FRAMEWORK.weights)
         assert record["total"] == math.fsum(row["contribution"] for row in record["criteria"])
         assert record["total"] == selection.weighted[explanation.candidate]
-        for dimension, value in record["categories"].items():
-            assert value == categories[explanation.candidate][dimension]
-            assert (f"{dimension}={value}" in record["newly_covers"]) == (value not in covered[dimension])
-            covered[dimension].add(value)
+        _check_coverage(record, categories[explanation.candidate], covered)
     (won,) = explanations[0].record()["pairwise_won"]
     assert won["opponent"] == b and sorted(won["call_keys"]) == ["jl2:ab", "jl2:ba"]
     assert all(not e.pairwise_won for e in explanations[1:])

@@ -137,7 +137,7 @@ def test_every_number_in_an_explanation_traces_to_a_recorded_call(tmp_path: Path
     judged["rating"] = judged["rating"] % 5 + 1
     with pytest.raises(AssertionError, match="rating"):
         check_traceable(records, tampered, calls, catalog)
-    page = render_selection_page("run", metrics, records, picks)
+    page = render_selection_page("run", Path("report.html"), metrics, records, picks)
     assert all(e["candidate"] in page for p in picks for e in p["explanations"])
 
 
@@ -176,5 +176,6 @@ def test_the_page_shows_the_judges_words_as_text_never_markup(tmp_path: Path) ->
         return by_name(request)
 
     scored, picks, metrics = run_selection(tmp_path, selection_params(limit=1), sly)
-    page = render_selection_page("run", metrics, [s.record() for s in scored], picks)
-    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    page = render_selection_page("run", Path("report.html"), metrics, [s.record() for s in scored], picks)
+    assert "<script>alert" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert page.count("<script>") == 1  # the page's own, under its Content-Security-Policy

@@ -263,15 +263,14 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_a_sixth_design_runs_through_dvc_status_audit_and_report(project: Path) -> None:
-    before = {p: p.read_bytes() for p in (project / "pipeline").rglob("*.py")}
+def _add_the_design(project: Path) -> None:
+    """One folder, its data and one params section; dvc.yaml generated: the new stages join it,
+    their code deps the design's own files."""
     write_design(project)
     (project / "data").mkdir()
     (project / "data" / "concise.jsonl").write_text("".join(json.dumps(t) + "\n" for t in TEXTS))
     with (project / "params.yaml").open("a", encoding="utf-8") as params:
         params.write(SECTION)
-
-    # dvc.yaml is generated: the new stages join it, their code deps the design's own files.
     judgeloop(project, "dvc-yaml")
     stages = yaml.safe_load((project / "dvc.yaml").read_text())["stages"]
     judge = stages["concise_judge"]
@@ -281,6 +280,9 @@ def test_a_sixth_design_runs_through_dvc_status_audit_and_report(project: Path) 
     assert {"recordings/concise_judge": {"cache": False, "persist": True}} in judge["outs"]
     assert "acme_designs/concise/templates" in stages["concise_aggregate"]["deps"]
 
+
+def _repro(project: Path) -> dict[str, bytes]:
+    """dvc repro runs the design's stages (and no other design's); a second repro runs nothing."""
     ran = dvc(project, "repro", "concise_aggregate")
     assert "Running stage 'concise_judge'" in ran.stdout and "Running stage 'assess'" not in ran.stdout
     metrics = json.loads((project / "outputs/concise/metrics.json").read_text())
@@ -288,16 +290,15 @@ def test_a_sixth_design_runs_through_dvc_status_audit_and_report(project: Path) 
     recorded = {name: (project / name).read_bytes() for name in OUTPUTS}
     assert len((project / "recordings/concise_judge/calls.jsonl").read_text().splitlines()) == 3
     assert "Running stage" not in dvc(project, "repro", "concise_aggregate").stdout
+    return recorded
 
+
+def _status_audit_and_report(project: Path, recorded: dict[str, bytes]) -> None:
     # status: the design's stage is dry-run like any other, from its recordings.
     prediction = json.loads(judgeloop(project, "status", "--all", "--json").stdout)
     [concise] = [s for s in prediction["stages"] if s["stage"] == "concise_judge"]
-    assert (concise["calls"], concise["recorded"], concise["model_calls"], concise["exact"]) == (
-        3,
-        3,
-        0,
-        True,
-    )
+    counts = (concise["calls"], concise["recorded"], concise["model_calls"], concise["exact"])
+    assert counts == (3, 3, 0, True)
     assert "concise_aggregate" in {s["stage"] for s in prediction["stages"]}
 
     # audit: each call's exact prompt and reply.
@@ -310,13 +311,20 @@ def test_a_sixth_design_runs_through_dvc_status_audit_and_report(project: Path) 
     assert "concise: wrote outputs/concise/report.html" in judgeloop(project, "report", "concise").stdout
     assert (project / "outputs/concise/report.html").read_bytes() == recorded["outputs/concise/report.html"]
 
+
+def test_a_sixth_design_runs_through_dvc_status_audit_and_report(project: Path) -> None:
+    before = {p: p.read_bytes() for p in (project / "pipeline").rglob("*.py")}
+    _add_the_design(project)
+    recorded = _repro(project)
+    _status_audit_and_report(project, recorded)
+
     # A collaborator's clone: no local cache and no outputs, only the recordings: a replay makes
     # every output again, byte for byte.
     shutil.rmtree(project / ".judgeloop")
     shutil.rmtree(project / "outputs/concise")
     replayed = dvc(project, "repro", "concise_aggregate", JUDGELOOP_CACHE_MODE="replay")
     assert "Running stage 'concise_judge'" in replayed.stdout
-    assert "concise_judge: 3 calls, 3 from cache, 0 to the model (cache mode replay)" in replayed.stderr
+    assert "3 calls, 3 hits, 0 misses sent to the model (cache mode replay)" in replayed.stderr
     assert {name: (project / name).read_bytes() for name in OUTPUTS} == recorded
 
     # No other file was edited to add it.

@@ -105,7 +105,7 @@ def test_a_reply_that_never_validates_is_recorded_unscored_and_counted(tmp_path:
     assert len(fake.calls) == 9 + 3 * 2  # each failure re-asked once
     assert judge_outcomes(rows) == {
         "fluency": {
-            "calls_judged": 12,
+            "calls_judged": 15,  # the calls made, re-asks included, as audit lists them
             "scored": 9,
             "scored_after_reask": 0,
             "scored_without_logprobs": 0,

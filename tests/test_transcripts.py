@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from pipeline.data.input_files import InputWarning
 from pipeline.data.labels import load_labels
@@ -141,7 +142,7 @@ def test_sorted_numerically_then_limited(tmp_path: Path) -> None:
         write(tmp_path / f"{item}.txt", "Ellie: hi\n")
     assert [t.item_id for t in load(tmp_path)] == ["9", "10", "300", "abc"]
     assert [t.item_id for t in load(tmp_path, limit=2)] == ["9", "10"]
-    with pytest.raises(ConfigError):
+    with pytest.raises(ValidationError, match="greater than or equal to 0"):  # refused with the params
         load(tmp_path, limit=-1)
 
 

@@ -33,6 +33,10 @@ CHROME_ARGS = (
 )
 
 
+# Every request but to this machine goes to a proxy that is not there: the network is cut for the page.
+NO_NETWORK = ("--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=<-loopback>")
+
+
 class WebDriverError(RuntimeError):
     pass
 
@@ -49,9 +53,16 @@ class Chrome:
     """One chromedriver process and one headless Chromium session; use as a context manager."""
 
     def __init__(
-        self, profile: Path, log: Path, *, width: int = 1280, height: int = 900, timeout: float = 30
+        self,
+        profile: Path,
+        log: Path,
+        *,
+        width: int = 1280,
+        height: int = 900,
+        timeout: float = 30,
+        args: tuple[str, ...] = (),
     ) -> None:
-        self.profile, self.log, self.timeout = profile, log, timeout
+        self.profile, self.log, self.timeout, self.args = profile, log, timeout, args
         self.size = (width, height)
         self.process: subprocess.Popen[bytes] | None = None
         self.session: str | None = None
@@ -93,6 +104,7 @@ class Chrome:
             "binary": str(CHROMIUM),
             "args": [
                 *CHROME_ARGS,
+                *self.args,
                 f"--user-data-dir={self.profile}",
                 f"--window-size={self.size[0]},{self.size[1]}",
             ],

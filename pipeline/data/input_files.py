@@ -1,5 +1,9 @@
 """Reading a data file a person gave us: UTF-8 text as lines, or an error naming the file, the line
-and the fix. Shared by the transcript and label loaders."""
+and the fix. Shared by every loader of the data a design reads (transcripts, labels, RAG rows,
+ratings, catalogs, listening requests, SummEval's annotations).
+
+A file larger than MAX_INPUT_BYTES is refused before it is read: a path that points at the wrong
+file (a database dump, a model's weights) would otherwise fill the memory, minutes later."""
 
 from __future__ import annotations
 
@@ -16,15 +20,39 @@ class InputWarning(UserWarning):
     """A data file was skipped, or looks inconsistent; loading went on."""
 
 
-def read_lines(path: Path, shown: str) -> list[str]:
-    """The file's lines, without a UTF-8 byte order mark or line ends. `shown` names it in errors."""
-    data = path.read_bytes().removeprefix(b"\xef\xbb\xbf")
+MAX_INPUT_BYTES = 256 * 2**20  # far above any corpus judgeloop reads (SummEval's is 11 MB)
+
+
+def check_size(size: int, shown: str) -> None:
+    if size > MAX_INPUT_BYTES:
+        raise InputError(
+            shown,
+            None,
+            f"the file is {size:,} bytes, more than the {MAX_INPUT_BYTES:,} judgeloop reads as one input",
+            "check that this is the file you meant; split a larger data set into parts",
+        )
+
+
+def decode(data: bytes, shown: str) -> str:
+    """UTF-8 text without a byte order mark; an InputError naming the line of a byte that is not."""
+    data = data.removeprefix(b"\xef\xbb\xbf")
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         fix = f"re-encode the file as UTF-8, e.g. iconv -f WINDOWS-1252 -t UTF-8 '{shown}' > fixed"
         raise InputError(shown, line, f"byte 0x{data[exc.start]:02x} is not UTF-8", fix) from None
+
+
+def read_text(path: Path, shown: str) -> str:
+    """The file as UTF-8 text, once its size is checked. `shown` names it in errors."""
+    check_size(path.stat().st_size, shown)
+    return decode(path.read_bytes(), shown)
+
+
+def read_lines(path: Path, shown: str) -> list[str]:
+    """The file's lines, without a UTF-8 byte order mark or line ends. `shown` names it in errors."""
+    text = read_text(path, shown)
     if not text.strip():
         raise InputError(shown, 1, "the file is empty", "delete it, or export it again")
     return [line.removesuffix("\r") for line in text.split("\n")]

@@ -34,7 +34,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pipeline.data.catalog import ATTRIBUTE_SCALES, DIVERSITY_DIMENSIONS, FLOAT_RANGES, UNIT_COLUMNS
+from pipeline.data.input_files import read_text
 from pipeline.errors import InputError
+from pipeline.llm.params_errors import duplicate_keys
 
 WEIGHT_SUM_TOLERANCE = 1e-9
 _FIX = "correct it; the comment at the top of data/selection/requests.yaml describes every field"
@@ -168,7 +170,9 @@ def load_requests(path: Path, shown: str | None = None) -> RequestsFile:
     shown = shown or str(path)
     if not path.is_file():
         raise InputError(shown, None, "no such file", "point selection.requests at a requests YAML file")
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path, shown)
+    if not text.strip():
+        raise InputError(shown, 1, "the file is empty", "restore it, or point selection.requests elsewhere")
     try:
         root = yaml.compose(text)
         data = yaml.safe_load(text)
@@ -178,6 +182,9 @@ def load_requests(path: Path, shown: str | None = None) -> RequestsFile:
         raise InputError(
             shown, line, f"not valid YAML ({getattr(exc, 'problem', exc)})", "fix the syntax"
         ) from None
+    for line, key, first in duplicate_keys(root)[:1]:
+        problem = f"'{key}' is given twice in one mapping (first on line {first}); YAML would keep the last"
+        raise InputError(shown, line, problem, "keep one of them")
     try:
         parsed = RequestsFile.model_validate(data if data is not None else {})
     except ValidationError as exc:

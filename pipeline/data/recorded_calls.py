@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pipeline.llm import recordings
 from pipeline.llm.records import RecordedCall
+from pipeline.llm.types import PROMPT_TOO_LONG
 
 
 def first_by_key(calls: Iterable[RecordedCall]) -> dict[str, RecordedCall]:
@@ -30,3 +31,39 @@ def recorded_calls(path: Path, *, verify: bool = True) -> dict[str, RecordedCall
     return first_by_key(
         loaded.call for stage in stages for loaded in recordings.read_stage(stage, verify=verify)
     )
+
+
+def call_counts(calls: Iterable[RecordedCall]) -> dict[str, int]:
+    """What a stage's recorded calls add up to, as `judgeloop audit --stage` shows them one by one:
+
+        calls             every recorded call
+        reasks            calls that re-ask an earlier question (their context's attempt > 0)
+        reasked           questions asked again at least once (a context but its attempt: an item's
+                          metric, a candidate's criterion, ...), whatever the last reply gave
+        cut_at_num_predict  replies cut at the token limit (done_reason "length")
+        too_long          prompts refused as too long for the context window (llm.too_long)
+
+    The metrics of every design count from here, so that each number can be checked against the
+    calls an auditor reads (tests/test_metrics_counts.py)."""
+    counts = {"calls": 0, "reasks": 0, "reasked": 0, "cut_at_num_predict": 0, "too_long": 0}
+    asked_again: set[tuple[object, ...]] = set()
+    for call in calls:
+        context, reply = call.context, call.record.reply
+        counts["calls"] += 1
+        if context.attempt > 0:
+            counts["reasks"] += 1
+            asked_again.add(context.at(attempt=0).sort_key())
+        counts["cut_at_num_predict"] += reply.done_reason == "length"
+        counts["too_long"] += reply.done_reason == PROMPT_TOO_LONG
+    counts["reasked"] = len(asked_again)
+    return counts
+
+
+def stage_call_counts(recordings_dir: Path, stages: Iterable[str]) -> dict[str, dict[str, int]]:
+    """call_counts of each stage's recording under `recordings_dir` (none recorded: all zero)."""
+    return {
+        stage: call_counts(
+            loaded.call for loaded in recordings.read_stage(recordings.stage_dir(recordings_dir, stage))
+        )
+        for stage in sorted(stages)
+    }

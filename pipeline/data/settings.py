@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from pipeline.llm.settings import Section
+from pydantic import Field
+
+from pipeline.llm.settings import PathParam, Section
 
 
 class DataSettings(Section):
-    transcripts: str = "data/demo"
+    transcripts: PathParam = "data/demo"
     # AVEC2017 split CSV(s) inside `transcripts`: run only the participants they list (pipeline.data.labels).
-    labels: str | tuple[str, ...] | None = None
+    labels: PathParam | tuple[PathParam, ...] | None = None
     drop_markers: bool = False
     participant_only: bool = False
-    limit: int | None = None
-    speaker_separator: str = " : "  # how a turn renders in prompts; the original code's " : "
+    limit: int | None = Field(None, ge=0)
+    speaker_separator: str = Field(
+        " : ", min_length=1
+    )  # how a turn renders in prompts; the original code's " : "

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from pipeline.data.input_files import MAX_INPUT_BYTES, check_size, decode
 from pipeline.data.ratings import HumanRatings
 from pipeline.errors import InputError
 
@@ -99,13 +100,22 @@ def corpus_file(path: Path) -> Path:
 
 
 def _lines(path: Path) -> list[str]:
+    shown = str(path)
+    check_size(path.stat().st_size, shown)
     data = path.read_bytes()
     if path.suffix == ".gz":
-        data = gzip.decompress(data)
-    try:
-        return data.decode("utf-8").removeprefix("\ufeff").split("\n")
-    except UnicodeDecodeError:
-        raise InputError(str(path), None, "not UTF-8 text", "re-encode the file as UTF-8") from None
+        try:
+            with gzip.open(path) as unpacked:  # read no more than the limit: a gzip bomb stops there
+                data = unpacked.read(MAX_INPUT_BYTES + 1)
+        except (OSError, EOFError) as exc:
+            raise InputError(
+                shown, None, f"not a gzip file ({exc})", "give the annotations as .jsonl or .jsonl.gz"
+            ) from None
+        check_size(len(data), shown)
+    text = decode(data, shown)
+    if not text.strip():
+        raise InputError(shown, 1, "the file is empty", "restore it, or point summeval.corpus elsewhere")
+    return text.split("\n")
 
 
 def _annotations(row: dict[str, Any], key: str, where: tuple[str, int]) -> tuple[dict[str, int], ...]:

@@ -105,6 +105,22 @@ class Stage:
         return load_ref(self.run)
 
 
+Number = float | int
+# A design's headline numbers: (label, value) rows read from its metrics.json; what `judgeloop
+# compare` sets side by side and the report index shows. None: not in that run's metrics.
+Headline = list[tuple[str, Number | None]]
+
+
+def dig(metrics: Mapping[str, Any], dotted: str) -> Number | None:
+    """The number at `a.b.c` in a metrics dict, or None where the run has none (an older run)."""
+    value: Any = metrics
+    for key in dotted.split("."):
+        if not isinstance(value, Mapping) or key not in value:
+            return None
+        value = value[key]
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 @dataclass(frozen=True)
 class Design(Generic[P]):
     """A judge design: its params sections, its stages in order, and the code the tools call.
@@ -114,6 +130,8 @@ class Design(Generic[P]):
     commands: `judgeloop` subcommands it adds, name -> "module:attribute" of a click command.
     calibration: "module:function" of (params) -> CalibrationRows, its
     judge's scores against people's ratings (`judgeloop calibrate --experiment NAME`).
+    headline: "module:function" of (its metrics.json, a dict) -> Headline: the few numbers that say
+    how a run went (`judgeloop compare`, the report index).
     """
 
     name: str
@@ -123,6 +141,7 @@ class Design(Generic[P]):
     report: str | None = None
     commands: Mapping[str, str] = field(default_factory=dict)
     calibration: str | None = None
+    headline: str | None = None
 
     def stage(self, name: str) -> Stage:
         for stage in self.stages:
@@ -135,6 +154,18 @@ class Design(Generic[P]):
         """params.yaml's sections of this design (and the engine's), the others ignored: a stage
         depends on its own design's sections alone."""
         return load_settings(self.params, path, environ=environ, only_its_sections=True)
+
+    def metrics_path(self, params: P) -> Path | None:
+        """Its metrics file (the first its stages declare), where params put it."""
+        declared = [m for stage in self.stages for m in stage.metrics]
+        return resolve(declared[0], params) if declared else None
+
+    def report_path(self, params: P) -> Path | None:
+        """Its report page: the out of its stages named report.html (or the last .html out)."""
+        outs = [resolve(out, params) for stage in self.stages for out in stage.outs]
+        pages = [path for path in outs if path.suffix == ".html"]
+        named = [p for p in pages if p.name == "report.html"]
+        return (named or pages)[-1] if pages else None
 
     def results_path(self, stage: str, params: P) -> Path:
         """Where an LLM stage writes its results: its first out."""

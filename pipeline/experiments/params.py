@@ -7,6 +7,7 @@ ignored. The model is gathered from the registry: a new design's sections join i
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
@@ -16,7 +17,7 @@ from pydantic import create_model
 
 from pipeline.errors import ConfigError
 from pipeline.experiments.registry import designs
-from pipeline.llm.settings import EngineSettings, load_settings
+from pipeline.llm.settings import EngineSettings, load_settings, params_path
 
 # What the tools read of params.yaml: the engine's sections, typed; each design's through its own model.
 Params = EngineSettings
@@ -42,5 +43,20 @@ def params_model() -> type[EngineSettings]:
     return model
 
 
+def require_params_file() -> Path:
+    """The params.yaml the tools read (./params.yaml, or JUDGELOOP_PARAMS), which must exist: run
+    from another folder, the tools would otherwise read no experiment and print nothing of it."""
+    path = params_path()
+    if not path.is_file():
+        where = "JUDGELOOP_PARAMS names" if "JUDGELOOP_PARAMS" in os.environ else f"in {Path.cwd()} there is"
+        raise ConfigError(
+            f"no params.yaml: {where} no file {path}. judgeloop reads the experiment in the folder it "
+            "runs in. Fix: cd to the project's folder (where params.yaml and dvc.yaml are), or set "
+            "JUDGELOOP_PARAMS=path/to/params.yaml."
+        )
+    return path
+
+
 def load_params(path: Path | None = None, *, environ: Mapping[str, str] | None = None) -> Params:
-    return load_settings(params_model(), path, environ=environ)
+    """params.yaml as a whole (path: default the project's, which must exist)."""
+    return load_settings(params_model(), path or require_params_file(), environ=environ)

@@ -63,6 +63,11 @@ class Upstream(Protocol):
     def __call__(self, stage: str, output: Output[R]) -> list[R]: ...
 
 
+def share(count: int, total: int, what: str, state: str) -> str:
+    """A step's outcome for its end line, e.g. "1 of 12 judgements unscored"."""
+    return f"{count} of {total} {what} {state}"
+
+
 def no_decision_on_unknown(_: Any) -> bool:
     return False
 
@@ -74,7 +79,8 @@ class LLMStep(Generic[P, I, R]):
     decides_on_unknown: whether, with these params, the step takes a decision on a reply without
     sending it back (refine with unscored_triggers false stops on an unscored metric): a dry run's
     placeholder reply then cannot be told from a real one, and its count is a lower bound.
-    done: a line for the log after a run, from the results (e.g. how many were scored)."""
+    done: what the stage's end line adds, from the results: how many were left unscored (or
+    invalid), which are counted, never given a default (e.g. `share(1, 12, "judgements", "unscored")`)."""
 
     inputs: Callable[[P, Upstream], I]
     items: Callable[[I], list[str]]

@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from pydantic import ValidationError
 
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.files import TMP_SUFFIX, atomic_write, child, locked
@@ -169,6 +170,11 @@ class StageRecording:
             self._lines[where] = line
             self._blobs.update(blobs)
 
+    def __len__(self) -> int:
+        """How many calls it holds: one for each context and key, as its file will."""
+        with self._lock:
+            return len(self._lines.keys() | self._later.keys())
+
     def _made(self) -> None:
         """Make the lines of the calls added `later` (the caller holds the lock)."""
         for where, call in self._later.items():
@@ -176,10 +182,11 @@ class StageRecording:
                 self._lines[where] = call_to_line(call, self._blobs)
         self._later.clear()
 
-    def write(self, directory: Path, keep: Callable[[RecordedCall], bool] | None = None) -> None:
-        """Write the stage's calls in one step. keep=None: they replace the recording (a pipeline
-        stage's run). Otherwise the calls already recorded that `keep` accepts stay beside them
-        (read and verified under the folder's lock, so concurrent writers lose nothing)."""
+    def write(self, directory: Path, keep: Callable[[RecordedCall], bool] | None = None) -> int:
+        """Write the stage's calls in one step; how many calls the file holds. keep=None: they
+        replace the recording (a pipeline stage's run). Otherwise the calls already recorded that
+        `keep` accepts stay beside them (read and verified under the folder's lock, so concurrent
+        writers lose nothing)."""
         with locked(directory):
             if keep is not None:
                 earlier = (
@@ -198,6 +205,7 @@ class StageRecording:
             atomic_write(directory / CALLS_FILE, "".join(line + "\n" for line in lines))
             with contextlib.suppress(FileNotFoundError):  # its blocks are in calls.jsonl now
                 (directory / LEGACY_BLOBS_FILE).unlink()
+            return len(self._lines)
 
 
 def write_stage(
@@ -229,6 +237,24 @@ class RecordingLines:
     problems: list[str]
 
 
+MAX_RECORDING_BYTES = 4 * 2**30  # tens of thousands of calls with log-probabilities fit many times
+
+
+def recording_text(path: Path) -> str:
+    """A recording file as text; CorruptRecordError, naming the file (and line) and the fix, for one
+    that is too large to be a recording or is not UTF-8."""
+    fix = f"Fix: restore the file from git (git checkout -- {path}), or re-record the stage."
+    size = path.stat().st_size
+    if size > MAX_RECORDING_BYTES:
+        raise CorruptRecordError(f"{path}: {size / 2**30:.1f} GiB, more than a recording holds. {fix}")
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise CorruptRecordError(f"{path}:{line}: byte 0x{data[exc.start]:02x} is not UTF-8. {fix}") from None
+
+
 def split_recording(directory: Path) -> RecordingLines:
     """Read a stage's recording: calls.jsonl (and a blobs.jsonl beside it, from before they were one
     file), every blob checked against its id. Bad lines are listed, not raised."""
@@ -236,10 +262,10 @@ def split_recording(directory: Path) -> RecordingLines:
     calls: list[tuple[int, str]] = []
     blobs: dict[str, str] = {}
     problems: list[str] = []
-    sources = [(path, path.read_text(encoding="utf-8"))]
+    sources = [(path, recording_text(path))]
     legacy = directory / LEGACY_BLOBS_FILE
     if legacy.is_file():
-        sources.append((legacy, legacy.read_text(encoding="utf-8")))
+        sources.append((legacy, recording_text(legacy)))
     for source, text in sources:
         for number, line in enumerate(text.splitlines(), start=1):
             if source == path and not line.startswith('{"blob":'):
@@ -278,7 +304,21 @@ def parse_call_line(line: str, blobs: dict[str, str], where: str) -> RecordedCal
     except CorruptRecordError:
         raise
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise CorruptRecordError(f"{where}: not a recorded call ({exc}).") from exc
+        raise CorruptRecordError(
+            f"{where}: not a recorded call ({_why(exc)}). Fix: restore the file from git "
+            f"(git checkout -- {where.rsplit(':', 1)[0]}), or re-record the stage."
+        ) from exc
+
+
+def _why(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        return "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'the line'}: {e['msg']}"
+            for e in exc.errors(include_url=False)[:2]
+        )
+    if isinstance(exc, KeyError):
+        return f"{exc} is missing"
+    return str(exc)
 
 
 def read_stage(directory: Path, *, verify: bool = True) -> Iterator[LoadedCall]:

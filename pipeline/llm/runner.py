@@ -1,4 +1,4 @@
-"""Run one stage's items side by side, as many as the session's workers, with a progress bar.
+"""Run one stage's items side by side, as many as the session's workers.
 
 Each item runs its own calls from start to end (a loop's next round goes out as soon as its own
 replies are in: no item waits for another's), ranked by its place in the items, so that its calls
@@ -16,8 +16,6 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextvars import copy_context
 from typing import TypeVar
 
-from tqdm import tqdm
-
 from pipeline.errors import ReplayMissError
 from pipeline.llm.scheduling import ITEM_RANK
 from pipeline.llm.session import LLMSession
@@ -33,11 +31,8 @@ def run_items(session: LLMSession, items: Sequence[T], work: Callable[[T], R], d
 
     results: dict[int, R] = {}
     failure: BaseException | None = None
-    with (
-        ThreadPoolExecutor(max_workers=session.workers, thread_name_prefix=desc) as pool,
-        # disable=None: a bar on a terminal, nothing in a log or CI (each redraw would be a line).
-        tqdm(total=len(items), desc=desc, unit="item", dynamic_ncols=True, disable=None) as bar,
-    ):
+    # The stage's progress (pipeline.llm.progress) follows the session's calls, not the items.
+    with ThreadPoolExecutor(max_workers=session.workers, thread_name_prefix=desc) as pool:
         pending: dict[Future[R], int] = {
             pool.submit(copy_context().run, ranked, i, item): i for i, item in enumerate(items)
         }
@@ -54,8 +49,6 @@ def run_items(session: LLMSession, items: Sequence[T], work: Callable[[T], R], d
                     failure = error
                     for other in pending:
                         other.cancel()
-                bar.update()
-                bar.set_postfix(hits=session.stats.hits, model_calls=session.stats.model_calls)
     if failure is not None:
         raise failure
     session.raise_for_misses()

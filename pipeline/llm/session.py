@@ -11,6 +11,16 @@ Cache modes (params `cache.mode`, env JUDGELOOP_CACHE_MODE):
     refresh  call the model for every request and overwrite what was stored
     off      call the model for every request and store nothing locally (recordings still written)
 
+A prompt too long for the model's context window (PromptTruncatedError from the backend) is, by
+default (`llm.too_long: unscored`), recorded as that call's reply: a refusal with no text, done_reason
+`prompt_too_long` and the backend's words in its meta, logged with the item it belongs to. The
+judges read it as a failure of kind `too_long` (no re-ask: a re-ask is longer still), so the item
+is recorded unscored with the reason and counted, the stage goes on, and a replay takes the same
+course. A refusal is no transport error: the same prompt never fits the same model and window, both
+in its key. (An OpenAI-compatible server's context is not in the key: after serving the model with
+a longer one, run with JUDGELOOP_CACHE_MODE=refresh.) `llm.too_long: fail` stops the stage at the
+first such prompt instead, naming the item.
+
 Nothing is served unverified: a local hit is checked against its seal and key (pipeline.llm.store),
 a recorded one was verified in full when its stage's recording was read, and that recording
 matched its pin in dvc.lock (pipeline.llm.recording_index, pipeline.llm.pins). A damaged entry
@@ -25,6 +35,7 @@ connection, and in replay mode the model's identity comes from the recordings, n
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -32,7 +43,13 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.errors import ConfigError, CorruptRecordError, ReplayIncompleteError, ReplayMissError
+from pipeline.errors import (
+    ConfigError,
+    CorruptRecordError,
+    PromptTruncatedError,
+    ReplayIncompleteError,
+    ReplayMissError,
+)
 from pipeline.llm import recordings
 from pipeline.llm.files import atomic_write
 from pipeline.llm.keys import request_key
@@ -41,11 +58,13 @@ from pipeline.llm.pins import Pins
 from pipeline.llm.recording_index import RecordingIndex
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.scheduling import RankedGate
-from pipeline.llm.settings import CacheMode, EngineSettings, in_flight
+from pipeline.llm.settings import CacheMode, EngineSettings, TooLong, in_flight
 from pipeline.llm.store import CallStore
-from pipeline.llm.types import Backend, CallContext, ChatRequest, ModelIdentity
+from pipeline.llm.types import Backend, CallContext, ChatReply, ChatRequest, ModelIdentity
 
 __all__ = ["RUNS_DIR", "LLMSession", "RecordingIndex", "RunStats", "open_session", "resolve_identity"]
+
+log = logging.getLogger(__name__)
 
 RUNS_DIR = "runs"
 
@@ -70,8 +89,10 @@ class LLMSession:
         identity: Callable[[], ModelIdentity],
         backend: Callable[[], Backend],
         runs_dir: Path | None = None,
+        too_long: TooLong = "unscored",
     ) -> None:
         self.stage, self.mode, self.store, self.index = stage, mode, store, index
+        self.too_long = too_long
         self.recordings_dir, self.runs_dir = recordings_dir, runs_dir
         self._identity_factory, self._backend_factory = identity, backend
         self._identity: ModelIdentity | None = None
@@ -82,7 +103,14 @@ class LLMSession:
         self._answered: dict[str, CallRecord] = {}  # by the model, in this session
         self.calls: list[RecordedCall] = []
         self.recording = recordings.StageRecording()
+        self.recorded_total: int | None = None  # the calls the stage's recording held once written
+        self._recorded_this_run: int | None = None  # set when written: the file adds earlier calls
         self.stats = RunStats()
+        self._observers: list[Callable[[RecordedCall], None]] = []
+
+    def observe(self, observer: Callable[[RecordedCall], None]) -> None:
+        """Call `observer` with every call as it completes (a progress display), from its thread."""
+        self._observers.append(observer)
 
     @property
     def identity(self) -> ModelIdentity:
@@ -100,6 +128,12 @@ class LLMSession:
             if self._backend is None:
                 self._backend = self._backend_factory()
             return self._backend
+
+    @property
+    def recorded_calls(self) -> int:
+        """This run's calls as its recording holds them (and `judgeloop audit` lists them): one per
+        context and key, however often the same call was served."""
+        return len(self.recording) if self._recorded_this_run is None else self._recorded_this_run
 
     @property
     def workers(self) -> int:
@@ -189,7 +223,10 @@ class LLMSession:
         backend = self.backend  # built (a model loaded) before the clock starts: not the call's time
         with self.gate.place():  # waiting for a turn is not the call's time either
             started = time.perf_counter_ns()
-            reply = backend.chat(request)
+            try:
+                reply = backend.chat(request)
+            except PromptTruncatedError as exc:
+                reply = self._refused(exc, context)
             elapsed = time.perf_counter_ns() - started
         if BACKEND_TOTAL not in reply.meta:
             # A backend that does not time itself: keep the call's wall time (latency budgets read
@@ -200,6 +237,20 @@ class LLMSession:
             self.store.put(record)
         self._answered[key] = record
         return RecordedCall(context=context, record=record, cache_hit=False)
+
+    def _refused(self, exc: PromptTruncatedError, context: CallContext) -> ChatReply:
+        """A prompt too long for the context window: llm.too_long says whether that stops the
+        stage, naming the item, or is recorded as this call's reply, a refusal without text, so
+        the item is recorded unscored with the reason and a replay takes the same course."""
+        said = exc.message.rstrip(". ") + "."
+        if self.too_long == "fail":
+            raise PromptTruncatedError(
+                f"{context.describe()}: {said} The stage stopped at it (llm.too_long: fail); with "
+                "llm.too_long: unscored such an item is recorded unscored, counted, and the others go on.",
+                item=context.item,
+            ) from exc
+        log.warning("%s: %s Recorded unscored (llm.too_long: unscored).", context.describe(), said)
+        return ChatReply.refused_as_too_long(exc.message)
 
     def _log(self, call: RecordedCall) -> RecordedCall:
         with self._lock:
@@ -212,6 +263,8 @@ class LLMSession:
         # A hit's line is made when the stage is written, unless the stage is waiting on a server
         # anyway: then its threads make it now, rather than all at the end (pipeline.llm.recordings).
         self.recording.add(call, later=call.cache_hit and not self._answered)
+        for observer in self._observers:
+            observer(call)
         return call
 
     def raise_for_misses(self) -> None:
@@ -223,8 +276,11 @@ class LLMSession:
     ) -> None:
         """Write the stage's recording (replacing it, or beside the calls `keep` accepts: see
         pipeline.llm.recordings) and the run's summary; release the backend and the store."""
+        self._recorded_this_run = len(self.recording)
         if write_recording:
-            self.recording.write(recordings.stage_dir(self.recordings_dir, self.stage), keep)
+            self.recorded_total = self.recording.write(
+                recordings.stage_dir(self.recordings_dir, self.stage), keep
+            )
         if self.runs_dir is not None:
             summary = {
                 "stage": self.stage,
@@ -294,4 +350,5 @@ def open_session(
         identity=lambda: resolve_identity(params, index, backend),
         backend=backend,
         runs_dir=cache_dir.parent / RUNS_DIR,
+        too_long=params.llm.too_long,
     )

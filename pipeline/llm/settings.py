@@ -22,21 +22,31 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from pipeline.errors import ConfigError
+from pipeline.llm.params_errors import compose, duplicate_keys, params_problems
+from pipeline.llm.redact import redact_url, remember
 from pipeline.llm.types import Options
 
 CacheMode = Literal["auto", "replay", "refresh", "off"]
+TooLong = Literal["unscored", "fail"]
 
 
 class Section(BaseModel):
-    """A params.yaml section: unknown keys are refused, so a typo cannot pass for a default."""
+    """A params.yaml section: unknown keys are refused, so a typo cannot pass for a default; NaN and
+    infinity are refused in every number (a YAML `.nan` is a float like any other)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+# A path or a folder named in params.yaml: an empty one would name the working directory itself.
+PathParam = Annotated[str, Field(min_length=1, pattern=r"\S")]
+Seconds = Annotated[float, Field(gt=0, le=86_400)]
 
 
 def in_flight(slots: int) -> int:
@@ -56,8 +66,20 @@ def in_flight(slots: int) -> int:
 
 
 class EmbeddedSettings(Section):
-    n_threads: int = 2
-    n_batch: int = 512
+    n_threads: int = Field(2, ge=1, le=1024)
+    n_batch: int = Field(512, ge=1)
+
+
+def http_url(value: str) -> str:
+    """A server's address: an http(s) URL with a host, whose credentials are masked in every
+    message from here on."""
+    remember(value)
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(
+            f"{redact_url(value)!r} is not an http(s) URL with a host (e.g. http://127.0.0.1:11434)"
+        )
+    return value
 
 
 class ServerSettings(Section):
@@ -65,6 +87,8 @@ class ServerSettings(Section):
 
     base_url: str
     parallelism: int = Field(1, ge=1, le=256)
+
+    _http_url = field_validator("base_url")(http_url)
 
 
 def parse_servers(value: Any) -> Any:
@@ -81,29 +105,33 @@ def parse_servers(value: Any) -> Any:
 
 class LLMSettings(Section):
     # A name in pipeline.llm.backends' registry (embedded, ollama, openai, fake, or a plugin's).
-    backend: str = "embedded"
-    model: str = "SmolLM2-135M-Instruct.Q4_1"
-    digest: str | None = None
+    backend: str = Field("embedded", min_length=1)
+    model: str = Field("SmolLM2-135M-Instruct.Q4_1", min_length=1)
+    digest: str | None = Field(None, min_length=1)
     base_url: str = "http://127.0.0.1:11434"
     api_key_env: str = "OPENAI_API_KEY"
     parallelism: int = Field(1, ge=1, le=256)
     # A pool of servers of llm.backend's kind, serving the same weights, instead of base_url and
     # parallelism (pipeline.llm.backends.pool). Not in any stage's params: the pool cannot change a reply.
     servers: list[ServerSettings] = Field(default_factory=list)
-    connect_timeout_s: float = 5.0
-    read_timeout_s: float = 300.0
-    max_retries: int = Field(5, ge=0)
-    max_server_errors: int = Field(2, ge=0)
+    connect_timeout_s: Seconds = 5.0
+    read_timeout_s: Seconds = 300.0
+    max_retries: int = Field(5, ge=0, le=100)
+    max_server_errors: int = Field(2, ge=0, le=100)
+    # A prompt too long for the model's context: `unscored` records that item as unscored with the
+    # reason and the stage goes on (counted in its metrics); `fail` stops the stage at the first one.
+    too_long: TooLong = "unscored"
     options: Options = Field(default_factory=Options)
     embedded: EmbeddedSettings = Field(default_factory=EmbeddedSettings)
 
     _servers_from_text = field_validator("servers", mode="before")(parse_servers)
+    _http_url = field_validator("base_url")(http_url)
 
 
 class CacheSettings(Section):
     mode: CacheMode = "auto"
-    dir: str = ".judgeloop/cache"
-    recordings: str = "recordings"
+    dir: PathParam = ".judgeloop/cache"
+    recordings: PathParam = "recordings"
 
 
 class EngineSettings(Section):
@@ -146,26 +174,92 @@ def read_params_file(path: Path, environ: Mapping[str, str] | None = None) -> di
             )
     raw: dict[str, Any] = {}
     if path.exists():
-        try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            line = f":{mark.line + 1}" if mark is not None else ""
-            raise ConfigError(f"{path}{line}: not valid YAML ({exc}). Fix the syntax there.") from exc
-        raw = loaded or {}
+        raw = _parsed(path, params_text(path))
     for var, (section, field) in ENV_OVERRIDES.items():
         if var in env and env[var] != "":
             raw.setdefault(section, {})[field] = env[var]
     return raw
 
 
-def validate_params(model: type[S], raw: Mapping[str, Any], path: Path) -> S:
+MAX_PARAMS_BYTES = 2**20  # a params file a thousand times the committed one is some other file
+
+
+def params_text(path: Path) -> str:
+    """params.yaml as text: UTF-8, of a params file's size, or a ConfigError naming the line."""
+    size = path.stat().st_size
+    if size > MAX_PARAMS_BYTES:
+        raise ConfigError(
+            f"{path}: {size:,} bytes, far more than a params file holds. Fix: check that "
+            "JUDGELOOP_PARAMS (or ./params.yaml) names your params file."
+        )
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ConfigError(
+            f"{path}:{line}: byte 0x{data[exc.start]:02x} is not UTF-8. Fix: re-encode the file as UTF-8."
+        ) from None
+
+
+def _parsed(path: Path, text: str) -> dict[str, Any]:
+    """The YAML mapping, refusing what yaml.safe_load lets through: a key given twice in one mapping
+    (the last would silently win) and a file that is no mapping."""
+    try:
+        loaded = yaml.safe_load(text)
+        repeated = duplicate_keys(compose(text))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}{where}: not valid YAML ({exc}). Fix the syntax there.") from exc
+    if repeated:
+        line, key, first = repeated[0]
+        raise ConfigError(
+            f"{path}:{line}: '{key}' is given twice in one section (first on line {first}); YAML would "
+            "keep the last silently. Fix: keep one of them."
+        )
+    if loaded is None:
+        raise ConfigError(
+            f"{path}: holds no parameters (empty, or comments only), so every section would take its "
+            "defaults without a word. Fix: restore it (git checkout -- params.yaml), or delete it to "
+            "run on the defaults."
+        )
+    if not isinstance(loaded, dict):
+        raise ConfigError(
+            f"{path}: holds a {type(loaded).__name__}, not the mapping of sections params.yaml is "
+            "(llm:, cache:, ...). Fix: check that it is your params file."
+        )
+    return loaded
+
+
+def overridden_by(environ: Mapping[str, str] | None = None) -> dict[tuple[str, str], str]:
+    """(section, key) -> the JUDGELOOP_* variable that sets it in this environment."""
+    env = os.environ if environ is None else environ
+    return {target: var for var, target in ENV_OVERRIDES.items() if env.get(var)}
+
+
+def validate_params(
+    model: type[S],
+    raw: Mapping[str, Any],
+    path: Path,
+    overridden: Mapping[tuple[str, str], str] | None = None,
+) -> S:
+    """`raw` validated as `model`; a ConfigError naming each refused value's line in `path` (or the
+    variable that set it) and, for an unknown key, the nearest known one."""
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors())
+        try:
+            text: str | None = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            text = None
+        problems = params_problems(exc, model, str(path), text, overridden or {})
+        plural = "s" if len(problems) > 1 else ""
         raise ConfigError(
-            f"{path}: {problems}. Fix the value in {path} or the JUDGELOOP_* variable that overrides it."
+            f"{path}: {len(problems)} parameter{plural} refused:\n  "
+            + "\n  ".join(problems)
+            + f"\nFix the value{plural} there (README: the params of each design), or the JUDGELOOP_* "
+            "variable named."
         ) from exc
 
 
@@ -184,4 +278,4 @@ def load_settings(
     raw = read_params_file(path, environ)
     if only_its_sections:
         raw = {name: value for name, value in raw.items() if name in model.model_fields}
-    return validate_params(model, raw, path)
+    return validate_params(model, raw, path, overridden_by(environ))

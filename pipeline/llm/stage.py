@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import click
-
 from pipeline.llm.session import LLMSession, open_session
 from pipeline.llm.settings import EngineSettings
 
@@ -22,9 +20,3 @@ def recorded_session(params: EngineSettings, stage: str) -> Iterator[LLMSession]
         ok = True
     finally:
         session.close(write_recording=ok)
-    stats = session.stats
-    click.echo(
-        f"{stage}: {len(session.calls)} calls, {stats.hits} from cache, {stats.model_calls} to the model "
-        f"(cache mode {session.mode})",
-        err=True,
-    )

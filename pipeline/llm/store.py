@@ -43,6 +43,7 @@ import orjson
 
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.records import CallRecord
+from pipeline.llm.store_errors import database_errors, guarded
 from pipeline.llm.types import ChatRequest, ModelIdentity
 
 MAGIC = b"jlr2 "
@@ -168,12 +169,16 @@ def seal(header: bytes) -> bytes:
 
 
 class CallStore:
+    """Every method that touches the database says a failure of it (read-only, full, damaged) with
+    its path and the fix (pipeline.llm.store_errors), never as a sqlite3 traceback."""
+
     def __init__(self, directory: Path) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
-        check_database(directory)
         self.directory = directory
         self.db_path = directory / DB_FILE
-        self._cache = diskcache.Cache(str(directory), timeout=60, disk=SafeDisk, **SETTINGS)
+        with database_errors(self.db_path):
+            directory.mkdir(parents=True, exist_ok=True)
+            check_database(directory)
+            self._cache = diskcache.Cache(str(directory), timeout=60, disk=SafeDisk, **SETTINGS)
         self._identities: dict[tuple[Any, ...], ModelIdentity] = {}
 
     def get(self, key: str, request: ChatRequest | None = None) -> CallRecord | None:
@@ -196,6 +201,7 @@ class CallStore:
         except Damage as exc:
             return None, str(exc)
 
+    @guarded
     def _read(self, key: str, request: ChatRequest | None, *, upgrade: bool = True) -> CallRecord | None:
         try:
             raw = self._cache.get(key)
@@ -255,6 +261,7 @@ class CallStore:
             identity = self._identities[seen] = ModelIdentity.model_validate(model)
         return identity
 
+    @guarded
     def get_raw(self, key: str) -> bytes | None:
         try:
             raw = self._cache.get(key)
@@ -262,6 +269,7 @@ class CallStore:
             return None
         return None if raw is None else bytes(raw)
 
+    @guarded
     def put(self, record: CallRecord) -> None:
         header = record.model_dump_json(exclude={"request"}).encode()
         value = b"".join(
@@ -269,21 +277,26 @@ class CallStore:
         )
         self._cache.set(record.key, value)
 
+    @guarded
     def put_raw(self, key: str, raw: bytes) -> None:
         self._cache.set(key, raw)
 
+    @guarded
     def delete(self, key: str | ForeignKey) -> bool:
         return bool(self._cache.delete(key))
 
+    @guarded
     def __contains__(self, key: str) -> bool:
         return key in self._cache
 
+    @guarded
     def __len__(self) -> int:
         return len(self._cache)
 
     def entries(self) -> Iterator[str | ForeignKey]:
         """Every key, foreign ones too (undecoded), for the tools that check and repair."""
-        yield from self._cache.iterkeys()
+        with database_errors(self.db_path):
+            yield from self._cache.iterkeys()
 
     def keys(self) -> Iterator[str]:
         """Every key; CorruptRecordError at a key judgeloop never writes (see `entries`)."""
@@ -295,6 +308,7 @@ class CallStore:
                 )
             yield key
 
+    @guarded
     def volume(self) -> int:
         return int(self._cache.volume())
 

@@ -14,7 +14,8 @@ on whitespace (a grammar allows whitespace between tokens, and a small model can
 until num_predict) is "runaway_whitespace". Neither is parsed. A reply that is not valid for the
 model is "invalid". Each failed attempt is re-asked (up to `max_attempts` calls in all) in the
 same conversation: the reply, then a user message naming the problem; the re-ask is the call
-context with `attempt` = n.
+context with `attempt` = n. A prompt refused as too long for the context window (the session's
+`prompt_too_long` reply) is "too_long" and is not re-asked: the re-ask would be longer still.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from pipeline.llm.records import RecordedCall
 from pipeline.llm.types import CallContext, ChatReply, ChatRequest, Message, Options
 
 T = TypeVar("T", bound=BaseModel)
-FailureKind = Literal["invalid", "truncated", "runaway_whitespace"]
+FailureKind = Literal["invalid", "truncated", "runaway_whitespace", "too_long"]
 
 # Pretty-printed JSON indents by a few dozen characters at most; a longer run of whitespace is the
 # decoder looping (llama.cpp's own JSON grammar caps a run at 20 for the same reason).
@@ -124,7 +125,10 @@ StructuredResult = Structured[T] | StructuredFailure
 
 
 def check_reply(reply: ChatReply, model: type[T], key: str = "") -> T | Problem:
-    """The reply as a validated `model`, or why not; a cut or runaway reply is not parsed."""
+    """The reply as a validated `model`, or why not; a cut or runaway reply is not parsed, nor is a
+    prompt refused as too long for the context window (pipeline.llm.session)."""
+    if (refused := reply.too_long) is not None:
+        return Problem("too_long", refused, key)
     if _RUNAWAY.search(reply.text):
         return Problem("runaway_whitespace", f"a run of {RUNAWAY_WHITESPACE}+ whitespace characters", key)
     if reply.done_reason == "length":
@@ -182,6 +186,8 @@ def ask_structured(
         if not isinstance(checked, Problem):
             return Structured(checked, reply.text, reply, tuple(keys), tuple(problems))
         problems.append(checked)
+        if checked.kind == "too_long":
+            break  # a re-ask carries the whole prompt and more: it cannot fit either
         # A whitespace tail is the failure itself: the conversation carries the reply without it.
         conversation += [
             Message(role="assistant", content=reply.text.rstrip()),

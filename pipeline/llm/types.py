@@ -7,7 +7,7 @@ never a tag), and that identity is part of every cache key.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any, Literal, NamedTuple, Protocol, overload, runtime_checkable
+from typing import Annotated, Any, Literal, NamedTuple, Protocol, overload, runtime_checkable
 
 from pydantic import (
     BaseModel,
@@ -39,14 +39,19 @@ class Options(Frozen):
     value produce the same request (and the same cache key).
     """
 
-    temperature: float = 0.0
-    seed: int = 42
-    num_ctx: int = 4096
-    num_predict: int = 512
-    top_k: int = 20
-    top_p: float = 0.9
-    repeat_penalty: float = 1.0
-    stop: tuple[str, ...] = ()
+    # Ranges every backend accepts; NaN and infinity are refused (allow_inf_nan), so a typo in
+    # params.yaml stops at load with its line rather than reaching a server as a 400 or a garbage run.
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    temperature: float = Field(0.0, ge=0.0, le=100.0)
+    # A negative seed asks llama.cpp and Ollama for a random one: replies that cannot repeat.
+    seed: int = Field(42, ge=0, lt=2**32)
+    num_ctx: int = Field(4096, ge=16)
+    num_predict: int = Field(512, ge=-1)  # -1: no limit (Ollama's spelling; the OpenAI API's is none)
+    top_k: int = Field(20, ge=0)
+    top_p: float = Field(0.9, gt=0.0, le=1.0)
+    repeat_penalty: float = Field(1.0, gt=0.0)
+    stop: tuple[Annotated[str, Field(min_length=1)], ...] = ()
 
 
 def _without_unset_additions(data: Any, added: tuple[str, ...]) -> Any:
@@ -187,6 +192,11 @@ class ModelIdentity(Frozen):
     digest: str
 
 
+# done_reason of a call whose prompt did not fit the model's context window (llm.too_long: unscored):
+# the backend refused it, the reply has no text, and meta["refused"] says what the backend said.
+PROMPT_TOO_LONG = "prompt_too_long"
+
+
 class ChatReply(Frozen):
     text: str
     done_reason: str | None = None
@@ -200,6 +210,17 @@ class ChatReply(Frozen):
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
         return _without_unset_additions(handler(self), ("logprobs",))
+
+    @property
+    def too_long(self) -> str | None:
+        """Why the prompt was refused as too long for the context window; None for a reply."""
+        if self.done_reason != PROMPT_TOO_LONG:
+            return None
+        return str(self.meta.get("refused") or "the prompt does not fit the context window")
+
+    @classmethod
+    def refused_as_too_long(cls, said: str) -> ChatReply:
+        return cls(text="", done_reason=PROMPT_TOO_LONG, meta={"refused": said})
 
 
 class CallContext(Frozen):

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from pipeline.llm.settings import Section
+from pipeline.llm.settings import PathParam, Section
 
 
 class RefineSettings(Section):
@@ -17,4 +17,4 @@ class RefineSettings(Section):
     previous_assessment: Literal["none", "original", "previous"] = "none"
     rejudge: Literal["low", "all"] = "low"
     keep: Literal["last", "best"] = "last"
-    out: str = "outputs/paper/refinement.jsonl"
+    out: PathParam = "outputs/paper/refinement.jsonl"

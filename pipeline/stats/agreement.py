@@ -201,20 +201,38 @@ def correlate(
 # --- Krippendorff's alpha -----------------------------------------------------------------------
 
 
+def alpha_undefined(ratings_per_unit: Sequence[Sequence[float | None]]) -> str | None:
+    """Why Krippendorff's alpha is undefined over these units, or None where it is defined.
+
+    Alpha compares the values given to one unit by different raters, so only units with two or
+    more ratings count; with one rater per item (the most common annotation design) there is no
+    such unit, and agreement between raters is not low but unmeasured."""
+    pairable = [[v for v in unit if v is not None] for unit in ratings_per_unit]
+    pairable = [unit for unit in pairable if len(unit) >= 2]
+    if not pairable:
+        return (
+            "no item has two or more ratings (one rating per item), so agreement between raters is undefined"
+        )
+    if len({v for unit in pairable for v in unit}) < 2:
+        return (
+            "every item rated twice or more got one and the same value, so there is no variation to measure"
+        )
+    return None
+
+
 def ordinal_alpha(ratings_per_unit: Sequence[Sequence[float | None]]) -> float:
     """Krippendorff's alpha (ordinal) over units each rated by any number of raters (None: missing).
 
     Which rater gave which value does not enter alpha, only the values within each unit, so raters
-    need not be the same people across units. NaN when fewer than two distinct values occur."""
-    width = max((len(unit) for unit in ratings_per_unit), default=0)
+    need not be the same people across units. NaN where it is undefined (`alpha_undefined` says why)."""
+    if alpha_undefined(ratings_per_unit) is not None:
+        return math.nan
+    width = max(len(unit) for unit in ratings_per_unit)
     matrix = np.full((width, len(ratings_per_unit)), np.nan)
     for column, unit in enumerate(ratings_per_unit):
         for row, value in enumerate(unit):
             if value is not None:
                 matrix[row, column] = value
-    observed = matrix[np.isfinite(matrix)]
-    if observed.size == 0 or np.unique(observed).size < 2:
-        return math.nan
     return float(krippendorff.alpha(reliability_data=matrix, level_of_measurement="ordinal"))
 
 

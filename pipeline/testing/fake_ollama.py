@@ -34,6 +34,7 @@ benchmark needs a distribution; `busy_s` adds up the generation time the slots w
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import threading
@@ -75,6 +76,7 @@ class Fault:
     message: str = "llama runner process has terminated: unexpected EOF"
     seconds: float = 0.0
     retry_after: str | None = None  # a status fault's Retry-After header, as the server writes it
+    path: str | None = None  # only a request to this path meets it (None: the next request, any path)
 
     reset: ClassVar[Fault]  # TCP RST after reading the request: the client sees ECONNRESET
     disconnect: ClassVar[Fault]  # clean close with no reply: "server disconnected"
@@ -89,6 +91,10 @@ class Fault:
     @classmethod
     def status(cls, code: int, message: str | None = None, *, retry_after: str | None = None) -> Fault:
         return cls("status", code, message or _MESSAGES.get(code, f"HTTP {code}"), retry_after=retry_after)
+
+    def on(self, path: str) -> Fault:
+        """This fault, for the next request to `path` only (e.g. "/api/chat", not the tags)."""
+        return dataclasses.replace(self, path=path)
 
     @classmethod
     def hang(cls, seconds: float) -> Fault:
@@ -173,6 +179,11 @@ class FakeOllama(LoopbackServer):
         self._by_path: Counter[str] = Counter()
 
     # -- lifecycle -------------------------------------------------------------------------------
+    def start(self, port: int = 0) -> FakeOllama:
+        self._closing.clear()  # started again after a close: a server that came back
+        super().start(port)
+        return self
+
     def stopping(self) -> None:
         self._closing.set()
         with self._cond:
@@ -228,7 +239,10 @@ class FakeOllama(LoopbackServer):
             self._by_path[seen.path] += 1
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
-            return self._faults.pop(0) if self._faults else None
+            for index, fault in enumerate(self._faults):
+                if fault.path is None or fault.path == seen.path:
+                    return self._faults.pop(index)
+            return None
 
     def leave(self) -> None:
         with self._cond:

@@ -8,7 +8,11 @@ is refused with a 400 naming this). What it follows, from the chat-completions A
 - `response_format`: `{"type": "text"}`, `{"type": "json_object"}`, or `{"type": "json_schema",
   "json_schema": {"name", "schema", "strict"?}}`; a json_schema without a schema object, or any
   other type, is a 400. The schema is honoured by the fake constrained decoder
-  (pipeline.llm.backends.fake_decoding): the reply is JSON valid for it, cut by max_tokens like any other;
+  (pipeline.llm.backends.fake_decoding): the reply is JSON valid for it, cut by max_tokens like any other.
+  `dialect` makes it another server: "json_object_schema" is llama-cpp-python's server (a 500 for
+  json_schema, whose pydantic model knows only text and json_object; `{"type": "json_object",
+  "schema": ...}` honoured), "guided_json" an older vLLM (a 400 for json_schema; the top-level
+  `guided_json` field honoured);
 - `logprobs: true` with `top_logprobs: k` (0..20; top_logprobs without logprobs is a 400) gives
   `choices[0].logprobs.content`, deterministic fake entries;
 - extra sampling fields `top_k`, `repetition_penalty` (vLLM), `repeat_penalty` (llama-server) are
@@ -28,13 +32,15 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from pipeline.llm.backends.fake_decoding import constrain, fake_logprobs, request_seed, wire_logprobs
 from pipeline.testing.loopback import LoopbackHandler, LoopbackServer, Received
 
 # Gets the request body as sent (model, messages, sampling fields, ...) and returns the reply text.
 Responder = Callable[[dict[str, Any]], str]
+# How the server takes a JSON Schema for the reply (see the module's docstring).
+Dialect = Literal["json_schema", "json_object_schema", "guided_json"]
 SAMPLING_FIELDS = ("temperature", "top_p", "seed", "top_k", "repetition_penalty", "repeat_penalty")
 MAX_TOP_LOGPROBS = 20
 
@@ -64,9 +70,10 @@ class FakeOpenAI(LoopbackServer):
         responder: Responder = default_responder,
         max_model_len: int = 4096,
         latency_s: float = 0.0,
+        dialect: Dialect = "json_schema",
     ) -> None:
         super().__init__()
-        self.models, self.responder = list(models), responder
+        self.models, self.responder, self.dialect = list(models), responder, dialect
         self.max_model_len, self.latency_s = max_model_len, latency_s
         self._next_bodies: list[Any] = []
 
@@ -83,7 +90,9 @@ class FakeOpenAI(LoopbackServer):
     def complete(self, body: dict[str, Any]) -> dict[str, Any]:
         """One chat completion, or BadRequest with the status and words a server would use."""
         model = self._check(body)
-        fmt = _format(body.get("response_format"))
+        fmt = _format(body.get("response_format"), self.dialect)
+        if self.dialect == "guided_json" and isinstance(body.get("guided_json"), dict):
+            fmt = body["guided_json"]
         top = _top_logprobs(body)
         prompt, max_tokens = self._fit(body)
         if self.latency_s:
@@ -154,14 +163,28 @@ def _cut(text: str, stop: Any, max_tokens: int | None) -> tuple[str, str]:
     return text, "stop"
 
 
-def _format(response_format: Any) -> str | dict[str, Any] | None:
+def _format(response_format: Any, dialect: Dialect = "json_schema") -> str | dict[str, Any] | None:
     if response_format is None:
         return None
     kind = response_format.get("type") if isinstance(response_format, dict) else None
     if kind == "text":
         return None
     if kind == "json_object":
+        # Only llama-cpp-python's server reads a schema there; vLLM lets the unknown field pass unread.
+        schema = response_format.get("schema")
+        if dialect == "json_object_schema" and isinstance(schema, dict):
+            return cast(dict[str, Any], schema)
         return "json"
+    if kind == "json_schema" and dialect == "json_object_schema":
+        # llama-cpp-python's server: its request model's literal, reported as an internal error.
+        raise BadRequest(
+            500,
+            "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
+            "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema'}",
+            "internal_server_error",
+        )
+    if kind == "json_schema" and dialect == "guided_json":
+        raise BadRequest(400, "response_format.type: json_schema is not supported; use guided_json")
     if kind == "json_schema":
         schema = (response_format.get("json_schema") or {}).get("schema")
         if not isinstance(schema, dict):

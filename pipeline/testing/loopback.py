@@ -13,7 +13,9 @@ request on its own thread), the request as received, and writing a reply with it
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -34,6 +36,11 @@ class _Server(ThreadingHTTPServer):
     block_on_close = False  # a hanging handler must not hold up close()
     fake: LoopbackServer
 
+    def get_request(self) -> tuple[socket.socket, Any]:
+        connection, address = super().get_request()
+        self.fake.connected(connection)
+        return connection, address
+
 
 class LoopbackServer:
     """Started by `start()` or `with`; `handler` serves each request. `_cond` guards the counters,
@@ -47,6 +54,7 @@ class LoopbackServer:
         self.requests_total = 0
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
+        self._connections: set[socket.socket] = set()
 
     def __enter__(self) -> Self:
         return self.start()
@@ -54,8 +62,10 @@ class LoopbackServer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def start(self) -> Self:
-        server = _Server(("127.0.0.1", 0), self.handler)
+    def start(self, port: int = 0) -> Self:
+        """Serve on `port` (0: one the system picks). A server closed and started again on its old
+        port is a server that died and came back (the fault drill, tests/test_fault_drill.py)."""
+        server = _Server(("127.0.0.1", port), self.handler)
         server.fake = self
         self._server = server
         # shutdown() waits for the next poll; a short one keeps every test teardown quick.
@@ -66,13 +76,30 @@ class LoopbackServer:
     def stopping(self) -> None:
         """Called first by close(): wake whatever a handler waits on, so that it can finish."""
 
+    def connected(self, connection: socket.socket) -> None:
+        with self._cond:
+            self._connections = {c for c in self._connections if c.fileno() != -1}
+            self._connections.add(connection)
+
     def close(self) -> None:
+        """Stop listening and cut every open connection, as a server process that dies does (a
+        kept-alive connection would otherwise go on being served by its handler thread)."""
         self.stopping()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+        with self._cond:
+            connections, self._connections = self._connections, set()
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
         if self._thread is not None:
             self._thread.join()
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None, f"{type(self).__name__} is not started"
+        return int(self._server.server_address[1])
 
     @property
     def url(self) -> str:

@@ -26,6 +26,7 @@ from pipeline.data.input_files import json_objects
 from pipeline.data.ratings import HumanRatings, JudgedItem
 from pipeline.errors import InputError
 from pipeline.experiments.design import CalibrationRows, load_ref
+from pipeline.experiments.params import require_params_file
 from pipeline.experiments.registry import designs
 from pipeline.llm.keys import canonical_json
 from pipeline.stats.agreement import LEVELS, STATISTICS, Estimate
@@ -151,7 +152,22 @@ def _kind_lines(kind: ScoreCalibration) -> list[str]:
     skips = {k: v for k, v in kind.levels["summary"].skipped.items() if v}
     if skips:
         lines.append("    skipped groups: " + ", ".join(f"{v} {k}" for k, v in skips.items()))
-    lines.append(f"    Krippendorff alpha (ordinal), judge vs mean human: {_f(kind.alpha_judge_human)}")
+    alpha = _alpha(kind.alpha_judge_human, kind.alpha_undefined)
+    lines.append(f"    Krippendorff alpha (ordinal), judge vs mean human: {alpha}")
+    return lines
+
+
+def _alpha(value: float, undefined: str | None) -> str:
+    return f"n/a: {undefined}" if undefined is not None else _f(value)
+
+
+def _scale_lines(result: MetricCalibration) -> list[str]:
+    judge, human = result.judge_scale, result.human_scale
+    lines = []
+    if judge is not None and human is not None:
+        lines.append(f"  scales: judge {judge.describe()}; human {human.describe()}")
+    if result.scale_difference is not None:
+        lines.append(f"  WARNING: {result.scale_difference}")
     return lines
 
 
@@ -163,12 +179,14 @@ def render_table(results: Sequence[MetricCalibration], *, resamples: int, seed: 
     for result in results:
         low, high = result.ratings_per_item
         per_item = f"{low}" if low == high else f"{low}-{high}"
+        alpha = _alpha(result.human_alpha, result.human_alpha_undefined)
         lines += [
             "",
             f"{result.metric}: {result.items_judged} items judged, "
             f"{result.items_without_human} without human ratings (left out)",
-            f"  humans among themselves (ceiling): Krippendorff alpha (ordinal) {_f(result.human_alpha)}, "
-            f"{per_item} ratings per item",
+            f"  humans among themselves (ceiling): {per_item} ratings per item, "
+            f"Krippendorff alpha (ordinal) {alpha}",
+            *_scale_lines(result),
         ]
         for kind in result.kinds:
             lines += _kind_lines(kind)
@@ -186,6 +204,7 @@ def _experiment_rows(name: str) -> tuple[list[JudgedItem], list[HumanRatings], i
             f"(those that do: {', '.join(calibrating) or 'none'})",
             param_hint="--experiment",
         )
+    require_params_file()
     rows: CalibrationRows = load_ref(design.calibration)(design.load_params())
     return list(rows.scores), list(rows.humans), rows.resamples, rows.seed
 
@@ -224,7 +243,13 @@ def calibrate(
     resamples: int | None,
 ) -> None:
     """How far a judge's scores agree with human ratings: Spearman, Kendall tau-b and Pearson at
-    summary, system and global level with bootstrap intervals; Krippendorff's alpha."""
+    summary, system and global level with bootstrap intervals; Krippendorff's alpha.
+
+    \b
+    Examples:
+      judgeloop calibrate --experiment summeval        the SummEval design's own judgements
+      judgeloop calibrate --scores scores.jsonl --human human.jsonl --json
+    """
     if experiment is not None:
         if scores_path is not None or human_path is not None:
             raise click.UsageError("give either --experiment or --scores and --human, not both")

@@ -24,12 +24,17 @@ import click
 from pipeline import __version__
 from pipeline.errors import ConfigError, JudgeloopError
 from pipeline.experiments.design import load_ref
+from pipeline.experiments.params import require_params_file
 from pipeline.experiments.registry import designs, load_design
 from pipeline.tools.audit.command import audit
 from pipeline.tools.batch.command import batch
 from pipeline.tools.cache.command import cache
 from pipeline.tools.calibrate import calibrate
+from pipeline.tools.compare import compare
+from pipeline.tools.dvc_run import exp, repro
 from pipeline.tools.dvc_yaml import dvc_yaml
+from pipeline.tools.figures import write_figures
+from pipeline.tools.report_index import write_index
 from pipeline.tools.status.command import status
 
 
@@ -61,7 +66,20 @@ class Judgeloop(click.Group):
 @click.group(cls=Judgeloop)
 @click.version_option(__version__, prog_name="judgeloop")
 def main() -> None:
-    """Reproducible, auditable LLM-as-a-judge experiments (see params.yaml and dvc.yaml)."""
+    """Reproducible, auditable LLM-as-a-judge experiments (see params.yaml and dvc.yaml).
+
+    Run in the project's folder. Every command reads what the pipeline writes (params.yaml,
+    recordings/, the local cache, outputs/); `repro` and `exp` run the pipeline.
+
+    \b
+    Examples:
+      judgeloop repro                       run what changed (dvc repro)
+      judgeloop repro --replay              every stage again from the recordings, no model
+      judgeloop status                      what the next run will ask the model
+      judgeloop audit --item 903 --metric accuracy
+      judgeloop exp -S refine.threshold=2   an experiment; then `judgeloop compare`
+      judgeloop report                      every design's pages and outputs/index.html
+    """
 
 
 main.add_command(audit)
@@ -70,6 +88,9 @@ main.add_command(status)
 main.add_command(calibrate)
 main.add_command(dvc_yaml)
 main.add_command(batch)
+main.add_command(repro)
+main.add_command(exp)
+main.add_command(compare)
 
 
 def _written(paths: list[Path]) -> str:
@@ -79,15 +100,29 @@ def _written(paths: list[Path]) -> str:
         by_folder[path.parent].append(path)
     parts = []
     for folder, files in by_folder.items():
-        parts += [str(p) for p in files] if len(files) <= 3 else [f"{len(files)} pages in {folder}/"]
+        parts += [str(p) for p in files] if len(files) <= 3 else [f"{len(files)} files in {folder}/"]
     return ", ".join(parts)
 
 
 @main.command()
 @click.argument("names", metavar="[DESIGN]...", nargs=-1)
-def report(names: tuple[str, ...]) -> None:
+@click.option(
+    "--figures",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Also draw the README's pictures into this folder (pipeline.svg, each design's plots).",
+)
+def report(names: tuple[str, ...], figures: Path | None) -> None:
     """Write the report pages of each design named (default: every design with a report whose
-    outputs are there), as its last stage writes them, from its outputs and recordings."""
+    outputs are there), as its last stage writes them, from its outputs and recordings; then the
+    report index over every design, outputs/index.html.
+
+    \b
+    Examples:
+      judgeloop report                     every design's pages, and the index
+      judgeloop report rag                 one design's pages, and the index
+      judgeloop report --figures docs      also docs/pipeline.svg and the plots as SVG files
+    """
+    require_params_file()
     chosen = [load_design(name) for name in names] or [d for d in designs() if d.report]
     for design in chosen:
         if design.report is None:
@@ -101,7 +136,10 @@ def report(names: tuple[str, ...]) -> None:
             click.echo(f"{design.name}: no report ({exc.message})", err=True)
             continue
         click.echo(f"{design.name}: wrote {_written(written)}")
+    click.echo(f"index: wrote {write_index()}")
+    if figures is not None:
+        click.echo(f"figures: wrote {_written(write_figures(figures))}")
 
 
 if __name__ == "__main__":
-    main()
+    main(prog_name="judgeloop")

@@ -7,11 +7,15 @@ interpreter loads to run it as `python -m stages DESIGN STAGE` does (stages.runn
 module file inside the project, so that a change to any code the stage runs re-runs it, and no
 other does. Besides those:
 
+- every out is `persist`: DVC does not delete it before the stage runs, so a stage that fails (or
+  never starts, run by a Python without judgeloop's dependencies) leaves the last good outputs as
+  they were; each stage replaces its files when it succeeds;
 - a stage that calls a model depends on `pipeline/llm` as a whole (a backend is imported by name
-  when its session opens), on LLM_PARAMS, and writes recordings/<stage>/ (persist: the stage
-  rewrites it itself);
+  when its session opens), on LLM_PARAMS, and writes recordings/<stage>/;
 - a stage that renders pages depends on each template folder its modules name (a module-level
-  `...TEMPLATES` Path, e.g. pipeline.reports.templating.SHARED_TEMPLATES).
+  `...TEMPLATES` Path, e.g. pipeline.reports.templating.SHARED_TEMPLATES);
+- the last stage, report_index (`python -m stages.index`), writes the report index over every
+  design from each one's metrics and plots: it depends on those and on the code that reads them.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from pipeline.experiments.design import LLM_PARAMS, PARAM_REFERENCE, RECORDINGS,
 from pipeline.experiments.registry import designs
 from pipeline.experiments.steps import LLMStep
 from pipeline.llm.settings import read_params_file
+from pipeline.reports.frame import INDEX
 
 ENGINE = "pipeline/llm"
 HEADER = """\
@@ -37,17 +42,23 @@ HEADER = """\
 # and the judgeloop.designs entry points): do not edit; change a spec and run `make dvc-yaml`.
 # Every stage runs as `python -m stages DESIGN STAGE`; its code deps are the files it imports.
 # Every LLM call goes through the content-addressed cache; each LLM stage also writes the calls it
-# made to recordings/<stage>/ (tracked in git, persist: the stage rewrites it itself), so a fresh
-# clone replays with no model.
+# made to recordings/<stage>/ (tracked in git), so a fresh clone replays with no model. Every out is
+# persist: DVC leaves it in place, and the stage replaces it when it succeeds, so a failed run keeps
+# the last good outputs.
 """
 
 # Run in a fresh interpreter: the modules a stage loads, and the template folders they name.
-_PROBE = """
-import json, sys
-from pathlib import Path
+_LOAD_STAGE = """
 import stages.__main__  # what `python -m stages` runs first
 from stages.runner import load
 load(sys.argv[1], sys.argv[2])
+"""
+_LOAD_INDEX = """
+import stages.index
+from pipeline.tools.report_index import load_all
+load_all()
+"""
+_COLLECT = """
 files, folders = set(), set()
 for module in list(sys.modules.values()):
     path = getattr(module, "__file__", None)
@@ -72,14 +83,20 @@ def _inside(path: Path, root: Path) -> str | None:
     return relative.as_posix()
 
 
-def code_deps(design: str, stage: str, root: Path, calls_model: bool) -> list[str]:
-    """The project's files a stage loads to run, and the template folders they name, sorted."""
+def _loaded(load: str, args: list[str], root: Path, what: str) -> dict[str, list[str]]:
+    code = f"import json, sys\nfrom pathlib import Path\n{load}{_COLLECT}"
     done = subprocess.run(
-        [sys.executable, "-c", _PROBE, design, stage], cwd=root, capture_output=True, text=True, check=False
+        [sys.executable, "-c", code, *args], cwd=root, capture_output=True, text=True, check=False
     )
     if done.returncode != 0:
-        raise ConfigError(f"cannot import stage {stage} of design {design}:\n{done.stderr.strip()}")
-    loaded = json.loads(done.stdout)
+        raise ConfigError(f"cannot import {what}:\n{done.stderr.strip()}")
+    loaded: dict[str, list[str]] = json.loads(done.stdout)
+    return loaded
+
+
+def code_deps(design: str, stage: str, root: Path, calls_model: bool) -> list[str]:
+    """The project's files a stage loads to run, and the template folders they name, sorted."""
+    loaded = _loaded(_LOAD_STAGE, [design, stage], root, f"stage {stage} of design {design}")
     files = {r for f in loaded["files"] if f.endswith(".py") and (r := _inside(Path(f), root))}
     folders = {r for f in loaded["folders"] if (r := _inside(Path(f), root))}
     if calls_model:
@@ -95,7 +112,7 @@ class _Dumper(yaml.SafeDumper):
 
 
 def _out(path: str, **flags: Any) -> dict[str, Any]:
-    return {path: {"cache": False, **flags}}
+    return {path: {"cache": False, "persist": True, **flags}}
 
 
 def stage_entry(design: Design[Any], stage: Stage, root: Path) -> dict[str, Any]:
@@ -109,7 +126,7 @@ def stage_entry(design: Design[Any], stage: Stage, root: Path) -> dict[str, Any]
         entry["params"] = params
     outs = [_out(path) for path in stage.outs]
     if calls_model:
-        outs.append(_out(f"{RECORDINGS}/{stage.name}", persist=True))
+        outs.append(_out(f"{RECORDINGS}/{stage.name}"))
     if outs:
         entry["outs"] = outs
     if stage.metrics:
@@ -126,6 +143,28 @@ def stage_entry(design: Design[Any], stage: Stage, root: Path) -> dict[str, Any]
             for plot in stage.plots
         ]
     return entry
+
+
+INDEX_STAGE = "report_index"
+
+
+def index_entry(root: Path) -> dict[str, Any]:
+    """The last stage: the report index over every design, from each one's metrics and plots."""
+    data = [m for d in designs() for s in d.stages for m in (*s.metrics, *(p.path for p in s.plots))]
+    loaded = _loaded(_LOAD_INDEX, [], root, "the report index (stages/index.py)")
+    files = {r for f in loaded["files"] if f.endswith(".py") and (r := _inside(Path(f), root))}
+    folders = {r for f in loaded["folders"] if (r := _inside(Path(f), root))}
+    return {
+        "cmd": "python -m stages.index",
+        "deps": list(dict.fromkeys([*data, *sorted(files | folders)])),
+        "params": ["llm.backend", "llm.model"],
+        "outs": [_out(INDEX.as_posix())],
+    }
+
+
+def _dump(name: str, entry: dict[str, Any]) -> str:
+    text = yaml.dump({name: entry}, Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True)
+    return "".join(f"  {line}\n" for line in text.splitlines()) + "\n"
 
 
 def _missing_params(design: Design[Any], raw: dict[str, Any]) -> list[str]:
@@ -166,14 +205,9 @@ def render(root: Path) -> str:
             if stage.name in seen:
                 raise ConfigError(f"two designs have a stage named {stage.name!r}: DVC needs distinct names")
             seen.add(stage.name)
-            text = yaml.dump(
-                {stage.name: stage_entry(design, stage, root)},
-                Dumper=_Dumper,
-                sort_keys=False,
-                width=120,
-                allow_unicode=True,
-            )
-            parts.append("".join(f"  {line}\n" for line in text.splitlines()) + "\n")
+            parts.append(_dump(stage.name, stage_entry(design, stage, root)))
+    parts.append("  # every design: the report index, outputs/index.html (headline numbers, plots, links)\n")
+    parts.append(_dump(INDEX_STAGE, index_entry(root)))
     return "".join(parts).rstrip("\n") + "\n"
 
 
@@ -186,7 +220,13 @@ def render(root: Path) -> str:
 )
 @click.option("--check", is_flag=True, help="Write nothing; fail if the file differs from the generated one.")
 def dvc_yaml(output: Path, check: bool) -> None:
-    """Write dvc.yaml from the designs' stage specs (it is generated, never edited)."""
+    """Write dvc.yaml from the designs' stage specs (it is generated, never edited).
+
+    \b
+    Examples:
+      judgeloop dvc-yaml               after adding a design or changing a Stage
+      judgeloop dvc-yaml --check       fail if the committed file is not the generated one
+    """
     text = render(Path.cwd().resolve())
     if check:
         if not output.exists() or output.read_text(encoding="utf-8") != text:

@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pipeline.experiments.paper.aggregation import compute_metrics, markdown_report, write_plots
+from pipeline.data.recorded_calls import stage_call_counts
+from pipeline.experiments.paper.aggregation import LLM_STAGES, compute_metrics, markdown_report, write_plots
 from pipeline.experiments.paper.params import PaperParams
 from pipeline.experiments.paper.report.html import load_records, write_report
 from pipeline.loops.results import Refinement, read_refinements
@@ -17,10 +18,15 @@ def _refinements(params: PaperParams) -> list[Refinement]:
     return read_refinements(Path(params.refine.out), params.judge.metrics)
 
 
+def _metrics(params: PaperParams, refinements: list[Refinement]) -> dict[str, Any]:
+    recorded = stage_call_counts(Path(params.cache.recordings), LLM_STAGES)
+    return compute_metrics(refinements, params.judge.metrics, recorded)
+
+
 def run(params: PaperParams) -> None:
     settings = params.aggregate
     refinements = _refinements(params)
-    summary = compute_metrics(refinements, params.judge.metrics)
+    summary = _metrics(params, refinements)
     metrics = Path(settings.metrics_out)
     metrics.parent.mkdir(parents=True, exist_ok=True)
     metrics.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
@@ -31,7 +37,7 @@ def run(params: PaperParams) -> None:
 def report(params: PaperParams) -> list[Path]:
     """The report pages again, as the stage writes them."""
     refinements = _refinements(params)
-    return _write_report(params, refinements, compute_metrics(refinements, params.judge.metrics))
+    return _write_report(params, refinements, _metrics(params, refinements))
 
 
 def _write_report(params: PaperParams, refinements: list[Refinement], summary: dict[str, Any]) -> list[Path]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from statistics import fmean, stdev
 from typing import Any
@@ -59,19 +60,18 @@ def readings(refinements: list[Refinement]) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
-def calls_by_stage(refinements: list[Refinement]) -> dict[str, int]:
-    """The calls each stage made for the items, re-asks included (a carried-over score made none)."""
-    calls = Counter[str]()
-    for r in refinements:
-        for it in r.iterations:
-            calls["refine" if it.iteration else "assess"] += len(it.assessment.call_keys)
-            judged = [j for j in it.metrics.values() if not j.carried_over]
-            if judged:
-                calls["judge" if it.iteration == 0 else "refine"] += sum(len(j.call_keys) for j in judged)
-    return dict(sorted(calls.items()))
+# The design's LLM stages, whose recorded calls the metrics count (pipeline.data.recorded_calls).
+LLM_STAGES = ("assess", "judge", "refine")
 
 
-def compute_metrics(refinements: list[Refinement], metrics: tuple[str, ...]) -> dict[str, Any]:
+def compute_metrics(
+    refinements: list[Refinement],
+    metrics: tuple[str, ...],
+    recorded: Mapping[str, Mapping[str, int]] | None = None,
+) -> dict[str, Any]:
+    """`recorded`: each LLM stage's call counts, from its recording (what `judgeloop audit` shows;
+    pipeline.data.recorded_calls.stage_call_counts); None: no recording to count from."""
+    recorded = recorded or {}
     refined = [r for r in refinements if len(r.iterations) > 1]
     return {
         "items": len(refinements),
@@ -83,7 +83,8 @@ def compute_metrics(refinements: list[Refinement], metrics: tuple[str, ...]) -> 
             "initial": sum(not r.iterations[0].assessment.valid for r in refinements),
             "kept": sum(not r.iterations[r.kept].assessment.valid for r in refinements),
         },
-        "calls": calls_by_stage(refinements),
+        "calls": {stage: counts["calls"] for stage, counts in sorted(recorded.items())},
+        "recorded_calls": {stage: dict(counts) for stage, counts in sorted(recorded.items())},
         "readings": readings(refinements),
     }
 

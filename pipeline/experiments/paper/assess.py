@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from pipeline.data.transcripts import Transcript, load_transcripts
 from pipeline.experiments.paper.params import PaperParams
-from pipeline.experiments.steps import LLMStep, jsonl_output
+from pipeline.experiments.steps import LLMStep, jsonl_output, share
 from pipeline.judges.rubric.assessor import assess
 from pipeline.judges.rubric.results import Assessment
 from pipeline.llm.runner import run_items
@@ -32,4 +32,5 @@ STEP: LLMStep[PaperParams, list[Transcript], Assessment] = LLMStep(
     items=lambda transcripts: [t.item_id for t in transcripts],
     work=run_assess,
     output=jsonl_output(Assessment),
+    done=lambda results: share(sum(not a.valid for a in results), len(results), "assessments", "invalid"),
 )

@@ -66,4 +66,5 @@ DESIGN = Design(
         ),
     ),
     report=f"{_HERE}.aggregate:report",
+    headline=f"{_HERE}.headline:headline",
 )

@@ -7,12 +7,16 @@ from dataclasses import dataclass
 
 from pipeline.data.transcripts import Transcript, load_transcripts
 from pipeline.experiments.paper.params import PaperParams
-from pipeline.experiments.steps import LLMStep, Upstream, jsonl_output
+from pipeline.experiments.steps import LLMStep, Upstream, jsonl_output, share
 from pipeline.judges.rubric.judge import judge_all
-from pipeline.judges.rubric.results import Assessment, AssessmentJudgements
+from pipeline.judges.rubric.results import Assessment, AssessmentJudgements, MetricJudgement
 from pipeline.llm.runner import run_items
 from pipeline.llm.session import LLMSession
 from pipeline.llm.types import CallContext
+
+
+def _unscored(judged: Sequence[MetricJudgement]) -> str:
+    return share(sum(m.score is None for m in judged), len(judged), "judgements", "unscored")
 
 
 def run_judge(
@@ -53,4 +57,5 @@ STEP: LLMStep[PaperParams, JudgeInputs, AssessmentJudgements] = LLMStep(
     items=lambda inputs: [a.item for a in inputs.assessments],
     work=lambda params, session, inputs: run_judge(params, session, inputs.transcripts, inputs.assessments),
     output=jsonl_output(AssessmentJudgements),
+    done=lambda results: _unscored([m for r in results for m in r.metrics.values()]),
 )

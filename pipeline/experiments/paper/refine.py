@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from pipeline.data.transcripts import Transcript, load_transcripts
 from pipeline.experiments.paper.params import PaperParams
-from pipeline.experiments.steps import LLMStep, Upstream, jsonl_output
+from pipeline.experiments.steps import LLMStep, Upstream, jsonl_output, share
 from pipeline.judges.rubric.results import Assessment, AssessmentJudgements
 from pipeline.llm.runner import run_items
 from pipeline.llm.session import LLMSession
@@ -37,6 +37,16 @@ def run_refine(
     return run_items(session, judgements, refine_item, "refine")
 
 
+def _outcome(refinements: Sequence[Refinement]) -> str:
+    """The judgements this stage made (iteration 1 on; a carried-over one was made before)."""
+    judged = [
+        m for r in refinements for i in r.iterations[1:] for m in i.metrics.values() if not m.carried_over
+    ]
+    refined = sum(len(r.iterations) > 1 for r in refinements)
+    unscored = share(sum(m.score is None for m in judged), len(judged), "judgements", "unscored")
+    return f"{refined} of {len(refinements)} items refined, {unscored}"
+
+
 @dataclass(frozen=True)
 class RefineInputs:
     transcripts: Mapping[str, Transcript]
@@ -61,4 +71,5 @@ STEP: LLMStep[PaperParams, RefineInputs, Refinement] = LLMStep(
     output=jsonl_output(Refinement),
     # With unscored_triggers false, an unscored metric passes: the loop stops on a placeholder reply.
     decides_on_unknown=lambda params: not params.refine.unscored_triggers,
+    done=_outcome,
 )

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from pipeline.llm.settings import Section
+from pipeline.llm.settings import PathParam, Section
 
 
 class AggregateSettings(Section):
-    metrics_out: str = "outputs/paper/metrics.json"
-    plots_dir: str = "outputs/paper/plots"
-    report: str = "outputs/paper/report.md"
-    html_report: str = "outputs/paper/report.html"
+    metrics_out: PathParam = "outputs/paper/metrics.json"
+    plots_dir: PathParam = "outputs/paper/plots"
+    report: PathParam = "outputs/paper/report.md"
+    html_report: PathParam = "outputs/paper/report.html"

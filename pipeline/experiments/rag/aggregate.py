@@ -9,8 +9,8 @@ from typing import Any
 
 from pipeline.data.jsonl import read_jsonl
 from pipeline.data.rag_rows import load_rag_rows
-from pipeline.data.recorded_calls import recorded_calls
-from pipeline.experiments.rag.aggregation import compute_metrics, markdown_report
+from pipeline.data.recorded_calls import recorded_calls, stage_call_counts
+from pipeline.experiments.rag.aggregation import LLM_STAGES, compute_metrics, markdown_report
 from pipeline.experiments.rag.judge import RagJudgement
 from pipeline.experiments.rag.params import RagParams
 from pipeline.experiments.rag.report import render_rag_html
@@ -18,7 +18,8 @@ from pipeline.experiments.rag.report import render_rag_html
 
 def _summarize(params: RagParams) -> tuple[list[RagJudgement], dict[str, Any]]:
     judgements = read_jsonl(Path(params.rag.out), RagJudgement)
-    return judgements, compute_metrics(judgements, params.rag)
+    recorded = stage_call_counts(Path(params.cache.recordings), LLM_STAGES)
+    return judgements, compute_metrics(judgements, params.rag, recorded)
 
 
 def _write_report(params: RagParams, judgements: list[RagJudgement], metrics: dict[str, Any]) -> list[Path]:
@@ -29,7 +30,8 @@ def _write_report(params: RagParams, judgements: list[RagJudgement], metrics: di
     rows = load_rag_rows(Path(settings.rows), only=settings.only, limit=settings.limit)
     calls = recorded_calls(Path(params.cache.recordings) / "rag_judge", verify=False)
     page.write_text(
-        render_rag_html(rows, judgements, metrics, calls, settings, f"RAG judge: {model}"), encoding="utf-8"
+        render_rag_html(rows, judgements, metrics, calls, settings, f"judgeloop RAG judge: {model}", page),
+        encoding="utf-8",
     )
     return [markdown, page]
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from statistics import fmean, stdev
 from typing import Any
 
@@ -149,7 +149,18 @@ def _agreement_table(
     return agreement
 
 
-def compute_metrics(judgements: Sequence[RagJudgement], settings: RagSettings) -> dict[str, Any]:
+# The design's LLM stage, whose recorded calls the metrics count (pipeline.data.recorded_calls).
+LLM_STAGES = ("rag_judge",)
+
+
+def compute_metrics(
+    judgements: Sequence[RagJudgement],
+    settings: RagSettings,
+    recorded: Mapping[str, Mapping[str, int]] | None = None,
+) -> dict[str, Any]:
+    """`recorded`: the judge stage's call counts, from its recording (what `judgeloop audit` shows);
+    `reasked` (rows asked again, scored or not) is theirs. None: no recording to count from."""
+    recorded = recorded or {}
     pairs = [(r, r.judgement) for r in judgements if isinstance(r.judgement, ScoredDimensions)]
     verdicts = [v for _, v in pairs]
     failures = Counter(r.judgement.kind for r in judgements if not isinstance(r.judgement, ScoredDimensions))
@@ -158,7 +169,9 @@ def compute_metrics(judgements: Sequence[RagJudgement], settings: RagSettings) -
         "rows": len(judgements),
         "scored": len(verdicts),
         "failed": dict(sorted(failures.items())),
-        "reasked": sum(1 for v in verdicts if v.attempts > 1),
+        "reasked": sum(counts["reasked"] for counts in recorded.values()),
+        "scored_after_reask": sum(1 for v in verdicts if v.attempts > 1),
+        "recorded_calls": {stage: dict(counts) for stage, counts in sorted(recorded.items())},
         "prompt_mode": settings.prompt_mode,
         "dimensions": _dimensions(verdicts, settings),
         "overall": {name: _summary(table[name]) for name in ("overall", "overall_simple")},
@@ -182,7 +195,8 @@ def markdown_report(metrics: dict[str, Any], model: str) -> str:
         "# RAG judge",
         "",
         f"Model `{model}`, prompt mode `{metrics['prompt_mode']}`. Rows {metrics['rows']}, scored "
-        f"{metrics['scored']} ({metrics['reasked']} after a re-ask), failed: {failed}.",
+        f"{metrics['scored']} ({metrics['scored_after_reask']} after a re-ask), failed: {failed}; "
+        f"{metrics['reasked']} asked again.",
         "",
         "## Scores (1-5 counts; mean on 0-1)",
         "",

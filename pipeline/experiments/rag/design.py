@@ -45,4 +45,5 @@ DESIGN = Design(
     ),
     report=f"{_HERE}.aggregate:report",
     commands={"judge-evaluate": f"{_HERE}.judge_evaluate:judge_evaluate"},
+    headline=f"{_HERE}.headline:headline",
 )

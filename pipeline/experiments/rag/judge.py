@@ -13,7 +13,7 @@ from pipeline.data.rag_rows import RagRow, load_rag_rows
 from pipeline.experiments.rag.params import RagParams
 from pipeline.experiments.rag.prompt import rag_messages
 from pipeline.experiments.rag.settings import RagSettings
-from pipeline.experiments.steps import LLMStep, jsonl_output
+from pipeline.experiments.steps import LLMStep, jsonl_output, share
 from pipeline.judges.structured.judge import DimensionsJudgement, judge
 from pipeline.llm.runner import run_items
 from pipeline.llm.session import LLMSession
@@ -70,4 +70,7 @@ STEP: LLMStep[RagParams, list[RagRow], RagJudgement] = LLMStep(
     items=lambda rows: [row.id for row in rows],
     work=lambda params, session, rows: run_rag_judge(session, rows, params.rag, params.llm.options),
     output=jsonl_output(RagJudgement),
+    done=lambda results: share(
+        sum(r.judgement.status == "failed" for r in results), len(results), "rows", "unscored"
+    ),
 )

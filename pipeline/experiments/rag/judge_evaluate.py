@@ -12,9 +12,10 @@ two batches into one `--stage`, one after the other or at once, both keep every 
 answer judged again under the same item replaces only that item's earlier calls.
 
 The answer file is the RAG agent's RAGAnswer JSON ({"answer", "sources_used", "confidence",
-"reasoning"}; only the answer and the source identifiers are shown to the judge) or plain text.
-A batch row that cannot be read is written, with its line number, to the errors file and skipped;
-the scores file is replaced only once every row is judged, never left half-written.
+"reasoning"}; only the answer and the source identifiers are shown to the judge) or plain text; a
+file that opens like JSON ({ or [) but does not parse is refused with its line, never judged as text.
+How a batch is read, judged and written (bad lines, rows too long for the context, the errors
+file): pipeline.experiments.rag.batch.
 """
 
 from __future__ import annotations
@@ -28,10 +29,11 @@ from typing import Any
 import click
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from pipeline.data.input_files import json_objects
-from pipeline.data.jsonl import write_jsonl, write_records
-from pipeline.data.rag_rows import ROW_FIX, RagRow, rag_row_from
+from pipeline.data.input_files import read_lines
+from pipeline.data.rag_rows import RagRow
 from pipeline.errors import InputError, UnsafeNameError
+from pipeline.experiments.params import require_params_file
+from pipeline.experiments.rag.batch import check_outputs, run_batch
 from pipeline.experiments.rag.judge import RagJudgement, run_rag_judge
 from pipeline.experiments.rag.params import RagParams, load_rag_params
 from pipeline.experiments.rag.settings import RagSettings
@@ -39,6 +41,7 @@ from pipeline.judges.structured.dimensions import judge_score_model
 from pipeline.judges.structured.judge import ScoredDimensions, UnscoredDimensions
 from pipeline.llm.files import safe_name
 from pipeline.llm.keys import canonical_json
+from pipeline.llm.progress import StageProgress
 from pipeline.llm.recordings import STAGE_FIX
 from pipeline.llm.records import RecordedCall
 from pipeline.llm.session import LLMSession, open_session
@@ -58,10 +61,17 @@ class RAGAnswer(BaseModel):
 
 
 def read_answer(path: Path) -> RAGAnswer:
-    text = path.read_text(encoding="utf-8")
+    text = "\n".join(read_lines(path, str(path)))
     try:
         raw = json.loads(text)
-    except json.JSONDecodeError:
+    except json.JSONDecodeError as exc:
+        if text.lstrip()[:1] in ("{", "["):
+            raise InputError(
+                str(path),
+                exc.lineno,
+                f"opens like JSON but is not JSON ({exc.msg}, column {exc.colno})",
+                'repair the JSON ({"answer": "...", "sources_used": [...]}), or give plain text',
+            ) from exc
         return RAGAnswer(answer=text.strip())
     if not isinstance(raw, dict):
         return RAGAnswer(answer=text.strip())
@@ -91,29 +101,6 @@ def single_row(question: str, answer_file: Path, context_files: tuple[Path, ...]
     )
 
 
-def read_batch(path: Path) -> tuple[list[RagRow], list[dict[str, Any]]]:
-    """The readable rows, and one error record per line that is not a row (with its line number)."""
-    shown = str(path)
-    if not path.is_file():
-        raise InputError(shown, None, "no such file", "give a JSONL file of RAG rows to --batch")
-    rows: list[RagRow] = []
-    errors: list[dict[str, Any]] = []
-    seen: dict[str, int] = {}
-    for number, raw in json_objects(path, shown):
-        try:
-            if isinstance(raw, str):
-                raise ValueError(raw)
-            row = rag_row_from(raw)
-            if row.id in seen:
-                raise ValueError(f"id {row.id} is already used on line {seen[row.id]}")
-        except ValueError as exc:
-            errors.append({"file": shown, "line": number, "problem": str(exc), "fix": ROW_FIX})
-            continue
-        seen[row.id] = number
-        rows.append(row)
-    return rows, errors
-
-
 def _not_in(items: set[str], call: RecordedCall) -> bool:
     return call.context.item not in items
 
@@ -132,18 +119,26 @@ def check_stage(ctx: click.Context, param: click.Parameter, stage: str) -> str:
         raise click.BadParameter(exc.message, ctx, param) from exc
 
 
-def _run(params: RagParams, stage: str, rows: list[RagRow], *, replace_items: bool) -> list[RagJudgement]:
+def run_judge_evaluate(
+    params: RagParams, stage: str, rows: list[RagRow], *, replace_items: bool = False
+) -> list[RagJudgement]:
     session = open_session(params, stage)
+    progress = StageProgress(stage, None, mode=session.mode, unknown=f"judging {len(rows)} rows")
+    progress.start()
+    session.observe(progress.call)
     ok = False
     try:
         results = run_rag_judge(session, rows, params.rag, params.llm.options, stage)
         ok = True
     finally:
+        progress.close()
         close_recording(session, ok, replace_items=replace_items)
+    # The counts of the recording `judgeloop audit --stage` reads, which keeps earlier runs' calls too.
     stats = session.stats
     click.echo(
-        f"{stage}: {len(session.calls)} calls this run, {stats.hits} from cache, {stats.model_calls} to the "
-        f"model (recorded under {session.recordings_dir / stage})",
+        f"{stage}: {session.recorded_calls} calls this run, {stats.hits} from cache, {stats.model_calls} to "
+        f"the model; the recording holds {session.recorded_total} calls (judgeloop audit --stage {stage}; "
+        f"{session.recordings_dir / stage})",
         err=True,
     )
     return results
@@ -218,8 +213,14 @@ def judge_evaluate(
     sources: str | None,
     stage: str,
 ) -> None:
-    """Judge a RAG answer (QUESTION with --answer-file), or every row of --batch into --out."""
-    params = load_rag_params()
+    """Judge a RAG answer (QUESTION with --answer-file), or every row of --batch into --out.
+
+    \b
+    Examples:
+      judgeloop judge-evaluate "How do I change the port?" --answer-file a.json --context-file s.md --json
+      judgeloop judge-evaluate --batch data/rag-demo/rows.jsonl --out scores.jsonl
+    """
+    params = load_rag_params(require_params_file())
     if sources is not None:
         params = params.model_copy(update={"rag": params.rag.model_copy(update={"prompt_mode": sources})})
     if batch is not None:
@@ -229,12 +230,14 @@ def judge_evaluate(
             )
         if out is None:
             raise click.UsageError("--batch needs --out SCORES.jsonl")
-        _batch(params, stage, batch, out, errors_path or out.with_suffix(".errors.jsonl"))
+        errors_path = errors_path or out.with_suffix(".errors.jsonl")
+        check_outputs(batch, out, errors_path)
+        run_batch(params, stage, batch, out, errors_path, partial(run_judge_evaluate, params, stage))
         return
     if not question or answer_file is None:
         raise click.UsageError("give QUESTION and --answer-file (or --batch ROWS.jsonl --out SCORES.jsonl)")
     row = single_row(question, answer_file, context_files, item)
-    (result,) = _run(params, stage, [row], replace_items=True)
+    (result,) = run_judge_evaluate(params, stage, [row], replace_items=True)
     verdict = result.judgement
     if isinstance(verdict, UnscoredDimensions):
         raise click.ClickException(
@@ -246,23 +249,3 @@ def judge_evaluate(
         click.echo(json.dumps(judge_score(verdict, params.rag), indent=2, ensure_ascii=False))
     else:
         click.echo(_table(verdict, params.rag))
-
-
-def _batch(params: RagParams, stage: str, batch: Path, out: Path, errors_path: Path) -> None:
-    rows, errors = read_batch(batch)
-    for error in errors:
-        click.echo(f"{error['file']}:{error['line']}: {error['problem']} (skipped)", err=True)
-    if errors:
-        write_records(errors_path, errors)
-    elif errors_path.exists():
-        errors_path.unlink()  # a stale errors file would describe another run
-    if not rows:
-        raise click.ClickException(f"{batch}: no readable row. Fix: {ROW_FIX}")
-    results = _run(params, stage, rows, replace_items=False)
-    write_jsonl(out, results)
-    failed = sum(isinstance(r.judgement, UnscoredDimensions) for r in results)
-    click.echo(
-        f"wrote {out}: {len(results) - failed} scored, {failed} failed (recorded, not scored)"
-        + (f"; {len(errors)} unreadable row(s) in {errors_path}" if errors else ""),
-        err=True,
-    )

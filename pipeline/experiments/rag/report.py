@@ -16,6 +16,7 @@ from pipeline.experiments.rag.judge import RagJudgement
 from pipeline.experiments.rag.settings import RagSettings
 from pipeline.judges.likert import LIKERT_VALUES
 from pipeline.llm.records import RecordedCall
+from pipeline.reports.frame import frame
 from pipeline.reports.templating import make_environment
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -28,7 +29,9 @@ def render_rag_html(
     calls: Mapping[str, RecordedCall],
     settings: RagSettings,
     title: str,
+    page: Path,
 ) -> str:
+    """The page that will be written at `page` (its link to the report index is relative)."""
     by_item = {j.item: j for j in judgements}
     entries = [
         {
@@ -43,7 +46,7 @@ def render_rag_html(
         make_environment(TEMPLATES)
         .get_template("rag.html.j2")
         .render(
-            title=title,
+            **frame(page, title),
             metrics=metrics,
             entries=entries,
             dimensions=settings.dimensions.items,

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
 
 from pipeline.judges.structured.dimensions import Dimension, Dimensions
-from pipeline.llm.settings import Section
+from pipeline.llm.params_errors import check_names
+from pipeline.llm.settings import PathParam, Section
 
 PromptMode = Literal["full", "ids"]
 
@@ -43,8 +44,10 @@ DEFAULT_DIMENSIONS = Dimensions(
 
 
 class RagSettings(Section):
-    rows: str = "data/rag-demo/rows.jsonl"
-    only: str | None = None  # keep rows whose flag of this name is true (ARES: in_v1_1_filtered)
+    rows: PathParam = "data/rag-demo/rows.jsonl"
+    only: str | None = Field(
+        None, min_length=1
+    )  # keep rows whose flag of this name is true (ARES: in_v1_1_filtered)
     limit: int | None = Field(None, ge=1)
     dimensions: Dimensions = DEFAULT_DIMENSIONS
     prompt_mode: PromptMode = "full"  # full: each retrieved source's text; ids: only its identifier
@@ -60,7 +63,16 @@ class RagSettings(Section):
     )
     bootstrap_resamples: int = Field(1000, ge=100)
     seed: int = 0
-    out: str = "outputs/rag/judgements.jsonl"
-    metrics_out: str = "outputs/rag/metrics.json"
-    report_md: str = "outputs/rag/report.md"
-    report_html: str = "outputs/rag/report.html"
+    out: PathParam = "outputs/rag/judgements.jsonl"
+    metrics_out: PathParam = "outputs/rag/metrics.json"
+    report_md: PathParam = "outputs/rag/report.md"
+    report_html: PathParam = "outputs/rag/report.html"
+
+    @field_validator("label_scores")
+    @classmethod
+    def _label_scores_are_dimensions(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        # A score name that is no dimension would leave its label out of the metrics without a word.
+        dimensions = info.data.get("dimensions")
+        if isinstance(dimensions, Dimensions):  # absent if the dimensions themselves were refused
+            check_names(list(value.values()), dimensions.names, "dimension")
+        return value

@@ -8,7 +8,8 @@ from typing import Any
 
 from pipeline.data.jsonl import read_jsonl
 from pipeline.data.rag_rows import RagRow
-from pipeline.experiments.regen.aggregation import compute_metrics, write_items
+from pipeline.data.recorded_calls import stage_call_counts
+from pipeline.experiments.regen.aggregation import LLM_STAGES, compute_metrics, write_items
 from pipeline.experiments.regen.params import RegenParams, load_rows
 from pipeline.experiments.regen.report import render_regen_html
 from pipeline.loops.regenerate import Regeneration
@@ -17,7 +18,8 @@ from pipeline.loops.regenerate import Regeneration
 def _summarize(params: RegenParams) -> tuple[list[Regeneration], dict[str, RagRow], dict[str, Any]]:
     rows = {row.id: row for row in load_rows(params)}
     regenerations = read_jsonl(Path(params.regenerate.out), Regeneration)
-    return regenerations, rows, compute_metrics(params, regenerations, rows)
+    recorded = stage_call_counts(Path(params.cache.recordings), LLM_STAGES)
+    return regenerations, rows, compute_metrics(params, regenerations, rows, recorded)
 
 
 def _write_page(
@@ -26,7 +28,7 @@ def _write_page(
     page = Path(params.regen_aggregate.html_report)
     page.parent.mkdir(parents=True, exist_ok=True)
     title = f"judgeloop regeneration: {params.llm.backend}:{params.llm.model}"
-    page.write_text(render_regen_html(metrics, regenerations, rows, title), encoding="utf-8")
+    page.write_text(render_regen_html(metrics, regenerations, rows, title, page), encoding="utf-8")
     return page
 
 

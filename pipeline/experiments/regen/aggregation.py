@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import csv
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from statistics import fmean, quantiles
 from typing import Any
@@ -115,9 +115,19 @@ def _below(regenerations: Sequence[Regeneration], threshold: float) -> int:
     return sum(r.attempts[0].quality is not None and r.attempts[0].quality < threshold for r in regenerations)
 
 
+# The design's LLM stages, whose recorded calls the metrics count (pipeline.data.recorded_calls).
+LLM_STAGES = ("regen_evaluate", "regen_generate", "regen_regenerate")
+
+
 def compute_metrics(
-    params: RegenParams, regenerations: Sequence[Regeneration], rows: dict[str, RagRow]
+    params: RegenParams,
+    regenerations: Sequence[Regeneration],
+    rows: dict[str, RagRow],
+    recorded: Mapping[str, Mapping[str, int]] | None = None,
 ) -> dict[str, Any]:
+    """`recorded`: each LLM stage's call counts, from its recording (what `judgeloop audit` shows;
+    pipeline.data.recorded_calls); None: no recording to count from."""
+    recorded = recorded or {}
     regenerated = [r for r in regenerations if len(r.attempts) > 1]
     kept_original = [r for r in regenerated if r.kept == 0]
     settings = params.regenerate
@@ -133,6 +143,7 @@ def compute_metrics(
         "stop_reasons": dict(sorted(Counter(r.stop_reason for r in regenerations).items())),
         "quality": _quality(regenerations, regenerated),
         "calls": _calls(regenerations),
+        "recorded_calls": {stage: dict(counts) for stage, counts in sorted(recorded.items())},
         "latency_s": _latency(regenerations),
         "human_labels": _label_table(regenerations, rows, params.regen_generate.answers),
     }

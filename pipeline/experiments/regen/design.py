@@ -37,7 +37,13 @@ DESIGN = Design(
         Stage(
             "regen_aggregate",
             run=f"{_HERE}.aggregate:run",
-            deps=("${regenerate.out}", "${regen_generate.rows}"),
+            deps=(
+                "${regenerate.out}",
+                "${regen_generate.rows}",
+                "recordings/regen_generate",
+                "recordings/regen_evaluate",
+                "recordings/regen_regenerate",
+            ),
             outs=("${regen_aggregate.items_out}", "${regen_aggregate.html_report}"),
             params=(
                 "regen_aggregate",
@@ -54,4 +60,5 @@ DESIGN = Design(
         ),
     ),
     report=f"{_HERE}.aggregate:report",
+    headline=f"{_HERE}.headline:headline",
 )

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from pipeline.data.rag_rows import RagRow
 from pipeline.experiments.regen.params import RegenParams, load_rows
-from pipeline.experiments.steps import LLMStep, Upstream, jsonl_output
+from pipeline.experiments.steps import LLMStep, Upstream, jsonl_output, share
 from pipeline.judges.quality.evaluator import evaluate
 from pipeline.judges.quality.results import Answer, EvaluatedAnswer
 from pipeline.llm.latency import TimedCalls
@@ -46,4 +46,7 @@ STEP: LLMStep[RegenParams, EvaluateInputs, EvaluatedAnswer] = LLMStep(
     items=lambda inputs: [a.item for a in inputs.answers],
     work=lambda params, session, inputs: run_evaluate(params, session, inputs.rows, inputs.answers),
     output=jsonl_output(EvaluatedAnswer),
+    done=lambda evaluated: share(
+        sum(e.evaluation is None for e in evaluated), len(evaluated), "evaluations", "unscored"
+    ),
 )

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from pipeline.data.rag_rows import RagRow
 from pipeline.experiments.regen.params import RegenParams, load_rows
-from pipeline.experiments.steps import LLMStep, jsonl_output
+from pipeline.experiments.steps import LLMStep, jsonl_output, share
 from pipeline.judges.quality.generator import generate, given
 from pipeline.judges.quality.results import Answer
 from pipeline.llm.latency import TimedCalls
@@ -34,4 +34,7 @@ STEP: LLMStep[RegenParams, list[RagRow], Answer] = LLMStep(
     items=lambda rows: [row.id for row in rows],
     work=run_generate,
     output=jsonl_output(Answer),
+    done=lambda answers: share(
+        sum(a.truncated for a in answers), len(answers), "answers", "cut at num_predict"
+    ),
 )

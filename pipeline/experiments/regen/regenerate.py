@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from pipeline.data.rag_rows import RagRow
 from pipeline.experiments.regen.params import RegenParams, load_rows
-from pipeline.experiments.steps import LLMStep, Upstream, jsonl_output
+from pipeline.experiments.steps import LLMStep, Upstream, jsonl_output, share
 from pipeline.judges.quality.results import EvaluatedAnswer
 from pipeline.llm.runner import run_items
 from pipeline.llm.session import LLMSession
@@ -46,9 +46,17 @@ def regenerate_inputs(params: RegenParams, upstream: Upstream) -> RegenerateInpu
     return RegenerateInputs(rows, upstream("regen_evaluate", jsonl_output(EvaluatedAnswer)))
 
 
+def _outcome(results: list[Regeneration]) -> str:
+    """The regenerations this stage made (attempt 1 on; the original was evaluated before)."""
+    new = [a for r in results for a in r.attempts[1:]]
+    unscored = share(sum(a.evaluation is None for a in new), len(new), "regenerations", "unscored")
+    return f"{sum(len(r.attempts) > 1 for r in results)} of {len(results)} items regenerated, {unscored}"
+
+
 STEP: LLMStep[RegenParams, RegenerateInputs, Regeneration] = LLMStep(
     inputs=regenerate_inputs,
     items=lambda inputs: [o.item for o in inputs.originals],
     work=lambda params, session, inputs: run_regenerate(params, session, inputs.rows, inputs.originals),
     output=jsonl_output(Regeneration),
+    done=_outcome,
 )

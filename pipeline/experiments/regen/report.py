@@ -14,7 +14,8 @@ from typing import Any
 
 from pipeline.data.rag_rows import RagRow
 from pipeline.loops.regenerate import Regeneration
-from pipeline.reports.templating import SHARED_TEMPLATES, make_environment
+from pipeline.reports.frame import frame
+from pipeline.reports.templating import make_environment
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -33,13 +34,14 @@ def render_regen_html(
     regenerations: Sequence[Regeneration],
     rows: Mapping[str, RagRow],
     title: str,
+    page: Path,
 ) -> str:
+    """The page that will be written at `page` (its link to the report index is relative)."""
     return (
         make_environment(TEMPLATES, num=_num)
         .get_template("regen.html.j2")
         .render(
-            title=title,
-            style=(SHARED_TEMPLATES / "report.css").read_text(encoding="utf-8"),
+            **frame(page, title),
             metrics=metrics,
             items=[
                 {"r": r, "question": rows[r.item].question if r.item in rows else None} for r in regenerations

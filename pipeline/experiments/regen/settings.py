@@ -3,10 +3,10 @@ and the page go."""
 
 from __future__ import annotations
 
-from pipeline.llm.settings import Section
+from pipeline.llm.settings import PathParam, Section
 
 
 class RegenAggregateSettings(Section):
-    metrics_out: str = "outputs/regen/metrics.json"
-    items_out: str = "outputs/regen/items.csv"
-    html_report: str = "outputs/regen/report.html"
+    metrics_out: PathParam = "outputs/regen/metrics.json"
+    items_out: PathParam = "outputs/regen/items.csv"
+    html_report: PathParam = "outputs/regen/report.html"

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.data.jsonl import read_records
+from pipeline.data.recorded_calls import stage_call_counts
 from pipeline.experiments.selection.aggregation import compute_metrics
 from pipeline.experiments.selection.files import METRICS, PAGE, PICKS, SCORES
 from pipeline.experiments.selection.params import SelectionParams
@@ -23,13 +24,14 @@ def _summarize(params: SelectionParams) -> tuple[Records, Records, dict[str, Any
     picks = read_records(PICKS)
     recordings = Path(params.cache.recordings)
     keys = {stage: [c.call.record.key for c in read_stage(recordings / stage)] for stage in STAGES}
-    metrics = compute_metrics([ScoredRequest.from_record(r) for r in scored_records], picks, keys)
+    recorded = stage_call_counts(recordings, STAGES)
+    metrics = compute_metrics([ScoredRequest.from_record(r) for r in scored_records], picks, keys, recorded)
     return scored_records, picks, metrics
 
 
 def _write_page(params: SelectionParams, scored: Records, picks: Records, metrics: dict[str, Any]) -> Path:
     title = f"judgeloop selection: {params.llm.backend}:{params.llm.model}"
-    PAGE.write_text(render_selection_page(title, metrics, scored, picks), encoding="utf-8")
+    PAGE.write_text(render_selection_page(title, PAGE, metrics, scored, picks), encoding="utf-8")
     return PAGE
 
 

@@ -6,9 +6,13 @@
     pairwise        near ties compared, verdicts that held when the order was swapped (consistent),
                     that flipped, that are incomplete (an unusable reply); position consistency =
                     consistent / (consistent + flipped), null when no pair had both verdicts
-    judgements      ratings scored, re-asked, failed (by kind); candidates excluded for a failure
+    judgements      ratings scored (and of those, after a re-ask), ratings asked again (scored or
+                    not, counted from the recorded calls), failed (by kind); candidates excluded
+                    for a failure
     calls           the calls each stage recorded, and how many of them repeat an earlier call's
                     key (served by the cache within the run: the same question asked twice)
+    recorded_calls  each stage's recorded calls, re-asks, cut replies, prompts too long
+                    (pipeline.data.recorded_calls: what `judgeloop audit` shows, counted)
 
 Only what the recorded run fixes is written, so a replay writes the same bytes: how many calls a
 given run took from the local cache depends on that cache, and the stages print it instead.
@@ -64,12 +68,15 @@ def _pairwise(picks: Sequence[Record], selections: Sequence[Record]) -> dict[str
     }
 
 
-def _judgements(scored: Sequence[ScoredRequest], selections: Sequence[Record]) -> dict[str, Any]:
+def _judgements(
+    scored: Sequence[ScoredRequest], selections: Sequence[Record], recorded: Mapping[str, int]
+) -> dict[str, Any]:
     judged = [s for r in scored for c in r.pool for s in c.scores.values() if s.source == "judge"]
     failures = [f for r in scored for c in r.pool for f in c.failed.values()]
     return {
         "scored": len(judged),
-        "reasked": sum(1 for s in judged if len(s.call_keys) > 1),
+        "scored_after_reask": sum(1 for s in judged if len(s.call_keys) > 1),
+        "reasked": recorded.get("reasked", 0),
         "failed": len(failures),
         "failed_by_kind": dict(sorted(Counter(f.kind for f in failures).items())),
         "excluded_candidates": sum(len(s["excluded"]) for s in selections),
@@ -80,8 +87,11 @@ def compute_metrics(
     scored: Sequence[ScoredRequest],
     picks: Sequence[Record],
     recorded_keys: Mapping[str, Sequence[str]],
+    recorded: Mapping[str, Mapping[str, int]] | None = None,
 ) -> dict[str, Any]:
-    """`picks`: the pick records (PickResult.record); `recorded_keys`: stage -> its calls' keys."""
+    """`picks`: the pick records (PickResult.record); `recorded_keys`: stage -> its calls' keys;
+    `recorded`: stage -> its call counts (pipeline.data.recorded_calls; None: none recorded)."""
+    recorded = recorded or {}
     selections = [p["selection"] for p in picks]
     return {
         "requests": len(picks),
@@ -89,9 +99,10 @@ def compute_metrics(
         "diversity": _diversity(picks, selections),
         "weighted_score": _weighted_score(selections),
         "pairwise": _pairwise(picks, selections),
-        "judgements": _judgements(scored, selections),
+        "judgements": _judgements(scored, selections, recorded.get("select_score", {})),
         "calls": {
             stage: {"recorded": len(keys), "repeated_keys": len(keys) - len(set(keys))}
             for stage, keys in sorted(recorded_keys.items())
         },
+        "recorded_calls": {stage: dict(counts) for stage, counts in sorted(recorded.items())},
     }

@@ -27,15 +27,15 @@ from pathlib import Path
 from pydantic import ConfigDict, Field
 
 from pipeline.data.listening_requests import Framework
-from pipeline.llm.settings import EngineSettings, Section, load_settings
+from pipeline.llm.settings import EngineSettings, PathParam, Section, load_settings
 from pipeline.llm.types import Options
 
 
 class SelectionSettings(Section):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
-    catalog: str = "data/selection/catalog_fictional.csv"
-    requests: str = "data/selection/requests.yaml"
+    catalog: PathParam = "data/selection/catalog_fictional.csv"
+    requests: PathParam = "data/selection/requests.yaml"
     limit: int | None = Field(None, ge=1)
     pool_size: int = Field(24, ge=1, le=200)
     max_per_artist: int = Field(2, ge=1)

@@ -29,7 +29,7 @@ from pipeline.experiments.selection.ties import (
     position_consistency,
     tie_break_order,
 )
-from pipeline.experiments.steps import LLMStep, Output
+from pipeline.experiments.steps import LLMStep, Output, share
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.runner import run_items
 from pipeline.llm.session import LLMSession
@@ -155,4 +155,10 @@ STEP: LLMStep[SelectionParams, list[ScoredRequest], PickResult] = LLMStep(
     items=lambda scored: [s.request.id for s in scored],
     work=run_pick,
     output=Output(lambda p: p.request, lambda p: canonical_json(p.record()), _write_picks),
+    done=lambda picks: share(
+        sum(o.status == "incomplete" for p in picks for o in p.outcomes),
+        sum(len(p.outcomes) for p in picks),
+        "near ties",
+        "left undecided (a comparison unreadable)",
+    ),
 )

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pipeline.reports.frame import frame
 from pipeline.reports.templating import make_environment
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -22,6 +23,7 @@ def _num(value: float | None, digits: int = 3) -> str:
 
 def render_selection_page(
     title: str,
+    page: Path,
     metrics: Mapping[str, Any],
     scored: Sequence[Mapping[str, Any]],
     picks: Sequence[Mapping[str, Any]],
@@ -50,4 +52,4 @@ def render_selection_page(
             }
         )
     template = make_environment(TEMPLATES, num=_num).get_template("selection.html.j2")
-    return template.render(title=title, metrics=metrics, requests=requests)
+    return template.render(**frame(page, title), metrics=metrics, requests=requests)

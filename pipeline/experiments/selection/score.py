@@ -26,7 +26,7 @@ from pipeline.experiments.selection.judging import CandidateOnCriterion, Criteri
 from pipeline.experiments.selection.params import SelectionParams
 from pipeline.experiments.selection.pools import RequestPool, request_pools
 from pipeline.experiments.selection.retrieve import PoolEntry
-from pipeline.experiments.steps import LLMStep, Output
+from pipeline.experiments.steps import LLMStep, Output, share
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.runner import run_items
 from pipeline.llm.session import LLMSession
@@ -143,9 +143,17 @@ SCORED: Output[ScoredRequest] = Output(
     read=lambda path: [ScoredRequest.from_record(r) for r in read_records(path)],
 )
 
+
+def _outcome(scored: list[ScoredRequest]) -> str:
+    judged = sum(s.source == "judge" for r in scored for c in r.pool for s in c.scores.values())
+    failed = sum(len(c.failed) for r in scored for c in r.pool)
+    return share(failed, judged + failed, "ratings", "unscored (their candidates left out)")
+
+
 STEP: LLMStep[SelectionParams, list[RequestPool], ScoredRequest] = LLMStep(
     inputs=lambda params, _: request_pools(params.selection),
     items=lambda pools: [p.request.id for p in pools],
     work=run_score,
     output=SCORED,
+    done=_outcome,
 )

@@ -27,9 +27,8 @@ def _write(path: str, text: str) -> Path:
 
 def _write_page(params: SummEvalParams, rows: ExperimentRows, metrics: dict[str, Any]) -> Path:
     title = f"judgeloop SummEval calibration: {params.llm.backend}:{params.llm.model}"
-    return _write(
-        params.summeval.html_report, render_summeval_html(metrics, rows.judgements, rows.humans, title)
-    )
+    page = Path(params.summeval.html_report)
+    return _write(str(page), render_summeval_html(metrics, rows.judgements, rows.humans, title, page))
 
 
 def run(params: SummEvalParams) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from pipeline.data.jsonl import read_jsonl
 from pipeline.data.ratings import HumanRatings, JudgedItem
+from pipeline.data.recorded_calls import stage_call_counts
 from pipeline.data.summeval import human_ratings, load_summeval, subset
 from pipeline.experiments.summeval.params import SummEvalParams
 from pipeline.experiments.summeval.results import SummEvalJudgement
@@ -52,13 +53,18 @@ def experiment_rows(params: SummEvalParams) -> ExperimentRows:
     return ExperimentRows(judgements, judge_scores(judgements), humans)
 
 
+# The design's LLM stage, whose recorded calls the metrics count (pipeline.data.recorded_calls).
+LLM_STAGES = ("summeval_judge",)
+
+
 def judge_outcomes(judgements: Sequence[SummEvalJudgement]) -> dict[str, dict[str, int]]:
-    """Per dimension: scored rows, unscored rows by failure kind, rows scored after a re-ask, and
-    rows whose reply carried no usable log-probabilities (no weighted score)."""
+    """Per dimension: the calls made (re-asks included, as `judgeloop audit` lists them), scored
+    rows, unscored rows by failure kind, rows scored after a re-ask, and rows whose reply carried no
+    usable log-probabilities (no weighted score)."""
     out: dict[str, Counter[str]] = {}
     for j in judgements:
         counts = out.setdefault(j.dimension, Counter())
-        counts["calls_judged"] += 1
+        counts["calls_judged"] += j.attempts
         if j.score is None:
             counts[f"unscored_{j.failure}"] += 1
         else:
@@ -80,6 +86,7 @@ def summeval_metrics(
         "model": params.llm.model,
         "outcomes": judge_outcomes(rows.judgements),
     }
+    data["recorded_calls"] = stage_call_counts(Path(params.cache.recordings), LLM_STAGES)
     data["subset"] = {
         "documents": len({j.document for j in rows.judgements}),
         "systems": len({j.system for j in rows.judgements}),

@@ -35,7 +35,7 @@ DESIGN = Design(
         Stage(
             "summeval_calibrate",
             run=f"{_HERE}.aggregate:run",
-            deps=("${summeval.out}", "${summeval.corpus}"),
+            deps=("${summeval.out}", "${summeval.corpus}", "recordings/summeval_judge"),
             outs=("${summeval.html_report}",),
             params=("summeval", "llm.backend", "llm.model"),
             metrics=("${summeval.metrics_out}",),
@@ -52,4 +52,5 @@ DESIGN = Design(
     ),
     report=f"{_HERE}.aggregate:report",
     calibration=f"{_HERE}.aggregate:calibration_rows",
+    headline=f"{_HERE}.headline:headline",
 )

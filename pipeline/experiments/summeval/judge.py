@@ -124,7 +124,7 @@ def judged_items(corpus: SummEval) -> list[str]:
 
 def _outcomes(judgements: list[SummEvalJudgement]) -> str:
     outcomes = Counter(j.failure or "scored" for j in judgements)
-    return f"{STAGE}: " + ", ".join(f"{n} {kind}" for kind, n in sorted(outcomes.items()))
+    return ", ".join(f"{n} {kind}" for kind, n in sorted(outcomes.items()))
 
 
 def _corpus(params: SummEvalParams) -> SummEval:

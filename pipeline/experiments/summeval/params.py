@@ -21,13 +21,14 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from pipeline.experiments.summeval.prompts import DIMENSIONS
-from pipeline.llm.settings import EngineSettings, Section, load_settings
+from pipeline.llm.params_errors import check_names
+from pipeline.llm.settings import EngineSettings, PathParam, Section, load_settings
 
 
 class SummEvalSettings(Section):
-    corpus: str = "data/summeval-demo"  # SummEval's annotations file, or a folder holding only it
+    corpus: PathParam = "data/summeval-demo"  # SummEval's annotations file, or a folder holding only it
     documents: int | None = Field(None, ge=1)  # the first n articles in sha256 order; null: all
-    dimensions: tuple[str, ...] = DIMENSIONS
+    dimensions: tuple[str, ...] = Field(DIMENSIONS, min_length=1)
     annotators: Literal["expert", "crowd"] = "expert"  # whose ratings the judge is compared with
     # {"score": N} is 6 tokens; the rest is room for the whitespace a grammar allows. A reply cut
     # here is "truncated", re-asked once, then recorded unscored.
@@ -36,21 +37,17 @@ class SummEvalSettings(Section):
     # Alternatives kept per token: with 5, tokens such as " " or "\n" took the slots of some digits
     # at the score token (measured on SummEval), leaving a score with probability 0 it did not have.
     top_logprobs: int = Field(20, ge=1, le=20)
-    out: str = "outputs/summeval/judgements.jsonl"
-    metrics_out: str = "outputs/summeval/metrics.json"
-    plot_csv: str = "outputs/summeval/plots/scores.csv"
-    html_report: str = "outputs/summeval/report.html"
+    out: PathParam = "outputs/summeval/judgements.jsonl"
+    metrics_out: PathParam = "outputs/summeval/metrics.json"
+    plot_csv: PathParam = "outputs/summeval/plots/scores.csv"
+    html_report: PathParam = "outputs/summeval/report.html"
     resamples: int = Field(1000, ge=1)  # bootstrap resamples over articles
     seed: int = 0
 
     @field_validator("dimensions")
     @classmethod
     def _known_dimensions(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        unknown = [d for d in value if d not in DIMENSIONS]
-        if unknown or not value or len(set(value)) != len(value):
-            raise ValueError(
-                f"dimensions must be distinct names among {', '.join(DIMENSIONS)}; got {list(value)}"
-            )
+        check_names(value, DIMENSIONS, "dimension")
         return value
 
 

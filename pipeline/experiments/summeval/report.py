@@ -15,7 +15,8 @@ from typing import Any
 from pipeline.data.ratings import HumanRatings
 from pipeline.experiments.summeval.results import SummEvalJudgement
 from pipeline.judges.likert import LIKERT_VALUES, to_unit
-from pipeline.reports.templating import SHARED_TEMPLATES, make_environment
+from pipeline.reports.frame import frame
+from pipeline.reports.templating import make_environment
 from pipeline.stats.agreement import LEVELS, STATISTICS
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -94,12 +95,16 @@ def render_summeval_html(
     judgements: Sequence[SummEvalJudgement],
     humans: Sequence[HumanRatings],
     title: str,
+    page: Path,
 ) -> str:
+    """The page that will be written at `page` (its link to the report index is relative)."""
     by_key = {(h.item, h.metric): h for h in humans}
     dimensions = [
         {
             "name": name,
-            "human_alpha": "n/a" if metric["human_alpha"] is None else f"{metric['human_alpha']:+.2f}",
+            "human_alpha": f"n/a ({metric.get('human_alpha_undefined', 'undefined')})"
+            if metric["human_alpha"] is None
+            else f"{metric['human_alpha']:+.2f}",
             "items_judged": metric["items_judged"],
             "rows": _table_rows(metric),
             "points": scatter_points(judgements, by_key, name),
@@ -110,8 +115,7 @@ def render_summeval_html(
     environment = make_environment(TEMPLATES)
     ticks = [{"value": v, "at": _coordinate(v, False), "at_y": _coordinate(v, True)} for v in LIKERT_VALUES]
     return environment.get_template("summeval.html.j2").render(
-        title=title,
-        style=(SHARED_TEMPLATES / "report.css").read_text(encoding="utf-8"),
+        **frame(page, title),
         metrics=metrics,
         dimensions=dimensions,
         levels=LEVELS,

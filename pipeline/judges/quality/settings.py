@@ -6,20 +6,20 @@ from typing import Literal
 
 from pydantic import Field
 
-from pipeline.llm.settings import Section
+from pipeline.llm.settings import PathParam, Section
 
 
 class GenerateSettings(Section):
-    rows: str = "data/rag-demo/rows.jsonl"
+    rows: PathParam = "data/rag-demo/rows.jsonl"
     limit: int | None = Field(None, ge=1)
     # generate: the model answers each question from its passages; given: the row's own answer is
     # the original (no call), so the rows' human labels judge exactly what the evaluator scored.
     answers: Literal["generate", "given"] = "generate"
     num_predict: int = Field(128, ge=1)
-    out: str = "outputs/regen/answers.jsonl"
+    out: PathParam = "outputs/regen/answers.jsonl"
 
 
 class EvaluateSettings(Section):
     num_predict: int = Field(192, ge=1)
     max_attempts: int = Field(2, ge=1)  # first ask + re-asks with the validation problem
-    out: str = "outputs/regen/evaluated.jsonl"
+    out: PathParam = "outputs/regen/evaluated.jsonl"

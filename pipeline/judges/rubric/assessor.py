@@ -104,6 +104,9 @@ def ask_for_assessment(
         call = session.chat(ChatRequest(messages=messages, options=options), context.at(attempt=attempt))
         keys.append(call.record.key)
         text = call.record.reply.text
+        if (refused := call.record.reply.too_long) is not None:
+            validation = Validation(None, f"too_long: {refused}")
+            break  # a re-ask would be longer still
         validation = validate_assessment(text)
         unverified = ()
         if validation.sections is not None and settings.verify_quotes:

@@ -106,6 +106,11 @@ class RubricJudge:
             )
             keys.append(call.record.key)
             text = call.record.reply.text
+            if (refused := call.record.reply.too_long) is not None:
+                # Not re-asked: the reminder would make the prompt longer still.
+                return Judgement(
+                    None, "too_long", text, text, tuple(keys), error=refused, problems=(*problems, "too_long")
+                )
             reading = read_score(text, subject.metric, self.settings.decimal_scores)
             if reading.score is not None:
                 break

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
-from pipeline.llm.settings import Section
+from pipeline.llm.params_errors import check_names
+from pipeline.llm.settings import PathParam, Section
 
 METRICS = ("coherence", "completeness", "specificity", "accuracy")
 
 
 class AssessSettings(Section):
-    num_predict: int = 700
+    num_predict: int = Field(700, ge=1)
     max_attempts: int = Field(3, ge=1)
     verify_quotes: bool = False
     delimit_transcript: bool = False
@@ -22,12 +23,12 @@ class AssessSettings(Section):
     # num_predict inside one string.
     output: Literal["text", "json"] = "text"
     section_chars: int | None = Field(None, ge=20)
-    out: str = "outputs/paper/assessments.jsonl"
+    out: PathParam = "outputs/paper/assessments.jsonl"
 
 
 class JudgeSettings(Section):
-    metrics: tuple[str, ...] = METRICS
-    num_predict: int = 256
+    metrics: tuple[str, ...] = Field(METRICS, min_length=1)
+    num_predict: int = Field(256, ge=1)
     max_attempts: int = Field(3, ge=1)
     # A decimal on the 1-5 scale ("Score: 3.5/5"), read as what the reply states: unscored and re-asked
     # (the default), rounded halves up (`decimal_rounded`), or kept as written (`decimal_kept`, 3.5).
@@ -42,4 +43,10 @@ class JudgeSettings(Section):
     # json: ask for this many alternatives per generated token, to record the probability of each
     # score and the probability-weighted score (G-Eval); 0 asks for none.
     top_logprobs: int = Field(0, ge=0, le=20)
-    out: str = "outputs/paper/judgements.jsonl"
+    out: PathParam = "outputs/paper/judgements.jsonl"
+
+    @field_validator("metrics")
+    @classmethod
+    def _known_metrics(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        check_names(value, METRICS, "metric")  # the rubric has a prompt for these four only
+        return value

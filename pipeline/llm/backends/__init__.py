@@ -16,6 +16,7 @@ one pulls in llama.cpp.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable
 from importlib import import_module
 from importlib.metadata import entry_points
@@ -69,6 +70,9 @@ def backend_factory(name: str) -> BackendFactory:
     for entry in entry_points(group=ENTRY_POINT_GROUP, name=name):
         factory: BackendFactory = entry.load()
         return factory
+    near = difflib.get_close_matches(name, backend_names(), n=1)
+    hint = f" (did you mean '{near[0]}'?)" if near else ""
     raise ConfigError(
-        f"llm.backend: unknown backend '{name}'. Fix: use one of {', '.join(backend_names())} in params.yaml."
+        f"llm.backend: unknown backend '{name}'{hint}. Fix: use one of {', '.join(backend_names())} in "
+        "params.yaml, or install the package that provides it."
     )

@@ -4,13 +4,21 @@
     400 413 422 (other 4xx)                       BadRequestError         no
     401 403                                       BackendError            no
     404                                           ModelNotFoundError      no
-    408 429 502 503 504, refused/reset, timeout,  TransientBackendError   up to llm.max_retries
-      dropped connection, 200 carrying "error"
+    408 429 502 503 504, 200 carrying "error"     TransientBackendError   up to llm.max_retries
+    refused/reset, connect timeout, dropped       ConnectionFaultError    up to llm.max_retries, then the
+                                                                          server's breaker opens
+    read timeout (no reply in llm.read_timeout_s) ConnectionFaultError    also at most llm.max_server_errors
     500 (other 5xx)                               ServerFaultError        also at most llm.max_server_errors
 
 A 500 gets its own, smaller budget: it is as often a request the server will never accept (a bad
 `format`, a wrongly typed option) as a crashed runner, and retrying the former five times with
-backoff only delays the real error message.
+backoff only delays the real error message. A read timeout shares it: each costs a whole
+llm.read_timeout_s (five minutes by default), and a server that answered nothing within it twice
+rarely does a third time.
+
+A call that uses up its retries on connection faults opens its server's circuit breaker
+(pipeline.llm.backends.breaker): every other call to that server then stops at once, so a dead
+server fails a stage within one retry budget, not one per worker.
 
 Backoff is exponential with jitter; a Retry-After header on a retried status is a floor for the
 next wait (capped at MAX_RETRY_AFTER_S), so a rate-limited server is not asked again too soon.
@@ -25,7 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import orjson
@@ -35,9 +44,11 @@ from pipeline.errors import (
     BackendError,
     BadRequestError,
     ConfigError,
+    ConnectionFaultError,
     ModelNotFoundError,
     TransientBackendError,
 )
+from pipeline.llm.backends.breaker import CircuitBreaker
 from pipeline.llm.settings import LLMSettings, in_flight
 
 log = logging.getLogger(__name__)
@@ -52,6 +63,14 @@ MAX_RETRY_AFTER_S = 120.0
 
 class ServerFaultError(TransientBackendError):
     """A 500 from the server: retried, but only llm.max_server_errors times."""
+
+
+class ReadTimeoutError(ConnectionFaultError):
+    """No reply within llm.read_timeout_s: retried, but only llm.max_server_errors times."""
+
+
+# The failures that share the smaller budget of llm.max_server_errors.
+_SCARCE = (ServerFaultError, ReadTimeoutError)
 
 
 def default_wait() -> Wait:
@@ -70,7 +89,18 @@ def make_client(settings: LLMSettings, transport: httpx.BaseTransport | None) ->
         pool=None,
     )
     limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
-    return httpx.Client(base_url=settings.base_url, timeout=timeout, limits=limits, transport=transport)
+    # A token in the base URL's query (a proxy's ?api_key=...) goes with every request: httpx would
+    # otherwise drop the path when it joins one to a base URL with a query.
+    base, query = without_query(settings.base_url)
+    return httpx.Client(
+        base_url=base, params=httpx.QueryParams(query), timeout=timeout, limits=limits, transport=transport
+    )
+
+
+def without_query(url: str) -> tuple[str, str]:
+    """The URL without its query string, and the query string."""
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", "")), parts.query
 
 
 def json_body(response: httpx.Response) -> Any:
@@ -107,20 +137,20 @@ def send(client: httpx.Client, method: str, path: str, *, json: Any = None) -> h
     try:
         return client.request(method, path, json=json)
     except httpx.ConnectTimeout as exc:
-        raise TransientBackendError(
+        raise ConnectionFaultError(
             f"{where}: no connection within {client.timeout.connect}s (llm.connect_timeout_s)"
         ) from exc
     except httpx.ReadTimeout as exc:
-        raise TransientBackendError(
+        raise ReadTimeoutError(
             f"{where}: no reply within {client.timeout.read}s. A cold model load can take minutes: "
             "if the server is just slow, raise llm.read_timeout_s"
         ) from exc
     except httpx.ConnectError as exc:
-        raise TransientBackendError(
+        raise ConnectionFaultError(
             f"{where}: cannot connect ({exc}). Is the server running at {client.base_url}?"
         ) from exc
     except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError) as exc:
-        raise TransientBackendError(f"{where}: connection lost ({type(exc).__name__}: {exc})") from exc
+        raise ConnectionFaultError(f"{where}: connection lost ({type(exc).__name__}: {exc})") from exc
     except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
         raise ConfigError(f"llm.base_url {str(client.base_url)!r} is not a usable URL: {exc}") from exc
 
@@ -165,61 +195,111 @@ def retry_after(value: str | None) -> float | None:
 
 @dataclass(frozen=True)
 class RetryPolicy:
+    """How calls to one server are retried. `breaker`: the server's circuit breaker, shared by
+    every call made through this policy (one policy a backend, one backend a server)."""
+
     max_retries: int
     max_server_errors: int
     wait: Wait = field(default_factory=default_wait)
     sleep: Callable[[float], None] = time.sleep  # tests record the waits instead of sleeping
+    breaker: CircuitBreaker | None = None
 
     @classmethod
     def from_settings(cls, settings: LLMSettings, wait: Wait | None = None) -> RetryPolicy:
-        return cls(settings.max_retries, settings.max_server_errors, wait or default_wait())
+        return cls(
+            settings.max_retries,
+            settings.max_server_errors,
+            wait or default_wait(),
+            breaker=CircuitBreaker(settings.base_url),
+        )
+
+    def _pause(self, seconds: float) -> None:
+        # A backoff is cut short when another call opens the breaker; a test's own sleep is kept.
+        if self.breaker is not None and self.sleep is time.sleep:
+            self.breaker.wait(seconds)
+        else:
+            self.sleep(seconds)
 
     def call(self, attempt: Callable[[], T], what: str) -> T:
         """Run `attempt` until it succeeds, retrying only TransientBackendError within budget.
 
         The last error is re-raised as itself (same class, so callers can still tell a 503 from a
-        404), with how many attempts were made appended to its message.
+        404), with how many attempts were made appended to its message; a call that gave up on
+        connection faults opens the breaker and raises ServerDownError, as does every call to the
+        same server after it (before an attempt, or at the end of a wait).
         """
-        attempts = 0
-        server_errors = 0
-
-        def counted() -> T:
-            nonlocal attempts
-            attempts += 1
-            return attempt()
-
-        def give_up(state: RetryCallState) -> bool:
-            nonlocal server_errors
-            if state.outcome is not None and isinstance(state.outcome.exception(), ServerFaultError):
-                server_errors += 1
-                if server_errors > self.max_server_errors:
-                    return True
-            return state.attempt_number > self.max_retries
-
-        def announce(state: RetryCallState) -> None:
-            exc = state.outcome.exception() if state.outcome is not None else None
-            delay = state.next_action.sleep if state.next_action is not None else 0.0
-            log.warning("%s: attempt %d failed (%s); retrying in %.1fs", what, attempts, exc, delay)
-
-        def wait(state: RetryCallState) -> float:
-            # The server's Retry-After is a floor: our backoff may wait longer, never shorter.
-            exc = state.outcome.exception() if state.outcome is not None else None
-            asked = getattr(exc, "retry_after", None)
-            return max(self.wait(state), asked or 0.0)
-
+        budget: _Budget[T] = _Budget(self, attempt)
         retrying = Retrying(
             retry=retry_if_exception_type(TransientBackendError),
-            stop=give_up,
-            wait=wait,
-            sleep=self.sleep,
-            before_sleep=announce,
+            stop=budget.give_up,
+            wait=budget.wait,
+            sleep=self._pause,
+            before_sleep=lambda state: budget.announce(state, what),
             reraise=True,
         )
         try:
-            return retrying(counted)
+            return retrying(budget.attempt)
         except TransientBackendError as exc:
-            budget = f"llm.max_retries={self.max_retries}"
-            if isinstance(exc, ServerFaultError):
-                budget += f", llm.max_server_errors={self.max_server_errors}"
-            plural = "s" if attempts != 1 else ""
-            raise type(exc)(f"{exc.message} — gave up after {attempts} attempt{plural} ({budget})") from exc
+            raise budget.final_error(exc) from exc
+        finally:
+            if self.breaker is not None:
+                self.breaker.release(budget)
+
+
+class _Budget(Generic[T]):
+    """One call's attempts against a RetryPolicy's budget (tenacity's stop, wait and attempt)."""
+
+    def __init__(self, policy: RetryPolicy, attempt: Callable[[], T]) -> None:
+        self.policy, self._attempt = policy, attempt
+        self.attempts = 0
+        self.scarce = 0  # 500s and read timeouts so far
+        self.started = time.monotonic()
+
+    def attempt(self) -> T:
+        breaker = self.policy.breaker
+        if breaker is None:
+            self.attempts += 1
+            return self._attempt()
+        breaker.before_attempt(self)
+        self.attempts += 1
+        try:
+            result = self._attempt()
+        except ConnectionFaultError:
+            breaker.fault(self)
+            raise
+        except Exception:
+            breaker.answered()  # an error the server sent: it is up
+            raise
+        breaker.answered()
+        return result
+
+    def give_up(self, state: RetryCallState) -> bool:
+        if state.outcome is not None and isinstance(state.outcome.exception(), _SCARCE):
+            self.scarce += 1
+            if self.scarce > self.policy.max_server_errors:
+                return True
+        return state.attempt_number > self.policy.max_retries
+
+    def wait(self, state: RetryCallState) -> float:
+        # The server's Retry-After is a floor: our backoff may wait longer, never shorter.
+        exc = state.outcome.exception() if state.outcome is not None else None
+        asked = getattr(exc, "retry_after", None)
+        return max(self.policy.wait(state), asked or 0.0)
+
+    def announce(self, state: RetryCallState, what: str) -> None:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        delay = state.next_action.sleep if state.next_action is not None else 0.0
+        log.warning("%s: attempt %d failed (%s); retrying in %.1fs", what, self.attempts, exc, delay)
+
+    def final_error(self, exc: TransientBackendError) -> BackendError:
+        policy = self.policy
+        budget = f"llm.max_retries={policy.max_retries}"
+        if isinstance(exc, _SCARCE):
+            budget += f", llm.max_server_errors={policy.max_server_errors}"
+        plural = "s" if self.attempts != 1 else ""
+        gave_up = f"gave up after {self.attempts} attempt{plural} ({budget})"
+        if isinstance(exc, ConnectionFaultError) and policy.breaker is not None:
+            seconds = time.monotonic() - self.started
+            stuck = isinstance(exc, ReadTimeoutError)
+            return policy.breaker.trip(exc.message, gave_up, seconds, stuck=stuck)
+        return type(exc)(f"{exc.message} — {gave_up}")

@@ -54,6 +54,7 @@ from pipeline.llm.backends.http_errors import (
     send,
 )
 from pipeline.llm.logprobs import read_wire_logprobs
+from pipeline.llm.redact import redact_url
 from pipeline.llm.settings import LLMSettings, in_flight
 from pipeline.llm.types import ChatReply, ChatRequest, ModelIdentity
 
@@ -176,8 +177,10 @@ class OllamaBackend:
         try:
             data = self._exchange("POST", "/api/chat", body, num_ctx=num_ctx)
         except TransientBackendError:
-            with self._identity_lock:
-                self._check_due = True
+            # Without the identity lock: its holder may be waiting, in the server's circuit
+            # breaker, for this very call's retries to end (pipeline.llm.backends.breaker); a
+            # single assignment needs no lock.
+            self._check_due = True
             raise
         message = data.get("message")
         content = message.get("content") if isinstance(message, dict) else None
@@ -254,7 +257,7 @@ class OllamaBackend:
             return self._version
 
     def _fetch_version(self) -> tuple[int, int, int] | None:
-        url = self.settings.base_url
+        url = redact_url(self.settings.base_url)
         try:
             said = str(self._exchange("GET", "/api/version").get("version", ""))
         except JudgeloopError as exc:

@@ -8,9 +8,27 @@ llama-server's the last 64: the same knob, not the same arithmetic.) The hosted 
 these extra fields. num_ctx has no field anywhere, so the server's own context applies; it stays
 in the cache key all the same. temperature is always sent: the API's default is 1.0, not greedy.
 
-A JSON Schema `format` is sent as `response_format: {"type": "json_schema", "json_schema":
-{"name": "reply", "schema": ..., "strict": true}}`; "json" as `{"type": "json_object"}`. A request
-that asks for log-probabilities sends `logprobs: true, top_logprobs: k` and reads
+A JSON Schema `format` is sent in the first of these forms the server takes, "json" always as
+`response_format: {"type": "json_object"}`:
+
+    json_schema          response_format: {"type": "json_schema", "json_schema": {"name": "reply",
+                         "schema": ..., "strict": true}}   the API's own; vLLM, llama.cpp's llama-server
+    json_object_schema   response_format: {"type": "json_object", "schema": ...}
+                         llama-cpp-python's server (`python -m llama_cpp.server`), which answers
+                         json_schema with a 500 (its request model knows only text and json_object)
+    guided_json          guided_json: ...   older vLLM
+
+The API's own form is sent first. A refusal that names it (a 400, 422 or 500 whose message says
+response_format, json_schema or guided_json) starts a probe of the other forms, in order: a tiny
+request whose schema admits one answer only, `{"probe": "judgeloop-schema-probe"}`, which a server
+that enforces the form returns and one that ignores it (llama-cpp-python's ignores guided_json,
+vLLM's extra fields let `schema` inside json_object pass unread) almost surely does not. The first
+form that enforces is used for the rest of the run (a warning says so) and the call is sent again
+at once, not counted as a retry; when none does, a BadRequestError says so with the fix. The wire
+form is not the request: the cache key is computed from the ChatRequest (its `format` is the
+schema), so the same call has the same key whichever form the server took; the probes are neither
+cached nor recorded.
+A request that asks for log-probabilities sends `logprobs: true, top_logprobs: k` and reads
 `choices[0].logprobs.content`.
 
 This API reports no weights digest, so unless llm.digest is pinned the identity is the served
@@ -20,6 +38,7 @@ checkpoint's commit hash) when the replies must be reproducible.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -29,7 +48,15 @@ from typing import Any
 
 import httpx
 
-from pipeline.errors import BadRequestError, EmptyReplyError, ModelNotFoundError, TransientBackendError
+from pipeline.errors import (
+    BackendError,
+    BadRequestError,
+    EmptyReplyError,
+    ModelNotFoundError,
+    PromptTruncatedError,
+    TransientBackendError,
+)
+from pipeline.llm.backends.context_overflow import overflowed
 from pipeline.llm.backends.http_errors import (
     RetryPolicy,
     Wait,
@@ -39,30 +66,71 @@ from pipeline.llm.backends.http_errors import (
     json_body,
     make_client,
     send,
+    without_query,
 )
 from pipeline.llm.backends.ollama import full_tag
 from pipeline.llm.logprobs import read_wire_logprobs
+from pipeline.llm.redact import redact_url
 from pipeline.llm.settings import LLMSettings, in_flight
-from pipeline.llm.types import ChatReply, ChatRequest, ModelIdentity
+from pipeline.llm.types import ChatReply, ChatRequest, Message, ModelIdentity, Options
 
 log = logging.getLogger(__name__)
 
 # vLLM: "This model's maximum context length is 2048 tokens. However, you requested ..."
+# llama_cpp.server the same words (its context_length_exceeded); llama-server "exceed_context_size".
 _CONTEXT_WORDS = re.compile(r"context (length|window)|maximum context|too long", re.IGNORECASE)
 
 
+def too_long(said: str) -> bool:
+    """Whether a server's refusal says the prompt does not fit the context."""
+    return _CONTEXT_WORDS.search(said) is not None or overflowed(said)
+
+
+# The forms of a JSON Schema for the reply, in the order tried (see the module's docstring).
+SCHEMA_DIALECTS = ("json_schema", "json_object_schema", "guided_json")
+_FORM_REFUSED = re.compile(r"response_format|json_schema|guided_json", re.IGNORECASE)
+PROBE_ANSWER = "judgeloop-schema-probe"
+PROBE = ChatRequest(
+    messages=(Message(role="user", content="Reply with a JSON object."),),
+    options=Options(num_predict=32),
+    format={
+        "type": "object",
+        "properties": {"probe": {"type": "string", "enum": [PROBE_ANSWER]}},
+        "required": ["probe"],
+        "additionalProperties": False,
+    },
+)
+
+
 def api_root(base_url: str) -> str:
-    """Accept both spellings users copy from server docs: http://host:8000 and http://host:8000/v1."""
-    root = base_url.rstrip("/")
-    return root.removesuffix("/v1")
+    """Accept both spellings users copy from server docs: http://host:8000 and http://host:8000/v1
+    (a query string, such as a proxy's token, is kept)."""
+    base, query = without_query(base_url)
+    root = base.rstrip("/").removesuffix("/v1")
+    return f"{root}?{query}" if query else root
 
 
 def response_format(fmt: str | dict[str, Any] | None) -> dict[str, Any] | None:
+    """`format` in the API's own form (the first dialect)."""
+    return format_fields(fmt, SCHEMA_DIALECTS[0]).get("response_format")
+
+
+def format_fields(fmt: str | dict[str, Any] | None, dialect: str) -> dict[str, Any]:
+    """The body fields that carry `format` in this dialect."""
     if fmt is None:
-        return None
+        return {}
     if fmt == "json":
-        return {"type": "json_object"}
-    return {"type": "json_schema", "json_schema": {"name": "reply", "schema": fmt, "strict": True}}
+        return {"response_format": {"type": "json_object"}}
+    if dialect == "json_object_schema":
+        return {"response_format": {"type": "json_object", "schema": fmt}}
+    if dialect == "guided_json":
+        return {"guided_json": fmt}
+    return {
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "reply", "schema": fmt, "strict": True},
+        }
+    }
 
 
 class OpenAICompatBackend:
@@ -86,6 +154,8 @@ class OpenAICompatBackend:
         self._slots = threading.BoundedSemaphore(in_flight(settings.parallelism))  # see ollama.py
         self._identity: ModelIdentity | None = None
         self._identity_lock = threading.Lock()
+        self.dialect = SCHEMA_DIALECTS[0]  # the form a JSON Schema goes in; moves on a refusal
+        self._dialect_lock = threading.Lock()
 
     def _not_found(self) -> str:
         return (
@@ -96,10 +166,12 @@ class OpenAICompatBackend:
     def _exchange(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
         with self._slots:
             response = send(self._client, method, path, json=body)
-        if response.status_code == 400 and _CONTEXT_WORDS.search(said := error_text(response)):
-            raise BadRequestError(
-                f"the prompt does not fit the model's context length ({said}). Fix: shorten the "
-                "input, or serve the model with a longer context (vLLM: --max-model-len)."
+        if response.status_code == 400 and too_long(said := error_text(response)):
+            # Not transient: the same prompt will never fit the same served context.
+            raise PromptTruncatedError(
+                f"the prompt does not fit the model's context length (server said: {said}). Fix: shorten "
+                "the input, or serve the model with a longer context (vLLM: --max-model-len; llama-server "
+                "and llama_cpp.server: --n_ctx)."
             )
         check_status(response, not_found=self._not_found())
         try:
@@ -137,12 +209,12 @@ class OpenAICompatBackend:
             "llm.digest is not pinned and %s reports no weights digest: cache keys use the model id "
             "'%s', which stays the same if the weights behind it change. Pin llm.digest to make "
             "cached replies reproducible.",
-            self.base_url,
+            redact_url(self.base_url),
             digest,
         )
         return ModelIdentity(backend=self.kind, name=model, digest=digest)
 
-    def request_body(self, request: ChatRequest) -> dict[str, Any]:
+    def request_body(self, request: ChatRequest, dialect: str | None = None) -> dict[str, Any]:
         opts = request.options
         body: dict[str, Any] = {
             "model": self.settings.model,
@@ -160,20 +232,72 @@ class OpenAICompatBackend:
             body["max_tokens"] = opts.num_predict
         if opts.stop:
             body["stop"] = list(opts.stop)
-        if (fmt := response_format(request.format)) is not None:
-            body["response_format"] = fmt
+        body.update(format_fields(request.format, dialect or self.dialect))
         if request.logprobs is not None:
             body["logprobs"] = True
             body["top_logprobs"] = request.logprobs
         return body
 
-    def _completion(self, body: dict[str, Any], request: ChatRequest) -> ChatReply:
+    def _schema_refused(self, request: ChatRequest, dialect: str, exc: BackendError) -> bool:
+        """Whether the server refused the form the schema went in: then the first other form it
+        enforces is used from now on (True: send again); BadRequestError when it enforces none."""
+        if not isinstance(request.format, dict) or not _FORM_REFUSED.search(exc.message):
+            return False
+        with self._dialect_lock:  # one probe at a time; the other calls wait for its outcome
+            if self.dialect != dialect:
+                return True  # another call found the form meanwhile
+            for other in SCHEMA_DIALECTS[SCHEMA_DIALECTS.index(dialect) + 1 :]:
+                if self._enforces(other):
+                    self.dialect = other
+                    break
+            else:
+                raise BadRequestError(
+                    f"{redact_url(self.base_url)} takes a JSON Schema for the reply in none of the forms "
+                    f"judgeloop knows ({', '.join(SCHEMA_DIALECTS)}): it refused {dialect} ({exc.message}) "
+                    "and ignored or refused the others. Fix: serve the model with vLLM, llama.cpp's "
+                    "llama-server or llama-cpp-python's server, or use the text output modes "
+                    "(judge.output: text, assess.output: text)."
+                ) from exc
+        log.warning(
+            "%s refused the reply's JSON Schema as %s (%s); it enforces %s, used for the rest of the run",
+            redact_url(self.base_url),
+            dialect,
+            exc.message[:200],
+            self.dialect,
+        )
+        return True
+
+    def _enforces(self, dialect: str) -> bool:
+        """Whether the server constrains a reply to a schema sent in this form (PROBE)."""
+        try:
+            data = self._exchange("POST", "/v1/chat/completions", self.request_body(PROBE, dialect))
+        except BackendError as exc:
+            if _FORM_REFUSED.search(exc.message):
+                return False
+            raise
+        choices = data.get("choices") or [{}]
+        text = ((choices[0] or {}).get("message") or {}).get("content")
+        try:
+            return bool(json.loads(str(text)).get("probe") == PROBE_ANSWER)
+        except (ValueError, AttributeError):
+            return False
+
+    def _completion(self, request: ChatRequest) -> ChatReply:
+        """One exchange and the reply it holds (completion_reply). A refused schema form is sent
+        again at once in the next form."""
         path = "/v1/chat/completions"
-        return completion_reply(self._exchange("POST", path, body), request, f"POST {self.base_url}{path}")
+        while True:
+            dialect = self.dialect
+            try:
+                data = self._exchange("POST", path, self.request_body(request, dialect))
+                break
+            except BackendError as exc:
+                if not self._schema_refused(request, dialect, exc):
+                    raise
+        return completion_reply(data, request, f"POST {self.base_url}{path}")
 
     def chat(self, request: ChatRequest) -> ChatReply:
-        body = self.request_body(request)
-        return self._retry.call(lambda: self._completion(body, request), "POST /v1/chat/completions")
+        return self._retry.call(lambda: self._completion(request), "POST /v1/chat/completions")
 
     def close(self) -> None:
         self._client.close()

@@ -8,45 +8,35 @@ Only files are read (recordings/<stage>/, and runs/<stage>.json for --hit/--miss
 network, and the backend that made the calls does not matter. Every request message is printed as
 it was sent, the reply as it came back, and for a judge call the score the pipeline reads from it
 (pipeline.judges.scores.extract_score on the judge's scale), so what a reader sees is what the numbers
-were computed from. A record that fails verification is still shown, marked untrusted.
+were computed from. A record that fails verification is still shown, marked untrusted. Control
+characters in a reply (a terminal escape that would clear the screen or fake a line) are shown
+escaped in the text and markdown formats (pipeline.tools.audit.escape); `--raw` prints them as
+recorded, and `--format jsonl` is JSON.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import click
 
 from pipeline.errors import JudgeloopError
-from pipeline.experiments.params import load_params
+from pipeline.experiments.params import Params, load_params
 from pipeline.judges.rubric.judge import SCALE
 from pipeline.judges.scores import ScoreReading, extract_score
 from pipeline.llm import recordings
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.records import RecordedCall
+from pipeline.llm.settings import params_path
 from pipeline.tools.audit.diff import diff_iterations
+from pipeline.tools.audit.escape import escape_controls
+from pipeline.tools.audit.filters import Selection, last_run_status, select, why_nothing
 from pipeline.tools.inventory import RunSummary, read_runs
 
 Format = Literal["text", "jsonl", "markdown"]
-
-
-@dataclass(frozen=True)
-class Selection:
-    """Which calls to show; an empty field selects everything."""
-
-    stages: tuple[str, ...] = ()
-    items: tuple[str, ...] = ()
-    iteration: int | None = None
-    metric: str | None = None
-    role: str | None = None
-    model: str | None = None
-    cache: Literal["hit", "miss"] | None = None
-    search: str | None = None
-    labels: tuple[tuple[str, str], ...] = ()  # any design's context labels, e.g. (("prompt", "full"),)
 
 
 def load_calls(root: Path, stages: Iterable[str] = ()) -> list[RecordedCall]:
@@ -67,41 +57,6 @@ def load_calls(root: Path, stages: Iterable[str] = ()) -> list[RecordedCall]:
     return calls
 
 
-def last_run_status(runs: dict[str, RunSummary], call: RecordedCall) -> str | None:
-    run = runs.get(call.context.stage)
-    return None if run is None else run.keys.get(call.record.key)
-
-
-def _matches(call: RecordedCall, sel: Selection, runs: dict[str, RunSummary]) -> bool:
-    ctx, record = call.context, call.record
-    if (sel.stages and ctx.stage not in sel.stages) or (sel.items and ctx.item not in sel.items):
-        return False
-    if sel.iteration is not None and ctx.step != sel.iteration:
-        return False
-    if (sel.metric is not None and ctx.label("metric") != sel.metric) or (
-        sel.role is not None and ctx.label("role") != sel.role
-    ):
-        return False
-    if any(ctx.label(name) != value for name, value in sel.labels):
-        return False
-    if (
-        sel.model is not None
-        and sel.model.lower() not in f"{record.model.name} {record.model.digest}".lower()
-    ):
-        return False
-    if sel.cache is not None and last_run_status(runs, call) != sel.cache:
-        return False
-    if sel.search is not None:
-        texts = [m.content for m in record.request.messages] + [record.reply.text]
-        return any(sel.search.lower() in text.lower() for text in texts)
-    return True
-
-
-def select(calls: Iterable[RecordedCall], sel: Selection, runs: dict[str, RunSummary]) -> list[RecordedCall]:
-    chosen = [c for c in calls if _matches(c, sel, runs)]
-    return sorted(chosen, key=lambda c: (*c.context.sort_key(), c.record.key))
-
-
 def score_of(call: RecordedCall) -> ScoreReading | None:
     return extract_score(call.record.reply.text, SCALE) if call.context.label("role") == "judge" else None
 
@@ -119,6 +74,7 @@ def _header(call: RecordedCall, runs: dict[str, RunSummary]) -> list[tuple[str, 
         ("created_at", record.created_at),
         ("tokens", f"prompt {reply.prompt_tokens}, completion {reply.completion_tokens}"),
         ("done_reason", str(reply.done_reason)),
+        *([("refused", reply.too_long)] if reply.too_long is not None else []),
         ("options", _options(call)),
     ]
     if record.request.format is not None:
@@ -241,6 +197,11 @@ def _parse_labels(labels: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     type=click.Path(file_okay=False, path_type=Path),
     help="Read these recordings (default: cache.recordings).",
 )
+@click.option(
+    "--raw",
+    is_flag=True,
+    help="Print control characters in prompts and replies as recorded (default: shown escaped, \\x1b).",
+)
 @click.pass_context
 def audit(
     ctx: click.Context,
@@ -256,14 +217,33 @@ def audit(
     limit: int | None,
     fmt: Format,
     recordings_dir: Path | None,
+    raw: bool,
 ) -> None:
-    """Show recorded calls: the exact request messages, the reply, and the score read from it."""
-    params = load_params()
-    ctx.obj = recordings_dir or Path(params.cache.recordings)
+    """Show recorded calls: the exact request messages, the reply, and the score read from it.
+
+    Filters combine; one that matches nothing is an error listing the values recorded for it.
+
+    \b
+    Examples:
+      judgeloop audit --item 903 --iteration 1 --metric accuracy   one judge call, exact prompt and reply
+      judgeloop audit --stage assess --search hopeless --format markdown
+      judgeloop audit --stage rag_judge --item d02 --limit 1
+      judgeloop audit --item 999                  lists the items there are
+      judgeloop audit diff 903 --from 0 --to 2 --metric completeness
+    """
+    # A recordings folder named outright can be audited anywhere (a colleague's, an unpacked copy):
+    # without the project's params.yaml there are no last-run statistics, and that is all it loses.
+    params: Params | None
+    if recordings_dir is None:
+        params = load_params()
+        ctx.obj = Path(params.cache.recordings)
+    else:
+        params = load_params() if params_path().is_file() else None
+        ctx.obj = recordings_dir
     if ctx.invoked_subcommand is not None:
         return
     calls = load_calls(ctx.obj, stages)
-    runs = read_runs(params)
+    runs = read_runs(params) if params else {}
     if hit is not None:
         seen = stages or tuple(sorted({c.context.stage for c in calls}))
         without = [s for s in seen if s not in runs]
@@ -292,9 +272,10 @@ def audit(
     if limit is not None:
         chosen = chosen[:limit]
     if not chosen:
-        click.echo("no recorded call matches", err=True)
-        return
-    click.echo(render(chosen, fmt, runs), nl=False)
+        raise JudgeloopError(why_nothing(calls, sel, runs))
+    shown = render(chosen, fmt, runs)
+    # color=True: click would strip escape sequences from --raw output that is not a terminal.
+    click.echo(shown if raw or fmt == "jsonl" else escape_controls(shown), nl=False, color=raw or None)
 
 
 @audit.command()
@@ -313,8 +294,10 @@ def audit(
     show_default=True,
     help="Lines of context.",
 )
+@click.option("--raw", is_flag=True, help="Print control characters as recorded (default: escaped).")
 @click.pass_obj
-def diff(root: Path, item: str, first: int, second: int, metric: str | None, context: int) -> None:
+def diff(root: Path, item: str, first: int, second: int, metric: str | None, context: int, raw: bool) -> None:
     """Unified diffs of what changed between two iterations of ITEM: the assessment prompt and reply,
     and with --metric the judge prompt and reply for that metric."""
-    click.echo(diff_iterations(load_calls(root), item, first, second, metric, context), nl=False)
+    shown = diff_iterations(load_calls(root), item, first, second, metric, context)
+    click.echo(shown if raw else escape_controls(shown), nl=False, color=raw or None)

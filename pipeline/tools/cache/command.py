@@ -64,44 +64,45 @@ def _pins(params: Params) -> Pins:
 
 @click.group()
 def cache() -> None:
-    """The local call cache and the recordings: stats, verify, gc, merge, seed, export."""
+    """The local call cache and the recordings: stats, verify, gc, merge, seed, export.
+
+    \b
+    Examples:
+      judgeloop cache stats                 entries and bytes; hits and model calls of the last runs
+      judgeloop cache verify                re-derive every key: catch a record edited by hand
+      judgeloop cache merge ../alice/recordings   a collaborator's calls into ours
+      judgeloop cache gc --dry-run          what no recording references
+    """
 
 
-@cache.command()
-@click.option("--json", "as_json", is_flag=True, help="One JSON object instead of text.")
-def stats(as_json: bool) -> None:
-    """Entries and bytes of the local cache and the recordings; hits and model calls of the last runs."""
-    params = load_params()
-    out: dict[str, Any] = {"cache_dir": params.cache.dir, "local": None, "recordings": {}, "runs": {}}
+def _local_stats(params: Params) -> dict[str, Any] | None:
     store = open_store(params)
-    if store is not None:
-        entries = list(store.entries())
-        refused = sum(isinstance(key, ForeignKey) for key in entries)
-        # A key's prefix names its recipe: an entry under an older one is never looked up again.
-        stale = sum(1 for key in entries if isinstance(key, str) and not key.startswith(KEY_PREFIX))
-        out["local"] = {
-            "entries": len(entries),
-            "bytes": store.volume(),
-            "older_key_recipe": stale,
-            "refused": refused,
-        }
-        store.close()
+    if store is None:
+        return None
+    entries = list(store.entries())
+    # A key's prefix names its recipe: an entry under an older one is never looked up again.
+    stale = sum(1 for key in entries if isinstance(key, str) and not key.startswith(KEY_PREFIX))
+    local = {
+        "entries": len(entries),
+        "bytes": store.volume(),
+        "older_key_recipe": stale,
+        "refused": sum(isinstance(key, ForeignKey) for key in entries),
+    }
+    store.close()
+    return local
+
+
+def _recording_stats(params: Params) -> dict[str, Any]:
+    out: dict[str, Any] = {}
     for directory in recordings.stage_dirs(Path(params.cache.recordings)):
         lines = [line for _, line in recordings.split_recording(directory).calls]
         keys = {_line_key(line) for line in lines} - {None}
         size = sum(p.stat().st_size for p in directory.iterdir() if p.is_file())
-        out["recordings"][directory.name] = {"calls": len(lines), "unique_keys": len(keys), "bytes": size}
-    for stage, run in read_runs(params).items():
-        out["runs"][stage] = {
-            "mode": run.mode,
-            "hits": run.hits,
-            "model_calls": run.model_calls,
-            "replay_misses": run.replay_misses,
-        }
-    if as_json:
-        click.echo(json.dumps(out, indent=1, sort_keys=True))
-        return
-    local = out["local"]
+        out[directory.name] = {"calls": len(lines), "unique_keys": len(keys), "bytes": size}
+    return out
+
+
+def _print_local(params: Params, local: dict[str, Any] | None) -> None:
     held = f"{local['entries']} entries, {_human(local['bytes'])}" if local else "none yet (a run creates it)"
     click.echo(f"local cache {params.cache.dir}: {held}")
     if local and local["older_key_recipe"]:
@@ -114,6 +115,10 @@ def stats(as_json: bool) -> None:
             f"  {local['refused']} of them with keys judgeloop never writes (pickled or not text): refused, "
             "never read (`judgeloop cache verify --repair` deletes them)"
         )
+
+
+def _print_stats(params: Params, out: dict[str, Any]) -> None:
+    _print_local(params, out["local"])
     click.echo(f"recordings {params.cache.recordings}/:" + ("" if out["recordings"] else " none"))
     for stage, rec in out["recordings"].items():
         click.echo(
@@ -125,6 +130,32 @@ def stats(as_json: bool) -> None:
         click.echo(
             f"  {stage:<10} mode {run['mode']}: {run['hits']} hits, {run['model_calls']} model calls{misses}"
         )
+
+
+@cache.command()
+@click.option("--json", "as_json", is_flag=True, help="One JSON object instead of text.")
+def stats(as_json: bool) -> None:
+    """Entries and bytes of the local cache and the recordings; hits and model calls of the last runs."""
+    params = load_params()
+    runs = {
+        stage: {
+            "mode": run.mode,
+            "hits": run.hits,
+            "model_calls": run.model_calls,
+            "replay_misses": run.replay_misses,
+        }
+        for stage, run in read_runs(params).items()
+    }
+    out: dict[str, Any] = {
+        "cache_dir": params.cache.dir,
+        "local": _local_stats(params),
+        "recordings": _recording_stats(params),
+        "runs": runs,
+    }
+    if as_json:
+        click.echo(json.dumps(out, indent=1, sort_keys=True))
+    else:
+        _print_stats(params, out)
 
 
 @cache.command()

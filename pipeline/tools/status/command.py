@@ -305,6 +305,12 @@ def predict(
 def status(every_stage: bool, offline: bool, json_out: bool, verbose: bool) -> None:
     """Which calls the next `dvc repro` needs, how many are recorded, how many go to the model.
 
+    \b
+    Examples:
+      judgeloop status                 the stages DVC would run now
+      judgeloop status --all -v        every stage, as `judgeloop repro --replay` runs them, each new call
+      judgeloop status --json
+
     Nothing is written and no model is called: the stages DVC would run are dry-run against the
     local cache and the recordings (see `pipeline/tools/status/command.py` for when the count is exact).
     """

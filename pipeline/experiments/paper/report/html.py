@@ -16,8 +16,6 @@ opened. One page per item keeps what a reader opens small at any number of items
 
 from __future__ import annotations
 
-import base64
-import hashlib
 from collections import Counter
 from dataclasses import dataclass
 from functools import cache
@@ -35,9 +33,10 @@ from pipeline.experiments.paper.report.texts import PageTexts
 from pipeline.experiments.paper.report.views import ItemRow
 from pipeline.llm.records import CallRecord
 from pipeline.loops.results import Refinement
+from pipeline.reports.frame import home_link, page_assets
 from pipeline.reports.pages import page_stems, pages_folder, slug, write_pages
 from pipeline.reports.svg import figure2_svg
-from pipeline.reports.templating import SHARED_TEMPLATES, make_environment
+from pipeline.reports.templating import make_environment
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -53,16 +52,6 @@ def exact(text: str) -> Markup:
     return as a character reference, which the HTML parser would otherwise read as a newline: a
     prompt must read back character for character."""
     return Markup(text.replace("&", "&amp;").replace("<", "&lt;").replace("\r", "&#13;"))
-
-
-def _asset(name: str) -> str:
-    return (SHARED_TEMPLATES / name).read_text(encoding="utf-8")
-
-
-def content_security_policy(script: str) -> str:
-    # Defence in depth behind the escaping: only this file's own script may run, and nothing may load.
-    digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
-    return f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'sha256-{digest}'"
 
 
 def load_records(root: Path) -> dict[str, CallRecord]:
@@ -140,15 +129,6 @@ class RenderedReport:
     pages: dict[str, str]
 
 
-def _page_assets() -> dict[str, Any]:
-    script = _asset("report.js")
-    return {
-        "csp": content_security_policy(script),
-        "style": Markup(_asset("report.css")),
-        "script": Markup(script),
-    }
-
-
 def _item_page(
     r: Refinement, stem: str, records: dict[str, CallRecord], options: dict[str, str], **page: Any
 ) -> str:
@@ -190,15 +170,17 @@ def render_report(
     records: dict[str, CallRecord],
     title: str,
     index_name: str = "report.html",
+    home: str | None = None,
 ) -> RenderedReport:
     """The report's pages; `records` maps call keys to calls (see load_records), `index_name` is the
-    index's file name, which the item pages link back to."""
+    index's file name, which the item pages link back to; `home`, the report index's address from
+    the index page (pipeline.reports.frame), which every page links to."""
     used = [records[k] for k in _referenced(refinements) if k in records]
     options = _option_names(used)
     show_model = len({(r.model.backend, r.model.name, r.model.digest) for r in used}) > 1
     folder = pages_folder(index_name)
     stems = page_stems([r.item for r in refinements])
-    assets = _page_assets()
+    assets = page_assets()
     pages = {
         f"{stem}.html": _item_page(
             r,
@@ -209,6 +191,7 @@ def render_report(
             report_title=title,
             index_href=f"../{quote(index_name)}#{stem}",
             show_model=show_model,
+            home=None if home is None else f"../{home}",
             **assets,
         )
         for r, stem in zip(refinements, stems, strict=True)
@@ -226,6 +209,7 @@ def render_report(
             rows=[_row(r, stem, folder) for r, stem in zip(refinements, stems, strict=True)],
             templates=appendix.templates,
             referenced=appendix.referenced,
+            home=home,
             **assets,
         )
     )
@@ -241,6 +225,6 @@ def write_report(
 ) -> RenderedReport:
     """Render the report and write it: the index at `index`, the item pages in the folder beside it
     (written anew). The aggregate stage and `judgeloop report` both write it this way."""
-    report = render_report(refinements, summary, records, title, index.name)
+    report = render_report(refinements, summary, records, title, index.name, home_link(index))
     write_pages(index, report.index, report.pages)
     return report

@@ -1,0 +1,197 @@
+"""`judgeloop compare`: two runs side by side, each design's headline numbers with the change.
+
+    judgeloop compare                  the last commit (HEAD) against the workspace
+    judgeloop compare REV              REV against the workspace
+    judgeloop compare A B              A against B
+
+A run is a git revision (a commit, a branch, a tag, HEAD~1) or a DVC experiment's name (`dvc exp
+show` lists them); `workspace` is the files as they are. DVC reads each run's metrics and params
+(dvc.repo.Repo.metrics/params.show, which resolve experiment names too); each design says which
+of its numbers are the headline (its Design.headline, from the registry). The table fits 100
+columns: a row a number, the params that differ between the two runs above it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from pipeline.errors import JudgeloopError
+from pipeline.experiments.design import Design, Headline, Number, load_ref
+from pipeline.experiments.params import require_params_file
+from pipeline.experiments.registry import designs
+
+WORKSPACE = "workspace"
+WIDTH = 100
+VALUE, DELTA = 12, 10  # column widths
+LABEL = WIDTH - 2 - 2 * VALUE - DELTA  # the rows are indented by two
+
+
+def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, Mapping):
+            flat |= _flatten(value, f"{prefix}{key}.")
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _by_rev(shown: Mapping[str, Any], revs: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """{rev: {file: its data}} from DVC's show(), every rev asked for (an unknown one is an error)."""
+    out: dict[str, dict[str, Any]] = {}
+    for rev in revs:
+        entry = shown.get(rev)
+        if entry is None:
+            raise JudgeloopError(
+                f"no run named {rev!r}. Fix: a commit, branch or tag, or `dvc exp show`'s names."
+            )
+        if "error" in entry and not entry.get("data"):
+            raise JudgeloopError(f"cannot read run {rev!r}: {entry['error']}")
+        out[rev] = {path: file.get("data", {}) for path, file in entry.get("data", {}).items()}
+    return out
+
+
+def read_runs(revs: Sequence[str]) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """Each run's metrics files and params files, as DVC reads them."""
+    from dvc.exceptions import DvcException
+    from dvc.repo import Repo
+    from dvc.scm import RevError
+
+    asked = [r for r in revs if r != WORKSPACE]
+    try:
+        with Repo(".") as repo:
+            metrics = repo.metrics.show(revs=asked or None, hide_workspace=False)
+            params = repo.params.show(revs=asked or None, hide_workspace=False)
+    except (DvcException, RevError) as exc:
+        raise JudgeloopError(f"cannot read the runs {', '.join(revs)}: {exc}") from exc
+    return _by_rev(metrics, revs), _by_rev(params, revs)
+
+
+def _number(value: Number | None) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, int):
+        return str(value)
+    text = f"{value:.4f}".rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def _delta(old: Number | None, new: Number | None) -> str:
+    if old is None or new is None:
+        return ""
+    change = new - old
+    if abs(change) < 5e-5:
+        return "="
+    return ("+" if change > 0 else "") + _number(round(change, 4) if isinstance(change, float) else change)
+
+
+def _fit(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _row(label: str, a: str, b: str, delta: str) -> str:
+    return f"  {_fit(label, LABEL):<{LABEL}}{a:>{VALUE}}{b:>{VALUE}}{delta:>{DELTA}}".rstrip()
+
+
+def _headline(design: Design[Any], metrics: Mapping[str, Any] | None) -> dict[str, Number | None]:
+    if metrics is None or design.headline is None:
+        return {}
+    rows: Headline = load_ref(design.headline)(metrics)
+    return dict(rows)
+
+
+def design_table(
+    design: Design[Any], path: str, runs: Sequence[Mapping[str, Any]], names: Sequence[str]
+) -> list[str]:
+    """The design's headline rows in both runs; [] when neither run has its metrics."""
+    found = [run.get(path) for run in runs]
+    if all(m is None for m in found):
+        return []
+    old, new = (_headline(design, m) for m in found)
+    lines = [f"{_fit(f'{design.name}: {design.title}', WIDTH)}"]
+    if any(m is None for m in found):
+        missing = names[found.index(None)]
+        lines.append(f"  (no {path} in {missing})")
+    for label in dict.fromkeys([*old, *new]):
+        a, b = old.get(label), new.get(label)
+        lines.append(_row(label, _number(a), _number(b), _delta(a, b)))
+    return lines
+
+
+def params_changes(runs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """`file: key: old → new` for every params value that differs between the two runs."""
+    old, new = (
+        {f"{f}: {k}": v for f, data in run.items() for k, v in _flatten(data).items()} for run in runs
+    )
+    lines = []
+    for key in sorted(old.keys() | new.keys()):
+        a, b = old.get(key, "(absent)"), new.get(key, "(absent)")
+        if a != b:
+            lines.append("  " + _fit(f"{key.removeprefix('params.yaml: ')}: {a} → {b}", WIDTH - 2))
+    return lines
+
+
+def render(
+    names: Sequence[str],
+    metrics: Sequence[Mapping[str, Any]],
+    params: Sequence[Mapping[str, Any]],
+    only: Sequence[str] = (),
+) -> str:
+    a, b = (_fit(n, VALUE - 1) for n in names)
+    lines = [f"{names[0]} → {names[1]}"]
+    changed = params_changes(params)
+    lines += ["params that differ:", *changed] if changed else ["params: the same"]
+    lines += ["", _row("", a, b, "change")]
+    shown = 0
+    for design in designs():
+        if only and design.name not in only:
+            continue
+        try:
+            design_params = design.load_params()
+        except JudgeloopError:
+            continue
+        path = design.metrics_path(design_params)
+        if path is None:
+            continue
+        table = design_table(design, path.as_posix(), metrics, names)
+        if table:
+            lines += table
+            shown += 1
+    if not shown:
+        lines.append("  (neither run has the metrics of any design)")
+    return "\n".join(lines) + "\n"
+
+
+@click.command()
+@click.argument("runs", nargs=-1, metavar="[A] [B]")
+@click.option("--design", "only", multiple=True, help="Only this design's numbers (repeatable).")
+def compare(runs: tuple[str, ...], only: tuple[str, ...]) -> None:
+    """Two runs side by side: each design's headline numbers, and the change.
+
+    A run is a commit, branch or tag (HEAD, HEAD~1, main), a DVC experiment's name, or
+    `workspace`. With no run, the last commit against the workspace; with one, it against the
+    workspace. The params that differ between the two are listed above the numbers.
+
+    \b
+    Examples:
+      judgeloop compare                    what your uncommitted run changed
+      judgeloop compare HEAD~1 HEAD        what the last commit changed
+      judgeloop exp -S refine.threshold=2 && judgeloop compare
+      judgeloop compare exp-1a2b3 exp-4c5d6   two experiments (names from `dvc exp show`)
+      judgeloop compare HEAD~1 --design paper  one design's numbers
+    """
+    if len(runs) > 2:
+        raise click.UsageError("give at most two runs")
+    require_params_file()
+    names = list(runs) if len(runs) == 2 else [runs[0] if runs else "HEAD", WORKSPACE]
+    unknown = sorted(set(only) - {d.name for d in designs()})
+    if unknown:
+        raise click.BadParameter(f"no design {', '.join(unknown)}", param_hint="--design")
+    if not Path(".dvc").is_dir():
+        raise JudgeloopError("not a DVC project here (no .dvc folder). Fix: run it in the project's folder.")
+    metrics, params = read_runs(names)
+    click.echo(render(names, [metrics[n] for n in names], [params[n] for n in names], only), nl=False)

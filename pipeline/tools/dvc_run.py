@@ -1,0 +1,189 @@
+"""`judgeloop repro` and `judgeloop exp`: DVC's own commands, run in judgeloop's environment.
+
+    judgeloop repro                        dvc repro: every stage whose code, params or data changed
+    judgeloop repro --replay rag_judge     re-execute stages from the recordings alone (no model)
+    judgeloop exp -S refine.threshold=2    dvc exp run; if it fails, the workspace is put back
+
+DVC runs every stage as `python -m stages DESIGN STAGE` with the `python` it finds first on the
+PATH; in a fresh shell that is the system's, which lacks judgeloop's dependencies. These commands
+put this interpreter's folder first, so `.venv/bin/judgeloop repro` (or `./judgeloop repro`) works
+with nothing activated. DVC runs in this process, with its messages as they are, less one that
+does not apply here ("Use `dvc push` ...": the recordings and outputs are tracked by git).
+
+A failed experiment puts back what it changed. `dvc exp run` writes the new values into
+params.yaml and runs the stages, and each stage that succeeds replaces its outputs; when a later
+stage fails, DVC leaves params.yaml changed and those outputs new. `judgeloop exp` copies
+params.yaml, dvc.lock and every stage's outputs aside before it starts and, if the run fails or is
+interrupted, restores them (removing outputs that did not exist before), so the workspace is the
+last good experiment again. The calls the failed run made stay in the local cache: a rerun repeats
+none of them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import click
+
+PUSH_HINT = "Use `dvc push` to send your updates to remote storage."
+ALWAYS_KEPT = ("params.yaml", "dvc.lock")
+SNAPSHOTS = Path(".judgeloop") / "snapshots"  # ignored by git, beside the local cache
+PASS_THROUGH = {"ignore_unknown_options": True, "allow_interspersed_args": False}
+
+
+def environment_first() -> None:
+    """This interpreter's folder first on the PATH, for the `python` of every stage DVC runs."""
+    here = str(Path(sys.executable).parent)
+    path = os.environ.get("PATH", "")
+    if path.split(os.pathsep)[:1] != [here]:
+        os.environ["PATH"] = os.pathsep.join([here, path]) if path else here
+
+
+@contextmanager
+def _without_push_hint() -> Iterator[None]:
+    from dvc.ui import ui
+
+    write = ui.write
+
+    def filtered(*objects: object, **kwargs: object) -> None:
+        if objects != (PUSH_HINT,):
+            write(*objects, **kwargs)
+
+    ui.write = filtered
+    try:
+        yield
+    finally:
+        ui.write = write
+
+
+def run_dvc(args: Sequence[str]) -> int:
+    """`dvc ARGS` in this process, with the environment first on the PATH; its exit status."""
+    from dvc.cli import main as dvc_main
+
+    environment_first()
+    with _without_push_hint():
+        status: int = dvc_main(list(args))
+    return status
+
+
+def stage_outputs(root: Path) -> set[Path]:
+    """Every out of every stage (results, recordings, metrics, plots), as dvc.yaml and params.yaml
+    resolve them now."""
+    from dvc.repo import Repo
+
+    here = root.resolve()
+    with Repo(str(root)) as repo:
+        paths = {Path(out.fs_path) for stage in repo.index.stages for out in stage.outs}
+    return {p.relative_to(here) for p in paths if p.is_relative_to(here)}
+
+
+def _copy(source: Path, target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if source.is_dir():
+        shutil.copytree(source, target, symlinks=True)
+    else:
+        shutil.copy2(source, target)
+
+
+class Snapshot:
+    """Copies of files and folders of the project, to put back as they were."""
+
+    def __init__(self, root: Path, paths: set[Path]) -> None:
+        self.root = root
+        (root / SNAPSHOTS).mkdir(parents=True, exist_ok=True)
+        self.folder = Path(tempfile.mkdtemp(prefix="exp-", dir=root / SNAPSHOTS))
+        self.saved: set[Path] = set()
+        for path in sorted(paths):
+            if (root / path).exists():
+                _copy(root / path, self.folder / path)
+                self.saved.add(path)
+        self.paths = set(paths)
+
+    def restore(self, also: Iterable[Path] = ()) -> None:
+        """Every path as it was: the saved ones copied back, the others (new since) removed."""
+        for path in sorted(self.paths | set(also)):
+            target = self.root / path
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target)
+            elif target.exists() or target.is_symlink():
+                target.unlink()
+            if path in self.saved:
+                _copy(self.folder / path, target)
+
+    def discard(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def run_experiment(args: Sequence[str], root: Path = Path(".")) -> int:
+    """`dvc exp run ARGS`; on failure (or an interrupt) the workspace is put back as it was."""
+    before = {Path(p) for p in ALWAYS_KEPT} | stage_outputs(root)
+    snapshot = Snapshot(root, before)
+    status = 1
+    try:
+        status = run_dvc(["exp", "run", *args])
+    finally:
+        if status == 0:
+            snapshot.discard()
+        else:
+            try:
+                after = stage_outputs(root)
+            except Exception:  # a params.yaml DVC cannot read now: put back what was saved
+                after = set()
+            snapshot.restore(after)
+            snapshot.discard()
+            click.echo(
+                "judgeloop exp: the experiment failed; params.yaml, dvc.lock and every stage's outputs "
+                "are back as they were before it. The calls it made are in the local cache, so a rerun "
+                "repeats none of them.",
+                err=True,
+            )
+    return status
+
+
+@click.command(context_settings=PASS_THROUGH)
+@click.option(
+    "--replay", is_flag=True, help="From the recordings alone: JUDGELOOP_CACHE_MODE=replay, --force."
+)
+@click.argument("dvc_args", nargs=-1, type=click.UNPROCESSED, metavar="[STAGE]... [DVC REPRO OPTIONS]")
+def repro(replay: bool, dvc_args: tuple[str, ...]) -> None:
+    """Run the pipeline: `dvc repro`, with judgeloop's environment first on the PATH.
+
+    Only the stages whose code, params or data changed run, and every call made before is a cache
+    hit. Each stage prints what it expects and what it did; on a terminal a bar follows its calls.
+
+    \b
+    Examples:
+      judgeloop repro                       every design's stages that are out of date
+      judgeloop repro rag_aggregate         one design's chain (and what it needs)
+      judgeloop repro --replay              every stage again from the recordings: byte-identical
+    """
+    args = ["repro", *(["--force"] if replay else []), *dvc_args]
+    if replay:
+        os.environ["JUDGELOOP_CACHE_MODE"] = "replay"
+    sys.exit(run_dvc(args))
+
+
+@click.command(context_settings=PASS_THROUGH)
+@click.argument("dvc_args", nargs=-1, type=click.UNPROCESSED, metavar="[DVC EXP RUN ARGS]...")
+def exp(dvc_args: tuple[str, ...]) -> None:
+    """Run an experiment: `dvc exp run`, and if it fails, put the workspace back as it was.
+
+    `-S section.key=value` changes one value of params.yaml (one line of the file), DVC runs the
+    stages that depend on it and records the experiment (it needs a git identity). If a stage
+    fails, params.yaml, dvc.lock and every stage's outputs are restored.
+
+    \b
+    Examples:
+      judgeloop exp -S refine.threshold=2
+      judgeloop exp rag_aggregate -S rag.prompt_mode=ids
+      judgeloop exp -S llm.backend=ollama -S llm.model=gemma3:27b
+    Then: `judgeloop compare` (this run against the last commit); `dvc exp apply NAME` or
+    `git checkout -- params.yaml dvc.lock outputs recordings` to go back.
+    """
+    sys.exit(run_experiment(dvc_args))

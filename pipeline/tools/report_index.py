@@ -1,0 +1,120 @@
+"""The report index over every design (outputs/index.html): what ran, the headline numbers, the
+plots, and a link to each design's own report.
+
+Written by the last stage of dvc.yaml, `report_index` (`python -m stages.index`, which depends on
+every design's metrics and plots), and again by `judgeloop report`. Every design comes from the
+registry: a new one appears here with no edit. Its numbers are its Design.headline (the same
+`judgeloop compare` shows), its plots the files its stages declare for `dvc plots`, drawn as inline
+SVG (pipeline.reports.plots) so that they render with no network; `dvc plots show` needs Vega from
+a CDN. A design that has not run yet is listed as such.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from markupsafe import Markup
+
+from pipeline.errors import JudgeloopError
+from pipeline.experiments.design import Design, Number, load_ref, resolve
+from pipeline.experiments.params import load_params
+from pipeline.experiments.registry import designs
+from pipeline.reports.frame import INDEX, frame
+from pipeline.reports.plots import plot_svg, read_rows
+from pipeline.reports.templating import make_environment
+
+TITLE = "judgeloop: every design"
+
+
+@dataclass
+class Figure:
+    title: str
+    source: str  # the plot file, relative to the index
+    svg: Markup  # drawn here from numbers, every label escaped (pipeline.reports.plots)
+
+
+@dataclass
+class Entry:
+    """One design on the index."""
+
+    name: str
+    title: str
+    stages: list[str]
+    ran: bool
+    report: str | None = None  # its report page, relative to the index
+    metrics: str | None = None
+    headline: list[tuple[str, str]] = field(default_factory=list)
+    figures: list[Figure] = field(default_factory=list)
+    problem: str | None = None  # why its numbers cannot be shown
+
+
+def _href(path: Path, index: Path) -> str:
+    return Path(os.path.relpath(path.resolve(), index.resolve().parent)).as_posix()
+
+
+def _number(value: Number | None) -> str:
+    if value is None:
+        return "—"
+    return str(value) if isinstance(value, int) else f"{value:.4f}".rstrip("0").rstrip(".")
+
+
+def _figures(design: Design[Any], params: Any, index: Path) -> list[Figure]:
+    figures = []
+    for stage in design.stages:
+        for plot in stage.plots:
+            path = resolve(plot.path, params)
+            if path.is_file():
+                svg = plot_svg(read_rows(path), x=plot.x, y=plot.y, title=plot.title, template=plot.template)
+                figures.append(Figure(plot.title, _href(path, index), Markup(svg)))
+    return figures
+
+
+def entry(design: Design[Any], index: Path) -> Entry:
+    found = Entry(design.name, design.title, [s.name for s in design.stages], ran=False)
+    try:
+        params = design.load_params()
+    except JudgeloopError as exc:
+        found.problem = f"its params cannot be read: {exc.message}"
+        return found
+    metrics_path, report_path = design.metrics_path(params), design.report_path(params)
+    if report_path is not None and report_path.is_file():
+        found.report = _href(report_path, index)
+    if metrics_path is None or not metrics_path.is_file():
+        return found
+    found.ran, found.metrics = True, _href(metrics_path, index)
+    if design.headline is not None:
+        try:
+            metrics = json.loads(metrics_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            found.problem = f"{metrics_path} cannot be read: {exc}"
+            return found
+        found.headline = [(label, _number(value)) for label, value in load_ref(design.headline)(metrics)]
+    found.figures = _figures(design, params, index)
+    return found
+
+
+def render_index(index: Path, model: str) -> str:
+    entries = [entry(design, index) for design in designs()]
+    template = make_environment().get_template("index.html.j2")
+    page = frame(index, TITLE)
+    page["home"] = None  # this is the index
+    return template.render(**page, entries=entries, model=model)
+
+
+def write_index(index: Path = INDEX) -> Path:
+    llm = load_params().llm
+    html = render_index(index, f"{llm.backend}:{llm.model}")
+    index.parent.mkdir(parents=True, exist_ok=True)
+    index.write_text(html, encoding="utf-8")
+    return index
+
+
+def load_all() -> None:
+    """Import what writing the index imports, design by design (its code dependencies, for dvc.yaml)."""
+    for design in designs():
+        if design.headline is not None:
+            load_ref(design.headline)
