@@ -3,8 +3,10 @@ run in-process by llama-cpp-python, greedy.
 
 Identity is the GGUF file's sha256 plus the runner settings that change the output (context size,
 threads, batch size): the same file on any machine gives the same key, wherever it is installed.
-The llama.cpp version is recorded in each reply's metadata, not keyed: a rebuilt llama.cpp may
-answer differently, and the recorded replies stay the ground truth for replay.
+The llama.cpp version and the CPU features its kernels were built for are recorded in each reply's
+metadata, not keyed: another build (another version, or AVX-512 kernels instead of AVX2) may answer
+a prompt differently (a reply some tokens longer or shorter is common), and the recorded replies
+stay the ground truth for replay. A live rerun elsewhere is a new measurement, not a replay.
 
 Prompt prefixes are re-used only in ways that cannot change a reply: pipeline.llm.backends.prefix_reuse.
 
@@ -38,6 +40,20 @@ from pipeline.llm.settings import LLMSettings
 from pipeline.llm.types import ChatReply, ChatRequest, ModelIdentity
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def llama_build(llama_cpp: Any) -> str:
+    """The CPU features llama.cpp's kernels use here ("AVX2 FMA F16C ..."), which decide its float
+    arithmetic and so, at times, a greedy reply."""
+    try:
+        info = llama_cpp.llama_print_system_info().decode("utf-8", "replace")
+    except (AttributeError, TypeError):
+        return "unknown"
+    # "CPU : SSE3 = 1 | AVX2 = 1 | AVX512 = 0 | ..."
+    flags = (part.split(":")[-1].split("=") for part in info.split("|"))
+    return " ".join(name.strip() for name, *value in flags if value and value[0].strip() == "1")
+
+
 MAX_ENUMERATED = 256
 INSTALL_HINT = "pip install -e '.[embedded]' (or run `make repro`, which installs it)"
 
@@ -121,6 +137,7 @@ class EmbeddedBackend:
                 verbose=False,
             )
             self._llama_version = str(getattr(llama_cpp, "__version__", "unknown"))
+            self._llama_build = llama_build(llama_cpp)
         return self._llama
 
     def chat(self, request: ChatRequest) -> ChatReply:
@@ -166,7 +183,11 @@ class EmbeddedBackend:
             done_reason=choice.get("finish_reason"),
             prompt_tokens=usage.get("prompt_tokens"),
             completion_tokens=usage.get("completion_tokens"),
-            meta={"llama_cpp_version": self._llama_version, "gguf": self.model_path.name},
+            meta={
+                "llama_cpp_version": self._llama_version,
+                "llama_cpp_build": self._llama_build,
+                "gguf": self.model_path.name,
+            },
             logprobs=logprobs,
         )
 
