@@ -75,7 +75,8 @@ from pipeline.testing.judge_responder import experiment_responder
 
 ROOT = Path(__file__).resolve().parents[1]
 
-MEDIAN_S, SIGMA = 0.08, 0.5
+# The median latency: --median sets it, through the environment for the servers' own processes.
+MEDIAN_S, SIGMA = float(os.environ.get("JUDGELOOP_BENCH_MEDIAN_S", "0.08")), 0.5
 
 
 def latency(request: dict[str, Any]) -> float:
@@ -260,7 +261,11 @@ def report(elapsed: float, marks: list[Mark], slots: int) -> None:
 @click.option("--items", type=int, default=None, help="The first N interviews (default: all 133).")
 @click.option("--in-process", is_flag=True, help="The LLM stages in this process, without DVC.")
 @click.option("--keep", type=click.Path(path_type=Path), help="Leave the project in this new folder.")
-def main(servers: str, items: int | None, in_process: bool, keep: Path | None) -> None:
+@click.option("--median", type=float, default=0.08, show_default=True, help="Median latency of a reply (s).")
+def main(servers: str, items: int | None, in_process: bool, keep: Path | None, median: float) -> None:
+    global MEDIAN_S
+    MEDIAN_S = median
+    os.environ["JUDGELOOP_BENCH_MEDIAN_S"] = str(median)
     if not corpus().is_dir():
         click.echo(
             f"skipped: the AnnoMI corpus is not at {corpus()} (../shared is absent; set JUDGELOOP_SHARED)"
@@ -275,7 +280,8 @@ def main(servers: str, items: int | None, in_process: bool, keep: Path | None) -
         try:
             project(root, processes, items)
             n = items or len(list(corpus().glob("*_TRANSCRIPT.csv")))
-            click.echo(f"{n} interviews, servers with {servers} slots, latency log-normal (median 80 ms)")
+            shape = f"latency log-normal (median {MEDIAN_S * 1000:.0f} ms)"
+            click.echo(f"{n} interviews, servers with {servers} slots, {shape}")
             elapsed, marks = (run_in_process if in_process else run_dvc)(root, processes)
             if not in_process:
                 gaps(marks, processes)
