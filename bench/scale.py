@@ -25,25 +25,35 @@ and end, and DVC's hashing and locking between them). --in-process runs the thre
 after another in the bench's own process, without DVC: what the item runner reaches on its own.
 
 Measured 2026-11-25 on the 2-core development machine, shared (load average 0.9-2.6 unless said),
-133 interviews, 1,191 model calls, 106.0 s of generation:
+133 interviews, 1,191 model calls, 106.0 s of generation at the default 80 ms median:
 
     one 4-slot server, ideal 26.50 s          whole run            through refine
-      this code (3 runs)                      86.2, 85.6, 82.8 %   90.1, 89.6, 86.9 %
+      this code (4 runs)                      85.0, 85.2, 85.0, 85.2 %   88.9-89.1 %
+      before the shared side-by-side threads and the one-item dry run (2 runs)
+                                              82.4, 83.3 %         86.2, 87.0 %
       before issue 24 (6435b8d, interleaved)  84.0, 82.1, 80.7 %   87.9, 85.9, 86.5 %
       --in-process (load 3.6-4.2)             96.4 % (before: 95.2 %)
     three servers, 4 + 4 + 2 slots, ideal 10.60 s
-      through DVC                             62.0 % (17.10 s)     67.7 %
+      through DVC                             67.7, 68.7 % (15.4 s)   74.2, 75.3 %
+      (before the two changes above: 62.0 %, 17.10 s)
       --in-process                            90.1 % (11.77 s)
+    --median 0.5 (replies of 500 ms, 662.6 s of generation)
+      one 4-slot server, ideal 165.65 s       96.1 %               96.9 %
+      three servers, 4 + 4 + 2, ideal 66.26 s 89.7 %               91.5 %
 
-Where the rest goes, this code, one server: DVC's start-up 0.65-0.97 s; each LLM stage 0.31-0.81 s
-from DVC starting it to its first request (Python and the imports, about 0.35 s; its inputs; on
-the first miss, the other stages' recordings read and verified, 0.17 s for refine) and 0.14-0.39 s
-from its last reply to the next stage (its recording and results written, DVC hashing and
-locking); the report stage 1.4-1.5 s (133 item pages); and the tails of the stages (in process:
-assess 91 %, judge 98 %, refine 96 % of the slots busy). These are fixed costs, about 5 s a run,
-so three servers finish 1.8 times sooner through DVC (2.3 times in process) where 2.5 is ideal.
-On the same machine under load (load average 5-6: other test suites) both versions of the code
-reached 76-83 % of ideal: the fixed costs are CPU time, and grow with contention.
+Where the rest goes, one server: DVC's start-up 0.63-0.97 s; each LLM stage 0.37-0.79 s from DVC
+starting it to its first request (Python and the imports, about 0.35 s; its inputs; the dry run
+that predicts its calls for the progress line, 0.3-0.4 s for judge at 133 items; on the first
+miss, the other stages' recordings read and verified, 0.17 s for refine) and 0.13-0.33 s from its
+last reply to the next stage (its recording and results written, DVC hashing and locking); the
+report stage 1.35-1.5 s (133 item pages; it reads and verifies the recordings twice, once for the
+counts and once for the pages); and the tails of the stages (in process: assess 91 %, judge 98 %,
+refine 96 % of the slots busy). These are fixed costs, about 5 s a run, so three servers finish
+2.0 times sooner through DVC with 80 ms replies, 2.3 times in process, and 2.3 times through
+DVC with 500 ms replies, where 2.5 is ideal. The dry run used to take 0.8-1.4 s for judge: eight items at once,
+with a new thread and a new cache connection for each of an item's four metrics, only took turns
+at the interpreter. On the same machine under load (load average 5-6: other test suites) the
+fixed costs grow with contention: 76-83 % of ideal on one server.
 """
 
 from __future__ import annotations

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from contextvars import ContextVar, copy_context
 from typing import TypeVar
@@ -63,6 +64,23 @@ class RankedGate:
                 self._cond.notify_all()
 
 
+_pool: tuple[int, ThreadPoolExecutor] | None = None
+_pool_lock = threading.Lock()
+
+
+def _threads() -> ThreadPoolExecutor:
+    """One pool for every item's side-by-side calls, whose threads live on: a thread per call,
+    started and ended for each item, would also open a database connection of its own to the
+    cache each time (diskcache keeps one per thread). One per process: a forked child inherits
+    the pool's bookkeeping but none of its threads. Its tasks never wait on one another, so a
+    full pool only queues them."""
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool[0] != os.getpid():
+            _pool = (os.getpid(), ThreadPoolExecutor(max_workers=256, thread_name_prefix="side-by-side"))
+        return _pool[1]
+
+
 def side_by_side(tasks: Sequence[Callable[[], R]]) -> list[R]:
     """Run one item's independent calls at once, in the item's rank; their results in order.
 
@@ -71,8 +89,9 @@ def side_by_side(tasks: Sequence[Callable[[], R]]) -> list[R]:
     first other error."""
     if len(tasks) <= 1:
         return [task() for task in tasks]
-    with ThreadPoolExecutor(max_workers=len(tasks)) as pool:
-        futures = [pool.submit(copy_context().run, task) for task in tasks]
+    pool = _threads()
+    futures = [pool.submit(copy_context().run, task) for task in tasks]
+    wait(futures)
     errors = [f.exception() for f in futures]
     if failed := [e for e in errors if e is not None and not isinstance(e, ReplayMissError)]:
         raise failed[0]

@@ -90,8 +90,10 @@ class LLMSession:
         backend: Callable[[], Backend],
         runs_dir: Path | None = None,
         too_long: TooLong = "unscored",
+        dry_run: bool = False,
     ) -> None:
         self.stage, self.mode, self.store, self.index = stage, mode, store, index
+        self.dry_run = dry_run  # its recording is never written: no line is made before it would be
         self.too_long = too_long
         self.recordings_dir, self.runs_dir = recordings_dir, runs_dir
         self._identity_factory, self._backend_factory = identity, backend
@@ -262,7 +264,7 @@ class LLMSession:
             self.stats.keys.setdefault(call.record.key, "hit" if call.cache_hit else "miss")
         # A hit's line is made when the stage is written, unless the stage is waiting on a server
         # anyway: then its threads make it now, rather than all at the end (pipeline.llm.recordings).
-        self.recording.add(call, later=call.cache_hit and not self._answered)
+        self.recording.add(call, later=self.dry_run or (call.cache_hit and not self._answered))
         for observer in self._observers:
             observer(call)
         return call
