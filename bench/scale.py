@@ -50,10 +50,10 @@ report stage 1.35-1.5 s (133 item pages; it reads and verifies the recordings tw
 counts and once for the pages); and the tails of the stages (in process: assess 91 %, judge 98 %,
 refine 96 % of the slots busy). These are fixed costs, about 5 s a run, so three servers finish
 2.0 times sooner through DVC with 80 ms replies, 2.3 times in process, and 2.3 times through
-DVC with 500 ms replies, where 2.5 is ideal. The dry run used to take 0.8-1.4 s for judge: eight items at once,
-with a new thread and a new cache connection for each of an item's four metrics, only took turns
-at the interpreter. On the same machine under load (load average 5-6: other test suites) the
-fixed costs grow with contention: 76-83 % of ideal on one server.
+DVC with 500 ms replies, where 2.5 is ideal. The dry run used to take 0.8-1.4 s for judge:
+eight items at once, with a new thread and a new cache connection for each of an item's four
+metrics, only took turns at the interpreter. On the same machine under load (load average 5-6:
+other test suites) the fixed costs grow with contention: 76-83 % of ideal on one server.
 """
 
 from __future__ import annotations
