@@ -76,7 +76,7 @@ batch: ## export, run and ingest a batch of calls (OpenAI Batch JSONL; a command
 status audit compare cache report calibrate judge-evaluate dvc-yaml batch: $(STAMP)
 	@$(JUDGELOOP) $@ $(ARGS)
 
-lint: $(STAMP) ## ruff, ruff format --check, mypy (strict), import-linter
+lint: $(STAMP) ## ruff, ruff format --check, mypy (strict), import-linter, xenon (no function past radon grade C)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
