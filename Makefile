@@ -35,7 +35,7 @@ install: $(STAMP) ## create .venv and install judgeloop (the first time: about 1
 # does not know the build flags, so a wheel built natively before would be reused: the wheel is
 # built once into a folder named after the flags, and installed from there.
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
-LLAMA_REQUIREMENT := llama-cpp-python>=0.3.36,<0.4
+LLAMA_REQUIREMENT := llama-cpp-python==0.3.36
 WHEELS := $(HOME)/.cache/judgeloop/wheels/$(shell printf '%s' '$(LLAMA_CMAKE_ARGS) $(LLAMA_REQUIREMENT)' | cksum | cut -d' ' -f1)
 
 $(STAMP): pyproject.toml
