@@ -5,9 +5,10 @@
     session.close()   # writes recordings/judge/ and the run's hit/miss stats
 
 Cache modes (params `cache.mode`, env JUDGELOOP_CACHE_MODE):
-    auto     read the local cache, then the recordings; on a miss call the model and store the reply
-    replay   never call a model: serve the stage's own recording first, then the local cache, then
-             the other recordings; a miss is collected, and the stage fails listing every missing call
+    auto     serve the stage's own recording first, then the local cache, then the other recordings;
+             on a miss call the model and store the reply
+    replay   as auto, but never call a model: a miss is collected, and the stage fails listing every
+             missing call
     refresh  call the model for every request and overwrite what was stored
     off      call the model for every request and store nothing locally (recordings still written)
 
@@ -24,9 +25,9 @@ first such prompt instead, naming the item.
 Nothing is served unverified: a local hit is checked against its seal and key (pipeline.llm.store),
 a recorded one was verified in full when its stage's recording was read, and that recording
 matched its pin in dvc.lock (pipeline.llm.recording_index, pipeline.llm.pins). A damaged entry
-stops the stage with an error naming the stage, item, key and the fix. In replay, the stage's own
-recording comes before the local cache, so what a cache folder holds (someone else's, say) cannot
-change what a locked recording replays.
+stops the stage with an error naming the stage, item, key and the fix. The stage's own recording
+comes before the local cache (in auto mode as in replay), so what a cache folder holds (someone
+else's, say) cannot change what a locked recording replays or reruns.
 
 The backend is built lazily: a stage whose calls all hit never loads the model or opens a
 connection, and in replay mode the model's identity comes from the recordings, not the server.
@@ -159,9 +160,11 @@ class LLMSession:
         return request_key(self.identity, request)
 
     def lookup(self, key: str, request: ChatRequest | None = None) -> CallRecord | None:
-        """A stored reply, verified: the local cache first, then the recordings (which then seed
-        the cache); in replay the stage's own recording comes first."""
-        if self.mode == "replay":
+        """A stored reply, verified: the stage's own recording first, then the local cache, then
+        the other recordings (which then seed the cache). The stage's recording is the experiment's
+        truth (pinned in dvc.lock): a local entry with another reply for a call it holds is never
+        served, in auto mode either (`judgeloop cache verify` names it, and how to drop it)."""
+        if self.mode in ("auto", "replay"):
             record = self.index.own(key, self.stage)
             if record is not None:
                 self._seed(record)

@@ -69,6 +69,10 @@ class Scan:
 
     calls: list[tuple[Path, int, RecordedCall]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    untrusted: set[tuple[Path, int]] = field(default_factory=set)  # the calls that do not verify
+
+    def trusted(self) -> list[tuple[Path, int, RecordedCall]]:
+        return [(path, line, call) for path, line, call in self.calls if (path, line) not in self.untrusted]
 
 
 def scan_recordings(root: Path, pins: Pins | None = None) -> Scan:
@@ -83,7 +87,11 @@ def scan_recordings(root: Path, pins: Pins | None = None) -> Scan:
             continue
         if pins is not None and (mismatch := pins.problem(directory)) is not None:
             scan.problems.append(mismatch)
-        parts = recordings.split_recording(directory)
+        try:
+            parts = recordings.split_recording(directory)
+        except JudgeloopError as exc:  # a symbolic link, a file too large or not UTF-8
+            scan.problems.append(exc.message)
+            continue
         scan.problems += parts.problems
         for number, line in parts.calls:
             where = f"{parts.path}:{number}"
@@ -95,6 +103,7 @@ def scan_recordings(root: Path, pins: Pins | None = None) -> Scan:
             problem = call.record.problem()
             if problem is not None:
                 scan.problems.append(f"{where}: {call.context.describe()} key {call.record.key}: {problem}")
+                scan.untrusted.add((parts.path, number))
             else:
                 call = call.current()  # under today's key recipe, as the pipeline reads it
             scan.calls.append((parts.path, number, call))
