@@ -28,14 +28,13 @@ class _UniqueKeys(_LOADER):  # type: ignore[misc,valid-type]
     """The YAML loader, refusing a mapping that names a key twice."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if isinstance(key, str) and key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"{key!r} appears twice in one mapping", key_node.start_mark
-                )
-            seen.add(key)
+        # The keys' scalar text, not constructed: dvc.lock holds thousands of small mappings.
+        keys = [key.value for key, _ in node.value if isinstance(key, yaml.ScalarNode)]
+        if len(set(keys)) != len(keys):
+            twice = next(key for i, key in enumerate(keys) if key in keys[:i])
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{twice!r} appears twice in one mapping", node.start_mark
+            )
         mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
         return mapping
 
