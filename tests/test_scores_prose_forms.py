@@ -436,3 +436,31 @@ def test_examples(text: str, scale: Scale, metric: str | None, score: int | None
     labels = (metric,) if metric else ()
     reading = extract_score(text, scale, labels=labels, metric=metric)
     assert (reading.score, reading.reason) == (score, reason), reading
+
+
+# Real replies of a held-out judge (instructlab/eval's MT-Bench judgments, bench/fetch_held_out_corpus.py;
+# Apache-2.0), 1-10: the sentences that carry or deny the verdict.
+@pytest.mark.parametrize(
+    ("text", "score"),
+    [
+        ("Overall, the response is helpful, honest, and harmless, and I would rate it a 10.", 10),
+        ("The rating for this conversation is 8.", 8),
+        ("I rate the response as 1 because the assistant's answer is not helpful in this context.", 1),
+        ("The assistant's rating is deservedly a 10.", 10),
+        ("The assistant's rating remains at 8, as the response is still largely accurate and helpful.", 8),
+        ("The movie reviews provided are rated as 5, 1, and 3, respectively.", None),
+        ("Confidence: 9/10", None),
+        ("Confidence: 90%", None),
+    ],
+)
+def test_held_out_judge_sentences(text: str, score: int | None) -> None:
+    assert extract_score(text, Scale(1, 10, integer=False)).score == score
+
+
+def test_the_rubric_judge_reads_a_multi_metric_reply_for_its_metric() -> None:
+    """The stage passes the metric it asked for (pipeline.judges.rubric.judge.read_score)."""
+    from pipeline.judges.rubric.judge import read_score
+
+    reply = "Coherence: 2/5\nSpecificity: 4/5\nAccuracy: 3/5\nOverall score: 3"
+    assert (read_score(reply, "specificity").score, read_score(reply, "coherence").score) == (4, 2)
+    assert read_score(reply, "completeness").score is None  # not rated: no other metric's line stands in
