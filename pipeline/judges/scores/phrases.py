@@ -22,12 +22,16 @@ from pipeline.judges.scores.candidates import VALUE, Candidate, candidate
 from pipeline.judges.scores.closing_verdicts import closing_matches
 from pipeline.judges.scores.fraction_verdicts import fraction_matches
 from pipeline.judges.scores.number_words import word_candidates
-from pipeline.judges.scores.prose_context import CONDITION_AFTER, hypothetical
+from pipeline.judges.scores.prose_context import CONDITION_AFTER, LIST_AFTER, hypothetical
 from pipeline.judges.scores.prose_verdicts import verdict_matches
 from pipeline.judges.scores.reading import Reason
 
 _VERDICT_NOUN: Final = r"(?:score|rating|grade)"
 _GIVE: Final = r"(?:give|gives|gave|giving|assign|assigns|assigned|award|awards|awarded)"
+_AFFIRMING: Final = (
+    r"(?:deservedly|clearly|definitely|certainly|easily|solidly|firmly|rightly|justly|justifiably"
+    r"|undoubtedly|unquestionably|therefore|thus|hence|then|still|now|also)"
+)
 PHRASE: Final = re.compile(
     r"(?:"
     # "I give it a score of 4", "it deserves a rating of 4": a verb, then "<noun> of"
@@ -40,7 +44,9 @@ PHRASE: Final = re.compile(
     r"|\b(?:be|is|was)[ \t]+rated[ \t]+(?:as[ \t]+)?(?:an?[ \t]+)?"
     # "my score is 4", "the final rating would be 4", "the score for this response is 0"
     rf"|\b{_VERDICT_NOUN}(?:[ \t]+(?:for|of)[ \t]+(?:this|the|that|its?)\b[^.\n0-9\[\]{{}}:]{{0,30}}?)?"
-    r"[ \t]+(?:is|would[ \t]+be|will[ \t]+be|should[ \t]+be)(?:[ \t]+an?)?"
+    r"[ \t]+(?:is|would[ \t]+be|will[ \t]+be|should[ \t]+be|remains(?:[ \t]+at)?|(?:stays|stands)[ \t]+at)"
+    # "the rating is deservedly a 10": an adverb that affirms, never one that hedges ("is probably a 4")
+    rf"(?:[ \t]+{_AFFIRMING})?(?:[ \t]+an?)?"
     # "I'd give this a 4", "give it 4/5"
     rf"|\b{_GIVE}[ \t]+(?:it|this|that|them|the[ \t]+[a-z]+)(?:[ \t]+an?)?"
     rf")[ \t*_]*{VALUE}",
@@ -69,6 +75,8 @@ def digit_candidates(text: str) -> Iterator[Candidate]:
     for match in PHRASE.finditer(text):
         # "I would rate it 4 out of 5 if it quoted the patient": the score it would get, not its score.
         if hypothetical(text, match.start()) or CONDITION_AFTER.match(text, match.end()):
+            continue
+        if LIST_AFTER.match(text, match.end()):  # "rated as 5, 1, and 3, respectively"
             continue
         found = candidate("phrase", match, text, RANK["phrase"])
         if found is not None:

@@ -141,9 +141,16 @@ FRACTION_PHRASE_AFTER: Final = re.compile(
 )
 
 
+# "are rated as 5, 1, and 3, respectively": a list of numbers, one per thing, not one verdict.
+LIST_AFTER: Final = re.compile(r"[ \t]{0,3},[ \t]{0,3}(?:and[ \t]{1,3})?-?[0-9]")
+
+
 def not_a_verdict_after(text: str, after: int, *, fraction: bool) -> bool:
-    """What follows the number at ``after`` makes it a count, a measure, a threshold or a condition."""
-    if any(pattern.match(text, after) for pattern in (OF_AFTER, THRESHOLD_AFTER, CONDITION_AFTER)):
+    """What follows the number at ``after`` makes it a count, a measure, a threshold, a condition or
+    one of a list."""
+    if any(
+        pattern.match(text, after) for pattern in (OF_AFTER, THRESHOLD_AFTER, CONDITION_AFTER, LIST_AFTER)
+    ):
         return True
     word = WORD_AFTER.match(text, after)
     if word is None:
