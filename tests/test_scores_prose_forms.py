@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -464,3 +466,28 @@ def test_the_rubric_judge_reads_a_multi_metric_reply_for_its_metric() -> None:
     reply = "Coherence: 2/5\nSpecificity: 4/5\nAccuracy: 3/5\nOverall score: 3"
     assert (read_score(reply, "specificity").score, read_score(reply, "coherence").score) == (4, 2)
     assert read_score(reply, "completeness").score is None  # not rated: no other metric's line stands in
+
+
+# Linear time for the new readings, by counting steps as tests/test_scores_fractions.py does.
+SHAPES: dict[str, Callable[[int], str]] = {
+    "number words": lambda n: "one of the two, scoring a one out of five " * n,
+    "pronouns": lambda n: "this one " * (5 * n),
+    "closing after commas": lambda n: "it is fine, score of 4; 4 out of 5, " * n,
+    "parentheses": lambda n: "(2/5) " * (5 * n),
+    "metric lines": lambda n: "Coherence: 4/5\nFluency: 3/5\n" * n,
+    "result clauses": lambda n: "resulting in a low relevance score of " * n,
+}
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_the_new_readings_grow_linearly(shape: str) -> None:
+    from tests.test_scores_fractions import _steps
+
+    build = SHAPES[shape]
+    extract_score(build(1), T, labels=("coherence",), metric="coherence")
+
+    def run(n: int) -> int:
+        return _steps(lambda: extract_score(build(n), T, labels=("coherence",), metric="coherence"))
+
+    small, large = run(100), run(400)
+    assert large <= 4 * 1.25 * small, f"{shape}: 4 times the reply took {large / small:.1f} times the steps"
