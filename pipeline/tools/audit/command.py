@@ -29,6 +29,7 @@ from pipeline.judges.rubric.judge import SCALE
 from pipeline.judges.scores import ScoreReading, extract_score
 from pipeline.llm import recordings
 from pipeline.llm.keys import canonical_json
+from pipeline.llm.recordings_store import missing_here
 from pipeline.llm.records import RecordedCall
 from pipeline.llm.settings import params_path
 from pipeline.tools.audit.diff import diff_iterations
@@ -43,6 +44,9 @@ def load_calls(root: Path, stages: Iterable[str] = ()) -> list[RecordedCall]:
     wanted = set(stages)
     found = {d.name: d for d in recordings.stage_dirs(root)}
     unknown = wanted - found.keys()
+    not_here = missing_here(root, tuple(sorted(unknown))) if unknown or not found else None
+    if not_here is not None:  # pinned in dvc.lock, not pulled (cache.recordings_store: dvc)
+        raise JudgeloopError(not_here)
     if unknown:
         have = ", ".join(sorted(found)) or "none"
         raise JudgeloopError(
