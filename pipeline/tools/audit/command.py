@@ -17,7 +17,7 @@ recorded, and `--format jsonl` is JSON.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -40,7 +40,9 @@ from pipeline.tools.inventory import RunSummary, read_runs
 Format = Literal["text", "jsonl", "markdown"]
 
 
-def load_calls(root: Path, stages: Iterable[str] = ()) -> list[RecordedCall]:
+def iter_calls(root: Path, stages: Iterable[str] = ()) -> Iterator[RecordedCall]:
+    """The recorded calls of `stages` (or every stage), one at a time: a filter keeps what it shows,
+    so auditing one call of a million holds one stage's recording in memory, not every call."""
     wanted = set(stages)
     found = {d.name: d for d in recordings.stage_dirs(root)}
     unknown = wanted - found.keys()
@@ -53,12 +55,14 @@ def load_calls(root: Path, stages: Iterable[str] = ()) -> list[RecordedCall]:
             f"no recordings for stage(s) {', '.join(sorted(unknown))} under {root}/ (recorded: {have}). "
             "Fix: run the stage (dvc repro), or point cache.recordings at the experiment's recordings."
         )
-    calls: list[RecordedCall] = []
     for name, directory in sorted(found.items()):
         if not wanted or name in wanted:
             # verify=False: an edited record is exactly what an auditor wants to see; it is marked instead.
-            calls += [loaded.call for loaded in recordings.read_stage(directory, verify=False)]
-    return calls
+            yield from (loaded.call for loaded in recordings.read_stage(directory, verify=False))
+
+
+def load_calls(root: Path, stages: Iterable[str] = ()) -> list[RecordedCall]:
+    return list(iter_calls(root, stages))
 
 
 def score_of(call: RecordedCall) -> ScoreReading | None:
@@ -246,10 +250,9 @@ def audit(
         ctx.obj = recordings_dir
     if ctx.invoked_subcommand is not None:
         return
-    calls = load_calls(ctx.obj, stages)
     runs = read_runs(params) if params else {}
     if hit is not None:
-        seen = stages or tuple(sorted({c.context.stage for c in calls}))
+        seen = stages or tuple(sorted(d.name for d in recordings.stage_dirs(ctx.obj)))
         without = [s for s in seen if s not in runs]
         if len(without) == len(seen):
             raise JudgeloopError(
@@ -272,11 +275,11 @@ def audit(
         search,
         _parse_labels(labels),
     )
-    chosen = select(calls, sel, runs)
+    chosen = select(iter_calls(ctx.obj, stages), sel, runs)
     if limit is not None:
         chosen = chosen[:limit]
-    if not chosen:
-        raise JudgeloopError(why_nothing(calls, sel, runs))
+    if not chosen:  # read again, whole: only to list the values that do exist
+        raise JudgeloopError(why_nothing(load_calls(ctx.obj, stages), sel, runs))
     shown = render(chosen, fmt, runs)
     # color=True: click would strip escape sequences from --raw output that is not a terminal.
     click.echo(shown if raw or fmt == "jsonl" else escape_controls(shown), nl=False, color=raw or None)
@@ -303,5 +306,6 @@ def audit(
 def diff(root: Path, item: str, first: int, second: int, metric: str | None, context: int, raw: bool) -> None:
     """Unified diffs of what changed between two iterations of ITEM: the assessment prompt and reply,
     and with --metric the judge prompt and reply for that metric."""
-    shown = diff_iterations(load_calls(root), item, first, second, metric, context)
+    calls = [call for call in iter_calls(root) if call.context.item == item]  # the item's alone
+    shown = diff_iterations(calls, item, first, second, metric, context)
     click.echo(shown if raw else escape_controls(shown), nl=False, color=raw or None)

@@ -34,7 +34,7 @@ from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.store import CallStore, ForeignKey
 from pipeline.llm.types import CallContext
 from pipeline.tools.cache.merge import Prefer, merge_into
-from pipeline.tools.inventory import local_records, open_store, read_runs, runs_dir, scan_recordings
+from pipeline.tools.inventory import local_records, open_store, read_runs, recorded_calls, runs_dir
 
 UNRECORDED_STAGE = "unrecorded"
 
@@ -179,25 +179,34 @@ def verify(ctx: click.Context, repair: bool) -> None:
     problems: list[str] = []
     checked, deleted = 0, 0
     store = open_store(params)
-    local: dict[str, CallRecord] = {}
+    # Each valid local record's checksum, not the record: at a million calls the records (every
+    # one with its 20 kB request) would not fit in memory, and a verified record's checksum covers
+    # all of it, so two records with one checksum are the same record (issue 33).
+    local: dict[str, str] = {}
     if store is not None:
-        for key, record, problem in list(local_records(store)):
+        damaged: list[tuple[str | ForeignKey, str | None]] = []
+        for key, record, problem in local_records(store):
             checked += 1
             if problem is None and record is not None and isinstance(key, str):
-                local[key] = record
-            elif repair and store.delete(key):
+                local[key] = record.checksum
+            else:
+                damaged.append((key, problem))
+        for key, problem in damaged:  # deleted after the pass: the pass reads the table it deletes from
+            if repair and store.delete(key):
                 deleted += 1
                 click.echo(f"deleted local entry {key}: {problem}")
             else:
                 problems.append(f"local cache {params.cache.dir}: {key}: {problem}")
         store.close()
-    scan = scan_recordings(Path(params.cache.recordings), _pins(params))
-    problems += scan.problems
-    checked += len(scan.calls)
-    differ = {
-        c.record.key for _, _, c in scan.calls if c.record.key in local and local[c.record.key] != c.record
-    }
-    click.echo(f"checked {checked} records ({len(local)} local, {len(scan.calls)} recorded calls)")
+    recorded = 0
+    differ: set[str] = set()
+    for _, _, call in recorded_calls(Path(params.cache.recordings), problems, _pins(params)):
+        recorded += 1
+        key = call.record.key
+        if key in local and local[key] != call.record.checksum:
+            differ.add(key)
+    checked += recorded
+    click.echo(f"checked {checked} records ({len(local)} local, {recorded} recorded calls)")
     if deleted:
         click.echo(f"deleted {deleted} corrupt local entries")
     if differ:
@@ -207,7 +216,7 @@ def verify(ctx: click.Context, repair: bool) -> None:
         click.echo(f"{len(problems)} problem(s):")
         for problem in problems:
             click.echo(f"  {problem}")
-        if scan.problems:
+        if any(not p.startswith("local cache") for p in problems):
             click.echo(
                 "Fix recordings: restore them from git (git checkout -- <file>), or delete the stage's "
                 "folder and re-run the stage."
@@ -224,13 +233,13 @@ def verify(ctx: click.Context, repair: bool) -> None:
 def referenced_keys(params: Params, extra: Iterable[Path] = ()) -> set[str]:
     keys: set[str] = set()
     for root in (Path(params.cache.recordings), *extra):
-        scan = scan_recordings(root)
-        if scan.problems:
+        problems: list[str] = []
+        keys |= {call.record.key for _, _, call in recorded_calls(root, problems)}  # keys only: streamed
+        if problems:
             raise JudgeloopError(
-                f"{root}: {len(scan.problems)} recorded call(s) cannot be read, so what they reference is "
+                f"{root}: {len(problems)} recorded call(s) cannot be read, so what they reference is "
                 "unknown. Fix: run `judgeloop cache verify` and repair them first."
             )
-        keys |= {call.record.key for _, _, call in scan.calls}
     for run in read_runs(params).values():
         keys |= set(run.keys)
     return keys
@@ -397,7 +406,7 @@ def export(out_dir: Path, stages: tuple[str, ...]) -> None:
     if store is None:
         raise JudgeloopError(f"no local cache at {params.cache.dir}: nothing to export")
     contexts: dict[str, list[CallContext]] = {}
-    for _, _, call in scan_recordings(recorded).calls:
+    for _, _, call in recorded_calls(recorded, []):  # streamed; a damaged line is verify's to report
         contexts.setdefault(call.record.key, []).append(call.context)
     for stage, run in read_runs(params).items():
         for key in run.keys:
