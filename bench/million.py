@@ -43,86 +43,12 @@ from pathlib import Path
 from typing import Any
 
 import click
-import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from pipeline.testing.synthetic import FIRST_ITEM, items_for, make_project, run_stages
+
 ROOT = Path(__file__).resolve().parents[1]
-CALLS_PER_ITEM = 11.0  # measured: assessment, 4 judgements, re-asks, one refinement round and its 4
-STAGES = ("assess", "judge", "refine")
-
-
-def transcript(item: int, chars: int) -> str:
-    """A DAIC-WOZ style transcript (tab-separated) of about `chars` characters, its own for each item."""
-    rows = ["start_time\tstop_time\tspeaker\tvalue"]
-    size, line = 0, 0
-    while size < chars:
-        speaker = "Ellie" if line % 2 == 0 else "Participant"
-        text = (
-            f"interview {item} turn {line}: about sleep, work and the weekend ({(item * 7919 + line) % 997})"
-        )
-        rows.append(f"{line}.0\t{line}.5\t{speaker}\t{text}")
-        size += len(text) + 14
-        line += 1
-    return "\n".join(rows) + "\n"
-
-
-def make_project(root: Path, items: int, chars: int) -> None:
-    data = root / "data"
-    for item in range(items):
-        folder = data / f"{10000 + item}_P"
-        folder.mkdir(parents=True)
-        (folder / f"{10000 + item}_TRANSCRIPT.csv").write_text(transcript(item, chars), encoding="utf-8")
-    params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
-    params["llm"].update(backend="fake", model="bench-model", parallelism=4)
-    params["llm"]["options"]["num_ctx"] = 32768
-    params["data"].update(transcripts="data", limit=None)
-    params["assess"]["output"] = params["judge"]["output"] = "text"  # the paper's protocol
-    params["refine"]["max_iterations"] = 3
-    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
-
-
-def _responder() -> Any:
-    from pipeline.testing.judge_responder import experiment_responder
-
-    return lambda request: experiment_responder(request.model_dump(mode="json"))
-
-
-def run_stages(root: Path, mode: str) -> int:
-    """The three LLM stages in this process, as their DVC stages run them; the calls made."""
-    from pipeline.data.jsonl import write_jsonl
-    from pipeline.data.transcripts import load_transcripts
-    from pipeline.experiments.paper.assess import run_assess
-    from pipeline.experiments.paper.judge import run_judge
-    from pipeline.experiments.paper.params import load_paper_params
-    from pipeline.experiments.paper.refine import run_refine
-    from pipeline.llm.backends.fake import FakeBackend
-    from pipeline.llm.session import open_session
-
-    os.chdir(root)
-    params = load_paper_params(Path("params.yaml"))
-    params = params.model_copy(update={"cache": params.cache.model_copy(update={"mode": mode})})
-    transcripts = load_transcripts(params.data, Path("."))
-    by_id = {t.item_id: t for t in transcripts}
-    fake = FakeBackend(_responder(), name="bench-model", parallelism=4)
-    calls = 0
-
-    def stage(name: str, work: Any) -> Any:
-        nonlocal calls
-        session = open_session(params, name, root=Path("."), backend_factory=lambda: fake)
-        result = work(session)
-        calls += session.recorded_calls
-        session.close(write_recording=True)
-        return result
-
-    assessments = stage("assess", lambda s: run_assess(params, s, transcripts))
-    write_jsonl(Path(params.assess.out), assessments)
-    judgements = stage("judge", lambda s: run_judge(params, s, by_id, assessments))
-    write_jsonl(Path(params.judge.out), judgements)
-    by_item = {a.item: a for a in assessments}
-    refinements = stage("refine", lambda s: run_refine(params, s, by_id, by_item, judgements))
-    write_jsonl(Path(params.refine.out), refinements)
-    return calls
 
 
 def measured(args: list[str], cwd: Path) -> tuple[float, int, str]:
@@ -152,8 +78,8 @@ def snapshot(folder: Path) -> dict[str, bytes]:
 
 
 def bench_size(root: Path, calls_wanted: int, chars: int) -> dict[str, Any]:
-    items = max(1, round(calls_wanted / CALLS_PER_ITEM))
-    make_project(root, items, chars)
+    items = items_for(calls_wanted)
+    make_project(root, items, chars, ROOT / "params.yaml")
     me = [sys.executable, str(Path(__file__).resolve())]
     cli = [sys.executable, "-m", "pipeline.tools.cli"]
     row: dict[str, Any] = {"items": items}
@@ -169,7 +95,7 @@ def bench_size(root: Path, calls_wanted: int, chars: int) -> dict[str, Any]:
         raise click.ClickException("the replay did not give the recorded calls back byte-identically")
     del recorded
     row.update(replay_s=wall, replay_rss=peak, cache_bytes=folder_bytes(root / ".judgeloop" / "cache"))
-    item = str(10000 + items // 2)
+    item = str(FIRST_ITEM + items // 2)
     steps = {
         "status": [*cli, "status", "--all", "--offline"],
         "audit_call": [

@@ -24,23 +24,21 @@ server exactly as exported (a test compares what the server received).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shlex
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import Any, Protocol
 
 import orjson
 
 from pipeline.errors import BackendError, ConfigError
 from pipeline.llm.backends.http_errors import body_error
 from pipeline.llm.backends.openai_compat import api_root
-from pipeline.llm.files import TMP_SUFFIX, atomic_write
-from pipeline.tools.batch.manifest import BATCH_URL
+from pipeline.llm.files import atomic_write
+from pipeline.tools.batch.manifest import BATCH_URL, replacing
 
 
 class Runner(Protocol):
@@ -141,8 +139,9 @@ class RayRunner:
         )
         # Streamed both ways (issue 33): Ray reads requests.jsonl in blocks, and the answers are
         # written as they come, so neither file is ever whole in this process's memory.
-        dataset = ray.data.read_text(str(requests)).filter(lambda row: bool(row["text"].strip()))
-        with _replacing(results) as out:
+        lines = ray.data.read_text(str(requests.resolve()))  # the workers have cwds of their own
+        dataset = lines.filter(lambda row: bool(row["text"].strip()))
+        with replacing(results) as out:
             for row in processor(dataset).iter_rows():
                 out.write(batch_line(row["custom_id"], json.loads(row["response"])).encode())
 
@@ -162,25 +161,6 @@ def _payload(row: dict[str, Any]) -> dict[str, Any]:
     """A line of requests.jsonl as the processor's row: its custom_id and the body to POST."""
     entry = orjson.loads(row["text"])
     return {"custom_id": entry["custom_id"], "payload": entry["body"]}
-
-
-@contextlib.contextmanager
-def _replacing(path: Path) -> Iterator[IO[bytes]]:
-    """A file written line by line that replaces `path` in one step when the block ends, as
-    atomic_write does for text held whole; nothing is left if the block fails."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            yield out
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 def batch_line(custom_id: str, body: Any) -> str:
