@@ -219,3 +219,21 @@ def test_the_same_round_trip_through_an_s3_compatible_server(
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
     _round_trip(tmp_path, "s3://recordings/experiment", {"endpointurl": s3_server})
+
+
+def test_a_stage_whose_pinned_recording_is_not_here_says_dvc_pull(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pipeline.errors import ConfigError
+    from pipeline.llm.settings import EngineSettings
+    from pipeline.llm.stage import check_recordings_here
+
+    lock = {"stages": {"judge": {"outs": [{"path": "recordings/judge", "md5": "b" * 32 + ".dir"}]}}}
+    (tmp_path / "dvc.lock").write_text(yaml.safe_dump(lock), encoding="utf-8")
+    replay = EngineSettings.model_validate({"cache": {"mode": "replay", "recordings_store": "dvc"}})
+    with pytest.raises(ConfigError, match=r"replay mode: recordings/judge: pinned in dvc\.lock but not here"):
+        check_recordings_here(replay, "judge", tmp_path)
+    check_recordings_here(replay, "assess", tmp_path)  # not pinned: a stage's first run
+    auto = EngineSettings.model_validate({"cache": {"recordings_store": "dvc"}})
+    check_recordings_here(auto, "judge", tmp_path)  # goes on, saying so
+    assert "`dvc pull judge`" in capsys.readouterr().err

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from pipeline.errors import ConfigError
+from pipeline.llm.recordings import has_recording
 from pipeline.llm.recordings_store import absent, absent_message
 from pipeline.llm.session import LLMSession, open_session
 from pipeline.llm.settings import EngineSettings
@@ -18,6 +19,8 @@ def check_recordings_here(params: EngineSettings, stage: str, root: Path = Path(
     """The stage's recording, when dvc.lock pins it and it is not here (not pulled, with
     cache.recordings_store: dvc), is named before the stage starts: replay fails, saying `dvc pull`
     brings it; any other mode says so and goes on (its calls come from the local cache, or the model)."""
+    if has_recording(root / params.cache.recordings / stage):
+        return  # the usual case, without reading dvc.lock
     replay = params.cache.mode == "replay"
     missing = absent(root, root / params.cache.recordings, (stage,))
     if not missing:
