@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -152,7 +153,8 @@ def table(rows: list[dict[str, Any]]) -> str:
     for before, after in itertools.pairwise(rows):
         scale = after["calls"] / before["calls"]
         growth = {
-            key.removesuffix("_s"): (after[key] / before[key]) / (scale / 10)
+            # ratio ** (1 / log10(scale)): the factor per 10x calls of a power law through both sizes
+            key.removesuffix("_s"): (after[key] / before[key]) ** (1 / math.log10(scale))
             for key in after
             if key.endswith("_s") or key.endswith("_rss")
         }
