@@ -20,7 +20,7 @@ recorded, and `--format jsonl` is JSON.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -33,6 +33,7 @@ from pipeline.judges.scores import ScoreReading, extract_score
 from pipeline.llm import recordings
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.owners import recording_owners
+from pipeline.llm.recordings_store import missing_here
 from pipeline.llm.records import RecordedCall
 from pipeline.llm.settings import params_path
 from pipeline.tools.audit.diff import diff_iterations
@@ -41,36 +42,55 @@ from pipeline.tools.audit.filters import Selection, last_run_status, select, why
 from pipeline.tools.inventory import RunSummary, read_runs
 
 Format = Literal["text", "jsonl", "markdown"]
-# Why a call is not to be trusted beyond its own record, by id() of the call load_calls made.
-Marks = dict[int, str]
 
 
-def load_calls(
+class Marks(dict[int, str]):
+    """Why a call is not to be trusted beyond its own record, by id() of the call iter_calls made.
+    Each marked call is held here too, so that its id() is never reused by a later call while the
+    marks live (iter_calls streams, and the calls a filter drops are freed)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._held: list[RecordedCall] = []
+
+    def mark(self, call: RecordedCall, why: str) -> None:
+        self[id(call)] = why
+        self._held.append(call)
+
+
+def iter_calls(
     root: Path,
     stages: Iterable[str] = (),
     untrusted: dict[str, str] | None = None,
     marks: Marks | None = None,
-) -> list[RecordedCall]:
-    """The calls recorded under `root` (only `stages`' if any), each folder's in file order; the
-    calls of a folder in `untrusted` are marked in `marks` with its reason."""
+) -> Iterator[RecordedCall]:
+    """The recorded calls of `stages` (or every stage), one at a time, each folder's in file order: a
+    filter keeps what it shows, so auditing one call of a million holds one stage's recording in
+    memory, not every call. The calls of a folder in `untrusted` are marked in `marks` with its reason."""
     wanted = set(stages)
     found = {d.name: d for d in recordings.stage_dirs(root)}
     unknown = wanted - found.keys()
+    not_here = missing_here(root, tuple(sorted(unknown))) if unknown or not found else None
+    if not_here is not None:  # pinned in dvc.lock, not pulled (cache.recordings_store: dvc)
+        raise JudgeloopError(not_here)
     if unknown:
         have = ", ".join(sorted(found)) or "none"
         raise JudgeloopError(
             f"no recordings for stage(s) {', '.join(sorted(unknown))} under {root}/ (recorded: {have}). "
             "Fix: run the stage (dvc repro), or point cache.recordings at the experiment's recordings."
         )
-    calls: list[RecordedCall] = []
     for name, directory in sorted(found.items()):
         if not wanted or name in wanted:
             # verify=False: an edited record is exactly what an auditor wants to see; it is marked instead.
-            read = [loaded.call for loaded in recordings.read_stage(directory, verify=False)]
-            if marks is not None and untrusted and name in untrusted:
-                marks.update((id(call), untrusted[name]) for call in read)
-            calls += read
-    return calls
+            why = untrusted.get(name) if untrusted else None
+            for loaded in recordings.read_stage(directory, verify=False):
+                if marks is not None and why is not None:
+                    marks.mark(loaded.call, why)
+                yield loaded.call
+
+
+def load_calls(root: Path, stages: Iterable[str] = ()) -> list[RecordedCall]:
+    return list(iter_calls(root, stages))
 
 
 def unowned_folders(root: Path, runs: dict[str, RunSummary]) -> dict[str, str]:
@@ -277,10 +297,10 @@ def audit(
     if ctx.invoked_subcommand is not None:
         return
     runs = read_runs(params) if params else {}
-    marks: Marks = {}
-    calls = load_calls(ctx.obj, stages, unowned_folders(ctx.obj, runs), marks)
+    marks = Marks()
+    untrusted = unowned_folders(ctx.obj, runs)
     if hit is not None:
-        seen = stages or tuple(sorted({c.context.stage for c in calls}))
+        seen = stages or tuple(sorted(d.name for d in recordings.stage_dirs(ctx.obj)))
         without = [s for s in seen if s not in runs]
         if len(without) == len(seen):
             raise JudgeloopError(
@@ -303,11 +323,11 @@ def audit(
         search,
         _parse_labels(labels),
     )
-    chosen = select(calls, sel, runs)
+    chosen = select(iter_calls(ctx.obj, stages, untrusted, marks), sel, runs)
     if limit is not None:
         chosen = chosen[:limit]
-    if not chosen:
-        raise JudgeloopError(why_nothing(calls, sel, runs))
+    if not chosen:  # read again, whole: only to list the values that do exist
+        raise JudgeloopError(why_nothing(load_calls(ctx.obj, stages), sel, runs))
     shown = render(chosen, fmt, runs, marks)
     # color=True: click would strip escape sequences from --raw output that is not a terminal.
     click.echo(shown if raw or fmt == "jsonl" else escape_controls(shown), nl=False, color=raw or None)
@@ -334,5 +354,6 @@ def audit(
 def diff(root: Path, item: str, first: int, second: int, metric: str | None, context: int, raw: bool) -> None:
     """Unified diffs of what changed between two iterations of ITEM: the assessment prompt and reply,
     and with --metric the judge prompt and reply for that metric."""
-    shown = diff_iterations(load_calls(root), item, first, second, metric, context)
+    calls = [call for call in iter_calls(root) if call.context.item == item]  # the item's alone
+    shown = diff_iterations(calls, item, first, second, metric, context)
     click.echo(shown if raw else escape_controls(shown), nl=False, color=raw or None)

@@ -34,7 +34,14 @@ from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.store import CallStore, ForeignKey
 from pipeline.llm.types import CallContext
 from pipeline.tools.cache.merge import Prefer, merge_into
-from pipeline.tools.inventory import local_records, open_store, read_runs, runs_dir, scan_recordings
+from pipeline.tools.inventory import (
+    local_records,
+    open_store,
+    read_runs,
+    recorded_calls,
+    runs_dir,
+    scan_recordings,
+)
 
 UNRECORDED_STAGE = "unrecorded"
 
@@ -181,7 +188,10 @@ def verify(ctx: click.Context, repair: bool) -> None:
     checked, deleted = 0, 0
     scan = scan_recordings(Path(params.cache.recordings), _pins(params))
     store = open_store(params)
-    local: dict[str, CallRecord] = {}
+    # Each valid local record's checksum, not the record: at a million calls the records (every
+    # one with its 20 kB request) would not fit in memory, and a verified record's checksum covers
+    # all of it, so two records with one checksum are the same record (issue 33).
+    local: dict[str, str] = {}
     if store is not None:
         recorded = {c.record.key: (path, line, c.record) for path, line, c in reversed(scan.trusted())}
         for key, record, problem in list(local_records(store)):
@@ -189,7 +199,7 @@ def verify(ctx: click.Context, repair: bool) -> None:
             if problem is None and record is not None and isinstance(key, str):
                 problem = disagreement(record, recorded.get(key))
                 if problem is None:
-                    local[key] = record
+                    local[key] = record.checksum
                     continue
             if repair and store.delete(key):
                 deleted += 1
@@ -206,7 +216,7 @@ def verify(ctx: click.Context, repair: bool) -> None:
         click.echo(f"{len(problems)} problem(s):")
         for problem in problems:
             click.echo(f"  {problem}")
-        if scan.problems:
+        if any(not p.startswith("local cache") for p in problems):
             click.echo(
                 "Fix recordings: restore them from git (git checkout -- <file>), or delete the stage's "
                 "folder and re-run the stage."
@@ -237,13 +247,13 @@ def disagreement(local: CallRecord, recorded: tuple[Path, int, CallRecord] | Non
 def referenced_keys(params: Params, extra: Iterable[Path] = ()) -> set[str]:
     keys: set[str] = set()
     for root in (Path(params.cache.recordings), *extra):
-        scan = scan_recordings(root)
-        if scan.problems:
+        problems: list[str] = []
+        keys |= {call.record.key for _, _, call in recorded_calls(root, problems)}  # keys only: streamed
+        if problems:
             raise JudgeloopError(
-                f"{root}: {len(scan.problems)} recorded call(s) cannot be read, so what they reference is "
+                f"{root}: {len(problems)} recorded call(s) cannot be read, so what they reference is "
                 "unknown. Fix: run `judgeloop cache verify` and repair them first."
             )
-        keys |= {call.record.key for _, _, call in scan.calls}
     for run in read_runs(params).values():
         keys |= set(run.keys)
     return keys
@@ -410,7 +420,7 @@ def export(out_dir: Path, stages: tuple[str, ...]) -> None:
     if store is None:
         raise JudgeloopError(f"no local cache at {params.cache.dir}: nothing to export")
     contexts: dict[str, list[CallContext]] = {}
-    for _, _, call in scan_recordings(recorded).calls:
+    for _, _, call in recorded_calls(recorded, []):  # streamed; a damaged line is verify's to report
         contexts.setdefault(call.record.key, []).append(call.context)
     for stage, run in read_runs(params).items():
         for key in run.keys:
