@@ -50,7 +50,7 @@ LOCK := requirements/lock.txt
 
 $(STAMP): pyproject.toml $(LOCK) $(LLAMA_PIN)
 	@test -x $(BIN)/python || { echo "creating the environment $(VENV) ($(PYTHON) -m venv)"; $(PYTHON) -m venv $(VENV); }
-	@$(BIN)/python $(LLAMA_PIN) --check-cpu
+	@$(BIN)/python -I $(LLAMA_PIN) --check-cpu
 	@echo "updating pip in $(VENV)"
 	@$(BIN)/python -m pip install --quiet --upgrade pip
 	@ls $(WHEELS)/llama_cpp_python-*.whl >/dev/null 2>&1 || { \

@@ -58,7 +58,7 @@ def test_the_install_check_warns_and_goes_on(
     assert llama_pin.main(["llama_pin.py", "--check-cpu"]) == 0
     assert "lacks AVX2" in capsys.readouterr().err
     ran = subprocess.run(
-        [sys.executable, str(ROOT / "pipeline/llm/llama_pin.py")], capture_output=True, text=True
+        [sys.executable, "-I", str(ROOT / "pipeline/llm/llama_pin.py")], capture_output=True, text=True
     )
     assert ran.returncode == 0 and f"VERSION={VERSION}" in ran.stdout
 

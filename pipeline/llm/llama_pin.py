@@ -10,7 +10,7 @@ environment exists), pyproject's `embedded` extra and requirements/lock.txt name
 build with BUILD (pipeline.llm.session says once per run when they differ; the cache key does not
 hold the build, so a replay needs none).
 
-Run as a script (`python pipeline/llm/llama_pin.py --check-cpu`, what `make install`
+Run as a script (`python -I pipeline/llm/llama_pin.py --check-cpu`, what `make install`
 does first), it says whether this machine can run the build; it imports nothing but the standard
 library.
 """
