@@ -55,6 +55,7 @@ from pipeline.llm import recordings
 from pipeline.llm.files import atomic_write
 from pipeline.llm.keys import request_key
 from pipeline.llm.latency import BACKEND_TOTAL, WALL
+from pipeline.llm.llama_pin import foreign_build
 from pipeline.llm.pins import Pins
 from pipeline.llm.recording_index import RecordingIndex
 from pipeline.llm.records import CallRecord, RecordedCall
@@ -110,6 +111,7 @@ class LLMSession:
         self._recorded_this_run: int | None = None  # set when written: the file adds earlier calls
         self.stats = RunStats()
         self._observers: list[Callable[[RecordedCall], None]] = []
+        self._build_said = False  # a live call on another llama.cpp build is reported once
 
     def observe(self, observer: Callable[[RecordedCall], None]) -> None:
         """Call `observer` with every call as it completes (a progress display), from its thread."""
@@ -237,11 +239,28 @@ class LLMSession:
             # A backend that does not time itself: keep the call's wall time (latency budgets read
             # it back in replay; pipeline.llm.latency). Meta is not in the key.
             reply = reply.model_copy(update={"meta": {**reply.meta, WALL: elapsed}})
+        self._check_build(reply)
         record = CallRecord.new(self.identity, request, reply)
         if self.store is not None and self.mode != "off":
             self.store.put(record)
         self._answered[key] = record
         return RecordedCall(context=context, record=record, cache_hit=False)
+
+    def _check_build(self, reply: ChatReply) -> None:
+        """Say once per run when a live call ran on another llama.cpp build than the pinned one:
+        its replies may differ from the recordings' under the same key (pipeline.llm.llama_pin)."""
+        if self._build_said:
+            return
+        differs = foreign_build(reply.meta)
+        if differs is not None:
+            self._build_said = True
+            log.warning(
+                "stage %s: this live call ran on another llama.cpp build than the pinned one: %s. Its "
+                "replies may differ from the committed recordings' under the same keys (a new measurement, "
+                "not a rerun); `make install` in a new environment installs the pinned build.",
+                self.stage,
+                differs,
+            )
 
     def _refused(self, exc: PromptTruncatedError, context: CallContext) -> ChatReply:
         """A prompt too long for the context window: llm.too_long says whether that stops the
