@@ -166,7 +166,22 @@ def repro(replay: bool, dvc_args: tuple[str, ...]) -> None:
     args = ["repro", *(["--force"] if replay else []), *dvc_args]
     if replay:
         os.environ["JUDGELOOP_CACHE_MODE"] = "replay"
-    sys.exit(run_dvc(args))
+    status = run_dvc(args)
+    if status == 0 and any(not a.startswith("-") for a in dvc_args):
+        refresh_index()  # some stages only: the index stage (last of all) did not run
+    sys.exit(status)
+
+
+def refresh_index(root: Path = Path(".")) -> None:
+    """outputs/index.html written again after a run of some stages, naming every design whose stages
+    DVC finds out of date, with the command that brings it up to date."""
+    from pipeline.tools.index_refresh import stale_designs
+    from pipeline.tools.report_index import write_index
+
+    stale = stale_designs(root)
+    written = write_index(stale=stale)
+    said = f"; out of date: {', '.join(f'{name} (`{cmd}`)' for name, cmd in stale.items())}" if stale else ""
+    click.echo(f"index: wrote {written}{said}", err=True)
 
 
 @click.command(context_settings=PASS_THROUGH)
@@ -183,7 +198,21 @@ def exp(dvc_args: tuple[str, ...]) -> None:
       judgeloop exp -S refine.threshold=2
       judgeloop exp rag_aggregate -S rag.prompt_mode=ids
       judgeloop exp -S llm.backend=ollama -S llm.model=gemma3:27b
+      judgeloop exp list                   this commit's experiments: params changed, numbers moved
     Then: `judgeloop compare` (this run against the last commit); `dvc exp apply NAME` or
     `git checkout -- params.yaml dvc.lock outputs recordings` to go back.
     """
+    from pipeline.experiments.params import require_params_file
+    from pipeline.tools.set_params import check_set_params
+
+    require_params_file()
+    if dvc_args[:1] == ("list",):
+        from pipeline.tools.exp_list import render_list
+
+        extra = set(dvc_args[1:]) - {"--all-commits"}
+        if extra:
+            raise click.UsageError(f"exp list takes only --all-commits (got {' '.join(sorted(extra))})")
+        click.echo(render_list("--all-commits" in dvc_args), nl=False)
+        return
+    check_set_params(dvc_args)
     sys.exit(run_experiment(dvc_args))

@@ -15,7 +15,8 @@ other does. Besides those:
 - a stage that renders pages depends on each template folder its modules name (a module-level
   `...TEMPLATES` Path, e.g. pipeline.reports.templating.SHARED_TEMPLATES);
 - the last stage, report_index (`python -m stages.index`), writes the report index over every
-  design from each one's metrics and plots: it depends on those and on the code that reads them.
+  design from each one's metrics and plots, and the model each one's recordings name: it depends
+  on those and on the code that reads them (no llm param: the index names no model from params).
 """
 
 from __future__ import annotations
@@ -151,13 +152,16 @@ INDEX_STAGE = "report_index"
 def index_entry(root: Path) -> dict[str, Any]:
     """The last stage: the report index over every design, from each one's metrics and plots."""
     data = [m for d in designs() for s in d.stages for m in (*s.metrics, *(p.path for p in s.plots))]
+    # The model each design names is read from its recorded calls, never from params.yaml.
+    recorded = [
+        f"{RECORDINGS}/{s.name}" for d in designs() for s in d.stages if isinstance(s.load(), LLMStep)
+    ]
     loaded = _loaded(_LOAD_INDEX, [], root, "the report index (stages/index.py)")
     files = {r for f in loaded["files"] if f.endswith(".py") and (r := _inside(Path(f), root))}
     folders = {r for f in loaded["folders"] if (r := _inside(Path(f), root))}
     return {
         "cmd": "python -m stages.index",
-        "deps": list(dict.fromkeys([*data, *sorted(files | folders)])),
-        "params": ["llm.backend", "llm.model"],
+        "deps": list(dict.fromkeys([*data, *recorded, *sorted(files | folders)])),
         "outs": [_out(INDEX.as_posix())],
     }
 

@@ -136,7 +136,16 @@ def next_identity(params: Params, index: RecordingIndex, offline: bool) -> tuple
                 backend.close()
         except (BackendError, ConfigError) as exc:
             why = f"the backend could not say: {exc.message}"
-    return recorded_identity(params, index), f"llm.digest or the recordings ({why})"
+    try:
+        return recorded_identity(params, index), f"llm.digest or the recordings ({why})"
+    except ConfigError as exc:
+        # Auto mode: say what the backend said, not the replay-mode wording of the fallback.
+        llm, said = params.llm, why.removeprefix("the backend could not say: ")
+        raise ConfigError(
+            f"cannot tell which model the next run will use: {said}; "
+            f"and no recorded call names {llm.backend} model '{llm.model}' either. Fix: start the server "
+            "(or correct llm.model / llm.backend in params.yaml); the next run asks it."
+        ) from exc
 
 
 def _output_differs(path: Path, output: Output[Any], results: Sequence[Any]) -> bool:
