@@ -58,6 +58,13 @@ def unknown_part(model: type[BaseModel], parts: Sequence[str]) -> tuple[int, lis
     return None
 
 
+def _as_llm(parts: list[str]) -> list[str]:
+    """llm_overrides.DESIGN.key... is checked as llm.key... (the design's name is free)."""
+    if len(parts) >= 3 and parts[0] == "llm_overrides":
+        return ["llm", *parts[2:]]
+    return parts
+
+
 def check_set_params(args: Sequence[str]) -> None:
     """Refuse a -S whose key params.yaml's model lacks, naming the nearest known key."""
     model = params_model()
@@ -65,13 +72,16 @@ def check_set_params(args: Sequence[str]) -> None:
         key, equals, _ = assignment.partition("=")
         if not equals:
             raise click.ClickException(f"-S {assignment}: give it as -S section.key=value")
+        key = key.lstrip("+~")  # DVC's (Hydra's) forms: +key adds a key, ~key removes one
         if ":" in key:  # DVC's file:key form names another params file: not ours to check
             continue
         parts = key.split(".")
-        unknown = unknown_part(model, parts)
+        mapped = _as_llm(parts)
+        unknown = unknown_part(model, mapped)
         if unknown is None:
             continue
         index, known = unknown
+        index += len(parts) - len(mapped)  # back to the key as given
         where = ".".join(parts[:index]) or "the top level"
         near = difflib.get_close_matches(parts[index], known, n=1, cutoff=0.6)
         hint = f"; did you mean '{'.'.join([*parts[:index], near[0]])}'?" if near else ""
