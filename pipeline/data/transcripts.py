@@ -57,6 +57,9 @@ class Transcript(_Frozen):
     source: str  # relative to the root it was loaded from, when it lies under it
     # The original code joined `speaker + " : " + value`; data.speaker_separator chooses.
     separator: str = " : "
+    # The speakers the prompts name (data.interviewer, data.participant).
+    interviewer: str = "Ellie"
+    participant: str = "Participant"
 
     @property
     def text(self) -> str:
@@ -87,14 +90,36 @@ def load_transcripts(settings: DataSettings, root: Path = Path(".")) -> list[Tra
                 problem += f":{at}" if at is not None else ""
                 raise InputError(transcript.source, line, problem, "give each transcript its own id")
             cleaned = _clean(transcript, settings, line)
-            found[transcript.item_id] = (
-                cleaned.model_copy(update={"separator": settings.speaker_separator}),
-                line,
-            )
+            named = {
+                "separator": settings.speaker_separator,
+                "interviewer": settings.interviewer,
+                "participant": settings.participant,
+            }
+            found[transcript.item_id] = (cleaned.model_copy(update=named), line)
     ordered = sorted((t for t, _ in found.values()), key=lambda t: _id_order(t.item_id))
     if settings.labels is not None:
         ordered = _listed(ordered, settings, root)
-    return ordered if settings.limit is None else ordered[: settings.limit]
+    chosen = ordered if settings.limit is None else ordered[: settings.limit]
+    _warn_unnamed_speakers(chosen, settings)
+    return chosen
+
+
+def _warn_unnamed_speakers(transcripts: list[Transcript], settings: DataSettings) -> None:
+    """A warning when transcripts lack a speaker the prompts name: the prompt would tell the model
+    that someone absent is the interviewer (or the person assessed)."""
+    wanted = {settings.interviewer.lower(), settings.participant.lower()}
+    unnamed = [t for t in transcripts if not wanted <= {turn.speaker.lower() for turn in t.turns}]
+    if not unnamed:
+        return
+    speakers = sorted({turn.speaker for t in unnamed for turn in t.turns})[:6]
+    warnings.warn(
+        f"{len(unnamed)} of {len(transcripts)} transcripts (first: {unnamed[0].source}) lack the speakers "
+        f"the prompts name, '{settings.interviewer}' (interviewer) and '{settings.participant}' (the "
+        f"person assessed); their speakers: {', '.join(speakers)}. Fix: set data.interviewer and "
+        "data.participant to the names your transcripts use.",
+        InputWarning,
+        stacklevel=2,
+    )
 
 
 def _listed(transcripts: list[Transcript], settings: DataSettings, root: Path) -> list[Transcript]:

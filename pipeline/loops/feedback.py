@@ -24,6 +24,7 @@ from pipeline.judges.rubric.prompts import (
     METRIC_DESCRIPTIONS,
     REFINE_PROMPT,
     SYSTEM_PROMPT,
+    with_speakers,
 )
 from pipeline.judges.rubric.results import Assessment, AssessmentJudgements, MetricJudgement, in_order
 from pipeline.judges.rubric.settings import AssessSettings, JudgeSettings
@@ -73,7 +74,8 @@ def regeneration_prompt(
         )
     elif settings.previous_assessment == "previous":
         section = ASSESSMENT_SECTION.format(label="PREVIOUS ASSESSMENT", assessment=last.assessment.text)
-    return REFINE_PROMPT.format(
+    template = with_speakers(REFINE_PROMPT, transcript.interviewer, transcript.participant)
+    return template.format(
         transcript=transcript_block(transcript, assess_settings),
         assessment_section=section,
         feedback=feedback_text(last.metrics, last.low_metrics),

@@ -61,9 +61,8 @@ def _remote(design_name: str) -> LLMSettings | None:
         params = next(d for d in designs() if d.name == design_name).load_params()
     except JudgeloopError:
         return None  # the stage itself will say what is wrong
-    if params.cache.mode == "replay" or params.llm.backend not in REMOTE:
-        return None
-    return params.llm
+    llm: LLMSettings = params.llm
+    return None if params.cache.mode == "replay" or llm.backend not in REMOTE else llm
 
 
 def check_servers(targets: Sequence[str], root: Path = Path(".")) -> None:
