@@ -71,3 +71,22 @@ def test_judge_evaluate_fails_when_no_row_is_scored(tmp_path: Path, monkeypatch:
     result = CliRunner().invoke(main, ["judge-evaluate", "--batch", str(rows), "--out", "scores.jsonl"])
     assert result.exit_code != 0, result.output
     assert "no row of" in result.output and "was scored" in result.output
+
+
+def test_status_in_auto_mode_says_what_the_server_said_not_replay_mode(tmp_path: Path) -> None:
+    from pipeline.errors import ConfigError
+    from pipeline.llm.recording_index import RecordingIndex
+    from pipeline.llm.settings import CacheSettings, EngineSettings
+    from pipeline.tools.status.command import next_identity
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    llm = LLMSettings(
+        backend="ollama", model="gemma3:27b", base_url=f"http://127.0.0.1:{port}", max_retries=0
+    )
+    params = EngineSettings(llm=llm, cache=CacheSettings(dir=str(tmp_path / "cache")))
+    with pytest.raises(ConfigError) as raised:
+        next_identity(params, RecordingIndex(tmp_path / "recordings"), offline=False)
+    said = raised.value.message
+    assert "replay mode" not in said and f"127.0.0.1:{port}" in said and "gemma3:27b" in said

@@ -105,18 +105,17 @@ def load_transcripts(settings: DataSettings, root: Path = Path(".")) -> list[Tra
 
 
 def _warn_unnamed_speakers(transcripts: list[Transcript], settings: DataSettings) -> None:
-    """A warning when transcripts lack a speaker the prompts name: the prompt would tell the model
-    that someone absent is the interviewer (or the person assessed)."""
+    """A warning when no transcript has either speaker the prompts name: the prompt would tell the
+    model about an interviewer and a person assessed who are not in the transcript."""
     wanted = {settings.interviewer.lower(), settings.participant.lower()}
-    unnamed = [t for t in transcripts if not wanted <= {turn.speaker.lower() for turn in t.turns}]
-    if not unnamed:
+    speakers = {turn.speaker for t in transcripts for turn in t.turns}
+    if not transcripts or wanted & {s.lower() for s in speakers}:
         return
-    speakers = sorted({turn.speaker for t in unnamed for turn in t.turns})[:6]
     warnings.warn(
-        f"{len(unnamed)} of {len(transcripts)} transcripts (first: {unnamed[0].source}) lack the speakers "
-        f"the prompts name, '{settings.interviewer}' (interviewer) and '{settings.participant}' (the "
-        f"person assessed); their speakers: {', '.join(speakers)}. Fix: set data.interviewer and "
-        "data.participant to the names your transcripts use.",
+        f"no transcript under {settings.transcripts} has the speakers the prompts name, "
+        f"'{settings.interviewer}' (the interviewer) and '{settings.participant}' (the person "
+        f"assessed); their speakers: {', '.join(sorted(speakers)[:6])}. Fix: set data.interviewer "
+        "and data.participant to the names your transcripts use.",
         InputWarning,
         stacklevel=2,
     )
