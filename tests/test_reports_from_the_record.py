@@ -76,3 +76,13 @@ def test_each_report_names_the_model_its_recordings_hold(project: Path) -> None:
     assert "fake:judge-b" in (project / "outputs/rag/report.html").read_text(encoding="utf-8")
     index = (project / "outputs/index.html").read_text(encoding="utf-8")
     assert "paper: fake:judge-a" in index and "rag: fake:judge-b" in index and "judge-c" not in index
+
+
+def test_the_index_names_the_stale_designs_and_the_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pipeline.reports.frame import INDEX
+    from pipeline.tools.report_index import render_index
+
+    monkeypatch.chdir(ROOT)
+    page = render_index(INDEX, {"rag": "./judgeloop repro --design rag"})
+    assert page.count("Out of date") == 1 and "<code>./judgeloop repro --design rag</code>" in page
+    assert "Out of date" not in render_index(INDEX)
