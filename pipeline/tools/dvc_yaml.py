@@ -11,8 +11,9 @@ other does. Besides those:
   never starts, run by a Python without judgeloop's dependencies) leaves the last good outputs as
   they were; each stage replaces its files when it succeeds;
 - a stage that calls a model depends on `pipeline/llm` as a whole (a backend is imported by name
-  when its session opens), on LLM_PARAMS and on its design's entry of `llm_overrides` (so that
-  one design's own model leaves the others up to date), and writes recordings/<stage>/;
+  when its session opens), on LLM_PARAMS and on its design's entry of `llm_overrides` where
+  params.yaml has one (so that one design's own model leaves the others up to date; a design
+  without an entry there has none to override), and writes recordings/<stage>/;
 - a stage that renders pages depends on each template folder its modules name (a module-level
   `...TEMPLATES` Path, e.g. pipeline.reports.templating.SHARED_TEMPLATES);
 - the last stage, report_index (`python -m stages.index`), writes the report index over every
@@ -118,14 +119,16 @@ def _out(path: str, **flags: Any) -> dict[str, Any]:
     return {path: {"cache": False, "persist": True, **flags}}
 
 
-def stage_entry(design: Design[Any], stage: Stage, root: Path) -> dict[str, Any]:
+def stage_entry(design: Design[Any], stage: Stage, root: Path, overridable: bool = True) -> dict[str, Any]:
+    """overridable: params.yaml has the design's llm_overrides entry (DVC refuses a stage whose
+    params name a key the file lacks)."""
     calls_model = isinstance(stage.load(), LLMStep)
     if calls_model and not stage.outs:
         raise ConfigError(f"design {design.name}: LLM stage {stage.name} needs an out for its results")
     deps = list(dict.fromkeys([*stage.deps, *code_deps(design.name, stage.name, root, calls_model)]))
     entry: dict[str, Any] = {"cmd": f"python -m stages {design.name} {stage.name}", "deps": deps}
     params = [*stage.params, *(p for p in LLM_PARAMS if calls_model and p not in stage.params)]
-    if calls_model:
+    if calls_model and overridable:
         params.append(f"{OVERRIDES}.{design.name}")
     if params:
         entry["params"] = params
@@ -213,7 +216,8 @@ def render(root: Path) -> str:
             if stage.name in seen:
                 raise ConfigError(f"two designs have a stage named {stage.name!r}: DVC needs distinct names")
             seen.add(stage.name)
-            parts.append(_dump(stage.name, stage_entry(design, stage, root)))
+            overridable = isinstance(raw.get(OVERRIDES), dict) and design.name in raw[OVERRIDES]
+            parts.append(_dump(stage.name, stage_entry(design, stage, root, overridable)))
     parts.append("  # every design: the report index, outputs/index.html (headline numbers, plots, links)\n")
     parts.append(_dump(INDEX_STAGE, index_entry(root)))
     return "".join(parts).rstrip("\n") + "\n"
