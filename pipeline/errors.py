@@ -120,15 +120,27 @@ class ReplayMissError(CacheError):
 
 
 class ReplayIncompleteError(CacheError):
-    def __init__(self, stage: str, misses: Sequence[ReplayMissError], damaged: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        stage: str,
+        misses: Sequence[ReplayMissError],
+        damaged: Sequence[str] = (),
+        cause: str | None = None,
+    ) -> None:
+        """cause: why, when known, with its fix (pipeline.llm.session: the stage never ran under
+        these params, or it did and these calls are new)."""
         lines = [f"  - {m.context.describe() if m.context else '?'}  key {m.key}" for m in misses]
         left_out = "".join(f"\nLeft out, so not searched: {reason}" for reason in damaged)
+        fix = cause or (
+            "Fix: run with JUDGELOOP_CACHE_MODE=auto where the model is available, "
+            "or fetch the collaborator's recordings/ folder."
+        )
         super().__init__(
             f"replay mode: stage '{stage}' needs {len(misses)} call(s) that are not recorded:\n"
             + "\n".join(lines)
             + left_out
-            + "\nFix: run with JUDGELOOP_CACHE_MODE=auto where the model is available, "
-            "or fetch the collaborator's recordings/ folder."
+            + "\n"
+            + fix
         )
         self.stage, self.misses = stage, list(misses)
 

@@ -21,7 +21,7 @@ from tests.test_experiments import _commit, _repo, _run
 
 def test_the_committed_run_against_the_workspace_fits_100_columns(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)
-    result = CliRunner().invoke(main, ["compare", "HEAD", "workspace"])
+    result = CliRunner().invoke(main, ["compare", "HEAD", "workspace", "--all"])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert lines[0] == "HEAD → workspace"
@@ -33,7 +33,9 @@ def test_the_committed_run_against_the_workspace_fits_100_columns(monkeypatch: p
         [],
         ["HEAD"],
     ):  # no run: the last commit against the workspace; one: it against the workspace
-        assert CliRunner().invoke(main, ["compare", *default]).output == result.output
+        assert CliRunner().invoke(main, ["compare", *default, "--all"]).output == result.output
+    changed = CliRunner().invoke(main, ["compare", "HEAD", "workspace"]).output
+    assert "coherence after" not in changed and "the same; --all shows them)" in changed
 
 
 def test_an_unknown_run_is_named(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,7 +18,7 @@ from pipeline.experiments.summeval.judge import judge_order, run_summeval_judge
 from pipeline.experiments.summeval.params import SummEvalParams, SummEvalSettings
 from pipeline.experiments.summeval.results import SummEvalJudgement
 from pipeline.llm.backends.fake import FakeBackend
-from pipeline.llm.types import ChatReply, ChatRequest, TokenLogprob, TopLogprob
+from pipeline.llm.types import CallContext, ChatReply, ChatRequest, Message, TokenLogprob, TopLogprob
 from pipeline.tools.cli import main as judgeloop
 from stages.runner import main as stage
 from tests.conftest import ROOT
@@ -188,15 +188,18 @@ def test_the_calibrate_step_on_the_demo_set_writes_metrics_plot_data_and_page(tm
     assert csv_lines[0] == "item,dimension,human_mean,judge_score,judge_weighted" and len(csv_lines) == 49
     page = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
     assert page.count('<svg class="scatter"') == 4 and page.count('<circle class="weighted_score"') == 48
-    assert "weighted (G-Eval)" in page and "fake:fake-judge" in page
-    # The page is rendered with autoescape: a model name is data, not markup.
-    again = _write_params(tmp_path)
-    raw = yaml.safe_load(again.read_text(encoding="utf-8"))
-    raw["llm"]["model"] = "<b>judge</b>"
-    again.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    # The page names the model its recorded calls hold, not params.yaml's (issue 32): none here.
+    assert "weighted (G-Eval)" in page and "no call recorded" in page and "fake-judge" not in page
+    # The page is rendered with autoescape: a model name is data, not markup (one recorded call).
+    session, _ = make_session(tmp_path, stage="summeval_judge", backend=FakeBackend(name="<b>judge</b>"))
+    session.chat(
+        ChatRequest(messages=(Message(role="user", content="hi"),)),
+        CallContext(stage="summeval_judge", item="x"),
+    )
+    session.close()
     assert (
         CliRunner()
-        .invoke(stage, ["summeval", "summeval_calibrate"], env={"JUDGELOOP_PARAMS": str(again)})
+        .invoke(stage, ["summeval", "summeval_calibrate"], env={"JUDGELOOP_PARAMS": str(params_path)})
         .exit_code
         == 0
     )

@@ -22,6 +22,14 @@ from pipeline.data.input_files import json_objects
 from pipeline.errors import InputError
 
 ROW_FIX = "give it id, question and answer (and contexts, source_ids, labels if known)"
+EXAMPLE_ROW = (
+    '{"id": "q1", "question": "...", "answer": "...", "contexts": ["passage"], "source_ids": ["doc-3"]}'
+)
+# A line that is no JSON object (a CSV's header, say): the fields a row needs, and an example.
+NOT_JSON_FIX = (
+    "write one JSON object per line (JSONL, not CSV) with the fields id, question, answer and, if "
+    f"known, contexts, source_ids, labels; e.g. {EXAMPLE_ROW}"
+)
 ARES_LABELS = ("context_relevance", "answer_faithfulness", "answer_relevance")
 
 
@@ -67,7 +75,7 @@ def load_rag_rows(path: Path, *, only: str | None = None, limit: int | None = No
     seen: dict[str, int] = {}
     for number, raw in json_objects(path, shown):
         if isinstance(raw, str):
-            raise InputError(shown, number, raw, "write one JSON object per line")
+            raise InputError(shown, number, raw, NOT_JSON_FIX)
         if only is not None and not raw.pop(only, False):
             continue
         try:

@@ -14,6 +14,10 @@ class DataSettings(Section):
     drop_markers: bool = False
     participant_only: bool = False
     limit: int | None = Field(None, ge=0)
+    # Who is who, as the prompts name them ("Please note that 'Ellie' is the interviewer, and
+    # 'Participant' is the subject being assessed"); a transcript without them is warned about.
+    interviewer: str = Field("Ellie", min_length=1)
+    participant: str = Field("Participant", min_length=1)
     speaker_separator: str = Field(
         " : ", min_length=1
     )  # how a turn renders in prompts; the original code's " : "

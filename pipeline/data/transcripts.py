@@ -57,6 +57,9 @@ class Transcript(_Frozen):
     source: str  # relative to the root it was loaded from, when it lies under it
     # The original code joined `speaker + " : " + value`; data.speaker_separator chooses.
     separator: str = " : "
+    # The speakers the prompts name (data.interviewer, data.participant).
+    interviewer: str = "Ellie"
+    participant: str = "Participant"
 
     @property
     def text(self) -> str:
@@ -87,14 +90,35 @@ def load_transcripts(settings: DataSettings, root: Path = Path(".")) -> list[Tra
                 problem += f":{at}" if at is not None else ""
                 raise InputError(transcript.source, line, problem, "give each transcript its own id")
             cleaned = _clean(transcript, settings, line)
-            found[transcript.item_id] = (
-                cleaned.model_copy(update={"separator": settings.speaker_separator}),
-                line,
-            )
+            named = {
+                "separator": settings.speaker_separator,
+                "interviewer": settings.interviewer,
+                "participant": settings.participant,
+            }
+            found[transcript.item_id] = (cleaned.model_copy(update=named), line)
     ordered = sorted((t for t, _ in found.values()), key=lambda t: _id_order(t.item_id))
     if settings.labels is not None:
         ordered = _listed(ordered, settings, root)
-    return ordered if settings.limit is None else ordered[: settings.limit]
+    chosen = ordered if settings.limit is None else ordered[: settings.limit]
+    _warn_unnamed_speakers(chosen, settings)
+    return chosen
+
+
+def _warn_unnamed_speakers(transcripts: list[Transcript], settings: DataSettings) -> None:
+    """A warning when no transcript has either speaker the prompts name: the prompt would tell the
+    model about an interviewer and a person assessed who are not in the transcript."""
+    wanted = {settings.interviewer.lower(), settings.participant.lower()}
+    speakers = {turn.speaker for t in transcripts for turn in t.turns}
+    if not transcripts or wanted & {s.lower() for s in speakers}:
+        return
+    warnings.warn(
+        f"no transcript under {settings.transcripts} has the speakers the prompts name, "
+        f"'{settings.interviewer}' (the interviewer) and '{settings.participant}' (the person "
+        f"assessed); their speakers: {', '.join(sorted(speakers)[:6])}. Fix: set data.interviewer "
+        "and data.participant to the names your transcripts use.",
+        InputWarning,
+        stacklevel=2,
+    )
 
 
 def _listed(transcripts: list[Transcript], settings: DataSettings, root: Path) -> list[Transcript]:

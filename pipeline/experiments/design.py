@@ -152,8 +152,9 @@ class Design(Generic[P]):
 
     def load_params(self, path: Path | None = None, *, environ: Mapping[str, str] | None = None) -> P:
         """params.yaml's sections of this design (and the engine's), the others ignored: a stage
-        depends on its own design's sections alone."""
-        return load_settings(self.params, path, environ=environ, only_its_sections=True)
+        depends on its own design's sections alone. Its entry of llm_overrides, if any, is laid
+        over llm."""
+        return load_settings(self.params, path, environ=environ, only_its_sections=True, design=self.name)
 
     def metrics_path(self, params: P) -> Path | None:
         """Its metrics file (the first its stages declare), where params put it."""

@@ -293,7 +293,36 @@ class LLMSession:
 
     def raise_for_misses(self) -> None:
         if self.stats.misses:
-            raise ReplayIncompleteError(self.stage, self.stats.misses, self.index.damaged())
+            raise ReplayIncompleteError(
+                self.stage, self.stats.misses, self.index.damaged(), self._why_missing()
+            )
+
+    def _why_missing(self) -> str | None:
+        """Whether the stage never ran under this model (its recording holds none of its calls) or
+        ran and these calls are new (a prompt or a param changed since), with the fix for each."""
+        own = self.index.stage(self.stage)
+        if own.error is not None or self._identity is None:
+            return None
+        wanted = self._identity
+        recorded = {f"{r.model.backend}:{r.model.name}" for r in own.by_key.values()}
+        if not recorded:
+            return (
+                f"Cause: stage '{self.stage}' was never recorded here (no {self.recordings_dir}/"
+                f"{self.stage}/). Fix: fetch the recordings/ folder it was run with, or run it "
+                f"where the model is served: `./judgeloop repro {self.stage}`."
+            )
+        if f"{wanted.backend}:{wanted.name}" not in recorded:
+            return (
+                f"Cause: stage '{self.stage}' never ran under these params: its recording holds calls "
+                f"by {', '.join(sorted(recorded))}, and llm names {wanted.backend}:{wanted.name}. "
+                f"Fix: run it where that model is served (`./judgeloop repro {self.stage}`), or put "
+                "the llm params back as they were when it ran (git checkout -- params.yaml)."
+            )
+        return (
+            f"Cause: stage '{self.stage}' ran under this model, but these calls are new (a prompt, a "
+            f"param or the data changed since). Fix: record them where the model is served: "
+            f"`./judgeloop repro {self.stage}`."
+        )
 
     def close(
         self, *, write_recording: bool = True, keep: Callable[[RecordedCall], bool] | None = None

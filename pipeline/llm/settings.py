@@ -142,6 +142,10 @@ class EngineSettings(Section):
 
     llm: LLMSettings = Field(default_factory=LLMSettings)
     cache: CacheSettings = Field(default_factory=CacheSettings)
+    # A design's own llm values over the shared section, by design name (`llm_overrides.paper.model`;
+    # an empty value: the shared one); each design's LLM stages depend on its entry alone, so one
+    # design's model changes no other's.
+    llm_overrides: dict[str, dict[str, Any] | None] = Field(default_factory=dict)
 
 
 ENV_OVERRIDES: dict[str, tuple[str, str]] = {
@@ -166,8 +170,23 @@ def params_path() -> Path:
     return Path(os.environ.get("JUDGELOOP_PARAMS", "params.yaml"))
 
 
-def read_params_file(path: Path, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """params.yaml as a dict, with the environment's overrides applied."""
+def merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """`over` laid over `base`, mappings merged key by key (llm.options.num_ctx alone, say); an
+    empty value in `over` keeps the base's."""
+    out = dict(base)
+    for key, value in over.items():
+        if value is None:
+            continue
+        old = out.get(key)
+        out[key] = merged(old, value) if isinstance(old, Mapping) and isinstance(value, Mapping) else value
+    return out
+
+
+def read_params_file(
+    path: Path, environ: Mapping[str, str] | None = None, design: str | None = None
+) -> dict[str, Any]:
+    """params.yaml as a dict, with the environment's overrides applied; for `design`, its entry of
+    llm_overrides laid over the llm section."""
     env = os.environ if environ is None else environ
     for var, param in RETIRED_ENV.items():
         if env.get(var):
@@ -178,6 +197,11 @@ def read_params_file(path: Path, environ: Mapping[str, str] | None = None) -> di
     raw: dict[str, Any] = {}
     if path.exists():
         raw = _parsed(path, params_text(path))
+    overrides = raw.get("llm_overrides")
+    own = overrides.get(design) if design is not None and isinstance(overrides, dict) else None
+    if isinstance(own, dict) and own:
+        shared = raw.get("llm")
+        raw["llm"] = merged(shared if isinstance(shared, dict) else {}, own)
     for var, (section, field) in ENV_OVERRIDES.items():
         if var in env and env[var] != "":
             raw.setdefault(section, {})[field] = env[var]
@@ -272,13 +296,14 @@ def load_settings(
     *,
     environ: Mapping[str, str] | None = None,
     only_its_sections: bool = False,
+    design: str | None = None,
 ) -> S:
     """params.yaml validated as `model` (a Section gathering the sections a caller needs).
 
     only_its_sections: ignore the file's other top-level sections (another design's), so that a
     stage depends on its own sections alone."""
     path = path or params_path()
-    raw = read_params_file(path, environ)
+    raw = read_params_file(path, environ, design)
     if only_its_sections:
         raw = {name: value for name, value in raw.items() if name in model.model_fields}
     return validate_params(model, raw, path, overridden_by(environ))

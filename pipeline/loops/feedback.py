@@ -24,8 +24,9 @@ from pipeline.judges.rubric.prompts import (
     METRIC_DESCRIPTIONS,
     REFINE_PROMPT,
     SYSTEM_PROMPT,
+    with_speakers,
 )
-from pipeline.judges.rubric.results import Assessment, MetricJudgement, in_order
+from pipeline.judges.rubric.results import Assessment, AssessmentJudgements, MetricJudgement, in_order
 from pipeline.judges.rubric.settings import AssessSettings, JudgeSettings
 from pipeline.llm.session import LLMSession
 from pipeline.llm.types import CallContext, Message, Options
@@ -73,16 +74,34 @@ def regeneration_prompt(
         )
     elif settings.previous_assessment == "previous":
         section = ASSESSMENT_SECTION.format(label="PREVIOUS ASSESSMENT", assessment=last.assessment.text)
-    return REFINE_PROMPT.format(
+    template = with_speakers(REFINE_PROMPT, transcript.interviewer, transcript.participant)
+    return template.format(
         transcript=transcript_block(transcript, assess_settings),
         assessment_section=section,
         feedback=feedback_text(last.metrics, last.low_metrics),
     )
 
 
+# The stop reasons of a loop cut short because its judge's replies could not be read.
+UNSCORED_STOPS = {
+    "all_unscored": "an iteration's every judgement was unscored (refine.stop_unscored)",
+    "stage_unscored": "too many of the judge stage's judgements were unscored (refine.stop_unscored_share)",
+}
+
+
+def unscored_share(judgements: Sequence[AssessmentJudgements]) -> float:
+    """The share of unscored judgements among `judgements` (0 when there are none)."""
+    judged = [m for j in judgements for m in j.metrics.values()]
+    return sum(m.score is None for m in judged) / len(judged) if judged else 0.0
+
+
 def mean_score(metrics: dict[str, MetricJudgement]) -> float:
     scored = [m.score for m in metrics.values() if m.score is not None]
     return fmean(scored) if scored else float("-inf")
+
+
+def all_unscored(iteration: Iteration) -> bool:
+    return bool(iteration.metrics) and all(m.score is None for m in iteration.metrics.values())
 
 
 class FeedbackPolicy:
@@ -97,8 +116,9 @@ class FeedbackPolicy:
         assess_settings: AssessSettings,
         judge_settings: JudgeSettings,
         options: Options,
+        halted: bool = False,
     ) -> None:
-        self.session, self.transcript, self.settings = session, transcript, settings
+        self.session, self.transcript, self.settings, self.halted = session, transcript, settings, halted
         self.assess_settings, self.judge_settings, self.options = assess_settings, judge_settings, options
         self.budget = Budget(max_rounds=settings.max_iterations, round_limit_reason="max_iterations")
 
@@ -107,6 +127,10 @@ class FeedbackPolicy:
             return "passed_initially" if len(rounds) == 1 else "passed"
         if self.settings.max_iterations == 0:
             return "disabled"
+        if self.halted:
+            return "stage_unscored"
+        if len(rounds) > 1 and self.settings.stop_unscored and all_unscored(rounds[-1]):
+            return "all_unscored"
         refused = self.budget.refusal(Spent(rounds=len(rounds) - 1), Spent(rounds=1))
         return refused[0] if refused else None
 
@@ -163,6 +187,8 @@ def refine(
     assess_settings: AssessSettings,
     judge_settings: JudgeSettings,
     options: Options,
+    *,
+    halted: bool = False,
 ) -> Refinement:
     # Read back from a file, the metrics come sorted by name; the feedback lists them as configured.
     initial_metrics = in_order(initial_metrics, judge_settings.metrics)
@@ -172,7 +198,7 @@ def refine(
         metrics=initial_metrics,
         low_metrics=low_metrics(initial_metrics, settings),
     )
-    policy = FeedbackPolicy(session, transcript, settings, assess_settings, judge_settings, options)
+    policy = FeedbackPolicy(session, transcript, settings, assess_settings, judge_settings, options, halted)
     outcome = run_loop(first, policy)
     return Refinement(
         item=transcript.item_id, iterations=outcome.rounds, stop_reason=outcome.stop_reason, kept=outcome.kept

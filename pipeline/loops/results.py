@@ -20,7 +20,7 @@ class Iteration(Result):
 class Refinement(Result):
     item: str
     iterations: tuple[Iteration, ...]
-    stop_reason: str  # passed_initially | passed | max_iterations | disabled
+    stop_reason: str  # passed_initially | passed | max_iterations | disabled | all_unscored | stage_unscored
     kept: int  # index of the iteration reported as "after"
 
 

@@ -17,4 +17,10 @@ class RefineSettings(Section):
     previous_assessment: Literal["none", "original", "previous"] = "none"
     rejudge: Literal["low", "all"] = "low"
     keep: Literal["last", "best"] = "last"
+    # An iteration whose every judgement comes back unscored ends the item's loop (stop reason
+    # all_unscored): more iterations would ask the same judge, which cannot be read, again.
+    stop_unscored: bool = True
+    # Past this share of the judge stage's judgements unscored, no item is refined (stop reason
+    # stage_unscored); 1.0: never (the judge may be answering on another scale; fix that first).
+    stop_unscored_share: float = Field(1.0, ge=0, le=1)
     out: PathParam = "outputs/paper/refinement.jsonl"

@@ -8,7 +8,8 @@ A run is a git revision (a commit, a branch, a tag, HEAD~1) or a DVC experiment'
 show` lists them); `workspace` is the files as they are. DVC reads each run's metrics and params
 (dvc.repo.Repo.metrics/params.show, which resolve experiment names too); each design says which
 of its numbers are the headline (its Design.headline, from the registry). The table fits 100
-columns: a row a number, the params that differ between the two runs above it.
+columns: a row a number that changed (`--all`: every number), the params that differ between the
+two runs above it.
 """
 
 from __future__ import annotations
@@ -105,9 +106,14 @@ def _headline(design: Design[Any], metrics: Mapping[str, Any] | None) -> dict[st
 
 
 def design_table(
-    design: Design[Any], path: str, runs: Sequence[Mapping[str, Any]], names: Sequence[str]
+    design: Design[Any],
+    path: str,
+    runs: Sequence[Mapping[str, Any]],
+    names: Sequence[str],
+    show_all: bool = True,
 ) -> list[str]:
-    """The design's headline rows in both runs; [] when neither run has its metrics."""
+    """The design's headline rows in both runs (show_all False: those that changed); [] when
+    neither run has its metrics."""
     found = [run.get(path) for run in runs]
     if all(m is None for m in found):
         return []
@@ -116,9 +122,15 @@ def design_table(
     if any(m is None for m in found):
         missing = names[found.index(None)]
         lines.append(f"  (no {path} in {missing})")
+    same = 0
     for label in dict.fromkeys([*old, *new]):
         a, b = old.get(label), new.get(label)
+        if not show_all and (_delta(a, b) == "=" or (a is None and b is None)):
+            same += 1
+            continue
         lines.append(_row(label, _number(a), _number(b), _delta(a, b)))
+    if same:
+        lines.append(f"  ({same} number{'s' if same != 1 else ''} the same; --all shows them)")
     return lines
 
 
@@ -140,6 +152,7 @@ def render(
     metrics: Sequence[Mapping[str, Any]],
     params: Sequence[Mapping[str, Any]],
     only: Sequence[str] = (),
+    show_all: bool = True,
 ) -> str:
     a, b = (_fit(n, VALUE - 1) for n in names)
     lines = [f"{names[0]} → {names[1]}"]
@@ -157,7 +170,7 @@ def render(
         path = design.metrics_path(design_params)
         if path is None:
             continue
-        table = design_table(design, path.as_posix(), metrics, names)
+        table = design_table(design, path.as_posix(), metrics, names, show_all)
         if table:
             lines += table
             shown += 1
@@ -169,8 +182,9 @@ def render(
 @click.command()
 @click.argument("runs", nargs=-1, metavar="[A] [B]")
 @click.option("--design", "only", multiple=True, help="Only this design's numbers (repeatable).")
-def compare(runs: tuple[str, ...], only: tuple[str, ...]) -> None:
-    """Two runs side by side: each design's headline numbers, and the change.
+@click.option("--all", "show_all", is_flag=True, help="Every headline number, the unchanged ones too.")
+def compare(runs: tuple[str, ...], only: tuple[str, ...], show_all: bool) -> None:
+    """Two runs side by side: each design's headline numbers that changed (--all: every one).
 
     A run is a commit, branch or tag (HEAD, HEAD~1, main), a DVC experiment's name, or
     `workspace`. With no run, the last commit against the workspace; with one, it against the
@@ -183,6 +197,7 @@ def compare(runs: tuple[str, ...], only: tuple[str, ...]) -> None:
       judgeloop exp -S refine.threshold=2 && judgeloop compare
       judgeloop compare exp-1a2b3 exp-4c5d6   two experiments (names from `dvc exp show`)
       judgeloop compare HEAD~1 --design paper  one design's numbers
+      judgeloop compare --all              the numbers that did not change too
     """
     if len(runs) > 2:
         raise click.UsageError("give at most two runs")
@@ -194,4 +209,5 @@ def compare(runs: tuple[str, ...], only: tuple[str, ...]) -> None:
     if not Path(".dvc").is_dir():
         raise JudgeloopError("not a DVC project here (no .dvc folder). Fix: run it in the project's folder.")
     metrics, params = read_runs(names)
-    click.echo(render(names, [metrics[n] for n in names], [params[n] for n in names], only), nl=False)
+    shown = render(names, [metrics[n] for n in names], [params[n] for n in names], only, show_all)
+    click.echo(shown, nl=False)

@@ -146,12 +146,18 @@ def run_experiment(args: Sequence[str], root: Path = Path(".")) -> int:
     return status
 
 
+DESIGN_OPTION = click.option(
+    "--design", metavar="NAME", help="Only this design's stages (DVC runs what they need, no other design's)."
+)
+
+
 @click.command(context_settings=PASS_THROUGH)
 @click.option(
     "--replay", is_flag=True, help="From the recordings alone: JUDGELOOP_CACHE_MODE=replay, --force."
 )
-@click.argument("dvc_args", nargs=-1, type=click.UNPROCESSED, metavar="[STAGE]... [DVC REPRO OPTIONS]")
-def repro(replay: bool, dvc_args: tuple[str, ...]) -> None:
+@DESIGN_OPTION
+@click.argument("dvc_args", nargs=-1, type=click.UNPROCESSED, metavar="[STAGE|DESIGN]... [DVC REPRO OPTIONS]")
+def repro(replay: bool, design: str | None, dvc_args: tuple[str, ...]) -> None:
     """Run the pipeline: `dvc repro`, with judgeloop's environment first on the PATH.
 
     Only the stages whose code, params or data changed run, and every call made before is a cache
@@ -161,17 +167,64 @@ def repro(replay: bool, dvc_args: tuple[str, ...]) -> None:
     Examples:
       judgeloop repro                       every design's stages that are out of date
       judgeloop repro rag_aggregate         one design's chain (and what it needs)
+      judgeloop repro --design paper        one design's stages (`judgeloop repro paper` too)
       judgeloop repro --replay              every stage again from the recordings: byte-identical
+      judgeloop repro --replay --design rag one design's stages from the recordings
     """
+    from pipeline.tools.design_targets import expand_designs
+
+    dvc_args = tuple(expand_designs(dvc_args, design))
     args = ["repro", *(["--force"] if replay else []), *dvc_args]
     if replay:
         os.environ["JUDGELOOP_CACHE_MODE"] = "replay"
-    sys.exit(run_dvc(args))
+    else:
+        from pipeline.tools.preflight import check_servers
+
+        check_servers([a for a in dvc_args if not a.startswith("-")])
+    status = run_dvc(args)
+    if status == 0 and any(not a.startswith("-") for a in dvc_args):
+        refresh_index()  # some stages only: the index stage (last of all) did not run
+    sys.exit(status)
+
+
+def refresh_index(root: Path = Path(".")) -> None:
+    """outputs/index.html written again after a run of some stages, naming every design whose stages
+    DVC finds out of date, with the command that brings it up to date."""
+    from pipeline.tools.index_refresh import stale_designs
+    from pipeline.tools.report_index import write_index
+
+    stale = stale_designs(root)
+    written = write_index(stale=stale)
+    said = f"; out of date: {', '.join(f'{name} (`{cmd}`)' for name, cmd in stale.items())}" if stale else ""
+    click.echo(f"index: wrote {written}{said}", err=True)
+
+
+def preset_args(path: Path) -> list[str]:
+    """A preset file's `section.key: value` lines as DVC's `-S section.key=value` arguments."""
+    import yaml
+
+    try:
+        values = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise click.BadParameter(f"{path}: {exc}", param_hint="--preset") from exc
+    if not isinstance(values, dict) or not values:
+        raise click.BadParameter(f"{path}: write `section.key: value` lines", param_hint="--preset")
+    args = []
+    for key, value in values.items():
+        shown = "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+        args += ["-S", f"{key}={shown}"]
+    return args
 
 
 @click.command(context_settings=PASS_THROUGH)
+@DESIGN_OPTION
+@click.option(
+    "--preset",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A file of `section.key: value` lines, each set as -S does (presets/real-model.yaml).",
+)
 @click.argument("dvc_args", nargs=-1, type=click.UNPROCESSED, metavar="[DVC EXP RUN ARGS]...")
-def exp(dvc_args: tuple[str, ...]) -> None:
+def exp(design: str | None, preset: Path | None, dvc_args: tuple[str, ...]) -> None:
     """Run an experiment: `dvc exp run`, and if it fails, put the workspace back as it was.
 
     `-S section.key=value` changes one value of params.yaml (one line of the file), DVC runs the
@@ -183,7 +236,27 @@ def exp(dvc_args: tuple[str, ...]) -> None:
       judgeloop exp -S refine.threshold=2
       judgeloop exp rag_aggregate -S rag.prompt_mode=ids
       judgeloop exp -S llm.backend=ollama -S llm.model=gemma3:27b
+      judgeloop exp list                   this commit's experiments: params changed, numbers moved
+      judgeloop exp --design paper -S llm_overrides.paper.model=gemma3:27b   one design, its own model
+      judgeloop exp --preset presets/real-model.yaml -S llm.backend=ollama -S llm.model=gemma3:27b
     Then: `judgeloop compare` (this run against the last commit); `dvc exp apply NAME` or
     `git checkout -- params.yaml dvc.lock outputs recordings` to go back.
     """
-    sys.exit(run_experiment(dvc_args))
+    from pipeline.experiments.params import require_params_file
+    from pipeline.tools.set_params import check_set_params
+
+    require_params_file()
+    if dvc_args[:1] == ("list",):
+        from pipeline.tools.exp_list import render_list
+
+        extra = set(dvc_args[1:]) - {"--all-commits"}
+        if extra:
+            raise click.UsageError(f"exp list takes only --all-commits (got {' '.join(sorted(extra))})")
+        click.echo(render_list("--all-commits" in dvc_args), nl=False)
+        return
+    from pipeline.tools.design_targets import expand_designs
+
+    if preset is not None:
+        dvc_args = (*preset_args(preset), *dvc_args)
+    check_set_params(dvc_args)
+    sys.exit(run_experiment(expand_designs(dvc_args, design)))

@@ -7,18 +7,26 @@ registry: a new one appears here with no edit. Its numbers are its Design.headli
 `judgeloop compare` shows), its plots the files its stages declare for `dvc plots`, drawn as inline
 SVG (pipeline.reports.plots) so that they render with no network; `dvc plots show` needs Vega from
 a CDN. A design that has not run yet is listed as such.
+
+The model each design names is the one its stages' recordings hold (pipeline.data.recorded_models),
+never params.yaml's `llm`, which may have changed since, or been overridden for one design. When the
+designs' recordings name different models, each design says its own; the header names them all.
+After a `judgeloop repro` of some stages only, the index is written again and names the designs whose
+stages DVC finds out of date, with the command that brings each up to date (`stale`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from markupsafe import Markup
 
+from pipeline.data.recorded_models import NONE_RECORDED, design_model
 from pipeline.errors import JudgeloopError
 from pipeline.experiments.design import Design, Number, load_ref, resolve
 from pipeline.experiments.params import load_params
@@ -50,6 +58,8 @@ class Entry:
     headline: list[tuple[str, str]] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
     problem: str | None = None  # why its numbers cannot be shown
+    model: str = NONE_RECORDED  # as its recordings name it (pipeline.data.recorded_models)
+    stale: str | None = None  # the command that brings its out-of-date stages up to date
 
 
 def _href(path: Path, index: Path) -> str:
@@ -80,6 +90,11 @@ def entry(design: Design[Any], index: Path) -> Entry:
     except JudgeloopError as exc:
         found.problem = f"its params cannot be read: {exc.message}"
         return found
+    try:
+        found.model = design_model(Path(params.cache.recordings), [s.name for s in design.stages])
+    except JudgeloopError as exc:
+        found.problem = f"its recordings cannot be read: {exc.message}"
+        return found
     metrics_path, report_path = design.metrics_path(params), design.report_path(params)
     if report_path is not None and report_path.is_file():
         found.report = _href(report_path, index)
@@ -97,17 +112,30 @@ def entry(design: Design[Any], index: Path) -> Entry:
     return found
 
 
-def render_index(index: Path, model: str) -> str:
+def models_named(entries: list[Entry]) -> str:
+    """The header's model: the one every design that ran recorded, or each design's, by design."""
+    models = list(dict.fromkeys(e.model for e in entries if e.model != NONE_RECORDED))
+    if len(models) <= 1:
+        return models[0] if models else NONE_RECORDED
+    return "; ".join(f"{e.name}: {e.model}" for e in entries if e.model != NONE_RECORDED)
+
+
+def render_index(index: Path, stale: Mapping[str, str] | None = None) -> str:
+    """The page. stale: design name -> the command that brings its out-of-date stages up to date."""
     entries = [entry(design, index) for design in designs()]
+    for found in entries:
+        found.stale = (stale or {}).get(found.name)
+    named = models_named(entries)
+    several = len({e.model for e in entries if e.model != NONE_RECORDED}) > 1
     template = make_environment().get_template("index.html.j2")
     page = frame(index, TITLE)
     page["home"] = None  # this is the index
-    return template.render(**page, entries=entries, model=model)
+    return template.render(**page, entries=entries, model=named, several_models=several)
 
 
-def write_index(index: Path = INDEX) -> Path:
-    llm = load_params().llm
-    html = render_index(index, f"{llm.backend}:{llm.model}")
+def write_index(index: Path = INDEX, stale: Mapping[str, str] | None = None) -> Path:
+    load_params()  # a params.yaml that cannot be read fails here, naming its line
+    html = render_index(index, stale)
     index.parent.mkdir(parents=True, exist_ok=True)
     index.write_text(html, encoding="utf-8")
     return index

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.data.recorded_calls import stage_call_counts
+from pipeline.data.recorded_models import design_model
 from pipeline.experiments.paper.aggregation import LLM_STAGES, compute_metrics, markdown_report, write_plots
 from pipeline.experiments.paper.params import PaperParams
 from pipeline.experiments.paper.report.html import load_records, write_report
@@ -42,7 +43,7 @@ def report(params: PaperParams) -> list[Path]:
 
 def _write_report(params: PaperParams, refinements: list[Refinement], summary: dict[str, Any]) -> list[Path]:
     settings = params.aggregate
-    model = f"{params.llm.backend}:{params.llm.model}"
+    model = design_model(Path(params.cache.recordings), LLM_STAGES)  # as recorded, not as params say
     markdown, index = Path(settings.report), Path(settings.html_report)
     markdown.parent.mkdir(parents=True, exist_ok=True)
     markdown.write_text(markdown_report(summary, model), encoding="utf-8")

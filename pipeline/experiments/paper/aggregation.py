@@ -16,6 +16,8 @@ from pathlib import Path
 from statistics import fmean, stdev
 from typing import Any
 
+from pipeline.judges.scores.reading import READ_REASONS
+from pipeline.judges.unscored import unscored_reasons
 from pipeline.loops.results import Refinement
 
 # The paper's Figure 2 (142 DAIC-WOZ participants, mean ± SD), from shared notes.
@@ -129,6 +131,14 @@ def _fmt(stats: dict[str, Any]) -> str:
     return f"{stats['mean']:.2f} ± {sd} (n={stats['n']}{extra})"
 
 
+def unscored_why(summary: dict[str, Any]) -> str:
+    """The reasons the judgements left unscored were given, with a hint ('' when none were)."""
+    readings = summary.get("readings", {})
+    return unscored_reasons(
+        reason for reason, count in readings.items() if reason not in READ_REASONS for _ in range(count)
+    )
+
+
 def markdown_report(summary: dict[str, Any], model: str) -> str:
     lines = [
         "# judgeloop report",
@@ -136,6 +146,7 @@ def markdown_report(summary: dict[str, Any], model: str) -> str:
         f"Model: `{model}`. Items: {summary['items']}; refined: {summary['refined_items']}; "
         f"mean iterations of the refined: {summary['mean_iterations']}.",
         f"Stop reasons: {', '.join(f'{k} {v}' for k, v in summary['stop_reasons'].items())}.",
+        *([f"Why judgements were unscored: {why}."] if (why := unscored_why(summary)) else []),
         f"Invalid assessments: {summary['invalid_assessments']['initial']} initially, "
         f"{summary['invalid_assessments']['kept']} among those kept.",
         "",

@@ -39,7 +39,7 @@ DESIGN = Design(
             deps=("${refine.out}", "recordings/assess", "recordings/judge", "recordings/refine"),
             # The item pages' folder is named after the index (pipeline.reports.pages.pages_folder).
             outs=("${aggregate.report}", "${aggregate.html_report}", "outputs/paper/report"),
-            params=("aggregate", "judge.metrics", "llm.backend", "llm.model"),
+            params=("aggregate", "judge.metrics"),
             metrics=("${aggregate.metrics_out}",),
             plots=(
                 Plot(

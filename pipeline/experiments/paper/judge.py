@@ -10,13 +10,16 @@ from pipeline.experiments.paper.params import PaperParams
 from pipeline.experiments.steps import LLMStep, Upstream, jsonl_output, share
 from pipeline.judges.rubric.judge import judge_all
 from pipeline.judges.rubric.results import Assessment, AssessmentJudgements, MetricJudgement
+from pipeline.judges.unscored import unscored_reasons
 from pipeline.llm.runner import run_items
 from pipeline.llm.session import LLMSession
 from pipeline.llm.types import CallContext
 
 
 def _unscored(judged: Sequence[MetricJudgement]) -> str:
-    return share(sum(m.score is None for m in judged), len(judged), "judgements", "unscored")
+    said = share(sum(m.score is None for m in judged), len(judged), "judgements", "unscored")
+    why = unscored_reasons(m.reading for m in judged if m.score is None)
+    return f"{said} ({why})" if why else said
 
 
 def run_judge(

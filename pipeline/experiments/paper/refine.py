@@ -9,9 +9,10 @@ from pipeline.data.transcripts import Transcript, load_transcripts
 from pipeline.experiments.paper.params import PaperParams
 from pipeline.experiments.steps import LLMStep, Upstream, jsonl_output, share
 from pipeline.judges.rubric.results import Assessment, AssessmentJudgements
+from pipeline.judges.unscored import unscored_reasons
 from pipeline.llm.runner import run_items
 from pipeline.llm.session import LLMSession
-from pipeline.loops.feedback import refine
+from pipeline.loops.feedback import UNSCORED_STOPS, refine, unscored_share
 from pipeline.loops.results import Refinement
 
 
@@ -22,6 +23,10 @@ def run_refine(
     assessments: Mapping[str, Assessment],
     judgements: Sequence[AssessmentJudgements],
 ) -> list[Refinement]:
+    # Past refine.stop_unscored_share of the judge's judgements unscored, no item is refined: the
+    # loop's prompts would carry no score to improve on.
+    halted = unscored_share(judgements) > params.refine.stop_unscored_share
+
     def refine_item(judgement: AssessmentJudgements) -> Refinement:
         return refine(
             session,
@@ -32,6 +37,7 @@ def run_refine(
             params.assess,
             params.judge,
             params.llm.options,
+            halted=halted,
         )
 
     return run_items(session, judgements, refine_item, "refine")
@@ -44,7 +50,13 @@ def _outcome(refinements: Sequence[Refinement]) -> str:
     ]
     refined = sum(len(r.iterations) > 1 for r in refinements)
     unscored = share(sum(m.score is None for m in judged), len(judged), "judgements", "unscored")
-    return f"{refined} of {len(refinements)} items refined, {unscored}"
+    why = unscored_reasons(m.reading for m in judged if m.score is None)
+    stopped = [r for r in refinements if r.stop_reason in UNSCORED_STOPS]
+    said = f"{refined} of {len(refinements)} items refined, {unscored}" + (f" ({why})" if why else "")
+    if stopped:
+        reason, items = stopped[0].stop_reason, f"item{'s' if len(stopped) != 1 else ''}"
+        said += f"; {len(stopped)} {items} stopped early ({reason}: {UNSCORED_STOPS[reason]})"
+    return said
 
 
 @dataclass(frozen=True)

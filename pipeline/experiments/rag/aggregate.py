@@ -10,6 +10,7 @@ from typing import Any
 from pipeline.data.jsonl import read_jsonl
 from pipeline.data.rag_rows import load_rag_rows
 from pipeline.data.recorded_calls import recorded_calls, stage_call_counts
+from pipeline.data.recorded_models import design_model
 from pipeline.experiments.rag.aggregation import LLM_STAGES, compute_metrics, markdown_report
 from pipeline.experiments.rag.judge import RagJudgement
 from pipeline.experiments.rag.params import RagParams
@@ -24,7 +25,7 @@ def _summarize(params: RagParams) -> tuple[list[RagJudgement], dict[str, Any]]:
 
 def _write_report(params: RagParams, judgements: list[RagJudgement], metrics: dict[str, Any]) -> list[Path]:
     settings = params.rag
-    model = f"{params.llm.backend}:{params.llm.model}"
+    model = design_model(Path(params.cache.recordings), LLM_STAGES)  # as recorded, not as params say
     markdown, page = Path(settings.report_md), Path(settings.report_html)
     markdown.write_text(markdown_report(metrics, model), encoding="utf-8")
     rows = load_rag_rows(Path(settings.rows), only=settings.only, limit=settings.limit)

@@ -11,6 +11,7 @@ replaced only once every row is judged, never left half-written, and never the b
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ import click
 
 from pipeline.data.input_files import json_objects
 from pipeline.data.jsonl import write_jsonl, write_records
-from pipeline.data.rag_rows import ROW_FIX, RagRow, rag_row_from
+from pipeline.data.rag_rows import NOT_JSON_FIX, ROW_FIX, RagRow, rag_row_from
 from pipeline.errors import InputError, PromptTruncatedError
 from pipeline.experiments.rag.judge import RagJudgement
 from pipeline.experiments.rag.params import RagParams
@@ -43,9 +44,7 @@ def read_batch(path: Path) -> tuple[list[RagRow], list[dict[str, Any]], dict[str
     seen: dict[str, int] = {}
     for number, raw in json_objects(path, shown):
         if isinstance(raw, str):
-            raise InputError(
-                shown, number, raw, "write one JSON object per line (a RAG row); nothing was judged"
-            )
+            raise InputError(shown, number, raw, f"{NOT_JSON_FIX}; nothing was judged")
         try:
             row = rag_row_from(raw)
             if row.id in seen:
@@ -115,3 +114,10 @@ def run_batch(params: RagParams, stage: str, batch: Path, out: Path, errors_path
         + (f"; {len(errors)} unreadable row(s) in {errors_path}" if errors else ""),
         err=True,
     )
+    if results and len(failed) == len(results):
+        kinds = Counter(judgement.kind for judgement in failed.values())
+        why = ", ".join(f"{count} {kind}" for kind, count in kinds.most_common(3))
+        raise click.ClickException(
+            f"no row of {batch} was scored ({why}). The replies are recorded: read them with "
+            f"`judgeloop audit --stage {stage}`; a reply cut short may need a larger rag.num_predict."
+        )

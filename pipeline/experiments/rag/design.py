@@ -39,7 +39,7 @@ DESIGN = Design(
             run=f"{_HERE}.aggregate:run",
             deps=("${rag.out}", "${rag.rows}", "recordings/rag_judge"),
             outs=("${rag.report_md}", "${rag.report_html}"),
-            params=("rag", "llm.backend", "llm.model"),
+            params=("rag",),
             metrics=("${rag.metrics_out}",),
         ),
     ),

@@ -9,6 +9,7 @@ from typing import Any
 from pipeline.data.jsonl import read_jsonl
 from pipeline.data.rag_rows import RagRow
 from pipeline.data.recorded_calls import stage_call_counts
+from pipeline.data.recorded_models import design_model
 from pipeline.experiments.regen.aggregation import LLM_STAGES, compute_metrics, write_items
 from pipeline.experiments.regen.params import RegenParams, load_rows
 from pipeline.experiments.regen.report import render_regen_html
@@ -27,7 +28,7 @@ def _write_page(
 ) -> Path:
     page = Path(params.regen_aggregate.html_report)
     page.parent.mkdir(parents=True, exist_ok=True)
-    title = f"judgeloop regeneration: {params.llm.backend}:{params.llm.model}"
+    title = f"judgeloop regeneration: {design_model(Path(params.cache.recordings), LLM_STAGES)}"
     page.write_text(render_regen_html(metrics, regenerations, rows, title, page), encoding="utf-8")
     return page
 

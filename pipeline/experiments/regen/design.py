@@ -53,8 +53,6 @@ DESIGN = Design(
                 "regen_generate.rows",
                 "regen_generate.limit",
                 "regen_generate.answers",
-                "llm.backend",
-                "llm.model",
             ),
             metrics=("${regen_aggregate.metrics_out}",),
         ),

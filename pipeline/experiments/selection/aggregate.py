@@ -8,6 +8,7 @@ from typing import Any
 
 from pipeline.data.jsonl import read_records
 from pipeline.data.recorded_calls import stage_call_counts
+from pipeline.data.recorded_models import design_model
 from pipeline.experiments.selection.aggregation import compute_metrics
 from pipeline.experiments.selection.files import METRICS, PAGE, PICKS, SCORES
 from pipeline.experiments.selection.params import SelectionParams
@@ -30,7 +31,7 @@ def _summarize(params: SelectionParams) -> tuple[Records, Records, dict[str, Any
 
 
 def _write_page(params: SelectionParams, scored: Records, picks: Records, metrics: dict[str, Any]) -> Path:
-    title = f"judgeloop selection: {params.llm.backend}:{params.llm.model}"
+    title = f"judgeloop selection: {design_model(Path(params.cache.recordings), STAGES)}"
     PAGE.write_text(render_selection_page(title, PAGE, metrics, scored, picks), encoding="utf-8")
     return PAGE
 

@@ -54,7 +54,6 @@ DESIGN = Design(
             run=f"{_HERE}.aggregate:run",
             deps=(str(SCORES), str(PICKS), "recordings/select_score", "recordings/select_pick"),
             outs=(str(PAGE),),
-            params=("llm.backend", "llm.model"),
             metrics=(str(METRICS),),
         ),
     ),

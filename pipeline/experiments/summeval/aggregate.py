@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pipeline.data.recorded_models import design_model
 from pipeline.errors import InputError
 from pipeline.experiments.design import CalibrationRows
 from pipeline.experiments.summeval.calibration import (
+    LLM_STAGES,
     ExperimentRows,
     experiment_rows,
     plot_csv,
@@ -26,7 +28,8 @@ def _write(path: str, text: str) -> Path:
 
 
 def _write_page(params: SummEvalParams, rows: ExperimentRows, metrics: dict[str, Any]) -> Path:
-    title = f"judgeloop SummEval calibration: {params.llm.backend}:{params.llm.model}"
+    model = design_model(Path(params.cache.recordings), LLM_STAGES)  # as recorded, not as params say
+    title = f"judgeloop SummEval calibration: {model}"
     page = Path(params.summeval.html_report)
     return _write(str(page), render_summeval_html(metrics, rows.judgements, rows.humans, title, page))
 

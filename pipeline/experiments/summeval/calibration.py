@@ -17,6 +17,7 @@ from typing import Any
 from pipeline.data.jsonl import read_jsonl
 from pipeline.data.ratings import HumanRatings, JudgedItem
 from pipeline.data.recorded_calls import stage_call_counts
+from pipeline.data.recorded_models import recorded_models
 from pipeline.data.summeval import human_ratings, load_summeval, subset
 from pipeline.experiments.summeval.params import SummEvalParams
 from pipeline.experiments.summeval.results import SummEvalJudgement
@@ -74,6 +75,18 @@ def judge_outcomes(judgements: Sequence[SummEvalJudgement]) -> dict[str, dict[st
     return {dimension: dict(sorted(counts.items())) for dimension, counts in out.items()}
 
 
+def _judge_model(params: SummEvalParams) -> dict[str, Any]:
+    """The model its recorded calls name (not params.yaml's): the one that made the most calls, and
+    every model with its count when several did."""
+    uses = recorded_models(Path(params.cache.recordings), LLM_STAGES)
+    if not uses:
+        return {"backend": None, "model": None}
+    named: dict[str, Any] = {"backend": uses[0].backend, "model": uses[0].name}
+    if len(uses) > 1:
+        named["models"] = {use.label: use.calls for use in uses}
+    return named
+
+
 def summeval_metrics(
     params: SummEvalParams, rows: ExperimentRows
 ) -> tuple[list[MetricCalibration], dict[str, Any]]:
@@ -81,11 +94,7 @@ def summeval_metrics(
     settings = params.summeval
     results = calibrate(rows.scores, rows.humans, resamples=settings.resamples, seed=settings.seed)
     data = calibration_data(results, resamples=settings.resamples, seed=settings.seed)
-    data["judge"] = {
-        "backend": params.llm.backend,
-        "model": params.llm.model,
-        "outcomes": judge_outcomes(rows.judgements),
-    }
+    data["judge"] = {**_judge_model(params), "outcomes": judge_outcomes(rows.judgements)}
     data["recorded_calls"] = stage_call_counts(Path(params.cache.recordings), LLM_STAGES)
     data["subset"] = {
         "documents": len({j.document for j in rows.judgements}),

@@ -37,7 +37,7 @@ DESIGN = Design(
             run=f"{_HERE}.aggregate:run",
             deps=("${summeval.out}", "${summeval.corpus}", "recordings/summeval_judge"),
             outs=("${summeval.html_report}",),
-            params=("summeval", "llm.backend", "llm.model"),
+            params=("summeval",),
             metrics=("${summeval.metrics_out}",),
             plots=(
                 Plot(

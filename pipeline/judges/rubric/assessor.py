@@ -15,7 +15,13 @@ from typing import Annotated, Any
 from pydantic import BaseModel, StringConstraints, create_model
 
 from pipeline.data.transcripts import Transcript
-from pipeline.judges.rubric.prompts import ASSESS_PROMPT, DATA_DELIMITED, JSON_ASSESS_FORMAT, RETRY_PROMPT
+from pipeline.judges.rubric.prompts import (
+    ASSESS_PROMPT,
+    DATA_DELIMITED,
+    JSON_ASSESS_FORMAT,
+    RETRY_PROMPT,
+    with_speakers,
+)
 from pipeline.judges.rubric.results import Assessment
 from pipeline.judges.rubric.settings import AssessSettings
 from pipeline.llm.session import LLMSession
@@ -217,6 +223,7 @@ def assess(
     options: Options,
     stage: str = "assess",
 ) -> Assessment:
-    prompt = ASSESS_PROMPT.format(transcript=transcript_block(transcript, settings))
+    template = with_speakers(ASSESS_PROMPT, transcript.interviewer, transcript.participant)
+    prompt = template.format(transcript=transcript_block(transcript, settings))
     context = CallContext(stage=stage, item=transcript.item_id, step=0, labels={"role": "assess"})
     return ask(session, transcript, (Message(role="user", content=prompt),), settings, options, context)

@@ -101,6 +101,22 @@ FEEDBACK_ITEM_UNSCORED = """
 - **{metric_upper}** could not be scored; the evaluator said: {explanation}
   Please specifically improve the {description} in your revised assessment."""
 
+SPEAKERS_NOTE = "'Ellie' is the interviewer, and 'Participant' is the subject being assessed."
+
+
+def with_speakers(template: str, interviewer: str, participant: str) -> str:
+    """The template naming these speakers (data.interviewer, data.participant); the default names
+    give the template unchanged, byte for byte."""
+    if (interviewer, participant) == ("Ellie", "Participant"):
+        return template
+
+    def literal(name: str) -> str:  # the template is formatted next: braces in a name stay text
+        return name.replace("{", "{{").replace("}", "}}")
+
+    note = f"'{literal(interviewer)}' is the interviewer, and '{literal(participant)}' is the subject being assessed."
+    return template.replace(SPEAKERS_NOTE, note)
+
+
 REFINE_PROMPT = """The following is an interview transcript from a psychiatric assessment of a subject who is being screened for depression. Please note that 'Ellie' is the interviewer, and 'Participant' is the subject being assessed.
 
 TRANSCRIPT:

@@ -25,6 +25,7 @@ ModelChangedError, and the session stores none of their replies.
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import threading
@@ -83,6 +84,12 @@ def normalize_digest(digest: str) -> str:
     return digest if digest.startswith("sha256:") else "sha256:" + digest
 
 
+def closest_first(wanted: str, names: list[str]) -> list[str]:
+    """`names` ordered by likeness to `wanted`, case ignored (gemma3:27B finds gemma3:27b first)."""
+    key = wanted.lower()
+    return sorted(names, key=lambda n: (-difflib.SequenceMatcher(None, key, n.lower()).ratio(), n))
+
+
 class OllamaBackend:
     kind = "ollama"
 
@@ -111,9 +118,15 @@ class OllamaBackend:
         self._version_asked = False
         self._version_lock = threading.Lock()
 
-    def _not_found(self) -> str:
+    def _not_found(self, have: list[str] | None = None) -> str:
         m = self.settings.model
-        return f"model '{m}' not found at {self.settings.base_url} — run: ollama pull {m}"
+        said = f"model '{m}' not found at {self.settings.base_url} — run: ollama pull {m}"
+        if have:  # the server's tags, the closest to the one asked for first (a case slip, say)
+            said += f", or use one it has: {', '.join(closest_first(m, have)[:8])}"
+            said += f"{' ...' if len(have) > 8 else ''} (llm.model)"
+        elif have is not None:
+            said += " (the server has no model yet)"
+        return said
 
     def _exchange(self, method: str, path: str, body: Any = None, *, num_ctx: int = 0) -> dict[str, Any]:
         with self._slots:
@@ -218,11 +231,13 @@ class OllamaBackend:
     def _fetch_digest(self) -> str:
         tags = self._retry.call(lambda: self._exchange("GET", "/api/tags"), "GET /api/tags")
         wanted = full_tag(self.settings.model)
+        have = []
         for entry in tags.get("models") or []:
             names = {full_tag(str(entry.get(k, ""))) for k in ("name", "model")}
             if wanted in names and entry.get("digest"):
                 return normalize_digest(str(entry["digest"]))
-        raise ModelNotFoundError(self._not_found())
+            have.append(str(entry.get("name") or entry.get("model") or ""))
+        raise ModelNotFoundError(self._not_found(sorted(filter(None, set(have)))))
 
     def chat(self, request: ChatRequest) -> ChatReply:
         # The digest the checks compare with is the one identity() gave the session (for its keys).

@@ -49,6 +49,7 @@ from pipeline.experiments.steps import LLMStep, Output
 from pipeline.llm.recordings_store import missing_here
 from pipeline.llm.session import LLMSession, RecordingIndex, resolve_identity
 from pipeline.llm.types import Backend, ModelIdentity
+from pipeline.tools.design_targets import check_design
 from pipeline.tools.status.prediction import Prediction, StageStatus
 from pipeline.tools.status.probe import probe_stage
 
@@ -137,7 +138,16 @@ def next_identity(params: Params, index: RecordingIndex, offline: bool) -> tuple
                 backend.close()
         except (BackendError, ConfigError) as exc:
             why = f"the backend could not say: {exc.message}"
-    return recorded_identity(params, index), f"llm.digest or the recordings ({why})"
+    try:
+        return recorded_identity(params, index), f"llm.digest or the recordings ({why})"
+    except ConfigError as exc:
+        # Auto mode: say what the backend said, not the replay-mode wording of the fallback.
+        llm, said = params.llm, why.removeprefix("the backend could not say: ")
+        raise ConfigError(
+            f"cannot tell which model the next run will use: {said}; "
+            f"and no recorded call names {llm.backend} model '{llm.model}' either. Fix: start the server "
+            "(or correct llm.model / llm.backend in params.yaml); the next run asks it."
+        ) from exc
 
 
 def _output_differs(path: Path, output: Output[Any], results: Sequence[Any]) -> bool:
@@ -263,14 +273,27 @@ def dry_run(design: Design[Any], plan: Planner) -> None:
         )
 
 
+def _design_identity(
+    design: Design[Any], params: Params, index: RecordingIndex, offline: bool
+) -> ModelIdentity | None:
+    """The identity of a design's own model, where its llm_overrides entry changes the llm."""
+    own = design.load_params().llm
+    if own == params.llm:
+        return None
+    return next_identity(params.model_copy(update={"llm": own}), index, offline)[0]
+
+
 def predict(
     params: Params,
     *,
     every_stage: bool = False,
     offline: bool = False,
     known: tuple[ModelIdentity, str] | None = None,
+    only: str | None = None,
 ) -> Prediction:
-    """known: the model's identity, and where it came from, when the caller knows it (a batch round)."""
+    """known: the model's identity, and where it came from, when the caller knows it (a batch round).
+    only: one design's stages (`--design`). A design with its own llm (llm_overrides) is dry-run
+    under its own model's identity."""
     index = RecordingIndex(Path(params.cache.recordings))
     identity, source = known or next_identity(params, index, offline)
     view = dvc_view()
@@ -278,8 +301,10 @@ def predict(
         view = DvcView(None, "--all", view.upstream)
     plan = Planner(params, view, every_stage, identity, index)
     # With no stage graph (no DVC project), the default experiment's stages only.
-    for design in designs() if view.upstream else [load_design(DEFAULT_DESIGN)]:
+    chosen = designs() if view.upstream else [load_design(DEFAULT_DESIGN)]
+    for design in [load_design(only)] if only else chosen:
         plan.design()
+        plan.identity = _design_identity(design, params, index, offline) or identity
         try:
             dry_run(design, plan)
         except StageAbsent:
@@ -290,9 +315,13 @@ def predict(
             plan.last.why += f" (its calls cannot be predicted: {exc.message})"
             plan.last.exact = False
     # The stages no design dry-runs (the aggregates, which call no model): whether DVC runs them.
+    own = {s.name for s in load_design(only).stages} if only else None
     for stage in sorted((set(view.upstream) | set(view.changed or {})) - set(plan.statuses)):
-        plan.will_run(stage)
+        if own is None or stage in own:
+            plan.will_run(stage)
     stages_from = view.how if view.changed is not None or every_stage else f"every stage ({view.how})"
+    if only:
+        identity = _design_identity(load_design(only), params, index, offline) or identity
     return Prediction(identity, source, params.cache.mode, stages_from, list(plan.statuses.values()))
 
 
@@ -303,7 +332,8 @@ def predict(
 )
 @click.option("--json", "json_out", is_flag=True, help="One JSON object instead of text.")
 @click.option("-v", "--verbose", is_flag=True, help="List every new call.")
-def status(every_stage: bool, offline: bool, json_out: bool, verbose: bool) -> None:
+@click.option("--design", "only", metavar="NAME", help="Only this design's stages.")
+def status(every_stage: bool, offline: bool, json_out: bool, verbose: bool, only: str | None) -> None:
     """Which calls the next `dvc repro` needs, how many are recorded, how many go to the model.
 
     \b
@@ -311,17 +341,20 @@ def status(every_stage: bool, offline: bool, json_out: bool, verbose: bool) -> N
       judgeloop status                 the stages DVC would run now
       judgeloop status --all -v        every stage, as `judgeloop repro --replay` runs them, each new call
       judgeloop status --json
+      judgeloop status --design paper   one design's stages
 
     Nothing is written and no model is called: the stages DVC would run are dry-run against the
     local cache and the recordings (see `pipeline/tools/status/command.py` for when the count is exact).
     """
     from pipeline.tools.status.report import as_json, render_text
 
+    if only is not None:
+        check_design(only)
     params = load_params()
     not_here = missing_here(Path(params.cache.recordings))
     if not_here is not None:  # said first: every count below is without them
         click.echo(f"status: {not_here}", err=True)
-    prediction = predict(params, every_stage=every_stage, offline=offline)
+    prediction = predict(params, every_stage=every_stage, offline=offline, only=only)
     if json_out:
         click.echo(json.dumps(as_json(prediction), indent=1, sort_keys=True))
     else:

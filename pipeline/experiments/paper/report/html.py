@@ -27,7 +27,7 @@ import jinja2
 from markupsafe import Markup
 
 from pipeline.data.recorded_calls import recorded_calls
-from pipeline.experiments.paper.aggregation import LLM_STAGES, PAPER_FIGURE2
+from pipeline.experiments.paper.aggregation import LLM_STAGES, PAPER_FIGURE2, unscored_why
 from pipeline.experiments.paper.report.items import ItemBuilder, mean, options_text
 from pipeline.experiments.paper.report.texts import PageTexts
 from pipeline.experiments.paper.report.views import ItemRow
@@ -106,6 +106,7 @@ def _facts(
         "Mean iterations (refined items)": str(summary["mean_iterations"]),
         "Stop reasons": ", ".join(f"{k}: {v}" for k, v in summary["stop_reasons"].items()) or "—",
         "Unscored judgements": f"{unscored['before']} before, {unscored['after']} after",
+        **({"Why unscored": why} if (why := unscored_why(summary)) else {}),
         "Invalid assessments": f"{invalid['initial']} initially, {invalid['kept']} among those kept",
         "LLM calls": ", ".join(f"{k}: {v}" for k, v in summary["calls"].items()) or "—",
         "Calls not recorded": f"{sum(k not in records for k in keys)} of {len(keys)}",

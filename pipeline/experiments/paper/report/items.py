@@ -38,6 +38,10 @@ STOP_REASONS = {
     "passed": "refined until every metric passed",
     "max_iterations": "still low after the last allowed iteration",
     "disabled": "refinement disabled (max_iterations: 0)",
+    "all_unscored": "stopped: an iteration's every judgement was unscored (refine.stop_unscored)",
+    "stage_unscored": (
+        "not refined: too many of the judge's judgements were unscored (refine.stop_unscored_share)"
+    ),
 }
 READINGS = {
     "labelled": "a labelled verdict (“Score: N”)",

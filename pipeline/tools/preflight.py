@@ -1,0 +1,86 @@
+"""Before `judgeloop repro` starts DVC: is the server that the out-of-date stages will ask there?
+
+Without this, a server that is down is found by the first stage's first call, which retries with
+backoff (five lines over ten seconds), trips the breaker and names the fix, and the next stage
+does it again. Here one connection per server is tried, at once, and only for the designs whose
+LLM stages DVC finds out of date (a stage whose calls are all recorded runs without a server, but
+an up-to-date stage does not run at all): one line, the server, the fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+import httpx
+import yaml
+
+from pipeline.errors import JudgeloopError
+from pipeline.experiments.registry import designs
+from pipeline.llm.settings import LLMSettings
+
+REMOTE = ("ollama", "openai")  # the backends that talk to a server
+
+
+def llm_stages(root: Path) -> set[str]:
+    """dvc.yaml's stages that call a model (they depend on llm.backend)."""
+    try:
+        stages = yaml.safe_load((root / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
+    except (OSError, yaml.YAMLError, KeyError, TypeError):
+        return set()
+    return {name for name, spec in stages.items() if "llm.backend" in (spec.get("params") or [])}
+
+
+def urls(llm: LLMSettings) -> list[str]:
+    return [server.base_url for server in llm.servers] or [llm.base_url]
+
+
+def refused(url: str, timeout: float) -> str | None:
+    """Why a connection to `url` cannot be made, or None when anything answers there."""
+    try:
+        httpx.get(url, timeout=timeout)
+    except httpx.ConnectError as exc:
+        return str(exc) or "connection refused"
+    except httpx.HTTPError:
+        return None  # it answered, or took its time: the calls' own retries deal with that
+    return None
+
+
+def stale_llm_stages(root: Path, targets: Sequence[str]) -> set[str]:
+    from dvc.repo import Repo
+
+    with Repo(str(root)) as repo:
+        changed = {name.rpartition(":")[2] for name in repo.status(targets=list(targets) or None)}
+    return changed & llm_stages(root)
+
+
+def _remote(design_name: str) -> LLMSettings | None:
+    """The llm a design's stages use, when it is a server's and not replayed."""
+    try:
+        params = next(d for d in designs() if d.name == design_name).load_params()
+    except JudgeloopError:
+        return None  # the stage itself will say what is wrong
+    llm: LLMSettings = params.llm
+    return None if params.cache.mode == "replay" or llm.backend not in REMOTE else llm
+
+
+def check_servers(targets: Sequence[str], root: Path = Path(".")) -> None:
+    """A ClickException, one line, when a server an out-of-date LLM stage needs refuses connections."""
+    remote = {d.name: llm for d in designs() if (llm := _remote(d.name)) is not None}
+    if not remote:
+        return
+    stale = stale_llm_stages(root, targets)
+    probed: dict[str, str | None] = {}
+    for design in designs():
+        llm = remote.get(design.name)
+        if llm is None or not any(s.name in stale for s in design.stages):
+            continue
+        for url in urls(llm):
+            why = probed[url] if url in probed else probed.setdefault(url, refused(url, timeout=2.0))
+            if why is not None:
+                raise click.ClickException(
+                    f"cannot connect to the {llm.backend} server at {url} ({why}), which design "
+                    f"{design.name}'s out-of-date stages ask. Fix: start it (`ollama serve`), point "
+                    "llm.base_url at it, or run from the recordings alone: `./judgeloop repro --replay`."
+                )

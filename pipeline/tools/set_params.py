@@ -1,0 +1,91 @@
+"""`-S section.key=value` checked by judgeloop before DVC sees it: an unknown key is refused with
+the nearest known one, where DVC would add the typo to params.yaml as a new key and run with the
+old value.
+
+    judgeloop exp -S refine.treshold=4
+    Error: -S refine.treshold=4: params.yaml has no key 'treshold' under refine; did you mean
+    'threshold'? (known under refine: ...)
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+
+import click
+from pydantic import BaseModel
+
+from pipeline.experiments.params import params_model
+from pipeline.llm.params_errors import _models_in, _names
+
+SET_FLAGS = ("-S", "--set-param")
+
+
+def set_params(args: Sequence[str]) -> list[str]:
+    """The `key=value` of every -S/--set-param in DVC's arguments (either as the next argument or
+    after '=')."""
+    found, pending = [], False
+    for arg in args:
+        if pending:
+            found.append(arg)
+            pending = False
+        elif arg in SET_FLAGS:
+            pending = True
+        elif arg.startswith("--set-param="):
+            found.append(arg.removeprefix("--set-param="))
+        elif arg.startswith("-S") and len(arg) > 2:
+            found.append(arg[2:].removeprefix("="))
+    return found
+
+
+def unknown_part(model: type[BaseModel], parts: Sequence[str]) -> tuple[int, list[str]] | None:
+    """(index of the first part that is no key there, the keys known there), or None when every
+    part is known (or the path goes below a mapping whose keys are free, like llm.options)."""
+    models = [model]
+    for index, part in enumerate(parts):
+        known = sorted({name for m in models for name in _names(m)})
+        if not known:
+            return None
+        if part not in known:
+            return index, known
+        models = [
+            sub
+            for m in models
+            for name, info in m.model_fields.items()
+            if part in (name, info.alias)
+            for sub in _models_in(info.annotation)
+        ]
+    return None
+
+
+def _as_llm(parts: list[str]) -> list[str]:
+    """llm_overrides.DESIGN.key... is checked as llm.key... (the design's name is free)."""
+    if len(parts) >= 3 and parts[0] == "llm_overrides":
+        return ["llm", *parts[2:]]
+    return parts
+
+
+def check_set_params(args: Sequence[str]) -> None:
+    """Refuse a -S whose key params.yaml's model lacks, naming the nearest known key."""
+    model = params_model()
+    for assignment in set_params(args):
+        key, equals, _ = assignment.partition("=")
+        if not equals:
+            raise click.ClickException(f"-S {assignment}: give it as -S section.key=value")
+        key = key.lstrip("+~")  # DVC's (Hydra's) forms: +key adds a key, ~key removes one
+        if ":" in key:  # DVC's file:key form names another params file: not ours to check
+            continue
+        parts = key.split(".")
+        mapped = _as_llm(parts)
+        unknown = unknown_part(model, mapped)
+        if unknown is None:
+            continue
+        index, known = unknown
+        index += len(parts) - len(mapped)  # back to the key as given
+        where = ".".join(parts[:index]) or "the top level"
+        near = difflib.get_close_matches(parts[index], known, n=1, cutoff=0.6)
+        hint = f"; did you mean '{'.'.join([*parts[:index], near[0]])}'?" if near else ""
+        raise click.ClickException(
+            f"-S {assignment}: params.yaml has no key '{parts[index]}' under {where}{hint} "
+            f"(known there: {', '.join(known)}). DVC would add it as a new key and change nothing."
+        )
