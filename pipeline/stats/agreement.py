@@ -22,7 +22,7 @@ threshold was not chosen on.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -253,8 +253,16 @@ def auroc(scores: Numbers, labels: Flags) -> float:
     positive, negative = score_array[label_array], score_array[~label_array]
     if positive.size == 0 or negative.size == 0:
         return math.nan
-    u = stats.mannwhitneyu(positive, negative, alternative="two-sided").statistic
-    return float(u) / float(positive.size * negative.size)
+    if np.isnan(positive).any() or np.isnan(negative).any():
+        return math.nan  # as scipy's mannwhitneyu (nan_policy "propagate") gives it
+    # U counted from the sorted negatives: for each positive, the negatives below it and half those
+    # equal to it. The same number as scipy's rank sum (a half-integer, exact either way), about a
+    # hundred times faster: the bootstrap takes it 1,000 times per estimate.
+    below = np.sort(negative)
+    left = np.searchsorted(below, positive, side="left")
+    right = np.searchsorted(below, positive, side="right")
+    u = int((left + right).sum()) / 2
+    return u / float(positive.size * negative.size)
 
 
 def balanced_accuracy(predicted: Flags, labels: Flags) -> float:
@@ -290,16 +298,29 @@ def _units(n_rows: int, groups: Sequence[str] | None) -> tuple[IntArray, int]:
     return np.array([index[g] for g in groups], dtype=np.int64), len(names)
 
 
+def _resampled_rows(members: list[IntArray], resamples: IntArray) -> Iterator[IntArray]:
+    """Each resample's rows: every unit's rows, in unit order, as many times over as it was drawn,
+    a unit's rows together (what concatenating np.tile(members[u], count) gives, without a Python
+    loop over units: the bootstrap draws 1,000 of them per estimate)."""
+    flat = np.concatenate(members) if members else np.zeros(0, dtype=np.int64)
+    sizes = np.array([m.size for m in members], dtype=np.int64)
+    starts = np.cumsum(sizes) - sizes
+    units = np.arange(len(members), dtype=np.int64)
+    for counts in resamples:
+        drawn = np.repeat(units, counts)  # each unit, once per time it was drawn, in unit order
+        lengths = sizes[drawn]
+        offsets = np.cumsum(lengths) - lengths  # where each drawn unit's rows begin in the resample
+        within = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(offsets, lengths)
+        yield flat[np.repeat(starts[drawn], lengths) + within].astype(np.int64)
+
+
 def _bootstrap(
     statistic: Callable[[IntArray], float], unit: IntArray, n_units: int, resamples: int, seed: int
 ) -> Estimate:
     """`statistic(rows)` on the data, and its percentile interval over resampled units."""
     point = statistic(np.arange(unit.size, dtype=np.int64))
     members = [np.flatnonzero(unit == u) for u in range(n_units)]
-    draws = []
-    for counts in group_resamples(n_units, resamples, seed):
-        rows = np.concatenate([np.tile(members[u], int(c)) for u, c in enumerate(counts.tolist()) if c])
-        draws.append(statistic(rows.astype(np.int64)))
+    draws = [statistic(rows) for rows in _resampled_rows(members, group_resamples(n_units, resamples, seed))]
     low, high, undefined = percentile_interval(draws)
     return Estimate(point, low, high, undefined)
 
