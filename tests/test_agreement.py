@@ -18,6 +18,7 @@ from pipeline.stats.agreement import (
     _resampled_rows,
     auroc,
     auroc_estimate,
+    average_ranks,
     balanced_accuracy,
     correlate,
     correlation,
@@ -226,3 +227,17 @@ def test_resampled_rows_are_each_units_rows_tiled_in_unit_order(units: list[int]
     for counts, rows in zip(resamples, _resampled_rows(members, resamples), strict=True):
         tiled = np.concatenate([np.tile(members[u], int(c)) for u, c in enumerate(counts.tolist()) if c])
         assert rows.dtype == np.int64 and rows.tolist() == tiled.tolist()
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 6), st.floats(-3, 3, allow_nan=False)), min_size=3, max_size=50),
+    st.sampled_from([1.0, 3.0, 7.0]),
+)
+def test_spearman_and_kendall_are_scipys_to_the_last_bit(rows: list[tuple[int, float]], scale: float) -> None:
+    a = np.array([x / scale for x, _ in rows])
+    b = np.array([y for _, y in rows])
+    if np.ptp(a) == 0 or np.ptp(b) == 0:
+        return
+    assert average_ranks(a).tolist() == stats.rankdata(a).tolist()
+    assert correlation("spearman", a, b) == float(stats.spearmanr(a, b).statistic)
+    assert correlation("kendall", a, b) == float(stats.kendalltau(a, b, variant="b").statistic)

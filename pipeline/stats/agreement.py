@@ -80,10 +80,38 @@ def correlation(
     if a.size < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
         return math.nan
     if statistic == "spearman":
-        return float(stats.spearmanr(a, b).statistic)
+        return _spearman(a, b)
     if statistic == "kendall":
-        return float(stats.kendalltau(a, b, variant="b").statistic)
+        return float(_KENDALLTAU(a, b, variant="b").statistic)
     return float(stats.pearsonr(a, b).statistic)
+
+
+# kendalltau without scipy's NaN-policy and broadcasting wrapper, which our 1-D finite arrays never
+# need and which took two thirds of each call (a bootstrap makes 8,000 of them): the same function.
+_KENDALLTAU = getattr(stats.kendalltau, "__wrapped__", stats.kendalltau)
+
+
+def average_ranks(values: FloatArray) -> FloatArray:
+    """scipy.stats.rankdata(values) ("average": ties share the mean of their ranks); every rank is a
+    whole or half number, exact in float64, so any correct computation gives the same array."""
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    starts = np.empty(ordered.size, dtype=bool)
+    starts[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=starts[1:])
+    tie_group = np.cumsum(starts)
+    bounds = np.append(np.flatnonzero(starts), ordered.size)
+    ranks = np.empty(ordered.size, dtype=np.float64)
+    ranks[order] = 0.5 * (bounds[tie_group] + bounds[tie_group - 1] + 1)
+    return ranks
+
+
+def _spearman(a: FloatArray, b: FloatArray) -> float:
+    """scipy.stats.spearmanr(a, b).statistic, computed as it computes it (the ranks' np.corrcoef, on
+    the same memory layout: its ranks are the columns of a transposed array), without its checks
+    and p-value: to the last bit the same, four times faster."""
+    ranked = np.vstack((average_ranks(a), average_ranks(b))).T
+    return float(np.corrcoef(ranked, rowvar=False)[1, 0])
 
 
 def percentile_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float, int]:
