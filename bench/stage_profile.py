@@ -157,8 +157,10 @@ def stage_rows(root: Path, env: dict[str, str], repeat: int) -> list[dict[str, f
     return rows
 
 
-COLUMNS = ("wall", "cpu", "import", "run", "dry run", "read recordings", "verify records", "pin hash")
-COLUMNS += ("write recording", "write results")
+COLUMNS = (
+    *("wall", "cpu", "import", "run", "dry run", "read recordings", "verify records", "pin hash"),
+    *("write recording", "write results"),
+)
 
 
 def show(rows: list[dict[str, float | str]]) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from tests.test_recordings import _calls
 
 
 @pytest.fixture
-def counted(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[str]:
+def counted(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[list[str]]:
     """Each record verified (CallRecord.problem), by key; a memo key of the test's own."""
     monkeypatch.setenv("JUDGELOOP_MEMO_KEY", str(tmp_path / "memo.key"))
     from pipeline.llm import verified_memo
