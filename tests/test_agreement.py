@@ -241,3 +241,13 @@ def test_spearman_and_kendall_are_scipys_to_the_last_bit(rows: list[tuple[int, f
     assert average_ranks(a).tolist() == stats.rankdata(a).tolist()
     assert correlation("spearman", a, b) == float(stats.spearmanr(a, b).statistic)
     assert correlation("kendall", a, b) == float(stats.kendalltau(a, b, variant="b").statistic)
+    assert correlation("pearson", a, b) == float(stats.pearsonr(a, b).statistic)
+
+
+@given(st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=2, max_size=60), st.integers(0, 2**16))
+def test_pearson_is_scipys_to_the_last_bit(values: list[float], seed: int) -> None:
+    a = np.array(values)
+    b = np.random.default_rng(seed).normal(size=a.size) * (1 + seed % 5) + a * (seed % 3)
+    if np.ptp(a) == 0 or np.ptp(b) == 0:
+        return
+    assert correlation("pearson", a, b) == float(stats.pearsonr(a, b).statistic)

@@ -83,7 +83,7 @@ def correlation(
         return _spearman(a, b)
     if statistic == "kendall":
         return float(_KENDALLTAU(a, b, variant="b").statistic)
-    return float(stats.pearsonr(a, b).statistic)
+    return _pearson(a, b)
 
 
 # kendalltau without scipy's NaN-policy and broadcasting wrapper, which our 1-D finite arrays never
@@ -104,6 +104,22 @@ def average_ranks(values: FloatArray) -> FloatArray:
     ranks = np.empty(ordered.size, dtype=np.float64)
     ranks[order] = 0.5 * (bounds[tie_group] + bounds[tie_group - 1] + 1)
     return ranks
+
+
+def _pearson(x: FloatArray, y: FloatArray) -> float:
+    """scipy.stats.pearsonr(x, y).statistic for two non-constant 1-D float arrays, computed with the
+    numpy operations scipy 1.17 applies to them (scaled norms, vecdot, clip; exactly +-1 for two
+    points), without its array-API dispatch and p-value: to the last bit the same (tested), seven
+    times faster. Where numpy has no vecdot (numpy < 2), scipy's own."""
+    if not hasattr(np, "vecdot"):
+        return float(stats.pearsonr(x, y).statistic)
+    xm, ym = x - np.mean(x, axis=-1, keepdims=True), y - np.mean(y, axis=-1, keepdims=True)
+    xmax = np.max(np.abs(xm), axis=-1, keepdims=True)
+    ymax = np.max(np.abs(ym), axis=-1, keepdims=True)
+    normxm = xmax * np.linalg.norm(xm / xmax, ord=2, axis=-1, keepdims=True)
+    normym = ymax * np.linalg.norm(ym / ymax, ord=2, axis=-1, keepdims=True)
+    r = np.clip(np.vecdot(xm / normxm, ym / normym, axis=-1), -1.0, 1.0)
+    return float(np.round(r) if x.size == 2 else r)
 
 
 def _spearman(a: FloatArray, b: FloatArray) -> float:
