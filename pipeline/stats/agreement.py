@@ -118,7 +118,7 @@ def _pearson(x: FloatArray, y: FloatArray) -> float:
     ymax = np.max(np.abs(ym), axis=-1, keepdims=True)
     normxm = xmax * np.linalg.norm(xm / xmax, ord=2, axis=-1, keepdims=True)
     normym = ymax * np.linalg.norm(ym / ymax, ord=2, axis=-1, keepdims=True)
-    r = np.clip(np.vecdot(xm / normxm, ym / normym, axis=-1), -1.0, 1.0)
+    r = np.clip(np.vecdot(xm / normxm, ym / normym), -1.0, 1.0)  # over the last axis, as scipy asks
     return float(np.round(r) if x.size == 2 else r)
 
 
