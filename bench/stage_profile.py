@@ -23,10 +23,10 @@ Measured 2026-11-26 on the 2-core development machine shared by eight engineers 
 19-26: wall times 5-10 times a quiet machine's; CPU is user + system), main (513ace3) against
 issue 31's branch, one after the other, --no-stages:
 
-                                    before              after
-    dvc repro --force (make replay) 45.4 s CPU, 411 s   26.9 s CPU, 214 s
-    judgeloop check                 (none)              7.3 s CPU, 50 s
-    dvc status                      1.8 s CPU           1.8 s CPU
+                                    before                      after
+    dvc repro --force (make replay) 45.4, 44.3 s CPU (411, 312)  26.9, 24.4 s CPU (214, 124 s wall)
+    judgeloop check                 (none)                       7.3, 7.4 s CPU (50, 31 s wall)
+    dvc status                      1.8, 1.9 s CPU               1.8, 1.7 s CPU
 
 Per stage (the table, before, load 12-20, CPU of each stage's process): rag_aggregate 28.9 s and
 summeval_calibrate 18.4 s under cProfile (scipy's mannwhitneyu, spearmanr, kendalltau, pearsonr
