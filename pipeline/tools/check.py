@@ -1,7 +1,7 @@
 """`judgeloop check`: does this clone reproduce? Answered in seconds, in one process, with no model.
 
-    judgeloop check              every stage of every design, from the recordings alone
-    judgeloop check rag          one design's stages (and the report index, which reads them all: not then)
+    judgeloop check              every stage of every design, then the report index
+    judgeloop check rag          the RAG design's stages only
 
 `judgeloop repro --replay` proves the pipeline as DVC runs it, a process and DVC's hashing per stage.
 This asks the same question faster: every stage that dvc.lock locks is run in this process, in
@@ -206,10 +206,10 @@ def check_stage(step: Planned, stage: LockedStage, root: Path, copy: Path) -> li
     try:
         with contextlib.redirect_stderr(said), contextlib.redirect_stdout(said):
             run_one(step)
-    except JudgeloopError as exc:
+    except (JudgeloopError, click.ClickException) as exc:
         return [*committed, f"the replay failed: {exc.message}"]
-    except click.ClickException as exc:
-        return [*committed, f"the replay failed: {exc.message}"]
+    except OSError as exc:  # a file the stage reads is missing or unreadable
+        return [*committed, f"the replay failed: {exc}"]
     return committed + differences(stage, copy, "replayed")
 
 
