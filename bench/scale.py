@@ -42,6 +42,9 @@ Measured 2026-11-25 on the 2-core development machine, shared (load average 0.9-
       one 4-slot server, ideal 165.65 s       96.1 %               96.9 %
       three servers, 4 + 4 + 2, ideal 66.26 s 89.7 %               91.5 %
 
+Measured 2026-11-26, --fixed --median 0.1 (every reply 100 ms; ideal 29.77 s), load 9-17: main
+70.0 % (77.8 % through refine), issue 31's branch 68.5, 72.1 % (79.5 %); replayed 14.7 s -> 12.3 s.
+
 Where the rest goes, one server: DVC's start-up 0.63-0.97 s; each LLM stage 0.37-0.79 s from DVC
 starting it to its first request (Python and the imports, about 0.35 s; its inputs; the dry run
 that predicts its calls for the progress line, 0.3-0.4 s for judge at 133 items; on the first
