@@ -19,7 +19,7 @@ ON_PATH := PATH="$(abspath $(BIN)):$$PATH"
 # the environment was installed from.
 JUDGELOOP := $(ON_PATH) $(BIN)/python -m pipeline.tools.cli
 
-.PHONY: help install lock repro exp replay status audit compare cache report calibrate judge-evaluate dvc-yaml batch test lint bench
+.PHONY: help install lock repro exp replay check status audit compare cache report calibrate judge-evaluate dvc-yaml batch test lint bench
 .DEFAULT_GOAL := help
 
 help: ## this list
@@ -83,6 +83,7 @@ exp: $(STAMP) ## an experiment: dvc exp run, the workspace put back if it fails 
 replay: $(STAMP) ## every stage again from the recordings alone, byte-identical, no model (ARGS: stages)
 	@$(JUDGELOOP) repro --replay $(ARGS)
 
+check: ## does this clone reproduce? every stage replayed in one process, compared with dvc.lock
 status: ## the calls the next repro needs, and how many go to the model
 audit: ## the recorded calls: exact prompts, replies, scores (ARGS="--item 903 --metric accuracy")
 compare: ## two runs side by side (ARGS="HEAD~1 HEAD"; none: the last commit against the workspace)
@@ -92,7 +93,7 @@ calibrate: ## a judge's scores against people's ratings
 judge-evaluate: ## judge one RAG answer, or a batch of them
 dvc-yaml: ## write dvc.yaml from the designs' stage specs
 batch: ## export, run and ingest a batch of calls (OpenAI Batch JSONL; a command or Ray runs it)
-status audit compare cache report calibrate judge-evaluate dvc-yaml batch: $(STAMP)
+check status audit compare cache report calibrate judge-evaluate dvc-yaml batch: $(STAMP)
 	@$(JUDGELOOP) $@ $(ARGS)
 
 lint: $(STAMP) ## ruff, ruff format --check, mypy (strict), import-linter, xenon (no function past radon grade C)

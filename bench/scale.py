@@ -4,6 +4,7 @@ how close the whole run comes to what the servers could do.
     .venv/bin/python bench/scale.py                    # 133 AnnoMI interviews, one 4-slot server
     .venv/bin/python bench/scale.py --servers 4,4,2    # a pool of three (llm.servers)
     .venv/bin/python bench/scale.py --in-process       # the three LLM stages alone, no DVC, no processes
+    .venv/bin/python bench/scale.py --fixed --median 0.1   # every reply 100 ms exactly
 
 The corpus is AnnoMI in the DAIC-WOZ layout (../shared/corpora/annomi/daic_format_derived, or
 JUDGELOOP_SHARED); without it the bench says so and stops. Every server is a FakeOllama in a
@@ -40,6 +41,9 @@ Measured 2026-11-25 on the 2-core development machine, shared (load average 0.9-
     --median 0.5 (replies of 500 ms, 662.6 s of generation)
       one 4-slot server, ideal 165.65 s       96.1 %               96.9 %
       three servers, 4 + 4 + 2, ideal 66.26 s 89.7 %               91.5 %
+
+Measured 2026-11-26, --fixed --median 0.1 (every reply 100 ms; ideal 29.77 s), load 9-17: main
+70.0 % (77.8 % through refine), issue 31's branch 68.5, 72.1 % (79.5 %); replayed 14.7 s -> 12.3 s.
 
 Where the rest goes, one server: DVC's start-up 0.63-0.97 s; each LLM stage 0.37-0.79 s from DVC
 starting it to its first request (Python and the imports, about 0.35 s; its inputs; the dry run
@@ -87,10 +91,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # The median latency: --median sets it, through the environment for the servers' own processes.
 MEDIAN_S, SIGMA = float(os.environ.get("JUDGELOOP_BENCH_MEDIAN_S", "0.08")), 0.5
+FIXED = os.environ.get("JUDGELOOP_BENCH_FIXED") == "1"  # --fixed: every reply takes the median
 
 
 def latency(request: dict[str, Any]) -> float:
-    """A log-normal draw, seeded by the request: the same request takes the same time in every run."""
+    """A log-normal draw, seeded by the request: the same request takes the same time in every run
+    (--fixed: the median, every time)."""
+    if FIXED:
+        return MEDIAN_S
     seed = hashlib.sha256(json.dumps(request.get("messages"), sort_keys=True).encode()).digest()
     return random.Random(seed).lognormvariate(math.log(MEDIAN_S), SIGMA)
 
@@ -272,10 +280,14 @@ def report(elapsed: float, marks: list[Mark], slots: int) -> None:
 @click.option("--in-process", is_flag=True, help="The LLM stages in this process, without DVC.")
 @click.option("--keep", type=click.Path(path_type=Path), help="Leave the project in this new folder.")
 @click.option("--median", type=float, default=0.08, show_default=True, help="Median latency of a reply (s).")
-def main(servers: str, items: int | None, in_process: bool, keep: Path | None, median: float) -> None:
-    global MEDIAN_S
-    MEDIAN_S = median
+@click.option("--fixed", is_flag=True, help="Every reply takes the median exactly (no log-normal spread).")
+def main(
+    servers: str, items: int | None, in_process: bool, keep: Path | None, median: float, fixed: bool
+) -> None:
+    global MEDIAN_S, FIXED
+    MEDIAN_S, FIXED = median, fixed
     os.environ["JUDGELOOP_BENCH_MEDIAN_S"] = str(median)
+    os.environ["JUDGELOOP_BENCH_FIXED"] = "1" if fixed else "0"
     if not corpus().is_dir():
         click.echo(
             f"skipped: the AnnoMI corpus is not at {corpus()} (../shared is absent; set JUDGELOOP_SHARED)"
@@ -290,7 +302,8 @@ def main(servers: str, items: int | None, in_process: bool, keep: Path | None, m
         try:
             project(root, processes, items)
             n = items or len(list(corpus().glob("*_TRANSCRIPT.csv")))
-            shape = f"latency log-normal (median {MEDIAN_S * 1000:.0f} ms)"
+            ms = f"{MEDIAN_S * 1000:.0f} ms"
+            shape = f"latency fixed ({ms})" if FIXED else f"latency log-normal (median {ms})"
             click.echo(f"{n} interviews, servers with {servers} slots, {shape}")
             elapsed, marks = (run_in_process if in_process else run_dvc)(root, processes)
             if not in_process:

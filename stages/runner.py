@@ -11,6 +11,12 @@ Every stage says when it starts and when it ends (pipeline.llm.progress), on std
 first dry-runs its step as `judgeloop status` does (pipeline.tools.status.probe), so that its first
 line says how many calls it expects and how many go to the model, and on a terminal a bar follows
 them; its last line says what happened (calls, hits, misses, what its step counts, the time).
+
+A stage runs its step once where it can: when the dry run needed no model (every call recorded or
+in the local cache: a replay, a rerun) and the stage's session serves each of its calls the same
+reply, looked up and verified as the run looks them up, the dry run's results are the stage's
+(`adopt`), and each of its calls is served through the session, recorded and counted; otherwise
+the step runs again for real.
 """
 
 from __future__ import annotations
@@ -28,7 +34,9 @@ from pipeline.llm.settings import EngineSettings
 
 if TYPE_CHECKING:  # named only: a stage that calls no model does not load the engine
     from pipeline.llm.progress import Expected
+    from pipeline.llm.records import RecordedCall
     from pipeline.llm.session import LLMSession
+    from pipeline.tools.status.probe import StageProbe
 
 
 def load(design_name: str, stage_name: str) -> tuple[Design[Any], Stage, Any]:
@@ -50,9 +58,9 @@ class FileUpstream:
         return output.read(self.design.results_path(stage, self.params))
 
 
-def expected_calls(
+def dry_run(
     stage: Stage, step: LLMStep[Any, Any, Any], params: EngineSettings, session: LLMSession, inputs: Any
-) -> Expected:
+) -> tuple[Expected, StageProbe[Any]]:
     """The calls the stage will make, as `judgeloop status` predicts them: its step dry-run with no
     model against the recordings and the local cache (nothing is written, nothing is sent)."""
     from pathlib import Path
@@ -73,7 +81,33 @@ def expected_calls(
     )
     model_calls = probe.calls if session.mode in ("refresh", "off") else len(probe.model_calls)
     exact = not (probe.stopped or probe.unknown_output or step.decides_on_unknown(params))
-    return Expected(calls=probe.calls, model_calls=model_calls, exact=exact, items=len(items))
+    return Expected(calls=probe.calls, model_calls=model_calls, exact=exact, items=len(items)), probe
+
+
+def served_alike(session: LLMSession, dry: list[RecordedCall]) -> bool:
+    """Whether the session serves every call of the dry run, looked up as the stage looks it up (in
+    its cache mode's order, verified), with the very reply the dry run was given."""
+    for call in dry:
+        record = session.lookup(call.record.key, call.record.request)
+        if record is None or record.key != call.record.key:
+            return False
+        if record.checksum != call.record.checksum and record.reply != call.record.reply:
+            return False
+    return True
+
+
+def adopt(session: LLMSession, expected: Expected, probe: StageProbe[Any]) -> list[Any] | None:
+    """The dry run's results, when its pass can stand for the stage's own: it needed no model (no
+    call left for one, no item stopped, nothing unknown) and the session serves each of its calls
+    the same reply (served_alike). Every call is then served through the session (as a hit,
+    recorded, counted, shown), and the step is not run a second time. None: run the step."""
+    if expected.model_calls or not expected.exact or session.mode not in ("auto", "replay"):
+        return None
+    if not served_alike(session, probe.served):
+        return None
+    for call in probe.served:
+        session.chat(call.record.request, call.context)
+    return probe.results
 
 
 def run_llm_step(
@@ -85,15 +119,19 @@ def run_llm_step(
     began = time.monotonic()
     inputs = step.inputs(params, FileUpstream(design, params))
     with recorded_session(params, stage.name) as session:
+        probe: StageProbe[Any] | None = None
         try:
-            expected, unknown = expected_calls(stage, step, params, session, inputs), ""
+            expected, probe = dry_run(stage, step, params, session, inputs)
+            unknown = ""
         except JudgeloopError as exc:  # the run meets the same problem, and says so in full
             expected, unknown = None, f"calls not predicted ({exc.message})"
         progress = StageProgress(stage.name, expected, mode=session.mode, unknown=unknown, started=began)
         progress.start()
         session.observe(progress.call)
         try:
-            results = step.work(params, session, inputs)
+            results = adopt(session, expected, probe) if expected and probe else None
+            if results is None:
+                results = step.work(params, session, inputs)
         except BaseException:
             progress.finish(failed=True)
             raise

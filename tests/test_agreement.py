@@ -7,17 +7,22 @@ from itertools import product
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from scipy import stats
 
 from pipeline.stats.agreement import (
     LEVELS,
     STATISTICS,
     Pair,
+    _resampled_rows,
     auroc,
     auroc_estimate,
+    average_ranks,
     balanced_accuracy,
     correlate,
     correlation,
+    group_resamples,
     held_out_balanced_accuracy,
     judge_human_alpha,
     ordinal_alpha,
@@ -191,3 +196,58 @@ def test_groups_never_straddle_the_halves() -> None:
     scores = [float(i % 2) for i in range(80)]
     result = held_out_balanced_accuracy(scores, labels, groups=groups, resamples=50, seed=1)
     assert result.fit_rows % 4 == 0 and result.eval_rows % 4 == 0
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 8), st.booleans()), min_size=2, max_size=40),
+    st.sampled_from([1.0, 2.0, 3.0, 10.0]),
+)
+def test_auroc_is_scipys_mann_whitney_u_exactly(rows: list[tuple[int, bool]], scale: float) -> None:
+    scores = [value / scale for value, _ in rows]
+    labels = [label for _, label in rows]
+    positive = [s for s, flag in zip(scores, labels, strict=True) if flag]
+    negative = [s for s, flag in zip(scores, labels, strict=True) if not flag]
+    if not positive or not negative:
+        assert math.isnan(auroc(scores, labels))
+        return
+    u = stats.mannwhitneyu(positive, negative, alternative="two-sided").statistic
+    assert auroc(scores, labels) == float(u) / float(len(positive) * len(negative))  # to the last bit
+
+
+def test_auroc_of_a_missing_score_is_nan_as_scipy_gives_it() -> None:
+    assert math.isnan(auroc([1.0, math.nan, 3.0, 2.0], [True, True, False, False]))
+
+
+@given(st.lists(st.integers(0, 5), min_size=1, max_size=25), st.integers(0, 2**16))
+def test_resampled_rows_are_each_units_rows_tiled_in_unit_order(units: list[int], seed: int) -> None:
+    unit = np.unique(np.asarray(units), return_inverse=True)[1].astype(np.int64)
+    n_units = int(unit.max()) + 1
+    members = [np.flatnonzero(unit == u) for u in range(n_units)]
+    resamples = group_resamples(n_units, 5, seed)
+    for counts, rows in zip(resamples, _resampled_rows(members, resamples), strict=True):
+        tiled = np.concatenate([np.tile(members[u], int(c)) for u, c in enumerate(counts.tolist()) if c])
+        assert rows.dtype == np.int64 and rows.tolist() == tiled.tolist()
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 6), st.floats(-3, 3, allow_nan=False)), min_size=3, max_size=50),
+    st.sampled_from([1.0, 3.0, 7.0]),
+)
+def test_spearman_and_kendall_are_scipys_to_the_last_bit(rows: list[tuple[int, float]], scale: float) -> None:
+    a = np.array([x / scale for x, _ in rows])
+    b = np.array([y for _, y in rows])
+    if np.ptp(a) == 0 or np.ptp(b) == 0:
+        return
+    assert average_ranks(a).tolist() == stats.rankdata(a).tolist()
+    assert correlation("spearman", a, b) == float(stats.spearmanr(a, b).statistic)
+    assert correlation("kendall", a, b) == float(stats.kendalltau(a, b, variant="b").statistic)
+    assert correlation("pearson", a, b) == float(stats.pearsonr(a, b).statistic)
+
+
+@given(st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=2, max_size=60), st.integers(0, 2**16))
+def test_pearson_is_scipys_to_the_last_bit(values: list[float], seed: int) -> None:
+    a = np.array(values)
+    b = np.random.default_rng(seed).normal(size=a.size) * (1 + seed % 5) + a * (seed % 3)
+    if np.ptp(a) == 0 or np.ptp(b) == 0:
+        return
+    assert correlation("pearson", a, b) == float(stats.pearsonr(a, b).statistic)

@@ -22,9 +22,9 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
-from tqdm import tqdm
-
 if TYPE_CHECKING:
+    from tqdm import tqdm
+
     from pipeline.llm.records import RecordedCall
 
 
@@ -43,6 +43,14 @@ class Expected:
         recorded = self.calls - self.model_calls
         split = f"{recorded} recorded, {bound}{self.model_calls} for the model"
         return f"{bound}{self.calls} calls expected ({split}), {self.items} items"
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    """tqdm's own test of a stream (disable=None): a bar only on a terminal."""
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def clock(seconds: float) -> str:
@@ -86,13 +94,16 @@ class StageProgress:
         what = self.expected.describe() if self.expected else self.unknown
         print(f"{self.stage}: {what}", file=self.stream, flush=True)
         self._last_model_call = time.monotonic()
-        disable = None if self.live is None else not self.live
+        if not (self.live if self.live is not None else _is_terminal(self.stream)):
+            return  # no bar in a log or a pipe (nor tqdm imported, a stage's largest import)
+        from tqdm import tqdm
+
         self._bar = tqdm(
             total=self.expected.calls if self.expected else None,
             desc=self.stage,
             unit="call",
             file=self.stream,
-            disable=disable,
+            disable=False,
             dynamic_ncols=True,
             leave=False,
             bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} calls [{elapsed}{postfix}]",

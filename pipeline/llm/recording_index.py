@@ -26,6 +26,7 @@ from pipeline.llm import recordings
 from pipeline.llm.pins import Pins
 from pipeline.llm.records import CallRecord
 from pipeline.llm.types import ModelIdentity
+from pipeline.llm.verified_memo import VerifiedMemo
 
 
 @dataclass
@@ -41,9 +42,10 @@ class StageCalls:
 
 
 class RecordingIndex:
-    def __init__(self, root: Path, pins: Pins | None = None) -> None:
+    def __init__(self, root: Path, pins: Pins | None = None, memo: VerifiedMemo | None = None) -> None:
         self.root = root
         self.pins = pins if pins is not None else Pins()
+        self.memo = memo  # recordings verified in full before (pipeline.llm.verified_memo)
         self._stages: dict[str, StageCalls] = {}
         self._every_stage_read = False
         self._lock = threading.Lock()
@@ -54,7 +56,7 @@ class RecordingIndex:
             recordings.refuse_linked(directory)
             files = self.pins.pinned_files(directory)  # read once: the bytes checked are those parsed
             by_key: dict[str, CallRecord] = {}
-            for loaded in recordings.read_stage(directory, files=files):
+            for loaded in recordings.read_stage(directory, files=files, memo=self.memo):
                 by_key.setdefault(loaded.call.record.key, loaded.call.record)
             return StageCalls(by_key)
         except JudgeloopError as exc:

@@ -69,6 +69,7 @@ from pipeline.llm.files import TMP_SUFFIX, atomic_write, child, locked, refuse_l
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext
+from pipeline.llm.verified_memo import IN_PROCESS, VerifiedMemo
 
 MIN_BLOCK = 256
 MAX_BLOCK = 8192
@@ -362,10 +363,16 @@ def _why(exc: Exception) -> str:
 
 
 def read_stage(
-    directory: Path, *, verify: bool = True, files: dict[str, bytes] | None = None
+    directory: Path,
+    *,
+    verify: bool = True,
+    files: dict[str, bytes] | None = None,
+    memo: VerifiedMemo | None = None,
 ) -> Iterator[LoadedCall]:
     """A stage's calls; CorruptRecordError at the first line that cannot be read or trusted.
-    `files`: the folder's files as already read (see split_recording)."""
+    `files`: the folder's files as already read (see split_recording). Content verified in full
+    before (in this process, or as `memo` remembers) is parsed but its records not verified again
+    (pipeline.llm.verified_memo); content verified in full now is remembered."""
     if not (has_recording(directory) if files is None else CALLS_FILE in files):
         return
     parts = split_recording(directory, files)
@@ -374,11 +381,14 @@ def read_stage(
             f"{parts.problems[0]}. Fix: restore the file from git (git checkout -- {directory}), "
             "or re-record the stage."
         )
+    memo = memo or IN_PROCESS
+    unverified = memo.holds(parts) if verify else None
+    verify_each = unverified is not None
     for number, line in parts.calls:
         where = f"{parts.path}:{number}"
         call = parse_call_line(line, parts.blobs, where)
         record = call.record
-        problem = record.problem() if verify else None
+        problem = record.problem() if verify_each else None
         if problem is not None:
             raise CorruptRecordError(
                 f"{where}: call {record.key} cannot be trusted: {problem}. "
@@ -386,6 +396,8 @@ def read_stage(
             )
         # A verified call written under an older key recipe is served under today's key.
         yield LoadedCall(parts.path, number, call.current() if verify else call)
+    if unverified is not None:
+        memo.remember(unverified)
 
 
 def stage_dirs(root: Path) -> list[Path]:

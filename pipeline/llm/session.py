@@ -63,6 +63,7 @@ from pipeline.llm.scheduling import RankedGate
 from pipeline.llm.settings import CacheMode, EngineSettings, TooLong, in_flight
 from pipeline.llm.store import CallStore
 from pipeline.llm.types import Backend, CallContext, ChatReply, ChatRequest, ModelIdentity
+from pipeline.llm.verified_memo import VerifiedMemo
 
 __all__ = ["RUNS_DIR", "LLMSession", "RecordingIndex", "RunStats", "open_session", "resolve_identity"]
 
@@ -105,6 +106,7 @@ class LLMSession:
         self._lock = threading.Lock()
         self._inflight: dict[str, Future[CallRecord]] = {}
         self._answered: dict[str, CallRecord] = {}  # by the model, in this session
+        self._served: dict[str, CallRecord] = {}  # looked up and verified, in this session
         self.calls: list[RecordedCall] = []
         self.recording = recordings.StageRecording()
         self.recorded_total: int | None = None  # the calls the stage's recording held once written
@@ -165,7 +167,17 @@ class LLMSession:
         """A stored reply, verified: the stage's own recording first, then the local cache, then
         the other recordings (which then seed the cache). The stage's recording is the experiment's
         truth (pinned in dvc.lock): a local entry with another reply for a call it holds is never
-        served, in auto mode either (`judgeloop cache verify` names it, and how to drop it)."""
+        served, in auto mode either (`judgeloop cache verify` names it, and how to drop it). A key
+        served once in this session is served again from memory, as verified then (a loop repeats
+        its prompts)."""
+        record = self._served.get(key)
+        if record is None:
+            record = self._stored(key, request)
+            if record is not None:
+                self._served[key] = record
+        return record
+
+    def _stored(self, key: str, request: ChatRequest | None) -> CallRecord | None:
         if self.mode in ("auto", "replay"):
             record = self.index.own(key, self.stage)
             if record is not None:
@@ -392,7 +404,7 @@ def open_session(
             built.append(backend_factory() if backend_factory else make_backend(params.llm, cache_dir))
         return built[0]
 
-    index = RecordingIndex(recordings_dir, Pins(root, recordings_dir))
+    index = RecordingIndex(recordings_dir, Pins(root, recordings_dir), VerifiedMemo.beside(cache_dir))
     store = CallStore(cache_dir) if params.cache.mode != "off" else None
     return LLMSession(
         stage=stage,

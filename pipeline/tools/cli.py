@@ -3,6 +3,7 @@
     judgeloop audit     the recorded calls: prompts, replies, scores; `audit diff` between iterations
     judgeloop cache     stats, verify, gc, merge, seed, export of the local cache and the recordings
     judgeloop status    what the next `dvc repro` needs, and how many model calls it will make
+    judgeloop check     does this clone reproduce? every stage replayed in one process, against dvc.lock
     judgeloop report    each design's report pages again, as its last stage writes them
     judgeloop calibrate a judge's scores against people's ratings
     judgeloop dvc-yaml  dvc.yaml, written from the designs' stage specs
@@ -30,6 +31,7 @@ from pipeline.tools.audit.command import audit
 from pipeline.tools.batch.command import batch
 from pipeline.tools.cache.command import cache
 from pipeline.tools.calibrate import calibrate
+from pipeline.tools.check import check
 from pipeline.tools.compare import compare
 from pipeline.tools.dvc_run import exp, repro
 from pipeline.tools.dvc_yaml import dvc_yaml
@@ -91,6 +93,7 @@ main.add_command(batch)
 main.add_command(repro)
 main.add_command(exp)
 main.add_command(compare)
+main.add_command(check)
 
 
 def _written(paths: list[Path]) -> str:

@@ -96,6 +96,7 @@ class StageProbe(Generic[R]):
     stopped: list[str] = field(default_factory=list)  # items whose later calls depend on an unknown reply
     unknown_output: list[str] = field(default_factory=list)  # finished, but the output holds an unknown reply
     known: list[R] = field(default_factory=list)  # the results the next stage can be fed
+    served: list[RecordedCall] = field(default_factory=list)  # every call of the dry run, as answered
 
     @property
     def calls(self) -> int:
@@ -136,7 +137,7 @@ def probe_stage(
         results = work(session)
     finally:
         session.close(write_recording=False)
-    probe = StageProbe(stage, results)
+    probe = StageProbe(stage, results, served=session.calls)
     # In the order of the experiment, not of arrival: an item's independent calls run side by side.
     for call in sorted(session.calls, key=lambda c: (*c.context.sort_key(), c.record.key)):
         key = call.record.key

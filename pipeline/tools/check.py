@@ -1,0 +1,271 @@
+"""`judgeloop check`: does this clone reproduce? Answered in seconds, in one process, with no model.
+
+    judgeloop check              every stage of every design, then the report index
+    judgeloop check rag          the RAG design's stages only
+
+`judgeloop repro --replay` proves the pipeline as DVC runs it, a process and DVC's hashing per stage.
+This asks the same question faster: every stage that dvc.lock locks is run in this process, in
+its design's order (the report index last), in cache mode replay, in a throw-away copy of the
+project (params.yaml, dvc.lock, recordings/ and the data the stages read, copied to a temporary
+folder; a local cache of its own there), so the workspace, its outputs and your local cache are
+not touched. Every call is served from the recordings alone, verified as a replay verifies it (each
+recording against its pin in dvc.lock, each record against its key and checksum); a call that is
+not recorded fails the stage.
+
+For each stage it then compares, out by out, with dvc.lock: the out the replay wrote (so the code
+and the recordings reproduce the locked results) and the out in the workspace (so the committed
+files are the locked ones), hashed as DVC hashes them (md5 of a file, DVC's `.dir` md5 of a folder).
+One line per stage; at the first difference it says what differs and exits with status 1 (the
+stages after it are not run), so CI fails on a tampered output, recording or dvc.lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from pipeline.errors import JudgeloopError
+from pipeline.llm.pins import LOCK_FILE, dir_md5
+
+INDEX_STAGE = "report_index"  # dvc.yaml's last stage, `python -m stages.index`
+CODE = ("pipeline/", "stages/")  # deps that are code: the check runs this process's own
+
+
+@dataclass(frozen=True)
+class LockedOut:
+    path: str
+    md5: str
+
+
+@dataclass(frozen=True)
+class LockedStage:
+    name: str
+    outs: tuple[LockedOut, ...]
+    deps: tuple[str, ...]
+
+
+def read_lock(root: Path) -> dict[str, LockedStage]:
+    """dvc.lock's stages: each out with its md5, and each dep's path."""
+    import yaml
+
+    lock = root / LOCK_FILE
+    if not lock.is_file():
+        raise click.ClickException(f"no {LOCK_FILE} in {root.resolve()}: run in the project's folder.")
+    try:
+        data: Any = yaml.safe_load(lock.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise click.ClickException(f"{lock}: not readable ({exc}). Fix: git checkout -- {LOCK_FILE}") from exc
+    stages = data.get("stages") if isinstance(data, dict) else None
+    if not isinstance(stages, dict):
+        raise click.ClickException(f"{lock}: no stages. Fix: git checkout -- {LOCK_FILE}")
+    return {str(name): _locked_stage(str(name), stage) for name, stage in stages.items()}
+
+
+def _entries(stage: Any, kind: str) -> list[dict[str, Any]]:
+    found = stage.get(kind) if isinstance(stage, dict) else None
+    return [e for e in found or [] if isinstance(e, dict) and isinstance(e.get("path"), str)]
+
+
+def _locked_stage(name: str, stage: Any) -> LockedStage:
+    outs = tuple(LockedOut(o["path"], str(o.get("md5"))) for o in _entries(stage, "outs"))
+    return LockedStage(name, outs, tuple(d["path"] for d in _entries(stage, "deps")))
+
+
+def md5_of(path: Path) -> str | None:
+    """DVC's hash of an out: md5 of a file's bytes, `<md5>.dir` of a folder; None if absent."""
+    if path.is_symlink():
+        return f"a link to {os.readlink(path)}"
+    if path.is_dir():
+        return dir_md5(path)
+    if path.is_file():
+        return hashlib.md5(path.read_bytes()).hexdigest()
+    return None
+
+
+def differences(stage: LockedStage, root: Path, label: str) -> list[str]:
+    """Each out under `root` whose hash is not dvc.lock's, said in a line."""
+    said = []
+    for out in stage.outs:
+        found = md5_of(root / out.path)
+        if found != out.md5:
+            said.append(f"{out.path} ({label}): locked {out.md5}, found {found or 'nothing'}")
+    return said
+
+
+def _copy(source: Path, target: Path) -> None:
+    if not source.exists() or target.exists():
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if source.is_dir():
+        shutil.copytree(source, target, symlinks=True)
+    else:
+        shutil.copy2(source, target, follow_symlinks=False)
+
+
+def inputs(locked: dict[str, LockedStage]) -> set[str]:
+    """What the stages read that no stage writes and is not code: the data (relative paths only;
+    data outside the project is read where it is)."""
+    written = {out.path for stage in locked.values() for out in stage.outs}
+    return {
+        dep
+        for stage in locked.values()
+        for dep in stage.deps
+        if dep not in written and not dep.startswith(CODE) and not Path(dep).is_absolute()
+    }
+
+
+def workspace(params: Path, into: Path, locked: dict[str, LockedStage], recordings: str) -> None:
+    """The copy the check runs in: params.yaml, dvc.lock, the recordings and the stages' data (a
+    path that leads out of the project is not copied: the stage that reads it says it is missing)."""
+    _copy(params, into / "params.yaml")
+    for name in (LOCK_FILE, recordings, *sorted(inputs(locked))):
+        if ".." not in Path(name).parts:
+            _copy(Path(name), into / name)
+
+
+@contextlib.contextmanager
+def inside(folder: Path, environ: dict[str, str]) -> Iterator[None]:
+    """The working folder and these variables set while the block runs, then put back."""
+    before = {name: os.environ.get(name) for name in environ}
+    here = Path.cwd()
+    os.environ.update(environ)
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(here)
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@dataclass(frozen=True)
+class Planned:
+    design: str  # "" for the report index
+    stage: str
+
+
+def plan(names: tuple[str, ...], locked: dict[str, LockedStage]) -> list[Planned]:
+    """The locked stages of the designs named (default: every design, then the report index)."""
+    from pipeline.experiments.registry import design_names, load_design
+
+    chosen = list(names) or design_names()
+    planned = [
+        Planned(design, stage.name)
+        for design in chosen
+        for stage in load_design(design).stages
+        if stage.name in locked
+    ]
+    if not names and INDEX_STAGE in locked:
+        planned.append(Planned("", INDEX_STAGE))
+    return planned
+
+
+def run_one(step: Planned) -> None:
+    """One stage as `python -m stages DESIGN STAGE` runs it, its calls replayed (the environment
+    says replay), without its progress lines' dry run."""
+    if not step.design:
+        from pipeline.tools.report_index import write_index
+
+        write_index()
+        return
+    from pipeline.experiments.steps import LLMStep
+    from pipeline.llm.stage import recorded_session
+    from stages.runner import FileUpstream, load
+
+    design, stage, run = load(step.design, step.stage)
+    params = design.load_params()
+    if not isinstance(run, LLMStep):
+        run(params)
+        return
+    inputs_ = run.inputs(params, FileUpstream(design, params))
+    with recorded_session(params, stage.name) as session:
+        results = run.work(params, session, inputs_)
+        session.raise_for_misses()
+    run.output.write(design.results_path(stage.name, params), results)
+
+
+def check_stage(step: Planned, stage: LockedStage, root: Path, copy: Path) -> list[str]:
+    """What differs for one stage: its committed outs, then the replay of it (or why it failed)."""
+    committed = differences(stage, root, "in the workspace")
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said), contextlib.redirect_stdout(said):
+            run_one(step)
+    except (JudgeloopError, click.ClickException) as exc:
+        return [*committed, f"the replay failed: {exc.message}"]
+    except OSError as exc:  # a file the stage reads is missing or unreadable
+        return [*committed, f"the replay failed: {exc}"]
+    return committed + differences(stage, copy, "replayed")
+
+
+def run_check(names: tuple[str, ...]) -> int:
+    """Check each planned stage of the project in the working folder: 0 if all reproduce, else 1
+    (it stops at the first that differs)."""
+    from pipeline.experiments.params import require_params_file
+    from pipeline.llm.settings import EngineSettings, load_settings
+
+    root = Path.cwd()
+    params = require_params_file().resolve()
+    recordings = load_settings(EngineSettings, params, only_its_sections=True).cache.recordings
+    locked = read_lock(root)
+    steps = plan(names, locked)
+    began = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="judgeloop-check-") as tmp:
+        copy = Path(tmp)
+        workspace(params, copy, locked, str(recordings))
+        environ = {
+            "JUDGELOOP_CACHE_MODE": "replay",
+            "JUDGELOOP_CACHE_DIR": str(copy / ".judgeloop" / "cache"),
+            "JUDGELOOP_PARAMS": str(copy / "params.yaml"),
+        }
+        with inside(copy, environ):
+            for step in steps:
+                started = time.monotonic()
+                problems = check_stage(step, locked[step.stage], root, copy)
+                took = time.monotonic() - started
+                if problems:
+                    click.echo(f"DIFFERS {step.stage} ({took:.2f} s):", err=True)
+                    for problem in problems:
+                        click.echo(f"  {problem}", err=True)
+                    return 1
+                outs = len(locked[step.stage].outs)
+                click.echo(f"ok  {step.stage}: {outs} outs as locked, replayed in {took:.2f} s")
+    click.echo(f"every stage reproduces dvc.lock ({len(steps)} stages, {time.monotonic() - began:.1f} s)")
+    return 0
+
+
+@click.command()
+@click.argument("names", metavar="[DESIGN]...", nargs=-1)
+def check(names: tuple[str, ...]) -> None:
+    """Does this clone reproduce? Every stage replayed from the recordings, in one process.
+
+    Each stage that dvc.lock locks runs in a throw-away copy of the project, in cache mode replay
+    (no model; every call from the recordings, verified), and each of its outs, the replayed one
+    and the committed one, is compared with dvc.lock's md5. One line per stage; at the first
+    difference it names the out and both hashes, or why the replay failed, and exits with status 1.
+
+    \b
+    Examples:
+      judgeloop check            every design, and the report index
+      judgeloop check rag        the RAG judge's stages only
+    """
+    try:
+        status = run_check(names)
+    except JudgeloopError as exc:
+        raise click.ClickException(exc.message) from exc
+    sys.exit(status)

@@ -1,0 +1,83 @@
+"""`judgeloop check`: the committed experiments replayed in one process and compared with dvc.lock.
+
+Run on a copy of the committed project (params.yaml, dvc.lock, data, recordings, outputs), so the
+checkout is never touched; the copy is then damaged on purpose: the check must fail, naming what."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from pipeline.llm.verified_memo import forget_in_process
+from pipeline.tools.check import check
+from tests.conftest import ROOT
+
+PROJECT = ("params.yaml", "dvc.lock", "dvc.yaml", "data", "recordings", "outputs")
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    for name in PROJECT:
+        source, target = ROOT / name, tmp_path / name
+        if source.is_dir():
+            shutil.copytree(source, target, ignore=shutil.ignore_patterns(".*.tmp"))
+        else:
+            shutil.copy2(source, target)
+    monkeypatch.chdir(tmp_path)
+    forget_in_process()  # each test verifies the recordings it reads from scratch
+    return tmp_path
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(check, list(args))
+    return result.exit_code, result.output
+
+
+def test_the_committed_design_reproduces_its_lock_stage_by_stage(project: Path) -> None:
+    code, output = run("rag")
+    assert code == 0, output
+    assert "ok  rag_judge: 2 outs as locked" in output
+    assert "ok  rag_aggregate: 3 outs as locked" in output
+    assert "every stage reproduces dvc.lock (2 stages" in output
+    # The workspace is the check's input only: nothing written there.
+    assert not (project / ".judgeloop").exists()
+
+
+def test_a_tampered_output_fails_naming_it(project: Path) -> None:
+    results = project / "outputs" / "rag" / "judgements.jsonl"
+    results.write_bytes(results.read_bytes().replace(b'"score":', b'"score": ', 1))
+    code, output = run("rag")
+    assert code == 1
+    assert "DIFFERS rag_judge" in output
+    assert "outputs/rag/judgements.jsonl (in the workspace): locked 1b7064a7" in output
+    assert "rag_aggregate" not in output  # it stops at the first difference
+
+
+def test_a_tampered_recording_fails_before_any_of_it_is_served(project: Path) -> None:
+    calls = project / "recordings" / "rag_judge" / "calls.jsonl"
+    lines = calls.read_text(encoding="utf-8").splitlines(keepends=True)
+    # A reply edited, its checksum left: the recording no longer matches its pin in dvc.lock.
+    edited = next(i for i, line in enumerate(lines) if '"reply":' in line)
+    lines[edited] = lines[edited].replace('"text":"', '"text":"edited ', 1)
+    calls.write_text("".join(lines), encoding="utf-8")
+    code, output = run("rag")
+    assert code == 1
+    assert "DIFFERS rag_judge" in output
+    assert "recordings/rag_judge (in the workspace): locked 8b60195042cab4b74f1d4329f24a066b.dir" in output
+    assert "the replay failed" in output and "does not match its entry in dvc.lock" in output
+
+
+def test_a_tampered_lock_fails(project: Path) -> None:
+    lock = project / "dvc.lock"
+    lock.write_text(
+        lock.read_text(encoding="utf-8").replace("d5d6b890e4dcacb4a63f63d391f7a511", "f" * 32),
+        encoding="utf-8",
+    )
+    code, output = run("rag")
+    assert code == 1
+    assert "ok  rag_judge" in output
+    assert "DIFFERS rag_aggregate" in output
+    assert "outputs/rag/report.html (replayed): locked ffffffffffffffffffffffffffffffff" in output

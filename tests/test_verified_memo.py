@@ -1,0 +1,101 @@
+"""A recording verified once is not verified again while its content is the same (issue 31), and
+nothing else can pass for verified: other content, a memo entry written without this user's key,
+a memo copied from another user."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pipeline.errors import CorruptRecordError
+from pipeline.llm import recordings
+from pipeline.llm.records import CallRecord
+from pipeline.llm.verified_memo import VerifiedMemo, digest, forget_in_process
+from tests.test_recordings import _calls
+
+
+@pytest.fixture
+def counted(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[list[str]]:
+    """Each record verified (CallRecord.problem), by key; a memo key of the test's own."""
+    monkeypatch.setenv("JUDGELOOP_MEMO_KEY", str(tmp_path / "memo.key"))
+    from pipeline.llm import verified_memo
+
+    verified_memo._key.cache_clear()
+    forget_in_process()
+    seen: list[str] = []
+    problem = CallRecord.problem
+
+    def counting(self: CallRecord) -> str | None:
+        seen.append(self.key)
+        return problem(self)
+
+    monkeypatch.setattr(CallRecord, "problem", counting)
+    yield seen
+    verified_memo._key.cache_clear()
+    forget_in_process()
+
+
+def read(directory: Path, memo: VerifiedMemo) -> list[str]:
+    return [loaded.call.record.reply.text for loaded in recordings.read_stage(directory, memo=memo)]
+
+
+def test_a_recording_verified_once_is_parsed_but_not_verified_again(
+    counted: list[str], tmp_path: Path
+) -> None:
+    recordings.write_stage(tmp_path / "judge", _calls(3))
+    memo = VerifiedMemo(tmp_path / "verified")
+    first = read(tmp_path / "judge", memo)
+    assert len(counted) == 3
+    forget_in_process()  # a later process: only the folder remembers
+    assert read(tmp_path / "judge", VerifiedMemo(tmp_path / "verified")) == first
+    assert len(counted) == 3
+    # Its entry is an HMAC under this user's key, not the content's digest itself.
+    parts = recordings.split_recording(tmp_path / "judge")
+    assert [p.name for p in (tmp_path / "verified").iterdir()] != [digest(parts)]
+
+
+def test_an_edited_recording_is_verified_in_full_and_refused(counted: list[str], tmp_path: Path) -> None:
+    recordings.write_stage(tmp_path / "judge", _calls(2))
+    read(tmp_path / "judge", VerifiedMemo(tmp_path / "verified"))
+    path = tmp_path / "judge" / recordings.CALLS_FILE
+    lines = path.read_text().splitlines()
+    row = json.loads(lines[0])
+    row["reply"]["text"] = "Score: 5"
+    lines[0] = json.dumps(row)
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(CorruptRecordError, match="checksum"):
+        read(tmp_path / "judge", VerifiedMemo(tmp_path / "verified"))
+
+
+def test_a_forged_or_foreign_memo_vouches_for_nothing(
+    counted: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recordings.write_stage(tmp_path / "judge", _calls(2))
+    path = tmp_path / "judge" / recordings.CALLS_FILE
+    lines = path.read_text().splitlines()
+    row = json.loads(lines[0])
+    row["reply"]["text"] = "Score: 5"
+    lines[0] = json.dumps(row)
+    path.write_text("\n".join(lines) + "\n")
+    # Someone without the key names an entry after the edited content's digest.
+    forged = tmp_path / "verified"
+    forged.mkdir()
+    (forged / digest(recordings.split_recording(tmp_path / "judge"))).touch()
+    with pytest.raises(CorruptRecordError, match="checksum"):
+        read(tmp_path / "judge", VerifiedMemo(forged))
+    # A memo another user's judgeloop wrote (another key) is not this user's either.
+    recordings.write_stage(tmp_path / "rag", _calls(2))
+    read(tmp_path / "rag", VerifiedMemo(tmp_path / "theirs"))
+    shutil.copytree(tmp_path / "theirs", tmp_path / "mine")
+    from pipeline.llm import verified_memo
+
+    monkeypatch.setenv("JUDGELOOP_MEMO_KEY", str(tmp_path / "another.key"))
+    verified_memo._key.cache_clear()
+    forget_in_process()
+    before = len(counted)
+    read(tmp_path / "rag", VerifiedMemo(tmp_path / "mine"))
+    assert len(counted) == before + 2  # verified in full again
