@@ -133,7 +133,7 @@ def _header(
         rows.append(("format", canonical_json(record.request.format)))
     if call.context.stage in runs:
         rows.append(("last run", last_run_status(runs, call) or "not part of the last run"))
-    problem = record.problem() or (marks or {}).get(id(call))
+    problem = record.problem() or (marks.get(id(call)) if marks is not None else None)
     rows.append(("record", "verifies" if problem is None else f"UNTRUSTED: {problem}"))
     return rows
 
@@ -176,7 +176,7 @@ def as_json(call: RecordedCall, runs: dict[str, RunSummary], marks: Marks | None
             "stated": reading.stated,
         },
         "last_run": last_run_status(runs, call),
-        "problem": record.problem() or (marks or {}).get(id(call)),
+        "problem": record.problem() or (marks.get(id(call)) if marks is not None else None),
     }
 
 
