@@ -55,11 +55,16 @@ def responder(model: str) -> Callable[[ChatRequest], str]:
     return reply
 
 
-def record(root: Path, model: str, **sections: dict[str, Any]) -> Path:
+def record(
+    root: Path,
+    model: str,
+    responder_of: Callable[[str], Callable[[ChatRequest], str]] = responder,
+    **sections: dict[str, Any],
+) -> Path:
     root.mkdir(parents=True)
     write_data(root)
     write_params(root, llm={"model": model}, **sections)
-    run_pipeline(root, FakeBackend(responder(model), name=model))
+    run_pipeline(root, FakeBackend(responder_of(model), name=model))
     return root
 
 
