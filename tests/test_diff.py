@@ -103,7 +103,9 @@ def diff_json(a: Path, b: Path, *args: str) -> dict[str, Any]:
 def _all_blamed_on(found: dict[str, Any], cause: str, a: Path, b: Path) -> None:
     causes = {c["cause"] for c in found["changes"]}
     assert found["changes"], "the two runs should differ somewhere"
-    assert causes == {cause}, [(c["item"], c["iteration"], c["metric"], c["cause"], c["detail"]) for c in found["changes"]]
+    assert causes == {cause}, [
+        (c["item"], c["iteration"], c["metric"], c["cause"], c["detail"]) for c in found["changes"]
+    ]
     total = sum(m["changed"] for m in found["metrics"])
     assert total == len(found["changes"]) == changed_in_recordings(a, b)
     assert sum(m["causes"].get(cause, 0) for m in found["metrics"]) == total
@@ -155,8 +157,10 @@ def test_the_text_fits_100_columns_and_counts_what_the_json_counts(baseline: Pat
         f"{sum(m['paired'] for m in found['metrics'])} judgements paired, {len(found['changes'])} changed"
     )
     for metric in found["metrics"]:
-        assert f"paper · {metric['metric']}" in lines
-        if metric["changed"]:
+        if not metric["changed"]:
+            assert f"paper · {metric['metric']}: {metric['paired']} paired, none changed" in lines
+        else:
+            assert f"paper · {metric['metric']}" in lines
             assert f"  why: model {metric['changed']}" in lines
     assert "Wilcoxon signed-rank" in result.stdout and "exact McNemar" in result.stdout
 
@@ -166,8 +170,17 @@ def test_one_item_side_by_side(baseline: Path, tmp_path: Path) -> None:
     change = diff_json(baseline, other)["changes"][0]
     result = CliRunner().invoke(
         main,
-        ["diff", str(baseline), str(other), "--item", change["item"], "--metric", change["metric"],
-         "--iteration", str(change["iteration"])],
+        [
+            "diff",
+            str(baseline),
+            str(other),
+            "--item",
+            change["item"],
+            "--metric",
+            change["metric"],
+            "--iteration",
+            str(change["iteration"]),
+        ],
     )
     assert result.exit_code == 0, result.output
     text = result.stdout

@@ -43,7 +43,9 @@ def page() -> Iterator[tuple[Path, dict[str, object]]]:
         b = record(root / "b", "judge-b", responder_of=hostile)
         found = CliRunner().invoke(main, ["diff", str(a), str(b), "--design", "paper", "--json"])
         assert found.exit_code == 0, found.output
-        result = CliRunner().invoke(main, ["diff", str(a), str(b), "--design", "paper", "--html", str(root / "page")])
+        result = CliRunner().invoke(
+            main, ["diff", str(a), str(b), "--design", "paper", "--html", str(root / "page")]
+        )
         assert result.exit_code == 0, result.output
         yield root / "page" / "index.html", json.loads(found.stdout)
 
@@ -57,7 +59,9 @@ def test_the_page_holds_a_table_per_metric_the_flips_and_both_calls_of_each_chan
     metrics = found["metrics"]
     changes = found["changes"]
     assert isinstance(metrics, list) and isinstance(changes, list) and changes
-    sections = [e for e in dom.root.walk() if e.tag == "section" and "metric-diff" in e.attrs.get("class", "")]
+    sections = [
+        e for e in dom.root.walk() if e.tag == "section" and "metric-diff" in e.attrs.get("class", "")
+    ]
     assert [s.attrs["id"] for s in sections] == [f"paper-{m['metric']}" for m in metrics]
     details = [e for e in dom.root.walk() if e.tag == "details" and "change" in e.attrs.get("class", "")]
     expected = {f"paper-{c['metric']}-{c['item']}-{c['iteration']}" for c in changes}
@@ -69,7 +73,9 @@ def test_the_page_holds_a_table_per_metric_the_flips_and_both_calls_of_each_chan
         marked = {e.attrs.get("class") for e in element.walk() if e.tag == "span"}
         assert {"added", "removed"} <= marked
     flips = [c for c in changes if c["flip"]]
-    links = [e.attrs["href"] for e in dom.root.walk() if e.tag == "a" and e.attrs.get("href", "").startswith("#")]
+    links = [
+        e.attrs["href"] for e in dom.root.walk() if e.tag == "a" and e.attrs.get("href", "").startswith("#")
+    ]
     for flip in flips:
         assert f"#paper-{flip['metric']}-{flip['item']}-{flip['iteration']}" in links
     assert "<script>window.__pwned" not in html and "&lt;script&gt;window.__pwned" in html
@@ -92,9 +98,10 @@ def test_in_chromium_a_change_opens_to_its_two_calls_and_markup_stays_text(
     assert isinstance(changes, list)
     first = changes[0]
     ident = f"paper-{first['metric']}-{first['item']}-{first['iteration']}"
-    with tempfile.TemporaryDirectory(prefix="judgeloop-chrome-") as tmp, Chrome(
-        Path(tmp) / "profile", Path(tmp) / "chromedriver.log"
-    ) as chrome:
+    with (
+        tempfile.TemporaryDirectory(prefix="judgeloop-chrome-") as tmp,
+        Chrome(Path(tmp) / "profile", Path(tmp) / "chromedriver.log") as chrome,
+    ):
         chrome.get(path.as_uri())
         chrome.wait_until("return document.readyState === 'complete';")
         assert chrome.execute("return window.__pwned === undefined && document.scripts.length === 1;")
@@ -110,7 +117,8 @@ def test_in_chromium_a_change_opens_to_its_two_calls_and_markup_stays_text(
         assert added > 0
         # The two sides stand next to each other, not one under the other.
         lefts = chrome.execute(
-            f"return [...document.querySelectorAll('#{ident} div.side')].map(e => e.getBoundingClientRect().left);"
+            f"return [...document.querySelectorAll('#{ident} div.side')]"
+            ".map(e => e.getBoundingClientRect().left);"
         )
         assert lefts[0] < lefts[1]
         # A link to a flipped judgement opens it.

@@ -25,7 +25,9 @@ from pipeline.stats.paired import (
 def _scipy_wilcoxon(differences: list[float], method: str) -> float:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return float(stats.wilcoxon(differences, zero_method="wilcox", correction=False, method=method).pvalue)
+        return float(
+            stats.wilcoxon(differences, zero_method="wilcox", correction=False, method=method).pvalue
+        )
 
 
 @given(st.lists(st.integers(-40, 40).filter(lambda d: d != 0), min_size=1, max_size=30, unique_by=abs))

@@ -12,10 +12,12 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from pipeline.errors import JudgeloopError
 from pipeline.llm.records import RecordedCall
+from pipeline.llm.types import CallContext
 
 PairKey = tuple[str, str, int, str]  # design, item, iteration, metric
 
@@ -40,7 +42,9 @@ class Judgement:
     passed: bool | None
     keys: tuple[str, ...] = ()
     upstream: str | None = None
-    samples: tuple[float | None, ...] = field(default=(), compare=False)  # judge.samples > 1: each sample's score
+    samples: tuple[float | None, ...] = field(
+        default=(), compare=False
+    )  # judge.samples > 1: each sample's score
 
     @property
     def pair_key(self) -> PairKey:
@@ -75,14 +79,22 @@ class RunFiles:
         """The keys of the calls recorded for one question (stage, item, step and labels), in the
         order of their attempts: for a design whose results do not name their calls."""
         found = [
-            call
-            for call in self.calls.values()
-            if call.context.stage == stage
-            and call.context.item == item
-            and call.context.step == step
-            and all(call.context.label(name) == value for name, value in labels.items())
+            (context.attempt, key)
+            for key, context in self._by_question.get((stage, item, step), [])
+            if all(context.label(name) == value for name, value in labels.items())
         ]
-        return tuple(c.record.key for c in sorted(found, key=lambda c: c.context.attempt))
+        return tuple(key for _, key in sorted(found))
+
+    @cached_property
+    def _by_question(self) -> dict[tuple[str, str, int | None], list[tuple[str, CallContext]]]:
+        # A mapping that verifies each call as it is looked up may list the contexts unverified:
+        # only the keys found here are then looked up, and verified.
+        listed = getattr(self.calls, "contexts", None)
+        pairs = listed() if listed is not None else ((k, c.context) for k, c in self.calls.items())
+        index: dict[tuple[str, str, int | None], list[tuple[str, CallContext]]] = {}
+        for key, context in pairs:
+            index.setdefault((context.stage, context.item, context.step), []).append((key, context))
+        return index
 
 
 def of_metrics(judgements: Iterable[Judgement]) -> dict[tuple[str, str], list[Judgement]]:

@@ -52,7 +52,7 @@ def _exact_signed_rank_p(statistic: float, n: int) -> float:
     for rank in range(1, n + 1):
         for value in range(total, rank - 1, -1):
             counts[value] += counts[value - rank]
-    at_most = sum(counts[: int(math.floor(statistic)) + 1])
+    at_most = sum(counts[: math.floor(statistic) + 1])
     return min(1.0, 2 * at_most / 2**n)
 
 

@@ -34,6 +34,7 @@ def _judgement(
         passed=passed,
         keys=judged.call_keys,
         upstream=None if assessment is None else text_id(assessment),
+        samples=judged.samples or (),
     )
 
 

@@ -7,6 +7,7 @@ In the order they are tried, the first that holds:
               count of the lines added and removed (or the reply format, when only the schema moved)
     model     the same question, another model (its name or weights' digest)
     sampling  the same question and model, other sampling options (temperature, seed, ...)
+    samples   judged from another number of samples (judge.samples), the score their combination
     reply     the same request to the same model, another reply (a nondeterministic backend, or a
               live rerun on other hardware)
     reading   the same calls, read differently (the score parser or its params)
@@ -19,12 +20,13 @@ is its last (the one the score was read from).
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pipeline.experiments.judgements import Judgement
 from pipeline.llm.records import RecordedCall
 
-CAUSES = ("input", "prompt", "model", "sampling", "reply", "reading", "threshold", "unrecorded")
+CAUSES = ("input", "prompt", "model", "sampling", "samples", "reply", "reading", "threshold", "unrecorded")
 
 
 @dataclass(frozen=True)
@@ -70,13 +72,17 @@ def options_change(a: RecordedCall, b: RecordedCall) -> str | None:
     return ", ".join(moved) or None
 
 
-def _calls(judgement: Judgement, calls: dict[str, RecordedCall]) -> tuple[RecordedCall, RecordedCall] | None:
+def _calls(
+    judgement: Judgement, calls: Mapping[str, RecordedCall]
+) -> tuple[RecordedCall, RecordedCall] | None:
     if not judgement.keys or any(key not in calls for key in (judgement.keys[0], judgement.keys[-1])):
         return None
     return calls[judgement.keys[0]], calls[judgement.keys[-1]]
 
 
-def _of_calls(first_a: RecordedCall, first_b: RecordedCall, last_a: RecordedCall, last_b: RecordedCall) -> Cause | None:
+def _of_calls(
+    first_a: RecordedCall, first_b: RecordedCall, last_a: RecordedCall, last_b: RecordedCall
+) -> Cause | None:
     prompt = prompt_change(first_a, first_b)
     if prompt is not None:
         return Cause("prompt", prompt)
@@ -93,11 +99,14 @@ def _of_calls(first_a: RecordedCall, first_b: RecordedCall, last_a: RecordedCall
 
 
 def cause_of(
-    a: Judgement, b: Judgement, calls_a: dict[str, RecordedCall], calls_b: dict[str, RecordedCall]
+    a: Judgement, b: Judgement, calls_a: Mapping[str, RecordedCall], calls_b: Mapping[str, RecordedCall]
 ) -> Cause:
     """Why judgement `a` (run A) became `b` (run B); both are of the same pair key and differ."""
     if a.upstream is not None and b.upstream is not None and a.upstream != b.upstream:
         return Cause("input", f"the judged input changed ({a.upstream[7:15]} → {b.upstream[7:15]})")
+    if len(a.samples) != len(b.samples):
+        counts = [len(j.samples) or 1 for j in (a, b)]
+        return Cause("samples", f"{counts[0]} → {counts[1]} samples per judgement, combined")
     found_a, found_b = _calls(a, calls_a), _calls(b, calls_b)
     if found_a is None or found_b is None:
         side = "A" if found_a is None else "B"

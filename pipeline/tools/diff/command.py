@@ -31,7 +31,9 @@ def _item_view(a: Run, b: Run, item: str, metric: str | None, iteration: int | N
     keys = sorted(
         key
         for key in a.judgements.keys() | b.judgements.keys()
-        if key[1] == item and (metric is None or key[3] == metric) and (iteration is None or key[2] == iteration)
+        if key[1] == item
+        and (metric is None or key[3] == metric)
+        and (iteration is None or key[2] == iteration)
     )
     if not keys:
         have = sorted({key[1] for key in a.judgements.keys() | b.judgements.keys()})
@@ -61,9 +63,16 @@ def _item_view(a: Run, b: Run, item: str, metric: str | None, iteration: int | N
 @click.option("--metric", help="With --item: only this metric.")
 @click.option("--iteration", type=int, help="With --item: only this iteration.")
 @click.option("--json", "as_json_", is_flag=True, help="Everything as JSON (every changed judgement).")
-@click.option("--html", "html_dir", type=click.Path(file_okay=False, path_type=Path), help="Write an offline page to DIR.")
+@click.option(
+    "--html",
+    "html_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write an offline page to DIR.",
+)
 @click.option("--seed", type=int, default=SEED, show_default=True, help="The bootstrap's seed.")
-@click.option("--resamples", type=click.IntRange(100), default=RESAMPLES, show_default=True, help="Bootstrap resamples.")
+@click.option(
+    "--resamples", type=click.IntRange(100), default=RESAMPLES, show_default=True, help="Bootstrap resamples."
+)
 def diff(
     runs: tuple[str, ...],
     only: tuple[str, ...],
@@ -86,7 +95,7 @@ def diff(
     """
     if len(runs) > 2:
         raise click.UsageError("give at most two runs")
-    if metric is not None and item is None or iteration is not None and item is None:
+    if (metric is not None and item is None) or (iteration is not None and item is None):
         raise click.UsageError("--metric and --iteration select within --item ID")
     unknown = sorted(set(only) - {d.name for d in designs()})
     if unknown:

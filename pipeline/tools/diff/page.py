@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ pre.lines span{display:block;min-height:1.2em}pre.lines span.removed{background:
 pre.lines span.added{background:#dff3e4}details.change{border:1px solid var(--line);border-radius:5px;
 padding:4px 12px;margin:6px 0}details.change[open]{background:#fcfcfd}
 """
-Calls = tuple[dict[str, RecordedCall], dict[str, RecordedCall]]
+Calls = tuple[Mapping[str, RecordedCall], Mapping[str, RecordedCall]]
 
 
 def _marked(before: str, after: str) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
@@ -52,7 +52,7 @@ def _anchor(*parts: object) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "-", "-".join(str(p) for p in parts))
 
 
-def _call(judgement: Judgement, calls: dict[str, RecordedCall], last: bool) -> RecordedCall | None:
+def _call(judgement: Judgement, calls: Mapping[str, RecordedCall], last: bool) -> RecordedCall | None:
     if not judgement.keys:
         return None
     return calls.get(judgement.keys[-1 if last else 0])
@@ -63,8 +63,13 @@ def _change(change: Change, calls: Calls) -> dict[str, Any]:
     prompts = _marked(prompt_text(_call(a, calls[0], False)), prompt_text(_call(b, calls[1], False)))
     replies = _marked(reply_text(_call(a, calls[0], True)), reply_text(_call(b, calls[1], True)))
     sides = [
-        {"name": name, "verdict": verdict(j), "keys": ", ".join(j.keys) or "no call named",
-         "prompt": prompts[i], "reply": replies[i]}
+        {
+            "name": name,
+            "verdict": verdict(j),
+            "keys": ", ".join(j.keys) or "no call named",
+            "prompt": prompts[i],
+            "reply": replies[i],
+        }
         for i, (name, j) in enumerate((("A", a), ("B", b)))
     ]
     return {
@@ -83,7 +88,9 @@ def _change(change: Change, calls: Calls) -> dict[str, Any]:
 def _metric(row: MetricDiff, changes: Sequence[Change], calls: Calls) -> dict[str, Any]:
     mine = [_change(c, calls) for c in changes if (c.a.design, c.a.metric) == (row.design, row.metric)]
     tests = [
-        f"{t.name}: p = {p_value(t.p_value)} (n = {t.n})" for t in (row.score_test, row.pass_test) if t is not None
+        f"{t.name}: p = {p_value(t.p_value)} (n = {t.n})"
+        for t in (row.score_test, row.pass_test)
+        if t is not None
     ]
     return {
         "id": _anchor(row.design, row.metric),
@@ -105,7 +112,9 @@ def _metric(row: MetricDiff, changes: Sequence[Change], calls: Calls) -> dict[st
     }
 
 
-def render_page(names: Sequence[str], rows: Sequence[MetricDiff], changes: Sequence[Change], calls: Calls) -> str:
+def render_page(
+    names: Sequence[str], rows: Sequence[MetricDiff], changes: Sequence[Change], calls: Calls
+) -> str:
     script = asset("report.js")
     page = {
         "csp": content_security_policy(script),

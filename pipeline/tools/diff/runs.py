@@ -2,8 +2,10 @@
 git revision / DVC experiment written out to a temporary folder (its params.yaml, outputs and
 recordings, from git: every output is committed, cache: false).
 
-A run's folder is untrusted input: its recordings are verified as they are read (a record whose
-checksum fails stops the diff, naming the line), and every path its params name must stay inside it.
+A run's folder is untrusted input: every recorded call the diff uses is verified before its use (a
+record whose key or checksum fails stops the diff, naming its line), and every path its params
+name must stay inside the folder. Only the calls used are verified, the changed judgements' (at the
+paper's scale, a fifth of the calls): hashing every record of both runs was most of the diff's time.
 """
 
 from __future__ import annotations
@@ -12,22 +14,69 @@ import io
 import subprocess
 import tarfile
 import tempfile
-from collections.abc import Iterator
+from collections import ChainMap
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.data.recorded_calls import recorded_calls
 from pipeline.errors import JudgeloopError
 from pipeline.experiments.design import load_ref
 from pipeline.experiments.judgements import Judgement, RunFiles
 from pipeline.experiments.registry import designs
+from pipeline.llm import recordings
+from pipeline.llm.keys import KEY_RECIPE, request_key
 from pipeline.llm.records import RecordedCall
+from pipeline.llm.types import CallContext
 
 WORKSPACE = "workspace"
 PARAMS = "params.yaml"
 # What a run needs from a revision: its params, results and recordings (never data or code).
 TRACKED = ("params.yaml", "outputs", "recordings")
+
+
+class VerifiedCalls(Mapping[str, RecordedCall]):
+    """A recordings folder's calls by key (each key's first copy, by stage then line, as a replay
+    serves it), each verified the first time it is looked up."""
+
+    def __init__(self, folder: Path) -> None:
+        self._found: dict[str, tuple[RecordedCall, str]] = {}
+        self._verified: dict[str, RecordedCall] = {}
+        for stage in recordings.stage_dirs(folder):
+            for loaded in recordings.read_stage(stage, verify=False):
+                call = loaded.call
+                key = (
+                    call.record.key
+                    if call.record.recipe == KEY_RECIPE
+                    else request_key(call.record.model, call.record.request)
+                )
+                self._found.setdefault(key, (call, f"{loaded.path}:{loaded.line}"))
+
+    def __getitem__(self, key: str) -> RecordedCall:
+        verified = self._verified.get(key)
+        if verified is None:
+            call, where = self._found[key]
+            problem = call.record.problem()
+            if problem is not None:
+                raise JudgeloopError(
+                    f"{where}: call {call.record.key} cannot be trusted: {problem}. Fix: restore the "
+                    "file from git, or re-record this call."
+                )
+            verified = self._verified[key] = call.current()
+        return verified
+
+    def contexts(self) -> Iterator[tuple[str, CallContext]]:
+        """Each key with its call's context, unverified (where a call was made is what selects it)."""
+        return ((key, call.context) for key, (call, _) in self._found.items())
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._found)
+
+    def __len__(self) -> int:
+        return len(self._found)
 
 
 @dataclass(frozen=True)
@@ -36,7 +85,7 @@ class Run:
 
     name: str
     judgements: dict[tuple[str, str, int, str], Judgement]
-    calls: dict[str, RecordedCall]
+    calls: Mapping[str, RecordedCall]
 
 
 def _git(args: list[str], cwd: Path) -> bytes:
@@ -60,9 +109,11 @@ def resolve_revision(name: str, project: Path) -> str:
             found = resolve_name(repo.scm, [name]).get(name)
             if found is not None:
                 return str(repo.scm.get_ref(str(found)))
-    except Exception as exc:  # noqa: BLE001 - DVC raises many kinds; the message below names the run
-        raise JudgeloopError(f"no run named {name!r} ({exc}). Fix: a commit, branch or tag, "
-                             "a name `dvc exp show` lists, `workspace`, or a run's folder.") from exc
+    except Exception as exc:
+        raise JudgeloopError(
+            f"no run named {name!r} ({exc}). Fix: a commit, branch or tag, "
+            "a name `dvc exp show` lists, `workspace`, or a run's folder."
+        ) from exc
     raise JudgeloopError(
         f"no run named {name!r}. Fix: a commit, branch or tag, a name `dvc exp show` lists, "
         "`workspace`, or a run's folder."
@@ -105,7 +156,7 @@ def read_run(name: str, project: Path, only: tuple[str, ...] = ()) -> Run:
     """Every judgement of run `name` (of the designs in `only`, or all), by pair key, and the calls
     recorded in its recordings folder(s)."""
     judgements: dict[tuple[str, str, int, str], Judgement] = {}
-    read: dict[Path, dict[str, RecordedCall]] = {}
+    read: dict[Path, VerifiedCalls] = {}
     with run_folder(name, project) as folder:
         for design in designs():
             if design.judgements is None or (only and design.name not in only):
@@ -113,9 +164,11 @@ def read_run(name: str, project: Path, only: tuple[str, ...] = ()) -> Run:
             params = design.load_params(folder / PARAMS, environ={})
             where = RunFiles(folder, {}).path(params.cache.recordings)
             if where not in read:
-                read[where] = recorded_calls(where)
+                read[where] = VerifiedCalls(where)
             hook = load_ref(design.judgements)
             for judgement in hook(params, RunFiles(folder, read[where])):
                 judgements[judgement.pair_key] = judgement
-    calls = {key: call for by_key in read.values() for key, call in by_key.items()}
+    calls: Mapping[str, RecordedCall] = (
+        next(iter(read.values())) if len(read) == 1 else ChainMap(*read.values())
+    )
     return Run(name, judgements, calls)

@@ -34,7 +34,7 @@ class Change:
 
     @property
     def flip(self) -> str | None:
-        """"pass→fail" or "fail→pass" where the verdict crossed the threshold."""
+        """ "pass→fail" or "fail→pass" where the verdict crossed the threshold."""
         if self.a.passed is None or self.b.passed is None or self.a.passed == self.b.passed:
             return None
         return "pass→fail" if self.a.passed else "fail→pass"

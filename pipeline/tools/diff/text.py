@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pipeline.experiments.judgements import Judgement
@@ -95,7 +95,11 @@ def fit(text: str, width: int) -> str:
 def render(names: Sequence[str], rows: Sequence[MetricDiff], changes: Sequence[Change]) -> str:
     a, b = names
     total = sum(r.paired for r in rows)
-    lines = [f"A: {fit(a, WIDTH - 3)}", f"B: {fit(b, WIDTH - 3)}", f"{total} judgements paired, {len(changes)} changed"]
+    lines = [
+        f"A: {fit(a, WIDTH - 3)}",
+        f"B: {fit(b, WIDTH - 3)}",
+        f"{total} judgements paired, {len(changes)} changed",
+    ]
     for row in rows:
         mine = [c for c in changes if (c.a.design, c.a.metric) == (row.design, row.metric)]
         block = metric_lines(row, mine)
@@ -188,13 +192,22 @@ def unified(title: str, before: str, after: str) -> list[str]:
 
 
 def side_by_side(
-    a: Judgement | None, b: Judgement | None, calls: tuple[dict[str, RecordedCall], dict[str, RecordedCall]], cause: str
+    a: Judgement | None,
+    b: Judgement | None,
+    calls: tuple[Mapping[str, RecordedCall], Mapping[str, RecordedCall]],
+    cause: str,
 ) -> str:
     """One judgement's two calls: the scores, the cause, the prompt's diff and the reply's."""
     some = a or b
     assert some is not None
-    first = [None if j is None or not j.keys else side.get(j.keys[0]) for j, side in zip((a, b), calls, strict=True)]
-    last = [None if j is None or not j.keys else side.get(j.keys[-1]) for j, side in zip((a, b), calls, strict=True)]
+    first = [
+        None if j is None or not j.keys else side.get(j.keys[0])
+        for j, side in zip((a, b), calls, strict=True)
+    ]
+    last = [
+        None if j is None or not j.keys else side.get(j.keys[-1])
+        for j, side in zip((a, b), calls, strict=True)
+    ]
     head = f"{some.design} · item {some.item} · iteration {some.iteration} · {some.metric}"
     lines = [
         head,

@@ -1,0 +1,181 @@
+"""judge.samples: each judgement asked N times, sample i with a seed derived from llm.options.seed
+and i (in the request, hence the key), combined by judge.combine; with one sample, exactly the
+requests and files of before. On the fake model here; tests/test_judge_samples_embedded.py asks the
+real embedded model at temperature > 0."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import krippendorff
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from pipeline.experiments.paper.aggregate import judge_stability
+from pipeline.experiments.paper.params import load_paper_params
+from pipeline.judges.samples import combine, only_seeds_differ, sample_seed
+from pipeline.llm import recordings
+from pipeline.llm.backends.fake import FakeBackend
+from pipeline.llm.types import ChatRequest, Options
+from pipeline.loops.results import read_refinements
+from pipeline.stats.stability import stability
+from pipeline.testing.judge_responder import experiment_responder
+from pipeline.tools.cli import main
+from tests.project import run_pipeline, write_data, write_params
+
+SCORE = re.compile(r"Score: (\d)")
+
+
+def seeded(request: ChatRequest) -> str:
+    """experiment_responder; at temperature > 0 its judge scores move with the seed, as sampling does."""
+    text = experiment_responder(request.model_dump(mode="json"))
+    found = SCORE.search(text)
+    if found and request.options.temperature > 0:
+        shift = hashlib.sha256(str(request.options.seed).encode()).digest()[0] % 3 - 1
+        text = text.replace(found.group(0), f"Score: {min(5, max(1, int(found.group(1)) + shift))}")
+    return text
+
+
+def record(
+    root: Path, responder: Callable[[ChatRequest], str] = seeded, **sections: dict[str, Any]
+) -> FakeBackend:
+    root.mkdir(parents=True, exist_ok=True)
+    write_data(root)
+    write_params(root, **sections)
+    fake = FakeBackend(responder, name="sampled")
+    run_pipeline(root, fake)
+    return fake
+
+
+def judge_calls(root: Path) -> list[Any]:
+    return [
+        loaded.call
+        for loaded in recordings.read_all(root / "recordings")
+        if loaded.call.context.label("role") == "judge"
+    ]
+
+
+def test_seeds_are_derived_and_sample_zero_keeps_the_seed() -> None:
+    assert sample_seed(42, 0) == 42
+    seeds = [sample_seed(42, i) for i in range(50)]
+    assert len(set(seeds)) == 50 and all(0 <= s < 2**32 for s in seeds)
+    assert seeds == [sample_seed(42, i) for i in range(50)]  # derived, not drawn
+    assert sample_seed(43, 1) != sample_seed(42, 1)
+    assert combine([3, 4, None, 5], "mean") == 4
+    assert combine([2, 4, 4, 2, 5], "majority") == 2  # a tie goes to the lower score
+    assert combine([None, None], "mean") is None
+    assert only_seeds_differ(3, Options(temperature=0.0)) is not None
+    assert only_seeds_differ(3, Options(temperature=0.7)) is None
+    assert only_seeds_differ(1, Options(temperature=0.0)) is None
+
+
+def test_one_sample_makes_exactly_the_requests_and_files_of_before(tmp_path: Path) -> None:
+    record(tmp_path / "default")
+    record(tmp_path / "one", judge={"samples": 1, "combine": "majority"})
+    for name in ("outputs/paper/judgements.jsonl", "outputs/paper/refinement.jsonl"):
+        assert (tmp_path / "default" / name).read_bytes() == (tmp_path / "one" / name).read_bytes()
+        assert b'"samples"' not in (tmp_path / "one" / name).read_bytes()
+    keys = [sorted(c.record.key for c in judge_calls(tmp_path / d)) for d in ("default", "one")]
+    assert keys[0] == keys[1] and keys[0]
+
+
+def test_three_samples_each_with_its_seed_combined_recorded_and_replayed(tmp_path: Path) -> None:
+    options = {"llm": {"options": {"temperature": 0.7, "seed": 7}}}
+    record(tmp_path / "one", **options)
+    record(tmp_path / "three", judge={"samples": 3}, **options)
+    params = load_paper_params(tmp_path / "three" / "params.yaml")
+    calls = judge_calls(tmp_path / "three")
+    by_question: dict[tuple[Any, ...], dict[str, int]] = {}
+    for call in calls:
+        if call.context.attempt == 0:
+            question = (call.context.item, call.context.step, call.context.label("metric"))
+            by_question.setdefault(question, {})[call.context.label("sample") or ""] = (
+                call.record.request.options.seed
+            )
+    assert by_question
+    for seeds in by_question.values():
+        assert seeds == {"0": 7, "1": sample_seed(7, 1), "2": sample_seed(7, 2)}
+    # Sample 0 is the call a one-sample run makes: the same key, served from the same recording.
+    one = {
+        c.record.key for c in judge_calls(tmp_path / "one") if c.context.attempt == 0 and c.context.step == 0
+    }
+    zero = {c.record.key for c in calls if c.context.label("sample") == "0" and c.context.step == 0}
+    assert zero and one == {c for c in zero if c in one} and zero <= one | zero
+
+    refinements = read_refinements(tmp_path / "three" / params.refine.out, params.judge.metrics)
+    judged = [
+        m for r in refinements for it in r.iterations for m in it.metrics.values() if not m.carried_over
+    ]
+    assert judged and all(m.samples is not None and len(m.samples) == 3 for m in judged)
+    for m in judged:
+        assert m.score == combine(m.samples or (), "mean")
+    assert any(len({s for s in m.samples or () if s is not None}) > 1 for m in judged)  # they do differ
+
+    stable = judge_stability(refinements, params)
+    assert stable["samples"] == 3 and stable["combine"] == "mean"
+    for metric in params.judge.metrics:
+        rows = [
+            [float(s) if s is not None else None for s in (m.samples or ())]
+            for r in refinements
+            for it in r.iterations
+            if (m := it.metrics.get(metric)) is not None and not m.carried_over
+        ]
+        usable = [[s for s in row if s is not None] for row in rows]
+        usable = [row for row in usable if len(row) >= 2]
+        assert stable[metric]["judgements"] == len(usable)
+        assert stable[metric]["within_item_sd"] == pytest.approx(
+            float(np.mean([np.std(r, ddof=1) for r in usable])), abs=1e-4
+        )
+        straddle = sum(min(r) <= params.refine.threshold < max(r) for r in usable) / len(usable)
+        assert stable[metric]["straddle_threshold_share"] == pytest.approx(straddle, abs=1e-4)
+        table = np.array([[np.nan if s is None else s for s in row] for row in rows]).T
+        if len({s for r in usable for s in r}) > 1:
+            expected = krippendorff.alpha(reliability_data=table, level_of_measurement="interval")
+            assert stable[metric]["krippendorff_alpha_interval"] == pytest.approx(expected, abs=1e-4)
+
+    # A rerun from the recordings alone: no model call, the same files.
+    again = tmp_path / "again"
+    again.mkdir()
+    for name in ("params.yaml",):
+        (again / name).write_bytes((tmp_path / "three" / name).read_bytes())
+    import shutil
+
+    shutil.copytree(tmp_path / "three" / "recordings", again / "recordings")
+    write_data(again)
+    silent = FakeBackend(lambda r: pytest.fail("a replay asked the model"), name="sampled")
+    run_pipeline(again, silent)
+    for name in ("outputs/paper/judgements.jsonl", "outputs/paper/refinement.jsonl"):
+        assert (again / name).read_bytes() == (tmp_path / "three" / name).read_bytes()
+
+    # diff takes runs with samples: a one-sample run against the three-sample one.
+    result = CliRunner().invoke(
+        main, ["diff", str(tmp_path / "one"), str(tmp_path / "three"), "--design", "paper", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    found = json.loads(result.stdout)
+    assert found["changes"] and {c["cause"] for c in found["changes"]} <= {"samples", "input"}
+
+
+def test_at_temperature_zero_the_run_says_the_samples_differ_only_by_seed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    record(tmp_path / "run", judge={"samples": 2})
+    assert (
+        "judge.samples 2 at temperature 0: the samples can differ only through their seeds"
+        in capsys.readouterr().err
+    )
+
+
+def test_stability_by_hand() -> None:
+    found = stability([[1, 2, 3], [4, 4, 4], [2, None, 5], [3, None, None]], threshold=3)
+    assert found.judgements == 3
+    assert found.within_sd == pytest.approx((1.0 + 0.0 + np.std([2, 5], ddof=1)) / 3)
+    assert found.straddle_share == pytest.approx(1 / 3)  # [1,2,3] all fail (<= 3), [4,4,4] all pass
+    assert stability([[3], [4]], threshold=3).within_sd is None
