@@ -32,6 +32,7 @@ from pipeline.tools.cache.command import cache
 from pipeline.tools.calibrate import calibrate
 from pipeline.tools.compare import compare
 from pipeline.tools.diff.command import diff
+from pipeline.tools.variant import variant
 from pipeline.tools.dvc_run import exp, repro
 from pipeline.tools.dvc_yaml import dvc_yaml
 from pipeline.tools.figures import write_figures
@@ -93,6 +94,7 @@ main.add_command(repro)
 main.add_command(exp)
 main.add_command(compare)
 main.add_command(diff)
+main.add_command(variant)
 
 
 def _written(paths: list[Path]) -> str:
