@@ -195,3 +195,17 @@ def test_one_item_side_by_side(baseline: Path, tmp_path: Path) -> None:
 def test_a_folder_that_is_not_a_run_is_named(tmp_path: Path, baseline: Path) -> None:
     result = CliRunner().invoke(main, ["diff", str(tmp_path), str(baseline)])
     assert result.exit_code != 0 and "holds no params.yaml" in result.output
+
+
+def test_a_tampered_call_that_the_diff_uses_stops_it_naming_the_line(baseline: Path, tmp_path: Path) -> None:
+    other = record(tmp_path / "b", "judge-b")
+    change = diff_json(baseline, other)["changes"][0]
+    key = change["b"]["keys"][-1]
+    calls = other / "recordings" / "judge" / "calls.jsonl"
+    lines = calls.read_text(encoding="utf-8").splitlines(keepends=True)
+    number = next(i for i, line in enumerate(lines) if f'"key":"{key}"' in line)
+    lines[number] = lines[number].replace("Score: ", "Score:  ", 1)
+    calls.write_text("".join(lines), encoding="utf-8")
+    result = CliRunner().invoke(main, ["diff", str(baseline), str(other), "--design", "paper"])
+    assert result.exit_code != 0
+    assert f"{calls}:{number + 1}: call {key} cannot be trusted" in result.output

@@ -161,6 +161,12 @@ def test_three_samples_each_with_its_seed_combined_recorded_and_replayed(tmp_pat
     assert result.exit_code == 0, result.output
     found = json.loads(result.stdout)
     assert found["changes"] and {c["cause"] for c in found["changes"]} <= {"samples", "input"}
+    for metric in found["metrics"]:  # the sampled run's stability, as its aggregate computes it
+        assert set(metric["stability"]) == {"B"}
+        shown, computed = metric["stability"]["B"], stable[metric["metric"]]
+        assert shown["judgements"] == computed["judgements"]
+        assert shown["within_sd"] == pytest.approx(computed["within_item_sd"], abs=1e-4)
+        assert shown["straddle_share"] == pytest.approx(computed["straddle_threshold_share"], abs=1e-4)
 
 
 def test_at_temperature_zero_the_run_says_the_samples_differ_only_by_seed(

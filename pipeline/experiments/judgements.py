@@ -42,9 +42,9 @@ class Judgement:
     passed: bool | None
     keys: tuple[str, ...] = ()
     upstream: str | None = None
-    samples: tuple[float | None, ...] = field(
-        default=(), compare=False
-    )  # judge.samples > 1: each sample's score
+    # judge.samples > 1: each sample's score; threshold: a score at or below it fails (None: no verdict).
+    samples: tuple[float | None, ...] = field(default=(), compare=False)
+    threshold: float | None = field(default=None, compare=False)
 
     @property
     def pair_key(self) -> PairKey:

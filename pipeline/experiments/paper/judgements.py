@@ -35,6 +35,7 @@ def _judgement(
         keys=judged.call_keys,
         upstream=None if assessment is None else text_id(assessment),
         samples=judged.samples or (),
+        threshold=refine.threshold,
     )
 
 

@@ -19,13 +19,16 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import orjson
 
 from pipeline.errors import JudgeloopError
 from pipeline.experiments.design import load_ref
 from pipeline.experiments.judgements import Judgement, RunFiles
 from pipeline.experiments.registry import designs
 from pipeline.llm import recordings
-from pipeline.llm.keys import KEY_RECIPE, request_key
+from pipeline.llm.keys import KEY_RECIPE
 from pipeline.llm.records import RecordedCall
 from pipeline.llm.types import CallContext
 
@@ -37,37 +40,52 @@ TRACKED = ("params.yaml", "outputs", "recordings")
 
 class VerifiedCalls(Mapping[str, RecordedCall]):
     """A recordings folder's calls by key (each key's first copy, by stage then line, as a replay
-    serves it), each verified the first time it is looked up."""
+    serves it), each parsed and verified the first time it is looked up: a line is read for its key
+    (and its context, where a design selects calls by it) until then."""
 
     def __init__(self, folder: Path) -> None:
-        self._found: dict[str, tuple[RecordedCall, str]] = {}
+        self._found: dict[str, tuple[str, dict[str, Any], dict[str, str], str]] = {}
         self._verified: dict[str, RecordedCall] = {}
         for stage in recordings.stage_dirs(folder):
-            for loaded in recordings.read_stage(stage, verify=False):
-                call = loaded.call
-                key = (
-                    call.record.key
-                    if call.record.recipe == KEY_RECIPE
-                    else request_key(call.record.model, call.record.request)
+            parts = recordings.split_recording(stage)
+            if parts.problems:
+                raise JudgeloopError(
+                    f"{parts.problems[0]}. Fix: restore the file from git, or re-record the stage."
                 )
-                self._found.setdefault(key, (call, f"{loaded.path}:{loaded.line}"))
+            for number, line in parts.calls:
+                where = f"{parts.path}:{number}"
+                try:
+                    raw = orjson.loads(line)
+                    key, context = raw["key"], raw["context"]
+                except (ValueError, KeyError, TypeError) as exc:
+                    raise JudgeloopError(
+                        f"{where}: not a recorded call ({exc}). Fix: restore it from git."
+                    ) from exc
+                if raw.get("recipe", KEY_RECIPE) != KEY_RECIPE:  # written under an older key recipe
+                    key = self._verify(line, parts.blobs, where).record.key
+                self._found.setdefault(str(key), (line, context, parts.blobs, where))
+
+    @staticmethod
+    def _verify(line: str, blobs: dict[str, str], where: str) -> RecordedCall:
+        call = recordings.parse_call_line(line, blobs, where)
+        problem = call.record.problem()
+        if problem is not None:
+            raise JudgeloopError(
+                f"{where}: call {call.record.key} cannot be trusted: {problem}. Fix: restore the "
+                "file from git, or re-record this call."
+            )
+        return call.current()
 
     def __getitem__(self, key: str) -> RecordedCall:
         verified = self._verified.get(key)
         if verified is None:
-            call, where = self._found[key]
-            problem = call.record.problem()
-            if problem is not None:
-                raise JudgeloopError(
-                    f"{where}: call {call.record.key} cannot be trusted: {problem}. Fix: restore the "
-                    "file from git, or re-record this call."
-                )
-            verified = self._verified[key] = call.current()
+            line, _, blobs, where = self._found[key]
+            verified = self._verified[key] = self._verify(line, blobs, where)
         return verified
 
     def contexts(self) -> Iterator[tuple[str, CallContext]]:
         """Each key with its call's context, unverified (where a call was made is what selects it)."""
-        return ((key, call.context) for key, (call, _) in self._found.items())
+        return ((key, CallContext.model_validate(found[1])) for key, found in self._found.items())
 
     def __contains__(self, key: object) -> bool:
         return key in self._found

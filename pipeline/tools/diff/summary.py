@@ -19,6 +19,7 @@ from pipeline.stats.paired import (
     quadratic_kappa,
     wilcoxon_signed_rank,
 )
+from pipeline.stats.stability import Stability, stability
 from pipeline.tools.diff.causes import Cause, cause_of
 from pipeline.tools.diff.runs import Run
 
@@ -58,6 +59,8 @@ class MetricDiff:
     agreement: float | None = None
     kappa: float | None = None
     causes: Counter[str] = field(default_factory=Counter)
+    # judge.samples > 1 in a run: how its judge's samples spread (pipeline.stats.stability), A's and B's.
+    stability: dict[str, Stability] = field(default_factory=dict)
 
 
 def _changed(a: Judgement, b: Judgement) -> bool:
@@ -80,6 +83,14 @@ def _statistics(row: MetricDiff, pairs: list[tuple[Judgement, Judgement]], seed:
     row.verdicts = len(judged)
     if judged:
         row.pass_test = mcnemar_exact(row.pass_to_fail, row.fail_to_pass)
+
+
+def _stability(row: MetricDiff, side: str, judgements: list[Judgement]) -> None:
+    sampled = [j for j in judgements if len(j.samples) > 1]
+    if sampled:
+        threshold = sampled[0].threshold
+        rows = [[None if s is None else float(s) for s in j.samples] for j in sampled]
+        row.stability[side] = stability(rows, float("-inf") if threshold is None else threshold)
 
 
 def summarise(
@@ -107,4 +118,6 @@ def summarise(
             row.fail_to_pass += change.flip == "fail→pass"
     for name, row in rows.items():
         _statistics(row, pairs.get(name, []), seed, resamples)
+        for side, run in (("A", a), ("B", b)):
+            _stability(row, side, [j for j in run.judgements.values() if (j.design, j.metric) == name])
     return list(rows.values()), changes

@@ -10,6 +10,7 @@ from typing import Any
 from pipeline.experiments.judgements import Judgement
 from pipeline.llm.records import RecordedCall
 from pipeline.stats.paired import Interval, TestResult
+from pipeline.stats.stability import Stability
 from pipeline.tools.audit.escape import escape_controls
 from pipeline.tools.diff.causes import CAUSES
 from pipeline.tools.diff.summary import Change, MetricDiff
@@ -67,6 +68,8 @@ def metric_lines(row: MetricDiff, changes: Sequence[Change]) -> list[str]:
         )
     if row.verdicts:
         lines.append(f"  {test_line(row.pass_test, 'verdicts')} on pass/fail")
+    for side, found in row.stability.items():
+        lines.append(f"  {side}'s judge across its samples: {stability_text(found)}")
     if row.changed:
         why = ", ".join(f"{kind} {row.causes[kind]}" for kind in CAUSES if row.causes[kind])
         lines.append(f"  why: {why}")
@@ -75,6 +78,14 @@ def metric_lines(row: MetricDiff, changes: Sequence[Change]) -> list[str]:
         if len(changes) > LISTED:
             lines.append(f"    … {len(changes) - LISTED} more (--json lists all)")
     return [textwrap.shorten(line, WIDTH, placeholder="…") if len(line) > WIDTH else line for line in lines]
+
+
+def stability_text(found: Stability) -> str:
+    return (
+        f"within-item SD {number(found.within_sd)}, straddling the threshold "
+        f"{number(found.straddle_share)}, α {number(found.alpha_interval)} (interval; "
+        f"{found.judgements} judgements)"
+    )
 
 
 def change_line(change: Change) -> str:
@@ -153,6 +164,7 @@ def as_json(names: Sequence[str], rows: Sequence[MetricDiff], changes: Sequence[
                 "exact_agreement": row.agreement,
                 "quadratic_kappa": row.kappa,
                 "causes": dict(sorted(row.causes.items())),
+                "stability": {side: vars(found) for side, found in row.stability.items()},
             }
         )
     return {
