@@ -64,7 +64,7 @@ def sampled(request: ChatRequest) -> str:
     return text
 
 
-def record(root: Path, items: int, temperature: float) -> None:
+def record(root: Path, items: int | None, temperature: float) -> None:
     params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
     params["llm"].update(backend="fake", model="scale-fake")
     params["llm"]["options"]["temperature"] = temperature

@@ -97,7 +97,8 @@ def changed_in_recordings(a: Path, b: Path) -> int:
 def diff_json(a: Path, b: Path, *args: str) -> dict[str, Any]:
     result = CliRunner().invoke(main, ["diff", str(a), str(b), "--json", "--design", "paper", *args])
     assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
+    found: dict[str, Any] = json.loads(result.stdout)
+    return found
 
 
 def _all_blamed_on(found: dict[str, Any], cause: str, a: Path, b: Path) -> None:

@@ -69,12 +69,12 @@ def test_a_commit_against_an_experiment_by_name_and_the_workspace(tmp_path: Path
     _run([sys.executable, "-m", "dvc", "repro"], repo)
     _commit(repo)
     ran = _run([sys.executable, "-m", "dvc", "exp", "run", "-S", "pick.run=b"], repo)
-    name = re.search(r"Ran experiment\(s\): (\S+)", ran.stdout)
-    assert name, ran.stdout
+    named = re.search(r"Ran experiment\(s\): (\S+)", ran.stdout)
+    assert named, ran.stdout
 
     by_folder = _diff(repo, str(a), str(b))
     assert by_folder["changes"] and {c["cause"] for c in by_folder["changes"]} == {"model"}
-    for runs in (("HEAD", name.group(1)), ("HEAD", "workspace"), ()):
+    for runs in (("HEAD", named.group(1)), ("HEAD", "workspace"), ()):
         found = _diff(repo, *runs)
         assert found["metrics"] == by_folder["metrics"], runs
         assert found["changes"] == by_folder["changes"], runs

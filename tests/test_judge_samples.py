@@ -87,9 +87,9 @@ def test_one_sample_makes_exactly_the_requests_and_files_of_before(tmp_path: Pat
 
 
 def test_three_samples_each_with_its_seed_combined_recorded_and_replayed(tmp_path: Path) -> None:
-    options = {"llm": {"options": {"temperature": 0.7, "seed": 7}}}
-    record(tmp_path / "one", **options)
-    record(tmp_path / "three", judge={"samples": 3}, **options)
+    options: dict[str, dict[str, Any]] = {"llm": {"options": {"temperature": 0.7, "seed": 7}}}
+    record(tmp_path / "one", llm=options["llm"])
+    record(tmp_path / "three", judge={"samples": 3}, llm=options["llm"])
     params = load_paper_params(tmp_path / "three" / "params.yaml")
     calls = judge_calls(tmp_path / "three")
     by_question: dict[tuple[Any, ...], dict[str, int]] = {}
@@ -125,7 +125,8 @@ def test_three_samples_each_with_its_seed_combined_recorded_and_replayed(tmp_pat
             [float(s) if s is not None else None for s in (m.samples or ())]
             for r in refinements
             for it in r.iterations
-            if (m := it.metrics.get(metric)) is not None and not m.carried_over
+            if (found_m := it.metrics.get(metric)) is not None and not found_m.carried_over
+            for m in (found_m,)
         ]
         usable = [[s for s in row if s is not None] for row in rows]
         usable = [row for row in usable if len(row) >= 2]
@@ -145,7 +146,6 @@ def test_three_samples_each_with_its_seed_combined_recorded_and_replayed(tmp_pat
     again.mkdir()
     for name in ("params.yaml",):
         (again / name).write_bytes((tmp_path / "three" / name).read_bytes())
-    import shutil
 
     shutil.copytree(tmp_path / "three" / "recordings", again / "recordings")
     write_data(again)

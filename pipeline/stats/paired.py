@@ -52,8 +52,8 @@ def _exact_signed_rank_p(statistic: float, n: int) -> float:
     for rank in range(1, n + 1):
         for value in range(total, rank - 1, -1):
             counts[value] += counts[value - rank]
-    at_most = sum(counts[: math.floor(statistic) + 1])
-    return min(1.0, 2 * at_most / 2**n)
+    at_most: int = sum(counts[: math.floor(statistic) + 1])
+    return min(1.0, 2 * at_most / float(2**n))
 
 
 def wilcoxon_signed_rank(differences: Sequence[float]) -> TestResult | None:

@@ -32,12 +32,12 @@ from pipeline.tools.cache.command import cache
 from pipeline.tools.calibrate import calibrate
 from pipeline.tools.compare import compare
 from pipeline.tools.diff.command import diff
-from pipeline.tools.variant import variant
 from pipeline.tools.dvc_run import exp, repro
 from pipeline.tools.dvc_yaml import dvc_yaml
 from pipeline.tools.figures import write_figures
 from pipeline.tools.report_index import write_index
 from pipeline.tools.status.command import status
+from pipeline.tools.variant import variant
 
 
 class Judgeloop(click.Group):

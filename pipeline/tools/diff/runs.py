@@ -186,7 +186,6 @@ def read_run(name: str, project: Path, only: tuple[str, ...] = ()) -> Run:
             hook = load_ref(design.judgements)
             for judgement in hook(params, RunFiles(folder, read[where])):
                 judgements[judgement.pair_key] = judgement
-    calls: Mapping[str, RecordedCall] = (
-        next(iter(read.values())) if len(read) == 1 else ChainMap(*read.values())
-    )
+    folders: list[Mapping[str, RecordedCall]] = list(read.values())
+    calls = folders[0] if len(folders) == 1 else ChainMap(*folders)  # type: ignore[arg-type]
     return Run(name, judgements, calls)
