@@ -106,6 +106,19 @@ def timed(args: list[str]) -> tuple[float, str]:
     return time.perf_counter() - started, done.stdout
 
 
+def in_process(args: list[str]) -> float:
+    """The diff's own time: the command run in this process, its imports already loaded."""
+    from click.testing import CliRunner
+
+    from pipeline.tools.cli import main as judgeloop
+
+    CliRunner().invoke(judgeloop, ["diff", *args])  # warm: the designs' modules imported
+    started = time.perf_counter()
+    result = CliRunner().invoke(judgeloop, ["diff", *args])
+    assert result.exit_code == 0, result.output
+    return time.perf_counter() - started
+
+
 @click.command()
 @click.option("--items", type=int, default=None, help="Interviews (default: all 133).")
 @click.option("--keep", type=click.Path(path_type=Path), help="Keep the two runs here.")
@@ -138,6 +151,13 @@ def main(items: int | None, keep: Path | None, repeat: int) -> None:
                     causes[change["cause"]] = causes.get(change["cause"], 0) + 1
                 paired = sum(m["paired"] for m in found["metrics"])
                 print(f"  {paired} judgements paired, {len(found['changes'])} changed, causes {causes}")
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import pipeline.tools.cli"], cwd=ROOT, check=True)
+        print(
+            "of which importing the judgeloop command (every command pays it): "
+            f"{time.perf_counter() - started:.2f} s"
+        )
+        print(f"in this process, imports done: {in_process(args):.2f} s")
         print(timed(args)[1])
 
 
