@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -62,10 +61,8 @@ def metric_lines(row: MetricDiff, changes: Sequence[Change]) -> list[str]:
     if row.scored:
         lines.append("  " + interval(row.mean))
         kappa = number(row.kappa)
-        lines.append(
-            f"  {test_line(row.score_test, 'scores')}   agreement {number(row.agreement)} exact, "
-            f"κ {kappa} (quadratic)"
-        )
+        lines.append(f"  {test_line(row.score_test, 'scores')} on the scores")
+        lines.append(f"  agreement {number(row.agreement)} exact, κ {kappa} (quadratic-weighted Cohen's)")
     if row.verdicts:
         lines.append(f"  {test_line(row.pass_test, 'verdicts')} on pass/fail")
     for side, found in row.stability.items():
@@ -77,7 +74,7 @@ def metric_lines(row: MetricDiff, changes: Sequence[Change]) -> list[str]:
             lines.append(change_line(change))
         if len(changes) > LISTED:
             lines.append(f"    … {len(changes) - LISTED} more (--json lists all)")
-    return [textwrap.shorten(line, WIDTH, placeholder="…") if len(line) > WIDTH else line for line in lines]
+    return [line if len(line) <= WIDTH else line[: WIDTH - 1] + "…" for line in lines]
 
 
 def stability_text(found: Stability) -> str:
