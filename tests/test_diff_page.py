@@ -72,6 +72,8 @@ def test_the_page_holds_a_table_per_metric_the_flips_and_both_calls_of_each_chan
         # B's reply carries the markup as text, its changed lines marked as added; A's as removed.
         marked = {e.attrs.get("class") for e in element.walk() if e.tag == "span"}
         assert {"added", "removed"} <= marked
+        keys = [e.text() for e in element.walk() if e.tag == "p" and e.attrs.get("class") == "key"]
+        assert len(keys) == 2 and all(k.startswith("jl") for k in keys), keys
     flips = [c for c in changes if c["flip"]]
     links = [
         e.attrs["href"] for e in dom.root.walk() if e.tag == "a" and e.attrs.get("href", "").startswith("#")

@@ -66,7 +66,7 @@ def _change(change: Change, calls: Calls) -> dict[str, Any]:
         {
             "name": name,
             "verdict": verdict(j),
-            "keys": ", ".join(j.keys) or "no call named",
+            "call_keys": ", ".join(j.keys) or "no call named",
             "prompt": prompts[i],
             "reply": replies[i],
         }
