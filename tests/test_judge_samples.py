@@ -185,3 +185,47 @@ def test_stability_by_hand() -> None:
     assert found.within_sd == pytest.approx((1.0 + 0.0 + np.std([2, 5], ddof=1)) / 3)
     assert found.straddle_share == pytest.approx(1 / 3)  # [1,2,3] all fail (<= 3), [4,4,4] all pass
     assert stability([[3], [4]], threshold=3).within_sd is None
+
+
+def _summeval_reply(request: ChatRequest) -> str:
+    """A score that moves with the seed at temperature > 0."""
+    shift = (
+        hashlib.sha256(str(request.options.seed).encode()).digest()[0] % 5
+        if request.options.temperature
+        else 2
+    )
+    return json.dumps({"score": 1 + shift})
+
+
+def test_summeval_samples_are_combined_and_one_sample_writes_what_it_wrote(tmp_path: Path) -> None:
+    from pipeline.data.summeval import load_summeval, subset
+    from pipeline.experiments.summeval.judge import run_summeval_judge
+    from pipeline.experiments.summeval.params import SummEvalParams, SummEvalSettings
+    from tests.conftest import ROOT
+    from tests.helpers import make_session
+
+    demo = ROOT / "data" / "summeval-demo"
+    corpus = subset(load_summeval(demo), 1)
+
+    def judged(folder: str, temperature: float, **summeval: object) -> tuple[list[Any], list[Any]]:
+        settings = SummEvalSettings.model_validate(
+            {"corpus": str(demo), "dimensions": ["coherence"], **summeval}
+        )
+        params = SummEvalParams.model_validate(
+            {"summeval": settings.model_dump(), "llm": {"options": {"temperature": temperature}}}
+        )
+        backend = FakeBackend(_summeval_reply, parallelism=1)
+        session, fake = make_session(tmp_path / folder, stage="summeval_judge", backend=backend)
+        return run_summeval_judge(params, session, corpus), list(fake.calls)
+
+    default, default_calls = judged("default", 0.0)
+    one, one_calls = judged("one", 0.0, samples=1, combine="majority")
+    assert [r.model_dump_json() for r in default] == [r.model_dump_json() for r in one]
+    assert default_calls == one_calls and all("samples" not in r.model_dump() for r in one)
+
+    three, calls = judged("three", 0.7, samples=3)
+    assert len(calls) == 3 * len(three)
+    assert {c.options.seed for c in calls} == {42, sample_seed(42, 1), sample_seed(42, 2)}
+    for row in three:
+        assert row.samples is not None and len(row.samples) == 3
+        assert row.score == combine(row.samples, "mean")

@@ -79,11 +79,11 @@ class RunFiles:
         """The keys of the calls recorded for one question (stage, item, step and labels), in the
         order of their attempts: for a design whose results do not name their calls."""
         found = [
-            (context.attempt, key)
+            (int(context.label("sample") or 0), context.attempt, key)  # sample 0's first ask first
             for key, context in self._by_question.get((stage, item, step), [])
             if all(context.label(name) == value for name, value in labels.items())
         ]
-        return tuple(key for _, key in sorted(found))
+        return tuple(key for *_, key in sorted(found))
 
     @cached_property
     def _by_question(self) -> dict[tuple[str, str, int | None], list[tuple[str, CallContext]]]:

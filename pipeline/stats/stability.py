@@ -23,14 +23,17 @@ class Stability:
     alpha_interval: float | None
 
 
-def stability(samples: Sequence[Sequence[float | None]], threshold: float) -> Stability:
-    """`samples`: each judgement's sample scores (None: unscored); a score <= threshold fails."""
+def stability(samples: Sequence[Sequence[float | None]], threshold: float | None) -> Stability:
+    """`samples`: each judgement's sample scores (None: unscored); a score <= threshold fails
+    (None: no threshold, no share straddling it)."""
     scored = [[s for s in row if s is not None] for row in samples]
     usable = [row for row in scored if len(row) >= 2]
     if not usable:
         return Stability(0, None, None, None)
     within = statistics.fmean(statistics.stdev(row) for row in usable)
-    straddle = sum(min(row) <= threshold < max(row) for row in usable) / len(usable)
+    straddle = (
+        None if threshold is None else sum(min(row) <= threshold < max(row) for row in usable) / len(usable)
+    )
     width = max(len(row) for row in samples)
     table = np.full((width, len(samples)), np.nan)
     for unit, row in enumerate(samples):

@@ -29,4 +29,5 @@ def judgements(params: SummEvalParams, run: RunFiles) -> Iterator[Judgement]:
             score=row.score,
             passed=None,
             keys=run.keys_where(STAGE, row.item, 0, metric=row.dimension),
+            samples=row.samples or (),
         )

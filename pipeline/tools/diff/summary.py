@@ -88,9 +88,8 @@ def _statistics(row: MetricDiff, pairs: list[tuple[Judgement, Judgement]], seed:
 def _stability(row: MetricDiff, side: str, judgements: list[Judgement]) -> None:
     sampled = [j for j in judgements if len(j.samples) > 1]
     if sampled:
-        threshold = sampled[0].threshold
         rows = [[None if s is None else float(s) for s in j.samples] for j in sampled]
-        row.stability[side] = stability(rows, float("-inf") if threshold is None else threshold)
+        row.stability[side] = stability(rows, sampled[0].threshold)
 
 
 def summarise(
