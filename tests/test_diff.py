@@ -210,3 +210,12 @@ def test_a_tampered_call_that_the_diff_uses_stops_it_naming_the_line(baseline: P
     result = CliRunner().invoke(main, ["diff", str(baseline), str(other), "--design", "paper"])
     assert result.exit_code != 0
     assert f"{calls}:{number + 1}: call {key} cannot be trusted" in result.output
+
+
+def test_an_unknown_run_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.conftest import ROOT
+
+    monkeypatch.chdir(ROOT)
+    for name in ("no-such-run", "--output=x"):
+        result = CliRunner().invoke(main, ["diff", "HEAD", "--", name])
+        assert result.exit_code != 0 and f"no run named {name!r}" in result.output, result.output

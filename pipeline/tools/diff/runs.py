@@ -115,6 +115,8 @@ def _git(args: list[str], cwd: Path) -> bytes:
 
 def resolve_revision(name: str, project: Path) -> str:
     """The commit a git revision or a DVC experiment's name stands for."""
+    if name.startswith("-"):  # never an option to git
+        raise JudgeloopError(f"no run named {name!r}: a run's name does not start with '-'.")
     try:
         return _git(["rev-parse", "--verify", "--quiet", f"{name}^{{commit}}"], project).decode().strip()
     except JudgeloopError:
