@@ -10,13 +10,14 @@ import json
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 from pipeline.llm.types import ChatRequest
 from pipeline.tools.cli import main
-from tests.report_dom import Page
+from tests.report_dom import Element, Page
 from tests.test_diff import SCORE, record, responder
 from tests.webdriver import CHROMEDRIVER, CHROMIUM, Chrome
 
@@ -35,7 +36,7 @@ def hostile(model: str) -> Callable[[ChatRequest], str]:
 
 
 @pytest.fixture(scope="module")
-def page() -> Iterator[tuple[Path, dict[str, object]]]:
+def page() -> Iterator[tuple[Path, dict[str, Any]]]:
     """The page of a run against one judged by another model, and the diff's JSON."""
     with tempfile.TemporaryDirectory(prefix="judgeloop-diff-page-") as tmp:
         root = Path(tmp)
@@ -50,36 +51,37 @@ def page() -> Iterator[tuple[Path, dict[str, object]]]:
         yield root / "page" / "index.html", json.loads(found.stdout)
 
 
+def _with_class(dom: Page, tag: str, name: str) -> list[Element]:
+    return [e for e in dom.root.walk() if e.tag == tag and name in e.attrs.get("class", "").split()]
+
+
+def _check_change(element: Element) -> None:
+    """Both calls side by side, each naming its keys, the differing lines marked on either side."""
+    sides = [e for e in element.walk() if e.tag == "div" and e.attrs.get("class") == "side"]
+    assert len(sides) == 2
+    # B's reply carries the markup as text, its changed lines marked as added; A's as removed.
+    assert {"added", "removed"} <= {e.attrs.get("class") for e in element.walk() if e.tag == "span"}
+    keys = [e.text() for e in element.walk() if e.tag == "p" and e.attrs.get("class") == "key"]
+    assert len(keys) == 2 and all(k.startswith("jl") for k in keys), keys
+
+
 def test_the_page_holds_a_table_per_metric_the_flips_and_both_calls_of_each_change(
-    page: tuple[Path, dict[str, object]],
+    page: tuple[Path, dict[str, Any]],
 ) -> None:
     path, found = page
     html = path.read_text(encoding="utf-8")
     dom = Page(html)
-    metrics = found["metrics"]
-    changes = found["changes"]
-    assert isinstance(metrics, list) and isinstance(changes, list) and changes
-    sections = [
-        e for e in dom.root.walk() if e.tag == "section" and "metric-diff" in e.attrs.get("class", "")
-    ]
+    metrics, changes = found["metrics"], found["changes"]
+    assert changes
+    sections = _with_class(dom, "section", "metric-diff")
     assert [s.attrs["id"] for s in sections] == [f"paper-{m['metric']}" for m in metrics]
-    details = [e for e in dom.root.walk() if e.tag == "details" and "change" in e.attrs.get("class", "")]
+    details = _with_class(dom, "details", "change")
     expected = {f"paper-{c['metric']}-{c['item']}-{c['iteration']}" for c in changes}
     assert len(details) == len(changes) and {e.attrs["id"] for e in details} == expected
     for element in details:
-        sides = [e for e in element.walk() if e.tag == "div" and e.attrs.get("class") == "side"]
-        assert len(sides) == 2
-        # B's reply carries the markup as text, its changed lines marked as added; A's as removed.
-        marked = {e.attrs.get("class") for e in element.walk() if e.tag == "span"}
-        assert {"added", "removed"} <= marked
-        keys = [e.text() for e in element.walk() if e.tag == "p" and e.attrs.get("class") == "key"]
-        assert len(keys) == 2 and all(k.startswith("jl") for k in keys), keys
-    flips = [c for c in changes if c["flip"]]
-    links = [
-        e.attrs["href"] for e in dom.root.walk() if e.tag == "a" and e.attrs.get("href", "").startswith("#")
-    ]
-    for flip in flips:
-        assert f"#paper-{flip['metric']}-{flip['item']}-{flip['iteration']}" in links
+        _check_change(element)
+    links = {e.attrs.get("href") for e in dom.root.walk() if e.tag == "a"}
+    assert {f"#paper-{c['metric']}-{c['item']}-{c['iteration']}" for c in changes if c["flip"]} <= links
     assert "<script>window.__pwned" not in html and "&lt;script&gt;window.__pwned" in html
     assert html.count("<script>") == 1  # the page's own script, nothing else
     assert "http://" not in html and "https://" not in html  # nothing to load
@@ -93,11 +95,10 @@ needs_chromium = pytest.mark.skipif(
 
 @needs_chromium
 def test_in_chromium_a_change_opens_to_its_two_calls_and_markup_stays_text(
-    page: tuple[Path, dict[str, object]],
+    page: tuple[Path, dict[str, Any]],
 ) -> None:
     path, found = page
     changes = found["changes"]
-    assert isinstance(changes, list)
     first = changes[0]
     ident = f"paper-{first['metric']}-{first['item']}-{first['iteration']}"
     with (

@@ -86,78 +86,53 @@ def test_one_sample_makes_exactly_the_requests_and_files_of_before(tmp_path: Pat
     assert keys[0] == keys[1] and keys[0]
 
 
-def test_three_samples_each_with_its_seed_combined_recorded_and_replayed(tmp_path: Path) -> None:
-    options: dict[str, dict[str, Any]] = {"llm": {"options": {"temperature": 0.7, "seed": 7}}}
-    record(tmp_path / "one", llm=options["llm"])
-    record(tmp_path / "three", judge={"samples": 3}, llm=options["llm"])
-    params = load_paper_params(tmp_path / "three" / "params.yaml")
-    calls = judge_calls(tmp_path / "three")
+def _seeds_by_question(calls: list[Any]) -> dict[tuple[Any, ...], dict[str, int]]:
     by_question: dict[tuple[Any, ...], dict[str, int]] = {}
-    for call in calls:
-        if call.context.attempt == 0:
-            question = (call.context.item, call.context.step, call.context.label("metric"))
-            by_question.setdefault(question, {})[call.context.label("sample") or ""] = (
-                call.record.request.options.seed
-            )
-    assert by_question
-    for seeds in by_question.values():
-        assert seeds == {"0": 7, "1": sample_seed(7, 1), "2": sample_seed(7, 2)}
-    # Sample 0 is the call a one-sample run makes: the same key, served from the same recording.
-    one = {
-        c.record.key for c in judge_calls(tmp_path / "one") if c.context.attempt == 0 and c.context.step == 0
-    }
-    zero = {c.record.key for c in calls if c.context.label("sample") == "0" and c.context.step == 0}
-    assert zero and one == {c for c in zero if c in one} and zero <= one | zero
-
-    refinements = read_refinements(tmp_path / "three" / params.refine.out, params.judge.metrics)
-    judged = [
-        m for r in refinements for it in r.iterations for m in it.metrics.values() if not m.carried_over
-    ]
-    assert judged and all(m.samples is not None and len(m.samples) == 3 for m in judged)
-    for m in judged:
-        assert m.score == combine(m.samples or (), "mean")
-    assert any(len({s for s in m.samples or () if s is not None}) > 1 for m in judged)  # they do differ
-
-    stable = judge_stability(refinements, params)
-    assert stable["samples"] == 3 and stable["combine"] == "mean"
-    for metric in params.judge.metrics:
-        rows = [
-            [float(s) if s is not None else None for s in (m.samples or ())]
-            for r in refinements
-            for it in r.iterations
-            if (found_m := it.metrics.get(metric)) is not None and not found_m.carried_over
-            for m in (found_m,)
-        ]
-        usable = [[s for s in row if s is not None] for row in rows]
-        usable = [row for row in usable if len(row) >= 2]
-        assert stable[metric]["judgements"] == len(usable)
-        assert stable[metric]["within_item_sd"] == pytest.approx(
-            float(np.mean([np.std(r, ddof=1) for r in usable])), abs=1e-4
+    for call in (c for c in calls if c.context.attempt == 0):
+        question = (call.context.item, call.context.step, call.context.label("metric"))
+        by_question.setdefault(question, {})[call.context.label("sample") or ""] = (
+            call.record.request.options.seed
         )
-        straddle = sum(min(r) <= params.refine.threshold < max(r) for r in usable) / len(usable)
-        assert stable[metric]["straddle_threshold_share"] == pytest.approx(straddle, abs=1e-4)
+    return by_question
+
+
+def _sample_rows(refinements: list[Any], metric: str) -> list[list[float | None]]:
+    judged = [it.metrics.get(metric) for r in refinements for it in r.iterations]
+    return [
+        [None if s is None else float(s) for s in (m.samples or ())]
+        for m in judged
+        if m is not None and not m.carried_over
+    ]
+
+
+def _check_stability(stable: dict[str, Any], rows: list[list[float | None]], threshold: float) -> None:
+    """What the aggregate wrote for one metric, computed here by hand and by the krippendorff package."""
+    usable = [r for r in ([s for s in row if s is not None] for row in rows) if len(r) >= 2]
+    assert stable["judgements"] == len(usable)
+    sd = float(np.mean([np.std(r, ddof=1) for r in usable]))
+    assert stable["within_item_sd"] == pytest.approx(sd, abs=1e-4)
+    straddle = sum(min(r) <= threshold < max(r) for r in usable) / len(usable)
+    assert stable["straddle_threshold_share"] == pytest.approx(straddle, abs=1e-4)
+    if len({s for r in usable for s in r}) > 1:
         table = np.array([[np.nan if s is None else s for s in row] for row in rows]).T
-        if len({s for r in usable for s in r}) > 1:
-            expected = krippendorff.alpha(reliability_data=table, level_of_measurement="interval")
-            assert stable[metric]["krippendorff_alpha_interval"] == pytest.approx(expected, abs=1e-4)
+        expected = krippendorff.alpha(reliability_data=table, level_of_measurement="interval")
+        assert stable["krippendorff_alpha_interval"] == pytest.approx(expected, abs=1e-4)
 
-    # A rerun from the recordings alone: no model call, the same files.
-    again = tmp_path / "again"
+
+def _replays(run: Path, again: Path) -> None:
+    """A rerun from the recordings alone: no model call, the same files."""
     again.mkdir()
-    for name in ("params.yaml",):
-        (again / name).write_bytes((tmp_path / "three" / name).read_bytes())
-
-    shutil.copytree(tmp_path / "three" / "recordings", again / "recordings")
+    (again / "params.yaml").write_bytes((run / "params.yaml").read_bytes())
+    shutil.copytree(run / "recordings", again / "recordings")
     write_data(again)
-    silent = FakeBackend(lambda r: pytest.fail("a replay asked the model"), name="sampled")
-    run_pipeline(again, silent)
+    run_pipeline(again, FakeBackend(lambda r: pytest.fail("a replay asked the model"), name="sampled"))
     for name in ("outputs/paper/judgements.jsonl", "outputs/paper/refinement.jsonl"):
-        assert (again / name).read_bytes() == (tmp_path / "three" / name).read_bytes()
+        assert (again / name).read_bytes() == (run / name).read_bytes()
 
-    # diff takes runs with samples: a one-sample run against the three-sample one.
-    result = CliRunner().invoke(
-        main, ["diff", str(tmp_path / "one"), str(tmp_path / "three"), "--design", "paper", "--json"]
-    )
+
+def _diff_shows_samples(one: Path, three: Path, stable: dict[str, Any]) -> None:
+    """diff takes runs with samples: a one-sample run against the three-sample one."""
+    result = CliRunner().invoke(main, ["diff", str(one), str(three), "--design", "paper", "--json"])
     assert result.exit_code == 0, result.output
     found = json.loads(result.stdout)
     assert found["changes"] and {c["cause"] for c in found["changes"]} <= {"samples", "input"}
@@ -167,6 +142,43 @@ def test_three_samples_each_with_its_seed_combined_recorded_and_replayed(tmp_pat
         assert shown["judgements"] == computed["judgements"]
         assert shown["within_sd"] == pytest.approx(computed["within_item_sd"], abs=1e-4)
         assert shown["straddle_share"] == pytest.approx(computed["straddle_threshold_share"], abs=1e-4)
+
+
+def test_three_samples_each_with_its_seed_combined_recorded_and_replayed(tmp_path: Path) -> None:
+    llm: dict[str, Any] = {"options": {"temperature": 0.7, "seed": 7}}
+    record(tmp_path / "one", llm=llm)
+    record(tmp_path / "three", judge={"samples": 3}, llm=llm)
+    params = load_paper_params(tmp_path / "three" / "params.yaml")
+    calls = judge_calls(tmp_path / "three")
+    seeds = _seeds_by_question(calls)
+    assert seeds and all(
+        s == {"0": 7, "1": sample_seed(7, 1), "2": sample_seed(7, 2)} for s in seeds.values()
+    )
+    # Sample 0 is the call a one-sample run makes: the same key, served from the same recording.
+    first = {
+        c.record.key for c in judge_calls(tmp_path / "one") if (c.context.attempt, c.context.step) == (0, 0)
+    }
+    zero = {
+        c.record.key
+        for c in calls
+        if (c.context.label("sample"), c.context.attempt, c.context.step) == ("0", 0, 0)
+    }
+    assert zero and zero == first
+
+    refinements = read_refinements(tmp_path / "three" / params.refine.out, params.judge.metrics)
+    judged = [
+        m for r in refinements for it in r.iterations for m in it.metrics.values() if not m.carried_over
+    ]
+    assert judged and all(m.samples is not None and len(m.samples) == 3 for m in judged)
+    assert all(m.score == combine(m.samples or (), "mean") for m in judged)
+    assert any(len({s for s in m.samples or () if s is not None}) > 1 for m in judged)  # they do differ
+
+    stable = judge_stability(refinements, params)
+    assert stable["samples"] == 3 and stable["combine"] == "mean"
+    for metric in params.judge.metrics:
+        _check_stability(stable[metric], _sample_rows(refinements, metric), params.refine.threshold)
+    _replays(tmp_path / "three", tmp_path / "again")
+    _diff_shows_samples(tmp_path / "one", tmp_path / "three", stable)
 
 
 def test_at_temperature_zero_the_run_says_the_samples_differ_only_by_seed(
