@@ -12,6 +12,18 @@ model does: run B asks at temperature 0.7 where A asked at 0, and a quarter of i
 runs it, a fresh process from the project's folder: text, --json and --html, each timed. The
 corpus is AnnoMI in the DAIC-WOZ layout (../shared/corpora/annomi/daic_format_derived, or
 JUDGELOOP_SHARED); without it the bench says so and stops.
+
+Measured 2026-11-26 on the shared 2-core development machine under heavy load (load average 24-27,
+eight engineers' test suites), 133 interviews, 887 judgements paired, 210 changed (all "sampling"):
+
+    judgeloop diff (text)       9.04, 10.16, 16.04 s     --json  9.57, 10.92, 12.05 s
+    --html (4.2 MB page)        11.76, 12.76, 13.61 s
+    of which importing the judgeloop command: 9.28 s (scipy.stats, which `calibrate` imports at the
+    command's start, is most of it: every judgeloop command pays it; issue 31's business)
+    the diff itself, in process with its imports done: 1.00 s
+
+Before the diff verified only the calls it uses, hashing every record of both runs (3,825 calls)
+was most of its own time: 8.4 s in process under load 12, 5.0 s after (profiled, cProfile).
 """
 
 from __future__ import annotations
