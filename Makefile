@@ -19,37 +19,56 @@ ON_PATH := PATH="$(abspath $(BIN)):$$PATH"
 # the environment was installed from.
 JUDGELOOP := $(ON_PATH) $(BIN)/python -m pipeline.tools.cli
 
-.PHONY: help install repro exp replay status audit compare diff second-run cache report calibrate judge-evaluate dvc-yaml batch test lint bench
+.PHONY: help install lock repro exp replay status audit compare diff second-run cache report calibrate judge-evaluate dvc-yaml batch test lint bench
 .DEFAULT_GOAL := help
 
 help: ## this list
 	@echo "make TARGET [ARGS=\"...\"]  (or ./judgeloop COMMAND ..., the same with no quoting; ./judgeloop --help)"
 	@grep -E '^[a-z][a-z -]*:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  %-15s %s\n", $$1, $$2}'
 
-install: $(STAMP) ## create .venv and install judgeloop (the first time: about 1 min, +5 to compile llama-cpp-python)
+install: $(STAMP) ## create .venv and install judgeloop from the lock (the first time: about 1 min, +5 to compile llama-cpp-python)
 
-# llama-cpp-python compiles for the CPU it is built on by default (GGML_NATIVE), and on CPUs with
-# AMX (Intel Sapphire Rapids and later, CI's among them) that build segfaults in its first decode
-# (ggml-org/llama.cpp#20824). We build it for x86-64-v3 (AVX2, FMA, F16C) instead, which runs on
-# any x86 machine of the last decade (on Arm these switches are ignored). pip's own wheel cache
-# does not know the build flags, so a wheel built natively before would be reused: the wheel is
-# built once into a folder named after the flags, and installed from there.
-LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
-LLAMA_REQUIREMENT := llama-cpp-python==0.3.36
+# Every dependency, runtime and dev, is pinned in requirements/lock.txt (`make lock` refreshes it from
+# pyproject.toml's ranges): a fresh machine installs what the committed runs were made with, not what
+# was newest that week, on every supported Python (one version of each package for all of them).
+#
+# llama-cpp-python is pinned exactly and compiled portably: the release and the CMake flags are in
+# pipeline/llm/llama_pin.py, which says why (read here with sed, before any environment exists).
+# By default it compiles for the CPU it is built on (GGML_NATIVE), and on CPUs with AMX (Intel
+# Sapphire Rapids and later, CI's among them) that build segfaults in its first decode
+# (ggml-org/llama.cpp#20824); a native build also answers differently from the recordings'. We build
+# it for x86-64-v3 (AVX2, FMA, F16C), which runs on any x86 machine of the last decade (on Arm these
+# switches are ignored); a CPU without them is told so before anything compiles. pip's own wheel
+# cache does not know the build flags, so a wheel built natively before would be reused: the wheel
+# is built once into a folder named after the flags, and installed from there.
+LLAMA_PIN := pipeline/llm/llama_pin.py
+LLAMA_VERSION := $(shell sed -n 's/^VERSION = "\(.*\)"$$/\1/p' $(LLAMA_PIN))
+LLAMA_CMAKE_ARGS ?= $(shell sed -n 's/^CMAKE_ARGS = "\(.*\)"$$/\1/p' $(LLAMA_PIN))
+LLAMA_REQUIREMENT := llama-cpp-python==$(LLAMA_VERSION)
 WHEELS := $(HOME)/.cache/judgeloop/wheels/$(shell printf '%s' '$(LLAMA_CMAKE_ARGS) $(LLAMA_REQUIREMENT)' | cksum | cut -d' ' -f1)
+LOCK := requirements/lock.txt
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK) $(LLAMA_PIN)
 	@test -x $(BIN)/python || { echo "creating the environment $(VENV) ($(PYTHON) -m venv)"; $(PYTHON) -m venv $(VENV); }
+	@$(BIN)/python -I $(LLAMA_PIN) --check-cpu
 	@echo "updating pip in $(VENV)"
 	@$(BIN)/python -m pip install --quiet --upgrade pip
 	@ls $(WHEELS)/llama_cpp_python-*.whl >/dev/null 2>&1 || { \
 	  echo "compiling llama-cpp-python once (about 5 minutes on 2 cores; later installs reuse $(WHEELS))"; \
 	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m pip wheel --quiet --no-deps --no-cache-dir \
 	    --wheel-dir $(WHEELS) '$(LLAMA_REQUIREMENT)'; }
-	@echo "installing judgeloop and its dependencies into $(VENV) (about a minute)"
-	@$(BIN)/python -m pip install --quiet --prefer-binary --find-links $(WHEELS) -e '.[embedded,dev,ray]'
+	@echo "installing judgeloop and its pinned dependencies ($(LOCK)) into $(VENV) (about a minute)"
+	@$(BIN)/python -m pip install --quiet --prefer-binary --find-links $(WHEELS) -r $(LOCK)
+	@$(BIN)/python -m pip install --quiet --no-deps -e .
 	@touch $(STAMP)
 	@echo "installed: $(VENV) is ready"
+
+# uv resolves one set of versions for every Python pyproject.toml allows (--universal; the fewest
+# versions, so 3.11 to 3.13 share numpy's and scipy's), every extra included. Then `make install`.
+lock: $(STAMP) ## refresh requirements/lock.txt (every dependency pinned) from pyproject.toml, with uv
+	@$(BIN)/python -m uv --version >/dev/null 2>&1 || $(BIN)/python -m pip install --quiet 'uv>=0.5'
+	$(BIN)/python -m uv pip compile --quiet --universal --fork-strategy fewest --python-version 3.11 \
+	  --extra embedded --extra dev --extra ray pyproject.toml -o $(LOCK)
 
 # ARGS: stages to run (their upstream too), e.g. `make repro ARGS=rag_aggregate`.
 repro: $(STAMP) ## run every stage whose code, params or data changed (dvc repro; ARGS: stages)

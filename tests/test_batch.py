@@ -21,7 +21,8 @@ from pipeline.llm.store import CallStore
 from pipeline.testing.fake_batch import answer
 from pipeline.testing.fake_openai import FakeOpenAI
 from pipeline.testing.judge_responder import experiment_responder
-from pipeline.tools.batch.exchange import MANIFEST_FILE, REQUESTS_FILE, export, ingest
+from pipeline.tools.batch.exchange import export, ingest
+from pipeline.tools.batch.manifest import MANIFEST_FILE, REQUESTS_FILE
 from tests.conftest import ROOT
 
 PAPER_STAGES = ("assess", "judge", "refine", "aggregate")

@@ -20,8 +20,11 @@ from pipeline.judges.scores import (
     READ_REASONS,
     Reason,
     Scale,
+    closing_verdicts,
     extract_score,
     fraction_verdicts,
+    metric_lines,
+    number_words,
     prose_context,
     prose_verdicts,
 )
@@ -173,6 +176,12 @@ GRAMMAR_PATTERNS = {
     "verdict_clause": prose_verdicts.VERDICT_CLAUSE,
     "verdict_clause, having": prose_verdicts.VERDICT_CLAUSE_HAVING,
     "verdict_named": prose_verdicts.VERDICT_NAMED,
+    "verdict_clause, result": prose_verdicts.VERDICT_RESULT,
+    "closing fraction after a comma": closing_verdicts.FRACTION_AFTER_PUNCT,
+    "closing score-of after a comma": closing_verdicts.SCORE_OF_AFTER_PUNCT,
+    "closing parenthesized fraction": closing_verdicts.PARENTHESIZED,
+    "metric line": metric_lines.METRIC_LINE,
+    "number word": number_words.NUMBER_WORD,
     "fraction_verb": fraction_verdicts.FRACTION_VERB,
     "fraction_verb, copula": fraction_verdicts.FRACTION_COPULA,
     "fraction_noun": fraction_verdicts.FRACTION_NOUN,
@@ -213,7 +222,8 @@ def test_the_grammar_is_the_whole_prose_grammar() -> None:
         "fraction_noun",
         "fraction_closing",
     }
-    grammar = (*prose_verdicts.GRAMMAR, *fraction_verdicts.GRAMMAR)
+    assert {kind for kind, _ in closing_verdicts.GRAMMAR} == {"fraction_closing", "verdict_closing"}
+    grammar = (*prose_verdicts.GRAMMAR, *fraction_verdicts.GRAMMAR, *closing_verdicts.GRAMMAR)
     assert all(pattern in GRAMMAR_PATTERNS.values() for _, pattern in grammar)
 
 
@@ -222,7 +232,7 @@ def test_the_grammar_is_the_whole_prose_grammar() -> None:
     text=st.text(alphabet="scoreating ivdu5 4.,/\n-", max_size=2000),
 )
 def test_property_every_grammar_match_is_shorter_than_the_bound(text: str) -> None:
-    for _, pattern in (*prose_verdicts.GRAMMAR, *fraction_verdicts.GRAMMAR):
+    for _, pattern in (*prose_verdicts.GRAMMAR, *fraction_verdicts.GRAMMAR, *closing_verdicts.GRAMMAR):
         for match in pattern.finditer(text):
             assert match.end() - match.start() <= MAX_WIDTH
     extract_score(text)  # and nothing raises

@@ -77,8 +77,14 @@ def test_a_planted_pickle_never_runs_in_stats_gc_verify_or_a_stage(project: Path
     assert code == 1 and "a pickled key" in out and "judgeloop cache verify --repair" in out
 
     fake = FakeBackend(scripted, name=MODEL)
+    # The stage's own recording is served before the local cache: the planted entry is not read.
+    run_pipeline(project, fake, stages=("judge",))
+    assert fake.calls == [] and not marker.exists()
+    # Without the recording, the stage reaches the local entry, and refuses it unread.
+    shutil.move(project / "recordings" / "judge", project / "judge-recording")
     with pytest.raises(CorruptRecordError) as stopped:
         run_pipeline(project, fake, stages=("judge",))
+    shutil.move(project / "judge-recording", project / "recordings" / "judge")
     message = stopped.value.message
     assert "stage=judge item=" in message and f"key {key}" in message
     assert "holds a pickle, which judgeloop never writes: refused, not read" in message
@@ -137,10 +143,10 @@ def test_a_reply_edited_in_the_local_cache_is_never_served_nor_exported(project:
     store.close()
     before = outputs(project)
     fake = FakeBackend(scripted, name=MODEL)
+    # Both modes serve the stage's own recording first: without it, the stage reaches the cache.
+    shutil.move(project / "recordings/judge", project / "judge-recording")
     for mode in ("auto", "replay"):
         write_params(project, cache={"mode": mode})
-        if mode == "replay":  # replay serves the stage's own recording first: without it, the cache
-            shutil.move(project / "recordings/judge", project / "judge-recording")
         with pytest.raises(CorruptRecordError) as stopped:
             run_pipeline(project, fake, stages=("judge",))
         message = stopped.value.message

@@ -8,6 +8,7 @@ is its first copy, by stage name then line, the copy a replay is served.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import partial
 from pathlib import Path
 
 from pipeline.llm import recordings
@@ -23,13 +24,22 @@ def first_by_key(calls: Iterable[RecordedCall]) -> dict[str, RecordedCall]:
     return by_key
 
 
-def recorded_calls(path: Path, *, verify: bool = True) -> dict[str, RecordedCall]:
-    """Every call recorded under `path` by key: `path` is a recordings folder (every stage in it)
-    or one stage's folder; nothing recorded there, none. verify=True: a record whose checksum fails
-    stops the read (recordings.read_stage says how to fix it); verify=False reads it as it is."""
-    stages = [path] if (path / recordings.CALLS_FILE).is_file() else recordings.stage_dirs(path)
+def recorded_calls(
+    path: Path, *, verify: bool = True, stages: Iterable[str] | None = None
+) -> dict[str, RecordedCall]:
+    """Every call recorded under `path` by key: `path` is a recordings folder (every stage in it,
+    or only the folders of `stages`: a report reads its own stages' recordings, never a folder no
+    stage owns) or one stage's folder; nothing recorded there, none. verify=True: a record whose
+    checksum fails stops the read (recordings.read_stage says how to fix it); verify=False reads it
+    as it is."""
+    if (path / recordings.CALLS_FILE).is_file():
+        folders = [path]
+    elif stages is not None:
+        folders = [d for d in map(partial(recordings.stage_dir, path), sorted(stages)) if d.is_dir()]
+    else:
+        folders = recordings.stage_dirs(path)
     return first_by_key(
-        loaded.call for stage in stages for loaded in recordings.read_stage(stage, verify=verify)
+        loaded.call for stage in folders for loaded in recordings.read_stage(stage, verify=verify)
     )
 
 

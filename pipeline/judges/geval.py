@@ -17,14 +17,15 @@ from typing import TypeVar
 from pipeline.judges.likert import LIKERT_VALUES
 from pipeline.llm.logprobs import integer_field_span, token_at
 from pipeline.llm.types import TokenLogprob
+from pipeline.numbers import fsum, stated
 
 Value = TypeVar("Value", int, float)  # a score value: a whole score, or one on a finer scale
 
 
 @dataclass(frozen=True)
 class ScoreDistribution:
-    probabilities: dict[int, float]  # allowed value -> probability, renormalised to sum to 1
-    expected: float  # sum of value * probability: G-Eval's weighted score
+    probabilities: dict[int, float]  # allowed value -> probability, renormalised, at the stated precision
+    expected: float  # sum of value * probability: G-Eval's weighted score, at the stated precision
     mass: float  # the probability the model put on allowed values before renormalising
     argmax: int  # the most probable allowed value
 
@@ -53,10 +54,10 @@ def score_distribution(
         value = wanted.get(text.strip())
         if value is not None:
             seen[value] = seen.get(value, 0.0) + math.exp(logprob)
-    mass = sum(seen.values())
+    mass = fsum(seen.values())
     if not seen or mass <= 0.0:
         return None
-    probabilities = {value: seen.get(value, 0.0) / mass for value in sorted(wanted.values())}
+    probabilities = {value: stated(seen.get(value, 0.0) / mass) for value in sorted(wanted.values())}
     expected = expected_score(seen)
     argmax = max(probabilities, key=lambda value: (probabilities[value], -value))
     return ScoreDistribution(probabilities=probabilities, expected=expected, mass=mass, argmax=argmax)
@@ -67,13 +68,14 @@ def expected_score(weights: Mapping[Value, float]) -> float:
 
     Probability the model put on tokens that are no score value is not in the mapping; dividing by
     the mass that is renormalises over the score values, as G-Eval does. Each term is renormalised
-    before it is weighted, in the order of the values: the float the recorded outputs hold."""
+    before it is weighted, and the terms are summed with fsum; the result is written at the stated
+    precision (pipeline.numbers), so it is the same bytes on every Python."""
     if any(p < 0 or not math.isfinite(p) for p in weights.values()):
         raise ValueError("a probability is negative or not finite")
-    mass = sum(weights.values())
+    mass = fsum(weights.values())
     if mass <= 0:
         raise ValueError("no probability on any score value")
-    return float(sum(value * (weights[value] / mass) for value in sorted(weights)))
+    return stated(fsum(value * (weights[value] / mass) for value in sorted(weights)))
 
 
 def field_distribution(

@@ -4,6 +4,7 @@
     locked(directory)              one writer at a time in a folder, across processes
     safe_name(name, what, fix)     a name that becomes a path: a plain name, or UnsafeNameError
     child(folder, name, ...)       folder / name, checked to stay inside folder
+    refuse_links(folder, ...)      no symbolic link in folder (or in it and below): UnsafeNameError
 
 Why unique temporary names: two writers of one file (two processes recording the same stage, a
 stage and `judgeloop cache merge`) that shared `calls.jsonl.tmp` renamed each other's half-written
@@ -16,6 +17,12 @@ A name read from the command line or from a file (a stage's recordings folder, a
 becomes a path only if it is a plain name: letters, digits, `.`, `_`, `-`, not starting with a dot,
 at most 100 characters; and the path it makes must resolve inside its folder (a symbolic link
 pointing out is refused too).
+
+Symbolic links inside the folders judgeloop writes (the cache folder, the recordings folder) are
+refused before anything is read or written there, dangling ones too: a `cache.db` or a shard folder
+that is a link made the cache write its database and value files wherever the link points, and a
+stage folder that links to another stage's made two stages write one recording. (The folder itself
+may be a link: that is how a user puts the cache on another disk.)
 """
 
 from __future__ import annotations
@@ -82,3 +89,36 @@ def child(folder: Path, name: str, what: str, fix: str) -> Path:
     if not path.resolve().is_relative_to(folder.resolve()):
         raise UnsafeNameError(f"{what} {name!r}: {path} leads outside {folder} (a link?). Fix: {fix}")
     return path
+
+
+def links_in(folder: Path, *, below: bool = False) -> list[Path]:
+    """The symbolic links (dangling ones too) directly in `folder`, or anywhere under it (`below`);
+    none for a folder that does not exist. Links are never followed."""
+    found: list[Path] = []
+    pending = [folder]
+    while pending:
+        current = pending.pop()
+        try:
+            with os.scandir(current) as entries:
+                for entry in entries:
+                    if entry.is_symlink():
+                        found.append(Path(entry.path))
+                    elif below and entry.is_dir(follow_symlinks=False):
+                        pending.append(Path(entry.path))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+    return sorted(found)
+
+
+def refuse_links(folder: Path, what: str, fix: str, *, itself: bool = False, below: bool = False) -> None:
+    """UnsafeNameError naming the first symbolic link in `folder` (and `folder` itself if `itself`,
+    everything under it if `below`): what is written or read through a link is outside the folder."""
+    linked = ([folder] if itself and folder.is_symlink() else []) + links_in(folder, below=below)
+    if linked:
+        link = linked[0]
+        more = f" (and {len(linked) - 1} more)" if len(linked) > 1 else ""
+        raise UnsafeNameError(
+            f"{link}{more}: a symbolic link (to {os.readlink(link)}) in {what}, refused before anything "
+            f"is read or written there: through it judgeloop would write outside {folder}. "
+            f"Fix: remove the link (rm {link}){', ' + fix if fix else ''}."
+        )

@@ -15,6 +15,17 @@ The hash is DVC's own for a folder output (dvc-data's Tree): md5 of the JSON lis
 tests/test_trust_lock.py checks it against DVC. Temporary files (`*.tmp`, which .dvcignore makes
 DVC skip too) are left out. A folder that dvc.lock does not name (a judge-evaluate stage, an
 experiment without DVC) has no pin and is read as it is.
+
+Whose entry pins a folder. Only the entry of the stage that owns the folder: the stage whose `outs`
+name it in dvc.yaml (without a dvc.yaml, the stage named like the folder, as `judgeloop dvc-yaml`
+writes them). A dvc.lock that names a recordings folder under any other stage, one dvc.yaml does
+not define among them, or names a stage twice, is refused for that folder: otherwise a stage
+appended to dvc.lock with a forged md5 let a forged recording through (and a replay then relocked
+the real entry to it).
+
+What is hashed is what is read. `pinned_files` reads each file of the folder once, hashes those
+bytes and hands the same bytes to the reader (pipeline.llm.recordings), so a file swapped between
+the check and the read is never served.
 """
 
 from __future__ import annotations
@@ -24,31 +35,40 @@ import json
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import yaml
-
-from pipeline.errors import LockMismatchError
+from pipeline.errors import CorruptRecordError, LockMismatchError
 from pipeline.llm.files import TMP_SUFFIX
+from pipeline.llm.owners import PIPELINE_FILE, load_yaml, out_path, outs_of, recording_owners, stages_of
 
 LOCK_FILE = "dvc.lock"
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's when built with it: dvc.lock is long
+MAX_FILE_BYTES = 4 * 2**30  # as pipeline.llm.recordings.MAX_RECORDING_BYTES: more is no recording
+
+
+def folder_files(directory: Path) -> dict[str, bytes]:
+    """Every file of a folder output by its relpath, read once (`*.tmp` left out, as DVC does)."""
+    files: dict[str, bytes] = {}
+    for path in sorted(directory.rglob("*")):
+        if not path.is_file() or path.name.endswith(TMP_SUFFIX):
+            continue
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise CorruptRecordError(
+                f"{path}: {size / 2**30:.1f} GiB, more than a recording holds. "
+                f"Fix: restore the file from git (git checkout -- {path}), or re-record the stage."
+            )
+        files[path.relative_to(directory).as_posix()] = path.read_bytes()
+    return files
+
+
+def files_md5(files: dict[str, bytes]) -> str:
+    """DVC's md5 of a folder output with these files, as dvc.lock writes it (`<md5>.dir`)."""
+    entries = [{"md5": hashlib.md5(data).hexdigest(), "relpath": rel} for rel, data in sorted(files.items())]
+    return hashlib.md5(json.dumps(entries, sort_keys=True).encode("utf-8")).hexdigest() + ".dir"
 
 
 def dir_md5(directory: Path) -> str:
     """DVC's md5 of a folder output, as dvc.lock writes it (`<md5>.dir`)."""
-    entries = sorted(
-        (
-            {
-                "md5": hashlib.md5(path.read_bytes()).hexdigest(),
-                "relpath": path.relative_to(directory).as_posix(),
-            }
-            for path in directory.rglob("*")
-            if path.is_file() and not path.name.endswith(TMP_SUFFIX)
-        ),
-        key=lambda entry: entry["relpath"],
-    )
-    return hashlib.md5(json.dumps(entries, sort_keys=True).encode("utf-8")).hexdigest() + ".dir"
+    return files_md5(folder_files(directory))
 
 
 @dataclass(frozen=True)
@@ -65,6 +85,28 @@ class Pin:
         return f"{restore}dvc commit --force {self.dvc_stage}"
 
 
+@dataclass(frozen=True)
+class _Refused:
+    """A recordings folder that dvc.lock names under a stage that does not own it."""
+
+    path: str
+    stage: str
+    owner: str | None
+    twice: bool = False
+
+    def problem(self) -> str:
+        if self.twice:
+            named = f"names {self.path} twice under stage '{self.stage}'"
+        else:
+            owner = f"stage '{self.owner}' owns it" if self.owner else "no stage owns it"
+            named = f"names {self.path} under stage '{self.stage}', but {owner} per {PIPELINE_FILE}"
+        return (
+            f"{LOCK_FILE} {named}: such an entry could pin the recording to another md5 than its own "
+            f"stage's, so {self.path} is refused. Fix: restore {LOCK_FILE} from git "
+            f"(git checkout -- {LOCK_FILE}), or relock the stage that owns it"
+        )
+
+
 class Pins:
     """The recordings folders that dvc.lock (in `root`) pins, read when first needed; none when
     there is no dvc.lock (or no root)."""
@@ -72,51 +114,63 @@ class Pins:
     def __init__(self, root: Path | None = None, recordings: Path | None = None) -> None:
         self.lock = root / LOCK_FILE if root is not None else None
         self._recordings = recordings
-        self._pins: dict[Path, Pin] | None = None
+        self._pins: dict[Path, Pin | _Refused] | None = None
         self._guard = threading.Lock()
 
-    def _read(self) -> dict[Path, Pin]:
+    def _read(self) -> dict[Path, Pin | _Refused]:
         lock, recordings = self.lock, self._recordings
         if lock is None or recordings is None or not lock.is_file():
             return {}
-        try:
-            data: Any = yaml.load(lock.read_text(encoding="utf-8"), Loader=_LOADER)
-        except yaml.YAMLError as exc:
-            raise LockMismatchError(
-                f"{lock}: not readable YAML ({exc}), so the recordings it pins cannot be checked. "
-                f"Fix: restore it from git (git checkout -- {lock.name})."
-            ) from exc
+        data = load_yaml(lock, "the recordings it pins")
         inside = recordings.resolve()
-        pins: dict[Path, Pin] = {}
-        stages = data.get("stages") if isinstance(data, dict) else None
-        for name, stage in (stages or {}).items():
-            outs = [
-                o
-                for o in (stage or {}).get("outs") or []
-                if isinstance(o, dict) and isinstance(o.get("path"), str)
-            ]
-            for out in outs:
-                path, md5 = out["path"], out.get("md5")
-                if not isinstance(md5, str) or not md5.endswith(".dir"):
-                    continue
+        owners = recording_owners(lock.parent, recordings)
+        pins: dict[Path, Pin | _Refused] = {}
+        for name, stage in stages_of(data).items():
+            entries = [(out, path) for out in outs_of(stage) if (path := out_path(out)) is not None]
+            paths = [path for _, path in entries]
+            for out, path in entries:
                 resolved = (lock.parent / path).resolve()
-                if resolved.parent == inside:
-                    others = tuple(o["path"] for o in outs if o is not out)
-                    pins[resolved] = Pin(str(name), path, md5, others)
+                if resolved.parent != inside or isinstance(pins.get(resolved), _Refused):
+                    continue
+                owner = owners.get(resolved) if owners is not None else resolved.name
+                md5 = out.get("md5") if isinstance(out, dict) else None
+                if str(name) != owner or resolved in pins:
+                    pins[resolved] = _Refused(path, str(name), owner, twice=str(name) == owner)
+                elif isinstance(md5, str) and md5.endswith(".dir"):
+                    pins[resolved] = Pin(str(name), path, md5, tuple(p for p in paths if p != path))
         return pins
 
-    def pin(self, directory: Path) -> Pin | None:
+    def _entry(self, directory: Path) -> Pin | _Refused | None:
         with self._guard:
             if self._pins is None:
                 self._pins = self._read()
             return self._pins.get(directory.resolve())
 
+    def pin(self, directory: Path) -> Pin | None:
+        entry = self._entry(directory)
+        return entry if isinstance(entry, Pin) else None
+
     def problem(self, directory: Path) -> str | None:
         """Why `directory` may not be read (it differs from its pin, naming the fix), or None."""
-        pin = self.pin(directory)
+        return self._problem(directory, None)
+
+    def pinned_files(self, directory: Path) -> dict[str, bytes]:
+        """The folder's files, each read once, that match its pin (if it has one): the bytes to parse.
+        LockMismatchError, naming the fix, for a folder that does not."""
+        files = folder_files(directory) if directory.is_dir() else {}
+        problem = self._problem(directory, files)
+        if problem is not None:
+            raise LockMismatchError(problem)
+        return files
+
+    def _problem(self, directory: Path, files: dict[str, bytes] | None) -> str | None:
+        entry = self._entry(directory)
+        if isinstance(entry, _Refused):
+            return entry.problem()
+        pin = entry
         if pin is None or not directory.is_dir():
             return None
-        found = dir_md5(directory)
+        found = files_md5(files if files is not None else folder_files(directory))
         if found == pin.md5:
             return None
         return (

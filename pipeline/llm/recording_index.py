@@ -1,9 +1,11 @@
 """Every recorded call under recordings/, by key, for a session to serve: verified, stage by stage.
 
 Each stage's recording is read (and every record verified: key re-derived, checksum checked) once
-per session, when first needed, so a stage whose calls the local cache holds never reads them. A
-stage's recording that cannot be trusted (a bad line, a blob that does not hash to its id, a
-folder that does not match its pin in dvc.lock, a name that is not a plain name) is left out as a
+per session, when first needed: a session's own stage's at its first call, the others' only when
+a call is in neither (pipeline.llm.session). Its files are read once, and the bytes that match the
+folder's pin in dvc.lock are the bytes parsed (pipeline.llm.pins.Pins.pinned_files). A stage's
+recording that cannot be trusted (a bad line, a blob that does not hash to its id, a folder that
+does not match its pin in dvc.lock, a symbolic link, a name that is not a plain name) is left out as a
 whole, and remembered with its reason (file and line): the session whose own stage it is fails
 with that reason, while every other stage goes on replaying from its own recording. Nothing of a
 damaged recording is served.
@@ -49,9 +51,10 @@ class RecordingIndex:
     def _read(self, directory: Path) -> StageCalls:
         try:
             recordings.stage_dir(self.root, directory.name)
-            self.pins.check(directory)
+            recordings.refuse_linked(directory)
+            files = self.pins.pinned_files(directory)  # read once: the bytes checked are those parsed
             by_key: dict[str, CallRecord] = {}
-            for loaded in recordings.read_stage(directory):
+            for loaded in recordings.read_stage(directory, files=files):
                 by_key.setdefault(loaded.call.record.key, loaded.call.record)
             return StageCalls(by_key)
         except JudgeloopError as exc:

@@ -38,8 +38,16 @@ Whose calls a recording holds, and who may replace them. A writer takes the stag
   recorded stays until `judgeloop cache gc` finds no recording that needs it. (A single answer
   judged again under the same item replaces only that item's earlier calls.)
 
+Line breaks inside a call. JSON escapes every control character, but not U+0085, U+2028 and U+2029,
+which str.splitlines (and many editors and tools) take for line breaks: a reply holding one would
+split its line in two. So a line that holds any of the three has them written as JSON escapes
+(\\u2028), which parse back to the same text, and a recording is read split at "\\n" only, so a file
+written raw before still reads. Lines without them (every recording before) keep their bytes.
+
 Stage names become folder names, so a name read from the command line or from a file is checked
-(pipeline.llm.files.child): a plain name that stays inside the recordings folder.
+(pipeline.llm.files.child): a plain name that stays inside the recordings folder. A stage folder
+that is a symbolic link, or holds one, is refused before it is read or written
+(pipeline.llm.files.refuse_links): through it a stage would write, or read, another's recording.
 """
 
 from __future__ import annotations
@@ -57,7 +65,7 @@ import orjson
 from pydantic import ValidationError
 
 from pipeline.errors import CorruptRecordError
-from pipeline.llm.files import TMP_SUFFIX, atomic_write, child, locked
+from pipeline.llm.files import TMP_SUFFIX, atomic_write, child, locked, refuse_links
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext
@@ -67,6 +75,7 @@ MAX_BLOCK = 8192
 CALLS_FILE = "calls.jsonl"
 LEGACY_BLOBS_FILE = "blobs.jsonl"  # the shared blocks' own file, before they moved into calls.jsonl
 STAGE_FIX = "name the stage with letters, digits, '.', '_' and '-' only"
+LINK_FIX = "then restore the stage's recording from git (git checkout -- recordings/), or re-record the stage"
 
 Part = str | dict[str, str]
 
@@ -126,21 +135,46 @@ def unpack_content(content: str | list[Any], blobs: dict[str, str], where: str) 
     return "".join(out)
 
 
+# The line breaks of str.splitlines that JSON leaves unescaped (it escapes \r, \x0b, \x1c and the like).
+_UNESCAPED_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
+def line_safe(line: str) -> str:
+    """A JSON line with the line breaks JSON leaves raw written as escapes; inside a JSON line they
+    can only be inside strings, where the escape parses back to the same character."""
+    if "\x85" in line or "\u2028" in line or "\u2029" in line:
+        return line.translate(_UNESCAPED_BREAKS)
+    return line
+
+
 def call_to_line(call: RecordedCall, blobs: dict[str, str]) -> str:
     record = call.record.model_dump(mode="json")
     for message in record["request"]["messages"]:
         message["content"] = pack_content(message["content"], blobs)
     record["context"] = call.context.model_dump(mode="json", exclude_defaults=True)
-    return canonical_json(record)
+    return line_safe(canonical_json(record))
 
 
 def blob_line(blob: str, text: str) -> str:
-    return canonical_json({"blob": blob, "text": text})
+    return line_safe(canonical_json({"blob": blob, "text": text}))
+
+
+def file_lines(text: str) -> list[str]:
+    """A recording's lines, split at "\\n" only: never at a character str.splitlines also breaks at."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
 
 
 def stage_dir(root: Path, stage: str) -> Path:
     """root / stage, for a stage name that is a plain name and stays inside root."""
     return child(root, stage, "stage", STAGE_FIX)
+
+
+def refuse_linked(directory: Path) -> None:
+    """UnsafeNameError if the stage folder is a symbolic link or holds one, however deep."""
+    refuse_links(directory, "the recordings", LINK_FIX, itself=True, below=True)
 
 
 class StageRecording:
@@ -187,6 +221,7 @@ class StageRecording:
         replace the recording (a pipeline stage's run). Otherwise the calls already recorded that
         `keep` accepts stay beside them (read and verified under the folder's lock, so concurrent
         writers lose nothing)."""
+        refuse_linked(directory)
         with locked(directory):
             if keep is not None:
                 earlier = (
@@ -240,14 +275,15 @@ class RecordingLines:
 MAX_RECORDING_BYTES = 4 * 2**30  # tens of thousands of calls with log-probabilities fit many times
 
 
-def recording_text(path: Path) -> str:
-    """A recording file as text; CorruptRecordError, naming the file (and line) and the fix, for one
-    that is too large to be a recording or is not UTF-8."""
+def recording_text(path: Path, data: bytes | None = None) -> str:
+    """A recording file as text (its bytes `data` when already read); CorruptRecordError, naming
+    the file (and line) and the fix, for one that is too large to be a recording or is not UTF-8."""
     fix = f"Fix: restore the file from git (git checkout -- {path}), or re-record the stage."
-    size = path.stat().st_size
+    size = path.stat().st_size if data is None else len(data)
     if size > MAX_RECORDING_BYTES:
         raise CorruptRecordError(f"{path}: {size / 2**30:.1f} GiB, more than a recording holds. {fix}")
-    data = path.read_bytes()
+    if data is None:
+        data = path.read_bytes()
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -255,19 +291,23 @@ def recording_text(path: Path) -> str:
         raise CorruptRecordError(f"{path}:{line}: byte 0x{data[exc.start]:02x} is not UTF-8. {fix}") from None
 
 
-def split_recording(directory: Path) -> RecordingLines:
+def split_recording(directory: Path, files: dict[str, bytes] | None = None) -> RecordingLines:
     """Read a stage's recording: calls.jsonl (and a blobs.jsonl beside it, from before they were one
-    file), every blob checked against its id. Bad lines are listed, not raised."""
+    file), every blob checked against its id. Bad lines are listed, not raised. `files`: the
+    folder's files as already read (and checked against the folder's pin, pipeline.llm.pins), to
+    parse those bytes rather than read the files again."""
+    refuse_linked(directory)
     path = directory / CALLS_FILE
     calls: list[tuple[int, str]] = []
     blobs: dict[str, str] = {}
     problems: list[str] = []
-    sources = [(path, recording_text(path))]
+    given = files if files is not None else {}
+    sources = [(path, recording_text(path, given.get(CALLS_FILE)))]
     legacy = directory / LEGACY_BLOBS_FILE
-    if legacy.is_file():
-        sources.append((legacy, recording_text(legacy)))
+    if LEGACY_BLOBS_FILE in given or (files is None and legacy.is_file()):
+        sources.append((legacy, recording_text(legacy, given.get(LEGACY_BLOBS_FILE))))
     for source, text in sources:
-        for number, line in enumerate(text.splitlines(), start=1):
+        for number, line in enumerate(file_lines(text), start=1):
             if source == path and not line.startswith('{"blob":'):
                 calls.append((number, line))
                 continue
@@ -321,11 +361,14 @@ def _why(exc: Exception) -> str:
     return str(exc)
 
 
-def read_stage(directory: Path, *, verify: bool = True) -> Iterator[LoadedCall]:
-    """A stage's calls; CorruptRecordError at the first line that cannot be read or trusted."""
-    if not has_recording(directory):
+def read_stage(
+    directory: Path, *, verify: bool = True, files: dict[str, bytes] | None = None
+) -> Iterator[LoadedCall]:
+    """A stage's calls; CorruptRecordError at the first line that cannot be read or trusted.
+    `files`: the folder's files as already read (see split_recording)."""
+    if not (has_recording(directory) if files is None else CALLS_FILE in files):
         return
-    parts = split_recording(directory)
+    parts = split_recording(directory, files)
     if parts.problems and verify:
         raise CorruptRecordError(
             f"{parts.problems[0]}. Fix: restore the file from git (git checkout -- {directory}), "

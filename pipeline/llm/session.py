@@ -5,9 +5,10 @@
     session.close()   # writes recordings/judge/ and the run's hit/miss stats
 
 Cache modes (params `cache.mode`, env JUDGELOOP_CACHE_MODE):
-    auto     read the local cache, then the recordings; on a miss call the model and store the reply
-    replay   never call a model: serve the stage's own recording first, then the local cache, then
-             the other recordings; a miss is collected, and the stage fails listing every missing call
+    auto     serve the stage's own recording first, then the local cache, then the other recordings;
+             on a miss call the model and store the reply
+    replay   as auto, but never call a model: a miss is collected, and the stage fails listing every
+             missing call
     refresh  call the model for every request and overwrite what was stored
     off      call the model for every request and store nothing locally (recordings still written)
 
@@ -24,9 +25,9 @@ first such prompt instead, naming the item.
 Nothing is served unverified: a local hit is checked against its seal and key (pipeline.llm.store),
 a recorded one was verified in full when its stage's recording was read, and that recording
 matched its pin in dvc.lock (pipeline.llm.recording_index, pipeline.llm.pins). A damaged entry
-stops the stage with an error naming the stage, item, key and the fix. In replay, the stage's own
-recording comes before the local cache, so what a cache folder holds (someone else's, say) cannot
-change what a locked recording replays.
+stops the stage with an error naming the stage, item, key and the fix. The stage's own recording
+comes before the local cache (in auto mode as in replay), so what a cache folder holds (someone
+else's, say) cannot change what a locked recording replays or reruns.
 
 The backend is built lazily: a stage whose calls all hit never loads the model or opens a
 connection, and in replay mode the model's identity comes from the recordings, not the server.
@@ -54,6 +55,7 @@ from pipeline.llm import recordings
 from pipeline.llm.files import atomic_write
 from pipeline.llm.keys import request_key
 from pipeline.llm.latency import BACKEND_TOTAL, WALL
+from pipeline.llm.llama_pin import foreign_build
 from pipeline.llm.pins import Pins
 from pipeline.llm.recording_index import RecordingIndex
 from pipeline.llm.records import CallRecord, RecordedCall
@@ -109,6 +111,7 @@ class LLMSession:
         self._recorded_this_run: int | None = None  # set when written: the file adds earlier calls
         self.stats = RunStats()
         self._observers: list[Callable[[RecordedCall], None]] = []
+        self._build_said = False  # a live call on another llama.cpp build is reported once
 
     def observe(self, observer: Callable[[RecordedCall], None]) -> None:
         """Call `observer` with every call as it completes (a progress display), from its thread."""
@@ -159,9 +162,11 @@ class LLMSession:
         return request_key(self.identity, request)
 
     def lookup(self, key: str, request: ChatRequest | None = None) -> CallRecord | None:
-        """A stored reply, verified: the local cache first, then the recordings (which then seed
-        the cache); in replay the stage's own recording comes first."""
-        if self.mode == "replay":
+        """A stored reply, verified: the stage's own recording first, then the local cache, then
+        the other recordings (which then seed the cache). The stage's recording is the experiment's
+        truth (pinned in dvc.lock): a local entry with another reply for a call it holds is never
+        served, in auto mode either (`judgeloop cache verify` names it, and how to drop it)."""
+        if self.mode in ("auto", "replay"):
             record = self.index.own(key, self.stage)
             if record is not None:
                 self._seed(record)
@@ -234,11 +239,28 @@ class LLMSession:
             # A backend that does not time itself: keep the call's wall time (latency budgets read
             # it back in replay; pipeline.llm.latency). Meta is not in the key.
             reply = reply.model_copy(update={"meta": {**reply.meta, WALL: elapsed}})
+        self._check_build(reply)
         record = CallRecord.new(self.identity, request, reply)
         if self.store is not None and self.mode != "off":
             self.store.put(record)
         self._answered[key] = record
         return RecordedCall(context=context, record=record, cache_hit=False)
+
+    def _check_build(self, reply: ChatReply) -> None:
+        """Say once per run when a live call ran on another llama.cpp build than the pinned one:
+        its replies may differ from the recordings' under the same key (pipeline.llm.llama_pin)."""
+        if self._build_said:
+            return
+        differs = foreign_build(reply.meta)
+        if differs is not None:
+            self._build_said = True
+            log.warning(
+                "stage %s: this live call ran on another llama.cpp build than the pinned one: %s. Its "
+                "replies may differ from the committed recordings' under the same keys (a new measurement, "
+                "not a rerun); `make install` in a new environment installs the pinned build.",
+                self.stage,
+                differs,
+            )
 
     def _refused(self, exc: PromptTruncatedError, context: CallContext) -> ChatReply:
         """A prompt too long for the context window: llm.too_long says whether that stops the

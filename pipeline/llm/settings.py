@@ -132,6 +132,9 @@ class CacheSettings(Section):
     mode: CacheMode = "auto"
     dir: PathParam = ".judgeloop/cache"
     recordings: PathParam = "recordings"
+    # git: the recordings are git files (the demos); dvc: DVC-cached outputs that `dvc push` sends
+    # to the project's remote and `dvc pull` brings back (pipeline.llm.recordings_store).
+    recordings_store: Literal["git", "dvc"] = "git"
 
 
 class EngineSettings(Section):

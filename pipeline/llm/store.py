@@ -10,7 +10,11 @@ opening and reading it must be safe whoever wrote it:
   named (file, key, why) with the fix, `judgeloop cache verify --repair`, which deletes it.
 - Nothing else from the file steers us: diskcache applies the settings stored in its database
   (pragmas, disk options) over its defaults, so every setting is passed explicitly, and a database
-  holding settings or triggers diskcache never writes is refused before it is opened.
+  holding settings diskcache never writes, or a table, index or trigger whose SQL is not exactly
+  diskcache's (pipeline.llm.store_schema), is refused before it is opened.
+- Nothing is written outside the folder: a symbolic link in it (a `cache.db`, even a dangling one,
+  its WAL, a shard folder `00`..`ff`) is refused when the store opens, and a value file is written or
+  read only when neither of its two shard folders is a link (pipeline.llm.files.refuse_links).
 - Every hit is verified before it is served (see "format" below).
 
 Format. A value is `jlr2 <seal>\\n<header>\\n<request>`: the record without its request (key, full
@@ -31,6 +35,7 @@ lets several processes (parallel `dvc exp run`s) read and write one store safely
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import sqlite3
 from collections.abc import Iterator
@@ -41,9 +46,11 @@ from typing import Any
 import diskcache
 import orjson
 
-from pipeline.errors import CorruptRecordError
+from pipeline.errors import CorruptRecordError, UnsafeNameError
+from pipeline.llm.files import refuse_links
 from pipeline.llm.records import CallRecord
 from pipeline.llm.store_errors import database_errors, guarded
+from pipeline.llm.store_schema import schema_problems
 from pipeline.llm.types import ChatRequest, ModelIdentity
 
 MAGIC = b"jlr2 "
@@ -53,13 +60,13 @@ REPAIR = (
     "made again (or, in replay, taken from the recordings)."
 )
 DB_FILE = "cache.db"
+LINK_FIX = (
+    "or point cache.dir (JUDGELOOP_CACHE_DIR) at a folder of its own; to keep the cache on another "
+    "disk, make the cache folder itself the link"
+)
 # Files diskcache writes for large values: two levels of hex folders, a random hex name.
 _VALUE_FILE = re.compile(r"[0-9a-f]{2}/[0-9a-f]{2}/[0-9a-f]{28}\.val")
 _KNOWN_SETTINGS = frozenset(diskcache.DEFAULT_SETTINGS) | frozenset(diskcache.core.METADATA)
-_KNOWN_TRIGGERS = frozenset(
-    f"Settings_{what}"
-    for what in ("count_insert", "count_delete", "size_insert", "size_update", "size_delete")
-)
 SETTINGS: dict[str, Any] = {
     **diskcache.DEFAULT_SETTINGS,
     "eviction_policy": "none",
@@ -87,7 +94,20 @@ class RefusedValue(Exception):
 
 
 class SafeDisk(diskcache.Disk):  # type: ignore[misc]
-    """diskcache's Disk without pickle: str keys and bytes values in, and nothing else out."""
+    """diskcache's Disk without pickle: str keys and bytes values in, and nothing else out; value
+    files only in shard folders that are no links."""
+
+    def filename(
+        self, key: Any = diskcache.core.UNKNOWN, value: Any = diskcache.core.UNKNOWN
+    ) -> tuple[str, str]:
+        name, full_path = super().filename(key, value)
+        linked = _linked_shard(self._directory, name)
+        if linked is not None:  # before the value is written, and before its row is
+            raise UnsafeNameError(
+                f"{linked}: a symbolic link in the cache folder (to {os.readlink(linked)}), refused: the "
+                f"value file would be written outside {self._directory}. Fix: remove the link (rm {linked})."
+            )
+        return name, full_path
 
     def put(self, key: Any) -> tuple[Any, bool]:
         if isinstance(key, ForeignKey):  # to delete a refused row, found by its stored bytes
@@ -110,7 +130,7 @@ class SafeDisk(diskcache.Disk):  # type: ignore[misc]
     def fetch(self, mode: int, filename: str | None, value: Any, read: bool) -> bytes:
         if mode == diskcache.core.MODE_RAW and isinstance(value, bytes | memoryview):
             return bytes(value)
-        if mode == diskcache.core.MODE_BINARY and not read and _value_file(filename):
+        if mode == diskcache.core.MODE_BINARY and not read and self._own_file(filename):
             data: bytes = super().fetch(mode, filename, value, read)
             return data
         kinds = {diskcache.core.MODE_PICKLE: "a pickle", diskcache.core.MODE_TEXT: "a text value"}
@@ -120,17 +140,30 @@ class SafeDisk(diskcache.Disk):  # type: ignore[misc]
         raise RefusedValue(f"{what}, which judgeloop never writes: refused, not read")
 
     def remove(self, file_path: str) -> None:
-        if _value_file(file_path):  # never delete a file a row names outside the cache's own files
+        if self._own_file(file_path):  # never delete a file a row names outside the cache's own files
             super().remove(file_path)
+
+    def _own_file(self, name: str | None) -> bool:
+        return _value_file(name) and _linked_shard(self._directory, str(name)) is None
 
 
 def _value_file(name: str | None) -> bool:
     return name is not None and _VALUE_FILE.fullmatch(name) is not None
 
 
+def _linked_shard(directory: str, name: str) -> str | None:
+    """The shard folder of value file `name` (`ab/cd/...`) that is a symbolic link, if one is."""
+    top = os.path.join(directory, name[:2])
+    for folder in (top, os.path.join(top, name[3:5])):
+        if os.path.islink(folder):
+            return folder
+    return None
+
+
 def check_database(directory: Path) -> None:
-    """Refuse a cache database that holds settings or triggers diskcache never writes, before
-    diskcache opens it (it would apply the settings, and the triggers run on every write)."""
+    """Refuse a cache database that holds settings diskcache never writes, or a table, index or
+    trigger that is not exactly diskcache's (pipeline.llm.store_schema), before diskcache opens it
+    (it would apply the settings, and the triggers run on every write)."""
     path = directory / DB_FILE
     if not path.exists():
         return
@@ -141,7 +174,7 @@ def check_database(directory: Path) -> None:
             settings = (
                 {k for (k,) in con.execute("SELECT key FROM Settings")} if "Settings" in tables else set()
             )
-            triggers = {n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+            objects = schema_problems(con, SETTINGS)
         finally:
             con.close()
     except sqlite3.Error as exc:
@@ -149,9 +182,7 @@ def check_database(directory: Path) -> None:
             f"{path}: not a readable cache database ({exc}). "
             "Fix: move the folder away; a run starts a new one."
         ) from exc
-    odd = sorted(map(str, settings - _KNOWN_SETTINGS)) + sorted(
-        f"trigger {t}" for t in triggers - _KNOWN_TRIGGERS
-    )
+    odd = sorted(map(str, settings - _KNOWN_SETTINGS)) + objects
     if odd:
         raise CorruptRecordError(
             f"{path}: holds what diskcache never writes ({', '.join(odd)}), so it was not made by judgeloop "
@@ -177,6 +208,7 @@ class CallStore:
         self.db_path = directory / DB_FILE
         with database_errors(self.db_path):
             directory.mkdir(parents=True, exist_ok=True)
+            refuse_links(directory, "the cache folder", LINK_FIX)
             check_database(directory)
             self._cache = diskcache.Cache(str(directory), timeout=60, disk=SafeDisk, **SETTINGS)
         self._identities: dict[tuple[Any, ...], ModelIdentity] = {}

@@ -345,11 +345,11 @@ def held_out_balanced_accuracy(
     eval_scores, eval_labels = score_array[~fit], label_array[~fit]
     if eval_labels.all() or not eval_labels.any():
         raise ValueError("the evaluation half lacks one of the classes")
-    _, eval_unit = np.unique(unit[~fit], return_inverse=True)
+    eval_units, eval_unit = np.unique(unit[~fit], return_inverse=True)
     estimate = _bootstrap(
         lambda r: balanced_accuracy(eval_scores[r] >= threshold, eval_labels[r]),
         eval_unit.astype(np.int64),
-        int(eval_unit.max()) + 1,
+        len(eval_units),
         resamples,
         seed,
     )

@@ -43,9 +43,9 @@ def answer(server: FakeOpenAI, line: dict[str, object], number: int) -> dict[str
 def main(input_file: Path, output_file: Path, model: str, responder: str) -> None:
     """Answer every request of INPUT_FILE into OUTPUT_FILE."""
     server = FakeOpenAI(models=(model,), responder=RESPONDERS[responder], max_model_len=65536)
-    lines = [json.loads(raw) for raw in input_file.read_text(encoding="utf-8").splitlines() if raw.strip()]
-    with output_file.open("w", encoding="utf-8") as out:
-        for number, line in enumerate(lines, 1):
+    # One line at a time, as a batch runner of a million calls must: neither file is held whole.
+    with input_file.open(encoding="utf-8") as lines, output_file.open("w", encoding="utf-8") as out:
+        for number, line in enumerate((json.loads(raw) for raw in lines if raw.strip()), 1):
             out.write(json.dumps(answer(server, line, number)) + "\n")
 
 

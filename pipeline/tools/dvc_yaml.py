@@ -33,6 +33,7 @@ from pipeline.errors import ConfigError
 from pipeline.experiments.design import LLM_PARAMS, PARAM_REFERENCE, RECORDINGS, Design, Stage, param_value
 from pipeline.experiments.registry import designs
 from pipeline.experiments.steps import LLMStep
+from pipeline.llm.recordings_store import STORES, RecordingsStore
 from pipeline.llm.settings import read_params_file
 from pipeline.reports.frame import INDEX
 
@@ -46,6 +47,13 @@ HEADER = """\
 # persist: DVC leaves it in place, and the stage replaces it when it succeeds, so a failed run keeps
 # the last good outputs.
 """
+
+# With cache.recordings_store: dvc, the header says where the recordings are instead.
+DVC_SWAP = (
+    "recordings/<stage>/ (tracked in git)",
+    "recordings/<stage>/ (a DVC-cached output: `dvc push`/`dvc pull` move it through the remote)",
+)
+assert DVC_SWAP[0] in HEADER
 
 # Run in a fresh interpreter: the modules a stage loads, and the template folders they name.
 _LOAD_STAGE = """
@@ -115,7 +123,9 @@ def _out(path: str, **flags: Any) -> dict[str, Any]:
     return {path: {"cache": False, "persist": True, **flags}}
 
 
-def stage_entry(design: Design[Any], stage: Stage, root: Path) -> dict[str, Any]:
+def stage_entry(
+    design: Design[Any], stage: Stage, root: Path, store: RecordingsStore = "git"
+) -> dict[str, Any]:
     calls_model = isinstance(stage.load(), LLMStep)
     if calls_model and not stage.outs:
         raise ConfigError(f"design {design.name}: LLM stage {stage.name} needs an out for its results")
@@ -126,7 +136,8 @@ def stage_entry(design: Design[Any], stage: Stage, root: Path) -> dict[str, Any]
         entry["params"] = params
     outs = [_out(path) for path in stage.outs]
     if calls_model:
-        outs.append(_out(f"{RECORDINGS}/{stage.name}"))
+        # git: a git file (cache: false); dvc: DVC caches it, pushes and pulls it (issue 33).
+        outs.append(_out(f"{RECORDINGS}/{stage.name}", **({"cache": True} if store == "dvc" else {})))
     if outs:
         entry["outs"] = outs
     if stage.metrics:
@@ -189,10 +200,26 @@ def _missing_params(design: Design[Any], raw: dict[str, Any]) -> list[str]:
     return missing
 
 
+def recordings_store(raw: dict[str, Any], where: Path) -> RecordingsStore:
+    """cache.recordings_store of params.yaml: git (the default) or dvc."""
+    cache = raw.get("cache")
+    store = cache.get("recordings_store") if isinstance(cache, dict) else None
+    if store is None:
+        return "git"
+    for known in STORES:
+        if store == known:
+            return known
+    raise ConfigError(
+        f"{where}: cache.recordings_store is {store!r}. Fix: write git (the recordings are git files) "
+        "or dvc (DVC caches them; `dvc push` and `dvc pull` move them through the project's remote)."
+    )
+
+
 def render(root: Path) -> str:
     """dvc.yaml for every registered design, in the registry's order."""
-    parts, seen = [HEADER, "stages:\n"], set()
     raw = read_params_file(root / "params.yaml", environ={})
+    store = recordings_store(raw, root / "params.yaml")
+    parts, seen = [HEADER if store == "git" else HEADER.replace(DVC_SWAP[0], DVC_SWAP[1]), "stages:\n"], set()
     for design in designs():
         missing = _missing_params(design, raw)
         if missing:
@@ -205,7 +232,7 @@ def render(root: Path) -> str:
             if stage.name in seen:
                 raise ConfigError(f"two designs have a stage named {stage.name!r}: DVC needs distinct names")
             seen.add(stage.name)
-            parts.append(_dump(stage.name, stage_entry(design, stage, root)))
+            parts.append(_dump(stage.name, stage_entry(design, stage, root, store)))
     parts.append("  # every design: the report index, outputs/index.html (headline numbers, plots, links)\n")
     parts.append(_dump(INDEX_STAGE, index_entry(root)))
     return "".join(parts).rstrip("\n") + "\n"

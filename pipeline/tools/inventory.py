@@ -69,35 +69,55 @@ class Scan:
 
     calls: list[tuple[Path, int, RecordedCall]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    untrusted: set[tuple[Path, int]] = field(default_factory=set)  # the calls that do not verify
+
+    def trusted(self) -> list[tuple[Path, int, RecordedCall]]:
+        return [(path, line, call) for path, line, call in self.calls if (path, line) not in self.untrusted]
 
 
-def scan_recordings(root: Path, pins: Pins | None = None) -> Scan:
-    """Like recordings.read_all, but reports each bad line (and each folder that is not a plain
-    name, or does not match its pin in dvc.lock) and goes on, instead of stopping at the first."""
-    scan = Scan()
+def recorded_calls(
+    root: Path, problems: list[str], pins: Pins | None = None, untrusted: set[tuple[Path, int]] | None = None
+) -> Iterator[tuple[Path, int, RecordedCall]]:
+    """Like recordings.read_all, but appends each bad line (and each folder that is not a plain
+    name, or does not match its pin in dvc.lock) to `problems` and goes on, instead of stopping at
+    the first. Streams: one stage's recording is in memory at a time, and no call is kept, so a tool
+    that only counts or collects keys stays small however many calls there are (issue 33). A call
+    that does not verify is still yielded, and its (file, line) added to `untrusted` if given."""
     for directory in recordings.stage_dirs(root):
         try:
             recordings.stage_dir(root, directory.name)
         except JudgeloopError as exc:
-            scan.problems.append(f"{directory}: {exc.message}")
+            problems.append(f"{directory}: {exc.message}")
             continue
         if pins is not None and (mismatch := pins.problem(directory)) is not None:
-            scan.problems.append(mismatch)
-        parts = recordings.split_recording(directory)
-        scan.problems += parts.problems
+            problems.append(mismatch)
+        try:
+            parts = recordings.split_recording(directory)
+        except JudgeloopError as exc:  # a symbolic link, a file too large or not UTF-8
+            problems.append(exc.message)
+            continue
+        problems += parts.problems
         for number, line in parts.calls:
             where = f"{parts.path}:{number}"
             try:
                 call = recordings.parse_call_line(line, parts.blobs, where)
             except JudgeloopError as exc:
-                scan.problems.append(exc.message)  # already names the file and line
+                problems.append(exc.message)  # already names the file and line
                 continue
             problem = call.record.problem()
             if problem is not None:
-                scan.problems.append(f"{where}: {call.context.describe()} key {call.record.key}: {problem}")
+                problems.append(f"{where}: {call.context.describe()} key {call.record.key}: {problem}")
+                if untrusted is not None:
+                    untrusted.add((parts.path, number))
             else:
                 call = call.current()  # under today's key recipe, as the pipeline reads it
-            scan.calls.append((parts.path, number, call))
+            yield parts.path, number, call
+
+
+def scan_recordings(root: Path, pins: Pins | None = None) -> Scan:
+    """Every call of recorded_calls, kept, and every problem."""
+    scan = Scan()
+    scan.calls = list(recorded_calls(root, scan.problems, pins, scan.untrusted))
     return scan
 
 

@@ -41,6 +41,7 @@ from pipeline.judges.structured.dimensions import judge_score_model
 from pipeline.judges.structured.judge import ScoredDimensions, UnscoredDimensions
 from pipeline.llm.files import safe_name
 from pipeline.llm.keys import canonical_json
+from pipeline.llm.owners import pipeline_stages
 from pipeline.llm.progress import StageProgress
 from pipeline.llm.recordings import STAGE_FIX
 from pipeline.llm.records import RecordedCall
@@ -112,11 +113,31 @@ def close_recording(session: LLMSession, ok: bool, *, replace_items: bool) -> No
     session.close(write_recording=ok, keep=partial(_not_in, items))
 
 
+def pipeline_stage_names() -> set[str]:
+    """Every stage name of the pipeline: ./dvc.yaml's, and every registered design's."""
+    from pipeline.experiments.registry import designs  # the designs import this module's design
+
+    return (pipeline_stages(Path(".")) or set()) | {
+        stage.name for design in designs() for stage in design.stages
+    }
+
+
 def check_stage(ctx: click.Context, param: click.Parameter, stage: str) -> str:
+    """A plain name that is no pipeline stage's: judge-evaluate adds to its folder's recording,
+    and adding to a pipeline stage's would break that stage's pin in dvc.lock, and its replay."""
     try:
-        return safe_name(stage, "--stage", STAGE_FIX)
+        name = safe_name(stage, "--stage", STAGE_FIX)
     except UnsafeNameError as exc:
         raise click.BadParameter(exc.message, ctx, param) from exc
+    if name in pipeline_stage_names():
+        raise click.BadParameter(
+            f"'{name}' is a pipeline stage's name, and its recording is that stage's alone (pinned in "
+            f"dvc.lock): judge-evaluate's calls added to it would break its replay. Fix: name a folder "
+            f"of judge-evaluate's own, e.g. --stage judge_evaluate or --stage {name}_evaluate.",
+            ctx,
+            param,
+        )
+    return name
 
 
 def run_judge_evaluate(

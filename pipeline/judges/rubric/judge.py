@@ -33,8 +33,9 @@ SCALE = Scale(LIKERT_MIN, LIKERT_MAX)
 
 
 def read_score(text: str, metric: str, decimals: DecimalPolicy = "unscored") -> ScoreReading:
-    """The judge's score for one metric; "Completeness: 2" counts, as a verdict labelled by the metric."""
-    return extract_score(text, SCALE, labels=(metric,), decimals=decimals)
+    """The judge's score for one metric; "Completeness: 2" counts, as a verdict labelled by the metric,
+    and a reply that rates several metrics is read for this one only."""
+    return extract_score(text, SCALE, labels=(metric,), decimals=decimals, metric=metric)
 
 
 def judge_prompt(metric: str, transcript_text: str, assessment_text: str) -> str:

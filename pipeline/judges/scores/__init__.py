@@ -15,13 +15,20 @@ What is read (``ScoreReading.reason`` on success), one module each:
     phrase       a verdict sentence: "I give it a score of 4", "I would rate it 4 out of 5", "my score
                  is 4", "I'd give this a 4"; a bare "score of 4" is not one  [phrases]
     verdict_verb, verdict_clause, verdict_named
-                 the prose grammar: "I'd rate this summary 4", "..., resulting in a score of 4", "a
-                 fluency score of 4"  [prose_verdicts]
+                 the prose grammar: "I'd rate this summary 4", "..., resulting in a score of 4", "...,
+                 resulting in a low relevance score of 2", "a fluency score of 4"  [prose_verdicts]
     fraction_verb, fraction_noun, fraction_closing
                  "N out of M" in prose, bound to a verb, a score noun, or closing the reply: "I would
                  rate the AI assistant's response as an 8 out of 10", "has a score of 4 out of 5 for
-                 accuracy", "... \\n\\n4 out of 5."; never a count ("2 out of 4 claims are supported")
-                 [fraction_verdicts]; where an older reading reads the same number, its reason stays
+                 accuracy", "... \\n\\n4 out of 5.", "is a 4 out of 5 in relevance"; never a count ("2
+                 out of 4 claims are supported", "a 2 out of 5 chance")  [fraction_verdicts]
+    fraction_closing, verdict_closing
+                 the verdict that ends the reply inside its last sentence: "...; 4 out of 5.", "...,
+                 score of 4.", "... therefore it is irrelevant (2/5)."; never "(2/5 claims)"
+                 [closing_verdicts]
+                 Every prose form is read with number words too, where the digit would be a verdict:
+                 "a score of two", "scoring a one out of five"; never "one of the five points"
+                 [number_words]. Where an older reading reads the same number, its reason stays.
     bare_number  the whole reply is a number: "4", "4.", "**4**", "- 4", "4/5", "1 (poor)"
     decimal_rounded, decimal_kept
                  a decimal on an integer scale ("Score: 3.5/5"), scored only under the experiment's
@@ -62,7 +69,11 @@ a range that is the whole scale or leaves it ("rate it 1-5") is the scale echoed
 as is any range after a grammar verdict ("it scores 1-5 on average"). A label followed by a
 placeholder ("Score: [your score, as a number between 1 and 5]") is the prompt's template echoed:
 ``template_echo`` when nothing else is readable. Empty or whitespace-only text is ``empty``; anything
-else unreadable is ``no_score``. Numbers are ASCII digits; words ("four") are not read.
+else unreadable is ``no_score``. Numbers are ASCII digits, and number words (zero to ten) in prose
+verdicts only ("Score: four" is not read).
+
+With ``metric`` (the metric the call asked for, passed by the stage), a reply that rates several metrics
+one line each ("Coherence: 4/5\\nFluency: 3/5") is read for that metric only [metric_lines].
 
 Integral values come back as ``int``, others as ``float``.
 """

@@ -9,6 +9,7 @@ from typing import Final
 from pipeline.judges.scores.candidates import NUM, Candidate, judge, last
 from pipeline.judges.scores.decimals import DecimalPolicy, apply_decimal_policy, check_policy
 from pipeline.judges.scores.explicit import explicit_candidates, label_patterns
+from pipeline.judges.scores.metric_lines import metric_lines
 from pipeline.judges.scores.phrases import prose_candidates
 from pipeline.judges.scores.reading import DEFAULT_SCALE, Scale, ScoreReading
 
@@ -21,16 +22,22 @@ _BARE: Final = re.compile(
 )
 
 
-def read_verdict(text: str, scale: Scale = DEFAULT_SCALE, *, labels: Iterable[str] = ()) -> ScoreReading:
+def read_verdict(
+    text: str, scale: Scale = DEFAULT_SCALE, *, labels: Iterable[str] = (), metric: str | None = None
+) -> ScoreReading:
     """What the reply says, before any decimal policy: "Score: 3.5/5" on a 1-5 integer scale is
-    ``non_integer`` with ``stated=3.5``. See the package docstring for what is read and in which order."""
+    ``non_integer`` with ``stated=3.5``. See the package docstring for what is read and in which order;
+    ``metric`` reads a multi-metric reply for that metric only (pipeline.judges.scores.metric_lines)."""
     if not text.strip():
         return ScoreReading(None, "empty", None)
+    lines = metric_lines(text, metric)
+    if lines.verdict is not None:
+        return judge(lines.verdict, scale)
     patterns = label_patterns(tuple(labels))
-    explicit = last(explicit_candidates(text, patterns))
+    explicit = last(found for found in explicit_candidates(text, patterns) if found and lines.keeps(found))
     if explicit is not None:
         return judge(explicit, scale)
-    prose = last(found for found in prose_candidates(text) if not found.spans(scale))
+    prose = last(found for found in prose_candidates(text) if not found.spans(scale) and lines.keeps(found))
     if prose is not None:
         return judge(prose, scale)
     bare = _BARE.fullmatch(text)
@@ -51,13 +58,16 @@ def extract_score(
     *,
     labels: Iterable[str] = (),
     decimals: DecimalPolicy = "unscored",
+    metric: str | None = None,
 ) -> ScoreReading:
     """Read the judge's verdict from ``text`` and apply the decimal policy to it.
 
     ``labels`` adds label words to score/rating/grade, for prompts that ask e.g. "Coherence: N".
+    ``metric`` is the metric the call asked for: a reply that rates several metrics, one line each, is
+    read for that one only ("Coherence: 4/5\nFluency: 3/5" read for coherence is 4).
     ``decimals`` says what a decimal on an integer scale becomes ("Score: 3.5/5"): by default no score
     (``non_integer``); "round" reads the nearest integer (``decimal_rounded``), "keep" the value as
     written (``decimal_kept``). ``stated`` holds the value as written in every case.
     """
     check_policy(decimals)
-    return apply_decimal_policy(read_verdict(text, scale, labels=labels), decimals)
+    return apply_decimal_policy(read_verdict(text, scale, labels=labels, metric=metric), decimals)

@@ -33,13 +33,14 @@ import re
 from collections.abc import Iterator
 from typing import Final, Literal
 
-from pipeline.judges.scores.prose_context import generic, hypothetical, not_a_verdict_after
+from pipeline.judges.scores.prose_context import generic, hedged, hypothetical, not_a_verdict_after
 from pipeline.judges.scores.prose_lexicon import (
     ADJECTIVE,
     AWARD_VERB,
     FRACTION_B,
     HAVING,
     LONG_OBJECT,
+    METRIC_NOUN,
     NOUN,
     OBJECT,
     QUALIFIER,
@@ -58,7 +59,9 @@ FRACTION_VERB: Final = re.compile(
     rf"\b(?:{_VERB}(?:{SP}{OBJECT})?(?:{SP}(?:as|at|with))?(?:{SP}{_ARTICLE})?"
     # a longer object needs a linking word or an article to end it
     rf"|{_VERB}{SP}{LONG_OBJECT}{SP}(?:(?:as|at)(?:{SP}{_ARTICLE})?|{_ARTICLE})"
-    rf"|{_COPULA}{SP}{_ARTICLE}){SP}{FRACTION_B}",
+    rf"|{_COPULA}{SP}{_ARTICLE}"
+    # "making it a 4 out of 5 in terms of fluency": the result, as a noun
+    rf"|mak(?:e|es|ing){SP}(?:it|this|that){SP}{_ARTICLE}){SP}{FRACTION_B}",
     re.IGNORECASE,
 )
 # "The summary is 4 out of 5 in terms of relevance": a copula without an article needs the metric after.
@@ -67,10 +70,17 @@ FRACTION_COPULA: Final = re.compile(
     re.IGNORECASE,
 )
 _JUDGEMENT: Final = r"(?:score|rating|grade|mark|verdict|assessment|evaluation|judg(?:e)?ment)"
+# Nouns of a metric's shape that quantify rather than judge ("scored a proportion of 3 out of 5").
+_NOT_A_SCORE: Final = (
+    r"(?:probability|proportion|portion|fraction|majority|minority|quantity|frequency|selection"
+    r"|collection|combination|mention|section|position|population|average|total|number)\b"
+)
 _LINK: Final = rf"(?:[ \t]{{0,3}}[:–—-]|{SP}(?:is|would{SP}be|will{SP}be|of|stands{SP}at|comes{SP}to))"
 FRACTION_NOUN: Final = re.compile(
     rf"\b(?:(?:{HAVING}|{SCORE_VERB}|{AWARD_VERB})(?:{SP}{OBJECT})?{SP}(?:an?|the|its|my|our){SP}"
     rf"(?:{QUALIFIER}{SP})?{NOUN}(?:{SP}(?:of|at|as))?"
+    # "scores a relevance of 4 out of 5": the metric's noun stands for the score noun
+    rf"|{SCORE_VERB}(?:{SP}{OBJECT})?{SP}(?:an?|the|its){SP}(?:overall{SP})?(?!{_NOT_A_SCORE}){METRIC_NOUN}{SP}of"
     rf"|(?:my|our)(?:{SP}{WORD})?{SP}{_JUDGEMENT}{_LINK}"
     rf"|(?:final|overall){SP}(?:verdict|assessment|evaluation|judg(?:e)?ment){_LINK}"
     rf")(?:{SP}{_ARTICLE})?[ \t]{{1,3}}{FRACTION_B}",
@@ -120,7 +130,7 @@ def fraction_matches(text: str) -> Iterator[tuple[FractionKind, re.Match[str]]]:
             start = match.start()
             if kind == "fraction_verb" and _NOUN_BEFORE.search(text, max(0, start - 4), start):
                 continue
-            if hypothetical(text, start) or generic(text, start):
+            if hypothetical(text, start) or generic(text, start) or hedged(text, start):
                 continue
             if kind == "fraction_closing" and not _closes_the_reply(text, match, content_end):
                 continue

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from pipeline.judges.scores.prose_lexicon import SP, WORD
+from pipeline.judges.scores.prose_lexicon import METRIC_NOUN, SP, WORD
 
 # Before the verdict: negated ("does not deserve a 5", "wouldn't rate it 4", "no reason to rate it 5"),
 # a condition ("if it were clearer, a fluency score of 5") or a counterfactual ("I would have given it a
@@ -55,6 +55,21 @@ _TRIGGERS: Final = (
     *("no", "n't", "n’t", "never", "if", "would", "could", "might", "'d", "’d"),
     *("hardly", "barely", "scarcely"),
 )
+
+
+# Just before the verdict's article: a hedge or a comparison ("less than a relevance score of 3", "short
+# of a score of 4", "nearly a perfect score of 5", "rather than a score of 2"): a bound, not the verdict.
+HEDGE_BEFORE: Final = re.compile(
+    r"(?:\b(?:less|more|fewer|higher|lower|better|worse|rather|other)[ \t]{1,3}than|\bshort[ \t]{1,3}of"
+    r"|\binstead[ \t]{1,3}of|\bclose[ \t]{1,3}to|\bup[ \t]{1,3}to|\bat[ \t]{1,3}(?:least|most)"
+    r"|\b(?:nearly|almost|not|never|above|below|under|over|beyond|approaching|near))[ \t]{1,3}$",
+    re.IGNORECASE,
+)
+
+
+def hedged(text: str, start: int) -> bool:
+    """The words just before ``start`` make what follows a bound or a comparison, not a verdict."""
+    return HEDGE_BEFORE.search(text, max(0, start - 24), start) is not None
 
 
 def hypothetical(text: str, start: int) -> bool:
@@ -107,18 +122,35 @@ THRESHOLD_AFTER: Final = re.compile(
 CONDITION_AFTER: Final = re.compile(
     r"[ \t]{1,3}(?:if|unless|once|provided|assuming|when|whenever|would|could|might)\b", re.IGNORECASE
 )
+# Nouns of the same shape that start a phrase of their own ("4 out of 5 in addition to ...").
+_NOT_A_METRIC: Final = (
+    r"(?:addition|comparison|conclusion|contrast|question|position|proportion|relation|reference"
+    r"|connection|accordance|combination|correspondence|section|session|conversation|instance"
+    r"|sentence|sequence|evidence|existence|presence|absence|experience|practice|difference)\b"
+)
 # After a fraction: the metric it is about, or whose view it is ("4 out of 5 in terms of relevance",
-# "8/10 in my view", "4/5 from me"); a rating unit, then the clause ends ("4 out of 5 stars.").
+# "4 out of 5 in relevance", "8/10 in my view", "4/5 from me"); a rating unit, then the clause ends
+# ("4 out of 5 stars.").
 FRACTION_PHRASE_AFTER: Final = re.compile(
     r"[*_]{0,2}[ \t]{1,3}(?:in[ \t]{1,3}(?:terms[ \t]{1,3}of|my|our)|from[ \t]{1,3}(?:me|us)"
+    # the metric named by its noun: "a 4 out of 5 in relevance", "in overall quality"
+    rf"|in[ \t]{{1,3}}(?:overall[ \t]{{1,3}})?(?!{_NOT_A_METRIC}){METRIC_NOUN}"
+    r"(?=[ \t]{0,3}(?:[.,;:!)\n]|$)|[ \t]{1,3}[a-z])"
     r"|(?:points?|stars?)(?=[ \t]{0,3}(?:[.,;:!)\n]|$|(?:for|overall|because|as|in[ \t]terms)\b)))\b",
     re.IGNORECASE,
 )
 
 
+# "are rated as 5, 1, and 3, respectively": a list of numbers, one per thing, not one verdict.
+LIST_AFTER: Final = re.compile(r"[ \t]{0,3},[ \t]{0,3}(?:and[ \t]{1,3})?-?[0-9]")
+
+
 def not_a_verdict_after(text: str, after: int, *, fraction: bool) -> bool:
-    """What follows the number at ``after`` makes it a count, a measure, a threshold or a condition."""
-    if any(pattern.match(text, after) for pattern in (OF_AFTER, THRESHOLD_AFTER, CONDITION_AFTER)):
+    """What follows the number at ``after`` makes it a count, a measure, a threshold, a condition or
+    one of a list."""
+    if any(
+        pattern.match(text, after) for pattern in (OF_AFTER, THRESHOLD_AFTER, CONDITION_AFTER, LIST_AFTER)
+    ):
         return True
     word = WORD_AFTER.match(text, after)
     if word is None:

@@ -54,3 +54,23 @@ ADJECTIVE: Final = (
     r"(?!(?:perfect|maximum|max|minimum|min|possible|full|top|higher|lower|better|worse|required"
     r"|target|ideal|potential|average|mean|median|further|additional|extra|total)\b)[a-z][a-z-]{1,24}"
 )
+# A connective that states a result, then a score noun with up to three words before it: "resulting in a
+# low relevance score of 2", "leading to a score of 3", "thus scoring a perfect fluency rating of 5",
+# "making it a perfect relevance score of 5". A verb binds the noun, so the scale's ends are allowed
+# here ("a perfect score of 5"); a word that negates, hedges or compares is not ("short of", "not",
+# "nearly", "less than", "a lower score of 3").
+RESULT_CONNECTIVE: Final = (
+    rf"(?:result(?:s|ed|ing)?{SP}in|lead(?:s|ing)?{SP}to|led{SP}to|mak(?:e|es|ing){SP}(?:it|this)"
+    rf"|(?:thus|hence|therefore|so){SP}(?:{SCORE_VERB}|earn(?:s|ed|ing)?|receiv(?:es|ed|ing)|get(?:s|ting)?)"
+    rf"|yield(?:s|ed|ing)?|earn(?:s|ed|ing)?|deserv(?:es|ed|ing)|warrant(?:s|ed|ing)?|merit(?:s|ed|ing)?)"
+)
+RESULT_QUALIFIER: Final = (
+    r"(?!(?:not|no|never|nearly|almost|close|near|approaching|short|less|more|under|over|above|below"
+    r"|than|rather|instead|higher|lower|better|worse|same|similar|different|previous|expected|required"
+    r"|target|reference|ideal|potential|possible|average|mean|median|human|gold|original|initial"
+    r"|hypothetical|minimum|min|least|most|only|just|barely|hardly|of|to|the|an?|its|their)\b)"
+    r"[a-z][a-z-]{1,24}"
+)
+# A noun naming a quality, as metrics are named: "relevance", "fluency", "coherence", "consistency",
+# "accuracy", "helpfulness", "readability", "quality", "informativeness", "engagement".
+METRIC_NOUN: Final = r"[a-z][a-z-]{1,24}(?:ness|ity|ence|ance|ency|ancy|acy|sion|tion|ment)"

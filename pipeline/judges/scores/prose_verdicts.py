@@ -8,7 +8,11 @@ A verdict verb or noun phrase bound to a number in the same clause:
                     provided by the AI assistant as a 2", "I'd give the candidate's summary a 4"
     verdict_clause  a verdict verb, then a score noun: "..., resulting in a score of 4", "earning a
                     score of 4", "it warrants a coherence rating of 3 out of 5"; or a verb of having:
-                    "it has a score of 4 for accuracy", "..., with an overall rating of 3"
+                    "it has a score of 4 for accuracy", "..., with an overall rating of 3"; or a result
+                    connective and a noun with up to three words before it: "resulting in a low
+                    relevance score of 2", "leading to a score of 3", "thus scoring a perfect fluency
+                    rating of 5", "making it a perfect relevance score of 5" (never with a hedge or a
+                    negation in between: "resulting in nearly a perfect score of 5")
     verdict_named   a score noun named after the metric or a quality: "a fluency score of 4", "an
                     overall rating of 3", "my final grade of 2"
 
@@ -28,7 +32,7 @@ import re
 from collections.abc import Iterator
 from typing import Final, Literal
 
-from pipeline.judges.scores.prose_context import generic, hypothetical, not_a_verdict_after
+from pipeline.judges.scores.prose_context import generic, hedged, hypothetical, not_a_verdict_after
 from pipeline.judges.scores.prose_lexicon import (
     AWARD_VERB,
     HAVING,
@@ -36,6 +40,8 @@ from pipeline.judges.scores.prose_lexicon import (
     NOUN,
     OBJECT,
     QUALIFIER,
+    RESULT_CONNECTIVE,
+    RESULT_QUALIFIER,
     SCORE_VERB,
     SP,
     VALUE_B,
@@ -64,6 +70,14 @@ VERDICT_CLAUSE: Final = re.compile(
     rf"(?:{QUALIFIER}{SP})?{NOUN}(?:{SP}(?:of|at|as))?(?:{SP}an?)?{SP}{VALUE_B}",
     re.IGNORECASE,
 )
+# A result clause whose noun carries up to three words: "resulting in a low relevance score of 2", "leading
+# to a score of 3", "thus scoring a perfect fluency rating of 5", "making it a perfect relevance score of
+# 5". Not a hedge or a negation in between ("resulting in nearly a perfect score", "short of a score of 4").
+VERDICT_RESULT: Final = re.compile(
+    rf"\b{RESULT_CONNECTIVE}{SP}(?:(?:an?|the|its|my){SP})?(?:{RESULT_QUALIFIER}{SP}){{0,3}}{NOUN}"
+    rf"(?:{SP}(?:of|at|as))?(?:{SP}an?)?{SP}{VALUE_B}",
+    re.IGNORECASE,
+)
 # "It has a score of 4 for accuracy", "..., with an overall rating of 3". With a denominator it is a
 # fraction verdict instead.
 VERDICT_CLAUSE_HAVING: Final = re.compile(
@@ -81,6 +95,7 @@ GRAMMAR: Final[tuple[tuple[GrammarKind, re.Pattern[str]], ...]] = (
     ("verdict_verb", VERDICT_VERB_LONG),
     ("verdict_clause", VERDICT_CLAUSE),
     ("verdict_clause", VERDICT_CLAUSE_HAVING),
+    ("verdict_clause", VERDICT_RESULT),
     ("verdict_named", VERDICT_NAMED),
 )
 
@@ -95,7 +110,11 @@ def verdict_matches(text: str) -> Iterator[tuple[GrammarKind, re.Match[str]]]:
         for match in pattern.finditer(text):
             if pattern in _INTEGER_ONLY and match.group("den") is not None:
                 continue  # the fraction grammar's
-            if hypothetical(text, match.start()) or generic(text, match.start()):
+            if (
+                hypothetical(text, match.start())
+                or generic(text, match.start())
+                or hedged(text, match.start())
+            ):
                 continue
             if not_a_verdict_after(text, match.end(), fraction=match.group("den") is not None):
                 continue

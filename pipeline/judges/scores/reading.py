@@ -17,6 +17,7 @@ ReadReason = Literal[
     "fraction_verb",
     "fraction_noun",
     "fraction_closing",
+    "verdict_closing",
     "bare_number",
     # a decimal on an integer scale, scored only when the experiment's policy says so (decimals.py)
     "decimal_rounded",

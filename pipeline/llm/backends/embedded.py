@@ -36,6 +36,7 @@ from pipeline.errors import BackendError, ConfigError, PromptTruncatedError
 from pipeline.llm.backends.embedded_logprobs import LogprobRecorder, recording_llama
 from pipeline.llm.backends.prefix_reuse import batch_aligned_llama
 from pipeline.llm.keys import canonical_json
+from pipeline.llm.llama_pin import cpu_message, missing_cpu_flags
 from pipeline.llm.settings import LLMSettings
 from pipeline.llm.types import ChatReply, ChatRequest, ModelIdentity
 
@@ -119,6 +120,9 @@ class EmbeddedBackend:
 
     def _load(self, num_ctx: int) -> Any:
         if self._llama is None:
+            missing = missing_cpu_flags()
+            if missing:  # checked first: the library would die of SIGILL, with no message at all
+                raise ConfigError(f"the embedded model cannot run here: {cpu_message(missing)}")
             try:
                 import llama_cpp
             except ImportError as exc:

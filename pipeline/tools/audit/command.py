@@ -8,7 +8,10 @@ Only files are read (recordings/<stage>/, and runs/<stage>.json for --hit/--miss
 network, and the backend that made the calls does not matter. Every request message is printed as
 it was sent, the reply as it came back, and for a judge call the score the pipeline reads from it
 (pipeline.judges.scores.extract_score on the judge's scale), so what a reader sees is what the numbers
-were computed from. A record that fails verification is still shown, marked untrusted. Control
+were computed from. A record that fails verification is still shown, marked untrusted; so is every
+call of a recordings folder that no stage of dvc.yaml owns and no judgeloop run here wrote (a
+judge-evaluate stage): nothing pins such a folder, anyone with write access could have put it there
+(pipeline.llm.owners). Control
 characters in a reply (a terminal escape that would clear the screen or fake a line) are shown
 escaped in the text and markdown formats (pipeline.tools.audit.escape); `--raw` prints them as
 recorded, and `--format jsonl` is JSON.
@@ -17,7 +20,7 @@ recorded, and `--format jsonl` is JSON.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,6 +32,8 @@ from pipeline.judges.rubric.judge import SCALE
 from pipeline.judges.scores import ScoreReading, extract_score
 from pipeline.llm import recordings
 from pipeline.llm.keys import canonical_json
+from pipeline.llm.owners import recording_owners
+from pipeline.llm.recordings_store import missing_here
 from pipeline.llm.records import RecordedCall
 from pipeline.llm.settings import params_path
 from pipeline.tools.audit.diff import diff_iterations
@@ -39,22 +44,67 @@ from pipeline.tools.inventory import RunSummary, read_runs
 Format = Literal["text", "jsonl", "markdown"]
 
 
-def load_calls(root: Path, stages: Iterable[str] = ()) -> list[RecordedCall]:
+class Marks(dict[int, str]):
+    """Why a call is not to be trusted beyond its own record, by id() of the call iter_calls made.
+    Each marked call is held here too, so that its id() is never reused by a later call while the
+    marks live (iter_calls streams, and the calls a filter drops are freed)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._held: list[RecordedCall] = []
+
+    def mark(self, call: RecordedCall, why: str) -> None:
+        self[id(call)] = why
+        self._held.append(call)
+
+
+def iter_calls(
+    root: Path,
+    stages: Iterable[str] = (),
+    untrusted: dict[str, str] | None = None,
+    marks: Marks | None = None,
+) -> Iterator[RecordedCall]:
+    """The recorded calls of `stages` (or every stage), one at a time, each folder's in file order: a
+    filter keeps what it shows, so auditing one call of a million holds one stage's recording in
+    memory, not every call. The calls of a folder in `untrusted` are marked in `marks` with its reason."""
     wanted = set(stages)
     found = {d.name: d for d in recordings.stage_dirs(root)}
     unknown = wanted - found.keys()
+    not_here = missing_here(root, tuple(sorted(unknown))) if unknown or not found else None
+    if not_here is not None:  # pinned in dvc.lock, not pulled (cache.recordings_store: dvc)
+        raise JudgeloopError(not_here)
     if unknown:
         have = ", ".join(sorted(found)) or "none"
         raise JudgeloopError(
             f"no recordings for stage(s) {', '.join(sorted(unknown))} under {root}/ (recorded: {have}). "
             "Fix: run the stage (dvc repro), or point cache.recordings at the experiment's recordings."
         )
-    calls: list[RecordedCall] = []
     for name, directory in sorted(found.items()):
         if not wanted or name in wanted:
             # verify=False: an edited record is exactly what an auditor wants to see; it is marked instead.
-            calls += [loaded.call for loaded in recordings.read_stage(directory, verify=False)]
-    return calls
+            why = untrusted.get(name) if untrusted else None
+            for loaded in recordings.read_stage(directory, verify=False):
+                if marks is not None and why is not None:
+                    marks.mark(loaded.call, why)
+                yield loaded.call
+
+
+def load_calls(root: Path, stages: Iterable[str] = ()) -> list[RecordedCall]:
+    return list(iter_calls(root, stages))
+
+
+def unowned_folders(root: Path, runs: dict[str, RunSummary]) -> dict[str, str]:
+    """Why each stage folder under `root` that no stage of ./dvc.yaml owns, and for which no run here
+    left a summary (judge-evaluate's), is untrusted; none to say without a dvc.yaml here."""
+    owners = recording_owners(Path("."), root)
+    if owners is None:
+        return {}
+    owned = {path.name for path in owners}
+    return {
+        d.name: f"{d} is owned by no stage of dvc.yaml and no judgeloop run here wrote it (not pinned)"
+        for d in recordings.stage_dirs(root)
+        if d.name not in owned and d.name not in runs
+    }
 
 
 def score_of(call: RecordedCall) -> ScoreReading | None:
@@ -66,7 +116,9 @@ def _options(call: RecordedCall) -> str:
     return " ".join(f"{k}={v}" for k, v in dumped.items() if k != "stop" or v)
 
 
-def _header(call: RecordedCall, runs: dict[str, RunSummary]) -> list[tuple[str, str]]:
+def _header(
+    call: RecordedCall, runs: dict[str, RunSummary], marks: Marks | None = None
+) -> list[tuple[str, str]]:
     record, reply = call.record, call.record.reply
     rows = [
         ("key", record.key),
@@ -81,7 +133,7 @@ def _header(call: RecordedCall, runs: dict[str, RunSummary]) -> list[tuple[str, 
         rows.append(("format", canonical_json(record.request.format)))
     if call.context.stage in runs:
         rows.append(("last run", last_run_status(runs, call) or "not part of the last run"))
-    problem = record.problem()
+    problem = record.problem() or (marks or {}).get(id(call))
     rows.append(("record", "verifies" if problem is None else f"UNTRUSTED: {problem}"))
     return rows
 
@@ -93,9 +145,9 @@ def _score_line(reading: ScoreReading) -> str:
     return f"{'none' if reading.score is None else reading.score} ({reading.reason}{stated}{matched})"
 
 
-def format_text(call: RecordedCall, runs: dict[str, RunSummary]) -> str:
+def format_text(call: RecordedCall, runs: dict[str, RunSummary], marks: Marks | None = None) -> str:
     lines = [f"=== {call.context.describe()} ==="]
-    lines += [f"{name:<12}{value}" for name, value in _header(call, runs)]
+    lines += [f"{name:<12}{value}" for name, value in _header(call, runs, marks)]
     for number, message in enumerate(call.record.request.messages, start=1):
         lines += [f"--- message {number} ({message.role}) ---", message.content]
     lines += ["--- reply ---", call.record.reply.text]
@@ -105,7 +157,7 @@ def format_text(call: RecordedCall, runs: dict[str, RunSummary]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def as_json(call: RecordedCall, runs: dict[str, RunSummary]) -> dict[str, Any]:
+def as_json(call: RecordedCall, runs: dict[str, RunSummary], marks: Marks | None = None) -> dict[str, Any]:
     record = call.record
     reading = score_of(call)
     return {
@@ -124,7 +176,7 @@ def as_json(call: RecordedCall, runs: dict[str, RunSummary]) -> dict[str, Any]:
             "stated": reading.stated,
         },
         "last_run": last_run_status(runs, call),
-        "problem": record.problem(),
+        "problem": record.problem() or (marks or {}).get(id(call)),
     }
 
 
@@ -135,9 +187,9 @@ def _fenced(text: str, info: str = "text") -> str:
     return f"{fence}{info}\n{text}\n{fence}"
 
 
-def format_markdown(call: RecordedCall, runs: dict[str, RunSummary]) -> str:
+def format_markdown(call: RecordedCall, runs: dict[str, RunSummary], marks: Marks | None = None) -> str:
     parts = [f"### {call.context.describe()}", "", "| | |", "|---|---|"]
-    parts += [f"| {name} | `{value}` |" for name, value in _header(call, runs)]
+    parts += [f"| {name} | `{value}` |" for name, value in _header(call, runs, marks)]
     for number, message in enumerate(call.record.request.messages, start=1):
         parts += ["", f"**message {number} ({message.role})**", "", _fenced(message.content)]
     parts += ["", "**reply**", "", _fenced(call.record.reply.text)]
@@ -147,11 +199,13 @@ def format_markdown(call: RecordedCall, runs: dict[str, RunSummary]) -> str:
     return "\n".join(parts) + "\n"
 
 
-def render(calls: list[RecordedCall], fmt: Format, runs: dict[str, RunSummary]) -> str:
+def render(
+    calls: list[RecordedCall], fmt: Format, runs: dict[str, RunSummary], marks: Marks | None = None
+) -> str:
     if fmt == "jsonl":
-        return "".join(canonical_json(as_json(c, runs)) + "\n" for c in calls)
+        return "".join(canonical_json(as_json(c, runs, marks)) + "\n" for c in calls)
     one = format_markdown if fmt == "markdown" else format_text
-    return "\n".join(one(c, runs) for c in calls)
+    return "\n".join(one(c, runs, marks) for c in calls)
 
 
 def _parse_labels(labels: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
@@ -242,10 +296,11 @@ def audit(
         ctx.obj = recordings_dir
     if ctx.invoked_subcommand is not None:
         return
-    calls = load_calls(ctx.obj, stages)
     runs = read_runs(params) if params else {}
+    marks = Marks()
+    untrusted = unowned_folders(ctx.obj, runs)
     if hit is not None:
-        seen = stages or tuple(sorted({c.context.stage for c in calls}))
+        seen = stages or tuple(sorted(d.name for d in recordings.stage_dirs(ctx.obj)))
         without = [s for s in seen if s not in runs]
         if len(without) == len(seen):
             raise JudgeloopError(
@@ -268,12 +323,12 @@ def audit(
         search,
         _parse_labels(labels),
     )
-    chosen = select(calls, sel, runs)
+    chosen = select(iter_calls(ctx.obj, stages, untrusted, marks), sel, runs)
     if limit is not None:
         chosen = chosen[:limit]
-    if not chosen:
-        raise JudgeloopError(why_nothing(calls, sel, runs))
-    shown = render(chosen, fmt, runs)
+    if not chosen:  # read again, whole: only to list the values that do exist
+        raise JudgeloopError(why_nothing(load_calls(ctx.obj, stages), sel, runs))
+    shown = render(chosen, fmt, runs, marks)
     # color=True: click would strip escape sequences from --raw output that is not a terminal.
     click.echo(shown if raw or fmt == "jsonl" else escape_controls(shown), nl=False, color=raw or None)
 
@@ -299,5 +354,6 @@ def audit(
 def diff(root: Path, item: str, first: int, second: int, metric: str | None, context: int, raw: bool) -> None:
     """Unified diffs of what changed between two iterations of ITEM: the assessment prompt and reply,
     and with --metric the judge prompt and reply for that metric."""
-    shown = diff_iterations(load_calls(root), item, first, second, metric, context)
+    calls = [call for call in iter_calls(root) if call.context.item == item]  # the item's alone
+    shown = diff_iterations(calls, item, first, second, metric, context)
     click.echo(shown if raw else escape_controls(shown), nl=False, color=raw or None)

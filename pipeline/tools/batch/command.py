@@ -7,7 +7,8 @@ from pathlib import Path
 import click
 
 from pipeline.experiments.params import load_params
-from pipeline.tools.batch.exchange import DEFAULT_FOLDER, REQUESTS_FILE, export, ingest
+from pipeline.tools.batch.exchange import DEFAULT_FOLDER, export, ingest
+from pipeline.tools.batch.manifest import REQUESTS_FILE
 from pipeline.tools.batch.rounds import run_rounds
 from pipeline.tools.batch.runners import CommandRunner, RayRunner, Runner
 

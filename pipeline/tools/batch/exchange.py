@@ -35,30 +35,34 @@ which weights answer. The paths come from the command line; nothing in the files
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from pipeline.errors import BackendError, ConfigError, CorruptRecordError
+from pipeline.errors import BackendError, ConfigError
 from pipeline.llm.backends.http_errors import body_error
 from pipeline.llm.backends.openai_compat import OpenAICompatBackend, completion_reply
-from pipeline.llm.files import atomic_write
-from pipeline.llm.keys import request_key
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.settings import EngineSettings
 from pipeline.llm.store import CallStore
-from pipeline.llm.types import ChatRequest, ModelIdentity
+from pipeline.llm.types import ModelIdentity
+from pipeline.tools.batch.manifest import (
+    BATCH_URL,
+    MANIFEST_FILE,
+    REQUESTS_FILE,
+    Manifest,
+    exported_intact,
+    objects,
+    replacing,
+)
 from pipeline.tools.status.command import predict
 from pipeline.tools.status.prediction import Prediction
 
-BATCH_URL = "/v1/chat/completions"
-REQUESTS_FILE = "requests.jsonl"
-MANIFEST_FILE = "manifest.jsonl"
 DEFAULT_FOLDER = Path(".judgeloop/batch/export")
 
 
@@ -106,110 +110,28 @@ def export(
     """Write the planned calls (planned now, unless given) to `folder`, its earlier export replaced."""
     prediction, calls = planned or planned_calls(params)
     backend = OpenAICompatBackend(params.llm)  # builds bodies; sends nothing
+    # Written line by line (issue 33): a million 20 kB requests are never one string in memory.
     try:
-        requests = [
-            _line(
-                {
+        with replacing(folder / REQUESTS_FILE) as requests, replacing(folder / MANIFEST_FILE) as manifest:
+            for c in calls:
+                body = backend.request_body(c.record.request)
+                requests.write(
+                    _line({"custom_id": c.record.key, "method": "POST", "url": BATCH_URL, "body": body})
+                )
+                exported = {
                     "custom_id": c.record.key,
-                    "method": "POST",
-                    "url": BATCH_URL,
-                    "body": backend.request_body(c.record.request),
+                    "model": c.record.model.model_dump(mode="json"),
+                    "request": c.record.request.model_dump(mode="json"),
+                    "context": c.context.describe(),
                 }
-            )
-            for c in calls
-        ]
+                manifest.write(_line(exported))
     finally:
         backend.close()
-    manifest = [
-        _line(
-            {
-                "custom_id": c.record.key,
-                "model": c.record.model.model_dump(mode="json"),
-                "request": c.record.request.model_dump(mode="json"),
-                "context": c.context.describe(),
-            }
-        )
-        for c in calls
-    ]
-    folder.mkdir(parents=True, exist_ok=True)
-    atomic_write(folder / REQUESTS_FILE, "".join(requests))
-    atomic_write(folder / MANIFEST_FILE, "".join(manifest))
     return Export(folder, prediction, calls)
 
 
-def _line(value: Any) -> str:
-    return orjson.dumps(value).decode() + "\n"
-
-
-def _objects(path: Path) -> Iterator[tuple[int, Any]]:
-    """(line number, parsed JSON or the ValueError) for every non-blank line."""
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, 1):
-            if raw.strip():
-                try:
-                    yield number, orjson.loads(raw)
-                except orjson.JSONDecodeError as exc:
-                    yield number, exc
-
-
-def read_manifest(folder: Path, identity: ModelIdentity) -> dict[str, ChatRequest]:
-    """key -> the request exported under it, each key re-derived; CorruptRecordError at the first
-    line that does not hold (the whole export is then refused: export again)."""
-    path = folder / MANIFEST_FILE
-    if not path.is_file():
-        raise ConfigError(
-            f"{path}: no manifest there. Fix: run `judgeloop batch export` (into {folder}) first."
-        )
-    requests: dict[str, ChatRequest] = {}
-    for number, entry in _objects(path):
-        where = f"{path}:{number}"
-        try:
-            if not isinstance(entry, dict):
-                raise ValueError("not a JSON object")
-            model = ModelIdentity.model_validate(entry.get("model"))
-            request = ChatRequest.model_validate(entry.get("request"))
-        except ValueError as exc:
-            raise CorruptRecordError(
-                f"{where}: not a line batch export writes ({exc}). Fix: export again."
-            ) from exc
-        if model != identity:
-            raise CorruptRecordError(
-                f"{where}: exported for {model.name} {model.digest}, but params.yaml now names "
-                f"{identity.name} {identity.digest}: its replies would be stored under other weights' keys. "
-                "Fix: export again."
-            )
-        if request_key(identity, request) != entry.get("custom_id"):
-            raise CorruptRecordError(
-                f"{where}: its custom_id is not the key of its request (the manifest was edited). "
-                "Fix: export again."
-            )
-        requests[request_key(identity, request)] = request
-    return requests
-
-
-def exported_intact(folder: Path, requests: dict[str, ChatRequest], params: EngineSettings) -> dict[str, str]:
-    """key -> why requests.jsonl no longer holds, for that key, the body its request makes."""
-    backend = OpenAICompatBackend(params.llm)
-    try:
-        expected = {key: backend.request_body(request) for key, request in requests.items()}
-    finally:
-        backend.close()
-    path = folder / REQUESTS_FILE
-    problems: dict[str, str] = {}
-    seen: set[str] = set()
-    for number, entry in _objects(path) if path.is_file() else iter(()):
-        key = entry.get("custom_id") if isinstance(entry, dict) else None
-        if not isinstance(key, str) or key not in expected:
-            continue  # a line for no exported key asks nothing that could be stored
-        seen.add(key)
-        line = {"custom_id": key, "method": "POST", "url": BATCH_URL, "body": expected[key]}
-        if entry != line:
-            problems[key] = (
-                f"{path}:{number} is not the request exported under {key} (edited after the export)"
-            )
-    for key in expected.keys() - seen:
-        problems[key] = f"{path} has no line for {key}, which the manifest lists"
-    return problems
+def _line(value: Any) -> bytes:
+    return orjson.dumps(value) + b"\n"
 
 
 @dataclass
@@ -236,32 +158,53 @@ def answered_by(model: str, said: Any) -> bool:
 
 
 class _Ingest:
-    """One results file checked line by line against the export (see the module's docstring)."""
+    """One results file checked line by line against the export (see the module's docstring).
+
+    Streamed (issue 33): the results file is read twice, one line at a time, and never held. The
+    first pass keeps a digest of each key's answer, to find the keys answered twice differently
+    (neither is stored); the second checks each line and stores its reply at once. The manifest
+    keeps only where each request is (pipeline.tools.batch.manifest)."""
 
     def __init__(self, params: EngineSettings, folder: Path, results: Path) -> None:
         self.identity = batch_identity(params)
         self.model = params.llm.model
-        self.requests = read_manifest(folder, self.identity)
+        self.requests = Manifest(folder, self.identity)
         self.altered = exported_intact(folder, self.requests, params)
         self.results = results
         self.outcome = Ingested()
-        self.replies: dict[str, CallRecord] = {}
-        self.answers: dict[str, Any] = {}
+        self.digests: dict[str, bytes] = {}  # key -> its first answer's digest
+        self.twice: set[str] = set()  # keys answered twice, differently
 
-    def line(self, number: int, entry: Any) -> None:
+    def first_pass(self) -> None:
+        for _, entry in objects(self.results):
+            key = entry.get("custom_id") if isinstance(entry, dict) else None
+            if isinstance(key, str) and key in self.requests:
+                digest = _digest(entry)
+                if self.digests.setdefault(key, digest) != digest:
+                    self.twice.add(key)
+
+    def line(self, number: int, entry: Any, store: CallStore, done: set[str]) -> None:
         where = f"{self.results}:{number}"
         key = self._exported_key(where, entry)
         if key is None:
             return
-        if key in self.answers:
-            if self.answers[key] != entry:
+        if key in self.twice:
+            if _digest(entry) != self.digests[key]:
                 self.outcome.refused.append(
                     f"{where}: {key} is answered twice, differently: neither is stored"
                 )
-                self.replies.pop(key, None)
             return
-        self.answers[key] = entry
-        self._answer(where, key, entry)
+        if key in done:
+            return  # the same answer again: one answer
+        done.add(key)
+        record = self._answer(where, key, entry)
+        if record is None:
+            return
+        if key in store:
+            self.outcome.known += 1
+        else:
+            store.put(record)
+            self.outcome.stored += 1
 
     def _exported_key(self, where: str, entry: Any) -> str | None:
         """The line's custom_id, if it is a key exported and left as it was; else why not, refused."""
@@ -277,35 +220,31 @@ class _Ingest:
         self.outcome.refused.append(f"{where}: {why}")
         return None
 
-    def _answer(self, where: str, key: str, entry: dict[str, Any]) -> None:
-        """The reply of a 200 by the exported model; the job's error, or a refusal, otherwise."""
+    def _answer(self, where: str, key: str, entry: dict[str, Any]) -> CallRecord | None:
+        """The record of a 200 by the exported model; the job's error, or a refusal, otherwise."""
         response, error = entry.get("response"), entry.get("error")
         body = response.get("body") if isinstance(response, dict) else None
         status = response.get("status_code") if isinstance(response, dict) else None
         if error or status != 200 or not isinstance(body, dict):
             said = body_error(error if isinstance(error, dict) and "error" in error else {"error": error})
             self.outcome.errors.append(f"{where}: {key}: {said or body_error(body) or f'HTTP {status}'}")
-            return
+            return None
         if not answered_by(self.model, body.get("model")):
             said = body.get("model")
             self.outcome.refused.append(f"{where}: answered by {said!r}, not llm.model {self.model!r}")
-            return
-        request = self.requests[key]
+            return None
+        request = self.requests.request(key)
         try:
             reply = completion_reply(body, request, where)
         except BackendError as exc:
             self.outcome.errors.append(f"{where}: {key}: {exc.message}")
-            return
-        self.replies[key] = CallRecord.new(self.identity, request, reply)
+            return None
+        return CallRecord.new(self.identity, request, reply)
 
-    def store(self, store: CallStore) -> Ingested:
-        for key, record in sorted(self.replies.items()):
-            if key in store:
-                self.outcome.known += 1
-            else:
-                store.put(record)
-                self.outcome.stored += 1
-        return self.outcome
+
+def _digest(entry: Any) -> bytes:
+    """An answer's digest: two lines that parse to the same JSON have the same one."""
+    return hashlib.blake2b(orjson.dumps(entry, option=orjson.OPT_SORT_KEYS), digest_size=16).digest()
 
 
 def ingest(params: EngineSettings, results: Path, folder: Path = DEFAULT_FOLDER) -> Ingested:
@@ -317,10 +256,13 @@ def ingest(params: EngineSettings, results: Path, folder: Path = DEFAULT_FOLDER)
     if not results.is_file():
         raise ConfigError(f"{results}: no such results file. Fix: name the file the batch job wrote.")
     reading = _Ingest(params, folder, results)
-    for number, entry in _objects(results):
-        reading.line(number, entry)
     store = CallStore(Path(params.cache.dir))
     try:
-        return reading.store(store)
+        reading.first_pass()
+        done: set[str] = set()
+        for number, entry in objects(results):
+            reading.line(number, entry, store, done)
+        return reading.outcome
     finally:
         store.close()
+        reading.requests.close()

@@ -24,7 +24,8 @@ from pathlib import Path
 
 from pipeline.errors import BackendError
 from pipeline.llm.settings import EngineSettings
-from pipeline.tools.batch.exchange import REQUESTS_FILE, Export, Ingested, export, ingest, planned_calls
+from pipeline.tools.batch.exchange import Export, Ingested, export, ingest, planned_calls
+from pipeline.tools.batch.manifest import REQUESTS_FILE
 from pipeline.tools.batch.runners import Runner
 from pipeline.tools.status.prediction import Prediction
 

@@ -28,6 +28,7 @@ import json
 import os
 import shlex
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -37,7 +38,7 @@ from pipeline.errors import BackendError, ConfigError
 from pipeline.llm.backends.http_errors import body_error
 from pipeline.llm.backends.openai_compat import api_root
 from pipeline.llm.files import atomic_write
-from pipeline.tools.batch.exchange import BATCH_URL
+from pipeline.tools.batch.manifest import BATCH_URL, replacing
 
 
 class Runner(Protocol):
@@ -117,11 +118,7 @@ class RayRunner:
         from ray.data.llm import HttpRequestProcessorConfig, build_processor
 
         self._connect()
-        rows = [
-            {"custom_id": entry["custom_id"], "body": orjson.dumps(entry["body"]).decode()}
-            for entry in map(orjson.loads, requests.read_bytes().splitlines())
-        ]
-        if not rows:
+        if not any(line.strip() for line in _lines(requests)):
             atomic_write(results, "")
             return
         config = HttpRequestProcessorConfig(
@@ -134,22 +131,36 @@ class RayRunner:
         )
         processor = build_processor(
             config,
-            preprocess=lambda row: {"custom_id": row["custom_id"], "payload": json.loads(row["body"])},
+            preprocess=_payload,
             postprocess=lambda row: {
                 "custom_id": row["custom_id"],
                 "response": json.dumps(row["http_response"]),
             },
         )
-        answered = processor(ray.data.from_items(rows)).take_all()
-        atomic_write(
-            results, "".join(batch_line(r["custom_id"], json.loads(r["response"])) for r in answered)
-        )
+        # Streamed both ways (issue 33): Ray reads requests.jsonl in blocks, and the answers are
+        # written as they come, so neither file is ever whole in this process's memory.
+        lines = ray.data.read_text(str(requests.resolve()))  # the workers have cwds of their own
+        dataset = lines.filter(lambda row: bool(row["text"].strip()))
+        with replacing(results) as out:
+            for row in processor(dataset).iter_rows():
+                out.write(batch_line(row["custom_id"], json.loads(row["response"])).encode())
 
     def close(self) -> None:
         if self._started:
             import ray
 
             ray.shutdown()
+
+
+def _lines(path: Path) -> Iterator[bytes]:
+    with path.open("rb") as handle:
+        yield from handle
+
+
+def _payload(row: dict[str, Any]) -> dict[str, Any]:
+    """A line of requests.jsonl as the processor's row: its custom_id and the body to POST."""
+    entry = orjson.loads(row["text"])
+    return {"custom_id": entry["custom_id"], "payload": entry["body"]}
 
 
 def batch_line(custom_id: str, body: Any) -> str:

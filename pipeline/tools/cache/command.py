@@ -34,7 +34,14 @@ from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.store import CallStore, ForeignKey
 from pipeline.llm.types import CallContext
 from pipeline.tools.cache.merge import Prefer, merge_into
-from pipeline.tools.inventory import local_records, open_store, read_runs, runs_dir, scan_recordings
+from pipeline.tools.inventory import (
+    local_records,
+    open_store,
+    read_runs,
+    recorded_calls,
+    runs_dir,
+    scan_recordings,
+)
 
 UNRECORDED_STAGE = "unrecorded"
 
@@ -172,42 +179,44 @@ def verify(ctx: click.Context, repair: bool) -> None:
 
     Reports records whose request or reply was edited, that cannot be read, that are stored under
     another call's key (foreign) or that judgeloop never writes (a pickle: refused, never decoded),
-    and recordings that do not match their entry in dvc.lock. Exit status 1 when anything is still
-    wrong afterwards.
+    local entries that disagree with the recording of the same call (never served; --repair drops
+    them), and recordings that do not match their entry in dvc.lock. Exit status 1 when anything is
+    still wrong afterwards.
     """
     params = load_params()
     problems: list[str] = []
     checked, deleted = 0, 0
+    scan = scan_recordings(Path(params.cache.recordings), _pins(params))
     store = open_store(params)
-    local: dict[str, CallRecord] = {}
+    # Each valid local record's checksum, not the record: at a million calls the records (every
+    # one with its 20 kB request) would not fit in memory, and a verified record's checksum covers
+    # all of it, so two records with one checksum are the same record (issue 33).
+    local: dict[str, str] = {}
     if store is not None:
+        recorded = {c.record.key: (path, line, c.record) for path, line, c in reversed(scan.trusted())}
         for key, record, problem in list(local_records(store)):
             checked += 1
             if problem is None and record is not None and isinstance(key, str):
-                local[key] = record
-            elif repair and store.delete(key):
+                problem = disagreement(record, recorded.get(key))
+                if problem is None:
+                    local[key] = record.checksum
+                    continue
+            if repair and store.delete(key):
                 deleted += 1
                 click.echo(f"deleted local entry {key}: {problem}")
             else:
                 problems.append(f"local cache {params.cache.dir}: {key}: {problem}")
         store.close()
-    scan = scan_recordings(Path(params.cache.recordings), _pins(params))
     problems += scan.problems
     checked += len(scan.calls)
-    differ = {
-        c.record.key for _, _, c in scan.calls if c.record.key in local and local[c.record.key] != c.record
-    }
     click.echo(f"checked {checked} records ({len(local)} local, {len(scan.calls)} recorded calls)")
     if deleted:
-        click.echo(f"deleted {deleted} corrupt local entries")
-    if differ:
-        # Not corruption, both hash to the key; but a rerun here (auto mode) serves the local one.
-        click.echo(f"note: {len(differ)} keys have a different (valid) reply locally than in the recordings")
+        click.echo(f"deleted {deleted} local entries that failed or disagreed with the recordings")
     if problems:
         click.echo(f"{len(problems)} problem(s):")
         for problem in problems:
             click.echo(f"  {problem}")
-        if scan.problems:
+        if any(not p.startswith("local cache") for p in problems):
             click.echo(
                 "Fix recordings: restore them from git (git checkout -- <file>), or delete the stage's "
                 "folder and re-run the stage."
@@ -221,16 +230,30 @@ def verify(ctx: click.Context, repair: bool) -> None:
     click.echo("all records verify")
 
 
+def disagreement(local: CallRecord, recorded: tuple[Path, int, CallRecord] | None) -> str | None:
+    """Why a valid local entry may not stay: it holds another record than the recording of the same
+    call, which a run serves instead (pipeline.llm.session); None when they agree or none is recorded."""
+    if recorded is None or recorded[2] == local:
+        return None
+    path, line, record = recorded
+    what = "another reply" if record.reply.text != local.reply.text else "another record (same reply text)"
+    return (
+        f"holds {what} than {path}:{line}, the stage's recording, which a run serves instead: the local "
+        "entry is never used. Fix: drop it with `judgeloop cache verify --repair` (or take the "
+        "recording's with `judgeloop cache seed --replace`)"
+    )
+
+
 def referenced_keys(params: Params, extra: Iterable[Path] = ()) -> set[str]:
     keys: set[str] = set()
     for root in (Path(params.cache.recordings), *extra):
-        scan = scan_recordings(root)
-        if scan.problems:
+        problems: list[str] = []
+        keys |= {call.record.key for _, _, call in recorded_calls(root, problems)}  # keys only: streamed
+        if problems:
             raise JudgeloopError(
-                f"{root}: {len(scan.problems)} recorded call(s) cannot be read, so what they reference is "
+                f"{root}: {len(problems)} recorded call(s) cannot be read, so what they reference is "
                 "unknown. Fix: run `judgeloop cache verify` and repair them first."
             )
-        keys |= {call.record.key for _, _, call in scan.calls}
     for run in read_runs(params).values():
         keys |= set(run.keys)
     return keys
@@ -397,7 +420,7 @@ def export(out_dir: Path, stages: tuple[str, ...]) -> None:
     if store is None:
         raise JudgeloopError(f"no local cache at {params.cache.dir}: nothing to export")
     contexts: dict[str, list[CallContext]] = {}
-    for _, _, call in scan_recordings(recorded).calls:
+    for _, _, call in recorded_calls(recorded, []):  # streamed; a damaged line is verify's to report
         contexts.setdefault(call.record.key, []).append(call.context)
     for stage, run in read_runs(params).items():
         for key in run.keys:

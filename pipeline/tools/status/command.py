@@ -46,6 +46,7 @@ from pipeline.experiments.params import Params, load_params
 from pipeline.experiments.registry import DEFAULT as DEFAULT_DESIGN
 from pipeline.experiments.registry import designs, load_design
 from pipeline.experiments.steps import LLMStep, Output
+from pipeline.llm.recordings_store import missing_here
 from pipeline.llm.session import LLMSession, RecordingIndex, resolve_identity
 from pipeline.llm.types import Backend, ModelIdentity
 from pipeline.tools.status.prediction import Prediction, StageStatus
@@ -316,7 +317,11 @@ def status(every_stage: bool, offline: bool, json_out: bool, verbose: bool) -> N
     """
     from pipeline.tools.status.report import as_json, render_text
 
-    prediction = predict(load_params(), every_stage=every_stage, offline=offline)
+    params = load_params()
+    not_here = missing_here(Path(params.cache.recordings))
+    if not_here is not None:  # said first: every count below is without them
+        click.echo(f"status: {not_here}", err=True)
+    prediction = predict(params, every_stage=every_stage, offline=offline)
     if json_out:
         click.echo(json.dumps(as_json(prediction), indent=1, sort_keys=True))
     else:

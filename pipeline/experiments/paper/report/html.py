@@ -27,7 +27,7 @@ import jinja2
 from markupsafe import Markup
 
 from pipeline.data.recorded_calls import recorded_calls
-from pipeline.experiments.paper.aggregation import PAPER_FIGURE2
+from pipeline.experiments.paper.aggregation import LLM_STAGES, PAPER_FIGURE2
 from pipeline.experiments.paper.report.items import ItemBuilder, mean, options_text
 from pipeline.experiments.paper.report.texts import PageTexts
 from pipeline.experiments.paper.report.views import ItemRow
@@ -55,8 +55,10 @@ def exact(text: str) -> Markup:
 
 
 def load_records(root: Path) -> dict[str, CallRecord]:
-    """Every recorded call under `root` (e.g. recordings/), by key, checksums verified."""
-    return {key: call.record for key, call in recorded_calls(root).items()}
+    """Every call the experiment's stages recorded under `root` (e.g. recordings/), by key,
+    checksums verified. Only the folders of its own stages: a folder beside them that no stage owns
+    (pinned by nothing) never shows on the pages, whatever calls it holds."""
+    return {key: call.record for key, call in recorded_calls(root, stages=LLM_STAGES).items()}
 
 
 def _stats(stats: dict[str, Any]) -> str:

@@ -1,0 +1,154 @@
+"""Batch rounds at scale: a batch's results file ingested (and, with --ray, answered by the Ray
+runner against the fake OpenAI-compatible server), its rate and peak memory at each size.
+
+    nice -n 10 .venv/bin/python bench/batch_million.py --calls 10000 --calls 100000
+    nice -n 10 .venv/bin/python bench/batch_million.py --calls 2000 --ray
+
+An export of N judge calls (each prompt holds a 20 kB transcript, one transcript for every ten
+calls, as an item's metrics and rounds share one), written in `judgeloop batch export`'s two files
+(manifest.jsonl, requests.jsonl), answered line by line as the fake batch runner answers
+(pipeline.testing.fake_batch), then `judgeloop batch ingest` in a process of its own: its wall
+time and peak memory (wait4's ru_maxrss). Ingest must stream: its memory may grow with the number
+of keys (a digest and an offset each), never with the size of the results file. Every line must
+be stored (the bench fails otherwise). --ray also times RayRunner.run (requests.jsonl to
+results.jsonl through Ray Data's HTTP processor, 4 at a time) against a FakeOpenAI on loopback.
+Results measured on the shared 2-core machine are in bench/README.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import judge_request, transcript
+from pipeline.llm.backends.openai_compat import OpenAICompatBackend
+from pipeline.llm.keys import request_key
+from pipeline.llm.settings import LLMSettings
+from pipeline.llm.types import ModelIdentity
+from pipeline.testing.fake_batch import answer
+from pipeline.testing.fake_openai import FakeOpenAI, default_responder
+from pipeline.tools.batch.manifest import BATCH_URL, MANIFEST_FILE, REQUESTS_FILE
+
+ROOT = Path(__file__).resolve().parents[1]
+MODEL, DIGEST = "bench-model", "rev-1"
+
+
+def write_export(root: Path, calls: int) -> None:
+    """params.yaml, and an export of `calls` judge calls in batch export's format, line by line."""
+    params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+    params["llm"].update(backend="openai", model=MODEL, digest=DIGEST, base_url="http://127.0.0.1:9")
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    identity = ModelIdentity(backend="openai", name=MODEL, digest=DIGEST)
+    backend = OpenAICompatBackend(LLMSettings.model_validate(params["llm"]))
+    folder = root / "batch"
+    folder.mkdir()
+    text = ""
+    with (folder / REQUESTS_FILE).open("wb") as requests, (folder / MANIFEST_FILE).open("wb") as manifest:
+        for i in range(calls):
+            if i % 10 == 0:
+                text = f"interview {i // 10}\n" + transcript()
+            request = judge_request(i, text)
+            key = request_key(identity, request)
+            body = backend.request_body(request)
+            requests.write(orjson.dumps({"custom_id": key, "method": "POST", "url": BATCH_URL, "body": body}))
+            requests.write(b"\n")
+            line = {
+                "custom_id": key,
+                "model": identity.model_dump(mode="json"),
+                "request": request.model_dump(mode="json"),
+                "context": f"bench call {i}",
+            }
+            manifest.write(orjson.dumps(line) + b"\n")
+    backend.close()
+
+
+def answer_all(root: Path) -> None:
+    """results.jsonl, as the fake batch runner writes it (one line at a time)."""
+    server = FakeOpenAI(models=(MODEL,), responder=default_responder, max_model_len=65536)
+    with (root / "batch" / REQUESTS_FILE).open("rb") as lines, (root / "results.jsonl").open("wb") as out:
+        for number, raw in enumerate(lines, 1):
+            out.write(orjson.dumps(answer(server, orjson.loads(raw), number)) + b"\n")
+
+
+def measured(args: list[str], cwd: Path) -> tuple[float, int, str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    started = time.perf_counter()
+    with tempfile.TemporaryFile() as out:
+        process = subprocess.Popen(args, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(process.pid, 0)
+        elapsed = time.perf_counter() - started
+        out.seek(0)
+        said = out.read().decode(errors="replace")
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise click.ClickException(f"{' '.join(args)} failed:\n{said[-3000:]}")
+    return elapsed, usage.ru_maxrss * 1024, said.strip()
+
+
+def ray_run(root: Path) -> dict[str, Any]:
+    """RayRunner.run over requests.jsonl against a FakeOpenAI on loopback (in this process)."""
+    from pipeline.tools.batch.runners import RayRunner
+
+    with FakeOpenAI(models=(MODEL,), responder=default_responder, max_model_len=65536) as server:
+        runner = RayRunner(server.url, concurrency=4, num_cpus=2)
+        started = time.perf_counter()
+        try:
+            runner.run(root / "batch" / REQUESTS_FILE, root / "ray-results.jsonl")
+        finally:
+            runner.close()
+        elapsed = time.perf_counter() - started
+    lines = sum(1 for _ in (root / "ray-results.jsonl").open("rb"))
+    return {"ray_s": elapsed, "ray_lines": lines}
+
+
+@click.command()
+@click.option("--calls", "sizes", type=int, multiple=True, help="An export of this many calls (repeatable).")
+@click.option(
+    "--ray", "with_ray", is_flag=True, help="Also answer it with the Ray runner (slow: Ray's start)."
+)
+def main(sizes: tuple[int, ...], with_ray: bool) -> None:
+    for calls in sizes or (10_000,):
+        root = Path(tempfile.mkdtemp(prefix="judgeloop-batch-"))
+        try:
+            started = time.perf_counter()
+            write_export(root, calls)
+            export_s = time.perf_counter() - started
+            started = time.perf_counter()
+            answer_all(root)
+            answer_s = time.perf_counter() - started
+            cli = [sys.executable, "-m", "pipeline.tools.cli"]
+            wall, peak, said = measured([*cli, "batch", "ingest", "results.jsonl", "--folder", "batch"], root)
+            if f"{calls} replies stored" not in said:
+                raise click.ClickException(f"ingest did not store every reply: {said[-2000:]}")
+            row: dict[str, Any] = {
+                "calls": calls,
+                "results_mb": (root / "results.jsonl").stat().st_size / 2**20,
+                "manifest_mb": (root / "batch" / MANIFEST_FILE).stat().st_size / 2**20,
+                "write_export_s": export_s,
+                "answer_s": answer_s,
+                "ingest_s": wall,
+                "ingest_calls_per_s": calls / wall,
+                "ingest_peak_mb": peak / 2**20,
+                "load": os.getloadavg(),
+            }
+            if with_ray:
+                row.update(ray_run(root))
+            click.echo(json.dumps(row))
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

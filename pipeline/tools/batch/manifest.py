@@ -1,0 +1,161 @@
+"""An export's manifest, read without holding it: each key and where its line is, each request read
+back (and its key re-derived again) when ingest needs it.
+
+A batch round at a million calls exports a million 20 kB requests: held as ChatRequests, the
+manifest alone would take tens of GB. So the first pass checks every line (the whole export is
+refused at the first that does not hold: export again) and keeps only key -> byte offset; a
+request is read back from its offset when its answer is stored, and checked again, since the file
+may have changed since the first pass.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from pipeline.errors import ConfigError, CorruptRecordError
+from pipeline.llm.backends.openai_compat import OpenAICompatBackend
+from pipeline.llm.files import TMP_SUFFIX
+from pipeline.llm.keys import request_key
+from pipeline.llm.settings import EngineSettings
+from pipeline.llm.types import ChatRequest, ModelIdentity
+
+REQUESTS_FILE = "requests.jsonl"
+MANIFEST_FILE = "manifest.jsonl"
+BATCH_URL = "/v1/chat/completions"
+
+
+@contextlib.contextmanager
+def replacing(path: Path) -> Iterator[IO[bytes]]:
+    """A file written line by line that replaces `path` in one step when the block ends, as
+    atomic_write does for text held whole; nothing is left if the block fails."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            yield out
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def objects(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed JSON or the ValueError) for every non-blank line, one at a time."""
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            if raw.strip():
+                try:
+                    yield number, orjson.loads(raw)
+                except orjson.JSONDecodeError as exc:
+                    yield number, exc
+
+
+class Manifest:
+    """key -> the request exported under it, each key re-derived on every read."""
+
+    def __init__(self, folder: Path, identity: ModelIdentity) -> None:
+        self.path = folder / MANIFEST_FILE
+        self.identity = identity
+        if not self.path.is_file():
+            raise ConfigError(
+                f"{self.path}: no manifest there. Fix: run `judgeloop batch export` (into {folder}) first."
+            )
+        self._lines: dict[str, tuple[int, int]] = {}  # key -> (line number, byte offset)
+        with self.path.open("rb") as handle:
+            offset = 0
+            for number, raw in enumerate(handle, 1):
+                if raw.strip():
+                    key, _ = self._checked(number, raw)
+                    self._lines[key] = (number, offset)
+                offset += len(raw)
+        self._handle: IO[bytes] | None = None
+
+    def _checked(self, number: int, raw: bytes) -> tuple[str, ChatRequest]:
+        where = f"{self.path}:{number}"
+        try:
+            entry = orjson.loads(raw)
+            if not isinstance(entry, dict):
+                raise ValueError("not a JSON object")
+            model = ModelIdentity.model_validate(entry.get("model"))
+            request = ChatRequest.model_validate(entry.get("request"))
+        except ValueError as exc:
+            raise CorruptRecordError(
+                f"{where}: not a line batch export writes ({exc}). Fix: export again."
+            ) from exc
+        if model != self.identity:
+            raise CorruptRecordError(
+                f"{where}: exported for {model.name} {model.digest}, but params.yaml now names "
+                f"{self.identity.name} {self.identity.digest}: its replies would be stored under other "
+                "weights' keys. Fix: export again."
+            )
+        key = request_key(self.identity, request)
+        if key != entry.get("custom_id"):
+            raise CorruptRecordError(
+                f"{where}: its custom_id is not the key of its request (the manifest was edited). "
+                "Fix: export again."
+            )
+        return key, request
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._lines
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._lines)
+
+    def request(self, key: str) -> ChatRequest:
+        """The request exported under `key`, read back and checked again."""
+        number, offset = self._lines[key]
+        if self._handle is None:
+            self._handle = self.path.open("rb")
+        self._handle.seek(offset)
+        found, request = self._checked(number, self._handle.readline())
+        if found != key:
+            raise CorruptRecordError(
+                f"{self.path}:{number}: changed while it was read (it held {key}). Fix: export again."
+            )
+        return request
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+
+def exported_intact(folder: Path, manifest: Manifest, params: EngineSettings) -> dict[str, str]:
+    """key -> why requests.jsonl no longer holds, for that key, the body its request makes.
+    Streamed: each line's expected body is made from the manifest when the line is read."""
+    path = folder / REQUESTS_FILE
+    problems: dict[str, str] = {}
+    seen: set[str] = set()
+    backend = OpenAICompatBackend(params.llm)
+    try:
+        for number, entry in objects(path) if path.is_file() else iter(()):
+            key = entry.get("custom_id") if isinstance(entry, dict) else None
+            if not isinstance(key, str) or key not in manifest:
+                continue  # a line for no exported key asks nothing that could be stored
+            seen.add(key)
+            body = backend.request_body(manifest.request(key))
+            if entry != {"custom_id": key, "method": "POST", "url": BATCH_URL, "body": body}:
+                problems[key] = (
+                    f"{path}:{number} is not the request exported under {key} (edited after the export)"
+                )
+    finally:
+        backend.close()
+    for key in manifest:
+        if key not in seen:
+            problems[key] = f"{path} has no line for {key}, which the manifest lists"
+    return problems
