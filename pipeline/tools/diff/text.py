@@ -66,7 +66,7 @@ def metric_lines(row: MetricDiff, changes: Sequence[Change]) -> list[str]:
     if row.verdicts:
         lines.append(f"  {test_line(row.pass_test, 'verdicts')} on pass/fail")
     for side, found in row.stability.items():
-        lines.append(f"  {side}'s judge across its samples: {stability_text(found)}")
+        lines.append(f"  {side}'s samples: {stability_text(found)}")
     if row.changed:
         why = ", ".join(f"{kind} {row.causes[kind]}" for kind in CAUSES if row.causes[kind])
         lines.append(f"  why: {why}")
@@ -80,8 +80,7 @@ def metric_lines(row: MetricDiff, changes: Sequence[Change]) -> list[str]:
 def stability_text(found: Stability) -> str:
     return (
         f"within-item SD {number(found.within_sd)}, straddling the threshold "
-        f"{number(found.straddle_share)}, α {number(found.alpha_interval)} (interval; "
-        f"{found.judgements} judgements)"
+        f"{number(found.straddle_share)}, Krippendorff α {number(found.alpha_interval)}"
     )
 
 
@@ -200,6 +199,13 @@ def unified(title: str, before: str, after: str) -> list[str]:
     return [f"--- {title}", *(found or ["(the same)"])]
 
 
+def _keys(judgement: Judgement | None) -> str:
+    if judgement is None or not judgement.keys:
+        return "no call named"
+    more = len(judgement.keys) - 1
+    return f"key {judgement.keys[0]}" + (f" (and {more} more calls: --json lists them)" if more else "")
+
+
 def side_by_side(
     a: Judgement | None,
     b: Judgement | None,
@@ -220,8 +226,8 @@ def side_by_side(
     head = f"{some.design} · item {some.item} · iteration {some.iteration} · {some.metric}"
     lines = [
         head,
-        f"  A: {'(not judged)' if a is None else verdict(a)}   key {', '.join(a.keys) if a else '—'}",
-        f"  B: {'(not judged)' if b is None else verdict(b)}   key {', '.join(b.keys) if b else '—'}",
+        f"  A: {'(not judged)' if a is None else verdict(a)}   {_keys(a)}",
+        f"  B: {'(not judged)' if b is None else verdict(b)}   {_keys(b)}",
         f"  {cause}",
         *unified("prompt (first ask)", prompt_text(first[0]), prompt_text(first[1])),
         *unified("reply (the one read)", reply_text(last[0]), reply_text(last[1])),
