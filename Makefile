@@ -19,7 +19,7 @@ ON_PATH := PATH="$(abspath $(BIN)):$$PATH"
 # the environment was installed from.
 JUDGELOOP := $(ON_PATH) $(BIN)/python -m pipeline.tools.cli
 
-.PHONY: help install lock repro exp replay check status audit compare cache report calibrate judge-evaluate dvc-yaml batch test lint bench
+.PHONY: help install lock repro exp replay check status audit compare diff second-run cache report calibrate judge-evaluate dvc-yaml batch test lint bench
 .DEFAULT_GOAL := help
 
 help: ## this list
@@ -87,14 +87,23 @@ check: ## does this clone reproduce? every stage replayed in one process, compar
 status: ## the calls the next repro needs, and how many go to the model
 audit: ## the recorded calls: exact prompts, replies, scores (ARGS="--item 903 --metric accuracy")
 compare: ## two runs side by side (ARGS="HEAD~1 HEAD"; none: the last commit against the workspace)
+diff: ## two runs judgement by judgement: what changed, why, is it real (ARGS="workspace runs/paper-sampled")
 cache: ## the local cache and the recordings: stats, verify, gc, merge, seed, export
 report: ## every design's report pages again, and the index outputs/index.html
 calibrate: ## a judge's scores against people's ratings
 judge-evaluate: ## judge one RAG answer, or a batch of them
 dvc-yaml: ## write dvc.yaml from the designs' stage specs
 batch: ## export, run and ingest a batch of calls (OpenAI Batch JSONL; a command or Ray runs it)
-check status audit compare cache report calibrate judge-evaluate dvc-yaml batch: $(STAMP)
+check status audit compare diff cache report calibrate judge-evaluate dvc-yaml batch: $(STAMP)
 	@$(JUDGELOOP) $@ $(ARGS)
+
+# The committed second run the README's `./judgeloop diff` compares against: the paper's judge asked 3
+# times per judgement at temperature 0.7, on the committed assessments (the stages before judge are
+# copied). Live on the embedded model (about 15-30 minutes on 2 cores); ARGS=--replay: from its recordings.
+SECOND_RUN := runs/paper-sampled
+second-run: $(STAMP) ## record runs/paper-sampled, the second run the README's diff reads (ARGS=--replay: no model)
+	@$(JUDGELOOP) variant $(SECOND_RUN) --design paper --from judge \
+	  -S judge.samples=3 -S judge.combine=mean -S llm.options.temperature=0.7 $(ARGS)
 
 lint: $(STAMP) ## ruff, ruff format --check, mypy (strict), import-linter, xenon (no function past radon grade C)
 	$(BIN)/ruff check .

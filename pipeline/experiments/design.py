@@ -132,6 +132,8 @@ class Design(Generic[P]):
     judge's scores against people's ratings (`judgeloop calibrate --experiment NAME`).
     headline: "module:function" of (its metrics.json, a dict) -> Headline: the few numbers that say
     how a run went (`judgeloop compare`, the report index).
+    judgements: "module:function" of (params, RunFiles) -> Iterable[Judgement]: its judgement unit,
+    read from one run's results and recordings (pipeline.experiments.judgements; `judgeloop diff`).
     """
 
     name: str
@@ -142,6 +144,7 @@ class Design(Generic[P]):
     commands: Mapping[str, str] = field(default_factory=dict)
     calibration: str | None = None
     headline: str | None = None
+    judgements: str | None = None
 
     def stage(self, name: str) -> Stage:
         for stage in self.stages:

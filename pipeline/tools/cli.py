@@ -33,11 +33,13 @@ from pipeline.tools.cache.command import cache
 from pipeline.tools.calibrate import calibrate
 from pipeline.tools.check import check
 from pipeline.tools.compare import compare
+from pipeline.tools.diff.command import diff
 from pipeline.tools.dvc_run import exp, repro
 from pipeline.tools.dvc_yaml import dvc_yaml
 from pipeline.tools.figures import write_figures
 from pipeline.tools.report_index import write_index
 from pipeline.tools.status.command import status
+from pipeline.tools.variant import variant
 
 
 class Judgeloop(click.Group):
@@ -94,6 +96,8 @@ main.add_command(repro)
 main.add_command(exp)
 main.add_command(compare)
 main.add_command(check)
+main.add_command(diff)
+main.add_command(variant)
 
 
 def _written(paths: list[Path]) -> str:

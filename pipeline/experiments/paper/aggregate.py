@@ -13,6 +13,7 @@ from pipeline.experiments.paper.aggregation import LLM_STAGES, compute_metrics, 
 from pipeline.experiments.paper.params import PaperParams
 from pipeline.experiments.paper.report.html import load_records, write_report
 from pipeline.loops.results import Refinement, read_refinements
+from pipeline.stats.stability import stability
 
 
 def _refinements(params: PaperParams) -> list[Refinement]:
@@ -21,7 +22,35 @@ def _refinements(params: PaperParams) -> list[Refinement]:
 
 def _metrics(params: PaperParams, refinements: list[Refinement]) -> dict[str, Any]:
     recorded = stage_call_counts(Path(params.cache.recordings), LLM_STAGES)
-    return compute_metrics(refinements, params.judge.metrics, recorded)
+    summary = compute_metrics(refinements, params.judge.metrics, recorded)
+    if params.judge.samples > 1:  # only then: a run with one sample writes what it wrote before
+        summary["judge_stability"] = judge_stability(refinements, params)
+    return summary
+
+
+def judge_stability(refinements: list[Refinement], params: PaperParams) -> dict[str, Any]:
+    """Per metric, over every judgement made (carried-over ones not again): how much its samples
+    spread (pipeline.stats.stability), and how the judgement used downstream combined them."""
+    out: dict[str, Any] = {"samples": params.judge.samples, "combine": params.judge.combine}
+    for metric in params.judge.metrics:
+        rows = [
+            [None if s is None else float(s) for s in judged.samples]
+            for r in refinements
+            for it in r.iterations
+            if (judged := it.metrics.get(metric)) is not None and not judged.carried_over and judged.samples
+        ]
+        found = stability(rows, params.refine.threshold)
+        out[metric] = {
+            "judgements": found.judgements,
+            "within_item_sd": None if found.within_sd is None else round(found.within_sd, 4),
+            "straddle_threshold_share": None
+            if found.straddle_share is None
+            else round(found.straddle_share, 4),
+            "krippendorff_alpha_interval": None
+            if found.alpha_interval is None
+            else round(found.alpha_interval, 4),
+        }
+    return out
 
 
 def run(params: PaperParams) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -10,6 +11,7 @@ from pipeline.experiments.paper.params import PaperParams
 from pipeline.experiments.steps import LLMStep, Upstream, jsonl_output, share
 from pipeline.judges.rubric.judge import judge_all
 from pipeline.judges.rubric.results import Assessment, AssessmentJudgements, MetricJudgement
+from pipeline.judges.samples import only_seeds_differ
 from pipeline.judges.unscored import unscored_reasons
 from pipeline.llm.runner import run_items
 from pipeline.llm.session import LLMSession
@@ -28,6 +30,10 @@ def run_judge(
     transcripts: Mapping[str, Transcript],
     assessments: Sequence[Assessment],
 ) -> list[AssessmentJudgements]:
+    said = only_seeds_differ(params.judge.samples, params.llm.options)
+    if said is not None:
+        print(f"judge: {said}", file=sys.stderr)
+
     def judge_item(assessment: Assessment) -> AssessmentJudgements:
         context = CallContext(stage="judge", item=assessment.item, step=0)
         metrics = judge_all(

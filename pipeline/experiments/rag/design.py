@@ -46,4 +46,5 @@ DESIGN = Design(
     report=f"{_HERE}.aggregate:report",
     commands={"judge-evaluate": f"{_HERE}.judge_evaluate:judge_evaluate"},
     headline=f"{_HERE}.headline:headline",
+    judgements=f"{_HERE}.judgements:judgements",
 )

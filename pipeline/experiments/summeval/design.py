@@ -53,4 +53,5 @@ DESIGN = Design(
     report=f"{_HERE}.aggregate:report",
     calibration=f"{_HERE}.aggregate:calibration_rows",
     headline=f"{_HERE}.headline:headline",
+    judgements=f"{_HERE}.judgements:judgements",
 )

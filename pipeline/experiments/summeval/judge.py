@@ -11,6 +11,7 @@ rubric and the article, so consecutive calls share that prefix and the embedded 
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,7 +24,9 @@ from pipeline.experiments.summeval.params import SummEvalParams, SummEvalSetting
 from pipeline.experiments.summeval.prompts import rubric_prompt
 from pipeline.experiments.summeval.results import SummEvalJudgement, SummEvalReply
 from pipeline.judges.judgement import Judgement, from_structured
+from pipeline.judges.samples import Combine, combine, only_seeds_differ, sample_options
 from pipeline.llm.runner import run_items
+from pipeline.llm.scheduling import side_by_side
 from pipeline.llm.session import LLMSession
 from pipeline.llm.structured import ChatSession, FailureKind, ask_structured
 from pipeline.llm.types import CallContext, Message, Options
@@ -101,15 +104,39 @@ def summeval_judgement(subject: SummaryOnDimension, judgement: Judgement[int]) -
     )
 
 
+def combined(samples: list[SummEvalJudgement], how: Combine) -> SummEvalJudgement:
+    """summeval.samples > 1: sample 0's row, its score the samples' combined and its weighted score
+    their mean (pipeline.judges.samples)."""
+    weighted = [s.weighted_score for s in samples if s.weighted_score is not None]
+    return samples[0].model_copy(
+        update={
+            "score": combine([s.score for s in samples], how),
+            "weighted_score": round(sum(weighted) / len(weighted), 6) if weighted else None,
+            "samples": tuple(s.score for s in samples),
+            "attempts": sum(s.attempts for s in samples),
+        }
+    )
+
+
 def run_summeval_judge(
     params: SummEvalParams, session: LLMSession, corpus: SummEval
 ) -> list[SummEvalJudgement]:
-    judge = SummEvalJudge(session, params.summeval, params.llm.options)
+    settings, options = params.summeval, params.llm.options
+    judges = [SummEvalJudge(session, settings, sample_options(options, i)) for i in range(settings.samples)]
+    said = only_seeds_differ(settings.samples, options)
+    if said is not None:
+        print(f"{STAGE}: {said.replace('judge.samples', 'summeval.samples')}", file=sys.stderr)
 
     def judge_pair(pair: tuple[Summary, str]) -> SummEvalJudgement:
         summary, dimension = pair
         subject = SummaryOnDimension(summary, corpus.articles[summary.document], dimension)
-        return summeval_judgement(subject, judge(subject, subject.context()))
+        if settings.samples == 1:
+            return summeval_judgement(subject, judges[0](subject, subject.context()))
+        asks = [
+            (lambda i=i: summeval_judgement(subject, judges[i](subject, subject.context().at(sample=str(i)))))
+            for i in range(settings.samples)
+        ]
+        return combined(side_by_side(asks), settings.combine)
 
     return run_items(session, judge_order(corpus, params.summeval.dimensions), judge_pair, STAGE)
 

@@ -37,6 +37,10 @@ class SummEvalSettings(Section):
     # Alternatives kept per token: with 5, tokens such as " " or "\n" took the slots of some digits
     # at the score token (measured on SummEval), leaving a score with probability 0 it did not have.
     top_logprobs: int = Field(20, ge=1, le=20)
+    # Each judgement asked this many times, sample i with its own seed (pipeline.judges.samples);
+    # 1: asked once, exactly as without samples. combine: the score used (calibrated against people).
+    samples: int = Field(1, ge=1, le=100)
+    combine: Literal["mean", "majority"] = "mean"
     out: PathParam = "outputs/summeval/judgements.jsonl"
     metrics_out: PathParam = "outputs/summeval/metrics.json"
     plot_csv: PathParam = "outputs/summeval/plots/scores.csv"

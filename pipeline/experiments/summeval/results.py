@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from typing import Any
+
+from pydantic import BaseModel, SerializerFunctionWrapHandler, model_serializer
 
 from pipeline.data.jsonl import Result
 from pipeline.judges.likert import LikertScore
@@ -22,7 +24,7 @@ class SummEvalJudgement(Result):
     document: str
     system: str
     dimension: str
-    score: int | None  # what the judge wrote; None: no valid reply after every attempt
+    score: int | float | None  # what the judge wrote; None: no valid reply after every attempt
     # G-Eval's weighted score: sum of s * p(s) over 1-5 at the score token, renormalised.
     weighted_score: float | None
     probabilities: dict[str, float] | None  # "1".."5" -> p, renormalised over the scale
@@ -31,3 +33,13 @@ class SummEvalJudgement(Result):
     error: str | None
     attempts: int
     text: str  # the last reply as the model wrote it
+    # summeval.samples > 1: each sample's score, sample 0 first; `score` combines them (summeval.combine,
+    # a float under mean) and `weighted_score` is the samples' mean. Left out of the file while None.
+    samples: tuple[int | None, ...] | None = None
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and data.get("samples", 0) is None:
+            del data["samples"]
+        return data

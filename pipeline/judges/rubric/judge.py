@@ -22,6 +22,7 @@ from pipeline.judges.rubric.judge_prompts import JUDGE_PROMPTS
 from pipeline.judges.rubric.prompts import JSON_JUDGE_FORMAT, SCORE_REMINDER
 from pipeline.judges.rubric.results import MetricJudgement
 from pipeline.judges.rubric.settings import JudgeSettings
+from pipeline.judges.samples import combine, sample_options
 from pipeline.judges.scores import DecimalPolicy, Scale, ScoreReading, extract_score
 from pipeline.llm.scheduling import side_by_side
 from pipeline.llm.session import LLMSession
@@ -153,6 +154,8 @@ def judge_all(
     """Every metric judged, side by side: they do not depend on each other, so the item does not
     wait for one metric's reply (or re-ask) before asking the next; a replay miss in one does not
     stop the others, so replay names every missing call."""
+    if settings.samples > 1:
+        return _judge_all_sampled(session, transcript, assessment_text, metrics, settings, options, context)
     judge = RubricJudge(session, settings, options)
 
     def one(metric: str) -> Callable[[], MetricJudgement]:
@@ -160,3 +163,40 @@ def judge_all(
         return lambda: MetricJudgement.of(metric, judge(subject, context))
 
     return dict(zip(metrics, side_by_side([one(m) for m in metrics]), strict=True))
+
+
+def _judge_all_sampled(
+    session: LLMSession,
+    transcript: Transcript,
+    assessment_text: str,
+    metrics: tuple[str, ...],
+    settings: JudgeSettings,
+    options: Options,
+    context: CallContext,
+) -> dict[str, MetricJudgement]:
+    """judge.samples > 1: every metric asked once per sample, each sample with its own seed and
+    recorded under its own `sample` label; the samples' scores combined (pipeline.judges.samples)."""
+    judges = [RubricJudge(session, settings, sample_options(options, i)) for i in range(settings.samples)]
+    asks = [
+        (metric, i, RubricSubject(transcript, assessment_text, metric))
+        for metric in metrics
+        for i in range(settings.samples)
+    ]
+
+    def one(metric: str, i: int, subject: RubricSubject) -> Callable[[], MetricJudgement]:
+        return lambda: MetricJudgement.of(metric, judges[i](subject, context.at(sample=str(i))))
+
+    judged = side_by_side([one(*ask) for ask in asks])
+    out: dict[str, MetricJudgement] = {}
+    for index, metric in enumerate(metrics):
+        samples = judged[index * settings.samples : (index + 1) * settings.samples]
+        scores = tuple(s.score for s in samples)
+        first = samples[0]
+        out[metric] = first.model_copy(
+            update={
+                "score": combine(scores, settings.combine),
+                "samples": scores,
+                "call_keys": tuple(key for s in samples for key in s.call_keys),
+            }
+        )
+    return out

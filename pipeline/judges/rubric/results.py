@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
+
+from pydantic import SerializerFunctionWrapHandler, model_serializer
 
 from pipeline.data.jsonl import Result
 from pipeline.judges.judgement import Judgement
@@ -30,6 +33,16 @@ class MetricJudgement(Result):
     # expected value (G-Eval's weighted score). None when the reply carried no log-probabilities.
     score_probabilities: dict[str, float] | None = None
     weighted_score: float | None = None
+    # judge.samples > 1: each sample's score, sample 0 first; `score` combines them (judge.combine).
+    # Left out of the file while None, so a run with one sample writes what it wrote before.
+    samples: tuple[int | float | None, ...] | None = None
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and data.get("samples", 0) is None:
+            del data["samples"]
+        return data
 
     @classmethod
     def of(cls, metric: str, judgement: Judgement[int | float]) -> MetricJudgement:

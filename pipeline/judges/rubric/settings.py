@@ -43,6 +43,10 @@ class JudgeSettings(Section):
     # json: ask for this many alternatives per generated token, to record the probability of each
     # score and the probability-weighted score (G-Eval); 0 asks for none.
     top_logprobs: int = Field(0, ge=0, le=20)
+    # Each judgement asked this many times, sample i with its own seed (pipeline.judges.samples);
+    # 1: asked once, the request exactly as without samples. combine: the judgement used downstream.
+    samples: int = Field(1, ge=1, le=100)
+    combine: Literal["mean", "majority"] = "mean"
     out: PathParam = "outputs/paper/judgements.jsonl"
 
     @field_validator("metrics")

@@ -1,0 +1,151 @@
+"""Paired statistics for two runs' judgements of the same items (`judgeloop diff`).
+
+Written with the standard library and numpy, and checked against scipy on the same pairs
+(tests/test_paired_stats.py): the Wilcoxon signed-rank test on the score differences (scipy's
+defaults: zero differences dropped, no continuity correction; exact null distribution when at most
+50 differences remain and none tie, else the normal approximation with the tie correction), the
+exact McNemar test on pass/fail (a two-sided binomial test of the discordant pairs at 1/2),
+quadratic-weighted Cohen's kappa, and a paired bootstrap of the mean difference that resamples
+items (an item may hold several judgements, e.g. one per iteration), seeded so that a rerun gives
+the same interval.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class TestResult:
+    """A test's name as printed (which test, which null distribution), its statistic and p-value."""
+
+    name: str
+    statistic: float
+    p_value: float
+    n: int  # the observations the test used (Wilcoxon: nonzero differences; McNemar: discordant pairs)
+
+
+def average_ranks(values: Sequence[float]) -> list[float]:
+    """1-based ranks, ties given the mean of the ranks they span."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0.0] * len(values)
+    start = 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
+            end += 1
+        for position in range(start, end + 1):
+            ranks[order[position]] = (start + end) / 2 + 1
+        start = end + 1
+    return ranks
+
+
+def _exact_signed_rank_p(statistic: float, n: int) -> float:
+    """Two-sided p of the signed-rank statistic min(W+, W-) under H0, from the exact distribution of
+    W+ (each of the ranks 1..n in the sum with probability 1/2, counted by dynamic programming)."""
+    total = n * (n + 1) // 2
+    counts = [1] + [0] * total
+    for rank in range(1, n + 1):
+        for value in range(total, rank - 1, -1):
+            counts[value] += counts[value - rank]
+    at_most: int = sum(counts[: math.floor(statistic) + 1])
+    return min(1.0, 2 * at_most / float(2**n))
+
+
+def wilcoxon_signed_rank(differences: Sequence[float]) -> TestResult | None:
+    """The two-sided Wilcoxon signed-rank test of `differences` (B - A); None when every
+    difference is zero (nothing to test)."""
+    nonzero = [d for d in differences if d != 0]
+    n = len(nonzero)
+    if n == 0:
+        return None
+    ranks = average_ranks([abs(d) for d in nonzero])
+    plus = sum(r for r, d in zip(ranks, nonzero, strict=True) if d > 0)
+    minus = sum(r for r, d in zip(ranks, nonzero, strict=True) if d < 0)
+    statistic = min(plus, minus)
+    tied = len(set(abs(d) for d in nonzero)) < n
+    if n <= 50 and not tied:
+        return TestResult("Wilcoxon signed-rank (exact)", statistic, _exact_signed_rank_p(statistic, n), n)
+    mean = n * (n + 1) / 4
+    # The variance less the ties' share, as scipy computes it.
+    _, tie_sizes = np.unique(np.abs(np.asarray(nonzero, dtype=float)), return_counts=True)
+    variance = n * (n + 1) * (2 * n + 1) / 24 - float(np.sum(tie_sizes**3 - tie_sizes)) / 48
+    if variance <= 0:
+        return TestResult("Wilcoxon signed-rank (normal approx.)", statistic, 1.0, n)
+    z = (statistic - mean) / math.sqrt(variance)
+    p = math.erfc(abs(z) / math.sqrt(2))
+    return TestResult("Wilcoxon signed-rank (normal approx.)", statistic, min(1.0, p), n)
+
+
+def mcnemar_exact(a_only: int, b_only: int) -> TestResult:
+    """The exact McNemar test: of the pairs that disagree on pass/fail, `a_only` pass in A alone and
+    `b_only` in B alone; two-sided binomial test of a_only among them at 1/2."""
+    n = a_only + b_only
+    if n == 0:
+        return TestResult("exact McNemar", 0.0, 1.0, 0)
+    low = min(a_only, b_only)
+    tail = sum(math.comb(n, k) for k in range(low + 1)) / 2**n
+    return TestResult("exact McNemar", float(a_only), min(1.0, 2 * tail), n)
+
+
+def quadratic_kappa(a: Sequence[float], b: Sequence[float]) -> float | None:
+    """Cohen's kappa with quadratic weights (x - y)^2 on the score values themselves, so a scale's
+    unused values still count as distance; None when undefined (no pairs, or no spread to expect
+    disagreement from)."""
+    if not a:
+        return None
+    values = sorted(set(a) | set(b))
+    index = {v: i for i, v in enumerate(values)}
+    k = len(values)
+    observed = np.zeros((k, k))
+    for x, y in zip(a, b, strict=True):
+        observed[index[x], index[y]] += 1
+    observed /= len(a)
+    expected = np.outer(observed.sum(axis=1), observed.sum(axis=0))
+    grid = np.asarray(values, dtype=float)
+    weights = (grid[:, None] - grid[None, :]) ** 2
+    disagreement_expected = float(np.sum(weights * expected))
+    if disagreement_expected == 0:
+        return None
+    return 1 - float(np.sum(weights * observed)) / disagreement_expected
+
+
+def exact_agreement(a: Sequence[float], b: Sequence[float]) -> float | None:
+    return sum(x == y for x, y in zip(a, b, strict=True)) / len(a) if a else None
+
+
+@dataclass(frozen=True)
+class Interval:
+    estimate: float
+    low: float
+    high: float
+    confidence: float
+    resamples: int
+    seed: int
+
+
+def paired_bootstrap(
+    differences_by_item: Sequence[Sequence[float]],
+    *,
+    resamples: int = 2000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> Interval | None:
+    """The mean difference over every pair, and its percentile interval from resampling items
+    (all of an item's pairs together) with replacement; seeded: the same pairs give the same interval."""
+    groups = [list(g) for g in differences_by_item if g]
+    if not groups:
+        return None
+    sums = np.asarray([sum(g) for g in groups], dtype=float)
+    counts = np.asarray([len(g) for g in groups], dtype=float)
+    estimate = float(sums.sum() / counts.sum())
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(groups), size=(resamples, len(groups)))
+    means = sums[picks].sum(axis=1) / counts[picks].sum(axis=1)
+    tail = (1 - confidence) / 2
+    low, high = np.quantile(means, [tail, 1 - tail])
+    return Interval(estimate, float(low), float(high), confidence, resamples, seed)

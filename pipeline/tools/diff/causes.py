@@ -1,0 +1,119 @@
+"""Why a judgement changed between two runs, read from the two runs' recorded judge calls.
+
+In the order they are tried, the first that holds:
+    input     the two judged different inputs (the design's upstream ids differ: the assessment,
+              the answer, ... that the judge read changed upstream)
+    prompt    the judge was asked something else: the first message that differs is named, with a
+              count of the lines added and removed (or the reply format, when only the schema moved)
+    model     the same question, another model (its name or weights' digest)
+    sampling  the same question and model, other sampling options (temperature, seed, ...)
+    samples   judged from another number of samples (judge.samples), the score their combination
+    reply     the same request to the same model, another reply (a nondeterministic backend, or a
+              live rerun on other hardware)
+    reading   the same calls, read differently (the score parser or its params)
+    threshold the same score, another verdict (the pass threshold moved)
+    unrecorded  a call the judgement names is missing from its run's recordings
+The question compared is each judgement's first call (what was asked before any re-ask); the reply
+is its last (the one the score was read from).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pipeline.experiments.judgements import Judgement
+from pipeline.llm.records import RecordedCall
+
+CAUSES = ("input", "prompt", "model", "sampling", "samples", "reply", "reading", "threshold", "unrecorded")
+
+
+@dataclass(frozen=True)
+class Cause:
+    kind: str  # one of CAUSES
+    detail: str  # what moved, in a few words
+
+
+def _line_counts(before: str, after: str) -> tuple[int, int]:
+    added = removed = 0
+    for line in difflib.ndiff(before.splitlines(), after.splitlines()):
+        added += line.startswith("+ ")
+        removed += line.startswith("- ")
+    return added, removed
+
+
+def prompt_change(a: RecordedCall, b: RecordedCall) -> str | None:
+    """Which message of the question differs, and by how many lines; None: the same question."""
+    old, new = a.record.request.messages, b.record.request.messages
+    for index, (x, y) in enumerate(zip(old, new, strict=False)):
+        if x != y:
+            added, removed = _line_counts(x.content, y.content)
+            role = x.role if x.role == y.role else f"{x.role} → {y.role}"
+            return f"message {index + 1} ({role}): +{added} −{removed} lines"
+    if len(old) != len(new):
+        return f"{len(old)} → {len(new)} messages"
+    if a.record.request.format != b.record.request.format:
+        return "the reply format (schema) changed"
+    if a.record.request.logprobs != b.record.request.logprobs:
+        return f"log-probabilities asked: {a.record.request.logprobs} → {b.record.request.logprobs}"
+    return None
+
+
+def _model(call: RecordedCall) -> str:
+    model = call.record.model
+    return f"{model.backend}:{model.name}" + (f"@{model.digest[:19]}" if model.digest else "")
+
+
+def options_change(a: RecordedCall, b: RecordedCall) -> str | None:
+    old = a.record.request.options.model_dump()
+    new = b.record.request.options.model_dump()
+    moved = [f"{name} {old[name]} → {new[name]}" for name in old if old[name] != new[name]]
+    return ", ".join(moved) or None
+
+
+def _calls(
+    judgement: Judgement, calls: Mapping[str, RecordedCall]
+) -> tuple[RecordedCall, RecordedCall] | None:
+    if not judgement.keys or any(key not in calls for key in (judgement.keys[0], judgement.keys[-1])):
+        return None
+    return calls[judgement.keys[0]], calls[judgement.keys[-1]]
+
+
+def _of_calls(
+    first_a: RecordedCall, first_b: RecordedCall, last_a: RecordedCall, last_b: RecordedCall
+) -> Cause | None:
+    prompt = prompt_change(first_a, first_b)
+    if prompt is not None:
+        return Cause("prompt", prompt)
+    if first_a.record.model != first_b.record.model:
+        return Cause("model", f"{_model(first_a)} → {_model(first_b)}")
+    options = options_change(first_a, first_b)
+    if options is not None:
+        return Cause("sampling", options)
+    if last_a.record.reply.text != last_b.record.reply.text or len(last_a.record.request.messages) != len(
+        last_b.record.request.messages
+    ):
+        return Cause("reply", "the same request to the same model replied otherwise")
+    return None
+
+
+def cause_of(
+    a: Judgement, b: Judgement, calls_a: Mapping[str, RecordedCall], calls_b: Mapping[str, RecordedCall]
+) -> Cause:
+    """Why judgement `a` (run A) became `b` (run B); both are of the same pair key and differ."""
+    if a.upstream is not None and b.upstream is not None and a.upstream != b.upstream:
+        return Cause("input", f"the judged input changed ({a.upstream[7:15]} → {b.upstream[7:15]})")
+    if len(a.samples) != len(b.samples):
+        counts = [len(j.samples) or 1 for j in (a, b)]
+        return Cause("samples", f"{counts[0]} → {counts[1]} samples per judgement, combined")
+    found_a, found_b = _calls(a, calls_a), _calls(b, calls_b)
+    if found_a is None or found_b is None:
+        side = "A" if found_a is None else "B"
+        return Cause("unrecorded", f"run {side}'s judge call is not in its recordings")
+    from_calls = _of_calls(found_a[0], found_b[0], found_a[1], found_b[1])
+    if from_calls is not None:
+        return from_calls
+    if a.score != b.score:
+        return Cause("reading", "the same reply, read as another score (parser or its params)")
+    return Cause("threshold", "the same score, another verdict (the pass threshold)")

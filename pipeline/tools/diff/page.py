@@ -1,0 +1,142 @@
+"""`judgeloop diff --html DIR`: the diff as one offline page, DIR/index.html.
+
+The report pages' frame (the same stylesheet, script and Content-Security-Policy: nothing loads
+from the network), a table per design and metric, the judgements that flipped, and every changed
+judgement opening its two calls side by side, the lines that differ between them marked (a line
+only in A as removed, only in B as added). Autoescaped: every prompt and reply is text on the page.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from markupsafe import Markup
+
+from pipeline.experiments.judgements import Judgement
+from pipeline.llm.records import RecordedCall
+from pipeline.reports.frame import asset, content_security_policy
+from pipeline.reports.templating import make_environment
+from pipeline.tools.diff.causes import CAUSES
+from pipeline.tools.diff.summary import Change, MetricDiff
+from pipeline.tools.diff.text import interval, number, p_value, prompt_text, reply_text, verdict
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+TITLE = "judgeloop diff"
+# The page's own rules, after the shared stylesheet (style-src allows inline styles).
+STYLE = """
+.sides{display:grid;grid-template-columns:1fr 1fr;gap:12px}.side{min-width:0}
+pre.lines span{display:block;min-height:1.2em}pre.lines span.removed{background:#fbe3e0}
+pre.lines span.added{background:#dff3e4}details.change{border:1px solid var(--line);border-radius:5px;
+padding:4px 12px;margin:6px 0}details.change[open]{background:#fcfcfd}
+"""
+Calls = tuple[Mapping[str, RecordedCall], Mapping[str, RecordedCall]]
+
+
+def _marked(before: str, after: str) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """Each side's lines with a class: "" where both have it, "removed" only in A, "added" only in B."""
+    old, new = before.splitlines(), after.splitlines()
+    left: list[tuple[str, str]] = []
+    right: list[tuple[str, str]] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        same = tag == "equal"
+        left += [("" if same else "removed", line) for line in old[i1:i2]]
+        right += [("" if same else "added", line) for line in new[j1:j2]]
+    return left, right
+
+
+def _anchor(*parts: object) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "-", "-".join(str(p) for p in parts))
+
+
+def _call(judgement: Judgement, calls: Mapping[str, RecordedCall], last: bool) -> RecordedCall | None:
+    if not judgement.keys:
+        return None
+    return calls.get(judgement.keys[-1 if last else 0])
+
+
+def _change(change: Change, calls: Calls) -> dict[str, Any]:
+    a, b = change.a, change.b
+    prompts = _marked(prompt_text(_call(a, calls[0], False)), prompt_text(_call(b, calls[1], False)))
+    replies = _marked(reply_text(_call(a, calls[0], True)), reply_text(_call(b, calls[1], True)))
+    sides = [
+        {
+            "name": name,
+            "verdict": verdict(j),
+            "call_keys": ", ".join(j.keys) or "no call named",
+            "prompt": prompts[i],
+            "reply": replies[i],
+        }
+        for i, (name, j) in enumerate((("A", a), ("B", b)))
+    ]
+    return {
+        "id": _anchor(a.design, a.metric, a.item, a.iteration),
+        "item": a.item,
+        "iteration": a.iteration,
+        "a": verdict(a),
+        "b": verdict(b),
+        "cause": change.cause.kind,
+        "detail": change.cause.detail,
+        "flip": change.flip,
+        "sides": sides,
+    }
+
+
+def _metric(row: MetricDiff, changes: Sequence[Change], calls: Calls) -> dict[str, Any]:
+    mine = [_change(c, calls) for c in changes if (c.a.design, c.a.metric) == (row.design, row.metric)]
+    tests = [
+        f"{t.name}: p = {p_value(t.p_value)} (n = {t.n})"
+        for t in (row.score_test, row.pass_test)
+        if t is not None
+    ]
+    return {
+        "id": _anchor(row.design, row.metric),
+        "design": row.design,
+        "metric": row.metric,
+        "paired": row.paired,
+        "changed": row.changed,
+        "pass_to_fail": row.pass_to_fail,
+        "fail_to_pass": row.fail_to_pass,
+        "only_a": row.only_a,
+        "only_b": row.only_b,
+        "mean": interval(row.mean).removeprefix("mean B−A ") if row.scored else "—",
+        "tests": "; ".join(tests) or "—",
+        "agreement": number(row.agreement),
+        "kappa": number(row.kappa),
+        "causes": [(kind, row.causes[kind]) for kind in CAUSES if row.causes[kind]],
+        "flipped": [c for c in mine if c["flip"]],
+        "changes": mine,
+    }
+
+
+def render_page(
+    names: Sequence[str], rows: Sequence[MetricDiff], changes: Sequence[Change], calls: Calls
+) -> str:
+    script = asset("report.js")
+    page = {
+        "csp": content_security_policy(script),
+        "style": Markup(asset("report.css") + STYLE),
+        "script": Markup(script),
+        "title": f"{TITLE}: {names[0]} → {names[1]}",
+        "home": None,
+    }
+    template = make_environment(TEMPLATES).get_template("diff.html.j2")
+    return template.render(
+        **page,
+        names=names,
+        total=sum(r.paired for r in rows),
+        changes=changes,
+        metrics=[_metric(row, changes, calls) for row in rows],
+    )
+
+
+def write_page(
+    folder: Path, names: Sequence[str], rows: Sequence[MetricDiff], changes: Sequence[Change], calls: Calls
+) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    page = folder / "index.html"
+    page.write_text(render_page(names, rows, changes, calls), encoding="utf-8")
+    return page

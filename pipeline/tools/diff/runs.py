@@ -1,0 +1,193 @@
+"""The runs `judgeloop diff` reads, as folders: the workspace, a folder of someone else's run, or a
+git revision / DVC experiment written out to a temporary folder (its params.yaml, outputs and
+recordings, from git: every output is committed, cache: false).
+
+A run's folder is untrusted input: every recorded call the diff uses is verified before its use (a
+record whose key or checksum fails stops the diff, naming its line), and every path its params
+name must stay inside the folder. Only the calls used are verified, the changed judgements' (at the
+paper's scale, a fifth of the calls): hashing every record of both runs was most of the diff's time.
+"""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import tarfile
+import tempfile
+from collections import ChainMap
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from pipeline.errors import JudgeloopError
+from pipeline.experiments.design import load_ref
+from pipeline.experiments.judgements import Judgement, RunFiles
+from pipeline.experiments.registry import designs
+from pipeline.llm import recordings
+from pipeline.llm.keys import KEY_RECIPE
+from pipeline.llm.records import RecordedCall
+from pipeline.llm.types import CallContext
+
+WORKSPACE = "workspace"
+PARAMS = "params.yaml"
+# What a run needs from a revision: its params, results and recordings (never data or code).
+TRACKED = ("params.yaml", "outputs", "recordings")
+
+
+class VerifiedCalls(Mapping[str, RecordedCall]):
+    """A recordings folder's calls by key (each key's first copy, by stage then line, as a replay
+    serves it), each parsed and verified the first time it is looked up: a line is read for its key
+    (and its context, where a design selects calls by it) until then."""
+
+    def __init__(self, folder: Path) -> None:
+        self._found: dict[str, tuple[str, dict[str, Any], dict[str, str], str]] = {}
+        self._verified: dict[str, RecordedCall] = {}
+        for stage in recordings.stage_dirs(folder):
+            parts = recordings.split_recording(stage)
+            if parts.problems:
+                raise JudgeloopError(
+                    f"{parts.problems[0]}. Fix: restore the file from git, or re-record the stage."
+                )
+            for number, line in parts.calls:
+                where = f"{parts.path}:{number}"
+                try:
+                    raw = orjson.loads(line)
+                    key, context = raw["key"], raw["context"]
+                except (ValueError, KeyError, TypeError) as exc:
+                    raise JudgeloopError(
+                        f"{where}: not a recorded call ({exc}). Fix: restore it from git."
+                    ) from exc
+                if raw.get("recipe", KEY_RECIPE) != KEY_RECIPE:  # written under an older key recipe
+                    key = self._verify(line, parts.blobs, where).record.key
+                self._found.setdefault(str(key), (line, context, parts.blobs, where))
+
+    @staticmethod
+    def _verify(line: str, blobs: dict[str, str], where: str) -> RecordedCall:
+        call = recordings.parse_call_line(line, blobs, where)
+        problem = call.record.problem()
+        if problem is not None:
+            raise JudgeloopError(
+                f"{where}: call {call.record.key} cannot be trusted: {problem}. Fix: restore the "
+                "file from git, or re-record this call."
+            )
+        return call.current()
+
+    def __getitem__(self, key: str) -> RecordedCall:
+        verified = self._verified.get(key)
+        if verified is None:
+            line, _, blobs, where = self._found[key]
+            verified = self._verified[key] = self._verify(line, blobs, where)
+        return verified
+
+    def contexts(self) -> Iterator[tuple[str, CallContext]]:
+        """Each key with its call's context, unverified (where a call was made is what selects it)."""
+        return ((key, CallContext.model_validate(found[1])) for key, found in self._found.items())
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._found)
+
+    def __len__(self) -> int:
+        return len(self._found)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One side of a diff: its name as given, its judgements, and its recorded calls by key."""
+
+    name: str
+    judgements: dict[tuple[str, str, int, str], Judgement]
+    calls: Mapping[str, RecordedCall]
+
+
+def _git(args: list[str], cwd: Path) -> bytes:
+    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, check=False)
+    if done.returncode != 0:
+        raise JudgeloopError(done.stderr.decode("utf-8", "replace").strip() or f"git {' '.join(args)} failed")
+    return done.stdout
+
+
+def resolve_revision(name: str, project: Path) -> str:
+    """The commit a git revision or a DVC experiment's name stands for."""
+    if name.startswith("-"):  # never an option to git
+        raise JudgeloopError(f"no run named {name!r}: a run's name does not start with '-'.")
+    try:
+        return _git(["rev-parse", "--verify", "--quiet", f"{name}^{{commit}}"], project).decode().strip()
+    except JudgeloopError:
+        pass
+    try:
+        from dvc.repo import Repo
+        from dvc.repo.experiments.utils import resolve_name
+
+        with Repo(str(project)) as repo:
+            found = resolve_name(repo.scm, [name]).get(name)
+            if found is not None:
+                return str(repo.scm.get_ref(str(found)))
+    except Exception as exc:
+        raise JudgeloopError(
+            f"no run named {name!r} ({exc}). Fix: a commit, branch or tag, "
+            "a name `dvc exp show` lists, `workspace`, or a run's folder."
+        ) from exc
+    raise JudgeloopError(
+        f"no run named {name!r}. Fix: a commit, branch or tag, a name `dvc exp show` lists, "
+        "`workspace`, or a run's folder."
+    )
+
+
+def _extract(commit: str, project: Path, into: Path) -> None:
+    listed = _git(["ls-tree", "--name-only", commit], project).decode().split("\n")
+    wanted = [path for path in TRACKED if path in listed]
+    if PARAMS not in wanted:
+        raise JudgeloopError(f"revision {commit[:12]} has no params.yaml: not a run of this project")
+    archive = _git(["archive", "--format=tar", commit, "--", *wanted], project)
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")  # the data filter refuses links and paths leaving `into`
+
+
+@contextmanager
+def run_folder(name: str, project: Path) -> Iterator[Path]:
+    """The folder holding run `name`: the project itself, a folder given by path, or a revision's
+    files written out to a temporary folder (removed afterwards)."""
+    if name == WORKSPACE:
+        yield project
+        return
+    given = Path(name)
+    if given.is_dir():
+        if not (given / PARAMS).is_file():
+            raise JudgeloopError(
+                f"{given} holds no params.yaml. Fix: give the folder of a run (its params.yaml, "
+                "outputs and recordings, as the project lays them out)."
+            )
+        yield given
+        return
+    commit = resolve_revision(name, project)
+    with tempfile.TemporaryDirectory(prefix="judgeloop-diff-") as temporary:
+        _extract(commit, project, Path(temporary))
+        yield Path(temporary)
+
+
+def read_run(name: str, project: Path, only: tuple[str, ...] = ()) -> Run:
+    """Every judgement of run `name` (of the designs in `only`, or all), by pair key, and the calls
+    recorded in its recordings folder(s)."""
+    judgements: dict[tuple[str, str, int, str], Judgement] = {}
+    read: dict[Path, VerifiedCalls] = {}
+    with run_folder(name, project) as folder:
+        for design in designs():
+            if design.judgements is None or (only and design.name not in only):
+                continue
+            params = design.load_params(folder / PARAMS, environ={})
+            where = RunFiles(folder, {}).path(params.cache.recordings)
+            if where not in read:
+                read[where] = VerifiedCalls(where)
+            hook = load_ref(design.judgements)
+            for judgement in hook(params, RunFiles(folder, read[where])):
+                judgements[judgement.pair_key] = judgement
+    folders: list[Mapping[str, RecordedCall]] = list(read.values())
+    calls = folders[0] if len(folders) == 1 else ChainMap(*folders)  # type: ignore[arg-type]
+    return Run(name, judgements, calls)

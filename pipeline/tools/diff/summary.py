@@ -1,0 +1,122 @@
+"""Two runs' judgements paired by (design, item, iteration, metric), and per design and metric:
+how many changed, flipped across the pass threshold, were judged in one run only; the mean
+difference with a paired bootstrap interval over items; a paired test; the two runs' agreement;
+and why each judgement changed (pipeline.tools.diff.causes). The statistics are pipeline.stats.paired's.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from pipeline.experiments.judgements import Judgement
+from pipeline.stats.paired import (
+    Interval,
+    TestResult,
+    exact_agreement,
+    mcnemar_exact,
+    paired_bootstrap,
+    quadratic_kappa,
+    wilcoxon_signed_rank,
+)
+from pipeline.stats.stability import Stability, stability
+from pipeline.tools.diff.causes import Cause, cause_of
+from pipeline.tools.diff.runs import Run
+
+RESAMPLES = 2000
+SEED = 0
+
+
+@dataclass(frozen=True)
+class Change:
+    a: Judgement
+    b: Judgement
+    cause: Cause
+
+    @property
+    def flip(self) -> str | None:
+        """ "pass→fail" or "fail→pass" where the verdict crossed the threshold."""
+        if self.a.passed is None or self.b.passed is None or self.a.passed == self.b.passed:
+            return None
+        return "pass→fail" if self.a.passed else "fail→pass"
+
+
+@dataclass
+class MetricDiff:
+    design: str
+    metric: str
+    paired: int = 0
+    changed: int = 0
+    pass_to_fail: int = 0
+    fail_to_pass: int = 0
+    only_a: int = 0
+    only_b: int = 0
+    scored: int = 0  # pairs with a score in both runs: what the score statistics use
+    verdicts: int = 0  # pairs with a verdict in both runs: what McNemar uses
+    mean: Interval | None = None
+    score_test: TestResult | None = None
+    pass_test: TestResult | None = None
+    agreement: float | None = None
+    kappa: float | None = None
+    causes: Counter[str] = field(default_factory=Counter)
+    # judge.samples > 1 in a run: how its judge's samples spread (pipeline.stats.stability), A's and B's.
+    stability: dict[str, Stability] = field(default_factory=dict)
+
+
+def _changed(a: Judgement, b: Judgement) -> bool:
+    return a.score != b.score or a.passed != b.passed
+
+
+def _statistics(row: MetricDiff, pairs: list[tuple[Judgement, Judgement]], seed: int, resamples: int) -> None:
+    scored = [(a, b) for a, b in pairs if a.score is not None and b.score is not None]
+    row.scored = len(scored)
+    if scored:
+        by_item: dict[str, list[float]] = {}
+        for a, b in scored:
+            by_item.setdefault(a.item, []).append(float(b.score) - float(a.score))  # type: ignore[arg-type]
+        row.mean = paired_bootstrap(list(by_item.values()), resamples=resamples, seed=seed)
+        row.score_test = wilcoxon_signed_rank([d for group in by_item.values() for d in group])
+        old = [float(a.score) for a, _ in scored]  # type: ignore[arg-type]
+        new = [float(b.score) for _, b in scored]  # type: ignore[arg-type]
+        row.agreement, row.kappa = exact_agreement(old, new), quadratic_kappa(old, new)
+    judged = [(a.passed, b.passed) for a, b in pairs if a.passed is not None and b.passed is not None]
+    row.verdicts = len(judged)
+    if judged:
+        row.pass_test = mcnemar_exact(row.pass_to_fail, row.fail_to_pass)
+
+
+def _stability(row: MetricDiff, side: str, judgements: list[Judgement]) -> None:
+    sampled = [j for j in judgements if len(j.samples) > 1]
+    if sampled:
+        rows = [[None if s is None else float(s) for s in j.samples] for j in sampled]
+        row.stability[side] = stability(rows, sampled[0].threshold)
+
+
+def summarise(
+    a: Run, b: Run, *, seed: int = SEED, resamples: int = RESAMPLES
+) -> tuple[list[MetricDiff], list[Change]]:
+    """Per (design, metric) in the order first met, and every changed judgement."""
+    rows: dict[tuple[str, str], MetricDiff] = {}
+    pairs: dict[tuple[str, str], list[tuple[Judgement, Judgement]]] = {}
+    changes: list[Change] = []
+    for key in sorted(a.judgements.keys() | b.judgements.keys()):
+        old, new = a.judgements.get(key), b.judgements.get(key)
+        row = rows.setdefault((key[0], key[3]), MetricDiff(key[0], key[3]))
+        if old is None or new is None:
+            row.only_a += new is None
+            row.only_b += old is None
+            continue
+        row.paired += 1
+        pairs.setdefault((key[0], key[3]), []).append((old, new))
+        if _changed(old, new):
+            change = Change(old, new, cause_of(old, new, a.calls, b.calls))
+            changes.append(change)
+            row.changed += 1
+            row.causes[change.cause.kind] += 1
+            row.pass_to_fail += change.flip == "pass→fail"
+            row.fail_to_pass += change.flip == "fail→pass"
+    for name, row in rows.items():
+        _statistics(row, pairs.get(name, []), seed, resamples)
+        for side, run in (("A", a), ("B", b)):
+            _stability(row, side, [j for j in run.judgements.values() if (j.design, j.metric) == name])
+    return list(rows.values()), changes

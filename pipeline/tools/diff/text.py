@@ -1,0 +1,235 @@
+"""`judgeloop diff`'s text (100 columns), its JSON, and one item's two calls side by side."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pipeline.experiments.judgements import Judgement
+from pipeline.llm.records import RecordedCall
+from pipeline.stats.paired import Interval, TestResult
+from pipeline.stats.stability import Stability
+from pipeline.tools.audit.escape import escape_controls
+from pipeline.tools.diff.causes import CAUSES
+from pipeline.tools.diff.summary import Change, MetricDiff
+
+WIDTH = 100
+LISTED = 20  # changed judgements listed per metric in the text (all in --json and --html)
+
+
+def number(value: float | None, digits: int = 3) -> str:
+    if value is None:
+        return "—"
+    if float(value).is_integer():
+        return str(int(value))
+    return f"{value:.{digits}f}".rstrip("0").rstrip(".")
+
+
+def p_value(value: float) -> str:
+    return f"{value:.2g}" if value < 0.001 else f"{value:.3f}".rstrip("0").rstrip(".") or "0"
+
+
+def interval(mean: Interval | None) -> str:
+    if mean is None:
+        return "mean B−A —"
+    return (
+        f"mean B−A {mean.estimate:+.3f}, {mean.confidence:.0%} CI [{mean.low:+.3f}, {mean.high:+.3f}] "
+        f"(bootstrap over items, {mean.resamples} resamples, seed {mean.seed})"
+    )
+
+
+def test_line(result: TestResult | None, what: str) -> str:
+    if result is None:
+        return f"{what}: no difference to test"
+    return f"{result.name}: p = {p_value(result.p_value)} (n = {result.n})"
+
+
+def verdict(judgement: Judgement) -> str:
+    flag = "" if judgement.passed is None else (" pass" if judgement.passed else " fail")
+    return number(judgement.score) + flag
+
+
+def metric_lines(row: MetricDiff, changes: Sequence[Change]) -> list[str]:
+    if not row.changed and not row.only_a and not row.only_b:
+        return [f"{row.design} · {row.metric}: {row.paired} paired, none changed"]
+    lines = [
+        f"{row.design} · {row.metric}",
+        f"  paired {row.paired}   changed {row.changed}   flipped pass→fail {row.pass_to_fail}, "
+        f"fail→pass {row.fail_to_pass}   only in A {row.only_a}   only in B {row.only_b}",
+    ]
+    if row.scored:
+        lines.append("  " + interval(row.mean))
+        kappa = number(row.kappa)
+        lines.append(f"  {test_line(row.score_test, 'scores')} on the scores")
+        lines.append(f"  agreement {number(row.agreement)} exact, κ {kappa} (quadratic-weighted Cohen's)")
+    if row.verdicts:
+        lines.append(f"  {test_line(row.pass_test, 'verdicts')} on pass/fail")
+    for side, found in row.stability.items():
+        lines.append(f"  {side}'s samples: {stability_text(found)}")
+    if row.changed:
+        why = ", ".join(f"{kind} {row.causes[kind]}" for kind in CAUSES if row.causes[kind])
+        lines.append(f"  why: {why}")
+        for change in changes[:LISTED]:
+            lines.append(change_line(change))
+        if len(changes) > LISTED:
+            lines.append(f"    … {len(changes) - LISTED} more (--json lists all)")
+    return [line if len(line) <= WIDTH else line[: WIDTH - 1] + "…" for line in lines]
+
+
+def stability_text(found: Stability) -> str:
+    return (
+        f"within-item SD {number(found.within_sd)}, straddling the threshold "
+        f"{number(found.straddle_share)}, Krippendorff α {number(found.alpha_interval)}"
+    )
+
+
+def change_line(change: Change) -> str:
+    a, b = change.a, change.b
+    where = f"{a.item} it{a.iteration}"
+    text = f"    {where:<18} {verdict(a):>9} → {verdict(b):<9} {change.cause.kind}: {change.cause.detail}"
+    return text if len(text) <= WIDTH else text[: WIDTH - 1] + "…"
+
+
+def fit(text: str, width: int) -> str:
+    """`text` in `width` columns, its middle left out where it is longer (a path's ends say most)."""
+    if len(text) <= width:
+        return text
+    half = (width - 1) // 2
+    return text[:half] + "…" + text[len(text) - (width - 1 - half) :]
+
+
+def render(names: Sequence[str], rows: Sequence[MetricDiff], changes: Sequence[Change]) -> str:
+    a, b = names
+    total = sum(r.paired for r in rows)
+    lines = [
+        f"A: {fit(a, WIDTH - 3)}",
+        f"B: {fit(b, WIDTH - 3)}",
+        f"{total} judgements paired, {len(changes)} changed",
+    ]
+    for row in rows:
+        mine = [c for c in changes if (c.a.design, c.a.metric) == (row.design, row.metric)]
+        block = metric_lines(row, mine)
+        lines += block if len(block) == 1 and lines[-1].endswith("none changed") else ["", *block]
+    if not rows:
+        lines.append("(neither run has a judgement of any design)")
+    return "\n".join(escape_controls(line) for line in lines) + "\n"
+
+
+def _judgement_data(judgement: Judgement) -> dict[str, Any]:
+    return {
+        "score": judgement.score,
+        "passed": judgement.passed,
+        "keys": list(judgement.keys),
+        "upstream": judgement.upstream,
+    }
+
+
+def _test_data(result: TestResult | None) -> dict[str, Any] | None:
+    if result is None:
+        return None
+    return {"test": result.name, "statistic": result.statistic, "p_value": result.p_value, "n": result.n}
+
+
+def as_json(names: Sequence[str], rows: Sequence[MetricDiff], changes: Sequence[Change]) -> dict[str, Any]:
+    metrics = []
+    for row in rows:
+        mean = row.mean
+        metrics.append(
+            {
+                "design": row.design,
+                "metric": row.metric,
+                "paired": row.paired,
+                "changed": row.changed,
+                "flipped": {"pass_to_fail": row.pass_to_fail, "fail_to_pass": row.fail_to_pass},
+                "only_in_a": row.only_a,
+                "only_in_b": row.only_b,
+                "scored_pairs": row.scored,
+                "mean_difference": None
+                if mean is None
+                else {
+                    "estimate": mean.estimate,
+                    "low": mean.low,
+                    "high": mean.high,
+                    "confidence": mean.confidence,
+                    "resamples": mean.resamples,
+                    "seed": mean.seed,
+                },
+                "score_test": _test_data(row.score_test),
+                "pass_test": _test_data(row.pass_test),
+                "exact_agreement": row.agreement,
+                "quadratic_kappa": row.kappa,
+                "causes": dict(sorted(row.causes.items())),
+                "stability": {side: vars(found) for side, found in row.stability.items()},
+            }
+        )
+    return {
+        "a": names[0],
+        "b": names[1],
+        "metrics": metrics,
+        "changes": [
+            {
+                "design": c.a.design,
+                "item": c.a.item,
+                "iteration": c.a.iteration,
+                "metric": c.a.metric,
+                "a": _judgement_data(c.a),
+                "b": _judgement_data(c.b),
+                "flip": c.flip,
+                "cause": c.cause.kind,
+                "detail": c.cause.detail,
+            }
+            for c in changes
+        ],
+    }
+
+
+def prompt_text(call: RecordedCall | None) -> str:
+    if call is None:
+        return "(not recorded)\n"
+    return "".join(f"[{m.role}]\n{m.content}\n" for m in call.record.request.messages)
+
+
+def reply_text(call: RecordedCall | None) -> str:
+    return "(not recorded)\n" if call is None else call.record.reply.text + "\n"
+
+
+def unified(title: str, before: str, after: str) -> list[str]:
+    found = list(difflib.unified_diff(before.splitlines(), after.splitlines(), "A", "B", lineterm="", n=2))
+    return [f"--- {title}", *(found or ["(the same)"])]
+
+
+def _keys(judgement: Judgement | None) -> str:
+    if judgement is None or not judgement.keys:
+        return "no call named"
+    more = len(judgement.keys) - 1
+    return f"key {judgement.keys[0]}" + (f" (and {more} more calls: --json lists them)" if more else "")
+
+
+def side_by_side(
+    a: Judgement | None,
+    b: Judgement | None,
+    calls: tuple[Mapping[str, RecordedCall], Mapping[str, RecordedCall]],
+    cause: str,
+) -> str:
+    """One judgement's two calls: the scores, the cause, the prompt's diff and the reply's."""
+    some = a or b
+    assert some is not None
+    first = [
+        None if j is None or not j.keys else side.get(j.keys[0])
+        for j, side in zip((a, b), calls, strict=True)
+    ]
+    last = [
+        None if j is None or not j.keys else side.get(j.keys[-1])
+        for j, side in zip((a, b), calls, strict=True)
+    ]
+    head = f"{some.design} · item {some.item} · iteration {some.iteration} · {some.metric}"
+    lines = [
+        head,
+        f"  A: {'(not judged)' if a is None else verdict(a)}   {_keys(a)}",
+        f"  B: {'(not judged)' if b is None else verdict(b)}   {_keys(b)}",
+        f"  {cause}",
+        *unified("prompt (first ask)", prompt_text(first[0]), prompt_text(first[1])),
+        *unified("reply (the one read)", reply_text(last[0]), reply_text(last[1])),
+    ]
+    return "\n".join(escape_controls(line) for line in lines) + "\n"

@@ -1,0 +1,137 @@
+"""`judgeloop variant DIR`: the workspace's experiment with some params changed, recorded into a
+folder of its own: a second run to set against the first (`judgeloop diff workspace DIR`), which
+can be committed, since a diff reads only its params.yaml, outputs and recordings.
+
+    judgeloop variant runs/paper-sampled --design paper --from judge \\
+        -S judge.samples=3 -S llm.options.temperature=0.7
+
+DIR gets params.yaml (the workspace's, the -S values set, the data it reads named relative to it),
+the outputs and recordings of the stages before --from (copied: the variant judges what the first
+run judged), and the design's model-calling stages from --from on, run there as dvc.yaml runs them
+(`python -m stages DESIGN STAGE`, each recorded in DIR/recordings/<stage>/). Run again with
+--replay, it serves every call from those recordings and writes the same bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import yaml
+
+from pipeline.errors import JudgeloopError
+from pipeline.experiments.design import PARAM_REFERENCE, Design, Stage, resolve
+from pipeline.experiments.params import require_params_file
+from pipeline.experiments.registry import load_design
+from pipeline.experiments.steps import LLMStep
+
+PROJECT = Path(__file__).resolve().parents[2]
+
+
+def set_value(params: dict[str, Any], dotted: str, text: str) -> None:
+    *sections, name = dotted.split(".")
+    where = params
+    for section in sections:
+        found = where.setdefault(section, {})
+        if not isinstance(found, dict):
+            raise click.BadParameter(f"{dotted}: {section} is not a section", param_hint="-S")
+        where = found
+    where[name] = yaml.safe_load(text)
+
+
+def _outs(design: Design[Any], params: Any) -> set[Path]:
+    return {resolve(out, params) for stage in design.stages for out in stage.outs}
+
+
+def _data_references(design: Design[Any], params: Any) -> dict[str, Path]:
+    """The params values that name data a stage reads (a ${section.key} dependency that is no
+    stage's output): dotted key -> the path they name."""
+    outs = _outs(design, params)
+    found: dict[str, Path] = {}
+    for stage in design.stages:
+        for dep in stage.deps:
+            match = PARAM_REFERENCE.fullmatch(dep)
+            if match and resolve(dep, params) not in outs:
+                found[match.group(1)] = resolve(dep, params)
+    return found
+
+
+def _is_llm(stage: Stage) -> bool:
+    return isinstance(stage.load(), LLMStep)
+
+
+def _copy(source: Path, target: Path) -> None:
+    if source.is_dir():
+        shutil.copytree(source, target, dirs_exist_ok=True)
+    elif source.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target)
+    else:
+        raise JudgeloopError(f"{source} does not exist: run the first run's stages first (dvc repro)")
+
+
+def write_variant_params(folder: Path, design: Design[Any], settings: tuple[str, ...]) -> Any:
+    raw = yaml.safe_load(require_params_file().read_text(encoding="utf-8"))
+    for setting in settings:
+        key, sep, value = setting.partition("=")
+        if not sep:
+            raise click.BadParameter(f"{setting!r}: write key=value", param_hint="-S")
+        set_value(raw, key, value)
+    current = design.load_params()
+    for dotted, path in _data_references(design, current).items():
+        set_value(raw, dotted, os.path.relpath(path.resolve(), folder.resolve()))
+    (folder / "params.yaml").write_text(
+        yaml.safe_dump(raw, sort_keys=False, allow_unicode=True), encoding="utf-8"
+    )
+    return current
+
+
+def run_stages(folder: Path, design: Design[Any], stages: list[Stage], replay: bool) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "JUDGELOOP_PARAMS"}
+    env["PYTHONPATH"] = os.pathsep.join([str(PROJECT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    if replay:
+        env["JUDGELOOP_CACHE_MODE"] = "replay"
+    for stage in stages:
+        done = subprocess.run(
+            [sys.executable, "-m", "stages", design.name, stage.name], cwd=folder, env=env, check=False
+        )
+        if done.returncode != 0:
+            raise JudgeloopError(f"stage {stage.name} failed in {folder} (its messages are above)")
+
+
+@click.command()
+@click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--design", "design_name", default="paper", show_default=True, help="The design to run.")
+@click.option(
+    "--from", "first", required=True, help="The first stage to run again (the ones before are copied)."
+)
+@click.option("-S", "--set", "settings", multiple=True, help="A params value, key=value (repeatable).")
+@click.option("--replay", is_flag=True, help="Serve every call from FOLDER's recordings (no model).")
+def variant(folder: Path, design_name: str, first: str, settings: tuple[str, ...], replay: bool) -> None:
+    """The workspace's experiment with some params changed, recorded into FOLDER: a second run
+    for `judgeloop diff workspace FOLDER`."""
+    design = load_design(design_name)
+    names = [s.name for s in design.stages]
+    if first not in names:
+        raise click.BadParameter(
+            f"design {design.name} has no stage {first!r} ({', '.join(names)})", param_hint="--from"
+        )
+    folder.mkdir(parents=True, exist_ok=True)
+    current = write_variant_params(folder, design, settings)
+    before = design.stages[: names.index(first)]
+    recordings_dir = Path(current.cache.recordings)
+    for stage in before:
+        for out in stage.outs:
+            _copy(resolve(out, current), folder / resolve(out, current))
+        if _is_llm(stage):
+            _copy(recordings_dir / stage.name, folder / recordings_dir / stage.name)
+    again = [s for s in design.stages[names.index(first) :] if _is_llm(s)]
+    run_stages(folder, design, again, replay)
+    click.echo(
+        f"recorded {', '.join(s.name for s in again)} into {folder}: judgeloop diff workspace {folder}"
+    )

@@ -1,0 +1,122 @@
+"""pipeline.stats.paired against scipy on the same pairs (Wilcoxon signed-rank, the exact McNemar
+test as scipy's binomial test), quadratic-weighted kappa against its textbook formula, and the
+paired bootstrap: seeded, so the same pairs give the same interval."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+from pipeline.stats.paired import (
+    exact_agreement,
+    mcnemar_exact,
+    paired_bootstrap,
+    quadratic_kappa,
+    wilcoxon_signed_rank,
+)
+
+
+def _scipy_wilcoxon(differences: list[float], method: str) -> float:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return float(
+            stats.wilcoxon(differences, zero_method="wilcox", correction=False, method=method).pvalue
+        )
+
+
+@given(st.lists(st.integers(-40, 40).filter(lambda d: d != 0), min_size=1, max_size=30, unique_by=abs))
+@settings(max_examples=150, deadline=None)
+def test_wilcoxon_exact_equals_scipy_without_ties(differences: list[int]) -> None:
+    ours = wilcoxon_signed_rank([float(d) for d in differences])
+    assert ours is not None and ours.name == "Wilcoxon signed-rank (exact)"
+    assert ours.p_value == pytest.approx(_scipy_wilcoxon([float(d) for d in differences], "exact"), rel=1e-9)
+
+
+@given(st.lists(st.integers(-4, 4), min_size=1, max_size=120))
+@settings(max_examples=150, deadline=None)
+def test_wilcoxon_with_ties_or_zeros_equals_scipy_normal_approximation(differences: list[int]) -> None:
+    nonzero = [d for d in differences if d != 0]
+    ours = wilcoxon_signed_rank([float(d) for d in differences])
+    if not nonzero:
+        assert ours is None  # nothing to test
+        return
+    assert ours is not None
+    tied = len({abs(d) for d in nonzero}) < len(nonzero)
+    if len(nonzero) <= 50 and not tied:
+        assert ours.name.endswith("(exact)")
+        return
+    assert ours.name.endswith("(normal approx.)")
+    theirs = stats.wilcoxon(
+        [float(d) for d in differences], zero_method="wilcox", correction=False, method="approx"
+    )
+    assert ours.statistic == pytest.approx(float(theirs.statistic))
+    if not math.isnan(theirs.pvalue):
+        assert ours.p_value == pytest.approx(float(theirs.pvalue), rel=1e-9, abs=1e-12)
+
+
+@given(st.integers(0, 60), st.integers(0, 60))
+def test_exact_mcnemar_is_scipys_binomial_test_of_the_discordant_pairs(a_only: int, b_only: int) -> None:
+    ours = mcnemar_exact(a_only, b_only)
+    if a_only + b_only == 0:
+        assert ours.p_value == 1.0
+        return
+    theirs = stats.binomtest(a_only, a_only + b_only, 0.5).pvalue
+    assert ours.p_value == pytest.approx(theirs, rel=1e-9)
+
+
+def _kappa_by_hand(a: list[int], b: list[int]) -> float:
+    """Cohen (1968): 1 - sum w_ij o_ij / sum w_ij e_ij, w_ij = (i - j)^2 over the values, o the
+    observed proportions, e the product of the margins; written out with loops."""
+    values = sorted(set(a) | set(b))
+    n = len(a)
+    observed = {(x, y): 0.0 for x in values for y in values}
+    for x, y in zip(a, b, strict=True):
+        observed[(x, y)] += 1 / n
+    row = {x: sum(observed[(x, y)] for y in values) for x in values}
+    col = {y: sum(observed[(x, y)] for x in values) for y in values}
+    num = sum((x - y) ** 2 * observed[(x, y)] for x in values for y in values)
+    den = sum((x - y) ** 2 * row[x] * col[y] for x in values for y in values)
+    return 1 - num / den
+
+
+@given(st.lists(st.tuples(st.integers(1, 5), st.integers(1, 5)), min_size=2, max_size=60))
+def test_quadratic_kappa_is_the_textbook_formula(pairs: list[tuple[int, int]]) -> None:
+    a, b = [x for x, _ in pairs], [y for _, y in pairs]
+    ours = quadratic_kappa([float(x) for x in a], [float(y) for y in b])
+    if len(set(a) | set(b)) == 1:
+        assert ours is None  # no spread: kappa is undefined
+        return
+    expected = _kappa_by_hand(a, b)
+    assert ours == pytest.approx(expected, abs=1e-12)
+
+
+def test_quadratic_kappa_and_agreement_on_a_known_table() -> None:
+    a = [1.0, 2, 3, 4, 5, 5]
+    assert quadratic_kappa(a, a) == pytest.approx(1.0)
+    assert exact_agreement(a, a) == 1.0
+    assert exact_agreement(a, [1.0, 2, 3, 4, 5, 4]) == pytest.approx(5 / 6)
+    # Fully reversed on a symmetric scale: as far from agreement as the margins allow.
+    assert quadratic_kappa([1.0, 5.0], [5.0, 1.0]) == pytest.approx(-1.0)
+
+
+def test_the_bootstrap_is_seeded_and_resamples_items_not_pairs() -> None:
+    rng = np.random.default_rng(3)
+    groups = [list(rng.integers(-2, 3, size=int(rng.integers(1, 4))).astype(float)) for _ in range(25)]
+    first = paired_bootstrap(groups, resamples=500, seed=7)
+    again = paired_bootstrap(groups, resamples=500, seed=7)
+    other = paired_bootstrap(groups, resamples=500, seed=8)
+    assert first == again and first is not None and other is not None
+    assert (first.low, first.high) != (other.low, other.high)
+    flat = [d for g in groups for d in g]
+    assert first.estimate == pytest.approx(sum(flat) / len(flat))
+    assert first.low <= first.estimate <= first.high
+    # One item: every resample is that item, so the interval has no width.
+    single = paired_bootstrap([[1.0, -1.0, 3.0]], resamples=200, seed=0)
+    assert single is not None and single.low == single.high == pytest.approx(1.0)
+    assert paired_bootstrap([], seed=0) is None
