@@ -29,6 +29,7 @@ from typing import Any
 import yaml
 
 from pipeline.errors import LockMismatchError
+from pipeline.llm.bounds import check_yaml
 from pipeline.llm.files import TMP_SUFFIX
 
 LOCK_FILE = "dvc.lock"
@@ -80,8 +81,10 @@ class Pins:
         if lock is None or recordings is None or not lock.is_file():
             return {}
         try:
-            data: Any = yaml.load(lock.read_text(encoding="utf-8"), Loader=_LOADER)
-        except yaml.YAMLError as exc:
+            text = lock.read_text(encoding="utf-8")
+            check_yaml(text)  # no alias bomb, no nesting past the composer's stack (pipeline.llm.bounds)
+            data: Any = yaml.load(text, Loader=_LOADER)
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
             raise LockMismatchError(
                 f"{lock}: not readable YAML ({exc}), so the recordings it pins cannot be checked. "
                 f"Fix: restore it from git (git checkout -- {lock.name})."
@@ -89,10 +92,13 @@ class Pins:
         inside = recordings.resolve()
         pins: dict[Path, Pin] = {}
         stages = data.get("stages") if isinstance(data, dict) else None
-        for name, stage in (stages or {}).items():
+        for name, stage in (stages if isinstance(stages, dict) else {}).items():
+            listed = (
+                stage.get("outs") if isinstance(stage, dict) else None
+            )  # a shape DVC never writes: no pin
             outs = [
                 o
-                for o in (stage or {}).get("outs") or []
+                for o in (listed if isinstance(listed, list) else [])
                 if isinstance(o, dict) and isinstance(o.get("path"), str)
             ]
             for out in outs:

@@ -23,6 +23,7 @@ from pipeline.errors import JudgeloopError
 from pipeline.experiments.design import Design, Headline, Number, load_ref
 from pipeline.experiments.params import require_params_file
 from pipeline.experiments.registry import designs
+from pipeline.llm.terminal import echo
 
 WORKSPACE = "workspace"
 WIDTH = 100
@@ -194,4 +195,4 @@ def compare(runs: tuple[str, ...], only: tuple[str, ...]) -> None:
     if not Path(".dvc").is_dir():
         raise JudgeloopError("not a DVC project here (no .dvc folder). Fix: run it in the project's folder.")
     metrics, params = read_runs(names)
-    click.echo(render(names, [metrics[n] for n in names], [params[n] for n in names], only), nl=False)
+    echo(render(names, [metrics[n] for n in names], [params[n] for n in names], only), nl=False)

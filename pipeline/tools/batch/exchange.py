@@ -39,6 +39,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,7 @@ import orjson
 from pipeline.errors import BackendError, ConfigError, CorruptRecordError
 from pipeline.llm.backends.http_errors import body_error
 from pipeline.llm.backends.openai_compat import OpenAICompatBackend, completion_reply
+from pipeline.llm.bounds import LineTooLong, bounded_lines, depth_problem
 from pipeline.llm.files import atomic_write
 from pipeline.llm.keys import request_key
 from pipeline.llm.records import CallRecord, RecordedCall
@@ -142,14 +144,21 @@ def _line(value: Any) -> str:
 
 
 def _objects(path: Path) -> Iterator[tuple[int, Any]]:
-    """(line number, parsed JSON or the ValueError) for every non-blank line."""
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, 1):
+    """(line number, parsed JSON or the ValueError) for every non-blank line; a line too long or
+    too deeply nested to be a batch line is a ValueError too (pipeline.llm.bounds), and a line too
+    long ends the read there."""
+    try:
+        for number, raw in bounded_lines(path):
             if raw.strip():
                 try:
-                    yield number, orjson.loads(raw)
+                    value = orjson.loads(raw)
                 except orjson.JSONDecodeError as exc:
                     yield number, exc
+                    continue
+                deep = depth_problem(value)
+                yield number, (ValueError(deep) if deep is not None else value)
+    except LineTooLong as exc:
+        yield exc.number, exc
 
 
 def read_manifest(folder: Path, identity: ModelIdentity) -> dict[str, ChatRequest]:
@@ -226,13 +235,25 @@ class Ingested:
         )
 
 
-_DATED = r"-\d{4}-\d{2}-\d{2}"  # a provider's dated snapshot of the model asked for (gpt-4o-mini-2024-07-18)
+_DATED = re.compile(r"-(\d{4})-(\d{2})-(\d{2})")  # a provider's dated snapshot (gpt-4o-mini-2024-07-18)
 
 
 def answered_by(model: str, said: Any) -> bool:
-    return said == model or (
-        isinstance(said, str) and re.fullmatch(re.escape(model) + _DATED, said) is not None
-    )
+    """Whether the model a reply names is the one asked for, or a dated snapshot of it: a real date
+    (NAME-0000-99-99 is no snapshot, but another model that merely looks like one)."""
+    if said == model:
+        return True
+    if not isinstance(said, str) or not said.startswith(model):
+        return False
+    dated = _DATED.fullmatch(said, len(model))
+    if dated is None:
+        return False
+    year, month, day = (int(part) for part in dated.groups())
+    try:
+        date(year, month, day)
+    except ValueError:
+        return False
+    return 2000 <= year <= 2100
 
 
 class _Ingest:
