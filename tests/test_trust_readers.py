@@ -247,3 +247,12 @@ def test_only_a_real_date_makes_a_dated_snapshot(said: str, ok: bool) -> None:
 def test_orjson_itself_refuses_past_its_limit() -> None:
     with pytest.raises(orjson.JSONDecodeError):
         orjson.loads("[" * 2000 + "]" * 2000)
+
+
+def test_status_prints_an_item_id_from_the_data_escaped(project: Path) -> None:
+    (project / "data" / "evil.jsonl").write_text(
+        json.dumps({"id": f"9{HOSTILE}", "text": "Participant: i slept badly"}) + "\n", encoding="utf-8"
+    )
+    result = run("status", "--verbose")
+    assert "\x1b" not in result.output and "\u202e" not in result.output, result.output
+    assert "\\x1b]0;pwned\\x07" in result.output, result.output

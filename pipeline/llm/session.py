@@ -61,6 +61,7 @@ from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.scheduling import RankedGate
 from pipeline.llm.settings import CacheMode, EngineSettings, TooLong, in_flight
 from pipeline.llm.store import CallStore
+from pipeline.llm.terminal import shown
 from pipeline.llm.types import Backend, CallContext, ChatReply, ChatRequest, ModelIdentity
 
 __all__ = ["RUNS_DIR", "LLMSession", "RecordingIndex", "RunStats", "open_session", "resolve_identity"]
@@ -258,7 +259,8 @@ class LLMSession:
             if reply.text.strip() or reply.too_long is not None:
                 return reply
             self._count_empty()
-            log.warning("%s: the model's reply was empty (attempt %d)", context.describe(), attempt)
+            where = shown(context.describe(), one_line=True)  # an item id comes from a data file
+            log.warning("%s: the model's reply was empty (attempt %d)", where, attempt)
         raise EmptyReplyError(
             f"{context.describe()}: the model's reply was empty (or only whitespace) {EMPTY_REPLY_ATTEMPTS} "
             "times: a failed call, stored nowhere. Fix: check the model and its prompt (a greedy model "

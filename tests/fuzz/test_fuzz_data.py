@@ -28,6 +28,7 @@ from pipeline.judges.scores.extract import extract_score
 from pipeline.judges.structured.dimensions import reply_model
 from pipeline.llm.structured import check_reply
 from pipeline.llm.types import ChatReply
+from pipeline.tools.calibrate import read_human, read_scores
 from tests.fuzz.support import clear_or_correct, committed, fuzz, inputs, mixed_texts, only_inside
 
 TRANSCRIPT = committed("data/demo/901_P/901_TRANSCRIPT.csv")
@@ -117,6 +118,24 @@ def test_summeval(sandbox: Path, data: bytes) -> None:
     _read(sandbox, "summeval.jsonl", data, load_summeval)
 
 
+HUMAN = (
+    b'{"item": "i0", "metric": "coherence", "ratings": [1, 2]}\n'
+    b'{"item": "i1", "metric": "coherence", "ratings": [3, 4]}\n'
+)
+SCORES = (
+    b'{"item": "i0", "group": "g0", "system": "s0", "metric": "coherence", "score": 1}\n'
+    b'{"item": "i1", "group": "g1", "system": "s1", "metric": "coherence", "score": 4.5, '
+    b'"weighted_score": 4.2}\n'
+)
+
+
+@fuzz
+@given(human=inputs(HUMAN), scores=inputs(SCORES))
+def test_calibration_files(sandbox: Path, human: bytes, scores: bytes) -> None:
+    _read(sandbox, "human.jsonl", human, read_human)
+    _read(sandbox, "scores.jsonl", scores, read_scores)
+
+
 # -- the replies a judge returns ------------------------------------------------------------------
 
 STRUCTURED = (
@@ -155,6 +174,8 @@ def test_the_seeds_are_read_as_they_are(sandbox: Path) -> None:
         ("requests.yaml", committed("data/selection/requests.yaml"), load_requests),
         ("catalog.csv", committed("data/selection/catalog_fictional.csv"), load_catalog),
         ("summeval.jsonl", committed("data/summeval-demo/summeval-demo.jsonl"), load_summeval),
+        ("human.jsonl", HUMAN, read_human),
+        ("scores.jsonl", SCORES, read_scores),
     ]
     for name, seed, reader in seeds:
         path = sandbox / "seeds" / name
