@@ -14,6 +14,7 @@ reach far deeper into a parser than random bytes do.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 from collections.abc import Callable, Iterator
@@ -30,7 +31,7 @@ DEFAULT_EXAMPLES = 50
 EXAMPLES = int(os.environ.get("JUDGELOOP_FUZZ_EXAMPLES", DEFAULT_EXAMPLES))
 TIME_BOUND_S = float(os.environ.get("JUDGELOOP_FUZZ_TIME_BOUND_S", "20"))
 
-fuzz = settings(
+_settings = settings(
     max_examples=EXAMPLES,
     deadline=None,  # the time bound below is the hang check; a slow machine is not a failure
     suppress_health_check=[
@@ -41,6 +42,44 @@ fuzz = settings(
         HealthCheck.large_base_example,
     ],
 )
+
+
+# With JUDGELOOP_FUZZ_PROGRESS=file, each test appends its count of examples run so far every
+# PROGRESS_EVERY examples (and at its end), so that a long run stopped early still says how far it got.
+PROGRESS = os.environ.get("JUDGELOOP_FUZZ_PROGRESS")
+PROGRESS_EVERY = 250
+_runs: dict[str, int] = {}
+
+
+def _note(name: str, final: bool = False) -> None:
+    if PROGRESS and (final or _runs[name] % PROGRESS_EVERY == 0):
+        with open(PROGRESS, "a", encoding="utf-8") as out:
+            out.write(f"{name} {_runs[name]}{' done' if final else ''}\n")
+
+
+def fuzz(test: Callable[..., None]) -> Callable[..., None]:
+    """The fuzz profile, and a count of the examples each test runs (outermost, above @given)."""
+    inner = test.hypothesis.inner_test  # type: ignore[attr-defined]
+    name = test.__name__
+
+    @functools.wraps(inner)
+    def counted(*args: Any, **kwargs: Any) -> None:
+        _runs[name] = _runs.get(name, 0) + 1
+        _note(name)
+        inner(*args, **kwargs)
+
+    test.hypothesis.inner_test = counted  # type: ignore[attr-defined]
+    configured: Callable[..., None] = _settings(test)
+
+    @functools.wraps(configured)
+    def reported(*args: Any, **kwargs: Any) -> None:
+        try:
+            configured(*args, **kwargs)
+        finally:
+            if name in _runs:
+                _note(name, final=True)
+
+    return reported
 
 
 class Hang(BaseException):
