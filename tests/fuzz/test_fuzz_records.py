@@ -105,12 +105,14 @@ def recorded_calls(draw: st.DrawFn) -> RecordedCall:
 @pytest.mark.xfail(
     strict=False,
     reason="issue 28 item 1 (branch trust-a): a line separator (U+2028, U+2029, U+0085, ...) in a "
-    "recorded text is written raw and read back split; passes once that fix is merged",
+    "recorded text is written raw and read back split; passes once that fix is merged. Found by this "
+    "test too: a lone surrogate (json.loads lets '\\ud800' into a SummEval text, a RAG answer, or a "
+    "reply parsed by http_errors' json fallback) is written, and the line then fails to parse",
 )
 @fuzz
 @given(calls=st.lists(recorded_calls(), min_size=1, max_size=3))
 def test_a_recording_reads_back_exactly_what_was_written(sandbox: Path, calls: list[RecordedCall]) -> None:
-    """Over arbitrary Unicode (surrogates aside, which no JSON text carries), every line-break class."""
+    """Over arbitrary Unicode (lone surrogates included), every line-break class."""
     stage = sandbox / "recordings" / "roundtrip"
     shutil.rmtree(stage, ignore_errors=True)
     with time_bound():
