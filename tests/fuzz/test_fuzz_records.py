@@ -34,6 +34,7 @@ from tests.fuzz.support import (
     committed,
     encoded,
     fuzz,
+    fuzz_unshrunk,
     inputs,
     only_inside,
     texts,
@@ -109,7 +110,7 @@ def recorded_calls(draw: st.DrawFn) -> RecordedCall:
     "test too: a lone surrogate (json.loads lets '\\ud800' into a SummEval text, a RAG answer, or a "
     "reply parsed by http_errors' json fallback) is written, and the line then fails to parse",
 )
-@fuzz
+@fuzz_unshrunk
 @given(calls=st.lists(recorded_calls(), min_size=1, max_size=3))
 def test_a_recording_reads_back_exactly_what_was_written(sandbox: Path, calls: list[RecordedCall]) -> None:
     """Over arbitrary Unicode (lone surrogates included), every line-break class."""
