@@ -19,7 +19,7 @@ ON_PATH := PATH="$(abspath $(BIN)):$$PATH"
 # the environment was installed from.
 JUDGELOOP := $(ON_PATH) $(BIN)/python -m pipeline.tools.cli
 
-.PHONY: help install lock repro exp replay check status audit compare diff second-run cache report calibrate judge-evaluate dvc-yaml batch test lint bench
+.PHONY: help install lock repro exp replay check status audit compare diff second-run cache report calibrate judge-evaluate dvc-yaml batch test lint bench fuzz
 .DEFAULT_GOAL := help
 
 help: ## this list
@@ -114,6 +114,12 @@ lint: $(STAMP) ## ruff, ruff format --check, mypy (strict), import-linter, xenon
 
 test: lint ## lint, then the whole test suite
 	$(ON_PATH) $(BIN)/pytest
+
+# Every reader of a file someone else may write, fuzzed (tests/fuzz): EXAMPLES per reader, 10,000 by
+# default; `make test` runs the same tests with 50 each. Hypothesis prints each test's example count.
+EXAMPLES ?= 10000
+fuzz: $(STAMP) ## every reader fuzzed, 10,000 examples each (run by hand, long; EXAMPLES=N)
+	JUDGELOOP_FUZZ_EXAMPLES=$(EXAMPLES) $(ON_PATH) $(BIN)/pytest tests/fuzz -q -p no:cacheprovider --hypothesis-show-statistics
 
 bench: $(STAMP) ## the benchmarks (run by hand): cache hit, throughput, storage
 	$(BIN)/python bench/cache_overhead.py

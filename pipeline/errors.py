@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 import click
 
 from pipeline.llm.redact import redact
+from pipeline.llm.terminal import shown
 
 if TYPE_CHECKING:
     from pipeline.llm.types import CallContext
@@ -47,10 +48,12 @@ if TYPE_CHECKING:
 
 class JudgeloopError(click.ClickException):
     """Base of every error judgeloop raises on purpose. Its message never carries a server URL's
-    credentials (pipeline.llm.redact): whatever quoted them, they are masked here."""
+    credentials (pipeline.llm.redact): whatever quoted them, they are masked here. Nor a terminal
+    escape: what it quotes of a record (a key, a stage name, a reply) is shown escaped
+    (pipeline.llm.terminal), so an error printed by any command cannot act on the terminal."""
 
     def __init__(self, message: str) -> None:
-        super().__init__(redact(message))
+        super().__init__(shown(redact(message)))
 
 
 class ConfigError(JudgeloopError):

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from pipeline.llm.recordings import write_stage
 from pipeline.llm.records import CallRecord, RecordedCall
+from pipeline.llm.terminal import framed
 from pipeline.llm.types import CallContext, ChatReply, ChatRequest, Message, ModelIdentity
 from pipeline.tools.audit.escape import escape_controls
 from pipeline.tools.cli import main
@@ -43,13 +44,15 @@ def test_the_escape_keeps_newlines_and_tabs_and_shows_every_other_control() -> N
 def test_audit_shows_control_characters_escaped(recorded: Path, fmt: str) -> None:
     result = CliRunner().invoke(main, ["audit", "--recordings", str(recorded), "--format", fmt])
     assert result.exit_code == 0, result.output
-    assert SHOWN in result.stdout and "Rate \\x1b]0;title\\x07 this." in result.stdout
+    # In text, each line of a reply is behind the frame's margin (pipeline.llm.terminal.framed).
+    assert (framed(SHOWN) if fmt == "text" else SHOWN) in result.stdout
+    assert "Rate \\x1b]0;title\\x07 this." in result.stdout
     assert not any(c in result.stdout for c in "\x1b\r\x07\x00\x9b\u202e\u2066")
 
 
 def test_raw_prints_the_reply_as_recorded(recorded: Path) -> None:
     result = CliRunner().invoke(main, ["audit", "--recordings", str(recorded), "--raw"])
-    assert result.exit_code == 0 and HOSTILE in result.stdout
+    assert result.exit_code == 0 and framed(HOSTILE) in result.stdout
 
 
 def test_jsonl_is_json_and_carries_the_reply_exactly(recorded: Path) -> None:

@@ -210,6 +210,19 @@ def test_two_different_answers_to_one_call_store_neither(exported: Path) -> None
     assert outcome.stored == 0 and "answered twice, differently" in outcome.refused[0]
 
 
+@pytest.mark.parametrize("blank", ["", " \n\t"])
+def test_an_empty_answer_in_the_results_is_a_failed_call_counted_and_not_stored(
+    exported: Path, blank: str
+) -> None:
+    good, other = _answers(exported)
+    hollow = json.loads(json.dumps(good))
+    hollow["response"]["body"]["choices"][0]["message"]["content"] = blank
+    outcome = ingest(load_params(), _write(exported / "results.jsonl", [hollow, other]), exported)
+    assert outcome.stored == 1 and _cached() == 1
+    assert len(outcome.errors) == 1 and "an empty reply" in outcome.errors[0]
+    assert "1 errors reported by the job" in outcome.summary()
+
+
 def test_an_input_edited_after_the_export_is_refused(exported: Path) -> None:
     good, other = _answers(exported)
     lines = (exported / REQUESTS_FILE).read_text().splitlines()

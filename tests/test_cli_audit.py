@@ -16,6 +16,7 @@ from pipeline.experiments.paper.params import load_paper_params
 from pipeline.judges.rubric.judge import judge_prompt
 from pipeline.judges.rubric.results import Assessment
 from pipeline.llm.backends.fake import FakeBackend
+from pipeline.llm.terminal import framed
 from pipeline.loops.results import Refinement
 from pipeline.tools.cli import main
 from tests.conftest import ROOT
@@ -52,7 +53,7 @@ def test_the_judge_prompt_shown_is_exactly_the_one_sent(project: Path) -> None:
     assert call["score"] == {"score": 2, "reason": "labelled", "matched": "Score: 2", "stated": 2}
     code, text, _ = audit("--item", "901", "--iteration", "0", "--metric", "completeness")
     assert code == 0
-    assert expected in text
+    assert framed(expected) in text  # each line behind the frame's margin, exactly as sent
     assert "--- score: 2 (labelled" in text
     assert "Score: 2" in text.split("--- reply ---")[1]
 

@@ -165,10 +165,7 @@ def test_the_digest_is_rechecked_per_server_and_a_changed_server_is_retired() ->
             Member(
                 server.url,
                 1,
-                OllamaBackend(
-                    LLMSettings(backend="ollama", model="test-model", base_url=server.url),
-                    digest_check_every=1,
-                ),
+                OllamaBackend(LLMSettings(backend="ollama", model="test-model", base_url=server.url)),
             )
             for server in (repulled, steady)
         ]

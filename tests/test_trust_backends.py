@@ -11,11 +11,12 @@ import pytest
 from tenacity import wait_none
 
 from pipeline.errors import EmptyReplyError, ModelChangedError
+from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.backends.ollama import OllamaBackend
 from pipeline.llm.backends.openai_compat import OpenAICompatBackend
 from pipeline.llm.recordings import read_stage
 from pipeline.llm.runner import run_items
-from pipeline.llm.session import LLMSession, RecordingIndex
+from pipeline.llm.session import EMPTY_REPLY_ATTEMPTS, LLMSession, RecordingIndex
 from pipeline.llm.settings import LLMSettings
 from pipeline.llm.store import CallStore
 from pipeline.llm.types import Backend, CallContext
@@ -62,10 +63,50 @@ def test_ollama_retries_a_200_without_a_message_or_its_content() -> None:
         assert reply.text.startswith("reply ") and server.requests_to("/api/chat") == 3
 
 
-def test_an_empty_string_is_an_answer_not_a_fault() -> None:
-    with FakeOllama(responder=lambda _: "") as server:
-        assert OllamaBackend(settings(server.url), wait=wait_none()).chat(request("hi")).text == ""
-        assert server.requests_to("/api/chat") == 1
+@pytest.mark.parametrize("said", ["", "  \n\t "])
+@pytest.mark.parametrize("kind", ["ollama", "openai", "ollama /v1"])
+def test_an_empty_or_blank_reply_is_a_failed_call_retried_counted_and_stored_nowhere(
+    tmp_path: Path, kind: str, said: str
+) -> None:
+    """Over real loopback HTTP: the fake servers' responder writes the reply's text."""
+    with FakeOllama(responder=lambda _: said) as ollama, FakeOpenAI(responder=lambda _: said) as openai:
+        if kind == "ollama":
+            backend: Backend = OllamaBackend(settings(ollama.url, max_retries=2), wait=wait_none())
+        else:
+            url = openai.url if kind == "openai" else ollama.url
+            backend = OpenAICompatBackend(settings(url, backend="openai", max_retries=2), wait=wait_none())
+        run = session(tmp_path, backend)
+        with pytest.raises(EmptyReplyError, match=r"an empty reply.*gave up after 3 attempts"):
+            run.chat(request("judge this"), CallContext(stage="judge", item="1"))
+        chats = ollama.received if kind != "openai" else openai.received
+        assert len([r for r in chats if r.path in ("/api/chat", "/v1/chat/completions")]) == 3
+        assert run.calls == [] and run.stats.empty_replies == 1
+        run.close(write_recording=True)
+        assert stored(tmp_path) == []
+        assert list(read_stage(tmp_path / "recordings" / "judge")) == []
+
+
+def test_an_in_process_backend_s_empty_reply_is_asked_again_then_fails_and_is_never_stored(
+    tmp_path: Path,
+) -> None:
+    """The embedded model (and any backend that returns a blank reply rather than raising): the
+    session asks again a bounded number of times, counts each, and stores none."""
+    answers = iter(["", " \n", "a score: 3"])
+    sampling = FakeBackend(responder=lambda _: next(answers))
+    run = session(tmp_path, sampling)
+    call = run.chat(request("judge this"), CallContext(stage="judge", item="1"))
+    assert call.record.reply.text == "a score: 3" and run.stats.empty_replies == 2
+    run.close(write_recording=True)
+    assert stored(tmp_path) == ["judge this"]
+
+    greedy = FakeBackend(responder=lambda _: "\u3000")
+    run = session(tmp_path / "greedy", greedy)
+    with pytest.raises(EmptyReplyError, match=f"empty .* {EMPTY_REPLY_ATTEMPTS} times"):
+        run.chat(request("judge this"), CallContext(stage="judge", item="1"))
+    assert len(greedy.calls) == EMPTY_REPLY_ATTEMPTS == run.stats.empty_replies
+    run.close(write_recording=True)
+    assert stored(tmp_path / "greedy") == []
+    assert list(read_stage(tmp_path / "greedy" / "recordings" / "judge")) == []
 
 
 @pytest.mark.parametrize("kind", ["ollama", "openai", "ollama /v1"])
@@ -134,18 +175,18 @@ def test_a_digest_that_changes_mid_run_stops_the_stage_and_nothing_after_it_is_s
             return default_responder(body)
 
         server.responder = pulled_again_during_the_fifth
-        backend = OllamaBackend(settings(server.url), wait=wait_none(), digest_check_every=3)
+        backend = OllamaBackend(settings(server.url), wait=wait_none())
         with pytest.raises(ModelChangedError) as stopped:
             judged(tmp_path, backend, items=12)
         message = stopped.value.message
         assert f"its digest was {OLD} when the run started and is {NEW} now" in message
         assert f"pin llm.digest: {OLD}" in message and "run the stage again" in message
-        # Checked after calls 3 and 6: the 6th reply came after the change was seen, and is not
-        # stored; the 5th (before the check) is, the one reply no check could catch. No 7th is sent.
-        assert server.requests_to("/api/chat") == 6
-        assert stored(tmp_path) == [f"item {i}" for i in range(5)]
+        # No reply is stored before a check begun after it confirms the digest: the 5th reply, made
+        # while the weights changed, is not stored, nor any later one. No 6th call is sent.
+        assert server.requests_to("/api/chat") == 5
+        assert stored(tmp_path) == [f"item {i}" for i in range(4)]
         paths = [r.path for r in server.received]
-        assert paths[-1] == "/api/tags" and paths.count("/api/tags") == 3  # identity, after 3, after 6
+        assert paths[-1] == "/api/tags" and paths.count("/api/tags") == 6  # identity, after each call
 
 
 def test_the_digest_is_checked_again_after_a_connection_error(tmp_path: Path) -> None:
@@ -159,7 +200,7 @@ def test_the_digest_is_checked_again_after_a_connection_error(tmp_path: Path) ->
             return default_responder(body)
 
         server.responder = pulled_again_during_the_first
-        backend = OllamaBackend(settings(server.url), wait=wait_none(), digest_check_every=100)
+        backend = OllamaBackend(settings(server.url), wait=wait_none())
         with pytest.raises(ModelChangedError):
             judged(tmp_path, backend, items=5)
-        assert stored(tmp_path) == ["item 0"]
+        assert stored(tmp_path) == []  # the first reply came while the weights changed

@@ -158,7 +158,10 @@ _QUOTE_FIX = 'quote any field holding a comma or a line break in double quotes, 
 
 
 def _header(reader: Any, shown: str) -> list[str]:
-    header = [column.strip() for column in next(reader)]
+    try:
+        header = [column.strip() for column in next(reader)]
+    except csv.Error as exc:
+        raise InputError(shown, 1, f"not valid CSV ({exc})", _QUOTE_FIX) from None
     missing = [column for column in COLUMNS if column not in header]
     if missing:
         problem = f"the header lacks column(s) {', '.join(missing)}"

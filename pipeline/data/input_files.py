@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from pipeline.errors import InputError
+from pipeline.llm.bounds import MAX_LINE_BYTES, depth_problem, long_line
 
 
 class InputWarning(UserWarning):
@@ -47,7 +48,15 @@ def decode(data: bytes, shown: str) -> str:
 def read_text(path: Path, shown: str) -> str:
     """The file as UTF-8 text, once its size is checked. `shown` names it in errors."""
     check_size(path.stat().st_size, shown)
-    return decode(path.read_bytes(), shown)
+    data = path.read_bytes()
+    if (long := long_line(data)) is not None:  # refused before decoding and splitting copy it
+        raise InputError(
+            shown,
+            long,
+            f"the line is longer than {MAX_LINE_BYTES:,} bytes, far more than a record of judgeloop's data",
+            "check that this is the file you meant (one record per line)",
+        )
+    return decode(data, shown)
 
 
 def read_lines(path: Path, shown: str) -> list[str]:
@@ -76,5 +85,8 @@ def json_objects(path: Path, shown: str) -> Iterator[tuple[int, dict[str, Any] |
             value = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
             yield number, f"not JSON ({exc})"
+            continue
+        if (deep := depth_problem(value)) is not None:
+            yield number, f"not a record ({deep})"
             continue
         yield number, value if isinstance(value, dict) else "not a JSON object"

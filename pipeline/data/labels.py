@@ -71,7 +71,10 @@ def label_rows(path: Path, shown: str) -> dict[str, tuple[Phq8Label, int]]:
     # The csv module, not a split on line ends: a quoted cell may hold a newline. Each record is
     # reported by the line it starts on.
     reader = csv.reader(io.StringIO("\n".join(read_lines(path, shown))), strict=True)
-    header = [h.strip().lower() for h in next(reader, [])]
+    try:
+        header = [h.strip().lower() for h in next(reader, [])]
+    except csv.Error as exc:
+        raise InputError(shown, 1, f"not CSV ({exc})", "close the quoted cell") from exc
     if "participant_id" not in header:
         problem = (
             f"the header has columns {', '.join(map(repr, header))}; expected Participant_ID, PHQ8_Binary, "

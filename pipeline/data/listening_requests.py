@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pipeline.data.catalog import ATTRIBUTE_SCALES, DIVERSITY_DIMENSIONS, FLOAT_RANGES, UNIT_COLUMNS
 from pipeline.data.input_files import read_text
 from pipeline.errors import InputError
+from pipeline.llm.bounds import check_yaml
 from pipeline.llm.params_errors import duplicate_keys
 
 WEIGHT_SUM_TOLERANCE = 1e-9
@@ -174,6 +175,7 @@ def load_requests(path: Path, shown: str | None = None) -> RequestsFile:
     if not text.strip():
         raise InputError(shown, 1, "the file is empty", "restore it, or point selection.requests elsewhere")
     try:
+        check_yaml(text)  # bounded before composing: an alias bomb or deep nesting (pipeline.llm.bounds)
         root = yaml.compose(text)
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

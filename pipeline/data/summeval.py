@@ -156,6 +156,8 @@ def load_summeval(path: Path) -> SummEval:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise InputError(*where, f"not JSON ({exc.msg})", FIX) from None
+        except RecursionError:  # json's parser recurses: bounded by the interpreter's stack
+            raise InputError(*where, "JSON nested too deep to read", FIX) from None
         if not isinstance(row, dict):
             raise InputError(*where, "the line is not a JSON object", FIX)
         document, system = _text_field(row, "id", where), _text_field(row, "model_id", where)

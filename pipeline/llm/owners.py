@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from pipeline.errors import LockMismatchError
+from pipeline.llm.bounds import check_yaml
 
 PIPELINE_FILE = "dvc.yaml"
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's when built with it: dvc.lock is long
@@ -43,7 +44,9 @@ def load_yaml(path: Path, what: str) -> Any:
     """dvc.yaml or dvc.lock; LockMismatchError, naming the file and the fix, for one that is not
     readable YAML (or names a key twice)."""
     try:
-        return yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeys)
+        text = path.read_text(encoding="utf-8")
+        check_yaml(text)  # no alias bomb, no nesting past the composer's stack (pipeline.llm.bounds)
+        return yaml.load(text, Loader=_UniqueKeys)
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise LockMismatchError(
             f"{path}: not readable YAML ({exc}), so {what} cannot be checked. "

@@ -65,6 +65,7 @@ import orjson
 from pydantic import ValidationError
 
 from pipeline.errors import CorruptRecordError
+from pipeline.llm.bounds import MAX_LINE_BYTES, depth_problem, long_line
 from pipeline.llm.files import TMP_SUFFIX, atomic_write, child, locked, refuse_links
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.records import CallRecord, RecordedCall
@@ -285,6 +286,10 @@ def recording_text(path: Path, data: bytes | None = None) -> str:
         raise CorruptRecordError(f"{path}: {size / 2**30:.1f} GiB, more than a recording holds. {fix}")
     if data is None:
         data = path.read_bytes()
+    if (long := long_line(data)) is not None:
+        raise CorruptRecordError(
+            f"{path}:{long}: longer than {MAX_LINE_BYTES:,} bytes, more than a call. {fix}"
+        )
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -338,6 +343,8 @@ def parse_call_line(line: str, blobs: dict[str, str], where: str) -> RecordedCal
     """One call line, its blobs restored; not yet verified (see CallRecord.problem)."""
     try:
         raw = orjson.loads(line)
+        if (deep := depth_problem(raw)) is not None:  # before anything walks it (pipeline.llm.bounds)
+            raise ValueError(deep)
         context = CallContext.model_validate(raw.pop("context"))
         for message in raw["request"]["messages"]:
             message["content"] = unpack_content(message["content"], blobs, where)

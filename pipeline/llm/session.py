@@ -47,6 +47,7 @@ from pathlib import Path
 from pipeline.errors import (
     ConfigError,
     CorruptRecordError,
+    EmptyReplyError,
     PromptTruncatedError,
     ReplayIncompleteError,
     ReplayMissError,
@@ -62,6 +63,7 @@ from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.scheduling import RankedGate
 from pipeline.llm.settings import CacheMode, EngineSettings, TooLong, in_flight
 from pipeline.llm.store import CallStore
+from pipeline.llm.terminal import shown
 from pipeline.llm.types import Backend, CallContext, ChatReply, ChatRequest, ModelIdentity
 from pipeline.llm.verified_memo import VerifiedMemo
 
@@ -70,6 +72,10 @@ __all__ = ["RUNS_DIR", "LLMSession", "RecordingIndex", "RunStats", "open_session
 log = logging.getLogger(__name__)
 
 RUNS_DIR = "runs"
+# How many times a call whose reply is empty (or only whitespace) is asked in all, for a backend
+# that returns one rather than raising EmptyReplyError itself (the HTTP backends retry within
+# llm.max_retries): a sampling model may answer the next time; a greedy one never will.
+EMPTY_REPLY_ATTEMPTS = 3
 
 
 @dataclass
@@ -78,6 +84,7 @@ class RunStats:
     model_calls: int = 0
     misses: list[ReplayMissError] = field(default_factory=list)
     keys: dict[str, str] = field(default_factory=dict)  # key -> "hit" | "miss"
+    empty_replies: int = 0  # replies that were empty or only whitespace: failed, never stored
 
 
 class LLMSession:
@@ -242,10 +249,7 @@ class LLMSession:
         backend = self.backend  # built (a model loaded) before the clock starts: not the call's time
         with self.gate.place():  # waiting for a turn is not the call's time either
             started = time.perf_counter_ns()
-            try:
-                reply = backend.chat(request)
-            except PromptTruncatedError as exc:
-                reply = self._refused(exc, context)
+            reply = self._answer(backend, request, context)
             elapsed = time.perf_counter_ns() - started
         if BACKEND_TOTAL not in reply.meta:
             # A backend that does not time itself: keep the call's wall time (latency budgets read
@@ -273,6 +277,33 @@ class LLMSession:
                 self.stage,
                 differs,
             )
+
+    def _answer(self, backend: Backend, request: ChatRequest, context: CallContext) -> ChatReply:
+        """The backend's reply. One that is empty or only whitespace is a failed call, whichever
+        backend gave it: asked again (EMPTY_REPLY_ATTEMPTS in all), counted, never stored or
+        recorded; EmptyReplyError when no attempt gave text."""
+        for attempt in range(1, EMPTY_REPLY_ATTEMPTS + 1):
+            try:
+                reply = backend.chat(request)
+            except PromptTruncatedError as exc:
+                return self._refused(exc, context)
+            except EmptyReplyError:
+                self._count_empty()
+                raise
+            if reply.text.strip() or reply.too_long is not None:
+                return reply
+            self._count_empty()
+            where = shown(context.describe(), one_line=True)  # an item id comes from a data file
+            log.warning("%s: the model's reply was empty (attempt %d)", where, attempt)
+        raise EmptyReplyError(
+            f"{context.describe()}: the model's reply was empty (or only whitespace) {EMPTY_REPLY_ATTEMPTS} "
+            "times: a failed call, stored nowhere. Fix: check the model and its prompt (a greedy model "
+            "answers the same every time); the stage resumes from the cache when run again."
+        )
+
+    def _count_empty(self) -> None:
+        with self._lock:
+            self.stats.empty_replies += 1
 
     def _refused(self, exc: PromptTruncatedError, context: CallContext) -> ChatReply:
         """A prompt too long for the context window: llm.too_long says whether that stops the
@@ -355,6 +386,8 @@ class LLMSession:
                 "replay_misses": len(self.stats.misses),
                 "keys": dict(sorted(self.stats.keys.items())),
             }
+            if self.stats.empty_replies:  # absent when none: a summary reads as it always did
+                summary["empty_replies"] = self.stats.empty_replies
             atomic_write(self.runs_dir / f"{self.stage}.json", json.dumps(summary, indent=1) + "\n")
         if self._backend is not None:
             self._backend.close()

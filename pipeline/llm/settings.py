@@ -29,6 +29,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from pipeline.errors import ConfigError
+from pipeline.llm.bounds import check_yaml
 from pipeline.llm.params_errors import compose, duplicate_keys, params_problems
 from pipeline.llm.redact import redact_url, remember
 from pipeline.llm.types import Options
@@ -233,6 +234,7 @@ def _parsed(path: Path, text: str) -> dict[str, Any]:
     """The YAML mapping, refusing what yaml.safe_load lets through: a key given twice in one mapping
     (the last would silently win) and a file that is no mapping."""
     try:
+        check_yaml(text)  # bounded before composing: an alias bomb or deep nesting (pipeline.llm.bounds)
         loaded = yaml.safe_load(text)
         repeated = duplicate_keys(compose(text))
     except yaml.YAMLError as exc:

@@ -47,6 +47,7 @@ import diskcache
 import orjson
 
 from pipeline.errors import CorruptRecordError, UnsafeNameError
+from pipeline.llm.bounds import depth_problem
 from pipeline.llm.files import refuse_links
 from pipeline.llm.records import CallRecord
 from pipeline.llm.store_errors import database_errors, guarded
@@ -195,6 +196,13 @@ class Damage(Exception):
     """Why a stored entry cannot be served (internal: CallStore turns it into CorruptRecordError)."""
 
 
+def _shallow(fields: Any) -> None:
+    """ValueError for a row nested deeper than a record is (pipeline.llm.bounds), before anything
+    walks it: a RecursionError would name neither the row nor the fix."""
+    if (deep := depth_problem(fields)) is not None:
+        raise ValueError(deep)
+
+
 def seal(header: bytes) -> bytes:
     return hashlib.sha256(header).hexdigest().encode()
 
@@ -256,6 +264,7 @@ class CallStore:
             if stored_key != key:
                 raise Damage(f"is foreign: stored under {key} but the record is for {stored_key}")
             fields["request"] = request if request is not None else orjson.loads(raw[header_end + 1 :])
+            _shallow(fields)
             fields["model"] = self._interned(fields.get("model"))
             return CallRecord.model_validate(fields)
         except (ValueError, TypeError, AttributeError) as exc:  # not a record's shape, whatever it is
@@ -265,12 +274,11 @@ class CallStore:
         """An entry from before the seal: verified in full (key and checksum), then (upgrade) sealed."""
         end = raw.find(b"\n")
         try:
-            if end < 0:
-                record = CallRecord.model_validate_json(raw)
-            else:
-                fields = orjson.loads(raw[:end])
+            fields = orjson.loads(raw[:end] if end >= 0 else raw)
+            if end >= 0:
                 fields["request"] = orjson.loads(raw[end + 1 :])
-                record = CallRecord.model_validate(fields)
+            _shallow(fields)
+            record = CallRecord.model_validate(fields)
         except (ValueError, TypeError, AttributeError) as exc:
             raise Damage(f"cannot be read ({exc})") from exc
         if record.key != key:

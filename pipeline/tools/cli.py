@@ -27,6 +27,7 @@ from pipeline.errors import ConfigError, JudgeloopError
 from pipeline.experiments.design import load_ref
 from pipeline.experiments.params import require_params_file
 from pipeline.experiments.registry import designs, load_design
+from pipeline.llm.terminal import echo
 from pipeline.tools.audit.command import audit
 from pipeline.tools.batch.command import batch
 from pipeline.tools.cache.command import cache
@@ -140,12 +141,12 @@ def report(names: tuple[str, ...], figures: Path | None) -> None:
         except JudgeloopError as exc:
             if names:
                 raise
-            click.echo(f"{design.name}: no report ({exc.message})", err=True)
+            echo(f"{design.name}: no report ({exc.message})", err=True)
             continue
-        click.echo(f"{design.name}: wrote {_written(written)}")
-    click.echo(f"index: wrote {write_index()}")
+        echo(f"{design.name}: wrote {_written(written)}")
+    echo(f"index: wrote {write_index()}")
     if figures is not None:
-        click.echo(f"figures: wrote {_written(write_figures(figures))}")
+        echo(f"figures: wrote {_written(write_figures(figures))}")
 
 
 if __name__ == "__main__":

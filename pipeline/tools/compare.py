@@ -24,6 +24,7 @@ from pipeline.errors import JudgeloopError
 from pipeline.experiments.design import Design, Headline, Number, load_ref
 from pipeline.experiments.params import require_params_file
 from pipeline.experiments.registry import designs
+from pipeline.llm.terminal import echo
 
 WORKSPACE = "workspace"
 WIDTH = 100
@@ -209,5 +210,4 @@ def compare(runs: tuple[str, ...], only: tuple[str, ...], show_all: bool) -> Non
     if not Path(".dvc").is_dir():
         raise JudgeloopError("not a DVC project here (no .dvc folder). Fix: run it in the project's folder.")
     metrics, params = read_runs(names)
-    shown = render(names, [metrics[n] for n in names], [params[n] for n in names], only, show_all)
-    click.echo(shown, nl=False)
+    echo(render(names, [metrics[n] for n in names], [params[n] for n in names], only, show_all), nl=False)

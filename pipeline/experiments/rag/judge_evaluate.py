@@ -65,6 +65,10 @@ def read_answer(path: Path) -> RAGAnswer:
     text = "\n".join(read_lines(path, str(path)))
     try:
         raw = json.loads(text)
+    except RecursionError:  # json's parser recurses: bounded by the interpreter's stack
+        raise InputError(
+            str(path), None, "JSON nested too deep to read", 'give {"answer": "...", "sources_used": [...]}'
+        ) from None
     except json.JSONDecodeError as exc:
         if text.lstrip()[:1] in ("{", "["):
             raise InputError(

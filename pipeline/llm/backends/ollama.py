@@ -12,20 +12,23 @@ and later) refuses it with a 400, and the reply counts catch what an older serve
 asks for log-probabilities sends `logprobs: true, top_logprobs: k` (Ollama 0.12.11 and later;
 an older server ignores both, and the reply then has none).
 
-A 200 whose body has no `message`, or a message without `content`, is a protocol error
-(EmptyReplyError), retried like a dropped connection: stored, it would be served as the model's
-answer. (An empty string is an answer: the model stopped at once.)
+A 200 whose body has no `message`, a message without `content`, or content that is empty or only
+whitespace is a failed call (EmptyReplyError), retried like a dropped connection: stored, it would
+be served as the model's answer, and no judge can read a score in it.
 
 The model can change under a run: `ollama pull` of the same tag replaces the weights, and the
-replies that follow would be stored under the old digest's keys. The digest is read again from
-/api/tags every `digest_check_every` calls and after any failed attempt (a dropped connection is
-often a restarted server); once it differs, this call and every later one fail with
-ModelChangedError, and the session stores none of their replies.
+replies that follow would be stored under the old digest's keys. So no reply is returned (and
+stored) until a read of the digest from /api/tags that began after the reply arrived finds the
+digest the run started with; once it differs, this call and every later one fail with
+ModelChangedError, and the session stores none of their replies. One read confirms every reply
+that arrived before it: calls answered side by side wait for one check, not one each. (Checking
+every tenth call, as before, stored up to nine replies of the new weights under the old digest.)
 """
 
 from __future__ import annotations
 
 import difflib
+import itertools
 import json
 import logging
 import threading
@@ -61,10 +64,6 @@ from pipeline.llm.types import ChatReply, ChatRequest, ModelIdentity
 
 log = logging.getLogger(__name__)
 
-# How many calls between two checks of the model's digest. A check is one GET /api/tags, a few
-# milliseconds against generations of seconds.
-DIGEST_CHECK_EVERY = 10
-
 _META_KEYS = (
     "model",
     "created_at",
@@ -99,7 +98,6 @@ class OllamaBackend:
         *,
         transport: httpx.BaseTransport | None = None,
         wait: Wait | None = None,
-        digest_check_every: int = DIGEST_CHECK_EVERY,
     ) -> None:
         self.settings = settings
         self.parallelism = settings.parallelism
@@ -110,9 +108,11 @@ class OllamaBackend:
         self._slots = threading.BoundedSemaphore(in_flight(settings.parallelism))
         self._identity: ModelIdentity | None = None
         self._identity_lock = threading.Lock()
-        self._check_every = max(1, digest_check_every)
-        self._calls = 0
-        self._check_due = False  # an attempt failed since the last check
+        # Replies are numbered as they arrive, and so are digest checks as they begin: a check
+        # confirms every reply numbered below it. A check is one GET /api/tags, a few milliseconds
+        # against generations of seconds.
+        self._arrivals = itertools.count(1)
+        self._confirmed = 0  # the number of the last check that found the run's digest
         self._changed: ModelChangedError | None = None
         self._version: tuple[int, int, int] | None = None
         self._version_asked = False
@@ -187,14 +187,7 @@ class OllamaBackend:
 
     def _answer(self, body: dict[str, Any], num_ctx: int) -> tuple[dict[str, Any], str]:
         """One exchange: the reply and its message's text (EmptyReplyError when there is none)."""
-        try:
-            data = self._exchange("POST", "/api/chat", body, num_ctx=num_ctx)
-        except TransientBackendError:
-            # Without the identity lock: its holder may be waiting, in the server's circuit
-            # breaker, for this very call's retries to end (pipeline.llm.backends.breaker); a
-            # single assignment needs no lock.
-            self._check_due = True
-            raise
+        data = self._exchange("POST", "/api/chat", body, num_ctx=num_ctx)
         message = data.get("message")
         content = message.get("content") if isinstance(message, dict) else None
         if not isinstance(content, str):
@@ -202,19 +195,24 @@ class OllamaBackend:
                 f"POST {self.settings.base_url}/api/chat: a 200 reply without a message's content "
                 f"({str(data)[:200]}): a protocol error, not an answer"
             )
+        if not content.strip():
+            raise EmptyReplyError(
+                f"POST {self.settings.base_url}/api/chat: an empty reply ({content!r}): a failed call, "
+                "not an answer"
+            )
         return data, content
 
-    def _check_digest(self) -> None:
-        """Fail this call, and every later one, once the model's digest is not the one the run
-        started with: a reply may already come from the new weights."""
+    def _confirm(self, arrived: int) -> None:
+        """Return only once a digest check that began after reply number `arrived` found the digest
+        the run started with; fail this call, and every later one, once it differs: the reply may
+        come from the new weights."""
         with self._identity_lock:
-            if self._changed is None:
-                self._calls += 1
-                due = self._check_due or self._calls % self._check_every == 0
+            if self._changed is None and self._confirmed <= arrived:
                 started = self._identity
-                if due and started is not None:
+                if started is not None:
+                    check = next(self._arrivals)
                     now = self._fetch_digest()
-                    self._check_due = False
+                    self._confirmed = check
                     if now != started.digest:
                         m = self.settings.model
                         self._changed = ModelChangedError(
@@ -247,7 +245,7 @@ class OllamaBackend:
         body = self.request_body(request)
         num_ctx = request.options.num_ctx
         data, text = self._retry.call(lambda: self._answer(body, num_ctx), "POST /api/chat")
-        self._check_digest()
+        self._confirm(next(self._arrivals))
         reply = ChatReply(
             text=text,
             done_reason=data.get("done_reason"),

@@ -307,7 +307,7 @@ def completion_reply(data: dict[str, Any], request: ChatRequest, where: str) -> 
     """The reply a chat completion's body holds, as this backend records it (a batch's results are
     read with it too: pipeline.tools.batch). A body without a choice, a message or its content is a
     protocol error (EmptyReplyError), retried like a dropped connection: an empty reply stored in
-    the cache would be served as the model's answer."""
+    the cache would be served as the model's answer. So is content that is empty or only whitespace."""
     choices = data.get("choices")
     choice = choices[0] if isinstance(choices, list) and choices else None
     message = choice.get("message") if isinstance(choice, dict) else None
@@ -317,6 +317,8 @@ def completion_reply(data: dict[str, Any], request: ChatRequest, where: str) -> 
             f"{where}: a 200 reply without a message's content ({str(data)[:200]}): a protocol error, "
             "not an answer"
         )
+    if not content.strip():
+        raise EmptyReplyError(f"{where}: an empty reply ({content!r}): a failed call, not an answer")
     usage = data.get("usage") or {}
     return ChatReply(
         text=content,

@@ -36,6 +36,7 @@ from pipeline.llm.owners import recording_owners
 from pipeline.llm.recordings_store import missing_here
 from pipeline.llm.records import RecordedCall
 from pipeline.llm.settings import params_path
+from pipeline.llm.terminal import framed, shown
 from pipeline.tools.audit.diff import diff_iterations
 from pipeline.tools.audit.escape import escape_controls
 from pipeline.tools.audit.filters import Selection, last_run_status, select, why_nothing
@@ -146,11 +147,12 @@ def _score_line(reading: ScoreReading) -> str:
 
 
 def format_text(call: RecordedCall, runs: dict[str, RunSummary], marks: Marks | None = None) -> str:
-    lines = [f"=== {call.context.describe()} ==="]
-    lines += [f"{name:<12}{value}" for name, value in _header(call, runs, marks)]
+    lines = [f"=== {shown(call.context.describe(), one_line=True)} ==="]
+    lines += [f"{name:<12}{shown(value, one_line=True)}" for name, value in _header(call, runs, marks)]
+    # Each text behind a margin: no line of a prompt or reply can pass for a header (`===`, `---`).
     for number, message in enumerate(call.record.request.messages, start=1):
-        lines += [f"--- message {number} ({message.role}) ---", message.content]
-    lines += ["--- reply ---", call.record.reply.text]
+        lines += [f"--- message {number} ({message.role}) ---", framed(message.content)]
+    lines += ["--- reply ---", framed(call.record.reply.text)]
     reading = score_of(call)
     if reading is not None:
         lines.append(f"--- score: {_score_line(reading)} ---")

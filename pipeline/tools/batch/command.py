@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from pipeline.experiments.params import load_params
+from pipeline.llm.terminal import echo
 from pipeline.tools.batch.exchange import DEFAULT_FOLDER, export, ingest
 from pipeline.tools.batch.manifest import REQUESTS_FILE
 from pipeline.tools.batch.rounds import run_rounds
@@ -35,7 +36,7 @@ def export_command(folder: Path) -> None:
     exported = export(load_params(), folder)
     stages = ", ".join(f"{stage} {n}" for stage, n in exported.by_stage().items()) or "none"
     more = "" if exported.prediction.exact else " (later calls depend on their replies: export again after)"
-    click.echo(f"{len(exported.calls)} calls ({stages}) in {folder / REQUESTS_FILE}{more}")
+    echo(f"{len(exported.calls)} calls ({stages}) in {folder / REQUESTS_FILE}{more}")
 
 
 @batch.command("ingest")
@@ -45,8 +46,8 @@ def ingest_command(results: Path, folder: Path) -> None:
     """Check RESULTS (OpenAI Batch output) against the export and store its replies in the cache."""
     ingested = ingest(load_params(), results, folder)
     for problem in [*ingested.errors, *ingested.refused]:
-        click.echo(problem, err=True)
-    click.echo(ingested.summary())
+        echo(problem, err=True)
+    echo(ingested.summary())
 
 
 @batch.command("run")
@@ -80,8 +81,8 @@ def run_command(
             ray_endpoint, concurrency=concurrency, api_key_env=params.llm.api_key_env, num_cpus=ray_cpus
         )
     try:
-        rounds = run_rounds(params, runner, max_rounds=max_rounds, echo=click.echo, verbose=verbose)
+        rounds = run_rounds(params, runner, max_rounds=max_rounds, echo=echo, verbose=verbose)
     finally:
         runner.close()
     made = sum(r.ingested.stored for r in rounds if r.ingested)
-    click.echo(f"done: {len(rounds)} round(s), {made} replies stored; every stage replayed from the cache")
+    echo(f"done: {len(rounds)} round(s), {made} replies stored; every stage replayed from the cache")

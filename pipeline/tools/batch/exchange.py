@@ -39,6 +39,7 @@ import hashlib
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -148,13 +149,25 @@ class Ingested:
         )
 
 
-_DATED = r"-\d{4}-\d{2}-\d{2}"  # a provider's dated snapshot of the model asked for (gpt-4o-mini-2024-07-18)
+_DATED = re.compile(r"-(\d{4})-(\d{2})-(\d{2})")  # a provider's dated snapshot (gpt-4o-mini-2024-07-18)
 
 
 def answered_by(model: str, said: Any) -> bool:
-    return said == model or (
-        isinstance(said, str) and re.fullmatch(re.escape(model) + _DATED, said) is not None
-    )
+    """Whether the model a reply names is the one asked for, or a dated snapshot of it: a real date
+    (NAME-0000-99-99 is no snapshot, but another model that merely looks like one)."""
+    if said == model:
+        return True
+    if not isinstance(said, str) or not said.startswith(model):
+        return False
+    dated = _DATED.fullmatch(said, len(model))
+    if dated is None:
+        return False
+    year, month, day = (int(part) for part in dated.groups())
+    try:
+        date(year, month, day)
+    except ValueError:
+        return False
+    return 2000 <= year <= 2100
 
 
 class _Ingest:

@@ -21,6 +21,7 @@ import orjson
 
 from pipeline.errors import ConfigError, CorruptRecordError
 from pipeline.llm.backends.openai_compat import OpenAICompatBackend
+from pipeline.llm.bounds import LineTooLong, bounded_lines, depth_problem
 from pipeline.llm.files import TMP_SUFFIX
 from pipeline.llm.keys import request_key
 from pipeline.llm.settings import EngineSettings
@@ -51,14 +52,21 @@ def replacing(path: Path) -> Iterator[IO[bytes]]:
 
 
 def objects(path: Path) -> Iterator[tuple[int, Any]]:
-    """(line number, parsed JSON or the ValueError) for every non-blank line, one at a time."""
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, 1):
+    """(line number, parsed JSON or the ValueError) for every non-blank line, one at a time; a line
+    too long or too deeply nested to be a batch line is a ValueError too (pipeline.llm.bounds), and
+    a line too long ends the read there."""
+    try:
+        for number, raw in bounded_lines(path):
             if raw.strip():
                 try:
-                    yield number, orjson.loads(raw)
+                    value = orjson.loads(raw)
                 except orjson.JSONDecodeError as exc:
                     yield number, exc
+                    continue
+                deep = depth_problem(value)
+                yield number, (ValueError(deep) if deep is not None else value)
+    except LineTooLong as exc:
+        yield exc.number, exc
 
 
 class Manifest:

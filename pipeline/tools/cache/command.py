@@ -32,6 +32,7 @@ from pipeline.llm.keys import KEY_PREFIX
 from pipeline.llm.pins import Pins
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.store import CallStore, ForeignKey
+from pipeline.llm.terminal import echo
 from pipeline.llm.types import CallContext
 from pipeline.tools.cache.merge import Prefer, merge_into
 from pipeline.tools.inventory import (
@@ -53,7 +54,7 @@ def _human(size: int) -> str:
 def _line_key(line: str) -> str | None:
     try:
         key = json.loads(line).get("key")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         return None
     return key if isinstance(key, str) else None
 
@@ -111,14 +112,14 @@ def _recording_stats(params: Params) -> dict[str, Any]:
 
 def _print_local(params: Params, local: dict[str, Any] | None) -> None:
     held = f"{local['entries']} entries, {_human(local['bytes'])}" if local else "none yet (a run creates it)"
-    click.echo(f"local cache {params.cache.dir}: {held}")
+    echo(f"local cache {params.cache.dir}: {held}")
     if local and local["older_key_recipe"]:
-        click.echo(
+        echo(
             f"  {local['older_key_recipe']} of them under an older key recipe, never looked up again "
             "(`judgeloop cache gc` removes them once no recording or last run names them)"
         )
     if local and local["refused"]:
-        click.echo(
+        echo(
             f"  {local['refused']} of them with keys judgeloop never writes (pickled or not text): refused, "
             "never read (`judgeloop cache verify --repair` deletes them)"
         )
@@ -126,15 +127,13 @@ def _print_local(params: Params, local: dict[str, Any] | None) -> None:
 
 def _print_stats(params: Params, out: dict[str, Any]) -> None:
     _print_local(params, out["local"])
-    click.echo(f"recordings {params.cache.recordings}/:" + ("" if out["recordings"] else " none"))
+    echo(f"recordings {params.cache.recordings}/:" + ("" if out["recordings"] else " none"))
     for stage, rec in out["recordings"].items():
-        click.echo(
-            f"  {stage:<10} {rec['calls']} calls, {rec['unique_keys']} unique keys, {_human(rec['bytes'])}"
-        )
-    click.echo(f"last run per stage ({runs_dir(params)}):" + ("" if out["runs"] else " none on this machine"))
+        echo(f"  {stage:<10} {rec['calls']} calls, {rec['unique_keys']} unique keys, {_human(rec['bytes'])}")
+    echo(f"last run per stage ({runs_dir(params)}):" + ("" if out["runs"] else " none on this machine"))
     for stage, run in out["runs"].items():
         misses = f", {run['replay_misses']} replay misses" if run["replay_misses"] else ""
-        click.echo(
+        echo(
             f"  {stage:<10} mode {run['mode']}: {run['hits']} hits, {run['model_calls']} model calls{misses}"
         )
 
@@ -203,31 +202,31 @@ def verify(ctx: click.Context, repair: bool) -> None:
                     continue
             if repair and store.delete(key):
                 deleted += 1
-                click.echo(f"deleted local entry {key}: {problem}")
+                echo(f"deleted local entry {key}: {problem}")
             else:
                 problems.append(f"local cache {params.cache.dir}: {key}: {problem}")
         store.close()
     problems += scan.problems
     checked += len(scan.calls)
-    click.echo(f"checked {checked} records ({len(local)} local, {len(scan.calls)} recorded calls)")
+    echo(f"checked {checked} records ({len(local)} local, {len(scan.calls)} recorded calls)")
     if deleted:
-        click.echo(f"deleted {deleted} local entries that failed or disagreed with the recordings")
+        echo(f"deleted {deleted} local entries that failed or disagreed with the recordings")
     if problems:
-        click.echo(f"{len(problems)} problem(s):")
+        echo(f"{len(problems)} problem(s):")
         for problem in problems:
-            click.echo(f"  {problem}")
+            echo(f"  {problem}")
         if any(not p.startswith("local cache") for p in problems):
-            click.echo(
+            echo(
                 "Fix recordings: restore them from git (git checkout -- <file>), or delete the stage's "
                 "folder and re-run the stage."
             )
         if any(p.startswith("local cache") for p in problems):
-            click.echo(
+            echo(
                 "Fix the local cache: judgeloop cache verify --repair (deletes the entries that fail; "
                 "their calls are made again, or replayed from the recordings)"
             )
         ctx.exit(1)
-    click.echo("all records verify")
+    echo("all records verify")
 
 
 def disagreement(local: CallRecord, recorded: tuple[Path, int, CallRecord] | None) -> str | None:
@@ -277,7 +276,7 @@ def gc(dry_run: bool, keep_dirs: tuple[Path, ...]) -> None:
     params = load_params()
     store = open_store(params)
     if store is None:
-        click.echo(f"no local cache at {params.cache.dir}: nothing to collect")
+        echo(f"no local cache at {params.cache.dir}: nothing to collect")
         return
     keep = referenced_keys(params, keep_dirs)
     total, dropped, freed = 0, 0, 0
@@ -291,9 +290,7 @@ def gc(dry_run: bool, keep_dirs: tuple[Path, ...]) -> None:
             store.delete(key)
     store.close()
     verb = "would delete" if dry_run else "deleted"
-    click.echo(
-        f"{verb} {dropped} of {total} local entries ({_human(freed)}); kept {total - dropped} referenced"
-    )
+    echo(f"{verb} {dropped} of {total} local entries ({_human(freed)}); kept {total - dropped} referenced")
 
 
 def _reply_diff(ours: str, theirs: str) -> list[str]:
@@ -324,17 +321,17 @@ def merge(ctx: click.Context, other: Path, into: Path | None, prefer: Prefer | N
     result = merge_into(target, other, prefer or "ours")
     for stage in result.stages:
         total = stage.ours + stage.added
-        click.echo(f"{stage.stage}: {stage.ours} ours + {stage.added} new from theirs = {total} calls")
+        echo(f"{stage.stage}: {stage.ours} ours + {stage.added} new from theirs = {total} calls")
     for conflict in result.conflicts:
-        click.echo(f"conflict: key {conflict.key}")
+        echo(f"conflict: key {conflict.key}")
         for side, call in (("ours", conflict.ours), ("theirs", conflict.theirs)):
-            click.echo(f"  {side + ':':<7} {call.context.describe()}")
+            echo(f"  {side + ':':<7} {call.context.describe()}")
         ours, theirs = conflict.ours.record.reply, conflict.theirs.record.reply
-        click.echo("\n".join(_reply_diff(ours.text, theirs.text)))
+        echo("\n".join(_reply_diff(ours.text, theirs.text)))
         if ours.done_reason != theirs.done_reason:
-            click.echo(f"    done_reason: ours {ours.done_reason}, theirs {theirs.done_reason}")
+            echo(f"    done_reason: ours {ours.done_reason}, theirs {theirs.done_reason}")
     if result.took_theirs:
-        click.echo(
+        echo(
             f"took theirs for {result.took_theirs} conflicting key(s); the local cache still holds ours: "
             "run `judgeloop cache seed --replace` to use the merged replies here"
         )
@@ -342,13 +339,13 @@ def merge(ctx: click.Context, other: Path, into: Path | None, prefer: Prefer | N
     for stage in result.stages:
         pin = pins.pin(target / stage.stage)
         if pin is not None and pins.problem(target / stage.stage) is not None:
-            click.echo(
+            echo(
                 f"note: {pin.path} no longer matches dvc.lock, and a stage refuses to read it until it is "
                 f"re-locked: keep the merge with `{pin.relock()}`, or undo it with "
                 f"`git checkout -- {pin.path}`"
             )
     if result.conflicts and prefer is None:
-        click.echo(
+        echo(
             f"{len(result.conflicts)} conflicting call(s): kept ours. "
             "Re-run with --ours to accept that, or --theirs to take theirs.",
             err=True,
@@ -393,7 +390,7 @@ def seed(recordings_dir: Path | None, replace: bool) -> None:
         else:
             counts["kept local (differs)"] += 1
     store.close()
-    click.echo(
+    echo(
         f"seeded {params.cache.dir} from {source}: " + ", ".join(f"{n} {what}" for what, n in counts.items())
     )
 
@@ -439,6 +436,6 @@ def export(out_dir: Path, stages: tuple[str, ...]) -> None:
     targets = {stage: recordings.stage_dir(out_dir, stage) for stage in out}
     for stage, calls in sorted(out.items()):
         recordings.write_stage(targets[stage], calls)
-        click.echo(f"{stage}: {len(calls)} calls -> {targets[stage]}")
+        echo(f"{stage}: {len(calls)} calls -> {targets[stage]}")
     if skipped:
-        click.echo(f"skipped {skipped} local entries that do not verify (see `judgeloop cache verify`)")
+        echo(f"skipped {skipped} local entries that do not verify (see `judgeloop cache verify`)")

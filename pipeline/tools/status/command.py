@@ -48,6 +48,7 @@ from pipeline.experiments.registry import designs, load_design
 from pipeline.experiments.steps import LLMStep, Output
 from pipeline.llm.recordings_store import missing_here
 from pipeline.llm.session import LLMSession, RecordingIndex, resolve_identity
+from pipeline.llm.terminal import echo
 from pipeline.llm.types import Backend, ModelIdentity
 from pipeline.tools.design_targets import check_design
 from pipeline.tools.status.prediction import Prediction, StageStatus
@@ -358,4 +359,4 @@ def status(every_stage: bool, offline: bool, json_out: bool, verbose: bool, only
     if json_out:
         click.echo(json.dumps(as_json(prediction), indent=1, sort_keys=True))
     else:
-        click.echo(render_text(prediction, verbose), nl=False)
+        echo(render_text(prediction, verbose), nl=False)

@@ -1,0 +1,137 @@
+"""Limits on what a reader of someone else's file parses: nesting depth, YAML aliases, line length.
+
+Every file judgeloop reads may come from someone else (pipeline.llm.store's docstring), and a parser
+given no bound can be made to crash or hang by a file a few kilobytes long:
+
+- depth: orjson refuses JSON nested past 1,024 levels by itself, but a value 900 levels deep parses,
+  and then every recursive walk over it (json.dumps for a checksum, pydantic, a report) raises
+  RecursionError, a traceback that names neither the file nor the fix. `check_depth` refuses a
+  parsed value deeper than MAX_DEPTH, walking it without recursion; YAML's composer recurses too,
+  so `check_yaml` bounds a YAML document's depth before it is composed.
+- aliases: a YAML "billion laughs" (`a: &a [x, x]`, `b: &b [*a, *a]`, ...) is a few lines that
+  stand for 2^n nodes; composing shares them, but anything that walks the result (a duplicate-key
+  check, validation, a dump) walks every expansion. `check_yaml` counts the nodes a document stands
+  for, aliases expanded, from the parser's events (an iterative state machine, so neither depth nor
+  aliases can blow its stack) and refuses past MAX_YAML_NODES, before anything walks it.
+- line length: `bounded_lines` reads a file a line at a time and refuses a line past its bound
+  before reading the rest of it, so a 200 MB line costs at most the bound in memory, not several
+  times its size (bytes, text, split lines, parsed value); `long_line` finds such a line in bytes
+  already read, before they are decoded and split.
+
+Each bound is far above what judgeloop itself writes or needs: the deepest value it writes (a JSON
+Schema in a request's `format`) is under ten levels, params.yaml under six.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+MAX_DEPTH = 64
+MAX_YAML_NODES = 1_000_000
+MAX_LINE_BYTES = 16 * 2**20
+_PARSER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def depth_problem(value: Any, limit: int = MAX_DEPTH) -> str | None:
+    """Why `value` (parsed JSON) is too deep to walk safely, or None. Iterative: no recursion."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return f"nested more than {limit} levels deep, which judgeloop never writes"
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return None
+
+
+class YAMLBoundError(yaml.MarkedYAMLError):
+    """A YAML document past a bound: a yaml.YAMLError with the mark of where, so every reader's own
+    handler of bad YAML names the file and line."""
+
+    def __init__(self, problem: str, mark: Any) -> None:  # libyaml's Mark or PyYAML's: line, column
+        super().__init__(problem=problem, problem_mark=mark)
+
+
+def check_yaml(text: str, *, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_YAML_NODES) -> None:
+    """Refuse (YAMLBoundError) a YAML text nested deeper than `max_depth`, or standing for more than
+    `max_nodes` nodes with its aliases expanded. A syntax error is left to the caller's own loader,
+    which says it as it always has."""
+    try:
+        _check_events(yaml.parse(text, Loader=_PARSER), max_depth, max_nodes)
+    except YAMLBoundError:
+        raise
+    except yaml.YAMLError:
+        return
+
+
+def _check_events(events: Iterator[yaml.Event], max_depth: int, max_nodes: int) -> None:
+    depth = 0
+    total = 0
+    sizes: dict[str, int] = {}  # anchor -> the nodes it stands for
+    open_nodes: list[tuple[str | None, int]] = []  # (anchor, total when it started)
+    for event in events:
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            total += 1
+            open_nodes.append((event.anchor, total))
+            if depth > max_depth:
+                raise YAMLBoundError(f"nested more than {max_depth} levels deep", event.start_mark)
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+            anchor, started = open_nodes.pop()
+            if anchor is not None:
+                sizes[anchor] = total - started + 1
+        elif isinstance(event, yaml.ScalarEvent):
+            total += 1
+            if event.anchor is not None:
+                sizes[event.anchor] = 1
+        elif isinstance(event, yaml.AliasEvent):
+            total += sizes.get(event.anchor or "", 1)
+        if total > max_nodes:
+            raise YAMLBoundError(
+                f"its aliases expand to more than {max_nodes:,} values (an alias bomb?)", event.start_mark
+            )
+
+
+def long_line(data: bytes, limit: int = MAX_LINE_BYTES) -> int | None:
+    """The number of the first line of `data` longer than `limit` bytes, or None: a check made on the
+    bytes as read, before decoding, splitting and parsing cost several times their size."""
+    if len(data) <= limit:
+        return None
+    start, number = 0, 1
+    while True:
+        end = data.find(b"\n", start)
+        if (end if end >= 0 else len(data)) - start > limit:
+            return number
+        if end < 0:
+            return None
+        start, number = end + 1, number + 1
+
+
+class LineTooLong(ValueError):
+    def __init__(self, number: int, limit: int) -> None:
+        super().__init__(
+            f"line {number} is longer than {limit:,} bytes, far more than a line judgeloop reads"
+        )
+        self.number, self.limit = number, limit
+
+
+def bounded_lines(path: Path, limit: int = MAX_LINE_BYTES) -> Iterator[tuple[int, bytes]]:
+    """(number, line without its b"\\n") for every line of the file; LineTooLong at the first line
+    longer than `limit`, read no further than the bound."""
+    with path.open("rb") as handle:
+        number = 0
+        while True:
+            raw = handle.readline(limit + 1)
+            if not raw:
+                return
+            number += 1
+            if len(raw) > limit and not (len(raw) == limit + 1 and raw.endswith(b"\n")):
+                raise LineTooLong(number, limit)
+            yield number, raw.removesuffix(b"\n")

@@ -1,0 +1,60 @@
+"""What judgeloop prints of a record on a terminal: every character that could act, hide or reorder,
+shown as its escape. The one function for every command (audit, cache, status, compare, batch, the
+stages' errors through pipeline.errors).
+
+A record's text is whatever someone else wrote: a model's reply (or a prompt-injected document it
+quotes), a key, a stage name or a run summary in a shared folder. Printed raw, `ESC [2J` clears the
+screen, `ESC [1A` and a carriage return overwrite lines already printed, an OSC sequence sets the
+window title or a hyperlink, Unicode's bidi overrides make text read in another order than it is
+stored, and zero-width and tag characters hide text that a reader cannot see but a model does. So
+`shown` writes, as an escape (`\\x1b`, `\\r`, `\\u202e`, `\\U000e0041`):
+
+- every C0 control but the newline and the tab, DEL, and every C1 control (U+0085 among them);
+- bidi controls (U+061C, U+200E-U+200F, U+202A-U+202E, U+2066-U+2069);
+- zero-width and invisible format characters (U+00AD, U+180E, U+200B-U+200D, U+2060-U+2064,
+  U+FEFF, U+FFF9-U+FFFB) and the line and paragraph separators (U+2028, U+2029);
+- Unicode tag characters (U+E0000-U+E007F), which spell hidden ASCII.
+
+`one_line=True` escapes the newline and the tab too, for a value printed inside one line of output
+(a key, a stage name, a summary's field). Plain text, accents and emoji pass unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import click
+
+_BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_INVISIBLE = "\u00ad\u180e\u200b-\u200d\u2060-\u2064\ufeff\ufff9-\ufffb\u2028\u2029\U000e0000-\U000e007f"
+_UNSAFE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI}{_INVISIBLE}]")
+_UNSAFE_LINE = re.compile(f"[\x00-\x1f\x7f-\x9f{_BIDI}{_INVISIBLE}]")
+_NAMED = {"\r": "\\r", "\x0b": "\\v", "\x0c": "\\f", "\x08": "\\b", "\x00": "\\0", "\n": "\\n", "\t": "\\t"}
+
+
+def _visible(match: re.Match[str]) -> str:
+    char = match[0]
+    if char in _NAMED:
+        return _NAMED[char]
+    code = ord(char)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def shown(text: str, *, one_line: bool = False) -> str:
+    """`text` safe to print: every control, invisible and reordering character as its escape (see
+    the module's docstring); newlines and tabs kept unless `one_line`."""
+    return (_UNSAFE_LINE if one_line else _UNSAFE).sub(_visible, text)
+
+
+def framed(text: str, margin: str = "  | ") -> str:
+    """`text` with every line behind `margin`, so that no line of it starts where the output's own
+    headers do: a reply holding newlines cannot print what looks like another call's header."""
+    return "\n".join(margin + line for line in text.split("\n"))
+
+
+def echo(text: str, **kwargs: Any) -> None:
+    """click.echo of `text` shown safely: what every command prints of a record goes through here."""
+    click.echo(shown(text), **kwargs)
