@@ -106,10 +106,9 @@ def recorded_calls(draw: st.DrawFn) -> RecordedCall:
 
 @pytest.mark.xfail(
     strict=False,
-    reason="issue 28 item 1 (branch trust-a): a line separator (U+2028, U+2029, U+0085, ...) in a "
-    "recorded text is written raw and read back split; passes once that fix is merged. Found by this "
-    "test too: a lone surrogate (json.loads lets '\\ud800' into a SummEval text, a RAG answer, or a "
-    "reply parsed by http_errors' json fallback) is written, and the line then fails to parse",
+    reason="open (issue 28): a lone surrogate ('\\ud800', which json.loads lets into a SummEval text, a "
+    "RAG answer, or a reply parsed by http_errors' json fallback) is written, and orjson then refuses "
+    "the line; the line separators (U+2028, U+2029, U+0085) round-trip since trust-a's fix",
 )
 @fuzz_unshrunk
 @given(calls=st.lists(recorded_calls(), min_size=1, max_size=3))
