@@ -79,7 +79,11 @@ def _clone(tmp: Path, venv: Path) -> Path:
     with (clone / ".git" / "info" / "exclude").open("a") as exclude:
         exclude.write("/.venv\n")  # .gitignore's `.venv/` matches a folder, and this is a link to one
     stamp = (venv / ".installed-stamp").stat().st_mtime
-    os.utime(clone / "pyproject.toml", (stamp - 1, stamp - 1))
+    # Everything the Makefile's install stamp depends on, older than the stamp: the clone uses the
+    # environment as installed, and make would otherwise install again (compiling llama-cpp-python
+    # anew under the fresh shell's empty HOME).
+    for installed_from in ("pyproject.toml", "requirements/lock.txt", "pipeline/llm/llama_pin.py"):
+        os.utime(clone / installed_from, (stamp - 1, stamp - 1))
     return clone
 
 
