@@ -27,6 +27,7 @@ import yaml
 from pipeline.errors import JudgeloopError
 from pipeline.experiments.design import PARAM_REFERENCE, Design, Stage, resolve
 from pipeline.experiments.params import require_params_file
+from pipeline.experiments.registry import DEFAULT as DEFAULT_DESIGN
 from pipeline.experiments.registry import load_design
 from pipeline.experiments.steps import LLMStep
 
@@ -106,7 +107,9 @@ def run_stages(folder: Path, design: Design[Any], stages: list[Stage], replay: b
 
 @click.command()
 @click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--design", "design_name", default="paper", show_default=True, help="The design to run.")
+@click.option(
+    "--design", "design_name", default=DEFAULT_DESIGN, show_default=True, help="The design to run."
+)
 @click.option(
     "--from", "first", required=True, help="The first stage to run again (the ones before are copied)."
 )
