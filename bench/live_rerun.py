@@ -2,11 +2,12 @@
 bit for bit, per design.
 
 Each call in recordings/<stage>/ that the embedded model answered is asked again of a freshly
-loaded embedded model (the settings in params.yaml, an empty cache: nothing is served from one),
-one at a time in the recording's order, and compared with its recording by pipeline.llm.rerun: the
-key its request hashes to under the live model's identity, and the reply's text, done reason, token
-counts and log-probabilities, byte for byte. On the pinned build (pipeline.llm.llama_pin) every
-call should come back identical; a difference is listed with its stage, item and what differed.
+loaded embedded model (the settings in params.yaml, built as a stage's session builds it, an empty
+cache: nothing is served from one), one at a time in the recording's order, as the pipeline asked
+it, and compared with its recording by pipeline.llm.rerun: the key its request hashes to under the
+live model's identity, and the reply's text, done reason, token counts and log-probabilities, byte
+for byte. On the pinned build (pipeline.llm.llama_pin) every call should come back identical; a
+difference is listed with its stage, item and what differed.
 
 About 30 minutes on 2 cores for the ~350 calls (an assess call is up to 90 s). Run by hand:
 
@@ -29,10 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline.experiments.registry import designs
 from pipeline.llm import recordings
-from pipeline.llm.backends.embedded import EmbeddedBackend
 from pipeline.llm.llama_pin import foreign_build
 from pipeline.llm.records import CallRecord
-from pipeline.llm.rerun import rerun
+from pipeline.llm.rerun import live_backend, rerun
 from pipeline.llm.settings import EngineSettings, load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,7 +74,7 @@ def main() -> None:
     builds: Counter[str] = Counter()
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as empty_cache:
-        backend = EmbeddedBackend(settings.llm, hash_cache_dir=Path(empty_cache))
+        backend = live_backend(settings.llm, Path(empty_cache))
         total = sum(len(records) for records in calls.values())
         done = 0
         for stage, records in calls.items():

@@ -6,6 +6,15 @@ token counts and per-token log-probabilities, compared as the canonical JSON the
 (byte for byte, so a float that differs in its last bit differs). The reply's meta is not
 compared: it holds the call's wall time, and the build it ran on is reported, not judged.
 
+The call is made as the pipeline made it, not as the recording spells it. A recording holds the
+request as canonical JSON, whose objects have their keys sorted; a JSON Schema's `properties` then
+come back in alphabetical order, and llama.cpp's grammar writes a reply's properties in the order
+the schema lists them. The paper's assessment asked for `assessment` first; asked from the recording
+as it reads, the grammar made the model write `PHQ8_symptoms` first, and every reply differed (the
+key does not see the order, so it was the same). The order is not lost: pipeline.llm.structured's
+`schema_for` makes every property required and writes `required` in the properties' order, a list
+that canonical JSON keeps; `as_asked` puts the properties back in that order.
+
 Used by bench/live_rerun.py (every recorded embedded call of every demo) and by the embedded CI
 test (tests/test_live_rerun.py, a handful of them).
 """
@@ -14,12 +23,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from pipeline.llm.keys import canonical_json, request_key
 from pipeline.llm.records import CallRecord
-from pipeline.llm.types import Backend, ChatReply
+from pipeline.llm.settings import LLMSettings
+from pipeline.llm.types import Backend, ChatReply, ChatRequest
 
-__all__ = ["Rerun", "reply_bytes", "rerun"]
+__all__ = ["Rerun", "as_asked", "live_backend", "reply_bytes", "rerun", "schema_in_field_order"]
 
 COMPARED = ("text", "done_reason", "prompt_tokens", "completion_tokens", "logprobs")
 
@@ -49,8 +61,39 @@ class Rerun:
         return not self.differs
 
 
+def schema_in_field_order(schema: Any) -> Any:
+    """The JSON Schema with each object's `properties` in the order of its `required` list (those
+    it does not name after them, as they were), at every depth: the order `schema_for` wrote."""
+    if isinstance(schema, list):
+        return [schema_in_field_order(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: schema_in_field_order(value) for key, value in schema.items()}
+    properties, required = out.get("properties"), out.get("required")
+    if isinstance(properties, dict) and isinstance(required, list):
+        named = [name for name in required if isinstance(name, str) and name in properties]
+        out["properties"] = {name: properties[name] for name in dict.fromkeys([*named, *properties])}
+    return out
+
+
+def as_asked(request: ChatRequest) -> ChatRequest:
+    """The recorded request as the pipeline asked it: its schema's properties in their field order.
+    The same key (canonical JSON sorts them again), and the same grammar as the recorded call's."""
+    if not isinstance(request.format, dict):
+        return request
+    return request.model_copy(update={"format": schema_in_field_order(request.format)})
+
+
+def live_backend(settings: LLMSettings, cache_dir: Path) -> Backend:
+    """The backend a stage's session builds from these settings (pipeline.llm.session.open_session)."""
+    from pipeline.llm.backends import make_backend  # a backend may pull in heavy imports
+
+    return make_backend(settings, cache_dir)
+
+
 def rerun(records: Iterable[CallRecord], backend: Backend) -> Iterable[Rerun]:
-    """Each recorded request asked again of `backend`, one at a time, in the order given."""
+    """Each recorded request asked again of `backend` as the pipeline asked it, one at a time, in
+    the order given."""
     identity = backend.identity()
     for record in records:
-        yield Rerun(record, request_key(identity, record.request), backend.chat(record.request))
+        yield Rerun(record, request_key(identity, record.request), backend.chat(as_asked(record.request)))
