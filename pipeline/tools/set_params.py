@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import click
 from pydantic import BaseModel
 
+from pipeline.errors import JudgeloopError
 from pipeline.experiments.params import params_model
 from pipeline.llm.params_errors import _models_in, _names
+from pipeline.llm.settings import params_path, read_params_file
 
 SET_FLAGS = ("-S", "--set-param")
 
@@ -65,9 +69,28 @@ def _as_llm(parts: list[str]) -> list[str]:
     return parts
 
 
+def _in_file(data: Any, parts: Sequence[str]) -> bool:
+    """Whether params.yaml already has this key (DVC then changes its value)."""
+    for part in parts:
+        if not isinstance(data, dict) or part not in data:
+            return False
+        data = data[part]
+    return True
+
+
+def _params_file() -> dict[str, Any]:
+    """params.yaml as written (none readable: {}; the stage that reads it says what is wrong)."""
+    try:
+        return read_params_file(Path(params_path()), environ={})
+    except (JudgeloopError, OSError):
+        return {}
+
+
 def check_set_params(args: Sequence[str]) -> None:
-    """Refuse a -S whose key params.yaml's model lacks, naming the nearest known key."""
+    """Refuse a -S whose key neither params.yaml nor its model has, naming the nearest known key.
+    A key the file has is DVC's to change, whatever the project (a DVC project of any shape)."""
     model = params_model()
+    written = _params_file()
     for assignment in set_params(args):
         key, equals, _ = assignment.partition("=")
         if not equals:
@@ -76,6 +99,8 @@ def check_set_params(args: Sequence[str]) -> None:
         if ":" in key:  # DVC's file:key form names another params file: not ours to check
             continue
         parts = key.split(".")
+        if _in_file(written, parts):
+            continue
         mapped = _as_llm(parts)
         unknown = unknown_part(model, mapped)
         if unknown is None:
