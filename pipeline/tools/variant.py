@@ -107,9 +107,7 @@ def run_stages(folder: Path, design: Design[Any], stages: list[Stage], replay: b
 
 @click.command()
 @click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
-@click.option(
-    "--design", "design_name", default=DEFAULT_DESIGN, show_default=True, help="The design to run."
-)
+@click.option("--design", "design_name", default=DEFAULT_DESIGN, show_default=True, help="The design to run.")
 @click.option(
     "--from", "first", required=True, help="The first stage to run again (the ones before are copied)."
 )
