@@ -4,12 +4,10 @@ text). See tests/fuzz/support.py for the property and the example counts."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -37,20 +35,6 @@ JSONL_TRANSCRIPT = (
     b'{"id": "a1", "turns": [{"speaker": "Ellie", "text": "hi"}]}\n{"id": 7, "text": "Ellie: hi"}\n'
 )
 RAG_ANSWER = b'{"answer": "Run it with --port 8081.", "sources_used": ["docs/serve.md"], "confidence": 0.9}'
-
-
-@pytest.fixture(scope="module")
-def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    sandbox = tmp_path_factory.mktemp("sandbox")
-    project = sandbox / "project"
-    project.mkdir()
-    before = Path.cwd()
-    os.chdir(project)
-    try:
-        yield project
-    finally:
-        os.chdir(before)
-    only_inside(sandbox, project)
 
 
 def _read(sandbox: Path, name: str, data: bytes, reader: Callable[[Path], Any]) -> None:

@@ -4,7 +4,6 @@ See tests/fuzz/support.py for the property and the example counts."""
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,21 +44,6 @@ from tests.fuzz.support import (
 RECORDING = committed("recordings/judge/calls.jsonl")
 CALL_LINE, *_ = RECORDING.split(b"\n")
 BLOB_LINES = [line for line in RECORDING.split(b"\n") if line.startswith(b'{"blob":')]
-
-
-@pytest.fixture(scope="module")
-def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """sandbox/project, the working folder: nothing may appear beside project/."""
-    sandbox = tmp_path_factory.mktemp("sandbox")
-    project = sandbox / "project"
-    project.mkdir()
-    before = Path.cwd()
-    os.chdir(project)
-    try:
-        yield project
-    finally:
-        os.chdir(before)
-    only_inside(sandbox, project)
 
 
 # -- recordings -----------------------------------------------------------------------------------
