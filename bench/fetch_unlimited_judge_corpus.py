@@ -23,6 +23,12 @@ reply says (its "found none"), so those replies were read by hand before the ext
 (bench/conformance_labels/unlimited_judge_unparsed.json, keyed by the sha256 of the reply; null: the reply
 states no score, e.g. it was cut off before its verdict). The pairwise JudgeLM/PandaLM files (two scores
 per reply) are not read: the extractor reads one score.
+
+Two label corrections by rule, made after the first measurement showed them (bench/CONFORMANCE_SOURCES.md
+gives the numbers before and after): "Rating: [[N/A]]" is a parse failure that the same parser also turns
+into 5.0, so the reply states no score; "Rating: [[0]]" (the judge's "cannot be evaluated") is outside
+the 1-10 scale the prompt asked for, so it is no score on that scale. Both are labelled `rule`: states none.
+With --raw-labels the corpus is built with the source's labels as they are (the first measurement).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -61,9 +68,24 @@ def hand_labels(path: Path = HAND_LABELS) -> dict[str, float | None]:
     return {str(key): None if value is None else float(value) for key, value in labels.items()}
 
 
+_LAST_RATING = re.compile(r"Rating: \[\[([^\]]*)\]\]")
+
+
 def parsed_by_source(text: str) -> bool:
     """Whether the authors' parser read the reply, rather than returning its 5.0 for "found none"."""
     return "Rating: [[" in text
+
+
+def states_none_by_rule(text: str, label: float) -> bool:
+    """The parser's 5.0 from a failed float("N/A"), or a 0 outside the 1-10 scale: no score stated."""
+    found = _LAST_RATING.findall(text)
+    if not found:
+        return False
+    try:
+        float(found[-1])
+    except ValueError:
+        return True
+    return not SCALE[0] <= label <= SCALE[1]
 
 
 def files() -> Iterator[tuple[str, str, str]]:
@@ -72,7 +94,13 @@ def files() -> Iterator[tuple[str, str, str]]:
             yield f"{task}-{judge}-vanilla.jsonl", task, family
 
 
-def replies(snapshot: Snapshot, labels: dict[str, float | None]) -> Iterator[Reply]:
+def source_label(text: str, score: float, raw: bool) -> tuple[float | None, str]:
+    if raw or not states_none_by_rule(text, score):
+        return score, "source"
+    return None, "rule"
+
+
+def replies(snapshot: Snapshot, labels: dict[str, float | None], raw: bool = False) -> Iterator[Reply]:
     for path, task, family in files():
         for blob in snapshot.versions(path):
             for line in snapshot.blob(blob).splitlines():
@@ -80,10 +108,9 @@ def replies(snapshot: Snapshot, labels: dict[str, float | None]) -> Iterator[Rep
                     continue
                 row = json.loads(line)
                 text = str(row["prediction"])
-                label, label_by = (
-                    (float(row["score"]), "source") if parsed_by_source(text) else (None, "source")
-                )
-                if not parsed_by_source(text) and text_hash(text) in labels:
+                parsed = parsed_by_source(text)
+                label, label_by = source_label(text, float(row["score"]), raw) if parsed else (None, "source")
+                if not parsed and text_hash(text) in labels:
                     label, label_by = labels[text_hash(text)], "hand"
                 yield Reply(
                     family=f"{family} (UnlimitedJudge, 1-10)",
@@ -123,9 +150,12 @@ def main(argv: list[str] | None = None) -> int:
         args.remove("--measure")
         _, out = locations(args, __doc__.split("\n\n")[0], default_out())
         return measure(out)
+    raw = "--raw-labels" in args
+    if raw:
+        args.remove("--raw-labels")
     mirror, out = locations(args, __doc__.split("\n\n")[0], default_out())
     snapshot = Snapshot(mirror, SNAPSHOT)
-    write_corpus(out, replies(snapshot, hand_labels()), {snapshot.name: snapshot.head()})
+    write_corpus(out, replies(snapshot, hand_labels(), raw), {snapshot.name: snapshot.head()})
     return 0
 
 
