@@ -38,6 +38,27 @@ def read_score(text: str, metric: str, decimals: DecimalPolicy = "unscored") -> 
     return extract_score(text, SCALE, labels=(metric,), decimals=decimals, metric=metric)
 
 
+ReplyReader = Callable[[str, str], ScoreReading]
+
+
+def reply_reader(settings: JudgeSettings) -> ReplyReader:
+    """(reply text, metric) -> the reading the judge stage makes of it under these settings: the one
+    way a free-text judge reply is read, by the stage, the refine stage's re-judging, the report and
+    the audit alike, so that none of them can read a reply otherwise than the numbers were made from
+    (the metric's label and line, the decimal policy)."""
+    # read_score looked up at each call, not bound now: a bench swaps it to compare extractors.
+    return lambda text, metric: read_score(text, metric, settings.decimal_scores)
+
+
+def judge_call_reading(context: CallContext, text: str, settings: JudgeSettings) -> ScoreReading | None:
+    """The reading of one recorded call's reply, if it is a rubric judge call (its context has the
+    judge role and the metric it asked for), as reply_reader makes it; None for any other call."""
+    metric = context.label("metric")
+    if context.label("role") != "judge" or metric is None:
+        return None
+    return reply_reader(settings)(text, metric)
+
+
 def judge_prompt(metric: str, transcript_text: str, assessment_text: str) -> str:
     # str.replace, not format: a transcript or an assessment may contain braces.
     template = JUDGE_PROMPTS[metric]
@@ -72,6 +93,7 @@ class RubricJudge:
 
     def __init__(self, session: LLMSession, settings: JudgeSettings, options: Options) -> None:
         self.session, self.settings = session, settings
+        self.read = reply_reader(settings)
         self.options = options.model_copy(update={"num_predict": settings.num_predict})
 
     def __call__(self, subject: RubricSubject, context: CallContext) -> Judgement[int | float]:
@@ -113,7 +135,7 @@ class RubricJudge:
                 return Judgement(
                     None, "too_long", text, text, tuple(keys), error=refused, problems=(*problems, "too_long")
                 )
-            reading = read_score(text, subject.metric, self.settings.decimal_scores)
+            reading = self.read(text, subject.metric)
             if reading.score is not None:
                 break
             problems.append(reading.reason)
