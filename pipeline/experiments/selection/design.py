@@ -29,6 +29,8 @@ DESIGN = Design(
                     "framework",
                     "judge_num_predict",
                     "max_attempts",
+                    "samples",
+                    "combine",
                 )
             ),
         ),

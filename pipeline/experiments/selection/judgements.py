@@ -82,7 +82,8 @@ def _criteria(scored: ScoredRequest, candidate: ScoredCandidate, item: str) -> I
         score, failed = candidate.scores.get(name), candidate.failed.get(name)
         keys = score.call_keys if score is not None else failed.call_keys if failed is not None else ()
         rating = None if score is None else score.rating
-        yield Judgement(DESIGN, item, 0, name, rating, None, keys, shown)
+        samples = () if score is None else score.samples
+        yield Judgement(DESIGN, item, 0, name, rating, None, keys, shown, samples=samples)
 
 
 def _selected(scored: ScoredRequest, candidate: ScoredCandidate, item: str, picked: _Picked) -> Judgement:
