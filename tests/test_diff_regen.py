@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,7 @@ def _grade(*parts: str) -> int:
     return 1 + int(hashlib.sha256("|".join(parts).encode()).hexdigest()[:8], 16) % 5
 
 
-def responder(model: str) -> Any:
+def responder(model: str) -> Callable[[ChatRequest], ChatReply]:
     """Answers that depend on the row and on being a regeneration, never on the model; grades
     that depend on the evaluator's whole question, and on the model where it ends in -b."""
 
@@ -48,7 +49,8 @@ def responder(model: str) -> Any:
         text = "\n".join(m.content for m in request.messages)
         row = next(r.id for r in ROWS if f"Question {r.id[1:]}?" in text)
         if request.format is None:  # the generator
-            return ChatReply(text=f"{'better ' if 'IMPORTANT' in text else ''}answer {row}")
+            text = f"{'better ' if 'IMPORTANT' in text else ''}answer {row}"
+            return ChatReply(text=text, meta={"total_duration": 1_000_000})  # timed: the files are the same
         salt = (model,) if model.endswith("-b") else ()
         body = {
             "issues": [],
@@ -61,20 +63,29 @@ def responder(model: str) -> Any:
     return reply
 
 
-def record(root: Path, model: str, **sections: dict[str, Any]) -> Path:
-    """generate -> evaluate -> regenerate as the stages run them, outputs where params put them."""
-    root.mkdir(parents=True)
+def record(
+    root: Path,
+    model: str,
+    *,
+    respond: Callable[[ChatRequest], ChatReply] | None = None,
+    llm: dict[str, Any] | None = None,
+    **sections: dict[str, Any],
+) -> Path:
+    """generate -> evaluate -> regenerate as the stages run them, outputs where params put them
+    (with recordings already in root/recordings, a replay of them)."""
+    root.mkdir(parents=True, exist_ok=True)
     (root / "rows.jsonl").write_text("".join(row.model_dump_json() + "\n" for row in ROWS))
     data = {
-        "llm": {"backend": "fake", "model": model},
+        "llm": {"backend": "fake", "model": model, **(llm or {})},
         "regen_generate": {"rows": "rows.jsonl", **sections.get("regen_generate", {})},
+        "regen_evaluate": sections.get("regen_evaluate", {}),
         "regenerate": {"enabled": True, "latency_budget_s": None, **sections.get("regenerate", {})},
     }
     (root / "params.yaml").write_text(yaml.safe_dump(data))
     params = RegenParams.model_validate(data)
     rows = load_rows(params, root)
     by_id = {row.id: row for row in rows}
-    backend = FakeBackend(responder(model), name=model)
+    backend = FakeBackend(respond or responder(model), name=model)
     with closing(make_session(root, stage="regen_generate", backend=backend)[0]) as session:
         answers = run_generate(params, session, rows)
     with closing(make_session(root, stage="regen_evaluate", backend=backend)[0]) as session:

@@ -10,6 +10,10 @@ Both are read from the same evaluator call (and its re-asks). The input judged i
 text, so that a regeneration written otherwise (its feedback moved, or its generator) is blamed on
 the input, not on the evaluator. The regenerate stage's results hold every attempt (the original
 first); where it has not run, the evaluate stage's originals are attempt 0.
+
+With regen_evaluate.samples > 1 quality carries each sample's quality, and `diff` reports the
+evaluator's stability from them; the share of samples straddling the threshold is not given, since
+the policy fails a quality below it, where that share counts a score at or below it as failing.
 """
 
 from __future__ import annotations
@@ -38,7 +42,10 @@ def _of_attempt(
     judged = text_id(evaluated.answer.text)
     keys = evaluated.calls.keys
     quality, confidence = evaluated.quality, evaluated.confidence
-    yield Judgement(DESIGN, item, attempt, "quality", quality, _verdict(params, quality), keys, judged)
+    samples = evaluated.samples or ()
+    yield Judgement(
+        DESIGN, item, attempt, "quality", quality, _verdict(params, quality), keys, judged, samples=samples
+    )
     yield Judgement(DESIGN, item, attempt, "confidence", confidence, None, keys, judged)
 
 
