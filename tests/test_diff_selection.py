@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -146,3 +147,14 @@ def test_a_catalog_edit_is_blamed_on_the_judged_input(baseline: Path, tmp_path: 
 def test_a_run_against_itself_changes_nothing(baseline: Path) -> None:
     found = diff_json(baseline, baseline)
     assert found["changes"] == [] and all(m["paired"] > 0 for m in found["metrics"])
+
+
+def test_a_damaged_picks_line_is_named_with_its_file_and_line(baseline: Path, tmp_path: Path) -> None:
+    damaged = tmp_path / "damaged"
+    shutil.copytree(baseline, damaged)
+    lines = (damaged / PICKS).read_text().splitlines()
+    (damaged / PICKS).write_text("\n".join([lines[0], '{"request": "deep-focus"}', *lines[2:]]) + "\n")
+    result = CliRunner().invoke(main, ["diff", str(baseline), str(damaged), "--design", "selection"])
+    assert result.exit_code != 0
+    assert f"{damaged / PICKS}:2: not a picks record" in result.output
+    assert "re-run select_pick" in result.output
