@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,29 @@ def test_one_sample_makes_exactly_the_requests_and_files_of_before(tmp_path: Pat
     assert keys[0] == keys[1] and keys[0]
 
 
+def _replays(run: Path, replayed: Path) -> None:
+    """From the recordings alone: no model call, the same file."""
+    shutil.copytree(run / "recordings", replayed / "recordings")
+    record(replayed, SAMPLED, respond=_no_model, samples=3)
+    out = "outputs/rag/judgements.jsonl"
+    assert (replayed / out).read_bytes() == (run / out).read_bytes()
+
+
+def _diff_shows_stability(one: Path, three: Path, rows: list[dict[str, Any]]) -> None:
+    result = CliRunner().invoke(main, ["diff", str(one), str(three), "--design", "rag", "--json"])
+    assert result.exit_code == 0, result.output
+    metrics = json.loads(result.stdout)["metrics"]
+    assert {m["metric"] for m in metrics} == {"relevance", "accuracy"}
+    for metric in metrics:
+        table = [row["samples"][metric["metric"]] for row in rows]
+        shown = metric["stability"]["B"]
+        assert set(metric["stability"]) == {"B"} and shown["judgements"] == len(table)
+        assert shown["within_sd"] == pytest.approx(
+            float(np.mean([np.std(s, ddof=1) for s in table])), abs=1e-4
+        )
+        assert shown["straddle_share"] is None  # the RAG judge has no pass threshold
+
+
 def test_three_samples_seeded_combined_replayed_and_diffed(tmp_path: Path) -> None:
     one = record(tmp_path / "one", SAMPLED)
     three = record(tmp_path / "three", SAMPLED, samples=3)
@@ -113,27 +137,8 @@ def test_three_samples_seeded_combined_replayed_and_diffed(tmp_path: Path) -> No
         assert len(judged.call_keys) == 3
     assert any(len(set(s)) > 1 for row in rows for s in row["samples"].values())  # they do differ
 
-    replayed = tmp_path / "replayed"  # from the recordings alone: no model call, the same file
-    (replayed / "recordings").mkdir(parents=True)
-    for stage in (three / "recordings").iterdir():
-        (replayed / "recordings" / stage.name).mkdir()
-        for file in stage.iterdir():
-            (replayed / "recordings" / stage.name / file.name).write_bytes(file.read_bytes())
-    record(replayed, SAMPLED, respond=_no_model, samples=3)
-    assert (replayed / "outputs/rag/judgements.jsonl").read_bytes() == out.read_bytes()
-
-    result = CliRunner().invoke(main, ["diff", str(one), str(three), "--design", "rag", "--json"])
-    assert result.exit_code == 0, result.output
-    metrics = json.loads(result.stdout)["metrics"]
-    assert {m["metric"] for m in metrics} == {"relevance", "accuracy"}
-    for metric in metrics:
-        table = [row["samples"][metric["metric"]] for row in rows]
-        shown = metric["stability"]["B"]
-        assert set(metric["stability"]) == {"B"} and shown["judgements"] == len(table)
-        assert shown["within_sd"] == pytest.approx(
-            float(np.mean([np.std(s, ddof=1) for s in table])), abs=1e-4
-        )
-        assert shown["straddle_share"] is None  # the RAG judge has no pass threshold
+    _replays(three, tmp_path / "replayed")
+    _diff_shows_stability(one, three, rows)
 
 
 def test_at_temperature_zero_the_run_says_the_samples_differ_only_by_seed(

@@ -63,10 +63,8 @@ def _rows(root: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines]
 
 
-def test_three_samples_seeded_combined_replayed_and_diffed(tmp_path: Path) -> None:
-    record(tmp_path / "one", "judge-a", respond=seeded, llm=SAMPLED)
-    three = record(tmp_path / "three", "judge-a", respond=seeded, llm=SAMPLED, regen_evaluate={"samples": 3})
-    calls = evaluations(three)
+def _sampled_with_seeds(calls: list[Any], one_sample: list[Any]) -> None:
+    """Each evaluation asked once per sample with its seed; sample 0 the call a one-sample run makes."""
     seeds: dict[tuple[Any, ...], dict[str, int]] = {}
     for call in (c for c in calls if c.context.attempt == 0):
         question = (call.context.stage, call.context.item, call.context.step)
@@ -74,11 +72,7 @@ def test_three_samples_seeded_combined_replayed_and_diffed(tmp_path: Path) -> No
     assert seeds and all(
         s == {"0": 7, "1": sample_seed(7, 1), "2": sample_seed(7, 2)} for s in seeds.values()
     )
-    one = {
-        c.record.key
-        for c in evaluations(tmp_path / "one")
-        if (c.context.stage, c.context.attempt) == ("regen_evaluate", 0)
-    }
+    one = {c.record.key for c in one_sample if (c.context.stage, c.context.attempt) == ("regen_evaluate", 0)}
     zero = {
         c.record.key
         for c in calls
@@ -86,21 +80,9 @@ def test_three_samples_seeded_combined_replayed_and_diffed(tmp_path: Path) -> No
     }
     assert zero and zero == one  # sample 0 is the call a one-sample run makes
 
-    rows = _rows(three)
-    assert len(rows) == len(ROWS) and all(len(r["samples"]) == 3 for r in rows)
-    grades = [[round(s * 4 + 1) for s in r["samples"]] for r in rows]
-    assert [r["quality"] for r in rows] == [to_unit(combine(g, "mean") or 0) for g in grades]
-    assert any(len(set(g)) > 1 for g in grades)  # they do differ
 
-    replayed = tmp_path / "replayed"  # from the recordings alone: no model call, the same files
-    shutil.copytree(three / "recordings", replayed / "recordings")
-    record(replayed, "judge-a", respond=_no_model, llm=SAMPLED, regen_evaluate={"samples": 3})
-    for name in OUTPUTS:
-        assert (replayed / name).read_bytes() == (three / name).read_bytes()
-
-    result = CliRunner().invoke(
-        main, ["diff", str(tmp_path / "one"), str(three), "--design", "regen", "--json"]
-    )
+def _diff_shows_stability(one: Path, three: Path) -> None:
+    result = CliRunner().invoke(main, ["diff", str(one), str(three), "--design", "regen", "--json"])
     assert result.exit_code == 0, result.output
     found = json.loads(result.stdout)
     quality = next(m for m in found["metrics"] if m["metric"] == "quality")
@@ -114,3 +96,23 @@ def test_three_samples_seeded_combined_replayed_and_diffed(tmp_path: Path) -> No
     sd = float(np.mean([np.std(s, ddof=1) for s in regenerated]))
     assert shown["within_sd"] == pytest.approx(sd, abs=1e-4)
     assert shown["straddle_share"] is None
+
+
+def test_three_samples_seeded_combined_replayed_and_diffed(tmp_path: Path) -> None:
+    record(tmp_path / "one", "judge-a", respond=seeded, llm=SAMPLED)
+    three = record(tmp_path / "three", "judge-a", respond=seeded, llm=SAMPLED, regen_evaluate={"samples": 3})
+    _sampled_with_seeds(evaluations(three), evaluations(tmp_path / "one"))
+
+    rows = _rows(three)
+    assert len(rows) == len(ROWS) and all(len(r["samples"]) == 3 for r in rows)
+    grades = [[round(s * 4 + 1) for s in r["samples"]] for r in rows]
+    assert [r["quality"] for r in rows] == [to_unit(combine(g, "mean") or 0) for g in grades]
+    assert any(len(set(g)) > 1 for g in grades)  # they do differ
+
+    replayed = tmp_path / "replayed"  # from the recordings alone: no model call, the same files
+    shutil.copytree(three / "recordings", replayed / "recordings")
+    record(replayed, "judge-a", respond=_no_model, llm=SAMPLED, regen_evaluate={"samples": 3})
+    for name in OUTPUTS:
+        assert (replayed / name).read_bytes() == (three / name).read_bytes()
+
+    _diff_shows_stability(tmp_path / "one", three)

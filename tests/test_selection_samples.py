@@ -29,6 +29,7 @@ from pipeline.tools.cli import main
 from tests.selection_run import by_name, run_selection, track_names
 
 SETTINGS = {"limit": 2, "pool_size": 6, "tie_margin": 0.05}
+EXPECTED_SEEDS = {"0": 7, "1": sample_seed(7, 1), "2": sample_seed(7, 2)}
 
 
 def seeded(request: ChatRequest) -> str:
@@ -90,31 +91,10 @@ def _replays(run: Path, again: Path) -> None:
     assert (again / "scores.jsonl").read_bytes() == (run / SCORES).read_bytes()
 
 
-def test_three_samples_seeded_combined_recorded_replayed_and_diffed(tmp_path: Path) -> None:
-    llm = {"options": {"temperature": 0.7, "seed": 7}}
-    record(tmp_path / "one", llm)
-    record(tmp_path / "three", llm, samples=3)
-    calls = rating_calls(tmp_path / "three")
-    seeds = _seeds(calls)
-    assert seeds and all(
-        s == {"0": 7, "1": sample_seed(7, 1), "2": sample_seed(7, 2)} for s in seeds.values()
-    )
-    # Sample 0 is the call a one-sample run makes: the same key.
-    one = {c.record.key for c in rating_calls(tmp_path / "one") if c.context.attempt == 0}
-    zero = {c.record.key for c in calls if (c.context.label("sample"), c.context.attempt) == ("0", 0)}
-    assert zero and zero == one
-
-    records = [json.loads(line) for line in (tmp_path / "three" / SCORES).read_text().splitlines()]
-    judged = [s for r in records for c in r["pool"] for s in c["scores"].values() if s["source"] == "judge"]
-    assert judged and all(
-        len(s["samples"]) == 3 and s["rating"] == combine(s["samples"], "majority") for s in judged
-    )
-    assert any(len(set(s["samples"])) > 1 for s in judged)  # they do differ
-    _replays(tmp_path / "three", tmp_path / "again")
-
-    result = CliRunner().invoke(
-        main, ["diff", str(tmp_path / "one"), str(tmp_path / "three"), "--design", "selection", "--json"]
-    )
+def _diff_shows_stability(one: Path, three: Path, judged: list[dict[str, Any]]) -> None:
+    """diff of the one-sample run against the three-sample one: each criterion's stability in B,
+    as computed here by hand and by the krippendorff package."""
+    result = CliRunner().invoke(main, ["diff", str(one), str(three), "--design", "selection", "--json"])
     assert result.exit_code == 0, result.output
     found = json.loads(result.stdout)
     for metric in (m for m in found["metrics"] if m["metric"] != "selected"):
@@ -129,6 +109,28 @@ def test_three_samples_seeded_combined_recorded_replayed_and_diffed(tmp_path: Pa
         assert shown["alpha_interval"] == pytest.approx(expected, abs=1e-4)
     changed = [c for c in found["changes"] if c["metric"] != "selected"]
     assert changed and {c["cause"] for c in changed} == {"samples"}
+
+
+def test_three_samples_seeded_combined_recorded_replayed_and_diffed(tmp_path: Path) -> None:
+    llm = {"options": {"temperature": 0.7, "seed": 7}}
+    record(tmp_path / "one", llm)
+    record(tmp_path / "three", llm, samples=3)
+    calls = rating_calls(tmp_path / "three")
+    assert _seeds(calls) and all(s == EXPECTED_SEEDS for s in _seeds(calls).values())
+    # Sample 0 is the call a one-sample run makes: the same key.
+    one = {c.record.key for c in rating_calls(tmp_path / "one") if c.context.attempt == 0}
+    zero = {c.record.key for c in calls if (c.context.label("sample"), c.context.attempt) == ("0", 0)}
+    assert zero and zero == one
+
+    records = [json.loads(line) for line in (tmp_path / "three" / SCORES).read_text().splitlines()]
+    judged = [s for r in records for c in r["pool"] for s in c["scores"].values() if s["source"] == "judge"]
+    assert judged and all(
+        len(s["samples"]) == 3 and s["rating"] == combine(s["samples"], "majority") for s in judged
+    )
+    assert any(len(set(s["samples"])) > 1 for s in judged)  # they do differ
+    _replays(tmp_path / "three", tmp_path / "again")
+
+    _diff_shows_stability(tmp_path / "one", tmp_path / "three", judged)
 
 
 def test_at_temperature_zero_the_run_says_the_samples_differ_only_by_seed(
