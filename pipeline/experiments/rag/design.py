@@ -30,6 +30,7 @@ DESIGN = Design(
                     "num_predict",
                     "max_attempts",
                     "logprobs",
+                    "samples",
                     "out",
                 )
             ),

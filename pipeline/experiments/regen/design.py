@@ -59,4 +59,5 @@ DESIGN = Design(
     ),
     report=f"{_HERE}.aggregate:report",
     headline=f"{_HERE}.headline:headline",
+    judgements=f"{_HERE}.judgements:judgements",
 )
