@@ -59,4 +59,5 @@ DESIGN = Design(
     ),
     report=f"{_HERE}.aggregate:report",
     headline=f"{_HERE}.headline:headline",
+    reads=f"{_HERE}.replies:reads",
 )
