@@ -47,5 +47,6 @@ DESIGN = Design(
     report=f"{_HERE}.aggregate:report",
     commands={"judge-evaluate": f"{_HERE}.judge_evaluate:judge_evaluate"},
     headline=f"{_HERE}.headline:headline",
+    reads=f"{_HERE}.replies:reads",
     judgements=f"{_HERE}.judgements:judgements",
 )

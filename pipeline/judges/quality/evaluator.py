@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pipeline.data.rag_rows import RagRow
+from pipeline.judges.call_reading import CallReading, of_judgement
 from pipeline.judges.judgement import Judgement, from_structured
 from pipeline.judges.likert import to_unit
 from pipeline.judges.quality.passages import passages_block
@@ -22,7 +23,8 @@ from pipeline.judges.quality.results import Answer, Calls, EvaluatedAnswer, Eval
 from pipeline.judges.quality.settings import EvaluateSettings
 from pipeline.judges.samples import combine, sample_options
 from pipeline.llm.latency import TimedCalls
-from pipeline.llm.structured import ChatSession, ask_structured
+from pipeline.llm.records import CallRecord
+from pipeline.llm.structured import ChatSession, StructuredResult, ask_structured, read_attempt
 from pipeline.llm.types import CallContext, Message, Options
 
 EVALUATE_SYSTEM = """\
@@ -78,7 +80,24 @@ class QualityEvaluator:
             context.at(role="evaluate"),
             max_attempts=self.settings.max_attempts,
         )
-        return from_structured(result, lambda reply: reply, lambda reply: "; ".join(reply.issues))
+        return reply_judgement(result)
+
+
+def reply_judgement(result: StructuredResult[EvaluationReply]) -> Judgement[EvaluationReply]:
+    """The judgement of the evaluator's reply, by QualityEvaluator and by call_reading alike."""
+    return from_structured(result, lambda reply: reply, lambda reply: "; ".join(reply.issues))
+
+
+def call_reading(record: CallRecord) -> CallReading:
+    """One recorded evaluator call as its stage read it: the quality on 0-1 that the policy compares
+    with its threshold (EvaluatedAnswer.quality), the two grades as the model wrote them; or no
+    score, with the failure."""
+    judgement = reply_judgement(read_attempt(record, EvaluationReply))
+    reply = judgement.value
+    if reply is None:
+        return of_judgement(judgement, None)
+    grades = {"quality_score": reply.quality_score, "confidence_score": reply.confidence_score}
+    return of_judgement(judgement, to_unit(reply.quality_score), grades)
 
 
 def evaluate(

@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pipeline.judges.call_reading import CallReading, of_judgement
 from pipeline.judges.geval import ScoreDistribution
 from pipeline.judges.judgement import Judgement, from_structured
 from pipeline.judges.likert import to_unit
@@ -23,7 +24,8 @@ from pipeline.judges.structured.dimensions import (
     DimensionsReply,
     reply_model,
 )
-from pipeline.llm.structured import ChatSession, ask_structured
+from pipeline.llm.records import CallRecord
+from pipeline.llm.structured import ChatSession, StructuredResult, ask_structured, read_attempt
 from pipeline.llm.types import CallContext, Message, Options
 
 DIGITS = 6  # outputs are rounded so that they read well; a replay computes the same floats anyway
@@ -124,12 +126,31 @@ class DimensionsJudge:
             max_attempts=self.max_attempts,
             logprobs=self.logprobs,
         )
-        return from_structured(
-            result,
-            lambda reply: reply,
-            lambda reply: str(getattr(reply, REASONING_FIELD)),
-            self.dimensions.names,
-        )
+        return reply_judgement(result, self.dimensions)
+
+
+def reply_judgement(
+    result: StructuredResult[DimensionsReply], dimensions: Dimensions
+) -> Judgement[DimensionsReply]:
+    """The judgement of a reply, by DimensionsJudge and by call_reading alike."""
+    return from_structured(
+        result, lambda reply: reply, lambda reply: str(getattr(reply, REASONING_FIELD)), dimensions.names
+    )
+
+
+def call_reading(record: CallRecord, dimensions: Dimensions) -> CallReading:
+    """One recorded call's reply as the structured judge's stage read it, through the stage's own
+    code (reply_judgement, dimensions_judgement): the overall score it wrote, each dimension's score
+    and the confidence as the model wrote them, G-Eval's expected score of each dimension where the
+    reply had log-probabilities; or no score, with the failure."""
+    judgement = reply_judgement(read_attempt(record, reply_model(dimensions)), dimensions)
+    recorded = dimensions_judgement(judgement, dimensions)
+    if isinstance(recorded, UnscoredDimensions):
+        return of_judgement(judgement, None)
+    fields: dict[str, int] = {name: s.score for name, s in recorded.dimensions.items()}
+    fields[CONFIDENCE_FIELD] = recorded.confidence
+    weighted = {name: s.logprob.expected for name, s in recorded.dimensions.items() if s.logprob is not None}
+    return of_judgement(judgement, recorded.overall, fields, weighted)
 
 
 def _logprob_score(distribution: ScoreDistribution | None, score: int) -> LogprobScore | None:

@@ -20,7 +20,7 @@ recorded, and `--format jsonl` is JSON.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -30,7 +30,7 @@ from pipeline.errors import JudgeloopError
 from pipeline.experiments.design import load_ref
 from pipeline.experiments.params import Params, load_params
 from pipeline.experiments.registry import designs
-from pipeline.judges.scores import ScoreReading
+from pipeline.judges.call_reading import CallReader, CallReading
 from pipeline.llm import recordings
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.owners import recording_owners
@@ -38,15 +38,14 @@ from pipeline.llm.recordings_store import missing_here
 from pipeline.llm.records import RecordedCall
 from pipeline.llm.settings import params_path
 from pipeline.llm.terminal import framed, shown
-from pipeline.llm.types import CallContext
 from pipeline.tools.audit.diff import diff_iterations
 from pipeline.tools.audit.escape import escape_controls
 from pipeline.tools.audit.filters import Selection, last_run_status, select, why_nothing
 from pipeline.tools.inventory import RunSummary, read_runs
 
 Format = Literal["text", "jsonl", "markdown"]
-# stage name -> its design's reader: (call context, reply text) -> the reading its stage made, or None
-Readers = dict[str, Callable[[CallContext, str], ScoreReading | None]]
+# stage name -> its design's reader: (call context, call record) -> the reading its stage made, or None
+Readers = dict[str, CallReader]
 
 
 class Marks(dict[int, str]):
@@ -123,11 +122,11 @@ def readers(params: Params | None) -> Readers:
     return found
 
 
-def score_of(call: RecordedCall, read: Readers | None) -> ScoreReading | None:
+def score_of(call: RecordedCall, read: Readers | None) -> CallReading | None:
     """The score the call's stage read from its reply, as its design reads it; None for a call that
     no design reads for a score."""
     reader = (read or {}).get(call.context.stage)
-    return None if reader is None else reader(call.context, call.record.reply.text)
+    return None if reader is None else reader(call.context, call.record)
 
 
 def _options(call: RecordedCall) -> str:
@@ -157,11 +156,21 @@ def _header(
     return rows
 
 
-def _score_line(reading: ScoreReading) -> str:
+def _score_line(reading: CallReading) -> str:
     matched = f' from "{reading.matched}"' if reading.matched else ""
     # What the reply states even when it is no score ("Score: 3.5/5" on 1-5 is non_integer, states 3.5).
     stated = f", states {reading.stated}" if reading.score is None and reading.stated is not None else ""
-    return f"{'none' if reading.score is None else reading.score} ({reading.reason}{stated}{matched})"
+    # A structured reply: the fields read, each with G-Eval's weighted score where it has one; a
+    # failure: what was wrong.
+    fields = [
+        f"{name} {value}" + (f" (weighted {reading.weighted[name]})" if name in reading.weighted else "")
+        for name, value in reading.fields.items()
+    ]
+    fields += [f"weighted {w}" for name, w in reading.weighted.items() if name not in reading.fields]
+    read = f"; {', '.join(fields)}" if fields else ""
+    error = f": {reading.error}" if reading.error else ""
+    score = "none" if reading.score is None else reading.score
+    return f"{score} ({reading.reason}{stated}{matched}{error}{read})"
 
 
 def format_text(
@@ -191,14 +200,7 @@ def as_json(
         "created_at": record.created_at,
         "request": record.request.model_dump(mode="json"),
         "reply": record.reply.model_dump(mode="json"),
-        "score": None
-        if reading is None
-        else {
-            "score": reading.score,
-            "reason": reading.reason,
-            "matched": reading.matched,
-            "stated": reading.stated,
-        },
+        "score": None if reading is None else reading.as_json(),
         "last_run": last_run_status(runs, call),
         "problem": record.problem() or (marks.get(id(call)) if marks is not None else None),
     }

@@ -245,13 +245,14 @@ class ItemBuilder:
                 continue
             reading = note = ""
             if judged is not None:
-                # Read again with today's extractor, as the stage reads (the metric, the decimal policy):
+                # Read again as the stage reads (the metric, the decimal policy, the protocol):
                 # a reviewer sees what each attempt yielded, re-asks included; a single call read as
                 # the results say is already told by the judgement.
-                read = self.read(record.reply.text, judged.metric)
+                read = self.read(record, judged.metric)
                 if len(keys) > 1 or (read.score, read.reason) != (judged.score, judged.reading):
                     reading = "no score" if read.score is None else f"score {read.score}"
                     note = read.reason + (f" from “{read.matched}”" if read.matched else "")
+                    note += f": {read.error}" if read.error else ""
             messages = []
             for j, m in enumerate(record.request.messages):
                 placed = self.texts.place(m.content, f"{ident}-msg-{j}", f"{label}, {m.role} message")
