@@ -18,7 +18,7 @@ place of a stage's own calls.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.errors import CorruptRecordError, JudgeloopError
@@ -31,14 +31,35 @@ from pipeline.llm.verified_memo import VerifiedMemo
 
 @dataclass
 class StageCalls:
-    """One stage's recorded calls by key, or why none of them may be used."""
+    """One stage's recorded calls by key (verified, parsed when served), or why none may be used."""
 
-    by_key: dict[str, CallRecord] = field(default_factory=dict)
+    index: recordings.StageIndex | None = None
     error: JudgeloopError | None = None
 
     @property
     def damage(self) -> str | None:
         return None if self.error is None else self.error.message
+
+    def get(self, key: str) -> CallRecord | None:
+        if self.index is None:
+            return None
+        call = self.index.call(key)
+        return None if call is None else call.record
+
+    def keys(self) -> set[str]:
+        return set() if self.index is None else set(self.index.at)
+
+    @property
+    def models(self) -> set[ModelIdentity]:
+        """The models that made the calls (each a model of a verified call)."""
+        if self.index is None:
+            return set()
+        return {ModelIdentity(backend=b, name=n, digest=d) for b, n, d in self.index.models}
+
+    @property
+    def by_key(self) -> dict[str, CallRecord]:
+        """Every call, parsed: for a test or a small tool; a session looks up one key (get)."""
+        return {key: record for key in sorted(self.keys()) if (record := self.get(key)) is not None}
 
 
 class RecordingIndex:
@@ -55,10 +76,9 @@ class RecordingIndex:
             recordings.stage_dir(self.root, directory.name)
             recordings.refuse_linked(directory)
             files = self.pins.pinned_files(directory)  # read once: the bytes checked are those parsed
-            by_key: dict[str, CallRecord] = {}
-            for loaded in recordings.read_stage(directory, files=files, memo=self.memo):
-                by_key.setdefault(loaded.call.record.key, loaded.call.record)
-            return StageCalls(by_key)
+            if recordings.CALLS_FILE not in files:
+                return StageCalls()
+            return StageCalls(recordings.index_stage(directory, files=files, memo=self.memo))
         except JudgeloopError as exc:
             return StageCalls(error=exc)
 
@@ -87,12 +107,12 @@ class RecordingIndex:
         if calls.error is not None:
             kind = type(calls.error) if isinstance(calls.error, CorruptRecordError) else CorruptRecordError
             raise kind(f"the recording of stage '{stage}' cannot be used: {calls.error.message}")
-        return calls.by_key.get(key)
+        return calls.get(key)
 
     def elsewhere(self, key: str) -> CallRecord | None:
         """The call from any other stage's recording that can be trusted, in stage order."""
         for calls in self._every_stage().values():
-            record = calls.by_key.get(key)
+            record = calls.get(key)
             if record is not None:
                 return record
         return None
@@ -105,8 +125,9 @@ class RecordingIndex:
         """Every trusted recorded call, the first by stage order for a key recorded twice."""
         merged: dict[str, CallRecord] = {}
         for calls in self._every_stage().values():
-            for key, record in calls.by_key.items():
-                merged.setdefault(key, record)
+            for key in calls.keys() - merged.keys():
+                if (record := calls.get(key)) is not None:
+                    merged[key] = record
         return merged
 
     def damaged(self) -> list[str]:
@@ -115,4 +136,9 @@ class RecordingIndex:
             return [calls.damage for _, calls in sorted(self._stages.items()) if calls.damage is not None]
 
     def identities(self, backend: str, name: str) -> set[ModelIdentity]:
-        return {r.model for r in self.by_key.values() if r.model.backend == backend and r.model.name == name}
+        """The models by that backend and name that made recorded calls, from every stage that can be
+        trusted: read from the verified lines' models, no call parsed (issue 31)."""
+        found: set[ModelIdentity] = set()
+        for calls in self._every_stage().values():
+            found |= {m for m in calls.models if m.backend == backend and m.name == name}
+        return found

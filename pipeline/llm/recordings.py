@@ -67,7 +67,7 @@ from pydantic import ValidationError
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.bounds import MAX_LINE_BYTES, depth_problem, long_line
 from pipeline.llm.files import TMP_SUFFIX, atomic_write, child, locked, refuse_links
-from pipeline.llm.keys import canonical_json
+from pipeline.llm.keys import KEY_RECIPE, canonical_json
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext
 from pipeline.llm.verified_memo import IN_PROCESS, VerifiedMemo
@@ -369,6 +369,32 @@ def _why(exc: Exception) -> str:
     return str(exc)
 
 
+def _trusted(line: str, parts: RecordingLines, number: int) -> RecordedCall:
+    """One call line parsed and verified (key re-derived, checksum), under today's key recipe;
+    CorruptRecordError naming the file and line when it cannot be trusted."""
+    where = f"{parts.path}:{number}"
+    call = parse_call_line(line, parts.blobs, where)
+    problem = call.record.problem()
+    if problem is not None:
+        raise CorruptRecordError(
+            f"{where}: call {call.record.key} cannot be trusted: {problem}. "
+            f"Fix: restore the file from git (git checkout -- {parts.path}), or re-record this call."
+        )
+    # A verified call written under an older key recipe is served under today's key.
+    return call.current()
+
+
+def _whole(directory: Path, files: dict[str, bytes] | None, verify: bool) -> RecordingLines:
+    """split_recording, and CorruptRecordError at its first bad blob line when `verify`."""
+    parts = split_recording(directory, files)
+    if parts.problems and verify:
+        raise CorruptRecordError(
+            f"{parts.problems[0]}. Fix: restore the file from git (git checkout -- {directory}), "
+            "or re-record the stage."
+        )
+    return parts
+
+
 def read_stage(
     directory: Path,
     *,
@@ -382,29 +408,86 @@ def read_stage(
     (pipeline.llm.verified_memo); content verified in full now is remembered."""
     if not (has_recording(directory) if files is None else CALLS_FILE in files):
         return
-    parts = split_recording(directory, files)
-    if parts.problems and verify:
-        raise CorruptRecordError(
-            f"{parts.problems[0]}. Fix: restore the file from git (git checkout -- {directory}), "
-            "or re-record the stage."
-        )
+    parts = _whole(directory, files, verify)
     memo = memo or IN_PROCESS
     unverified = memo.holds(parts) if verify else None
-    verify_each = unverified is not None
     for number, line in parts.calls:
-        where = f"{parts.path}:{number}"
-        call = parse_call_line(line, parts.blobs, where)
-        record = call.record
-        problem = record.problem() if verify_each else None
-        if problem is not None:
-            raise CorruptRecordError(
-                f"{where}: call {record.key} cannot be trusted: {problem}. "
-                f"Fix: restore the file from git (git checkout -- {parts.path}), or re-record this call."
-            )
-        # A verified call written under an older key recipe is served under today's key.
+        if unverified is not None:
+            yield LoadedCall(parts.path, number, _trusted(line, parts, number))
+            continue
+        call = parse_call_line(line, parts.blobs, f"{parts.path}:{number}")
         yield LoadedCall(parts.path, number, call.current() if verify else call)
     if unverified is not None:
         memo.remember(unverified)
+
+
+Identity = tuple[str, str, str]  # a ModelIdentity's backend, name and digest
+
+
+@dataclass(frozen=True)
+class StageIndex:
+    """A stage's recording, verified in full, kept as its lines: today's key -> the line of its
+    first call, parsed only when that call is served (issues 31 and 33). Holding the packed lines
+    (shared blocks once) instead of every call parsed, its prompts unpacked, keeps a stage's
+    recording at about its size on disk in memory, and a lookup or an identity costs no parse of
+    the calls nobody asks for."""
+
+    parts: RecordingLines
+    at: dict[str, int]  # key -> index in parts.calls
+    models: frozenset[Identity]
+
+    def __len__(self) -> int:
+        return len(self.at)
+
+    def call(self, key: str) -> RecordedCall | None:
+        """The recorded call of this key, parsed from the line that was verified (None: not here)."""
+        found = self.at.get(key)
+        if found is None:
+            return None
+        number, line = self.parts.calls[found]
+        return parse_call_line(line, self.parts.blobs, f"{self.parts.path}:{number}").current()
+
+
+def _identity(model: Any) -> Identity:
+    return (str(model["backend"]), str(model["name"]), str(model["digest"]))
+
+
+def _indexed(line: str, parts: RecordingLines, number: int) -> tuple[str, Identity]:
+    """The key and model of a line whose content was verified in full before (the memo holds its
+    digest): read from the JSON alone, no call built. A line under an older key recipe is parsed,
+    for its key under today's."""
+    try:
+        raw = orjson.loads(line)
+        if raw.get("recipe", KEY_RECIPE) == KEY_RECIPE and isinstance(raw["key"], str):
+            return raw["key"], _identity(raw["model"])
+    except (ValueError, KeyError, TypeError, AttributeError):
+        pass  # not as verified content reads: parsed in full below, which names what is wrong
+    record = parse_call_line(line, parts.blobs, f"{parts.path}:{number}").current().record
+    return record.key, _identity(record.model.model_dump())
+
+
+def index_stage(
+    directory: Path, *, files: dict[str, bytes] | None = None, memo: VerifiedMemo | None = None
+) -> StageIndex:
+    """A stage's recording as a StageIndex; CorruptRecordError at the first line that cannot be read
+    or trusted, as read_stage. Content the memo does not hold is verified line by line now (each
+    call dropped once checked), and remembered; content it holds is only scanned for keys."""
+    parts = _whole(directory, files, verify=True)
+    memo = memo or IN_PROCESS
+    unverified = memo.holds(parts)
+    at: dict[str, int] = {}
+    models: set[Identity] = set()
+    for found, (number, line) in enumerate(parts.calls):
+        if unverified is None:
+            key, model = _indexed(line, parts, number)
+        else:
+            record = _trusted(line, parts, number).record
+            key, model = record.key, _identity(record.model.model_dump())
+        at.setdefault(key, found)
+        models.add(model)
+    if unverified is not None:
+        memo.remember(unverified)
+    return StageIndex(parts, at, frozenset(models))
 
 
 def stage_dirs(root: Path) -> list[Path]:

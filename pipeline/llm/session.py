@@ -347,7 +347,7 @@ class LLMSession:
         if own.error is not None or self._identity is None:
             return None
         wanted = self._identity
-        recorded = {f"{r.model.backend}:{r.model.name}" for r in own.by_key.values()}
+        recorded = {f"{m.backend}:{m.name}" for m in own.models}
         if not recorded:
             return (
                 f"Cause: stage '{self.stage}' was never recorded here (no {self.recordings_dir}/"
