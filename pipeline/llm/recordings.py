@@ -56,7 +56,7 @@ import contextlib
 import hashlib
 import threading
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -419,6 +419,33 @@ def read_stage(
         yield LoadedCall(parts.path, number, call.current() if verify else call)
     if unverified is not None:
         memo.remember(unverified)
+
+
+def _context_item(line: str) -> str | None:
+    """The item a call line's context names, read from its JSON alone (None: not readable so)."""
+    try:
+        context = orjson.loads(line)["context"]
+        item = context.get("item", "")
+        return item if isinstance(item, str) else None
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def read_items(directory: Path, items: Collection[str]) -> Iterator[LoadedCall]:
+    """The calls of `items` in a stage's recording, unverified (read_stage(verify=False), for audit):
+    the other lines are only scanned for their context's item, not parsed, so the calls of one item
+    in a large recording cost a JSON read of each line. A line that cannot be scanned is parsed, and
+    so named if damaged."""
+    if not has_recording(directory):
+        return
+    parts = split_recording(directory)
+    wanted = set(items)
+    for number, line in parts.calls:
+        item = _context_item(line)
+        if item is None or item in wanted:
+            call = parse_call_line(line, parts.blobs, f"{parts.path}:{number}")
+            if call.context.item in wanted:
+                yield LoadedCall(parts.path, number, call)
 
 
 Identity = tuple[str, str, str]  # a ModelIdentity's backend, name and digest

@@ -35,12 +35,14 @@ from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.store import CallStore, ForeignKey
 from pipeline.llm.terminal import echo
 from pipeline.llm.types import CallContext
+from pipeline.llm.verified_memo import VerifiedMemo
 from pipeline.tools.cache.merge import Prefer, merge_into
 from pipeline.tools.inventory import (
     local_records,
     open_store,
     read_runs,
     recorded_calls,
+    recorded_keys,
     runs_dir,
 )
 
@@ -279,7 +281,7 @@ def referenced_keys(params: Params, extra: Iterable[Path] = ()) -> set[str]:
     keys: set[str] = set()
     for root in (Path(params.cache.recordings), *extra):
         problems: list[str] = []
-        keys |= {call.record.key for _, _, call in recorded_calls(root, problems)}  # keys only: streamed
+        keys |= recorded_keys(root, problems, VerifiedMemo.beside(Path(params.cache.dir)))  # keys only
         if problems:
             raise JudgeloopError(
                 f"{root}: {len(problems)} recorded call(s) cannot be read, so what they reference is "
