@@ -12,8 +12,10 @@ from pipeline.errors import CorruptRecordError
 from pipeline.llm import recordings, verified_memo
 from pipeline.llm.recording_index import RecordingIndex
 from pipeline.llm.records import RecordedCall
+from pipeline.llm.types import CallContext
 from pipeline.tools.inventory import recorded_calls, recorded_keys
-from tests.test_recordings import _as_written_by_recipe_1, _calls
+from tests.helpers import make_session, request
+from tests.test_recordings import TRANSCRIPT, _as_written_by_recipe_1, _calls
 
 
 @pytest.fixture(autouse=True)
@@ -113,3 +115,43 @@ def test_gc_keys_from_remembered_recordings_equal_a_full_read_and_damage_is_coun
     path.write_text("\n".join([lines[0], "{not json", lines[1], "{also not json", *lines[2:]]))
     recorded_keys(tmp_path, problems)
     assert len(problems) == 2 and all("not a recorded call" in p for p in problems)
+
+
+def _counted_packing(monkeypatch: pytest.MonkeyPatch) -> list[RecordedCall]:
+    packed: list[RecordedCall] = []
+    real = recordings.call_to_line
+
+    def counted(call: RecordedCall, blobs: dict[str, str]) -> str:
+        packed.append(call)
+        return real(call, blobs)
+
+    monkeypatch.setattr(recordings, "call_to_line", counted)
+    return packed
+
+
+def test_a_replay_keeps_its_recordings_lines_instead_of_packing_them_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recorded = tmp_path / "recordings" / "judge" / recordings.CALLS_FILE
+    session, _ = make_session(tmp_path, "auto")
+    asked = [
+        (request(f"Judge {i}.\n{TRANSCRIPT}"), CallContext(stage="judge", item=f"90{i}")) for i in range(4)
+    ]
+    for req, ctx in asked:
+        session.chat(req, ctx)
+    session.close()
+    before = recorded.read_bytes()
+    packed = _counted_packing(monkeypatch)
+    replay, backend = make_session(tmp_path, "replay")
+    for req, ctx in asked:
+        replay.chat(req, ctx)
+    replay.close()
+    assert backend.calls == [] and packed == [] and recorded.read_bytes() == before
+    # The same call under another context is a line of its own, packed.
+    again, _ = make_session(tmp_path, "replay")
+    for req, ctx in [*asked, (asked[0][0], CallContext(stage="judge", item="999"))]:
+        again.chat(req, ctx)
+    again.close()
+    assert [call.context.item for call in packed] == ["999"]
+    assert recorded.read_bytes() != before
+    assert len(list(recordings.read_stage(recorded.parent))) == 5

@@ -92,6 +92,12 @@ class RecordingIndex:
                 calls = self._stages[name] = self._read(directory) if has else StageCalls()
             return calls
 
+    def read_already(self, name: str) -> recordings.StageIndex | None:
+        """A stage's recording if this index has read it (and could trust it), else None: unread."""
+        with self._lock:
+            calls = self._stages.get(name)
+        return None if calls is None else calls.index
+
     def _every_stage(self) -> dict[str, StageCalls]:
         with self._lock:
             if not self._every_stage_read:

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import re
 import threading
 import zlib
 from collections.abc import Callable, Collection, Iterable, Iterator
@@ -211,18 +212,31 @@ class StageRecording:
         with self._lock:
             return len(self._lines.keys() | self._later.keys())
 
-    def _made(self) -> None:
-        """Make the lines of the calls added `later` (the caller holds the lock)."""
+    def _made(self, recorded: StageIndex | None) -> None:
+        """Make the lines of the calls added `later` (the caller holds the lock). A call the stage's
+        own recording holds as it is, context and record, keeps that line (see StageIndex.verbatim)."""
         for where, call in self._later.items():
-            if where not in self._lines:
+            if where in self._lines:
+                continue
+            kept = recorded.verbatim(call) if recorded is not None else None
+            if kept is None:
                 self._lines[where] = call_to_line(call, self._blobs)
+            else:
+                self._lines[where] = kept[0]
+                self._blobs.update(kept[1])
         self._later.clear()
 
-    def write(self, directory: Path, keep: Callable[[RecordedCall], bool] | None = None) -> int:
+    def write(
+        self,
+        directory: Path,
+        keep: Callable[[RecordedCall], bool] | None = None,
+        recorded: StageIndex | None = None,
+    ) -> int:
         """Write the stage's calls in one step; how many calls the file holds. keep=None: they
         replace the recording (a pipeline stage's run). Otherwise the calls already recorded that
         `keep` accepts stay beside them (read and verified under the folder's lock, so concurrent
-        writers lose nothing)."""
+        writers lose nothing). `recorded`: the stage's recording as read and verified for this run,
+        whose lines a replayed call keeps instead of being packed again."""
         refuse_linked(directory)
         with locked(directory):
             if keep is not None:
@@ -233,7 +247,7 @@ class StageRecording:
                     if keep(call):
                         self.add(call)
             with self._lock:
-                self._made()
+                self._made(recorded)
                 lines = [self._lines[k] for k in sorted(self._lines)]
                 lines += [blob_line(b, self._blobs[b]) for b in sorted(self._blobs)]
             # A temporary file here now is a killed writer's: every live writer waits for the lock.
@@ -448,6 +462,9 @@ def read_items(directory: Path, items: Collection[str]) -> Iterator[LoadedCall]:
                 yield LoadedCall(parts.path, number, call)
 
 
+# A block reference in a call line: `{"` can only open an object there (a quote inside a JSON
+# string is escaped), and a line whose calls parsed refers only to blocks its recording holds.
+BLOB_REF = re.compile(r'\{"blob":"([0-9a-f]{16})"\}')
 Identity = tuple[str, str, str]  # a ModelIdentity's backend, name and digest
 
 
@@ -465,6 +482,22 @@ class StageIndex:
 
     def __len__(self) -> int:
         return len(self.at)
+
+    def verbatim(self, call: RecordedCall) -> tuple[str, dict[str, str]] | None:
+        """The line that records this very call (its context and record equal, as parsed), and the
+        blocks it refers to; None when none does. A replay writes it as it was read instead of
+        packing the call's prompts into blocks again (ten times a hit's cost): the same call gives
+        the same line (canonical JSON, content-defined blocks), and a line written by an earlier
+        judgeloop in another form stays as it was."""
+        found = self.at.get(call.record.key)
+        if found is None:
+            return None
+        number, line = self.parts.calls[found]
+        same = parse_call_line(line, self.parts.blobs, f"{self.parts.path}:{number}")
+        if same.record != call.record or same.context != call.context:
+            return None
+        blobs = {blob: self.parts.blobs[blob] for blob in BLOB_REF.findall(line)}
+        return line_safe(line), blobs
 
     def call(self, key: str) -> RecordedCall | None:
         """The recorded call of this key, parsed from the line that was verified (None: not here)."""
