@@ -155,3 +155,20 @@ def test_a_replay_keeps_its_recordings_lines_instead_of_packing_them_again(
     assert [call.context.item for call in packed] == ["999"]
     assert recorded.read_bytes() != before
     assert len(list(recordings.read_stage(recorded.parent))) == 5
+
+
+def test_a_memo_that_does_not_write_is_consulted_and_left_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory, _ = _stage(tmp_path)
+    folder = tmp_path / "verified"
+    recordings.index_stage(directory, memo=verified_memo.VerifiedMemo(folder, writes=False))
+    assert not folder.exists()  # status writes nothing
+    verified_memo.forget_in_process()
+    recordings.index_stage(directory, memo=verified_memo.VerifiedMemo(folder))  # a session's
+    remembered = sorted(folder.iterdir())
+    verified_memo.forget_in_process()
+    parsed = _parses(monkeypatch)
+    recordings.index_stage(directory, memo=verified_memo.VerifiedMemo(folder, writes=False))
+    assert len(parsed) == 1  # only the recipe-1 line, for its key under today's recipe: not verified again
+    assert sorted(folder.iterdir()) == remembered

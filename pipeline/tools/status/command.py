@@ -297,9 +297,9 @@ def predict(
     only: one design's stages (`--design`). A design with its own llm (llm_overrides) is dry-run
     under its own model's identity."""
     cache_dir = Path(params.cache.dir)
-    # The memo of recordings verified in full (beside an existing local cache, as a session keeps it):
-    # a status after a run scans the recordings for their keys instead of verifying each call again.
-    memo = VerifiedMemo.beside(cache_dir) if cache_dir.is_dir() else None
+    # The memo of recordings verified in full, as a session keeps it, read but not written (status
+    # writes nothing): a status after a run scans the recordings for their keys, not verifying again.
+    memo = VerifiedMemo.beside(cache_dir, writes=False)
     index = RecordingIndex(Path(params.cache.recordings), memo=memo)
     identity, source = known or next_identity(params, index, offline)
     view = dvc_view()
