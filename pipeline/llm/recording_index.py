@@ -2,7 +2,12 @@
 
 Each stage's recording is read (and every record verified: key re-derived, checksum checked) once
 per session, when first needed: a session's own stage's at its first call, the others' only when
-a call is in neither (pipeline.llm.session). Its files are read once, and the bytes that match the
+a call is in neither (pipeline.llm.session), or when the model's identity is read from them. It is
+kept as its lines (pipeline.llm.recordings.StageIndex: key -> line, the shared blocks once), and a
+call is parsed from its verified line only when it is served, so holding every stage's recording
+costs about its size on disk, and an identity or a lookup costs no parse of the other calls. A
+recording verified in full before (its content's digest in the memo, pipeline.llm.verified_memo)
+is only scanned for its keys and models. Its files are read once, and the bytes that match the
 folder's pin in dvc.lock are the bytes parsed (pipeline.llm.pins.Pins.pinned_files). A stage's
 recording that cannot be trusted (a bad line, a blob that does not hash to its id, a folder that
 does not match its pin in dvc.lock, a symbolic link, a name that is not a plain name) is left out as a
