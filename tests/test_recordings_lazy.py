@@ -12,6 +12,7 @@ from pipeline.errors import CorruptRecordError
 from pipeline.llm import recordings, verified_memo
 from pipeline.llm.recording_index import RecordingIndex
 from pipeline.llm.records import RecordedCall
+from pipeline.llm.stage_index import index_stage, read_items
 from pipeline.llm.types import CallContext
 from pipeline.tools.inventory import recorded_calls, recorded_keys
 from tests.helpers import make_session, request
@@ -51,8 +52,8 @@ def test_a_stage_index_serves_what_read_stage_reads_verified_now_or_remembered(t
     directory, _ = _stage(tmp_path)
     expected = {loaded.call.record.key: loaded.call.record for loaded in recordings.read_stage(directory)}
     verified_memo.forget_in_process()
-    first = recordings.index_stage(directory)  # verified line by line now
-    second = recordings.index_stage(directory)  # remembered: scanned only
+    first = index_stage(directory)  # verified line by line now
+    second = index_stage(directory)  # remembered: scanned only
     for index in (first, second):
         assert index.at.keys() == expected.keys()  # the recipe-1 call under today's key
         assert {key: index.call(key).record for key in index.at} == expected  # type: ignore[union-attr]
@@ -64,7 +65,7 @@ def test_a_remembered_recording_is_scanned_not_parsed_and_a_lookup_parses_one_li
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     directory, calls = _stage(tmp_path)
-    recordings.index_stage(directory)  # verified in full, remembered
+    index_stage(directory)  # verified in full, remembered
     parsed = _parses(monkeypatch)
     index = RecordingIndex(tmp_path)
     wanted = calls[3].record.key
@@ -76,12 +77,12 @@ def test_a_remembered_recording_is_scanned_not_parsed_and_a_lookup_parses_one_li
 
 def test_content_changed_after_it_was_remembered_is_verified_again_and_refused(tmp_path: Path) -> None:
     directory, calls = _stage(tmp_path)
-    recordings.index_stage(directory)
+    index_stage(directory)
     path = directory / recordings.CALLS_FILE
     reply = calls[2].record.reply.text
     path.write_text(path.read_text().replace(reply, reply + " edited", 1))
     with pytest.raises(CorruptRecordError, match=r"calls\.jsonl:\d+: call .* checksum does not match"):
-        recordings.index_stage(directory)
+        index_stage(directory)
     index = RecordingIndex(tmp_path)
     with pytest.raises(CorruptRecordError, match="cannot be used"):
         index.own(calls[2].record.key, "judge")
@@ -92,7 +93,7 @@ def test_audit_of_one_item_parses_only_its_lines(tmp_path: Path, monkeypatch: py
     directory, _ = _stage(tmp_path)
     every = [loaded.call for loaded in recordings.read_stage(directory, verify=False)]
     parsed = _parses(monkeypatch)
-    found = [loaded.call for loaded in recordings.read_items(directory, {"901"})]
+    found = [loaded.call for loaded in read_items(directory, {"901"})]
     assert found == [call for call in every if call.context.item == "901"] and len(found) == 2
     assert len(parsed) == 2
 
@@ -102,7 +103,7 @@ def test_audit_of_one_item_names_a_line_that_is_not_json(tmp_path: Path) -> None
     path = directory / recordings.CALLS_FILE
     path.write_text("{not json\n" + path.read_text())
     with pytest.raises(CorruptRecordError, match=r"calls\.jsonl:1: not a recorded call"):
-        list(recordings.read_items(directory, {"901"}))
+        list(read_items(directory, {"901"}))
 
 
 def test_gc_keys_from_remembered_recordings_equal_a_full_read_and_damage_is_counted(tmp_path: Path) -> None:
@@ -162,13 +163,13 @@ def test_a_memo_that_does_not_write_is_consulted_and_left_as_it_was(
 ) -> None:
     directory, _ = _stage(tmp_path)
     folder = tmp_path / "verified"
-    recordings.index_stage(directory, memo=verified_memo.VerifiedMemo(folder, writes=False))
+    index_stage(directory, memo=verified_memo.VerifiedMemo(folder, writes=False))
     assert not folder.exists()  # status writes nothing
     verified_memo.forget_in_process()
-    recordings.index_stage(directory, memo=verified_memo.VerifiedMemo(folder))  # a session's
+    index_stage(directory, memo=verified_memo.VerifiedMemo(folder))  # a session's
     remembered = sorted(folder.iterdir())
     verified_memo.forget_in_process()
     parsed = _parses(monkeypatch)
-    recordings.index_stage(directory, memo=verified_memo.VerifiedMemo(folder, writes=False))
+    index_stage(directory, memo=verified_memo.VerifiedMemo(folder, writes=False))
     assert len(parsed) == 1  # only the recipe-1 line, for its key under today's recipe: not verified again
     assert sorted(folder.iterdir()) == remembered

@@ -3,7 +3,7 @@
 Each stage's recording is read (and every record verified: key re-derived, checksum checked) once
 per session, when first needed: a session's own stage's at its first call, the others' only when
 a call is in neither (pipeline.llm.session), or when the model's identity is read from them. It is
-kept as its lines (pipeline.llm.recordings.StageIndex: key -> line, the shared blocks once), and a
+kept as its lines (pipeline.llm.StageIndex: key -> line, the shared blocks once), and a
 call is parsed from its verified line only when it is served, so holding every stage's recording
 costs about its size on disk, and an identity or a lookup costs no parse of the other calls. A
 recording verified in full before (its content's digest in the memo, pipeline.llm.verified_memo)
@@ -30,6 +30,7 @@ from pipeline.errors import CorruptRecordError, JudgeloopError
 from pipeline.llm import recordings
 from pipeline.llm.pins import Pins
 from pipeline.llm.records import CallRecord
+from pipeline.llm.stage_index import StageIndex, index_stage
 from pipeline.llm.types import ModelIdentity
 from pipeline.llm.verified_memo import VerifiedMemo
 
@@ -38,7 +39,7 @@ from pipeline.llm.verified_memo import VerifiedMemo
 class StageCalls:
     """One stage's recorded calls by key (verified, parsed when served), or why none may be used."""
 
-    index: recordings.StageIndex | None = None
+    index: StageIndex | None = None
     error: JudgeloopError | None = None
 
     @property
@@ -83,7 +84,7 @@ class RecordingIndex:
             files = self.pins.pinned_files(directory)  # read once: the bytes checked are those parsed
             if recordings.CALLS_FILE not in files:
                 return StageCalls()
-            return StageCalls(recordings.index_stage(directory, files=files, memo=self.memo))
+            return StageCalls(index_stage(directory, files=files, memo=self.memo))
         except JudgeloopError as exc:
             return StageCalls(error=exc)
 
@@ -97,7 +98,7 @@ class RecordingIndex:
                 calls = self._stages[name] = self._read(directory) if has else StageCalls()
             return calls
 
-    def read_already(self, name: str) -> recordings.StageIndex | None:
+    def read_already(self, name: str) -> StageIndex | None:
         """A stage's recording if this index has read it (and could trust it), else None: unread."""
         with self._lock:
             calls = self._stages.get(name)

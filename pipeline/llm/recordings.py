@@ -54,13 +54,12 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import re
 import threading
 import zlib
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from pydantic import ValidationError
@@ -68,10 +67,13 @@ from pydantic import ValidationError
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.bounds import MAX_LINE_BYTES, depth_problem, long_line
 from pipeline.llm.files import TMP_SUFFIX, atomic_write, child, locked, refuse_links
-from pipeline.llm.keys import KEY_RECIPE, canonical_json
+from pipeline.llm.keys import canonical_json
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext
 from pipeline.llm.verified_memo import IN_PROCESS, VerifiedMemo
+
+if TYPE_CHECKING:
+    from pipeline.llm.stage_index import StageIndex
 
 MIN_BLOCK = 256
 MAX_BLOCK = 8192
@@ -383,7 +385,7 @@ def _why(exc: Exception) -> str:
     return str(exc)
 
 
-def _trusted(line: str, parts: RecordingLines, number: int) -> RecordedCall:
+def trusted_call(line: str, parts: RecordingLines, number: int) -> RecordedCall:
     """One call line parsed and verified (key re-derived, checksum), under today's key recipe;
     CorruptRecordError naming the file and line when it cannot be trusted."""
     where = f"{parts.path}:{number}"
@@ -398,7 +400,7 @@ def _trusted(line: str, parts: RecordingLines, number: int) -> RecordedCall:
     return call.current()
 
 
-def _whole(directory: Path, files: dict[str, bytes] | None, verify: bool) -> RecordingLines:
+def whole_recording(directory: Path, files: dict[str, bytes] | None, verify: bool) -> RecordingLines:
     """split_recording, and CorruptRecordError at its first bad blob line when `verify`."""
     parts = split_recording(directory, files)
     if parts.problems and verify:
@@ -422,132 +424,17 @@ def read_stage(
     (pipeline.llm.verified_memo); content verified in full now is remembered."""
     if not (has_recording(directory) if files is None else CALLS_FILE in files):
         return
-    parts = _whole(directory, files, verify)
+    parts = whole_recording(directory, files, verify)
     memo = memo or IN_PROCESS
     unverified = memo.holds(parts) if verify else None
     for number, line in parts.calls:
         if unverified is not None:
-            yield LoadedCall(parts.path, number, _trusted(line, parts, number))
+            yield LoadedCall(parts.path, number, trusted_call(line, parts, number))
             continue
         call = parse_call_line(line, parts.blobs, f"{parts.path}:{number}")
         yield LoadedCall(parts.path, number, call.current() if verify else call)
     if unverified is not None:
         memo.remember(unverified)
-
-
-def _context_item(line: str) -> str | None:
-    """The item a call line's context names, read from its JSON alone (None: not readable so)."""
-    try:
-        context = orjson.loads(line)["context"]
-        item = context.get("item", "")
-        return item if isinstance(item, str) else None
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return None
-
-
-def read_items(directory: Path, items: Collection[str]) -> Iterator[LoadedCall]:
-    """The calls of `items` in a stage's recording, unverified (read_stage(verify=False), for audit):
-    the other lines are only scanned for their context's item, not parsed, so the calls of one item
-    in a large recording cost a JSON read of each line. A line that cannot be scanned is parsed, and
-    so named if damaged."""
-    if not has_recording(directory):
-        return
-    parts = split_recording(directory)
-    wanted = set(items)
-    for number, line in parts.calls:
-        item = _context_item(line)
-        if item is None or item in wanted:
-            call = parse_call_line(line, parts.blobs, f"{parts.path}:{number}")
-            if call.context.item in wanted:
-                yield LoadedCall(parts.path, number, call)
-
-
-# A block reference in a call line: `{"` can only open an object there (a quote inside a JSON
-# string is escaped), and a line whose calls parsed refers only to blocks its recording holds.
-BLOB_REF = re.compile(r'\{"blob":"([0-9a-f]{16})"\}')
-Identity = tuple[str, str, str]  # a ModelIdentity's backend, name and digest
-
-
-@dataclass(frozen=True)
-class StageIndex:
-    """A stage's recording, verified in full, kept as its lines: today's key -> the line of its
-    first call, parsed only when that call is served (issues 31 and 33). Holding the packed lines
-    (shared blocks once) instead of every call parsed, its prompts unpacked, keeps a stage's
-    recording at about its size on disk in memory, and a lookup or an identity costs no parse of
-    the calls nobody asks for."""
-
-    parts: RecordingLines
-    at: dict[str, int]  # key -> index in parts.calls
-    models: frozenset[Identity]
-
-    def __len__(self) -> int:
-        return len(self.at)
-
-    def verbatim(self, call: RecordedCall) -> tuple[str, dict[str, str]] | None:
-        """The line that records this very call (its context and record equal, as parsed), and the
-        blocks it refers to; None when none does. A replay writes it as it was read instead of
-        packing the call's prompts into blocks again (ten times a hit's cost): the same call gives
-        the same line (canonical JSON, content-defined blocks), and a line written by an earlier
-        judgeloop in another form stays as it was."""
-        found = self.at.get(call.record.key)
-        if found is None:
-            return None
-        number, line = self.parts.calls[found]
-        same = parse_call_line(line, self.parts.blobs, f"{self.parts.path}:{number}")
-        if same.record != call.record or same.context != call.context:
-            return None
-        blobs = {blob: self.parts.blobs[blob] for blob in BLOB_REF.findall(line)}
-        return line_safe(line), blobs
-
-    def call(self, key: str) -> RecordedCall | None:
-        """The recorded call of this key, parsed from the line that was verified (None: not here)."""
-        found = self.at.get(key)
-        if found is None:
-            return None
-        number, line = self.parts.calls[found]
-        return parse_call_line(line, self.parts.blobs, f"{self.parts.path}:{number}").current()
-
-
-def _identity(model: Any) -> Identity:
-    return (str(model["backend"]), str(model["name"]), str(model["digest"]))
-
-
-def _indexed(line: str, parts: RecordingLines, number: int) -> tuple[str, Identity]:
-    """The key and model of a line whose content was verified in full before (the memo holds its
-    digest): read from the JSON alone, no call built. A line under an older key recipe is parsed,
-    for its key under today's."""
-    try:
-        raw = orjson.loads(line)
-        if raw.get("recipe", KEY_RECIPE) == KEY_RECIPE and isinstance(raw["key"], str):
-            return raw["key"], _identity(raw["model"])
-    except (ValueError, KeyError, TypeError, AttributeError):
-        pass  # not as verified content reads: parsed in full below, which names what is wrong
-    record = parse_call_line(line, parts.blobs, f"{parts.path}:{number}").current().record
-    return record.key, _identity(record.model.model_dump())
-
-
-def index_stage(
-    directory: Path, *, files: dict[str, bytes] | None = None, memo: VerifiedMemo | None = None
-) -> StageIndex:
-    """A stage's recording as a StageIndex; CorruptRecordError at the first line that cannot be read
-    or trusted, as read_stage. Content the memo does not hold is verified line by line now (each
-    call dropped once checked), and remembered; content it holds is only scanned for keys."""
-    parts = _whole(directory, files, verify=True)
-    memo = memo or IN_PROCESS
-    unverified = memo.holds(parts)
-    at: dict[str, int] = {}
-    models: set[Identity] = set()
-    for found, (number, line) in enumerate(parts.calls):
-        if unverified is None:
-            key, model = _indexed(line, parts, number)
-        else:
-            record = _trusted(line, parts, number).record
-            key, model = record.key, _identity(record.model.model_dump())
-        at.setdefault(key, found)
-        models.add(model)
-    if unverified is not None:
-        memo.remember(unverified)
-    return StageIndex(parts, at, frozenset(models))
 
 
 def stage_dirs(root: Path) -> list[Path]:

@@ -20,6 +20,7 @@ from pipeline.llm import recordings
 from pipeline.llm.pins import Pins
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.session import RUNS_DIR
+from pipeline.llm.stage_index import index_stage
 from pipeline.llm.store import CallStore, ForeignKey
 from pipeline.llm.verified_memo import VerifiedMemo
 
@@ -128,14 +129,14 @@ def _stage_calls(
 
 def recorded_keys(root: Path, problems: list[str], memo: VerifiedMemo | None = None) -> set[str]:
     """The keys of every recorded call under `root`, as recorded_calls finds them, from each stage's
-    verified lines (recordings.index_stage): a recording the memo says was verified in full before is
+    verified lines (pipeline.llm.stage_index): a recording the memo says was verified in full before is
     scanned for its keys, not parsed (issue 33: gc at a million calls). A stage that cannot be
     trusted is read again tolerantly, each of its problems appended to `problems`."""
     keys: set[str] = set()
     for directory in recordings.stage_dirs(root):
         try:
             recordings.stage_dir(root, directory.name)
-            keys |= recordings.index_stage(directory, memo=memo).at.keys()
+            keys |= index_stage(directory, memo=memo).at.keys()
         except JudgeloopError:
             keys |= {call.record.key for _, _, call in _stage_calls(root, directory, problems)}
     return keys

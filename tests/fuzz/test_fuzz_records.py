@@ -20,14 +20,13 @@ from pipeline.experiments.params import load_params
 from pipeline.llm.pins import Pins
 from pipeline.llm.recordings import (
     CALLS_FILE,
-    index_stage,
     parse_call_line,
-    read_items,
     read_stage,
     split_recording,
     write_stage,
 )
 from pipeline.llm.records import CallRecord, RecordedCall
+from pipeline.llm.stage_index import index_stage, read_items
 from pipeline.llm.store import MAGIC, CallStore, seal
 from pipeline.llm.types import CallContext, ChatReply, ChatRequest, Message, ModelIdentity
 from pipeline.testing.fake_batch import answer

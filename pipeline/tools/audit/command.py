@@ -36,6 +36,7 @@ from pipeline.llm.owners import recording_owners
 from pipeline.llm.recordings_store import missing_here
 from pipeline.llm.records import RecordedCall
 from pipeline.llm.settings import params_path
+from pipeline.llm.stage_index import read_items
 from pipeline.llm.terminal import framed, shown
 from pipeline.tools.audit.diff import diff_iterations
 from pipeline.tools.audit.escape import escape_controls
@@ -87,7 +88,7 @@ def iter_calls(
             # verify=False: an edited record is exactly what an auditor wants to see; it is marked instead.
             why = untrusted.get(name) if untrusted else None
             read = recordings.read_stage(directory, verify=False)
-            for loaded in recordings.read_items(directory, items) if items else read:
+            for loaded in read_items(directory, items) if items else read:
                 if marks is not None and why is not None:
                     marks.mark(loaded.call, why)
                 yield loaded.call
