@@ -195,7 +195,7 @@ def verify(ctx: click.Context, repair: bool) -> None:
     # calls are kept the same way (streamed, one stage's recording in memory at a time).
     local: dict[str, str] = {}
     if store is not None:
-        for key, record, problem in list(local_records(store)):
+        for key, record, problem in local_records(store):  # one record at a time
             checked += 1
             if problem is None and record is not None and isinstance(key, str):
                 problem = disagreement(record, recorded.get(key))
