@@ -23,8 +23,9 @@ place of a stage's own calls.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from weakref import WeakValueDictionary
 
 from pipeline.errors import CorruptRecordError, JudgeloopError
 from pipeline.llm import recordings
@@ -41,6 +42,9 @@ class StageCalls:
 
     index: StageIndex | None = None
     error: JudgeloopError | None = None
+    # The records served and still held (by a session, a status probe): served again as the same
+    # object rather than parsed into a copy, while nothing holds one it costs nothing.
+    _alive: WeakValueDictionary[str, CallRecord] = field(default_factory=WeakValueDictionary, repr=False)
 
     @property
     def damage(self) -> str | None:
@@ -49,8 +53,13 @@ class StageCalls:
     def get(self, key: str) -> CallRecord | None:
         if self.index is None:
             return None
-        call = self.index.call(key)
-        return None if call is None else call.record
+        record = self._alive.get(key)
+        if record is None:
+            call = self.index.call(key)
+            if call is None:
+                return None
+            record = self._alive[key] = call.record
+        return record
 
     def keys(self) -> set[str]:
         return set() if self.index is None else set(self.index.at)
