@@ -52,8 +52,9 @@ from pipeline.testing.synthetic import FIRST_ITEM, items_for, make_project, run_
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def measured(args: list[str], cwd: Path) -> tuple[float, int, str]:
-    """Run a command; its wall time (s), peak memory (bytes) and stdout's last line."""
+def measured(args: list[str], cwd: Path) -> tuple[float, int, str, float]:
+    """Run a command; its wall time (s), peak memory (bytes), stdout's last line and CPU time (s,
+    user and system: on a shared, loaded machine the figure to compare)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     started = time.perf_counter()
@@ -67,7 +68,7 @@ def measured(args: list[str], cwd: Path) -> tuple[float, int, str]:
     if os.waitstatus_to_exitcode(status) != 0:
         raise click.ClickException(f"{' '.join(args)} failed:\n{stdout[-2000:]}\n{stderr[-2000:]}")
     lines = stdout.strip().splitlines()
-    return elapsed, usage.ru_maxrss * 1024, lines[-1] if lines else ""
+    return elapsed, usage.ru_maxrss * 1024, lines[-1] if lines else "", usage.ru_utime + usage.ru_stime
 
 
 def folder_bytes(folder: Path) -> int:
@@ -84,18 +85,19 @@ def bench_size(root: Path, calls_wanted: int, chars: int) -> dict[str, Any]:
     me = [sys.executable, str(Path(__file__).resolve())]
     cli = [sys.executable, "-m", "pipeline.tools.cli"]
     row: dict[str, Any] = {"items": items}
-    wall, peak, last = measured([*me, "stages", str(root), "auto"], root)
+    wall, peak, last, cpu = measured([*me, "stages", str(root), "auto"], root)
     calls = int(last)
-    row.update(calls=calls, record_s=wall, record_rss=peak)
+    row.update(calls=calls, record_s=wall, record_rss=peak, record_cpu=cpu)
     recorded = snapshot(root / "recordings")
     row["recordings_bytes"] = folder_bytes(root / "recordings")
     row["data_bytes"] = folder_bytes(root / "data")
     shutil.rmtree(root / ".judgeloop")
-    wall, peak, last = measured([*me, "stages", str(root), "replay"], root)
+    wall, peak, last, cpu = measured([*me, "stages", str(root), "replay"], root)
     if int(last) != calls or snapshot(root / "recordings") != recorded:
         raise click.ClickException("the replay did not give the recorded calls back byte-identically")
     del recorded
-    row.update(replay_s=wall, replay_rss=peak, cache_bytes=folder_bytes(root / ".judgeloop" / "cache"))
+    row.update(replay_s=wall, replay_rss=peak, replay_cpu=cpu)
+    row["cache_bytes"] = folder_bytes(root / ".judgeloop" / "cache")
     item = str(FIRST_ITEM + items // 2)
     steps = {
         "status": [*cli, "status", "--all", "--offline"],
@@ -117,8 +119,8 @@ def bench_size(root: Path, calls_wanted: int, chars: int) -> dict[str, Any]:
         "report": [sys.executable, "-m", "stages", "paper", "aggregate"],
     }
     for name, args in steps.items():
-        wall, peak, _ = measured(args, root)
-        row.update({f"{name}_s": wall, f"{name}_rss": peak})
+        wall, peak, _, cpu = measured(args, root)
+        row.update({f"{name}_s": wall, f"{name}_rss": peak, f"{name}_cpu": cpu})
     return row
 
 
@@ -142,6 +144,8 @@ def table(rows: list[dict[str, Any]]) -> str:
     out = ["time          " + "".join(f"{name:>12}" for name, _, _ in COLUMNS)]
     out += ["              " + "".join(f"{unit:>12}" for _, unit, _ in COLUMNS)]
     out += ["              " + "".join(f"{show(r):>12}" for _, _, show in COLUMNS) for r in rows]
+    out += ["CPU time (s)    " + "".join(f"{name:>12}" for name in MEMORY)]
+    out += [f"{r['calls']:>16,}" + "".join(f"{r[f'{name}_cpu']:>12,.1f}" for name in MEMORY) for r in rows]
     out += ["peak memory (MB)" + "".join(f"{name:>12}" for name in MEMORY)]
     out += [
         f"{r['calls']:>16,}" + "".join(f"{r[f'{name}_rss'] / 2**20:>12,.0f}" for name in MEMORY) for r in rows
@@ -156,7 +160,7 @@ def table(rows: list[dict[str, Any]]) -> str:
             # ratio ** (1 / log10(scale)): the factor per 10x calls of a power law through both sizes
             key.removesuffix("_s"): (after[key] / before[key]) ** (1 / math.log10(scale))
             for key in after
-            if key.endswith("_s") or key.endswith("_rss")
+            if key.endswith(("_s", "_rss", "_cpu"))
         }
         out.append(
             f"growth per 10x calls, {before['calls']:,} -> {after['calls']:,} (10 = linear): "

@@ -2,7 +2,12 @@
 
 Each stage's recording is read (and every record verified: key re-derived, checksum checked) once
 per session, when first needed: a session's own stage's at its first call, the others' only when
-a call is in neither (pipeline.llm.session). Its files are read once, and the bytes that match the
+a call is in neither (pipeline.llm.session), or when the model's identity is read from them. It is
+kept as its lines (pipeline.llm.StageIndex: key -> line, the shared blocks once), and a
+call is parsed from its verified line only when it is served, so holding every stage's recording
+costs about its size on disk, and an identity or a lookup costs no parse of the other calls. A
+recording verified in full before (its content's digest in the memo, pipeline.llm.verified_memo)
+is only scanned for its keys and models. Its files are read once, and the bytes that match the
 folder's pin in dvc.lock are the bytes parsed (pipeline.llm.pins.Pins.pinned_files). A stage's
 recording that cannot be trusted (a bad line, a blob that does not hash to its id, a folder that
 does not match its pin in dvc.lock, a symbolic link, a name that is not a plain name) is left out as a
@@ -20,25 +25,56 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from weakref import WeakValueDictionary
 
 from pipeline.errors import CorruptRecordError, JudgeloopError
 from pipeline.llm import recordings
 from pipeline.llm.pins import Pins
 from pipeline.llm.records import CallRecord
+from pipeline.llm.stage_index import StageIndex, index_stage
 from pipeline.llm.types import ModelIdentity
 from pipeline.llm.verified_memo import VerifiedMemo
 
 
 @dataclass
 class StageCalls:
-    """One stage's recorded calls by key, or why none of them may be used."""
+    """One stage's recorded calls by key (verified, parsed when served), or why none may be used."""
 
-    by_key: dict[str, CallRecord] = field(default_factory=dict)
+    index: StageIndex | None = None
     error: JudgeloopError | None = None
+    # The records served and still held (by a session, a status probe): served again as the same
+    # object rather than parsed into a copy, while nothing holds one it costs nothing.
+    _alive: WeakValueDictionary[str, CallRecord] = field(default_factory=WeakValueDictionary, repr=False)
 
     @property
     def damage(self) -> str | None:
         return None if self.error is None else self.error.message
+
+    def get(self, key: str) -> CallRecord | None:
+        if self.index is None:
+            return None
+        record = self._alive.get(key)
+        if record is None:
+            call = self.index.call(key)
+            if call is None:
+                return None
+            record = self._alive[key] = call.record
+        return record
+
+    def keys(self) -> set[str]:
+        return set() if self.index is None else set(self.index.at)
+
+    @property
+    def models(self) -> set[ModelIdentity]:
+        """The models that made the calls (each a model of a verified call)."""
+        if self.index is None:
+            return set()
+        return {ModelIdentity(backend=b, name=n, digest=d) for b, n, d in self.index.models}
+
+    @property
+    def by_key(self) -> dict[str, CallRecord]:
+        """Every call, parsed: for a test or a small tool; a session looks up one key (get)."""
+        return {key: record for key in sorted(self.keys()) if (record := self.get(key)) is not None}
 
 
 class RecordingIndex:
@@ -55,10 +91,9 @@ class RecordingIndex:
             recordings.stage_dir(self.root, directory.name)
             recordings.refuse_linked(directory)
             files = self.pins.pinned_files(directory)  # read once: the bytes checked are those parsed
-            by_key: dict[str, CallRecord] = {}
-            for loaded in recordings.read_stage(directory, files=files, memo=self.memo):
-                by_key.setdefault(loaded.call.record.key, loaded.call.record)
-            return StageCalls(by_key)
+            if recordings.CALLS_FILE not in files:
+                return StageCalls()
+            return StageCalls(index_stage(directory, files=files, memo=self.memo))
         except JudgeloopError as exc:
             return StageCalls(error=exc)
 
@@ -71,6 +106,12 @@ class RecordingIndex:
                 has = recordings.has_recording(directory)
                 calls = self._stages[name] = self._read(directory) if has else StageCalls()
             return calls
+
+    def read_already(self, name: str) -> StageIndex | None:
+        """A stage's recording if this index has read it (and could trust it), else None: unread."""
+        with self._lock:
+            calls = self._stages.get(name)
+        return None if calls is None else calls.index
 
     def _every_stage(self) -> dict[str, StageCalls]:
         with self._lock:
@@ -87,12 +128,12 @@ class RecordingIndex:
         if calls.error is not None:
             kind = type(calls.error) if isinstance(calls.error, CorruptRecordError) else CorruptRecordError
             raise kind(f"the recording of stage '{stage}' cannot be used: {calls.error.message}")
-        return calls.by_key.get(key)
+        return calls.get(key)
 
     def elsewhere(self, key: str) -> CallRecord | None:
         """The call from any other stage's recording that can be trusted, in stage order."""
         for calls in self._every_stage().values():
-            record = calls.by_key.get(key)
+            record = calls.get(key)
             if record is not None:
                 return record
         return None
@@ -105,8 +146,9 @@ class RecordingIndex:
         """Every trusted recorded call, the first by stage order for a key recorded twice."""
         merged: dict[str, CallRecord] = {}
         for calls in self._every_stage().values():
-            for key, record in calls.by_key.items():
-                merged.setdefault(key, record)
+            for key in calls.keys() - merged.keys():
+                if (record := calls.get(key)) is not None:
+                    merged[key] = record
         return merged
 
     def damaged(self) -> list[str]:
@@ -115,4 +157,9 @@ class RecordingIndex:
             return [calls.damage for _, calls in sorted(self._stages.items()) if calls.damage is not None]
 
     def identities(self, backend: str, name: str) -> set[ModelIdentity]:
-        return {r.model for r in self.by_key.values() if r.model.backend == backend and r.model.name == name}
+        """The models by that backend and name that made recorded calls, from every stage that can be
+        trusted: read from the verified lines' models, no call parsed (issue 31)."""
+        found: set[ModelIdentity] = set()
+        for calls in self._every_stage().values():
+            found |= {m for m in calls.models if m.backend == backend and m.name == name}
+        return found

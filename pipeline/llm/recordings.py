@@ -59,7 +59,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from pydantic import ValidationError
@@ -71,6 +71,9 @@ from pipeline.llm.keys import canonical_json
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext
 from pipeline.llm.verified_memo import IN_PROCESS, VerifiedMemo
+
+if TYPE_CHECKING:
+    from pipeline.llm.stage_index import StageIndex
 
 MIN_BLOCK = 256
 MAX_BLOCK = 8192
@@ -211,18 +214,31 @@ class StageRecording:
         with self._lock:
             return len(self._lines.keys() | self._later.keys())
 
-    def _made(self) -> None:
-        """Make the lines of the calls added `later` (the caller holds the lock)."""
+    def _made(self, recorded: StageIndex | None) -> None:
+        """Make the lines of the calls added `later` (the caller holds the lock). A call the stage's
+        own recording holds as it is, context and record, keeps that line (see StageIndex.verbatim)."""
         for where, call in self._later.items():
-            if where not in self._lines:
+            if where in self._lines:
+                continue
+            kept = recorded.verbatim(call) if recorded is not None else None
+            if kept is None:
                 self._lines[where] = call_to_line(call, self._blobs)
+            else:
+                self._lines[where] = kept[0]
+                self._blobs.update(kept[1])
         self._later.clear()
 
-    def write(self, directory: Path, keep: Callable[[RecordedCall], bool] | None = None) -> int:
+    def write(
+        self,
+        directory: Path,
+        keep: Callable[[RecordedCall], bool] | None = None,
+        recorded: StageIndex | None = None,
+    ) -> int:
         """Write the stage's calls in one step; how many calls the file holds. keep=None: they
         replace the recording (a pipeline stage's run). Otherwise the calls already recorded that
         `keep` accepts stay beside them (read and verified under the folder's lock, so concurrent
-        writers lose nothing)."""
+        writers lose nothing). `recorded`: the stage's recording as read and verified for this run,
+        whose lines a replayed call keeps instead of being packed again."""
         refuse_linked(directory)
         with locked(directory):
             if keep is not None:
@@ -233,7 +249,7 @@ class StageRecording:
                     if keep(call):
                         self.add(call)
             with self._lock:
-                self._made()
+                self._made(recorded)
                 lines = [self._lines[k] for k in sorted(self._lines)]
                 lines += [blob_line(b, self._blobs[b]) for b in sorted(self._blobs)]
             # A temporary file here now is a killed writer's: every live writer waits for the lock.
@@ -369,6 +385,32 @@ def _why(exc: Exception) -> str:
     return str(exc)
 
 
+def trusted_call(line: str, parts: RecordingLines, number: int) -> RecordedCall:
+    """One call line parsed and verified (key re-derived, checksum), under today's key recipe;
+    CorruptRecordError naming the file and line when it cannot be trusted."""
+    where = f"{parts.path}:{number}"
+    call = parse_call_line(line, parts.blobs, where)
+    problem = call.record.problem()
+    if problem is not None:
+        raise CorruptRecordError(
+            f"{where}: call {call.record.key} cannot be trusted: {problem}. "
+            f"Fix: restore the file from git (git checkout -- {parts.path}), or re-record this call."
+        )
+    # A verified call written under an older key recipe is served under today's key.
+    return call.current()
+
+
+def whole_recording(directory: Path, files: dict[str, bytes] | None, verify: bool) -> RecordingLines:
+    """split_recording, and CorruptRecordError at its first bad blob line when `verify`."""
+    parts = split_recording(directory, files)
+    if parts.problems and verify:
+        raise CorruptRecordError(
+            f"{parts.problems[0]}. Fix: restore the file from git (git checkout -- {directory}), "
+            "or re-record the stage."
+        )
+    return parts
+
+
 def read_stage(
     directory: Path,
     *,
@@ -382,26 +424,14 @@ def read_stage(
     (pipeline.llm.verified_memo); content verified in full now is remembered."""
     if not (has_recording(directory) if files is None else CALLS_FILE in files):
         return
-    parts = split_recording(directory, files)
-    if parts.problems and verify:
-        raise CorruptRecordError(
-            f"{parts.problems[0]}. Fix: restore the file from git (git checkout -- {directory}), "
-            "or re-record the stage."
-        )
+    parts = whole_recording(directory, files, verify)
     memo = memo or IN_PROCESS
     unverified = memo.holds(parts) if verify else None
-    verify_each = unverified is not None
     for number, line in parts.calls:
-        where = f"{parts.path}:{number}"
-        call = parse_call_line(line, parts.blobs, where)
-        record = call.record
-        problem = record.problem() if verify_each else None
-        if problem is not None:
-            raise CorruptRecordError(
-                f"{where}: call {record.key} cannot be trusted: {problem}. "
-                f"Fix: restore the file from git (git checkout -- {parts.path}), or re-record this call."
-            )
-        # A verified call written under an older key recipe is served under today's key.
+        if unverified is not None:
+            yield LoadedCall(parts.path, number, trusted_call(line, parts, number))
+            continue
+        call = parse_call_line(line, parts.blobs, f"{parts.path}:{number}")
         yield LoadedCall(parts.path, number, call.current() if verify else call)
     if unverified is not None:
         memo.remember(unverified)

@@ -347,7 +347,7 @@ class LLMSession:
         if own.error is not None or self._identity is None:
             return None
         wanted = self._identity
-        recorded = {f"{r.model.backend}:{r.model.name}" for r in own.by_key.values()}
+        recorded = {f"{m.backend}:{m.name}" for m in own.models}
         if not recorded:
             return (
                 f"Cause: stage '{self.stage}' was never recorded here (no {self.recordings_dir}/"
@@ -374,9 +374,9 @@ class LLMSession:
         pipeline.llm.recordings) and the run's summary; release the backend and the store."""
         self._recorded_this_run = len(self.recording)
         if write_recording:
-            self.recorded_total = self.recording.write(
-                recordings.stage_dir(self.recordings_dir, self.stage), keep
-            )
+            directory = recordings.stage_dir(self.recordings_dir, self.stage)
+            own = self.index.read_already(self.stage) if self.index.root == self.recordings_dir else None
+            self.recorded_total = self.recording.write(directory, keep, own)
         if self.runs_dir is not None:
             summary = {
                 "stage": self.stage,

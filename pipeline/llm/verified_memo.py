@@ -102,14 +102,15 @@ def _entry(found: str) -> str | None:
 class VerifiedMemo:
     """The digests of recordings verified in full: in this process, and in `folder` when given."""
 
-    def __init__(self, folder: Path | None) -> None:
+    def __init__(self, folder: Path | None, *, writes: bool = True) -> None:
         self.folder = folder
+        self.writes = writes  # False: consulted, never written (a command that writes nothing)
 
     @classmethod
-    def beside(cls, cache_dir: Path) -> VerifiedMemo:
+    def beside(cls, cache_dir: Path, *, writes: bool = True) -> VerifiedMemo:
         """The memo of a local cache folder: JUDGELOOP_VERIFIED_DIR, or `verified/` beside it."""
         named = os.environ.get(ENV)
-        return cls(Path(named) if named else cache_dir.parent / FOLDER)
+        return cls(Path(named) if named else cache_dir.parent / FOLDER, writes=writes)
 
     def holds(self, parts: RecordingLines) -> str | None:
         """None when this content was verified in full before; else its digest, for `remember`."""
@@ -137,7 +138,7 @@ class VerifiedMemo:
         with _seen_lock:
             _seen_here.add(found)
         name = _entry(found)
-        if self.folder is None or name is None:
+        if self.folder is None or name is None or not self.writes:
             return
         with contextlib.suppress(OSError):
             self.folder.mkdir(parents=True, exist_ok=True)

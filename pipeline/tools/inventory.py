@@ -20,7 +20,9 @@ from pipeline.llm import recordings
 from pipeline.llm.pins import Pins
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.session import RUNS_DIR
+from pipeline.llm.stage_index import index_stage
 from pipeline.llm.store import CallStore, ForeignKey
+from pipeline.llm.verified_memo import VerifiedMemo
 
 
 @dataclass(frozen=True)
@@ -84,34 +86,60 @@ def recorded_calls(
     that only counts or collects keys stays small however many calls there are (issue 33). A call
     that does not verify is still yielded, and its (file, line) added to `untrusted` if given."""
     for directory in recordings.stage_dirs(root):
+        yield from _stage_calls(root, directory, problems, pins, untrusted)
+
+
+def _stage_calls(
+    root: Path,
+    directory: Path,
+    problems: list[str],
+    pins: Pins | None = None,
+    untrusted: set[tuple[Path, int]] | None = None,
+) -> Iterator[tuple[Path, int, RecordedCall]]:
+    """recorded_calls of one stage folder."""
+    try:
+        recordings.stage_dir(root, directory.name)
+    except JudgeloopError as exc:
+        problems.append(f"{directory}: {exc.message}")
+        return
+    if pins is not None and (mismatch := pins.problem(directory)) is not None:
+        problems.append(mismatch)
+    try:
+        parts = recordings.split_recording(directory)
+    except JudgeloopError as exc:  # a symbolic link, a file too large or not UTF-8
+        problems.append(exc.message)
+        return
+    problems += parts.problems
+    for number, line in parts.calls:
+        where = f"{parts.path}:{number}"
+        try:
+            call = recordings.parse_call_line(line, parts.blobs, where)
+        except JudgeloopError as exc:
+            problems.append(exc.message)  # already names the file and line
+            continue
+        problem = call.record.problem()
+        if problem is not None:
+            problems.append(f"{where}: {call.context.describe()} key {call.record.key}: {problem}")
+            if untrusted is not None:
+                untrusted.add((parts.path, number))
+        else:
+            call = call.current()  # under today's key recipe, as the pipeline reads it
+        yield parts.path, number, call
+
+
+def recorded_keys(root: Path, problems: list[str], memo: VerifiedMemo | None = None) -> set[str]:
+    """The keys of every recorded call under `root`, as recorded_calls finds them, from each stage's
+    verified lines (pipeline.llm.stage_index): a recording the memo says was verified in full before is
+    scanned for its keys, not parsed (issue 33: gc at a million calls). A stage that cannot be
+    trusted is read again tolerantly, each of its problems appended to `problems`."""
+    keys: set[str] = set()
+    for directory in recordings.stage_dirs(root):
         try:
             recordings.stage_dir(root, directory.name)
-        except JudgeloopError as exc:
-            problems.append(f"{directory}: {exc.message}")
-            continue
-        if pins is not None and (mismatch := pins.problem(directory)) is not None:
-            problems.append(mismatch)
-        try:
-            parts = recordings.split_recording(directory)
-        except JudgeloopError as exc:  # a symbolic link, a file too large or not UTF-8
-            problems.append(exc.message)
-            continue
-        problems += parts.problems
-        for number, line in parts.calls:
-            where = f"{parts.path}:{number}"
-            try:
-                call = recordings.parse_call_line(line, parts.blobs, where)
-            except JudgeloopError as exc:
-                problems.append(exc.message)  # already names the file and line
-                continue
-            problem = call.record.problem()
-            if problem is not None:
-                problems.append(f"{where}: {call.context.describe()} key {call.record.key}: {problem}")
-                if untrusted is not None:
-                    untrusted.add((parts.path, number))
-            else:
-                call = call.current()  # under today's key recipe, as the pipeline reads it
-            yield parts.path, number, call
+            keys |= index_stage(directory, memo=memo).at.keys()
+        except JudgeloopError:
+            keys |= {call.record.key for _, _, call in _stage_calls(root, directory, problems)}
+    return keys
 
 
 def scan_recordings(root: Path, pins: Pins | None = None) -> Scan:
@@ -125,7 +153,10 @@ def local_records(store: CallStore) -> Iterator[tuple[str | ForeignKey, CallReco
     """(key, record or None, problem or None) for every local entry, foreign ones too: read as the
     store reads a hit (seal and key), then verified in full with its stored request (not a
     caller's), so an edited request shows too."""
-    for key in store.entries():
+    # The keys first (small), then one record at a time: a caller may delete as it goes (verify
+    # --repair), which a live cursor over the database would not survive, and the records, each
+    # with its 20 kB request, are not all held at once (issue 33).
+    for key in list(store.entries()):
         record, problem = store.inspect(key)
         if record is None and problem is None:  # deleted by another process since entries() listed it
             continue

@@ -18,8 +18,15 @@ from hypothesis import strategies as st
 from pipeline.errors import CorruptRecordError
 from pipeline.experiments.params import load_params
 from pipeline.llm.pins import Pins
-from pipeline.llm.recordings import CALLS_FILE, parse_call_line, read_stage, split_recording, write_stage
+from pipeline.llm.recordings import (
+    CALLS_FILE,
+    parse_call_line,
+    read_stage,
+    split_recording,
+    write_stage,
+)
 from pipeline.llm.records import CallRecord, RecordedCall
+from pipeline.llm.stage_index import index_stage, read_items
 from pipeline.llm.store import MAGIC, CallStore, seal
 from pipeline.llm.types import CallContext, ChatReply, ChatRequest, Message, ModelIdentity
 from pipeline.testing.fake_batch import answer
@@ -70,6 +77,9 @@ def test_a_whole_recording_file(sandbox: Path, data: bytes) -> None:
     (stage / CALLS_FILE).write_bytes(data)
     clear_or_correct(lambda: list(read_stage(stage)))
     clear_or_correct(lambda: split_recording(stage))
+    # The lazy readers (issues 31, 33): the stage's index, a lookup of each key, audit's item scan.
+    clear_or_correct(lambda: [index.call(key) for index in [index_stage(stage)] for key in index.at])
+    clear_or_correct(lambda: list(read_items(stage, {"903", ""})))
     only_inside(sandbox.parent, sandbox)
 
 

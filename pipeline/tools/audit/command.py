@@ -20,7 +20,7 @@ recorded, and `--format jsonl` is JSON.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -37,6 +37,7 @@ from pipeline.llm.owners import recording_owners
 from pipeline.llm.recordings_store import missing_here
 from pipeline.llm.records import RecordedCall
 from pipeline.llm.settings import params_path
+from pipeline.llm.stage_index import read_items
 from pipeline.llm.terminal import framed, shown
 from pipeline.tools.audit.diff import diff_iterations
 from pipeline.tools.audit.escape import escape_controls
@@ -67,10 +68,12 @@ def iter_calls(
     stages: Iterable[str] = (),
     untrusted: dict[str, str] | None = None,
     marks: Marks | None = None,
+    items: Collection[str] = (),
 ) -> Iterator[RecordedCall]:
     """The recorded calls of `stages` (or every stage), one at a time, each folder's in file order: a
     filter keeps what it shows, so auditing one call of a million holds one stage's recording in
-    memory, not every call. The calls of a folder in `untrusted` are marked in `marks` with its reason."""
+    memory, not every call. The calls of a folder in `untrusted` are marked in `marks` with its reason.
+    `items`: only these items' calls (the others' lines are scanned for their item, not parsed)."""
     wanted = set(stages)
     found = {d.name: d for d in recordings.stage_dirs(root)}
     unknown = wanted - found.keys()
@@ -87,7 +90,8 @@ def iter_calls(
         if not wanted or name in wanted:
             # verify=False: an edited record is exactly what an auditor wants to see; it is marked instead.
             why = untrusted.get(name) if untrusted else None
-            for loaded in recordings.read_stage(directory, verify=False):
+            read = recordings.read_stage(directory, verify=False)
+            for loaded in read_items(directory, items) if items else read:
                 if marks is not None and why is not None:
                     marks.mark(loaded.call, why)
                 yield loaded.call
@@ -355,7 +359,7 @@ def audit(
         search,
         _parse_labels(labels),
     )
-    chosen = select(iter_calls(ctx.obj, stages, untrusted, marks), sel, runs)
+    chosen = select(iter_calls(ctx.obj, stages, untrusted, marks, items), sel, runs)
     if limit is not None:
         chosen = chosen[:limit]
     if not chosen:  # read again, whole: only to list the values that do exist
@@ -386,6 +390,6 @@ def audit(
 def diff(root: Path, item: str, first: int, second: int, metric: str | None, context: int, raw: bool) -> None:
     """Unified diffs of what changed between two iterations of ITEM: the assessment prompt and reply,
     and with --metric the judge prompt and reply for that metric."""
-    calls = [call for call in iter_calls(root) if call.context.item == item]  # the item's alone
+    calls = list(iter_calls(root, items=(item,)))  # the item's alone
     shown = diff_iterations(calls, item, first, second, metric, context)
     click.echo(shown if raw else escape_controls(shown), nl=False, color=raw or None)

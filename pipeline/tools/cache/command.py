@@ -18,6 +18,7 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,20 +29,21 @@ from pipeline.errors import CorruptRecordError, JudgeloopError, UnsafeNameError
 from pipeline.experiments.params import Params, load_params
 from pipeline.llm import recordings
 from pipeline.llm.files import safe_name
-from pipeline.llm.keys import KEY_PREFIX
+from pipeline.llm.keys import KEY_PREFIX, content_digest
 from pipeline.llm.pins import Pins
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.store import CallStore, ForeignKey
 from pipeline.llm.terminal import echo
 from pipeline.llm.types import CallContext
+from pipeline.llm.verified_memo import VerifiedMemo
 from pipeline.tools.cache.merge import Prefer, merge_into
 from pipeline.tools.inventory import (
     local_records,
     open_store,
     read_runs,
     recorded_calls,
+    recorded_keys,
     runs_dir,
-    scan_recordings,
 )
 
 UNRECORDED_STAGE = "unrecorded"
@@ -185,15 +187,15 @@ def verify(ctx: click.Context, repair: bool) -> None:
     params = load_params()
     problems: list[str] = []
     checked, deleted = 0, 0
-    scan = scan_recordings(Path(params.cache.recordings), _pins(params))
+    recorded, found = recorded_checksums(Path(params.cache.recordings), _pins(params))
     store = open_store(params)
     # Each valid local record's checksum, not the record: at a million calls the records (every
     # one with its 20 kB request) would not fit in memory, and a verified record's checksum covers
-    # all of it, so two records with one checksum are the same record (issue 33).
+    # all of it, so two records with one checksum are the same record (issue 33). The recorded
+    # calls are kept the same way (streamed, one stage's recording in memory at a time).
     local: dict[str, str] = {}
     if store is not None:
-        recorded = {c.record.key: (path, line, c.record) for path, line, c in reversed(scan.trusted())}
-        for key, record, problem in list(local_records(store)):
+        for key, record, problem in local_records(store):  # one record at a time
             checked += 1
             if problem is None and record is not None and isinstance(key, str):
                 problem = disagreement(record, recorded.get(key))
@@ -206,9 +208,9 @@ def verify(ctx: click.Context, repair: bool) -> None:
             else:
                 problems.append(f"local cache {params.cache.dir}: {key}: {problem}")
         store.close()
-    problems += scan.problems
-    checked += len(scan.calls)
-    echo(f"checked {checked} records ({len(local)} local, {len(scan.calls)} recorded calls)")
+    problems += found.problems
+    checked += found.calls
+    echo(f"checked {checked} records ({len(local)} local, {found.calls} recorded calls)")
     if deleted:
         echo(f"deleted {deleted} local entries that failed or disagreed with the recordings")
     if problems:
@@ -229,17 +231,49 @@ def verify(ctx: click.Context, repair: bool) -> None:
     echo("all records verify")
 
 
-def disagreement(local: CallRecord, recorded: tuple[Path, int, CallRecord] | None) -> str | None:
+@dataclass(frozen=True)
+class Recorded:
+    """What verify keeps of a trusted recorded call: where it is, and digests of it (its checksum
+    covers the whole verified record; the reply's text digest says what differs)."""
+
+    path: Path
+    line: int
+    checksum: str
+    reply: str
+
+
+@dataclass
+class RecordedScan:
+    calls: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+def recorded_checksums(root: Path, pins: Pins | None) -> tuple[dict[str, Recorded], RecordedScan]:
+    """Every trusted recorded call's key -> Recorded (the first in stage order), streamed; the count
+    of calls read and every problem found."""
+    found = RecordedScan()
+    untrusted: set[tuple[Path, int]] = set()
+    recorded: dict[str, Recorded] = {}
+    for path, line, call in recorded_calls(root, found.problems, pins, untrusted):
+        found.calls += 1
+        if (path, line) not in untrusted and call.record.key not in recorded:
+            record = call.record
+            recorded[record.key] = Recorded(path, line, record.checksum, content_digest(record.reply.text))
+    return recorded, found
+
+
+def disagreement(local: CallRecord, recorded: Recorded | None) -> str | None:
     """Why a valid local entry may not stay: it holds another record than the recording of the same
-    call, which a run serves instead (pipeline.llm.session); None when they agree or none is recorded."""
-    if recorded is None or recorded[2] == local:
+    call, which a run serves instead (pipeline.llm.session); None when they agree or none is recorded.
+    Both records verify, so the same checksum is the same record."""
+    if recorded is None or recorded.checksum == local.checksum:
         return None
-    path, line, record = recorded
-    what = "another reply" if record.reply.text != local.reply.text else "another record (same reply text)"
+    same_text = recorded.reply == content_digest(local.reply.text)
+    what = "another record (same reply text)" if same_text else "another reply"
     return (
-        f"holds {what} than {path}:{line}, the stage's recording, which a run serves instead: the local "
-        "entry is never used. Fix: drop it with `judgeloop cache verify --repair` (or take the "
-        "recording's with `judgeloop cache seed --replace`)"
+        f"holds {what} than {recorded.path}:{recorded.line}, the stage's recording, which a run serves "
+        "instead: the local entry is never used. Fix: drop it with `judgeloop cache verify --repair` (or "
+        "take the recording's with `judgeloop cache seed --replace`)"
     )
 
 
@@ -247,7 +281,7 @@ def referenced_keys(params: Params, extra: Iterable[Path] = ()) -> set[str]:
     keys: set[str] = set()
     for root in (Path(params.cache.recordings), *extra):
         problems: list[str] = []
-        keys |= {call.record.key for _, _, call in recorded_calls(root, problems)}  # keys only: streamed
+        keys |= recorded_keys(root, problems, VerifiedMemo.beside(Path(params.cache.dir)))  # keys only
         if problems:
             raise JudgeloopError(
                 f"{root}: {len(problems)} recorded call(s) cannot be read, so what they reference is "

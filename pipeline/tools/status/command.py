@@ -50,6 +50,7 @@ from pipeline.llm.recordings_store import missing_here
 from pipeline.llm.session import LLMSession, RecordingIndex, resolve_identity
 from pipeline.llm.terminal import echo
 from pipeline.llm.types import Backend, ModelIdentity
+from pipeline.llm.verified_memo import VerifiedMemo
 from pipeline.tools.design_targets import check_design
 from pipeline.tools.status.prediction import Prediction, StageStatus
 from pipeline.tools.status.probe import probe_stage
@@ -295,7 +296,11 @@ def predict(
     """known: the model's identity, and where it came from, when the caller knows it (a batch round).
     only: one design's stages (`--design`). A design with its own llm (llm_overrides) is dry-run
     under its own model's identity."""
-    index = RecordingIndex(Path(params.cache.recordings))
+    cache_dir = Path(params.cache.dir)
+    # The memo of recordings verified in full, as a session keeps it, read but not written (status
+    # writes nothing): a status after a run scans the recordings for their keys, not verifying again.
+    memo = VerifiedMemo.beside(cache_dir, writes=False)
+    index = RecordingIndex(Path(params.cache.recordings), memo=memo)
     identity, source = known or next_identity(params, index, offline)
     view = dvc_view()
     if every_stage:  # every stage runs; the graph still says which feeds which
