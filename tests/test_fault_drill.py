@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import sqlite3
 import threading
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +90,19 @@ def forget(root: Path) -> None:
     (root / "recordings").rename(root / "old-recordings")
 
 
+def stored_calls(root: Path) -> int:
+    """The calls the run has stored in its cache so far, read without writing (a read-only SQLite
+    connection: the store checks its database's schema and settings, which must stay its own)."""
+    db = root / "cache" / "cache.db"
+    if not db.exists():
+        return 0
+    try:
+        with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1)) as connection:
+            return int(connection.execute("SELECT COUNT(*) FROM Cache").fetchone()[0])
+    except sqlite3.Error:  # not created yet, or busy
+        return 0
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -135,18 +150,24 @@ def test_a_server_that_dies_mid_stage_fails_the_stage_once_and_the_rerun_repeats
     server.reset_counters()
     port = server.port
     server.latency_s = 0.05
-    dead = threading.Event()
+    dead, finished = threading.Event(), threading.Event()
 
     def kill_after_some_replies() -> None:
-        while server.requests_to("/api/chat") < 5:
+        # Once a call is stored, not merely asked: a reply is stored only after a digest check
+        # that began after it arrived, and under load five requests can arrive before any is.
+        while not finished.is_set():
+            if server.requests_to("/api/chat") >= 5 and stored_calls(tmp_path) >= 1:
+                server.close()
+                dead.set()
+                return
             threading.Event().wait(0.01)
-        server.close()
-        dead.set()
 
     killer = threading.Thread(target=kill_after_some_replies, daemon=True)
     killer.start()
     result = batch(tmp_path, monkeypatch)
+    finished.set()
     killer.join()
+    assert dead.is_set(), "the batch ended before the server was killed"
     assert result.exit_code == 1, result.output
     assert "is down" in result.output or "connection lost" in result.output
     assert (tmp_path / "scores.jsonl").read_text() == good_run

@@ -9,7 +9,9 @@ which is checked first), and the shortest call of each other design recorded on 
 recorded call again.
 
 Each is asked as the pipeline asked it (pipeline.llm.rerun.as_asked: the schema's fields in their
-order, which the recording's sorted JSON does not show), of the backend a stage's session builds.
+order, which the recording's sorted JSON does not show), of the backend a stage's session builds;
+one is also asked as its recording spells it, which the backend answers alike (it sends a schema as
+the key holds it, pipeline.llm.schema_order).
 
 The build they ran on is the pinned one (pipeline.llm.llama_pin); elsewhere (Arm, another
 llama-cpp-python) a live rerun is a new measurement, and outside CI the test skips, saying so.
@@ -25,7 +27,7 @@ import pytest
 from pipeline.llm import recordings
 from pipeline.llm.llama_pin import cpu_message, foreign_build, missing_cpu_flags
 from pipeline.llm.records import RecordedCall
-from pipeline.llm.rerun import Rerun, live_backend, rerun
+from pipeline.llm.rerun import Rerun, live_backend, reply_bytes, rerun
 from pipeline.llm.settings import EngineSettings, load_settings
 from pipeline.llm.types import Backend
 from tests.conftest import ROOT
@@ -108,6 +110,19 @@ def test_one_call_of_each_other_design_comes_back_bit_for_bit(backend: Backend, 
     call = _shortest(stage)
     result = _again(call, backend)
     assert result.identical, _say(call, result)
+
+
+def test_a_call_asked_as_its_recording_spells_it_comes_back_bit_for_bit(backend: Backend) -> None:
+    """The backend, not the rerun, makes a reply depend on its key alone (pipeline.llm.schema_order):
+    the recorded request as it reads, its schema's properties sorted (`rating` before `reason`), is
+    answered as the pipeline's request was (`reason` first)."""
+    call = _shortest("select_score")
+    schema = call.record.request.format
+    assert isinstance(schema, dict) and list(schema["properties"]) == ["rating", "reason"]
+    reply = backend.chat(call.record.request)
+    if foreign_build(reply.meta) is not None and not IN_CI:
+        pytest.skip("this machine runs another llama.cpp build: a live rerun is a new measurement")
+    assert reply_bytes(reply) == reply_bytes(call.record.reply), call.context.describe()
 
 
 def test_the_chosen_calls_are_the_embedded_models() -> None:

@@ -13,7 +13,9 @@ the schema lists them. The paper's assessment asked for `assessment` first; aske
 as it reads, the grammar made the model write `PHQ8_symptoms` first, and every reply differed (the
 key does not see the order, so it was the same). The order is not lost: pipeline.llm.structured's
 `schema_for` makes every property required and writes `required` in the properties' order, a list
-that canonical JSON keeps; `as_asked` puts the properties back in that order.
+that canonical JSON keeps; `as_asked` puts the properties back in that order. (Every backend now
+does the same to whatever it is sent, pipeline.llm.schema_order, so that a reply depends on its key
+alone; `as_asked` stays, so that the request a rerun hands over reads as the pipeline's.)
 
 Used by bench/live_rerun.py (every recorded embedded call of every demo) and by the embedded CI
 test (tests/test_live_rerun.py, a handful of them).
@@ -24,10 +26,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pipeline.llm.keys import canonical_json, request_key
 from pipeline.llm.records import CallRecord
+from pipeline.llm.schema_order import schema_in_field_order
 from pipeline.llm.settings import LLMSettings
 from pipeline.llm.types import Backend, ChatReply, ChatRequest
 
@@ -59,21 +61,6 @@ class Rerun:
     @property
     def identical(self) -> bool:
         return not self.differs
-
-
-def schema_in_field_order(schema: Any) -> Any:
-    """The JSON Schema with each object's `properties` in the order of its `required` list (those
-    it does not name after them, as they were), at every depth: the order `schema_for` wrote."""
-    if isinstance(schema, list):
-        return [schema_in_field_order(item) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out = {key: schema_in_field_order(value) for key, value in schema.items()}
-    properties, required = out.get("properties"), out.get("required")
-    if isinstance(properties, dict) and isinstance(required, list):
-        named = [name for name in required if isinstance(name, str) and name in properties]
-        out["properties"] = {name: properties[name] for name in dict.fromkeys([*named, *properties])}
-    return out
 
 
 def as_asked(request: ChatRequest) -> ChatRequest:

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pipeline.numbers import fsum
+
 
 @dataclass(frozen=True)
 class TestResult:
@@ -140,7 +142,7 @@ def paired_bootstrap(
     groups = [list(g) for g in differences_by_item if g]
     if not groups:
         return None
-    sums = np.asarray([sum(g) for g in groups], dtype=float)
+    sums = np.asarray([fsum(g) for g in groups], dtype=float)  # not sum(): 3.12's rounds otherwise
     counts = np.asarray([len(g) for g in groups], dtype=float)
     estimate = float(sums.sum() / counts.sum())
     rng = np.random.default_rng(seed)

@@ -20,6 +20,7 @@ from pipeline.data.rag_rows import RagRow
 from pipeline.experiments.regen.params import RegenParams
 from pipeline.llm.latency import total_seconds
 from pipeline.loops.regenerate import Regeneration
+from pipeline.numbers import fsum
 
 
 def _round(value: float | None) -> float | None:
@@ -42,7 +43,7 @@ def _percentiles(values: Sequence[float | None]) -> dict[str, Any]:
         out |= {"p50": _round(known[0]), "p95": _round(known[0]), "total": _round(known[0])}
     elif known:
         cuts = quantiles(known, n=100, method="inclusive")
-        out |= {"p50": _round(cuts[49]), "p95": _round(cuts[94]), "total": _round(sum(known))}
+        out |= {"p50": _round(cuts[49]), "p95": _round(cuts[94]), "total": _round(fsum(known))}
     return out
 
 

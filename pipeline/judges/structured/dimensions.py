@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, create_model, fiel
 
 from pipeline.judges.likert import LikertScore
 from pipeline.llm.settings import Section
+from pipeline.numbers import fsum
 
 REASONING_FIELD = "reasoning"
 CONFIDENCE_FIELD = "confidence"
@@ -40,7 +41,7 @@ class Dimensions(RootModel[tuple[Dimension, ...]]):
             raise ValueError(f"dimension names repeat: {names}")
         if _RESERVED & set(names):
             raise ValueError(f"{sorted(_RESERVED)} are reserved for the reply's own fields")
-        if sum(d.weight for d in items) <= 0:
+        if fsum(d.weight for d in items) <= 0:
             raise ValueError("at least one dimension needs a positive weight")
         return items
 
@@ -52,12 +53,13 @@ class Dimensions(RootModel[tuple[Dimension, ...]]):
     def names(self) -> tuple[str, ...]:
         return tuple(d.name for d in self.items)
 
+    # fsum, not sum(): Python 3.12's sum() of floats rounds otherwise than 3.11's (pipeline.numbers).
     def weighted_mean(self, values: dict[str, float]) -> float:
-        total = sum(d.weight for d in self.items)
-        return sum(d.weight * values[d.name] for d in self.items) / total
+        total = fsum(d.weight for d in self.items)
+        return fsum(d.weight * values[d.name] for d in self.items) / total
 
     def simple_mean(self, values: dict[str, float]) -> float:
-        return sum(values[d.name] for d in self.items) / len(self.items)
+        return fsum(values[d.name] for d in self.items) / len(self.items)
 
 
 class DimensionsReply(BaseModel):

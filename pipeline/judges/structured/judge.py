@@ -27,6 +27,7 @@ from pipeline.judges.structured.dimensions import (
 from pipeline.llm.records import CallRecord
 from pipeline.llm.structured import ChatSession, StructuredResult, ask_structured, read_attempt
 from pipeline.llm.types import CallContext, Message, Options
+from pipeline.numbers import fsum
 
 DIGITS = 6  # outputs are rounded so that they read well; a replay computes the same floats anyway
 
@@ -173,7 +174,7 @@ def _logprob_summary(
     logprobs = {name: s.logprob for name, s in scores.items() if s.logprob is not None}
     if len(logprobs) != len(scores):
         return None, None
-    confidence = sum(lp.chosen_probability for lp in logprobs.values()) / len(scores)
+    confidence = fsum(lp.chosen_probability for lp in logprobs.values()) / len(scores)
     expected = dimensions.weighted_mean({name: lp.expected_unit for name, lp in logprobs.items()})
     return round(confidence, DIGITS), round(expected, DIGITS)
 

@@ -10,7 +10,9 @@ stay the ground truth for replay. A live rerun elsewhere is a new measurement, n
 
 Prompt prefixes are re-used only in ways that cannot change a reply: pipeline.llm.backends.prefix_reuse.
 
-A JSON Schema `format` becomes a llama.cpp grammar built here from the schema (llama-cpp-python's
+A JSON Schema `format` becomes a llama.cpp grammar built here from the schema as its cache key holds
+it (pipeline.llm.schema_order: the grammar writes properties in the schema's order, which the key
+sees only through `required`), so a reply depends on its key alone (llama-cpp-python's
 own response_format path falls back to any JSON when a schema does not convert; this fails
 instead, naming the schema). llama-cpp-python's converter, unlike llama.cpp's C++ one, ignores
 `minimum`/`maximum`: a bounded integer (up to MAX_ENUMERATED values) is given to it as the `enum`
@@ -37,6 +39,7 @@ from pipeline.llm.backends.embedded_logprobs import LogprobRecorder, recording_l
 from pipeline.llm.backends.prefix_reuse import batch_aligned_llama
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.llama_pin import cpu_message, missing_cpu_flags
+from pipeline.llm.schema_order import schema_as_keyed
 from pipeline.llm.settings import LLMSettings
 from pipeline.llm.types import ChatReply, ChatRequest, ModelIdentity
 
@@ -198,15 +201,12 @@ class EmbeddedBackend:
     def _grammar(self, fmt: str | dict[str, Any] | None) -> Any:
         if not isinstance(fmt, dict):
             return None
-        text = canonical_json(fmt)
+        text = canonical_json(fmt)  # what the key holds; the grammar is made from it alone
         if text not in self._grammars:
-            # Not canonical JSON: the grammar writes properties in the schema's order.
-            grammar_schema = json.dumps(enumerate_integer_ranges(fmt), ensure_ascii=False)
-            from llama_cpp.llama_grammar import LlamaGrammar, json_schema_to_gbnf
+            from llama_cpp.llama_grammar import LlamaGrammar
 
             try:
-                gbnf = json_strings_without_control_characters(json_schema_to_gbnf(grammar_schema))
-                self._grammars[text] = LlamaGrammar.from_string(gbnf, verbose=False)
+                self._grammars[text] = LlamaGrammar.from_string(grammar_text(fmt), verbose=False)
             except Exception as exc:  # llama.cpp's converter raises whatever it meets
                 raise ConfigError(
                     f"embedded model: llama.cpp cannot turn this JSON Schema into a grammar ({exc}): "
@@ -220,6 +220,16 @@ class EmbeddedBackend:
             if self._llama is not None:
                 self._llama.close()
                 self._llama = None
+
+
+def grammar_text(fmt: dict[str, Any]) -> str:
+    """The GBNF grammar for a JSON Schema `format`, made from the schema as its key holds it
+    (pipeline.llm.schema_order): a grammar writes a reply's properties in the schema's order, so
+    two requests with one key, whatever order their dicts were built in, must get one grammar."""
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    grammar_schema = json.dumps(enumerate_integer_ranges(schema_as_keyed(fmt)), ensure_ascii=False)
+    return json_strings_without_control_characters(json_schema_to_gbnf(grammar_schema))
 
 
 # llama-cpp-python's converter (0.3.x) lets a JSON string hold any character but `"` and `\`,

@@ -6,7 +6,8 @@ Shared by FakeBackend (in-process) and the fake Ollama and OpenAI-compatible ser
 Constrained output. A responder writes what the "model" wants to say; under a JSON Schema the fake
 returns what a constrained decoder would let through:
 - a reply that is already JSON valid for the schema is returned unchanged;
-- otherwise the decoder follows the responder as far as the schema allows: a JSON object's
+- otherwise the decoder follows the responder as far as the schema allows (its properties in the
+  order a real backend sends them, pipeline.llm.schema_order): a JSON object's
   properties that are valid are kept, every other value is the schema's first allowed one
   (`const`, the first `enum` member, the first `anyOf` branch, `minimum` or 0 for numbers, false,
   `minItems` items), and a reply that is not JSON at all lands, as free text, in the first string
@@ -33,6 +34,7 @@ from typing import Any
 
 import jsonschema
 
+from pipeline.llm.schema_order import schema_as_keyed
 from pipeline.llm.types import TokenLogprob, TopLogprob
 
 _MISSING = object()
@@ -49,6 +51,7 @@ def constrain(text: str, fmt: str | dict[str, Any] | None) -> str:
         parsed = _MISSING
     if fmt == "json" or not isinstance(fmt, dict):
         return text if isinstance(parsed, dict) else json.dumps({"text": text}, ensure_ascii=False)
+    fmt = schema_as_keyed(fmt)  # the properties in the order a real decoder is sent them
     validator = jsonschema.Draft202012Validator(fmt)
     if parsed is not _MISSING and validator.is_valid(parsed):
         return text

@@ -8,7 +8,9 @@ A prompt that does not fit num_ctx is never answered silently (pipeline.llm.back
 every request says `truncate: false, shift: false`, so an Ollama that knows these fields (0.12.6
 and later) refuses it with a 400, and the reply counts catch what an older server cuts.
 
-`format` carries "json" or a JSON Schema, which Ollama enforces with a grammar. A request that
+`format` carries "json" or a JSON Schema, which Ollama enforces with a grammar; the schema is sent
+as its cache key holds it (pipeline.llm.schema_order), since the grammar writes a reply's properties
+in the order sent. A request that
 asks for log-probabilities sends `logprobs: true, top_logprobs: k` (Ollama 0.12.11 and later;
 an older server ignores both, and the reply then has none).
 
@@ -59,6 +61,7 @@ from pipeline.llm.backends.http_errors import (
 )
 from pipeline.llm.logprobs import read_wire_logprobs
 from pipeline.llm.redact import redact_url
+from pipeline.llm.schema_order import schema_as_keyed
 from pipeline.llm.settings import LLMSettings, in_flight
 from pipeline.llm.types import ChatReply, ChatRequest, ModelIdentity
 
@@ -179,7 +182,10 @@ class OllamaBackend:
             "shift": False,
         }
         if request.format is not None:
-            body["format"] = request.format
+            # The schema as the key holds it: Ollama's grammar writes properties in the order sent.
+            body["format"] = (
+                schema_as_keyed(request.format) if isinstance(request.format, dict) else request.format
+            )
         if request.logprobs is not None:
             body["logprobs"] = True
             body["top_logprobs"] = request.logprobs

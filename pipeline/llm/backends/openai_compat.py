@@ -27,7 +27,8 @@ form that enforces is used for the rest of the run (a warning says so) and the c
 at once, not counted as a retry; when none does, a BadRequestError says so with the fix. The wire
 form is not the request: the cache key is computed from the ChatRequest (its `format` is the
 schema), so the same call has the same key whichever form the server took; the probes are neither
-cached nor recorded.
+cached nor recorded. The schema itself is sent as that key holds it (pipeline.llm.schema_order): a
+structured output writes a reply's properties in the order the schema lists them.
 A request that asks for log-probabilities sends `logprobs: true, top_logprobs: k` and reads
 `choices[0].logprobs.content`.
 
@@ -71,6 +72,7 @@ from pipeline.llm.backends.http_errors import (
 from pipeline.llm.backends.ollama import full_tag
 from pipeline.llm.logprobs import read_wire_logprobs
 from pipeline.llm.redact import redact_url
+from pipeline.llm.schema_order import schema_as_keyed
 from pipeline.llm.settings import LLMSettings, in_flight
 from pipeline.llm.types import ChatReply, ChatRequest, Message, ModelIdentity, Options
 
@@ -119,8 +121,10 @@ def format_fields(fmt: str | dict[str, Any] | None, dialect: str) -> dict[str, A
     """The body fields that carry `format` in this dialect."""
     if fmt is None:
         return {}
-    if fmt == "json":
+    if fmt == "json" or not isinstance(fmt, dict):
         return {"response_format": {"type": "json_object"}}
+    # The schema as the key holds it: a structured output writes properties in the order sent.
+    fmt = schema_as_keyed(fmt)
     if dialect == "json_object_schema":
         return {"response_format": {"type": "json_object", "schema": fmt}}
     if dialect == "guided_json":
