@@ -4,11 +4,18 @@ dispatch, failover, the digest re-checked per server, and keys that do not depen
 from __future__ import annotations
 
 import hashlib
+import socket
 from pathlib import Path
 
 import pytest
 
-from pipeline.errors import BadRequestError, ConfigError, ModelChangedError, TransientBackendError
+from pipeline.errors import (
+    BackendError,
+    BadRequestError,
+    ConfigError,
+    ModelChangedError,
+    TransientBackendError,
+)
 from pipeline.experiments.paper.params import PaperParams
 from pipeline.llm.backends import make_backend
 from pipeline.llm.backends.ollama import OllamaBackend
@@ -198,3 +205,24 @@ def test_the_pool_comes_from_params_or_the_environment(tmp_path: Path) -> None:
     ]
     with pytest.raises(ConfigError, match="embedded backend runs in this process"):
         make_backend(LLMSettings(backend="embedded", servers=[{"base_url": "http://a:1"}]), tmp_path)
+
+
+def test_a_pool_member_that_is_down_is_named_with_one_fix_for_the_pool(tmp_path: Path) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    with FakeOllama() as alive:
+        settings = LLMSettings(
+            backend="ollama",
+            model="test-model",
+            max_retries=1,
+            servers=[{"base_url": alive.url, "parallelism": 2}, {"base_url": dead, "parallelism": 2}],
+        )
+        pool = make_backend(settings, tmp_path)
+        with pytest.raises(BackendError) as down:
+            pool.chat(_ask(0))
+        pool.close()
+    message = down.value.message
+    assert dead in message and "remove it from llm.servers" in message
+    # The lone server's advice (llm.base_url) does not fit a pool, and one Fix reads as one.
+    assert message.count("Fix:") == 1 and "llm.base_url" not in message and ".." not in message

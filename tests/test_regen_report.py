@@ -28,3 +28,14 @@ def test_the_page_shows_every_attempt_escaped() -> None:
     for r in regenerations:
         section = page.ids[f"item-{r.item}"]
         assert len([e for e in section.elements() if e.tag == "h4"]) == len(r.attempts)
+
+
+def test_a_run_that_regenerated_nothing_renders_its_page() -> None:
+    # regenerate.enabled=false (the README's `exp`) or no answer below the threshold: the
+    # regeneration latency has no percentiles, and the page says so instead of failing the stage.
+    regenerations = read_jsonl(ROOT / "outputs/regen/regenerated.jsonl", Regeneration)
+    rows = {row.id: row for row in load_rag_rows(ROOT / "data/rag-demo/rows.jsonl")}
+    metrics = json.loads((ROOT / "outputs/regen/metrics.json").read_text(encoding="utf-8"))
+    metrics["latency_s"]["regeneration"] = {"n": 0, "unmeasured": 0}
+    html = render_regen_html(metrics, regenerations, rows, "title", Path("report.html"))
+    assert "regeneration none" in html

@@ -45,6 +45,7 @@ from pipeline.errors import (
     ConfigError,
     ModelChangedError,
     ModelNotFoundError,
+    ServerDownError,
     TransientBackendError,
 )
 from pipeline.llm.settings import LLMSettings, ServerSettings, in_flight
@@ -54,6 +55,20 @@ log = logging.getLogger(__name__)
 
 FIRST_PAUSE_S = 1.0
 LONGEST_PAUSE_S = 30.0
+
+
+def _member_fault(exc: BackendError) -> str:
+    """Why a member could not be asked, with one fix. A down server's own (point llm.base_url at
+    another) is a lone server's: a pool member is started or removed."""
+    if isinstance(exc, ServerDownError):
+        cause = exc.message.split(" Fix: ")[0].rstrip(". ")
+        return (
+            f"{cause}. Fix: start it (for Ollama: `ollama serve`), or remove it from llm.servers (or "
+            "JUDGELOOP_SERVERS); then run the stage again."
+        )
+    if " Fix: " in exc.message:
+        return f"{exc.message} Or remove it from llm.servers."
+    return f"{exc.message.rstrip('. ')}. Fix: start it, or remove it from llm.servers."
 
 
 @dataclass(eq=False)
@@ -112,7 +127,7 @@ class ServerPool:
             except BackendError as exc:
                 raise type(exc)(
                     f"llm.servers: {member.url} could not say which weights it serves, so the pool cannot "
-                    f"check them: {exc.message}. Fix: start it, or remove it from llm.servers."
+                    f"check them: {_member_fault(exc)}"
                 ) from exc
         identities = {identity for _, identity in found}
         if len(identities) > 1:
