@@ -1,11 +1,11 @@
 """(a) A cache hit through judgeloop's layer vs a raw diskcache get of the same record.
 
 judgeloop's hit = derive the key from the request (canonical JSON, XXH3-128), read the record,
-verify it (the seal, sha256 of the stored header, and the key it names: pipeline.llm.store), parse
+verify it (the seal, sha256 of the stored header, and the key it names: pipeline.llm.cache.store), parse
 and validate its header, log the call. The raw get = diskcache.Cache.get(key) of the same stored
 bytes, key already known. "verified read" is the store's part alone (read, seal, key, header),
 given the key; "recording" is what writing the stage's recording then costs per call it holds (a
-hit's line is made when the stage is written, not on the hit: pipeline.llm.recordings).
+hit's line is made when the stage is written, not on the hit: pipeline.llm.recordings.text).
 
 Each call's request is built just before it is timed, as a stage builds a prompt and asks at
 once: a fresh string (CPython caches a string's UTF-8 form once something has encoded it, so a
@@ -29,9 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import judge_request, transcript
 from pipeline.llm.backends.fake import FakeBackend
+from pipeline.llm.cache.store import CallStore
 from pipeline.llm.keys import request_key
 from pipeline.llm.session import LLMSession, RecordingIndex
-from pipeline.llm.store import CallStore
 from pipeline.llm.types import CallContext
 
 N = 400

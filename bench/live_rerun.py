@@ -29,8 +29,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline.experiments.registry import designs
-from pipeline.llm import recordings
 from pipeline.llm.llama_pin import foreign_build
+from pipeline.llm.recordings import text as recordings
 from pipeline.llm.records import CallRecord
 from pipeline.llm.rerun import live_backend, rerun
 from pipeline.llm.settings import EngineSettings, load_settings

@@ -44,9 +44,9 @@ from pipeline.judges.rubric.judge_prompts import JUDGE_PROMPTS  # noqa: E402
 from pipeline.judges.rubric.settings import JudgeSettings  # noqa: E402
 from pipeline.judges.scores import ScoreReading  # noqa: E402
 from pipeline.llm.backends.ollama import OllamaBackend  # noqa: E402
+from pipeline.llm.cache.store import CallStore  # noqa: E402
 from pipeline.llm.session import LLMSession, RecordingIndex  # noqa: E402
 from pipeline.llm.settings import LLMSettings  # noqa: E402
-from pipeline.llm.store import CallStore  # noqa: E402
 from pipeline.llm.types import CallContext, Options  # noqa: E402
 from pipeline.testing.fake_ollama import FakeOllama  # noqa: E402
 

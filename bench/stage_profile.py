@@ -75,11 +75,11 @@ REPLAY = {"JUDGELOOP_CACHE_MODE": "replay"}
 # Phases, by (file ending, function): their cumulative time in a stage's profile.
 PHASES = {
     "dry run": ("pipeline/tools/status/probe.py", "probe_stage"),
-    "read recordings": ("pipeline/llm/recording_index.py", "_read"),
+    "read recordings": ("pipeline/llm/recordings/index.py", "_read"),
     "verify records": ("pipeline/llm/records.py", "problem"),
-    "pin hash": ("pipeline/llm/pins.py", "problem"),
+    "pin hash": ("pipeline/llm/recordings/pins.py", "problem"),
     "run": ("stages/runner.py", "run_stage"),  # the whole stage after its imports
-    "write recording": ("pipeline/llm/recordings.py", "write"),
+    "write recording": ("pipeline/llm/recordings/text.py", "write"),
     "write results": ("pipeline/data/jsonl.py", "write_jsonl"),
 }
 

@@ -13,8 +13,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import judge_requests, transcript
-from pipeline.llm import recordings
 from pipeline.llm.backends.fake import FakeBackend
+from pipeline.llm.recordings import text as recordings
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext
 

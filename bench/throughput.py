@@ -16,10 +16,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline.llm.backends.ollama import OllamaBackend
+from pipeline.llm.cache.store import CallStore
 from pipeline.llm.runner import run_items
 from pipeline.llm.session import LLMSession, RecordingIndex
 from pipeline.llm.settings import LLMSettings
-from pipeline.llm.store import CallStore
 from pipeline.llm.types import CallContext, ChatRequest, Message
 from pipeline.testing.fake_ollama import FakeOllama
 

@@ -12,9 +12,9 @@ from pipeline.experiments.paper.judge import run_judge
 from pipeline.experiments.paper.params import PaperParams
 from pipeline.experiments.paper.refine import run_refine
 from pipeline.llm.backends.fake import FakeBackend, Responder, echo_responder
+from pipeline.llm.cache.store import CallStore
 from pipeline.llm.session import LLMSession, RecordingIndex, open_session
 from pipeline.llm.settings import CacheMode
-from pipeline.llm.store import CallStore
 from pipeline.llm.types import ChatRequest, Message, Options
 
 

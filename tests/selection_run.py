@@ -16,9 +16,9 @@ from pipeline.experiments.selection.pick import run_pick
 from pipeline.experiments.selection.pools import request_pools
 from pipeline.experiments.selection.score import ScoredRequest, run_score
 from pipeline.llm.backends.fake import FakeBackend
-from pipeline.llm.recordings import read_stage
+from pipeline.llm.cache.store import CallStore
+from pipeline.llm.recordings.text import read_stage
 from pipeline.llm.session import LLMSession, RecordingIndex
-from pipeline.llm.store import CallStore
 from pipeline.llm.types import Backend, ChatRequest
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -32,9 +32,10 @@ from pipeline.data import input_files
 from pipeline.errors import JudgeloopError
 from pipeline.experiments.design import PARAM_REFERENCE, param_value
 from pipeline.experiments.registry import designs
-from pipeline.llm import recordings, settings
+from pipeline.llm import settings
 from pipeline.llm.backends import register_backend
 from pipeline.llm.backends.fake import FakeBackend
+from pipeline.llm.recordings import text as recordings
 from pipeline.testing.structured_responder import structured_responder
 from pipeline.tools.cli import main
 from stages.runner import run_stage

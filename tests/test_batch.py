@@ -17,7 +17,7 @@ import yaml
 
 from pipeline.errors import ConfigError, CorruptRecordError
 from pipeline.experiments.params import load_params
-from pipeline.llm.store import CallStore
+from pipeline.llm.cache.store import CallStore
 from pipeline.testing.fake_batch import answer
 from pipeline.testing.fake_openai import FakeOpenAI
 from pipeline.testing.judge_responder import experiment_responder

@@ -17,8 +17,8 @@ from click.testing import CliRunner, Result
 from pipeline.errors import CacheError, CorruptRecordError
 from pipeline.llm.backends import register_backend
 from pipeline.llm.backends.fake import FakeBackend
+from pipeline.llm.cache.store import CallStore
 from pipeline.llm.records import CallRecord
-from pipeline.llm.store import CallStore
 from pipeline.llm.types import ChatReply, ChatRequest, Message, ModelIdentity
 from pipeline.testing.structured_responder import structured_responder
 from pipeline.tools.cli import main

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from pipeline.llm.verified_memo import forget_in_process
+from pipeline.llm.recordings.verified_memo import forget_in_process
 from pipeline.tools.check import check
 from tests.conftest import ROOT
 

@@ -12,10 +12,10 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.llm.backends.fake import FakeBackend
+from pipeline.llm.cache.store import CallStore
 from pipeline.llm.keys import KEY_PREFIX, recipe1_key
-from pipeline.llm.recordings import read_all, read_stage, write_stage
+from pipeline.llm.recordings.text import read_all, read_stage, write_stage
 from pipeline.llm.records import CallRecord
-from pipeline.llm.store import CallStore
 from pipeline.llm.types import ChatReply
 from pipeline.tools.cli import main
 from tests.helpers import request

@@ -16,9 +16,9 @@ from click.testing import CliRunner
 
 from pipeline.experiments.params import load_params
 from pipeline.llm.backends.fake import FakeBackend
+from pipeline.llm.cache.store import CallStore
 from pipeline.llm.keys import KEY_PREFIX
 from pipeline.llm.session import RecordingIndex
-from pipeline.llm.store import CallStore
 from pipeline.llm.types import CallContext
 from pipeline.tools.cli import main
 from pipeline.tools.status.command import recorded_identity

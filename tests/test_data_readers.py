@@ -10,8 +10,8 @@ import pytest
 from pipeline.data.jsonl import Result, read_jsonl, read_records, write_jsonl, write_records
 from pipeline.data.recorded_calls import first_by_key, recorded_calls
 from pipeline.errors import CorruptRecordError, InputError
-from pipeline.llm import recordings
 from pipeline.llm.backends.fake import FakeBackend
+from pipeline.llm.recordings import text as recordings
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext
 from tests.helpers import request

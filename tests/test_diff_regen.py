@@ -25,8 +25,8 @@ from pipeline.experiments.regen.generate import run_generate
 from pipeline.experiments.regen.params import RegenParams, load_rows
 from pipeline.experiments.regen.regenerate import run_regenerate
 from pipeline.judges.quality import evaluator
-from pipeline.llm import recordings
 from pipeline.llm.backends.fake import FakeBackend
+from pipeline.llm.recordings import text as recordings
 from pipeline.llm.types import ChatReply, ChatRequest
 from pipeline.tools.cli import main
 from tests.helpers import make_session

@@ -22,8 +22,8 @@ from pipeline.data.jsonl import write_records
 from pipeline.experiments.selection import judging
 from pipeline.experiments.selection.files import PICKS, SCORES
 from pipeline.experiments.selection.score import SCORED
-from pipeline.llm import recordings
 from pipeline.llm.backends.fake import FakeBackend
+from pipeline.llm.recordings import text as recordings
 from pipeline.llm.types import ChatRequest
 from pipeline.tools.cli import main
 from tests.selection_run import ROOT, by_name, run_selection, selection_params, track_names

@@ -75,7 +75,7 @@ def test_judge_evaluate_fails_when_no_row_is_scored(tmp_path: Path, monkeypatch:
 
 def test_status_in_auto_mode_says_what_the_server_said_not_replay_mode(tmp_path: Path) -> None:
     from pipeline.errors import ConfigError
-    from pipeline.llm.recording_index import RecordingIndex
+    from pipeline.llm.recordings.index import RecordingIndex
     from pipeline.llm.settings import CacheSettings, EngineSettings
     from pipeline.tools.status.command import next_identity
 

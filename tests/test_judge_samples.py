@@ -21,8 +21,8 @@ from click.testing import CliRunner
 from pipeline.experiments.paper.aggregate import judge_stability
 from pipeline.experiments.paper.params import load_paper_params
 from pipeline.judges.samples import combine, only_seeds_differ, sample_seed
-from pipeline.llm import recordings
 from pipeline.llm.backends.fake import FakeBackend
+from pipeline.llm.recordings import text as recordings
 from pipeline.llm.types import ChatRequest, Options
 from pipeline.loops.results import read_refinements
 from pipeline.stats.stability import stability

@@ -13,7 +13,7 @@ from pipeline.data.transcripts import Transcript, Turn
 from pipeline.experiments.paper.params import PaperParams
 from pipeline.judges.rubric.judge import judge_all
 from pipeline.judges.samples import sample_seed
-from pipeline.llm import recordings
+from pipeline.llm.recordings import text as recordings
 from pipeline.llm.session import open_session
 from pipeline.llm.types import CallContext
 

@@ -24,8 +24,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from pipeline.llm import recordings
 from pipeline.llm.llama_pin import cpu_message, foreign_build, missing_cpu_flags
+from pipeline.llm.recordings import text as recordings
 from pipeline.llm.records import RecordedCall
 from pipeline.llm.rerun import Rerun, live_backend, reply_bytes, rerun
 from pipeline.llm.settings import EngineSettings, load_settings

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.llm import recordings
+from pipeline.llm.cache.store import CallStore
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.logprobs import FLOOR, read_wire_logprobs
-from pipeline.llm.store import CallStore
+from pipeline.llm.recordings import text as recordings
 from pipeline.llm.types import CallContext, ChatReply, ChatRequest, Message, TokenLogprob, TopLogprob
 from tests.helpers import make_session
 

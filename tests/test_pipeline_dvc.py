@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.llm import recordings
-from pipeline.llm.pins import dir_md5
+from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings.pins import dir_md5
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow

@@ -22,8 +22,8 @@ from pipeline.experiments.rag.judge import run_rag_judge
 from pipeline.experiments.rag.params import RagParams
 from pipeline.judges.samples import combine, sample_seed
 from pipeline.judges.structured.judge import ScoredDimensions
-from pipeline.llm import recordings
 from pipeline.llm.backends.fake import FakeBackend
+from pipeline.llm.recordings import text as recordings
 from pipeline.llm.settings import CacheMode
 from pipeline.llm.types import ChatReply, ChatRequest
 from pipeline.tools.cli import main

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from pipeline.errors import CorruptRecordError
-from pipeline.llm import recordings
 from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.keys import KEY_RECIPE, recipe1_key
+from pipeline.llm.recordings import text as recordings
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext, ChatReply
 from tests.helpers import make_session, request

@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from pipeline.errors import CorruptRecordError
-from pipeline.llm import recordings, verified_memo
-from pipeline.llm.recording_index import RecordingIndex
+from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import verified_memo
+from pipeline.llm.recordings.index import RecordingIndex
+from pipeline.llm.recordings.stage_index import index_stage, read_items
 from pipeline.llm.records import RecordedCall
-from pipeline.llm.stage_index import index_stage, read_items
 from pipeline.llm.types import CallContext
 from pipeline.tools.inventory import recorded_calls, recorded_keys
 from tests.helpers import make_session, request

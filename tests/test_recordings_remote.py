@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from pipeline.experiments.registry import load_design
-from pipeline.llm.recordings_store import absent, absent_message
+from pipeline.llm.recordings.store import absent, absent_message
 from pipeline.tools.dvc_yaml import recordings_store, stage_entry
 from tests.conftest import ROOT
 

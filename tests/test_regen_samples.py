@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from pipeline.judges.likert import to_unit
 from pipeline.judges.samples import combine, sample_seed
-from pipeline.llm import recordings
+from pipeline.llm.recordings import text as recordings
 from pipeline.llm.types import ChatReply, ChatRequest
 from pipeline.tools.cli import main
 from tests.test_diff_regen import ROWS, record, responder

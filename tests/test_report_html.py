@@ -16,7 +16,7 @@ from pipeline.experiments.paper.report.items import recover_transcript
 from pipeline.judges.rubric.judge import judge_prompt
 from pipeline.judges.rubric.prompts import ASSESS_PROMPT, JSON_JUDGE_FORMAT, REFINE_PROMPT, SYSTEM_PROMPT
 from pipeline.judges.rubric.results import Assessment, MetricJudgement
-from pipeline.llm import recordings
+from pipeline.llm.recordings import text as recordings
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext, ChatReply, ChatRequest, Message, ModelIdentity, Options
 from pipeline.loops.feedback import feedback_text, low_metrics

@@ -15,8 +15,8 @@ from pipeline.experiments.summeval.results import SummEvalReply
 from pipeline.judges.quality.results import EvaluationReply
 from pipeline.judges.rubric.assessor import sections_model
 from pipeline.judges.rubric.judge import rubric_reply_model
-from pipeline.llm import recordings
 from pipeline.llm.keys import canonical_json
+from pipeline.llm.recordings import text as recordings
 from pipeline.llm.rerun import as_asked, schema_in_field_order
 from pipeline.llm.structured import schema_for
 from pipeline.llm.types import ChatRequest, Message, Options

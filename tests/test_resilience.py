@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.llm.store import CallStore
+from pipeline.llm.cache.store import CallStore
 from pipeline.llm.types import CallContext
 from tests.conftest import ROOT
 from tests.helpers import make_session, request

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pipeline.llm import recordings
+from pipeline.llm.recordings import text as recordings
 from pipeline.testing.synthetic import FIRST_ITEM, items_for, make_project, run_stages
 from pipeline.tools.cli import main
 from tests.conftest import ROOT

@@ -22,8 +22,8 @@ from pipeline.experiments.selection.files import PICKS, SCORES
 from pipeline.experiments.selection.params import SelectionParams
 from pipeline.experiments.selection.score import SCORED
 from pipeline.judges.samples import combine, sample_seed
-from pipeline.llm import recordings
 from pipeline.llm.backends.fake import FakeBackend
+from pipeline.llm.recordings import text as recordings
 from pipeline.llm.types import ChatRequest
 from pipeline.tools.cli import main
 from tests.selection_run import by_name, run_selection, track_names

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from pipeline.errors import CorruptRecordError, ReplayIncompleteError, ReplayMissError, TransientBackendError
-from pipeline.llm import recordings
 from pipeline.llm.backends.fake import FakeBackend
+from pipeline.llm.cache.store import CallStore, seal
+from pipeline.llm.recordings import text as recordings
 from pipeline.llm.settings import in_flight
-from pipeline.llm.store import CallStore, seal
 from pipeline.llm.types import CallContext, ChatRequest
 from tests.helpers import make_session, request
 

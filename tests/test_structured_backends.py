@@ -16,10 +16,10 @@ from tenacity import wait_none
 from pipeline.judges.geval import score_distribution
 from pipeline.llm.backends.ollama import OllamaBackend, parse_body
 from pipeline.llm.backends.openai_compat import OpenAICompatBackend
+from pipeline.llm.cache.store import CallStore
 from pipeline.llm.logprobs import integer_field_span
 from pipeline.llm.session import LLMSession, RecordingIndex
 from pipeline.llm.settings import LLMSettings
-from pipeline.llm.store import CallStore
 from pipeline.llm.structured import Structured, StructuredFailure, ask_structured, schema_for
 from pipeline.llm.types import Backend, CallContext, ChatRequest, Message, Options
 from pipeline.testing.fake_ollama import FakeOllama

@@ -14,11 +14,11 @@ from pipeline.errors import EmptyReplyError, ModelChangedError
 from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.backends.ollama import OllamaBackend
 from pipeline.llm.backends.openai_compat import OpenAICompatBackend
-from pipeline.llm.recordings import read_stage
+from pipeline.llm.cache.store import CallStore
+from pipeline.llm.recordings.text import read_stage
 from pipeline.llm.runner import run_items
 from pipeline.llm.session import EMPTY_REPLY_ATTEMPTS, LLMSession, RecordingIndex
 from pipeline.llm.settings import LLMSettings
-from pipeline.llm.store import CallStore
 from pipeline.llm.types import Backend, CallContext
 from pipeline.testing.fake_ollama import DEFAULT_MODELS, FakeOllama, Fault, default_responder
 from pipeline.testing.fake_openai import FakeOpenAI

@@ -11,10 +11,10 @@ import diskcache
 import pytest
 
 from pipeline.errors import CorruptRecordError, UnsafeNameError
-from pipeline.llm import recordings
 from pipeline.llm.backends.fake import FakeBackend
+from pipeline.llm.cache.store import CallStore
+from pipeline.llm.recordings import text as recordings
 from pipeline.llm.records import CallRecord, RecordedCall
-from pipeline.llm.store import CallStore
 from pipeline.llm.types import CallContext
 from tests.helpers import request
 

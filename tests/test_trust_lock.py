@@ -12,9 +12,9 @@ import yaml
 from click.testing import CliRunner
 
 from pipeline.errors import LockMismatchError
-from pipeline.llm import recordings
 from pipeline.llm.backends.fake import FakeBackend
-from pipeline.llm.pins import LOCK_FILE, Pins, dir_md5
+from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings.pins import LOCK_FILE, Pins, dir_md5
 from pipeline.llm.records import RecordedCall
 from pipeline.tools.cli import main
 from tests.conftest import ROOT

@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from pipeline.errors import LockMismatchError
-from pipeline.llm import recordings
 from pipeline.llm.backends.fake import FakeBackend
-from pipeline.llm.pins import LOCK_FILE, Pins, dir_md5
-from pipeline.llm.recording_index import RecordingIndex
+from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings.index import RecordingIndex
+from pipeline.llm.recordings.pins import LOCK_FILE, Pins, dir_md5
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext, ChatReply
 from tests.helpers import request

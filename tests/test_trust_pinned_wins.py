@@ -11,11 +11,11 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.experiments.params import load_params
-from pipeline.llm import recordings
 from pipeline.llm.backends.fake import FakeBackend
+from pipeline.llm.cache.store import CallStore
+from pipeline.llm.recordings import text as recordings
 from pipeline.llm.records import CallRecord
 from pipeline.llm.session import open_session
-from pipeline.llm.store import CallStore
 from pipeline.llm.types import CallContext, ChatReply
 from pipeline.tools.cli import main
 from tests.project import MODEL, recorded_project, scripted

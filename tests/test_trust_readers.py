@@ -17,12 +17,12 @@ from click.testing import CliRunner, Result
 from pipeline.errors import BackendError, ConfigError, CorruptRecordError, InputError, LockMismatchError
 from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.bounds import MAX_LINE_BYTES, check_yaml, depth_problem
-from pipeline.llm.pins import Pins
-from pipeline.llm.recordings import CALLS_FILE, read_stage, write_stage
+from pipeline.llm.cache.store import MAGIC, CallStore, seal
+from pipeline.llm.recordings.pins import Pins
+from pipeline.llm.recordings.text import CALLS_FILE, read_stage, write_stage
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.redact import redact, redact_url, remember
 from pipeline.llm.settings import LLMSettings
-from pipeline.llm.store import MAGIC, CallStore, seal
 from pipeline.llm.terminal import framed, shown
 from pipeline.llm.types import CallContext, ChatReply
 from pipeline.tools.batch.exchange import answered_by

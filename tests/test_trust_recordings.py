@@ -19,10 +19,10 @@ import yaml
 from click.testing import CliRunner
 
 from pipeline.errors import CorruptRecordError, UnsafeNameError
-from pipeline.llm import recordings
 from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.files import atomic_write
-from pipeline.llm.recording_index import RecordingIndex
+from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings.index import RecordingIndex
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext
 from pipeline.testing.fake_ollama import FakeOllama

@@ -12,9 +12,9 @@ import pytest
 
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.backends.fake import FakeBackend
+from pipeline.llm.cache.schema import PINNED, PINNED_VERSION, derived_schema
+from pipeline.llm.cache.store import SETTINGS, CallStore
 from pipeline.llm.records import CallRecord
-from pipeline.llm.store import SETTINGS, CallStore
-from pipeline.llm.store_schema import PINNED, PINNED_VERSION, derived_schema
 from tests.helpers import request
 
 COUNT_INSERT = 'UPDATE Settings SET value = value + 1 WHERE key = "count";'

@@ -13,7 +13,7 @@ import yaml
 from click.testing import CliRunner
 
 from pipeline.experiments.paper.report.html import load_records
-from pipeline.llm import recordings
+from pipeline.llm.recordings import text as recordings
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import ChatReply
 from pipeline.tools.cli import main

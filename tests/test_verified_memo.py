@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from pipeline.errors import CorruptRecordError
-from pipeline.llm import recordings
+from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings.verified_memo import VerifiedMemo, digest, forget_in_process
 from pipeline.llm.records import CallRecord
-from pipeline.llm.verified_memo import VerifiedMemo, digest, forget_in_process
 from tests.test_recordings import _calls
 
 
@@ -22,7 +22,7 @@ from tests.test_recordings import _calls
 def counted(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[list[str]]:
     """Each record verified (CallRecord.problem), by key; a memo key of the test's own."""
     monkeypatch.setenv("JUDGELOOP_MEMO_KEY", str(tmp_path / "memo.key"))
-    from pipeline.llm import verified_memo
+    from pipeline.llm.recordings import verified_memo
 
     verified_memo._key.cache_clear()
     forget_in_process()
@@ -91,7 +91,7 @@ def test_a_forged_or_foreign_memo_vouches_for_nothing(
     recordings.write_stage(tmp_path / "rag", _calls(2))
     read(tmp_path / "rag", VerifiedMemo(tmp_path / "theirs"))
     shutil.copytree(tmp_path / "theirs", tmp_path / "mine")
-    from pipeline.llm import verified_memo
+    from pipeline.llm.recordings import verified_memo
 
     monkeypatch.setenv("JUDGELOOP_MEMO_KEY", str(tmp_path / "another.key"))
     verified_memo._key.cache_clear()

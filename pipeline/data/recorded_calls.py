@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
 
-from pipeline.llm import recordings
+from pipeline.llm.recordings import text as recordings
 from pipeline.llm.records import RecordedCall
 from pipeline.llm.types import PROMPT_TOO_LONG
 

@@ -3,7 +3,7 @@
 A report never names its model from params.yaml: `llm` may have changed since its stages ran (or
 point at another design's model), and an audit tool that mislabels its evidence is worse than none.
 The model a report names is the one its stages' recordings hold (recordings/<stage>/calls.jsonl,
-read and verified by pipeline.llm.recordings); where they hold several, the label says so, each
+read and verified by pipeline.llm.recordings.text); where they hold several, the label says so, each
 model with its number of calls, most used first.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.llm import recordings
+from pipeline.llm.recordings import text as recordings
 
 NONE_RECORDED = "no call recorded"
 

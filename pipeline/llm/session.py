@@ -22,9 +22,9 @@ in its key. (An OpenAI-compatible server's context is not in the key: after serv
 a longer one, run with JUDGELOOP_CACHE_MODE=refresh.) `llm.too_long: fail` stops the stage at the
 first such prompt instead, naming the item.
 
-Nothing is served unverified: a local hit is checked against its seal and key (pipeline.llm.store),
+Nothing is served unverified: a local hit is checked against its seal and key (pipeline.llm.cache.store),
 a recorded one was verified in full when its stage's recording was read, and that recording
-matched its pin in dvc.lock (pipeline.llm.recording_index, pipeline.llm.pins). A damaged entry
+matched its pin in dvc.lock (pipeline.llm.recordings.index, pipeline.llm.recordings.pins). A damaged entry
 stops the stage with an error naming the stage, item, key and the fix. The stage's own recording
 comes before the local cache (in auto mode as in replay), so what a cache folder holds (someone
 else's, say) cannot change what a locked recording replays or reruns.
@@ -52,20 +52,20 @@ from pipeline.errors import (
     ReplayIncompleteError,
     ReplayMissError,
 )
-from pipeline.llm import recordings
+from pipeline.llm.cache.store import CallStore
 from pipeline.llm.files import atomic_write
 from pipeline.llm.keys import request_key
 from pipeline.llm.latency import BACKEND_TOTAL, WALL
 from pipeline.llm.llama_pin import foreign_build
-from pipeline.llm.pins import Pins
-from pipeline.llm.recording_index import RecordingIndex
+from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings.index import RecordingIndex
+from pipeline.llm.recordings.pins import Pins
+from pipeline.llm.recordings.verified_memo import VerifiedMemo
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.scheduling import RankedGate
 from pipeline.llm.settings import CacheMode, EngineSettings, TooLong, in_flight
-from pipeline.llm.store import CallStore
 from pipeline.llm.terminal import shown
 from pipeline.llm.types import Backend, CallContext, ChatReply, ChatRequest, ModelIdentity
-from pipeline.llm.verified_memo import VerifiedMemo
 
 __all__ = ["RUNS_DIR", "LLMSession", "RecordingIndex", "RunStats", "open_session", "resolve_identity"]
 
@@ -328,7 +328,7 @@ class LLMSession:
                 self.stats.model_calls += 1
             self.stats.keys.setdefault(call.record.key, "hit" if call.cache_hit else "miss")
         # A hit's line is made when the stage is written, unless the stage is waiting on a server
-        # anyway: then its threads make it now, rather than all at the end (pipeline.llm.recordings).
+        # anyway: then its threads make it now, rather than all at the end (pipeline.llm.recordings.text).
         self.recording.add(call, later=self.dry_run or (call.cache_hit and not self._answered))
         for observer in self._observers:
             observer(call)
@@ -371,7 +371,7 @@ class LLMSession:
         self, *, write_recording: bool = True, keep: Callable[[RecordedCall], bool] | None = None
     ) -> None:
         """Write the stage's recording (replacing it, or beside the calls `keep` accepts: see
-        pipeline.llm.recordings) and the run's summary; release the backend and the store."""
+        pipeline.llm.recordings.text) and the run's summary; release the backend and the store."""
         self._recorded_this_run = len(self.recording)
         if write_recording:
             directory = recordings.stage_dir(self.recordings_dir, self.stage)

@@ -134,7 +134,7 @@ class CacheSettings(Section):
     dir: PathParam = ".judgeloop/cache"
     recordings: PathParam = "recordings"
     # git: the recordings are git files (the demos); dvc: DVC-cached outputs that `dvc push` sends
-    # to the project's remote and `dvc pull` brings back (pipeline.llm.recordings_store).
+    # to the project's remote and `dvc pull` brings back (pipeline.llm.recordings.store).
     recordings_store: Literal["git", "dvc"] = "git"
 
 

@@ -37,7 +37,7 @@ from typing import Any
 import click
 
 from pipeline.errors import JudgeloopError
-from pipeline.llm.pins import LOCK_FILE, dir_md5
+from pipeline.llm.recordings.pins import LOCK_FILE, dir_md5
 
 INDEX_STAGE = "report_index"  # dvc.yaml's last stage, `python -m stages.index`
 CODE = ("pipeline/", "stages/")  # deps that are code: the check runs this process's own

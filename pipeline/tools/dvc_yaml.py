@@ -36,7 +36,7 @@ from pipeline.errors import ConfigError
 from pipeline.experiments.design import LLM_PARAMS, PARAM_REFERENCE, RECORDINGS, Design, Stage, param_value
 from pipeline.experiments.registry import designs
 from pipeline.experiments.steps import LLMStep
-from pipeline.llm.recordings_store import STORES, RecordingsStore
+from pipeline.llm.recordings.store import STORES, RecordingsStore
 from pipeline.llm.settings import read_params_file
 from pipeline.reports.frame import INDEX
 

@@ -16,13 +16,13 @@ from pathlib import Path
 
 from pipeline.errors import JudgeloopError
 from pipeline.experiments.params import Params
-from pipeline.llm import recordings
-from pipeline.llm.pins import Pins
+from pipeline.llm.cache.store import CallStore, ForeignKey
+from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings.pins import Pins
+from pipeline.llm.recordings.stage_index import index_stage
+from pipeline.llm.recordings.verified_memo import VerifiedMemo
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.session import RUNS_DIR
-from pipeline.llm.stage_index import index_stage
-from pipeline.llm.store import CallStore, ForeignKey
-from pipeline.llm.verified_memo import VerifiedMemo
 
 
 @dataclass(frozen=True)
@@ -129,8 +129,8 @@ def _stage_calls(
 
 def recorded_keys(root: Path, problems: list[str], memo: VerifiedMemo | None = None) -> set[str]:
     """The keys of every recorded call under `root`, as recorded_calls finds them, from each stage's
-    verified lines (pipeline.llm.stage_index): a recording the memo says was verified in full before is
-    scanned for its keys, not parsed (issue 33: gc at a million calls). A stage that cannot be
+    verified lines (pipeline.llm.recordings.stage_index): a recording the memo says was verified in
+    full before is scanned for its keys, not parsed (issue 33: gc at a million calls). A stage that cannot be
     trusted is read again tolerantly, each of its problems appended to `problems`."""
     keys: set[str] = set()
     for directory in recordings.stage_dirs(root):

@@ -17,8 +17,10 @@ from hypothesis import strategies as st
 
 from pipeline.errors import CorruptRecordError
 from pipeline.experiments.params import load_params
-from pipeline.llm.pins import Pins
-from pipeline.llm.recordings import (
+from pipeline.llm.cache.store import MAGIC, CallStore, seal
+from pipeline.llm.recordings.pins import Pins
+from pipeline.llm.recordings.stage_index import index_stage, read_items
+from pipeline.llm.recordings.text import (
     CALLS_FILE,
     parse_call_line,
     read_stage,
@@ -26,8 +28,6 @@ from pipeline.llm.recordings import (
     write_stage,
 )
 from pipeline.llm.records import CallRecord, RecordedCall
-from pipeline.llm.stage_index import index_stage, read_items
-from pipeline.llm.store import MAGIC, CallStore, seal
 from pipeline.llm.types import CallContext, ChatReply, ChatRequest, Message, ModelIdentity
 from pipeline.testing.fake_batch import answer
 from pipeline.testing.fake_openai import FakeOpenAI

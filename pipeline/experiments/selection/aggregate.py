@@ -14,7 +14,7 @@ from pipeline.experiments.selection.files import METRICS, PAGE, PICKS, SCORES
 from pipeline.experiments.selection.params import SelectionParams
 from pipeline.experiments.selection.report import render_selection_page
 from pipeline.experiments.selection.score import ScoredRequest
-from pipeline.llm.recordings import read_stage
+from pipeline.llm.recordings.text import read_stage
 
 STAGES = ("select_score", "select_pick")
 Records = list[dict[str, Any]]

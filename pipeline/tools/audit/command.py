@@ -11,7 +11,7 @@ reading its design owns, Design.reads, with the metric and the settings of param
 reader sees is what the numbers were computed from. A record that fails verification is still
 shown, marked untrusted; so is every call of a recordings folder that no stage of dvc.yaml owns and
 no judgeloop run here wrote (a judge-evaluate stage): nothing pins such a folder, anyone with write
-access could have put it there (pipeline.llm.owners). Control
+access could have put it there (pipeline.llm.recordings.owners). Control
 characters in a reply (a terminal escape that would clear the screen or fake a line) are shown
 escaped in the text and markdown formats (pipeline.tools.audit.escape); `--raw` prints them as
 recorded, and `--format jsonl` is JSON.
@@ -31,13 +31,13 @@ from pipeline.experiments.design import load_ref
 from pipeline.experiments.params import Params, load_params
 from pipeline.experiments.registry import designs
 from pipeline.judges.call_reading import CallReader, CallReading
-from pipeline.llm import recordings
 from pipeline.llm.keys import canonical_json
-from pipeline.llm.owners import recording_owners
-from pipeline.llm.recordings_store import missing_here
+from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings.owners import recording_owners
+from pipeline.llm.recordings.stage_index import read_items
+from pipeline.llm.recordings.store import missing_here
 from pipeline.llm.records import RecordedCall
 from pipeline.llm.settings import params_path
-from pipeline.llm.stage_index import read_items
 from pipeline.llm.terminal import framed, shown
 from pipeline.tools.audit.diff import diff_iterations
 from pipeline.tools.audit.escape import escape_controls

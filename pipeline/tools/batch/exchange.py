@@ -48,9 +48,9 @@ import orjson
 from pipeline.errors import BackendError, ConfigError
 from pipeline.llm.backends.http_errors import body_error
 from pipeline.llm.backends.openai_compat import OpenAICompatBackend, completion_reply
+from pipeline.llm.cache.store import CallStore
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.settings import EngineSettings
-from pipeline.llm.store import CallStore
 from pipeline.llm.types import ModelIdentity
 from pipeline.tools.batch.manifest import (
     BATCH_URL,

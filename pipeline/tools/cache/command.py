@@ -8,8 +8,8 @@
     seed     copy recorded calls into the local store
     export   write the local store out as recordings (for a collaborator, or another clone)
 
-Nothing here keeps books of its own: the local store is pipeline.llm.store.CallStore, the
-recordings are pipeline.llm.recordings, and "the last run" is the runs/<stage>.json summary that
+Nothing here keeps books of its own: the local store is pipeline.llm.cache.store.CallStore, the
+recordings are pipeline.llm.recordings.text, and "the last run" is the runs/<stage>.json summary that
 LLMSession.close writes next to the cache directory (all read through pipeline.tools.inventory).
 """
 
@@ -27,15 +27,15 @@ from tqdm import tqdm
 
 from pipeline.errors import CorruptRecordError, JudgeloopError, UnsafeNameError
 from pipeline.experiments.params import Params, load_params
-from pipeline.llm import recordings
+from pipeline.llm.cache.store import CallStore, ForeignKey
 from pipeline.llm.files import safe_name
 from pipeline.llm.keys import KEY_PREFIX, content_digest
-from pipeline.llm.pins import Pins
+from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings.pins import Pins
+from pipeline.llm.recordings.verified_memo import VerifiedMemo
 from pipeline.llm.records import CallRecord, RecordedCall
-from pipeline.llm.store import CallStore, ForeignKey
 from pipeline.llm.terminal import echo
 from pipeline.llm.types import CallContext
-from pipeline.llm.verified_memo import VerifiedMemo
 from pipeline.tools.cache.merge import Prefer, merge_into
 from pipeline.tools.inventory import (
     local_records,

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pipeline.data.recorded_calls import first_by_key
-from pipeline.llm import recordings
+from pipeline.llm.recordings import text as recordings
 from pipeline.llm.records import RecordedCall
 
 Prefer = Literal["ours", "theirs"]

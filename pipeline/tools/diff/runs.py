@@ -27,8 +27,8 @@ from pipeline.errors import JudgeloopError
 from pipeline.experiments.design import load_ref
 from pipeline.experiments.judgements import Judgement, RunFiles
 from pipeline.experiments.registry import designs
-from pipeline.llm import recordings
 from pipeline.llm.keys import KEY_RECIPE
+from pipeline.llm.recordings import text as recordings
 from pipeline.llm.records import RecordedCall
 from pipeline.llm.types import CallContext
 

@@ -46,11 +46,11 @@ from pipeline.experiments.params import Params, load_params
 from pipeline.experiments.registry import DEFAULT as DEFAULT_DESIGN
 from pipeline.experiments.registry import designs, load_design
 from pipeline.experiments.steps import LLMStep, Output
-from pipeline.llm.recordings_store import missing_here
+from pipeline.llm.recordings.store import missing_here
+from pipeline.llm.recordings.verified_memo import VerifiedMemo
 from pipeline.llm.session import LLMSession, RecordingIndex, resolve_identity
 from pipeline.llm.terminal import echo
 from pipeline.llm.types import Backend, ModelIdentity
-from pipeline.llm.verified_memo import VerifiedMemo
 from pipeline.tools.design_targets import check_design
 from pipeline.tools.status.prediction import Prediction, StageStatus
 from pipeline.tools.status.probe import probe_stage

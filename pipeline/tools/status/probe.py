@@ -31,10 +31,10 @@ from typing import Generic, TypeVar
 
 from pipeline.errors import ReplayMissError
 from pipeline.experiments.steps import Output
+from pipeline.llm.cache.store import CallStore
 from pipeline.llm.keys import request_key
 from pipeline.llm.records import RecordedCall
 from pipeline.llm.session import LLMSession, RecordingIndex
-from pipeline.llm.store import CallStore
 from pipeline.llm.types import Backend, ChatReply, ChatRequest, ModelIdentity
 
 MARK = "<judgeloop-status: reply not known yet"

@@ -68,12 +68,12 @@ from pipeline.errors import CorruptRecordError
 from pipeline.llm.bounds import MAX_LINE_BYTES, depth_problem, long_line
 from pipeline.llm.files import TMP_SUFFIX, atomic_write, child, locked, refuse_links
 from pipeline.llm.keys import canonical_json
+from pipeline.llm.recordings.verified_memo import IN_PROCESS, VerifiedMemo
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext
-from pipeline.llm.verified_memo import IN_PROCESS, VerifiedMemo
 
 if TYPE_CHECKING:
-    from pipeline.llm.stage_index import StageIndex
+    from pipeline.llm.recordings.stage_index import StageIndex
 
 MIN_BLOCK = 256
 MAX_BLOCK = 8192
@@ -316,7 +316,7 @@ def recording_text(path: Path, data: bytes | None = None) -> str:
 def split_recording(directory: Path, files: dict[str, bytes] | None = None) -> RecordingLines:
     """Read a stage's recording: calls.jsonl (and a blobs.jsonl beside it, from before they were one
     file), every blob checked against its id. Bad lines are listed, not raised. `files`: the
-    folder's files as already read (and checked against the folder's pin, pipeline.llm.pins), to
+    folder's files as already read (and checked against the folder's pin, pipeline.llm.recordings.pins), to
     parse those bytes rather than read the files again."""
     refuse_linked(directory)
     path = directory / CALLS_FILE
@@ -421,7 +421,7 @@ def read_stage(
     """A stage's calls; CorruptRecordError at the first line that cannot be read or trusted.
     `files`: the folder's files as already read (see split_recording). Content verified in full
     before (in this process, or as `memo` remembers) is parsed but its records not verified again
-    (pipeline.llm.verified_memo); content verified in full now is remembered."""
+    (pipeline.llm.recordings.verified_memo); content verified in full now is remembered."""
     if not (has_recording(directory) if files is None else CALLS_FILE in files):
         return
     parts = whole_recording(directory, files, verify)

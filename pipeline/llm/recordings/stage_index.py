@@ -4,7 +4,7 @@ recordings.read_stage builds every call of a recording (its prompts unpacked fro
 blocks): at tens of thousands of calls, about 150 kB a call in memory, and most of a stage's fixed
 cost when every recording is read for the model's identity. A StageIndex keeps the packed lines
 (the blocks once) and a map of key -> line: it is verified in full once per content, each call
-dropped once checked, and its digest remembered (pipeline.llm.verified_memo); content the memo
+dropped once checked, and its digest remembered (pipeline.llm.recordings.verified_memo); content the memo
 holds is only scanned for its keys and models (orjson, no call built). A lookup parses one line, a
 line that was verified (or is byte for byte content that was). Nothing of a recording that fails
 is served: a bad line anywhere raises, naming its file and line, and the stage is left out whole.
@@ -23,10 +23,10 @@ from typing import Any
 
 import orjson
 
-from pipeline.llm import recordings
 from pipeline.llm.keys import KEY_RECIPE
+from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings.verified_memo import IN_PROCESS, VerifiedMemo
 from pipeline.llm.records import RecordedCall
-from pipeline.llm.verified_memo import IN_PROCESS, VerifiedMemo
 
 
 def _context_item(line: str) -> str | None:

@@ -11,7 +11,7 @@ opening and reading it must be safe whoever wrote it:
 - Nothing else from the file steers us: diskcache applies the settings stored in its database
   (pragmas, disk options) over its defaults, so every setting is passed explicitly, and a database
   holding settings diskcache never writes, or a table, index or trigger whose SQL is not exactly
-  diskcache's (pipeline.llm.store_schema), is refused before it is opened.
+  diskcache's (pipeline.llm.cache.schema), is refused before it is opened.
 - Nothing is written outside the folder: a symbolic link in it (a `cache.db`, even a dangling one,
   its WAL, a shard folder `00`..`ff`) is refused when the store opens, and a value file is written or
   read only when neither of its two shard folders is a link (pipeline.llm.files.refuse_links).
@@ -48,10 +48,10 @@ import orjson
 
 from pipeline.errors import CorruptRecordError, UnsafeNameError
 from pipeline.llm.bounds import depth_problem
+from pipeline.llm.cache.errors import database_errors, guarded
+from pipeline.llm.cache.schema import schema_problems
 from pipeline.llm.files import refuse_links
 from pipeline.llm.records import CallRecord
-from pipeline.llm.store_errors import database_errors, guarded
-from pipeline.llm.store_schema import schema_problems
 from pipeline.llm.types import ChatRequest, ModelIdentity
 
 MAGIC = b"jlr2 "
@@ -163,7 +163,7 @@ def _linked_shard(directory: str, name: str) -> str | None:
 
 def check_database(directory: Path) -> None:
     """Refuse a cache database that holds settings diskcache never writes, or a table, index or
-    trigger that is not exactly diskcache's (pipeline.llm.store_schema), before diskcache opens it
+    trigger that is not exactly diskcache's (pipeline.llm.cache.schema), before diskcache opens it
     (it would apply the settings, and the triggers run on every write)."""
     path = directory / DB_FILE
     if not path.exists():
@@ -209,7 +209,7 @@ def seal(header: bytes) -> bytes:
 
 class CallStore:
     """Every method that touches the database says a failure of it (read-only, full, damaged) with
-    its path and the fix (pipeline.llm.store_errors), never as a sqlite3 traceback."""
+    its path and the fix (pipeline.llm.cache.errors), never as a sqlite3 traceback."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory

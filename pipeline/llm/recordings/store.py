@@ -5,7 +5,7 @@ output with `cache: false`, a git file like any other, and a clone has it.
 
 `cache.recordings_store: dvc` (a run of thousands to millions of calls, whose every rerun git would
 keep forever): the folder is a cached DVC output. dvc.lock holds its hash as before (so the pin of
-pipeline.llm.pins is unchanged), DVC's .gitignore keeps it out of git, `dvc push` sends it to the
+pipeline.llm.recordings.pins is unchanged), DVC's .gitignore keeps it out of git, `dvc push` sends it to the
 project's remote and `dvc pull` brings it back. A clone then holds the hashes only, and a stage
 that would read a recording that is not here says so, naming `dvc pull`, rather than failing later
 on a call that is "not recorded" (replay) or calling the model again for it (auto).
@@ -22,8 +22,8 @@ from typing import Any, Literal
 
 import yaml
 
-from pipeline.llm.pins import LOCK_FILE
-from pipeline.llm.recordings import has_recording
+from pipeline.llm.recordings.pins import LOCK_FILE
+from pipeline.llm.recordings.text import has_recording
 
 RecordingsStore = Literal["git", "dvc"]
 STORES: tuple[RecordingsStore, ...] = ("git", "dvc")

@@ -1,7 +1,7 @@
 """What a failing cache database means, said with its path and the fix, never as a raw sqlite3
 traceback.
 
-The local cache (pipeline.llm.store) is a SQLite file that a person may have made read-only, that
+The local cache (pipeline.llm.cache.store) is a SQLite file that a person may have made read-only, that
 may sit on a disk that fills up, or that may be damaged (a copy cut short, a crash of the disk, a
 file that is no database at all). Each of these reaches us as sqlite3.Error or OSError from deep in
 diskcache; here it becomes a CacheError (CorruptRecordError for a damaged file) that names the file

@@ -1,7 +1,7 @@
 """Recordings verified once, remembered by the hash of exactly what was verified.
 
 Reading a stage's recording verifies every record in it: its key derived again from its request,
-its checksum computed again over the whole record (pipeline.llm.recordings.read_stage). That is most
+its checksum computed again over the whole record (pipeline.llm.recordings.text.read_stage). That is most
 of the cost of reading a recording, and a replay reads each recording in several processes (its
 own stage, the later stages that look a call up elsewhere, the report). The memo remembers that
 a recording was verified in full, keyed by the sha256 of what was verified: every call line as
@@ -43,7 +43,7 @@ from pipeline.llm import keys, records, types
 from pipeline.llm.keys import RECIPES
 
 if TYPE_CHECKING:
-    from pipeline.llm.recordings import RecordingLines
+    from pipeline.llm.recordings.text import RecordingLines
 
 MEMO_FORMAT = 1
 ENV = "JUDGELOOP_VERIFIED_DIR"

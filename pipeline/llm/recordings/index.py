@@ -6,9 +6,9 @@ a call is in neither (pipeline.llm.session), or when the model's identity is rea
 kept as its lines (pipeline.llm.StageIndex: key -> line, the shared blocks once), and a
 call is parsed from its verified line only when it is served, so holding every stage's recording
 costs about its size on disk, and an identity or a lookup costs no parse of the other calls. A
-recording verified in full before (its content's digest in the memo, pipeline.llm.verified_memo)
+recording verified in full before (its content's digest in the memo, pipeline.llm.recordings.verified_memo)
 is only scanned for its keys and models. Its files are read once, and the bytes that match the
-folder's pin in dvc.lock are the bytes parsed (pipeline.llm.pins.Pins.pinned_files). A stage's
+folder's pin in dvc.lock are the bytes parsed (pipeline.llm.recordings.pins.Pins.pinned_files). A stage's
 recording that cannot be trusted (a bad line, a blob that does not hash to its id, a folder that
 does not match its pin in dvc.lock, a symbolic link, a name that is not a plain name) is left out as a
 whole, and remembered with its reason (file and line): the session whose own stage it is fails
@@ -28,12 +28,12 @@ from pathlib import Path
 from weakref import WeakValueDictionary
 
 from pipeline.errors import CorruptRecordError, JudgeloopError
-from pipeline.llm import recordings
-from pipeline.llm.pins import Pins
+from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings.pins import Pins
+from pipeline.llm.recordings.stage_index import StageIndex, index_stage
+from pipeline.llm.recordings.verified_memo import VerifiedMemo
 from pipeline.llm.records import CallRecord
-from pipeline.llm.stage_index import StageIndex, index_stage
 from pipeline.llm.types import ModelIdentity
-from pipeline.llm.verified_memo import VerifiedMemo
 
 
 @dataclass
@@ -81,7 +81,7 @@ class RecordingIndex:
     def __init__(self, root: Path, pins: Pins | None = None, memo: VerifiedMemo | None = None) -> None:
         self.root = root
         self.pins = pins if pins is not None else Pins()
-        self.memo = memo  # recordings verified in full before (pipeline.llm.verified_memo)
+        self.memo = memo  # recordings verified in full before (pipeline.llm.recordings.verified_memo)
         self._stages: dict[str, StageCalls] = {}
         self._every_stage_read = False
         self._lock = threading.Lock()

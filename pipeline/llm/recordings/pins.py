@@ -24,7 +24,7 @@ appended to dvc.lock with a forged md5 let a forged recording through (and a rep
 the real entry to it).
 
 What is hashed is what is read. `pinned_files` reads each file of the folder once, hashes those
-bytes and hands the same bytes to the reader (pipeline.llm.recordings), so a file swapped between
+bytes and hands the same bytes to the reader (pipeline.llm.recordings.text), so a file swapped between
 the check and the read is never served.
 """
 
@@ -38,10 +38,17 @@ from pathlib import Path
 
 from pipeline.errors import CorruptRecordError, LockMismatchError
 from pipeline.llm.files import TMP_SUFFIX
-from pipeline.llm.owners import PIPELINE_FILE, load_yaml, out_path, outs_of, recording_owners, stages_of
+from pipeline.llm.recordings.owners import (
+    PIPELINE_FILE,
+    load_yaml,
+    out_path,
+    outs_of,
+    recording_owners,
+    stages_of,
+)
 
 LOCK_FILE = "dvc.lock"
-MAX_FILE_BYTES = 4 * 2**30  # as pipeline.llm.recordings.MAX_RECORDING_BYTES: more is no recording
+MAX_FILE_BYTES = 4 * 2**30  # as pipeline.llm.recordings.text.MAX_RECORDING_BYTES: more is no recording
 
 
 def folder_files(directory: Path) -> dict[str, bytes]:

@@ -1,0 +1,14 @@
+"""The trusted record: every call a stage made, as text under recordings/, pinned by dvc.lock.
+
+    text.py          a stage's recording (JSONL + shared blocks): write, read, verify every record
+    stage_index.py   a stage's recording held as its lines, each call parsed only when served
+    index.py         RecordingIndex: every recorded call by key, stage by stage, for a session
+    verified_memo.py recordings verified once, remembered by the hash of what was verified
+    pins.py          each stage's recording pinned by dvc.lock: an edit shows and is refused
+    owners.py        which recordings folders belong to which stage of dvc.yaml
+    store.py         where the recordings travel between machines: git or DVC's cache
+
+May import: pipeline.errors and the engine's shared base (pipeline.llm.types, keys, records, files,
+bounds). Never the cache room, the session, the backends or the settings (a contract in
+pyproject.toml's [tool.importlinter] keeps it so): the session joins the two rooms.
+"""
