@@ -64,7 +64,9 @@ def read_lock(root: Path) -> dict[str, LockedStage]:
     if not lock.is_file():
         raise click.ClickException(f"no {LOCK_FILE} in {root.resolve()}: run in the project's folder.")
     try:
-        data: Any = yaml.safe_load(lock.read_text(encoding="utf-8"))
+        # libyaml's safe loader where built (the same data, some ten times faster on the 4,000-line lock)
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        data: Any = yaml.load(lock.read_text(encoding="utf-8"), Loader=loader)
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise click.ClickException(f"{lock}: not readable ({exc}). Fix: git checkout -- {LOCK_FILE}") from exc
     stages = data.get("stages") if isinstance(data, dict) else None
