@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from dvc.utils.serialize import modify_yaml as dvc_modify_yaml
+from dvc.utils.strictyaml import load as strictyaml_original  # DVC's own, unpatched
 
 from pipeline.tools import dvc_lockfile
 from tests.conftest import ROOT
@@ -78,3 +79,18 @@ def test_only_plain_data_is_fingerprinted() -> None:
     )
     assert dvc_lockfile.fingerprint([1]) != dvc_lockfile.fingerprint([1.0])
     assert dvc_lockfile.fingerprint((1,)) != dvc_lockfile.fingerprint((1,))
+
+
+def test_a_reloaded_file_is_dvcs_data_afresh_and_a_changed_one_is_read_again(tmp_path: Path) -> None:
+    from dvc.utils import strictyaml
+
+    lock = tmp_path / "dvc.lock"
+    lock.write_text((ROOT / "dvc.lock").read_text(encoding="utf-8"), encoding="utf-8")
+    with dvc_lockfile.remembered_yaml():
+        first, _ = strictyaml.load(str(lock))
+        first["stages"].clear()  # a caller's change reaches no later load
+        again, text = strictyaml.load(str(lock))
+        assert again == strictyaml_original(str(lock))[0] and text == lock.read_text(encoding="utf-8")
+        lock.write_text("schema: '2.0'\nstages: {}\n", encoding="utf-8")
+        assert strictyaml.load(str(lock))[0] == {"schema": "2.0", "stages": {}}
+    assert strictyaml.load is strictyaml_original

@@ -18,21 +18,27 @@ same data and writes the same bytes, faster:
   read (DVC put back an equal entry, as a replay does), the text read is written back as it was:
   DVC's dumper would write exactly it. Anything else is dumped by DVC's dumper.
 
+As a repro starts, DVC loads dvc.yaml and dvc.lock twice each (strictyaml.load, validated against
+a schema); `remembered_yaml()` also gives the second load of an unchanged text, for the same schema,
+a copy of the data the first gave, and the lock's first rewrite the same.
+
 The file is written after every stage, as DVC writes it. No check DVC makes is skipped: DVC sees the
 same data and decides the same way.
 """
 
 from __future__ import annotations
 
+import copy
 import io
 import os
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 PLAIN = (str, int, float, bool, type(None))
 _written: dict[str, tuple[str, Any]] = {}  # absolute path -> (the text written, the plain data it is)
+_loaded: dict[tuple[str, bool], tuple[str, Any, Any]] = {}  # (path, round trip) -> (text, data, schema)
 
 
 def fingerprint(data: Any) -> object:
@@ -64,7 +70,8 @@ def read(key: str, text: str, path: str) -> tuple[Any, bool]:
     kept = _written.pop(key, None)
     if kept is not None and kept[0] == text:
         return kept[1], True
-    plain = parse_yaml(text, path)
+    loaded = _loaded.get((key, False))
+    plain = copy.deepcopy(loaded[1]) if loaded is not None and loaded[0] == text else parse_yaml(text, path)
     if dumps(plain) == text:
         return plain, True
     return parse_yaml_for_update(text, path), False
@@ -92,15 +99,42 @@ def modify_yaml(path: str, fs: Any = None) -> Iterator[Any]:
         _written[key] = (written, data)
 
 
+def remembered_load(original: Callable[..., tuple[Any, str]]) -> Callable[..., tuple[Any, str]]:
+    """dvc.utils.strictyaml.load, which DVC calls twice for dvc.yaml and twice for dvc.lock as a
+    repro starts (0.29 s for the lock): a file whose text is the one loaded (and validated against
+    the same schema) before is given a copy of the data loaded then."""
+
+    def load(
+        path: str, schema: Any = None, fs: Any = None, encoding: str = "utf-8", round_trip: bool = False
+    ) -> Any:
+        key = (os.path.abspath(os.fspath(path)), round_trip)
+        loaded = _loaded.get(key)
+        if loaded is not None and loaded[2] is schema and not round_trip:
+            with (fs.open if fs else open)(path, encoding=encoding) as fd:
+                text = fd.read()
+            if text == loaded[0]:
+                return copy.deepcopy(loaded[1]), text
+        data, text = original(path, schema, fs, encoding, round_trip)
+        if not round_trip:
+            _loaded[key] = (text, copy.deepcopy(data), schema)
+        return data, text
+
+    return load
+
+
 @contextmanager
 def remembered_yaml() -> Iterator[None]:
-    """dvc.dvcfile's modify_yaml replaced by modify_yaml above while the block runs."""
+    """dvc.dvcfile's modify_yaml and dvc.utils.strictyaml's load replaced by the ones above while the
+    block runs."""
     import dvc.dvcfile
+    import dvc.utils.strictyaml
 
-    original = dvc.dvcfile.modify_yaml
+    original_modify, original_load = dvc.dvcfile.modify_yaml, dvc.utils.strictyaml.load
     dvc.dvcfile.modify_yaml = modify_yaml
+    dvc.utils.strictyaml.load = remembered_load(original_load)
     try:
         yield
     finally:
-        dvc.dvcfile.modify_yaml = original
+        dvc.dvcfile.modify_yaml, dvc.utils.strictyaml.load = original_modify, original_load
         _written.clear()
+        _loaded.clear()
