@@ -19,11 +19,16 @@ stored, and zero-width and tag characters hide text that a reader cannot see but
 
 `one_line=True` escapes the newline and the tab too, for a value printed inside one line of output
 (a key, a stage name, a summary's field). Plain text, accents and emoji pass unchanged.
+
+`escape_logs` puts every log message and warning a process prints through `shown` too.
 """
 
 from __future__ import annotations
 
+import logging
 import re
+import warnings
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -61,3 +66,26 @@ def framed(text: str, margin: str = "  | ") -> str:
 def echo(text: str, **kwargs: Any) -> None:
     """click.echo of `text` shown safely: what every command prints of a record goes through here."""
     click.echo(shown(text), **kwargs)
+
+
+class _ShownRecord(logging.LogRecord):
+    def getMessage(self) -> str:
+        return shown(super().getMessage())
+
+
+def escape_logs() -> None:
+    """Every log message and warning this process prints, shown safely: a stage's warnings carry
+    what others wrote (a server's error text in a retry line, an item id or a file name from the
+    data), and logging and the warnings module print it raw. Installed by the entry points (the
+    judgeloop command, the stage runner), once; a record factory someone else installed is left be."""
+    if logging.getLogRecordFactory() is logging.LogRecord:
+        logging.setLogRecordFactory(_ShownRecord)
+    if getattr(warnings.formatwarning, "__module__", None) != __name__:
+        warnings.formatwarning = _shown_warning(warnings.formatwarning)
+
+
+def _shown_warning(format_warning: Callable[..., str]) -> Callable[..., str]:
+    def formatted(*args: Any, **kwargs: Any) -> str:
+        return shown(format_warning(*args, **kwargs))
+
+    return formatted
