@@ -109,9 +109,11 @@ def check_yaml(text: str, *, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_YA
     except YAMLBoundError:
         raise
     except yaml.YAMLError:
-        # libyaml refuses an escape of a lone surrogate, which PyYAML's own loader (yaml.safe_load,
-        # every caller's) lets through: read with the latter, so that one is refused here too.
-        if _PARSER is not yaml.SafeLoader and ("\\u" in text or "\\U" in text):
+        # libyaml refuses what PyYAML's own loader (yaml.safe_load, every caller's) reads: an escape
+        # of a lone surrogate, and nesting past libyaml's own limit (1,000), where PyYAML's composer
+        # then recurses into a RecursionError. So the text is read again with PyYAML's parser (an
+        # iterative state machine too), to refuse those here; only a file already refused pays.
+        if _PARSER is not yaml.SafeLoader:
             _check_pure(text, max_depth, max_nodes)
 
 
