@@ -16,6 +16,7 @@ from pipeline.experiments.params import load_params
 from pipeline.experiments.registry import load_design
 from pipeline.llm.pins import Pins
 from pipeline.llm.recordings_store import configured_store, pinned_folders
+from pipeline.reports.plots import plot_svg, read_rows
 from pipeline.tools.check import read_lock
 from pipeline.tools.dvc_run import preset_args
 from pipeline.tools.inventory import read_runs
@@ -101,3 +102,21 @@ def test_the_report_index_names_a_metrics_file_it_cannot_read(
     path.write_bytes(metrics)
     found = entry(load_design("paper"), tmp_path / "outputs" / "index.html")
     assert found.problem is not None and "metrics.json cannot be read" in found.problem
+
+
+def test_a_plot_s_csv_that_is_not_utf8_or_holds_huge_values_is_drawn_or_refused_clearly(
+    tmp_path: Path,
+) -> None:
+    """An output anyone can edit, drawn on every report: it raised UnicodeDecodeError, a TypeError on
+    a short row, and OverflowError for a mean of 1e308."""
+    path = tmp_path / "figure2.csv"
+    path.write_bytes(b"bar,metric,phase,mean,sd,n\n\x80,a,before,1,0,3\n")
+    with pytest.raises(click.ClickException, match=r"figure2.csv: not a plot's CSV"):
+        read_rows(path)
+    path.write_text("bar,metric,phase,mean,sd,n\na,a,before,1e308,1e308,3\nb\n")
+    for template, x, y in (
+        ("bar_horizontal", "mean", "metric"),
+        ("scatter", "mean", "sd"),
+        (None, "mean", "n"),
+    ):
+        assert plot_svg(read_rows(path), x=x, y=y, title="t", template=template).startswith("<svg")

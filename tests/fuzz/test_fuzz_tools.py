@@ -16,6 +16,7 @@ from hypothesis import given
 
 from pipeline.experiments.registry import load_design
 from pipeline.llm.recordings_store import configured_store, pinned_folders
+from pipeline.reports.plots import plot_svg, read_rows
 from pipeline.tools.check import read_lock
 from pipeline.tools.dvc_run import preset_args
 from pipeline.tools.inventory import read_runs
@@ -123,3 +124,22 @@ def test_the_seeds_are_read_as_they_are(sandbox: Path) -> None:
     metrics.write_bytes(committed("outputs/paper/metrics.json"))
     found = entry(load_design("paper"), sandbox / "outputs" / "index.html")
     assert found.headline and found.problem is None, found.problem
+
+
+@fuzz
+@given(
+    data=inputs(
+        committed("outputs/paper/plots/figure2.csv"), committed("outputs/paper/plots/scores_by_iteration.csv")
+    ),
+)
+def test_a_plot_s_rows_as_the_report_draws_them(sandbox: Path, data: bytes) -> None:
+    """The figures of the report index and the report pages: a DVC plot's CSV (an output anyone can
+    edit), read and drawn as each template draws it."""
+    path = sandbox / "plot.csv"
+    path.write_bytes(data)
+    for template, x, y in (
+        ("bar_horizontal", "mean", "metric"),
+        ("scatter", "iteration", "score"),
+        (None, "x", "y"),
+    ):
+        clear_or_correct(lambda: plot_svg(read_rows(path), x=x, y=y, title="t", template=template))  # noqa: B023
