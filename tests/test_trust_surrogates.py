@@ -158,3 +158,20 @@ def test_a_file_is_never_written_with_a_half_and_the_old_one_stays(tmp_path: Pat
 def test_the_terminal_is_shown_a_half_as_its_escape() -> None:
     assert shown("a" + HALF + "b") == "a\\ud800b"
     assert shown("\U0001f600") == "\U0001f600"
+
+
+@pytest.mark.parametrize("kind", ["ollama", "openai"])
+def test_a_model_listing_holding_a_half_is_refused_before_it_enters_a_key(kind: str) -> None:
+    """The listing names the model (and, for an OpenAI-compatible server, its id and root make the
+    digest): a half there could not be hashed into any key, a traceback on every call."""
+    if kind == "ollama":
+        backend: OllamaBackend | OpenAICompatBackend = OllamaBackend(
+            _settings("http://127.0.0.1:9"), wait=wait_none()
+        )
+        listing = {"models": [{"name": "test-model:latest", "digest": "sha256:" + "a" * 63 + HALF}]}
+    else:
+        backend = OpenAICompatBackend(_settings("http://127.0.0.1:9", backend="openai"), wait=wait_none())
+        listing = {"data": [{"id": "test-model", "root": "/models/" + HALF}]}
+    backend._exchange = lambda *args, **kwargs: listing  # type: ignore[method-assign]
+    with pytest.raises(UnreadableReplyError, match="the reply holds a lone surrogate"):
+        backend.identity()

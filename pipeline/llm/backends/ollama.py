@@ -231,6 +231,7 @@ class OllamaBackend:
 
     def _fetch_digest(self) -> str:
         tags = self._retry.call(lambda: self._exchange("GET", "/api/tags"), "GET /api/tags")
+        refuse_unreadable(tags, f"GET {self.settings.base_url}/api/tags")  # its digest enters every key
         wanted = full_tag(self.settings.model)
         have = []
         for entry in tags.get("models") or []:

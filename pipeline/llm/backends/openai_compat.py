@@ -193,6 +193,7 @@ class OpenAICompatBackend:
 
     def _fetch_identity(self) -> ModelIdentity:
         listing = self._retry.call(lambda: self._exchange("GET", "/v1/models"), "GET /v1/models")
+        refuse_unreadable(listing, f"GET {self.base_url}/v1/models")  # its ids enter every cache key
         model = self.settings.model
         for entry in listing.get("data") or []:
             served = str(entry.get("id", ""))
