@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import orjson
 import pytest
 from tenacity import wait_none
 
@@ -30,6 +31,7 @@ from pipeline.llm.terminal import shown
 from pipeline.llm.types import Backend, CallContext, ChatReply, ModelIdentity
 from pipeline.testing.fake_ollama import FakeOllama
 from pipeline.testing.fake_openai import FakeOpenAI
+from pipeline.tools.batch.runners import batch_line
 from tests.conftest import ROOT
 from tests.helpers import request
 from tests.test_trust_backends import session, stored
@@ -175,3 +177,17 @@ def test_a_model_listing_holding_a_half_is_refused_before_it_enters_a_key(kind: 
     backend._exchange = lambda *args, **kwargs: listing  # type: ignore[method-assign]
     with pytest.raises(UnreadableReplyError, match="the reply holds a lone surrogate"):
         backend.identity()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"choices": [{"index": 0, "message": {"role": "assistant", "content": "ok " + HALF}}]},
+        {"error": {"message": "overloaded " + HALF}},
+    ],
+)
+def test_a_batch_runner_writes_a_reply_holding_a_half_as_the_call_s_error(body: dict[str, object]) -> None:
+    """`batch run --ray` reads each answer with the json module: a half in it failed the whole
+    results file (orjson cannot write it); it is now that call's error, which ingest reports."""
+    line = orjson.loads(batch_line("jl2:" + "0" * 32, body))
+    assert line["response"] is None and "a lone surrogate" in line["error"]["message"]
