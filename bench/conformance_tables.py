@@ -38,11 +38,13 @@ class LabelledReply:
     scale: Scale
     labels: tuple[str, ...] = ()
     states_score: bool = True
-    label_by: str = "source"  # "hand": the source's parser found none; None then means "states none"
+    # "hand": the source's parser found none, read by hand; "rule": the source's parser failed in a way
+    # that shows the reply states no score (corpus 5's "[[N/A]]"); None then means "states none".
+    label_by: str = "source"
 
     @property
     def states_none(self) -> bool:
-        return self.label is None and self.label_by == "hand"
+        return self.label is None and self.label_by in ("hand", "rule")
 
 
 def _corpus_file(variable: str, default: Path) -> Path | None:
@@ -59,6 +61,13 @@ def second_corpus_path() -> Path | None:
 def third_corpus_path() -> Path | None:
     return _corpus_file(
         "JUDGELOOP_CONFORMANCE_OPEN", Path.home() / ".cache" / "judgeloop" / "conformance" / "open-judges"
+    )
+
+
+def fifth_corpus_path() -> Path | None:
+    return _corpus_file(
+        "JUDGELOOP_CONFORMANCE_FIFTH",
+        Path.home() / ".cache" / "judgeloop" / "conformance" / "unlimited-judge",
     )
 
 

@@ -10,6 +10,7 @@ what one retry budget bounds.
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import threading
 from collections.abc import Iterator
@@ -96,6 +97,7 @@ def free_port() -> int:
 def test_refused_connections_fail_within_one_budget_naming_the_server_and_the_fix(
     tmp_path: Path, good_run: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.DEBUG, logger="pipeline.llm.backends.http_errors")  # every retry's record
     url = f"http://127.0.0.1:{free_port()}"
     project(tmp_path, url, max_retries=3)
     forget(tmp_path)  # every row needs the server now
@@ -105,7 +107,7 @@ def test_refused_connections_fail_within_one_budget_naming_the_server_and_the_fi
     assert "Fix: start the server (for Ollama: `ollama serve`)" in result.output
     assert "Traceback" not in result.output
     # One budget in all: the first call's 1 + 3 retries, not one budget per worker (8) or per row.
-    retries = [r for r in caplog.records if "retrying in" in r.getMessage()]
+    retries = [r for r in caplog.records if r.levelno == logging.DEBUG and "retrying in" in r.getMessage()]
     assert len(retries) == 3
     assert (tmp_path / "scores.jsonl").read_text() == good_run
 

@@ -134,6 +134,10 @@ class Design(Generic[P]):
     how a run went (`judgeloop compare`, the report index).
     judgements: "module:function" of (params, RunFiles) -> Iterable[Judgement]: its judgement unit,
     read from one run's results and recordings (pipeline.experiments.judgements; `judgeloop diff`).
+    reads: "module:function" of (params.yaml as the tools read it, or None without one) -> a function
+    of (a recorded call's context, its CallRecord) -> the CallReading its stage made of that reply
+    (pipeline.judges.call_reading), or None for a call that is not read for a score: the one way the
+    design reads a judge reply, which `judgeloop audit` shows for the calls of its stages.
     """
 
     name: str
@@ -145,6 +149,7 @@ class Design(Generic[P]):
     calibration: str | None = None
     headline: str | None = None
     judgements: str | None = None
+    reads: str | None = None
 
     def stage(self, name: str) -> Stage:
         for stage in self.stages:

@@ -30,7 +30,7 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from pipeline.llm.records import RecordedCall
+from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext, ChatReply, ChatRequest, Message, Options
 
 T = TypeVar("T", bound=BaseModel)
@@ -195,6 +195,17 @@ def ask_structured(
         ]
     last = problems[-1]
     return StructuredFailure(last.kind, reply.text, last.error, tuple(keys), tuple(problems))
+
+
+def read_attempt(record: CallRecord, model: type[T]) -> Structured[T] | StructuredFailure:
+    """One recorded call's reply as ask_structured read it when it came (check_reply): validated, or
+    the failure of that attempt, as if it were the only one. What `judgeloop audit` and a report show
+    for each attempt of a structured judgement, read by the same code the stage read it with."""
+    reply = record.reply
+    checked = check_reply(reply, model, record.key)
+    if isinstance(checked, Problem):
+        return StructuredFailure(checked.kind, reply.text, checked.error, (record.key,), (checked,))
+    return Structured(checked, reply.text, reply, (record.key,))
 
 
 def tally(results: Iterable[Structured[Any] | StructuredFailure]) -> Counter[str]:

@@ -56,9 +56,9 @@ def spent(rounds: Sequence[EvaluatedAnswer]) -> Spent:
 
 
 def predicted_round(rounds: Sequence[EvaluatedAnswer], evaluate_settings: EvaluateSettings) -> Spent:
-    """The next round at its most: a generation and every evaluation attempt, each call as slow
-    as the slowest measured so far for this item."""
-    calls = 1 + evaluate_settings.max_attempts
+    """The next round at its most: a generation and every evaluation attempt (of every sample),
+    each call as slow as the slowest measured so far for this item."""
+    calls = 1 + evaluate_settings.max_attempts * evaluate_settings.samples
     measured = [s for r in rounds for s in r.call_seconds]
     slowest = (
         None

@@ -28,44 +28,109 @@ from pipeline.experiments.design import load_ref
 from pipeline.experiments.params import require_params_file
 from pipeline.experiments.registry import designs, load_design
 from pipeline.llm.terminal import echo, escape_logs
-from pipeline.tools.audit.command import audit
-from pipeline.tools.batch.command import batch
-from pipeline.tools.cache.command import cache
-from pipeline.tools.calibrate import calibrate
-from pipeline.tools.check import check
-from pipeline.tools.compare import compare
-from pipeline.tools.diff.command import diff
-from pipeline.tools.dvc_run import exp, repro
-from pipeline.tools.dvc_yaml import dvc_yaml
-from pipeline.tools.figures import write_figures
-from pipeline.tools.report_index import write_index
-from pipeline.tools.status.command import status
-from pipeline.tools.variant import variant
+
+# judgeloop's own commands: name -> ("module:attribute" of the click command, its short help).
+# Each is imported when it runs, never for another: `judgeloop diff` does not import calibrate's
+# scipy, nor `judgeloop --help` any command (it lists these short helps, which
+# tests/test_cli_imports.py holds equal to each command's own).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "audit": (
+        "pipeline.tools.audit.command:audit",
+        "Show recorded calls: the exact request messages, the reply, and the score read from it.",
+    ),
+    "batch": (
+        "pipeline.tools.batch.command:batch",
+        "The calls the next `dvc repro` needs, made by a batch job (vLLM, a batch API, Ray) in rounds.",
+    ),
+    "cache": (
+        "pipeline.tools.cache.command:cache",
+        "The local call cache and the recordings: stats, verify, gc, merge, seed, export.",
+    ),
+    "calibrate": (
+        "pipeline.tools.calibrate:calibrate",
+        "How far a judge's scores agree with human ratings: Spearman, Kendall tau-b and Pearson at "
+        "summary, system and global level with bootstrap intervals; Krippendorff's alpha.",
+    ),
+    "check": (
+        "pipeline.tools.check:check",
+        "Does this clone reproduce? Every stage replayed from the recordings, in one process.",
+    ),
+    "compare": (
+        "pipeline.tools.compare:compare",
+        "Two runs side by side: each design's headline numbers that changed (--all: every one).",
+    ),
+    "diff": (
+        "pipeline.tools.diff.command:diff",
+        "Two runs judgement by judgement: what changed, why, and whether it exceeds noise.",
+    ),
+    "dvc-yaml": (
+        "pipeline.tools.dvc_yaml:dvc_yaml",
+        "Write dvc.yaml from the designs' stage specs (it is generated, never edited).",
+    ),
+    "exp": (
+        "pipeline.tools.dvc_run:exp",
+        "Run an experiment: `dvc exp run`, and if it fails, put the workspace back as it was.",
+    ),
+    "repro": (
+        "pipeline.tools.dvc_run:repro",
+        "Run the pipeline: `dvc repro`, with judgeloop's environment first on the PATH.",
+    ),
+    "status": (
+        "pipeline.tools.status.command:status",
+        "Which calls the next `dvc repro` needs, how many are recorded, how many go to the model.",
+    ),
+    "variant": (
+        "pipeline.tools.variant:variant",
+        "The workspace's experiment with some params changed, recorded into FOLDER: a second run "
+        "for `judgeloop diff workspace FOLDER`.",
+    ),
+}
+
+
+def _command(ref: str) -> click.Command:
+    loaded = load_ref(ref)
+    if not isinstance(loaded, click.Command):
+        raise ConfigError(f"{ref} is not a click command")
+    return loaded
 
 
 class Judgeloop(click.Group):
-    """judgeloop's own commands, and the designs' (imported only when one of them runs)."""
+    """judgeloop's own commands (COMMANDS, imported when one runs) and the designs' (likewise)."""
 
     def _design_commands(self) -> dict[str, str]:
         found: dict[str, str] = {}
         for design in designs():
             for name, ref in design.commands.items():
-                if name in self.commands or name in found:
+                if name in self.commands or name in COMMANDS or name in found:
                     raise ConfigError(f"design {design.name} adds a command {name!r} that exists already")
                 found[name] = ref
         return found
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted([*super().list_commands(ctx), *self._design_commands()])
+        return sorted([*super().list_commands(ctx), *COMMANDS, *self._design_commands()])
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         command = super().get_command(ctx, cmd_name)
+        if command is None and cmd_name in COMMANDS:
+            command = _command(COMMANDS[cmd_name][0])
         if command is None and (ref := self._design_commands().get(cmd_name)) is not None:
-            loaded = load_ref(ref)
-            if not isinstance(loaded, click.Command):
-                raise ConfigError(f"{ref} is not a click command")
-            command = loaded
+            command = _command(ref)
         return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands and their short helps, as click lists them, importing none of COMMANDS."""
+        rows: list[tuple[str, str]] = []
+        limit = formatter.width - 6 - max((len(name) for name in self.list_commands(ctx)), default=0)
+        for name in self.list_commands(ctx):
+            if name in COMMANDS and name not in self.commands:
+                rows.append((name, click.Command(name, help=COMMANDS[name][1]).get_short_help_str(limit)))
+                continue
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
 
 @click.group(cls=Judgeloop)
@@ -86,20 +151,6 @@ def main() -> None:
       judgeloop report                      every design's pages and outputs/index.html
     """
     escape_logs()  # every warning a command prints (a server's words, a file's names) shown safely
-
-
-main.add_command(audit)
-main.add_command(cache)
-main.add_command(status)
-main.add_command(calibrate)
-main.add_command(dvc_yaml)
-main.add_command(batch)
-main.add_command(repro)
-main.add_command(exp)
-main.add_command(compare)
-main.add_command(check)
-main.add_command(diff)
-main.add_command(variant)
 
 
 def _written(paths: list[Path]) -> str:
@@ -131,6 +182,9 @@ def report(names: tuple[str, ...], figures: Path | None) -> None:
       judgeloop report rag                 one design's pages, and the index
       judgeloop report --figures docs      also docs/pipeline.svg and the plots as SVG files
     """
+    from pipeline.tools.figures import write_figures
+    from pipeline.tools.report_index import write_index
+
     require_params_file()
     chosen = [load_design(name) for name in names] or [d for d in designs() if d.report]
     for design in chosen:

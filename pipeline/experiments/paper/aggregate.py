@@ -12,6 +12,7 @@ from pipeline.data.recorded_models import design_model
 from pipeline.experiments.paper.aggregation import LLM_STAGES, compute_metrics, markdown_report, write_plots
 from pipeline.experiments.paper.params import PaperParams
 from pipeline.experiments.paper.report.html import load_records, write_report
+from pipeline.judges.rubric.judge import reply_reader
 from pipeline.loops.results import Refinement, read_refinements
 from pipeline.stats.stability import stability
 
@@ -77,5 +78,7 @@ def _write_report(params: PaperParams, refinements: list[Refinement], summary: d
     markdown.parent.mkdir(parents=True, exist_ok=True)
     markdown.write_text(markdown_report(summary, model), encoding="utf-8")
     records = load_records(Path(params.cache.recordings))
-    pages = write_report(index, refinements, summary, records, f"judgeloop: {model}")
+    # The replies read as the judge stage read them: its metric labels and decimal policy.
+    read = reply_reader(params.judge)
+    pages = write_report(index, refinements, summary, records, f"judgeloop: {model}", read)
     return [markdown, index, *(index.parent / pages.folder / name for name in sorted(pages.pages))]

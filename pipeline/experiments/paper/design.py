@@ -39,7 +39,8 @@ DESIGN = Design(
             deps=("${refine.out}", "recordings/assess", "recordings/judge", "recordings/refine"),
             # The item pages' folder is named after the index (pipeline.reports.pages.pages_folder).
             outs=("${aggregate.report}", "${aggregate.html_report}", "outputs/paper/report"),
-            params=("aggregate", "judge.metrics"),
+            # judge.decimal_scores: the report reads each judge reply again, as the judge stage did.
+            params=("aggregate", "judge.metrics", "judge.decimal_scores"),
             metrics=("${aggregate.metrics_out}",),
             plots=(
                 Plot(
@@ -68,4 +69,5 @@ DESIGN = Design(
     report=f"{_HERE}.aggregate:report",
     headline=f"{_HERE}.headline:headline",
     judgements=f"{_HERE}.judgements:judgements",
+    reads=f"{_HERE}.replies:reads",
 )

@@ -30,6 +30,7 @@ DESIGN = Design(
                     "num_predict",
                     "max_attempts",
                     "logprobs",
+                    "samples",
                     "out",
                 )
             ),
@@ -46,5 +47,6 @@ DESIGN = Design(
     report=f"{_HERE}.aggregate:report",
     commands={"judge-evaluate": f"{_HERE}.judge_evaluate:judge_evaluate"},
     headline=f"{_HERE}.headline:headline",
+    reads=f"{_HERE}.replies:reads",
     judgements=f"{_HERE}.judgements:judgements",
 )

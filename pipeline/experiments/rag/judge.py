@@ -3,10 +3,12 @@ cache (pipeline.llm.runner). Used by the rag_judge stage and by `judgeloop judge
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
-from pydantic import Field
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from pipeline.data.jsonl import Result
 from pipeline.data.rag_rows import RagRow, load_rag_rows
@@ -14,7 +16,13 @@ from pipeline.experiments.rag.params import RagParams
 from pipeline.experiments.rag.prompt import rag_messages
 from pipeline.experiments.rag.settings import RagSettings
 from pipeline.experiments.steps import LLMStep, jsonl_output, share
-from pipeline.judges.structured.judge import DimensionsJudgement, judge
+from pipeline.judges.samples import only_seeds_differ, sample_options
+from pipeline.judges.structured.judge import (
+    DimensionsJudgement,
+    combined_dimensions,
+    dimension_samples,
+    judge,
+)
 from pipeline.llm.runner import run_items
 from pipeline.llm.session import LLMSession
 from pipeline.llm.structured import ChatSession
@@ -25,6 +33,16 @@ class RagJudgement(Result):
     item: str
     judgement: DimensionsJudgement
     labels: dict[str, int] = Field(default_factory=dict)  # the row's human labels, if any
+    # rag.samples > 1: each dimension's score in each sample, sample 0 first; `judgement` combines
+    # them. Left out of the file while None, so a run with one sample writes what it wrote before.
+    samples: dict[str, tuple[int | None, ...]] | None = None
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and data.get("samples", 0) is None:
+            del data["samples"]
+        return data
 
 
 def rag_options(settings: RagSettings, options: Options) -> Options:
@@ -35,16 +53,29 @@ def judge_row(
     session: ChatSession, row: RagRow, settings: RagSettings, options: Options, stage: str
 ) -> RagJudgement:
     context = CallContext(stage=stage, item=row.id, labels={"prompt": settings.prompt_mode})
-    judgement = judge(
-        session,
-        rag_messages(row, settings.dimensions, settings.prompt_mode, settings.max_context_chars),
-        settings.dimensions,
-        rag_options(settings, options),
-        context,
-        max_attempts=settings.max_attempts,
-        logprobs=settings.logprobs,
+    messages = rag_messages(row, settings.dimensions, settings.prompt_mode, settings.max_context_chars)
+
+    def ask(sample: int, where: CallContext) -> DimensionsJudgement:
+        return judge(
+            session,
+            messages,
+            settings.dimensions,
+            sample_options(rag_options(settings, options), sample),
+            where,
+            max_attempts=settings.max_attempts,
+            logprobs=settings.logprobs,
+        )
+
+    if settings.samples == 1:
+        return RagJudgement(item=row.id, judgement=ask(0, context), labels=row.labels)
+    # Each sample its own seed, recorded under its `sample` label; the row's judgement their majority.
+    judged = [ask(i, context.at(sample=str(i))) for i in range(settings.samples)]
+    return RagJudgement(
+        item=row.id,
+        judgement=combined_dimensions(judged, settings.dimensions),
+        labels=row.labels,
+        samples=dimension_samples(judged, settings.dimensions),
     )
-    return RagJudgement(item=row.id, judgement=judgement, labels=row.labels)
 
 
 def run_rag_judge(
@@ -55,6 +86,9 @@ def run_rag_judge(
     stage: str = "rag_judge",
     work: Callable[[RagRow], RagJudgement] | None = None,
 ) -> list[RagJudgement]:
+    said = only_seeds_differ(settings.samples, options)
+    if said is not None:
+        print(f"{stage}: {said.replace('judge.samples', 'rag.samples')}", file=sys.stderr)
     return run_items(
         session, rows, work or (lambda row: judge_row(session, row, settings, options, stage)), stage
     )

@@ -32,4 +32,5 @@ def judgements(params: RagParams, run: RunFiles) -> Iterator[Judgement]:
                 score=None if scored is None else scored.score,
                 passed=None,
                 keys=judged.call_keys,
+                samples=(row.samples or {}).get(name, ()),
             )

@@ -56,6 +56,10 @@ class RagSettings(Section):
     num_predict: int = Field(384, ge=16)
     max_attempts: int = Field(2, ge=1)
     logprobs: int | None = Field(5, ge=0, le=20)  # alternatives per token; null: ask for none
+    # judge.samples for the RAG judge: each row judged N times, sample i with its own seed
+    # (pipeline.judges.samples); each dimension's score the samples' majority. 1: asked once, the
+    # request exactly as without samples.
+    samples: int = Field(1, ge=1, le=100)
     # Which score each human label is compared with when asking whether low confidence predicts
     # disagreement (every score is compared with every label in the AUROC table regardless).
     label_scores: dict[str, str] = Field(

@@ -59,4 +59,6 @@ DESIGN = Design(
     ),
     report=f"{_HERE}.aggregate:report",
     headline=f"{_HERE}.headline:headline",
+    judgements=f"{_HERE}.judgements:judgements",
+    reads=f"{_HERE}.replies:reads",
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -10,6 +11,7 @@ from pipeline.experiments.regen.params import RegenParams, load_rows
 from pipeline.experiments.steps import LLMStep, Upstream, jsonl_output, share
 from pipeline.judges.quality.evaluator import evaluate
 from pipeline.judges.quality.results import Answer, EvaluatedAnswer
+from pipeline.judges.samples import only_seeds_differ
 from pipeline.llm.latency import TimedCalls
 from pipeline.llm.runner import run_items
 from pipeline.llm.session import LLMSession
@@ -21,6 +23,10 @@ STAGE = "regen_evaluate"
 def run_evaluate(
     params: RegenParams, session: LLMSession, rows: Mapping[str, RagRow], answers: Sequence[Answer]
 ) -> list[EvaluatedAnswer]:
+    said = only_seeds_differ(params.regen_evaluate.samples, params.llm.options)
+    if said is not None:
+        print(f"{STAGE}: {said.replace('judge.samples', 'regen_evaluate.samples')}", file=sys.stderr)
+
     def evaluate_one(answer: Answer) -> EvaluatedAnswer:
         context = CallContext(stage=STAGE, item=answer.item, step=0)
         return evaluate(

@@ -75,7 +75,8 @@ def _judgements(
     failures = [f for r in scored for c in r.pool for f in c.failed.values()]
     return {
         "scored": len(judged),
-        "scored_after_reask": sum(1 for s in judged if len(s.call_keys) > 1),
+        # more calls than samples: some sample of the rating was asked again
+        "scored_after_reask": sum(1 for s in judged if len(s.call_keys) > max(1, len(s.samples))),
         "reasked": recorded.get("reasked", 0),
         "failed": len(failures),
         "failed_by_kind": dict(sorted(Counter(f.kind for f in failures).items())),

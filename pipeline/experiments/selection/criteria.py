@@ -22,15 +22,18 @@ class CriterionScore:
     score: float  # 0-1
     source: Literal["judge", "attribute"]
     call_keys: tuple[str, ...] = ()  # judge: the cached calls the rating rests on, the one read last
-    rating: int | None = None  # judge: the 1-5 rating read from the reply
+    rating: int | float | None = None  # judge: the 1-5 rating read from the reply (samples' mean: a float)
     attribute: str | None = None  # attribute: the catalog column
     attribute_value: float | None = None  # attribute: its value for this track
+    samples: tuple[int | None, ...] = ()  # selection.samples > 1: each sample's rating, the rating combined
 
     def record(self) -> dict[str, Any]:
         """As written to outputs (canonical JSON): only the fields its source sets."""
         out: dict[str, Any] = {"criterion": self.criterion, "score": self.score, "source": self.source}
         if self.source == "judge":
             out.update(rating=self.rating, call_keys=list(self.call_keys))
+            if self.samples:  # absent with one sample: a run without samples writes what it wrote before
+                out["samples"] = list(self.samples)
         else:
             out.update(attribute=self.attribute, attribute_value=self.attribute_value)
         return out
@@ -46,16 +49,22 @@ class CriterionScore:
             rating=record.get("rating"),
             attribute=record.get("attribute"),
             attribute_value=record.get("attribute_value"),
+            samples=tuple(record.get("samples", ())),
         )
 
 
-def judged_score(criterion: str, rating: int, call_keys: tuple[str, ...]) -> CriterionScore:
-    """The 0-1 score of a 1-5 judge rating; `call_keys` must name the calls it was read from."""
+def judged_score(
+    criterion: str, rating: int | float, call_keys: tuple[str, ...], samples: tuple[int | None, ...] = ()
+) -> CriterionScore:
+    """The 0-1 score of a 1-5 judge rating; `call_keys` must name the calls it was read from
+    (with samples, every sample's, sample 0's first)."""
     if not LIKERT_MIN <= rating <= LIKERT_MAX:
         raise ValueError(f"a rating must lie in {LIKERT_MIN}-{LIKERT_MAX}, not {rating}")
     if not call_keys:
         raise ValueError(f"the {criterion} rating must name the call(s) it was read from")
-    return CriterionScore(criterion, to_unit(rating), "judge", call_keys=call_keys, rating=rating)
+    return CriterionScore(
+        criterion, to_unit(rating), "judge", call_keys=call_keys, rating=rating, samples=samples
+    )
 
 
 def attribute_score(name: str, criterion: Criterion, track: Track) -> CriterionScore:

@@ -29,6 +29,8 @@ DESIGN = Design(
                     "framework",
                     "judge_num_predict",
                     "max_attempts",
+                    "samples",
+                    "combine",
                 )
             ),
         ),
@@ -59,4 +61,6 @@ DESIGN = Design(
     ),
     report=f"{_HERE}.aggregate:report",
     headline=f"{_HERE}.headline:headline",
+    judgements=f"{_HERE}.judgements:judgements",
+    reads=f"{_HERE}.replies:reads",
 )

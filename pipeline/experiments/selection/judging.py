@@ -21,7 +21,7 @@ from pipeline.data.catalog import Track
 from pipeline.data.listening_requests import Criterion, ListeningRequest
 from pipeline.judges.judgement import Judgement, from_structured
 from pipeline.judges.likert import LIKERT_MAX, LIKERT_MIN
-from pipeline.llm.structured import ChatSession, ask_structured
+from pipeline.llm.structured import ChatSession, StructuredResult, ask_structured
 from pipeline.llm.types import CallContext, Message, Options
 
 RATER_SYSTEM = (
@@ -123,7 +123,7 @@ class CriterionJudge:
         result = ask_structured(
             self.session, messages, RatingReply, self.options, context, max_attempts=self.max_attempts
         )
-        return from_structured(result, lambda reply: reply.rating, lambda reply: reply.reason)
+        return rating_judgement(result)
 
 
 class PairwiseJudge:
@@ -137,5 +137,15 @@ class PairwiseJudge:
         result = ask_structured(
             self.session, messages, PairwiseReply, self.options, context, max_attempts=self.max_attempts
         )
-        shown = {"A": subject.first.track_id, "B": subject.second.track_id}
-        return from_structured(result, lambda reply: shown[reply.better], lambda reply: reply.reason)
+        return comparison_judgement(result, subject.first.track_id, subject.second.track_id)
+
+
+def rating_judgement(result: StructuredResult[RatingReply]) -> Judgement[int]:
+    """The judgement of a rating reply, by CriterionJudge and by `judgeloop audit` alike (replies.py)."""
+    return from_structured(result, lambda reply: reply.rating, lambda reply: reply.reason)
+
+
+def comparison_judgement(result: StructuredResult[PairwiseReply], first: str, second: str) -> Judgement[str]:
+    """The judgement of a comparison reply: the id of the track preferred, `first` shown as A."""
+    shown = {"A": first, "B": second}
+    return from_structured(result, lambda reply: shown[reply.better], lambda reply: reply.reason)

@@ -14,6 +14,8 @@ selection:
   judge_num_predict: 64  # token budget of one rating reply ({"reason", "rating"})
   compare_num_predict: 64  # token budget of one pairwise reply ({"reason", "better"})
   max_attempts: 2        # first ask + re-asks of an unusable reply; then the judgement is failed
+  samples: 1             # each rating asked N times, each with its own seed (pipeline.judges.samples)
+  combine: majority      # the rating used with samples > 1: their majority, or their mean
 
 A stage of this design validates only these sections (`only_its_sections`), so another design's
 sections cannot touch it.
@@ -27,6 +29,7 @@ from pathlib import Path
 from pydantic import ConfigDict, Field
 
 from pipeline.data.listening_requests import Framework
+from pipeline.judges.samples import Combine
 from pipeline.llm.settings import EngineSettings, PathParam, Section, load_settings
 from pipeline.llm.types import Options
 
@@ -47,6 +50,9 @@ class SelectionSettings(Section):
     judge_num_predict: int = Field(64, ge=8)
     compare_num_predict: int = Field(64, ge=8)
     max_attempts: int = Field(2, ge=1, le=5)
+    # judge.samples for the scorer: 1 is one call per rating, the key of a run without samples.
+    samples: int = Field(1, ge=1, le=100)
+    combine: Combine = "majority"
 
 
 class SelectionParams(EngineSettings):

@@ -13,6 +13,7 @@ failures, so the pick step reads no catalog.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,7 @@ from pipeline.experiments.selection.params import SelectionParams
 from pipeline.experiments.selection.pools import RequestPool, request_pools
 from pipeline.experiments.selection.retrieve import PoolEntry
 from pipeline.experiments.steps import LLMStep, Output, share
+from pipeline.judges.samples import Combine, combine, only_seeds_differ, sample_options
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.runner import run_items
 from pipeline.llm.session import LLMSession
@@ -98,32 +100,70 @@ class ScoredRequest:
         )
 
 
+Rated = tuple[CriterionScore | FailedJudgement, str]  # the rating or its failure, and the judge's reason
+
+
+def _rated(rate: CriterionJudge, subject: CandidateOnCriterion, name: str) -> Rated:
+    judgement = rate(subject, subject.context())
+    if judgement.value is None:
+        failure = FailedJudgement(
+            judgement.reading, judgement.error or "", judgement.text, judgement.call_keys
+        )
+        return failure, ""
+    return judged_score(name, judgement.value, judgement.call_keys), judgement.explanation
+
+
+def _rated_sampled(
+    rates: Sequence[CriterionJudge], subject: CandidateOnCriterion, name: str, how: Combine
+) -> Rated:
+    """selection.samples > 1: the rating asked once per sample (each its own seed, recorded under
+    its `sample` label), the samples' ratings combined; failed only where no sample was usable (then
+    sample 0's failure, with every sample's calls). The reason is the first usable sample's."""
+    judged = [rate(subject, subject.context().at(sample=str(i))) for i, rate in enumerate(rates)]
+    keys = tuple(key for j in judged for key in j.call_keys)
+    ratings = tuple(j.value for j in judged)
+    rating = combine(ratings, how)
+    if rating is None:
+        first = judged[0]
+        return FailedJudgement(first.reading, first.error or "", first.text, keys), ""
+    reason = next(j.explanation for j in judged if j.value is not None)
+    return judged_score(name, rating, keys, ratings), reason
+
+
 def score_candidate(
     params: SelectionParams, session: LLMSession, request_pool: RequestPool, entry: PoolEntry
 ) -> ScoredCandidate:
     scores: dict[str, CriterionScore] = {}
     reasons: dict[str, str] = {}
     failed: dict[str, FailedJudgement] = {}
-    rate = CriterionJudge(session, params.judge_options(), params.selection.max_attempts)
+    settings, options = params.selection, params.judge_options()
+    rates = [
+        CriterionJudge(session, sample_options(options, i), settings.max_attempts)
+        for i in range(settings.samples)
+    ]
     for name, criterion in sorted(request_pool.framework.criteria.items()):
         if criterion.source == "attribute":
             scores[name] = attribute_score(name, criterion, entry.track)
             continue
         subject = CandidateOnCriterion(request_pool.request, name, criterion, entry.track)
-        judgement = rate(subject, subject.context())
-        if judgement.value is None:
-            failed[name] = FailedJudgement(
-                judgement.reading, judgement.error or "", judgement.text, judgement.call_keys
-            )
+        if settings.samples > 1:
+            rated, reason = _rated_sampled(rates, subject, name, settings.combine)
         else:
-            scores[name] = judged_score(name, judgement.value, judgement.call_keys)
-            reasons[name] = judgement.explanation
+            rated, reason = _rated(rates[0], subject, name)
+        if isinstance(rated, FailedJudgement):
+            failed[name] = rated
+        else:
+            scores[name], reasons[name] = rated, reason
     return ScoredCandidate(entry, scores, reasons, failed)
 
 
 def run_score(
     params: SelectionParams, session: LLMSession, pools: Sequence[RequestPool]
 ) -> list[ScoredRequest]:
+    said = only_seeds_differ(params.selection.samples, params.judge_options())
+    if said is not None:
+        print(f"select_score: {said.replace('judge.samples', 'selection.samples')}", file=sys.stderr)
+
     def score_request(request_pool: RequestPool) -> ScoredRequest:
         pool = [score_candidate(params, session, request_pool, entry) for entry in request_pool.pool]
         return ScoredRequest(request_pool.request, request_pool.framework, pool)

@@ -53,5 +53,6 @@ DESIGN = Design(
     report=f"{_HERE}.aggregate:report",
     calibration=f"{_HERE}.aggregate:calibration_rows",
     headline=f"{_HERE}.headline:headline",
+    reads=f"{_HERE}.replies:reads",
     judgements=f"{_HERE}.judgements:judgements",
 )

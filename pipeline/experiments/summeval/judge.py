@@ -23,12 +23,13 @@ from pipeline.experiments.steps import LLMStep, jsonl_output
 from pipeline.experiments.summeval.params import SummEvalParams, SummEvalSettings
 from pipeline.experiments.summeval.prompts import rubric_prompt
 from pipeline.experiments.summeval.results import SummEvalJudgement, SummEvalReply
+from pipeline.judges.geval import ScoreDistribution
 from pipeline.judges.judgement import Judgement, from_structured
 from pipeline.judges.samples import Combine, combine, only_seeds_differ, sample_options
 from pipeline.llm.runner import run_items
 from pipeline.llm.scheduling import side_by_side
 from pipeline.llm.session import LLMSession
-from pipeline.llm.structured import ChatSession, FailureKind, ask_structured
+from pipeline.llm.structured import ChatSession, FailureKind, StructuredResult, ask_structured
 from pipeline.llm.types import CallContext, Message, Options
 
 STAGE = "summeval_judge"
@@ -78,7 +79,18 @@ class SummEvalJudge:
             max_attempts=self.settings.max_attempts,
             logprobs=self.settings.top_logprobs,
         )
-        return from_structured(result, lambda reply: reply.score, lambda reply: "", score_fields=("score",))
+        return reply_judgement(result)
+
+
+def reply_judgement(result: StructuredResult[SummEvalReply]) -> Judgement[int]:
+    """The judgement of the judge's reply, by the stage and by `judgeloop audit` alike (replies.py)."""
+    return from_structured(result, lambda reply: reply.score, lambda reply: "", score_fields=("score",))
+
+
+def weighted_score(distribution: ScoreDistribution) -> float:
+    """G-Eval's weighted score as the judge step writes it: rounded so that the same recorded reply
+    gives the same bytes on any machine."""
+    return round(distribution.expected, 6)
 
 
 def summeval_judgement(subject: SummaryOnDimension, judgement: Judgement[int]) -> SummEvalJudgement:
@@ -93,7 +105,7 @@ def summeval_judgement(subject: SummaryOnDimension, judgement: Judgement[int]) -
         attempts=judgement.attempts,
         text=judgement.text,
         score=judgement.value,
-        weighted_score=round(distribution.expected, 6) if distribution else None,
+        weighted_score=weighted_score(distribution) if distribution else None,
         probabilities={str(v): round(p, 6) for v, p in distribution.probabilities.items()}
         if distribution
         else None,

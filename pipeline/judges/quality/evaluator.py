@@ -15,13 +15,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pipeline.data.rag_rows import RagRow
+from pipeline.judges.call_reading import CallReading, of_judgement
 from pipeline.judges.judgement import Judgement, from_structured
 from pipeline.judges.likert import to_unit
 from pipeline.judges.quality.passages import passages_block
 from pipeline.judges.quality.results import Answer, Calls, EvaluatedAnswer, EvaluationReply
 from pipeline.judges.quality.settings import EvaluateSettings
+from pipeline.judges.samples import combine, sample_options
 from pipeline.llm.latency import TimedCalls
-from pipeline.llm.structured import ChatSession, ask_structured
+from pipeline.llm.records import CallRecord
+from pipeline.llm.structured import ChatSession, StructuredResult, ask_structured, read_attempt
 from pipeline.llm.types import CallContext, Message, Options
 
 EVALUATE_SYSTEM = """\
@@ -77,7 +80,24 @@ class QualityEvaluator:
             context.at(role="evaluate"),
             max_attempts=self.settings.max_attempts,
         )
-        return from_structured(result, lambda reply: reply, lambda reply: "; ".join(reply.issues))
+        return reply_judgement(result)
+
+
+def reply_judgement(result: StructuredResult[EvaluationReply]) -> Judgement[EvaluationReply]:
+    """The judgement of the evaluator's reply, by QualityEvaluator and by call_reading alike."""
+    return from_structured(result, lambda reply: reply, lambda reply: "; ".join(reply.issues))
+
+
+def call_reading(record: CallRecord) -> CallReading:
+    """One recorded evaluator call as its stage read it: the quality on 0-1 that the policy compares
+    with its threshold (EvaluatedAnswer.quality), the two grades as the model wrote them; or no
+    score, with the failure."""
+    judgement = reply_judgement(read_attempt(record, EvaluationReply))
+    reply = judgement.value
+    if reply is None:
+        return of_judgement(judgement, None)
+    grades = {"quality_score": reply.quality_score, "confidence_score": reply.confidence_score}
+    return of_judgement(judgement, to_unit(reply.quality_score), grades)
 
 
 def evaluate(
@@ -89,6 +109,8 @@ def evaluate(
     context: CallContext,
 ) -> EvaluatedAnswer:
     """The answer evaluated, as the regeneration loop records it, with each call's duration."""
+    if settings.samples > 1:
+        return _evaluate_sampled(session, row, answer, settings, options, context)
     judgement = QualityEvaluator(session, settings, options)(AnswerToEvaluate(row, answer), context)
     keys, seconds = session.take()
     calls = Calls(keys=keys, seconds=seconds)
@@ -110,4 +132,42 @@ def evaluate(
         quality=to_unit(reply.quality_score),
         confidence=to_unit(reply.confidence_score),
         calls=calls,
+    )
+
+
+def _unit(grade: int | float | None) -> float | None:
+    return None if grade is None else to_unit(grade)
+
+
+def _evaluate_sampled(
+    session: TimedCalls,
+    row: RagRow,
+    answer: Answer,
+    settings: EvaluateSettings,
+    options: Options,
+    context: CallContext,
+) -> EvaluatedAnswer:
+    """regen_evaluate.samples > 1: the answer evaluated once per sample, sample i with its own seed
+    and recorded under its `sample` label; quality and confidence the samples' grades combined
+    (pipeline.judges.samples); unscored only where no sample was."""
+    subject = AnswerToEvaluate(row, answer)
+    judged = [
+        QualityEvaluator(session, settings, sample_options(options, i))(subject, context.at(sample=str(i)))
+        for i in range(settings.samples)
+    ]
+    keys, seconds = session.take()
+    replies = [j.value for j in judged]
+    quality = combine([None if r is None else r.quality_score for r in replies], settings.combine)
+    confidence = combine([None if r is None else r.confidence_score for r in replies], settings.combine)
+    usable = next((r for r in replies if r is not None), None)
+    first = judged[0]
+    return EvaluatedAnswer(
+        item=row.id,
+        answer=answer,
+        evaluation=usable,
+        failure=None if usable is not None else f"{first.reading}: {first.error}",
+        quality=_unit(quality),
+        confidence=_unit(confidence),
+        calls=Calls(keys=keys, seconds=seconds),
+        samples=tuple(None if r is None else to_unit(r.quality_score) for r in replies),
     )

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from pipeline.data.jsonl import Result
 from pipeline.judges.likert import LikertScore
@@ -53,6 +55,17 @@ class EvaluatedAnswer(Result):
     quality: float | None  # quality_score on 0-1; None when unscored
     confidence: float | None
     calls: Calls = Field(default_factory=Calls)
+    # regen_evaluate.samples > 1: each sample's quality (0-1), sample 0 first; quality and confidence
+    # combine the samples' grades, the reply shown (issues, hint) is the first usable sample's. Left
+    # out of the file while None, so a run with one sample writes what it wrote before.
+    samples: tuple[float | None, ...] | None = None
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and data.get("samples", 0) is None:
+            del data["samples"]
+        return data
 
     @property
     def call_count(self) -> int:

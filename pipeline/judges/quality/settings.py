@@ -22,4 +22,8 @@ class GenerateSettings(Section):
 class EvaluateSettings(Section):
     num_predict: int = Field(192, ge=1)
     max_attempts: int = Field(2, ge=1)  # first ask + re-asks with the validation problem
+    # judge.samples for the evaluator (pipeline.judges.samples): each answer evaluated N times, sample
+    # i with its own seed; its grades combined. 1: asked once, the request exactly as without samples.
+    samples: int = Field(1, ge=1, le=100)
+    combine: Literal["mean", "majority"] = "mean"
     out: PathParam = "outputs/regen/evaluated.jsonl"

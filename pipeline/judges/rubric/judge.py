@@ -16,6 +16,7 @@ from typing import Annotated
 from pydantic import BaseModel, StringConstraints, create_model
 
 from pipeline.data.transcripts import Transcript
+from pipeline.judges.call_reading import CallReading, of_judgement, of_score
 from pipeline.judges.judgement import Judgement, from_structured
 from pipeline.judges.likert import LIKERT_MAX, LIKERT_MIN, LikertScore
 from pipeline.judges.rubric.judge_prompts import JUDGE_PROMPTS
@@ -24,9 +25,10 @@ from pipeline.judges.rubric.results import MetricJudgement
 from pipeline.judges.rubric.settings import JudgeSettings
 from pipeline.judges.samples import combine, sample_options
 from pipeline.judges.scores import DecimalPolicy, Scale, ScoreReading, extract_score
+from pipeline.llm.records import CallRecord
 from pipeline.llm.scheduling import side_by_side
 from pipeline.llm.session import LLMSession
-from pipeline.llm.structured import ask_structured
+from pipeline.llm.structured import StructuredResult, ask_structured, read_attempt
 from pipeline.llm.types import CallContext, ChatRequest, Message, Options
 
 SCALE = Scale(LIKERT_MIN, LIKERT_MAX)
@@ -36,6 +38,44 @@ def read_score(text: str, metric: str, decimals: DecimalPolicy = "unscored") -> 
     """The judge's score for one metric; "Completeness: 2" counts, as a verdict labelled by the metric,
     and a reply that rates several metrics is read for this one only."""
     return extract_score(text, SCALE, labels=(metric,), decimals=decimals, metric=metric)
+
+
+ReplyReader = Callable[[CallRecord, str], CallReading]
+
+
+def reply_reader(settings: JudgeSettings) -> ReplyReader:
+    """(a judge call's record, its metric) -> the reading the judge stage made of its reply under these
+    settings: the one way a judge reply is read, by the report and the audit alike, so that neither
+    can read a reply otherwise than the numbers were made from. A free reply is read by the extractor
+    (the metric's label and line, the decimal policy), one asked under a schema (judge.output: json,
+    the request carries its `format`) is parsed and validated as the stage did (rubric_judgement of
+    pipeline.llm.structured.read_attempt); a prompt refused as too long is `too_long` either way."""
+    # Read the protocol from the request, not judge.output: a call asked before the setting changed
+    # was read in the protocol it was asked in.
+    return lambda record, metric: _reading(record, metric, settings)
+
+
+def _reading(record: CallRecord, metric: str, settings: JudgeSettings) -> CallReading:
+    if record.request.format is not None:
+        judgement = rubric_judgement(read_attempt(record, rubric_reply_model(settings.explanation_chars)))
+        distribution = judgement.distributions.get("score")
+        weighted = {} if distribution is None else {"score": distribution.expected}
+        return of_judgement(judgement, judgement.value, weighted=weighted)
+    if (refused := record.reply.too_long) is not None:
+        return CallReading(None, "too_long", error=refused)  # as RubricJudge._free_text: not read
+    # read_score looked up at each call, not bound now: a bench swaps it to compare extractors.
+    return of_score(read_score(record.reply.text, metric, settings.decimal_scores))
+
+
+def judge_call_reading(
+    context: CallContext, record: CallRecord, settings: JudgeSettings
+) -> CallReading | None:
+    """The reading of one recorded call's reply, if it is a rubric judge call (its context has the
+    judge role and the metric it asked for), as reply_reader makes it; None for any other call."""
+    metric = context.label("metric")
+    if context.label("role") != "judge" or metric is None:
+        return None
+    return reply_reader(settings)(record, metric)
 
 
 def judge_prompt(metric: str, transcript_text: str, assessment_text: str) -> str:
@@ -66,6 +106,12 @@ class RubricSubject:
     metric: str
 
 
+def rubric_judgement(result: StructuredResult[RubricReply]) -> Judgement[int | float]:
+    """judge.output = json: the judgement of a schema-constrained reply, by the stage and by
+    reply_reader alike."""
+    return from_structured(result, lambda r: r.score, lambda r: r.explanation, score_fields=("score",))
+
+
 class RubricJudge:
     """The paper's judge, a Judge[RubricSubject, int | float]: the metric's verbatim rubric, asked in the
     protocol judge.output names, its score read on the 1-5 scale or left unscored."""
@@ -92,7 +138,7 @@ class RubricJudge:
             max_attempts=self.settings.max_attempts,
             logprobs=self.settings.top_logprobs or None,
         )
-        return from_structured(result, lambda r: r.score, lambda r: r.explanation, score_fields=("score",))
+        return rubric_judgement(result)
 
     def _free_text(self, subject: RubricSubject, context: CallContext) -> Judgement[int | float]:
         """The paper's protocol: a free reply, its score read by the extractor; an unreadable one

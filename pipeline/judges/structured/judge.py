@@ -12,9 +12,11 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pipeline.judges.call_reading import CallReading, of_judgement
 from pipeline.judges.geval import ScoreDistribution
 from pipeline.judges.judgement import Judgement, from_structured
 from pipeline.judges.likert import to_unit
+from pipeline.judges.samples import combine
 from pipeline.judges.structured.dimensions import (
     CONFIDENCE_FIELD,
     REASONING_FIELD,
@@ -22,7 +24,8 @@ from pipeline.judges.structured.dimensions import (
     DimensionsReply,
     reply_model,
 )
-from pipeline.llm.structured import ChatSession, ask_structured
+from pipeline.llm.records import CallRecord
+from pipeline.llm.structured import ChatSession, StructuredResult, ask_structured, read_attempt
 from pipeline.llm.types import CallContext, Message, Options
 
 DIGITS = 6  # outputs are rounded so that they read well; a replay computes the same floats anyway
@@ -123,12 +126,31 @@ class DimensionsJudge:
             max_attempts=self.max_attempts,
             logprobs=self.logprobs,
         )
-        return from_structured(
-            result,
-            lambda reply: reply,
-            lambda reply: str(getattr(reply, REASONING_FIELD)),
-            self.dimensions.names,
-        )
+        return reply_judgement(result, self.dimensions)
+
+
+def reply_judgement(
+    result: StructuredResult[DimensionsReply], dimensions: Dimensions
+) -> Judgement[DimensionsReply]:
+    """The judgement of a reply, by DimensionsJudge and by call_reading alike."""
+    return from_structured(
+        result, lambda reply: reply, lambda reply: str(getattr(reply, REASONING_FIELD)), dimensions.names
+    )
+
+
+def call_reading(record: CallRecord, dimensions: Dimensions) -> CallReading:
+    """One recorded call's reply as the structured judge's stage read it, through the stage's own
+    code (reply_judgement, dimensions_judgement): the overall score it wrote, each dimension's score
+    and the confidence as the model wrote them, G-Eval's expected score of each dimension where the
+    reply had log-probabilities; or no score, with the failure."""
+    judgement = reply_judgement(read_attempt(record, reply_model(dimensions)), dimensions)
+    recorded = dimensions_judgement(judgement, dimensions)
+    if isinstance(recorded, UnscoredDimensions):
+        return of_judgement(judgement, None)
+    fields: dict[str, int] = {name: s.score for name, s in recorded.dimensions.items()}
+    fields[CONFIDENCE_FIELD] = recorded.confidence
+    weighted = {name: s.logprob.expected for name, s in recorded.dimensions.items() if s.logprob is not None}
+    return of_judgement(judgement, recorded.overall, fields, weighted)
 
 
 def _logprob_score(distribution: ScoreDistribution | None, score: int) -> LogprobScore | None:
@@ -211,3 +233,45 @@ def judge(
     """Score `messages` (the system instructions and the material to judge) on `dimensions`."""
     judge = DimensionsJudge(session, dimensions, options, max_attempts=max_attempts, logprobs=logprobs)
     return dimensions_judgement(judge(messages, context), dimensions)
+
+
+def combined_dimensions(judged: Sequence[DimensionsJudgement], dimensions: Dimensions) -> DimensionsJudgement:
+    """rag.samples > 1: the samples' judgements as one, each dimension's score and the confidence
+    their majority (pipeline.judges.samples; a whole grade, as one reply writes it), the overall
+    recomputed from them, the reasoning the first scored sample's. Unscored samples are left out;
+    none scored, sample 0's failure. It rests on every sample's calls; `attempts` is the most any
+    sample took (above 1: some sample was asked again). The samples' log-probabilities are not
+    combined (each sample's distribution is another draw's), so none are given."""
+    keys = tuple(key for j in judged for key in j.call_keys)
+    attempts = max(j.attempts for j in judged)
+    problems = tuple(p for j in judged for p in j.problems)
+    scored = [j for j in judged if isinstance(j, ScoredDimensions)]
+    if not scored:
+        return judged[0].model_copy(update={"call_keys": keys, "attempts": attempts, "problems": problems})
+    scores: dict[str, DimensionScore] = {}
+    for name in dimensions.names:
+        score = int(combine([j.dimensions[name].score for j in scored], "majority") or 0)
+        scores[name] = DimensionScore(score=score, value=to_unit(score))
+    values = {name: s.value for name, s in scores.items()}
+    confidence = int(combine([j.confidence for j in scored], "majority") or 0)
+    return ScoredDimensions(
+        reasoning=scored[0].reasoning,
+        dimensions=scores,
+        overall=round(dimensions.weighted_mean(values), DIGITS),
+        overall_simple=round(dimensions.simple_mean(values), DIGITS),
+        confidence=confidence,
+        confidence_value=to_unit(confidence),
+        attempts=attempts,
+        problems=problems,
+        call_keys=keys,
+    )
+
+
+def dimension_samples(
+    judged: Sequence[DimensionsJudgement], dimensions: Dimensions
+) -> dict[str, tuple[int | None, ...]]:
+    """Each dimension's score in each sample, sample 0 first (None: that sample unscored)."""
+    return {
+        name: tuple(j.dimensions[name].score if isinstance(j, ScoredDimensions) else None for j in judged)
+        for name in dimensions.names
+    }

@@ -20,6 +20,9 @@ A call that uses up its retries on connection faults opens its server's circuit 
 (pipeline.llm.backends.breaker): every other call to that server then stops at once, so a dead
 server fails a stage within one retry budget, not one per worker.
 
+What the user sees of the retries is one line per server per fault, not one per retry
+(pipeline.llm.backends.retry_notices); each retry is logged at DEBUG.
+
 Backoff is exponential with jitter; a Retry-After header on a retried status is a floor for the
 next wait (capped at MAX_RETRY_AFTER_S), so a rate-limited server is not asked again too soon.
 """
@@ -50,6 +53,7 @@ from pipeline.errors import (
     UnreadableReplyError,
 )
 from pipeline.llm.backends.breaker import CircuitBreaker
+from pipeline.llm.backends.retry_notices import RetryNotices
 from pipeline.llm.bounds import surrogate_problem
 from pipeline.llm.settings import LLMSettings, in_flight
 
@@ -206,13 +210,15 @@ def retry_after(value: str | None) -> float | None:
 @dataclass(frozen=True)
 class RetryPolicy:
     """How calls to one server are retried. `breaker`: the server's circuit breaker, shared by
-    every call made through this policy (one policy a backend, one backend a server)."""
+    every call made through this policy (one policy a backend, one backend a server); `notices`,
+    the server's retry lines (without: a line per retry)."""
 
     max_retries: int
     max_server_errors: int
     wait: Wait = field(default_factory=default_wait)
     sleep: Callable[[float], None] = time.sleep  # tests record the waits instead of sleeping
     breaker: CircuitBreaker | None = None
+    notices: RetryNotices | None = None
 
     @classmethod
     def from_settings(cls, settings: LLMSettings, wait: Wait | None = None) -> RetryPolicy:
@@ -221,6 +227,7 @@ class RetryPolicy:
             settings.max_server_errors,
             wait or default_wait(),
             breaker=CircuitBreaker(settings.base_url),
+            notices=RetryNotices(settings.base_url),
         )
 
     def _pause(self, seconds: float) -> None:
@@ -266,6 +273,12 @@ class _Budget(Generic[T]):
         self.started = time.monotonic()
 
     def attempt(self) -> T:
+        result = self._attempt_through_breaker()
+        if self.policy.notices is not None:
+            self.policy.notices.answered()
+        return result
+
+    def _attempt_through_breaker(self) -> T:
         breaker = self.policy.breaker
         if breaker is None:
             self.attempts += 1
@@ -299,10 +312,25 @@ class _Budget(Generic[T]):
     def announce(self, state: RetryCallState, what: str) -> None:
         exc = state.outcome.exception() if state.outcome is not None else None
         delay = state.next_action.sleep if state.next_action is not None else 0.0
-        log.warning("%s: attempt %d failed (%s); retrying in %.1fs", what, self.attempts, exc, delay)
+        notices = self.policy.notices
+        if notices is None or not isinstance(exc, TransientBackendError):
+            log.warning("%s: attempt %d failed (%s); retrying in %.1fs", what, self.attempts, exc, delay)
+            return
+        log.debug("%s: attempt %d failed (%s); retrying in %.1fs", what, self.attempts, exc, delay)
+        notices.retrying(exc, self.attempts + 1, self.most_attempts(exc), delay)
+
+    def most_attempts(self, exc: TransientBackendError) -> int:
+        """The most attempts this call makes if every one from now fails as `exc` did (after
+        give_up counted it): its budget, or fewer where 500s and read timeouts have their own."""
+        left = self.policy.max_retries + 1 - self.attempts
+        if isinstance(exc, _SCARCE):
+            left = min(left, self.policy.max_server_errors - self.scarce + 1)
+        return self.attempts + left
 
     def final_error(self, exc: TransientBackendError) -> BackendError:
         policy = self.policy
+        if policy.notices is not None:
+            policy.notices.gave_up()
         budget = f"llm.max_retries={policy.max_retries}"
         if isinstance(exc, _SCARCE):
             budget += f", llm.max_server_errors={policy.max_server_errors}"

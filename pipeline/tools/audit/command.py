@@ -6,12 +6,12 @@
 
 Only files are read (recordings/<stage>/, and runs/<stage>.json for --hit/--miss): no model, no
 network, and the backend that made the calls does not matter. Every request message is printed as
-it was sent, the reply as it came back, and for a judge call the score the pipeline reads from it
-(pipeline.judges.scores.extract_score on the judge's scale), so what a reader sees is what the numbers
-were computed from. A record that fails verification is still shown, marked untrusted; so is every
-call of a recordings folder that no stage of dvc.yaml owns and no judgeloop run here wrote (a
-judge-evaluate stage): nothing pins such a folder, anyone with write access could have put it there
-(pipeline.llm.owners). Control
+it was sent, the reply as it came back, and for a judge call the score its stage read from it (the
+reading its design owns, Design.reads, with the metric and the settings of params.yaml), so what a
+reader sees is what the numbers were computed from. A record that fails verification is still
+shown, marked untrusted; so is every call of a recordings folder that no stage of dvc.yaml owns and
+no judgeloop run here wrote (a judge-evaluate stage): nothing pins such a folder, anyone with write
+access could have put it there (pipeline.llm.owners). Control
 characters in a reply (a terminal escape that would clear the screen or fake a line) are shown
 escaped in the text and markdown formats (pipeline.tools.audit.escape); `--raw` prints them as
 recorded, and `--format jsonl` is JSON.
@@ -27,9 +27,10 @@ from typing import Any, Literal
 import click
 
 from pipeline.errors import JudgeloopError
+from pipeline.experiments.design import load_ref
 from pipeline.experiments.params import Params, load_params
-from pipeline.judges.rubric.judge import SCALE
-from pipeline.judges.scores import ScoreReading, extract_score
+from pipeline.experiments.registry import designs
+from pipeline.judges.call_reading import CallReader, CallReading
 from pipeline.llm import recordings
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.owners import recording_owners
@@ -43,6 +44,8 @@ from pipeline.tools.audit.filters import Selection, last_run_status, select, why
 from pipeline.tools.inventory import RunSummary, read_runs
 
 Format = Literal["text", "jsonl", "markdown"]
+# stage name -> its design's reader: (call context, call record) -> the reading its stage made, or None
+Readers = dict[str, CallReader]
 
 
 class Marks(dict[int, str]):
@@ -108,8 +111,22 @@ def unowned_folders(root: Path, runs: dict[str, RunSummary]) -> dict[str, str]:
     }
 
 
-def score_of(call: RecordedCall) -> ScoreReading | None:
-    return extract_score(call.record.reply.text, SCALE) if call.context.label("role") == "judge" else None
+def readers(params: Params | None) -> Readers:
+    """Each design's reader (Design.reads) for the stages of that design, bound to params.yaml's
+    settings (None: the designs' defaults)."""
+    found: Readers = {}
+    for design in designs():
+        if design.reads is not None:
+            read = load_ref(design.reads)(params)
+            found.update((stage.name, read) for stage in design.stages)
+    return found
+
+
+def score_of(call: RecordedCall, read: Readers | None) -> CallReading | None:
+    """The score the call's stage read from its reply, as its design reads it; None for a call that
+    no design reads for a score."""
+    reader = (read or {}).get(call.context.stage)
+    return None if reader is None else reader(call.context, call.record)
 
 
 def _options(call: RecordedCall) -> str:
@@ -139,29 +156,43 @@ def _header(
     return rows
 
 
-def _score_line(reading: ScoreReading) -> str:
+def _score_line(reading: CallReading) -> str:
     matched = f' from "{reading.matched}"' if reading.matched else ""
     # What the reply states even when it is no score ("Score: 3.5/5" on 1-5 is non_integer, states 3.5).
     stated = f", states {reading.stated}" if reading.score is None and reading.stated is not None else ""
-    return f"{'none' if reading.score is None else reading.score} ({reading.reason}{stated}{matched})"
+    # A structured reply: the fields read, each with G-Eval's weighted score where it has one; a
+    # failure: what was wrong.
+    fields = [
+        f"{name} {value}" + (f" (weighted {reading.weighted[name]})" if name in reading.weighted else "")
+        for name, value in reading.fields.items()
+    ]
+    fields += [f"weighted {w}" for name, w in reading.weighted.items() if name not in reading.fields]
+    read = f"; {', '.join(fields)}" if fields else ""
+    error = f": {reading.error}" if reading.error else ""
+    score = "none" if reading.score is None else reading.score
+    return f"{score} ({reading.reason}{stated}{matched}{error}{read})"
 
 
-def format_text(call: RecordedCall, runs: dict[str, RunSummary], marks: Marks | None = None) -> str:
+def format_text(
+    call: RecordedCall, runs: dict[str, RunSummary], marks: Marks | None = None, read: Readers | None = None
+) -> str:
     lines = [f"=== {shown(call.context.describe(), one_line=True)} ==="]
     lines += [f"{name:<12}{shown(value, one_line=True)}" for name, value in _header(call, runs, marks)]
     # Each text behind a margin: no line of a prompt or reply can pass for a header (`===`, `---`).
     for number, message in enumerate(call.record.request.messages, start=1):
         lines += [f"--- message {number} ({message.role}) ---", framed(message.content)]
     lines += ["--- reply ---", framed(call.record.reply.text)]
-    reading = score_of(call)
+    reading = score_of(call, read)
     if reading is not None:
         lines.append(f"--- score: {_score_line(reading)} ---")
     return "\n".join(lines) + "\n"
 
 
-def as_json(call: RecordedCall, runs: dict[str, RunSummary], marks: Marks | None = None) -> dict[str, Any]:
+def as_json(
+    call: RecordedCall, runs: dict[str, RunSummary], marks: Marks | None = None, read: Readers | None = None
+) -> dict[str, Any]:
     record = call.record
-    reading = score_of(call)
+    reading = score_of(call, read)
     return {
         "context": call.context.model_dump(mode="json"),
         "key": record.key,
@@ -169,14 +200,7 @@ def as_json(call: RecordedCall, runs: dict[str, RunSummary], marks: Marks | None
         "created_at": record.created_at,
         "request": record.request.model_dump(mode="json"),
         "reply": record.reply.model_dump(mode="json"),
-        "score": None
-        if reading is None
-        else {
-            "score": reading.score,
-            "reason": reading.reason,
-            "matched": reading.matched,
-            "stated": reading.stated,
-        },
+        "score": None if reading is None else reading.as_json(),
         "last_run": last_run_status(runs, call),
         "problem": record.problem() or (marks.get(id(call)) if marks is not None else None),
     }
@@ -189,25 +213,31 @@ def _fenced(text: str, info: str = "text") -> str:
     return f"{fence}{info}\n{text}\n{fence}"
 
 
-def format_markdown(call: RecordedCall, runs: dict[str, RunSummary], marks: Marks | None = None) -> str:
+def format_markdown(
+    call: RecordedCall, runs: dict[str, RunSummary], marks: Marks | None = None, read: Readers | None = None
+) -> str:
     parts = [f"### {call.context.describe()}", "", "| | |", "|---|---|"]
     parts += [f"| {name} | `{value}` |" for name, value in _header(call, runs, marks)]
     for number, message in enumerate(call.record.request.messages, start=1):
         parts += ["", f"**message {number} ({message.role})**", "", _fenced(message.content)]
     parts += ["", "**reply**", "", _fenced(call.record.reply.text)]
-    reading = score_of(call)
+    reading = score_of(call, read)
     if reading is not None:
         parts += ["", f"**score**: {_score_line(reading)}"]
     return "\n".join(parts) + "\n"
 
 
 def render(
-    calls: list[RecordedCall], fmt: Format, runs: dict[str, RunSummary], marks: Marks | None = None
+    calls: list[RecordedCall],
+    fmt: Format,
+    runs: dict[str, RunSummary],
+    marks: Marks | None = None,
+    read: Readers | None = None,
 ) -> str:
     if fmt == "jsonl":
-        return "".join(canonical_json(as_json(c, runs, marks)) + "\n" for c in calls)
+        return "".join(canonical_json(as_json(c, runs, marks, read)) + "\n" for c in calls)
     one = format_markdown if fmt == "markdown" else format_text
-    return "\n".join(one(c, runs, marks) for c in calls)
+    return "\n".join(one(c, runs, marks, read) for c in calls)
 
 
 def _parse_labels(labels: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
@@ -330,7 +360,7 @@ def audit(
         chosen = chosen[:limit]
     if not chosen:  # read again, whole: only to list the values that do exist
         raise JudgeloopError(why_nothing(load_calls(ctx.obj, stages), sel, runs))
-    shown = render(chosen, fmt, runs, marks)
+    shown = render(chosen, fmt, runs, marks, readers(params))
     # color=True: click would strip escape sequences from --raw output that is not a terminal.
     click.echo(shown if raw or fmt == "jsonl" else escape_controls(shown), nl=False, color=raw or None)
 

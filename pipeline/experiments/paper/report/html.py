@@ -31,6 +31,8 @@ from pipeline.experiments.paper.aggregation import LLM_STAGES, PAPER_FIGURE2, un
 from pipeline.experiments.paper.report.items import ItemBuilder, mean, options_text
 from pipeline.experiments.paper.report.texts import PageTexts
 from pipeline.experiments.paper.report.views import ItemRow
+from pipeline.judges.rubric.judge import ReplyReader, reply_reader
+from pipeline.judges.rubric.settings import JudgeSettings
 from pipeline.llm.records import CallRecord
 from pipeline.loops.results import Refinement
 from pipeline.reports.frame import home_link, page_assets
@@ -133,12 +135,17 @@ class RenderedReport:
 
 
 def _item_page(
-    r: Refinement, stem: str, records: dict[str, CallRecord], options: dict[str, str], **page: Any
+    r: Refinement,
+    stem: str,
+    records: dict[str, CallRecord],
+    options: dict[str, str],
+    read: ReplyReader,
+    **page: Any,
 ) -> str:
     # Each page is read alone, so each has its own texts: the transcript at the top of its item, the
     # templates its prompts contain at its end.
     texts = PageTexts()
-    item = ItemBuilder(records, texts, options).item(r, stem)
+    item = ItemBuilder(records, texts, options, read).item(r, stem)
     cited = {options_text(records[k]) for k in _referenced([r]) if k in records}
     return (
         environment()
@@ -174,10 +181,13 @@ def render_report(
     title: str,
     index_name: str = "report.html",
     home: str | None = None,
+    read: ReplyReader | None = None,
 ) -> RenderedReport:
     """The report's pages; `records` maps call keys to calls (see load_records), `index_name` is the
     index's file name, which the item pages link back to; `home`, the report index's address from
-    the index page (pipeline.reports.frame), which every page links to."""
+    the index page (pipeline.reports.frame), which every page links to; `read`, how the judge stage
+    read a reply (reply_reader of the run's judge settings; default: the judge's defaults)."""
+    read = read or reply_reader(JudgeSettings())
     used = [records[k] for k in _referenced(refinements) if k in records]
     options = _option_names(used)
     show_model = len({(r.model.backend, r.model.name, r.model.digest) for r in used}) > 1
@@ -190,6 +200,7 @@ def render_report(
             stem,
             records,
             options,
+            read,
             title=f"Item {r.item} · {title}",
             report_title=title,
             index_href=f"../{quote(index_name)}#{stem}",
@@ -225,9 +236,11 @@ def write_report(
     summary: dict[str, Any],
     records: dict[str, CallRecord],
     title: str,
+    read: ReplyReader | None = None,
 ) -> RenderedReport:
     """Render the report and write it: the index at `index`, the item pages in the folder beside it
-    (written anew). The aggregate stage and `judgeloop report` both write it this way."""
-    report = render_report(refinements, summary, records, title, index.name, home_link(index))
+    (written anew). The aggregate stage and `judgeloop report` both write it this way, `read` bound to
+    the run's judge settings."""
+    report = render_report(refinements, summary, records, title, index.name, home_link(index), read)
     write_pages(index, report.index, report.pages)
     return report

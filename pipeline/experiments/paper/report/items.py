@@ -22,11 +22,10 @@ from pipeline.experiments.paper.report.views import (
     MessageView,
     Row,
 )
-from pipeline.judges.rubric.judge import SCALE, judge_prompt
+from pipeline.judges.rubric.judge import ReplyReader, judge_prompt
 from pipeline.judges.rubric.judge_prompts import JUDGE_PROMPTS
 from pipeline.judges.rubric.prompts import JSON_JUDGE_FORMAT
 from pipeline.judges.rubric.results import MetricJudgement
-from pipeline.judges.scores import extract_score
 from pipeline.llm.records import CallRecord
 from pipeline.loops.feedback import feedback_text
 from pipeline.loops.results import Iteration, Refinement
@@ -99,12 +98,17 @@ def recover_transcript(r: Refinement, records: dict[str, CallRecord]) -> str | N
 
 
 class ItemBuilder:
-    """Builds ItemViews for one page; `option_names` names each distinct set of call options."""
+    """Builds ItemViews for one page; `option_names` names each distinct set of call options; `read`
+    reads a judge reply as the judge stage did (pipeline.judges.rubric.judge.reply_reader)."""
 
     def __init__(
-        self, records: dict[str, CallRecord], texts: PageTexts, option_names: dict[str, str]
+        self,
+        records: dict[str, CallRecord],
+        texts: PageTexts,
+        option_names: dict[str, str],
+        read: ReplyReader,
     ) -> None:
-        self.records, self.texts, self.option_names = records, texts, option_names
+        self.records, self.texts, self.option_names, self.read = records, texts, option_names, read
 
     def item(self, r: Refinement, anchor: str) -> ItemView:
         self.texts.start_item()
@@ -241,12 +245,14 @@ class ItemBuilder:
                 continue
             reading = note = ""
             if judged is not None:
-                # Read again with today's extractor: a reviewer sees what each attempt yielded, re-asks
-                # included; a single call read as the results say is already told by the judgement.
-                read = extract_score(record.reply.text, SCALE)
+                # Read again as the stage reads (the metric, the decimal policy, the protocol):
+                # a reviewer sees what each attempt yielded, re-asks included; a single call read as
+                # the results say is already told by the judgement.
+                read = self.read(record, judged.metric)
                 if len(keys) > 1 or (read.score, read.reason) != (judged.score, judged.reading):
                     reading = "no score" if read.score is None else f"score {read.score}"
                     note = read.reason + (f" from “{read.matched}”" if read.matched else "")
+                    note += f": {read.error}" if read.error else ""
             messages = []
             for j, m in enumerate(record.request.messages):
                 placed = self.texts.place(m.content, f"{ident}-msg-{j}", f"{label}, {m.role} message")
