@@ -37,6 +37,7 @@ from typing import Any
 import click
 
 from pipeline.errors import JudgeloopError
+from pipeline.llm.bounds import check_yaml
 from pipeline.llm.recordings.pins import LOCK_FILE, dir_md5
 
 INDEX_STAGE = "report_index"  # dvc.yaml's last stage, `python -m stages.index`
@@ -64,7 +65,9 @@ def read_lock(root: Path) -> dict[str, LockedStage]:
     if not lock.is_file():
         raise click.ClickException(f"no {LOCK_FILE} in {root.resolve()}: run in the project's folder.")
     try:
-        data: Any = yaml.safe_load(lock.read_text(encoding="utf-8"))
+        text = lock.read_text(encoding="utf-8")
+        check_yaml(text)  # no alias bomb, no nesting past the composer's stack (pipeline.llm.bounds)
+        data: Any = yaml.safe_load(text)
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise click.ClickException(f"{lock}: not readable ({exc}). Fix: git checkout -- {LOCK_FILE}") from exc
     stages = data.get("stages") if isinstance(data, dict) else None
