@@ -5,12 +5,15 @@
     ├── InputError                  a data file is unreadable; names the file, the line and the fix
     ├── UnsafeNameError             a name that becomes a path (a stage, from the command line or a
     │                               file) is not a plain name, or its path leads out of its folder
+    ├── UnwritableTextError         text to be written holds a lone surrogate, which no UTF-8 file can
+    │                               hold: refused, the old file kept (every reader refuses it first)
     ├── BackendError                a model call failed
     │   ├── TransientBackendError   worth retrying: 429, 503, 500, an error line mid-stream
     │   │   ├── ConnectionFaultError  the server did not answer: refused or reset connection,
     │   │   │                       connect or read timeout, a connection dropped mid-reply
     │   │   └── EmptyReplyError     a 200 whose body has no message or no content: a protocol error,
-    │   │                           retried like a transient fault, never stored or recorded
+    │   │       │                   retried like a transient fault, never stored or recorded
+    │   │       └── UnreadableReplyError  a reply holding a lone surrogate, which no record can hold
     │   ├── ServerDownError         one call used up its retries on connection faults: the server's
     │   │                           circuit breaker opened, and every other call to it stops at once
     │   ├── ModelNotFoundError      404: the model is not on the server (message says how to pull it)
@@ -64,6 +67,10 @@ class UnsafeNameError(JudgeloopError):
     pass
 
 
+class UnwritableTextError(JudgeloopError):
+    pass
+
+
 class InputError(JudgeloopError):
     def __init__(self, path: str, line: int | None, problem: str, fix: str) -> None:
         where = f"{path}:{line}" if line is not None else path
@@ -83,6 +90,11 @@ class TransientBackendError(BackendError):
 
 class EmptyReplyError(TransientBackendError):
     pass
+
+
+class UnreadableReplyError(EmptyReplyError):
+    """A reply holding a lone surrogate (pipeline.llm.bounds.surrogate_problem), which no record can
+    hold: a failed call like an empty reply, retried, never stored or recorded, counted with them."""
 
 
 class ConnectionFaultError(TransientBackendError):

@@ -31,6 +31,7 @@ from pipeline.experiments.design import Design, Stage
 from pipeline.experiments.registry import load_design
 from pipeline.experiments.steps import LLMStep, Output, R
 from pipeline.llm.settings import EngineSettings
+from pipeline.llm.terminal import escape_logs
 
 if TYPE_CHECKING:  # named only: a stage that calls no model does not load the engine
     from pipeline.llm.progress import Expected
@@ -156,4 +157,5 @@ def run_stage(design_name: str, stage_name: str) -> None:
 @click.argument("stage")
 def main(design: str, stage: str) -> None:
     """Run STAGE of DESIGN, as dvc.yaml's stage of that name does."""
+    escape_logs()  # a stage's warnings quote what others wrote: a server's words, an item's id
     run_stage(design, stage)

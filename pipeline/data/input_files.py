@@ -7,6 +7,7 @@ file (a database dump, a model's weights) would otherwise fill the memory, minut
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import orjson
 
 from pipeline.errors import InputError
-from pipeline.llm.bounds import MAX_LINE_BYTES, depth_problem, long_line
+from pipeline.llm.bounds import MAX_LINE_BYTES, SURROGATE_FIX, depth_problem, long_line, surrogate_problem
 
 
 class InputWarning(UserWarning):
@@ -77,16 +78,39 @@ def shown_path(path: Path, root: Path) -> str:
 
 def json_objects(path: Path, shown: str) -> Iterator[tuple[int, dict[str, Any] | str]]:
     """Each non-blank line of a JSONL file with its number: the JSON object, or why it is not one.
-    Callers decide whether a bad line stops the read (an InputError) or is set aside (a batch)."""
+    Callers decide whether a bad line stops the read (an InputError) or is set aside (a batch); a
+    line holding a lone surrogate always stops it (refuse_surrogates)."""
     for number, line in enumerate(read_lines(path, shown), start=1):
         if not line.strip():
             continue
         try:
             value = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
+            if (lone := _LONE_ESCAPE.search(line)) is not None:  # orjson refuses it; say why, and the fix
+                problem = f"the escape {lone[0]} alone stands for half a character, which UTF-8 cannot hold"
+                raise InputError(shown, number, problem, SURROGATE_FIX) from None
             yield number, f"not JSON ({exc})"
             continue
         if (deep := depth_problem(value)) is not None:
             yield number, f"not a record ({deep})"
             continue
+        refuse_surrogates(value, shown, number)
         yield number, value if isinstance(value, dict) else "not a JSON object"
+
+
+def refuse_surrogates(value: Any, shown: str, line: int | None, text: str | None = None) -> None:
+    """An InputError if `value`, parsed from the file `shown` at `line`, holds a lone surrogate
+    (pipeline.llm.bounds.surrogate_problem): it would break every recording and output it reached.
+    With the JSON `text` of a whole file (line None), the line is that of the first lone escape."""
+    if (problem := surrogate_problem(value)) is None:
+        return
+    if line is None and text is not None and (found := _LONE_ESCAPE.search(text)) is not None:
+        line = text.count("\n", 0, found.start()) + 1
+    raise InputError(shown, line, problem, SURROGATE_FIX)
+
+
+# A \uD800-\uDBFF escape not followed by a \uDC00-\uDFFF one, or the latter not after the former.
+_LONE_ESCAPE = re.compile(
+    r"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    r"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+)

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pipeline.data.input_files import MAX_INPUT_BYTES, check_size, decode
+from pipeline.data.input_files import MAX_INPUT_BYTES, check_size, decode, refuse_surrogates
 from pipeline.data.ratings import HumanRatings
 from pipeline.errors import InputError
 
@@ -160,6 +160,7 @@ def load_summeval(path: Path) -> SummEval:
             raise InputError(*where, "JSON nested too deep to read", FIX) from None
         if not isinstance(row, dict):
             raise InputError(*where, "the line is not a JSON object", FIX)
+        refuse_surrogates(row, *where)  # json lets "\ud800" in; no recording can hold it
         document, system = _text_field(row, "id", where), _text_field(row, "model_id", where)
         article = _text_field(row, "text", where)
         if articles.setdefault(document, article) != article:

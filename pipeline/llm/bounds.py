@@ -13,6 +13,12 @@ given no bound can be made to crash or hang by a file a few kilobytes long:
   check, validation, a dump) walks every expansion. `check_yaml` counts the nodes a document stands
   for, aliases expanded, from the parser's events (an iterative state machine, so neither depth nor
   aliases can blow its stack) and refuses past MAX_YAML_NODES, before anything walks it.
+- lone surrogates: a JSON escape `\\ud800` (and a YAML one, through PyYAML's own loader) stands for
+  half of a character, which Python's json module and PyYAML let into a str. No UTF-8 file can hold
+  it: written into a recording, the cache or an output, it breaks the write (or, written as WTF-8,
+  every later read), and it cannot even be hashed into a cache key. `surrogate_problem` finds one
+  in a parsed value, so that every reader refuses it where it enters, naming the file and line, and
+  a backend's reply holding one is a failed call.
 - line length: `bounded_lines` reads a file a line at a time and refuses a line past its bound
   before reading the rest of it, so a 200 MB line costs at most the bound in memory, not several
   times its size (bytes, text, split lines, parsed value); `long_line` finds such a line in bytes
@@ -50,6 +56,42 @@ def depth_problem(value: Any, limit: int = MAX_DEPTH) -> str | None:
     return None
 
 
+SURROGATE_FIX = (
+    "write the character itself (or its escape: in JSON a pair, \\ud83d\\ude00 for one emoji; in YAML "
+    "\\U0001f600); an escape \\ud800 to \\udfff alone stands for half a character"
+)
+
+
+def surrogate_problem(value: Any) -> str | None:
+    """Where `value` (parsed JSON or YAML: str, list, dict keys and values) holds a lone surrogate,
+    which no UTF-8 file can hold, said for a message; or None. Iterative: no recursion."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, str):
+            if not node.isascii() and (at := _surrogate_at(node)) is not None:
+                where = f" in {path.removeprefix('.')}" if path else ""
+                return (
+                    f"a lone surrogate (\\u{ord(node[at]):04x}, half a character, which no UTF-8 file "
+                    f"can hold) at character {at + 1}{where}"
+                )
+        elif isinstance(node, dict):
+            for key, child in node.items():
+                stack.append((key, path))
+                stack.append((child, f"{path}.{key}" if isinstance(key, str) and key.isascii() else path))
+        elif isinstance(node, list | tuple):
+            stack.extend((child, f"{path}[{n}]") for n, child in enumerate(node))
+    return None
+
+
+def _surrogate_at(text: str) -> int | None:
+    try:
+        text.encode("utf-8")  # in C, far faster than a scan in Python; only a surrogate can fail it
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
+
+
 class YAMLBoundError(yaml.MarkedYAMLError):
     """A YAML document past a bound: a yaml.YAMLError with the mark of where, so every reader's own
     handler of bad YAML names the file and line."""
@@ -59,11 +101,25 @@ class YAMLBoundError(yaml.MarkedYAMLError):
 
 
 def check_yaml(text: str, *, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_YAML_NODES) -> None:
-    """Refuse (YAMLBoundError) a YAML text nested deeper than `max_depth`, or standing for more than
-    `max_nodes` nodes with its aliases expanded. A syntax error is left to the caller's own loader,
-    which says it as it always has."""
+    """Refuse (YAMLBoundError) a YAML text nested deeper than `max_depth`, standing for more than
+    `max_nodes` nodes with its aliases expanded, or holding a lone surrogate in a scalar. A syntax
+    error is left to the caller's own loader, which says it as it always has."""
     try:
         _check_events(yaml.parse(text, Loader=_PARSER), max_depth, max_nodes)
+    except YAMLBoundError:
+        raise
+    except yaml.YAMLError:
+        # libyaml refuses what PyYAML's own loader (yaml.safe_load, every caller's) reads: an escape
+        # of a lone surrogate, and nesting past libyaml's own limit (1,000), where PyYAML's composer
+        # then recurses into a RecursionError. So the text is read again with PyYAML's parser (an
+        # iterative state machine too), to refuse those here; only a file already refused pays.
+        if _PARSER is not yaml.SafeLoader:
+            _check_pure(text, max_depth, max_nodes)
+
+
+def _check_pure(text: str, max_depth: int, max_nodes: int) -> None:
+    try:
+        _check_events(yaml.parse(text, Loader=yaml.SafeLoader), max_depth, max_nodes)
     except YAMLBoundError:
         raise
     except yaml.YAMLError:
@@ -89,6 +145,8 @@ def _check_events(events: Iterator[yaml.Event], max_depth: int, max_nodes: int) 
                 sizes[anchor] = total - started + 1
         elif isinstance(event, yaml.ScalarEvent):
             total += 1
+            if (half := surrogate_problem(event.value)) is not None:
+                raise YAMLBoundError(f"{half}. Fix: {SURROGATE_FIX}", event.start_mark)
             if event.anchor is not None:
                 sizes[event.anchor] = 1
         elif isinstance(event, yaml.AliasEvent):

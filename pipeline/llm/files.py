@@ -35,7 +35,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from pipeline.errors import UnsafeNameError
+from pipeline.errors import UnsafeNameError, UnwritableTextError
 
 TMP_SUFFIX = ".tmp"
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
@@ -43,12 +43,17 @@ _PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 def atomic_write(path: Path, data: str | bytes) -> None:
     """Replace `path` with `data` in one step: through a temporary file of its own in the same folder,
-    flushed to disk, then renamed over the target."""
+    flushed to disk, then renamed over the target. Text holding a lone surrogate, which UTF-8 cannot
+    encode, is refused (UnwritableTextError) and the old file left as it was: every reader refuses
+    one where it enters, and this is the last line of that defence, so that no recording or output
+    is ever written that its readers would refuse."""
+    if isinstance(data, str):
+        data = _utf8(path, data)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as out:
-            out.write(data.encode("utf-8") if isinstance(data, str) else data)
+            out.write(data)
             out.flush()
             os.fsync(out.fileno())
         os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide the file from other readers of a shared folder
@@ -57,6 +62,19 @@ def atomic_write(path: Path, data: str | bytes) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def _utf8(path: Path, text: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        line = text.count("\n", 0, exc.start) + 1
+        raise UnwritableTextError(
+            f"{path}: not written: line {line} would hold a lone surrogate (\\u{ord(text[exc.start]):04x}, "
+            "half a character, which no UTF-8 file can hold), so no reader could read it back. Fix: find "
+            "the input it came from (a JSON or YAML escape \\ud800 to \\udfff), write the character itself "
+            "there, and run again; the old file is unchanged"
+        ) from None
 
 
 @contextlib.contextmanager

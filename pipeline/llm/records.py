@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pipeline import __version__
+from pipeline.errors import UnwritableTextError
 from pipeline.llm.keys import KEY_RECIPE, RECIPES, canonical_json, request_key
 from pipeline.llm.types import CallContext, ChatReply, ChatRequest, Frozen, ModelIdentity
 
@@ -37,6 +38,19 @@ class CallRecord(Frozen):
 
     @classmethod
     def new(cls, model: ModelIdentity, request: ChatRequest, reply: ChatReply) -> CallRecord:
+        """The record of a call. UnwritableTextError if any of its text holds a lone surrogate, which
+        can be neither hashed nor written (every reader and backend refuses one before it gets here)."""
+        try:
+            return cls._new(model, request, reply)
+        except UnicodeEncodeError as exc:
+            raise UnwritableTextError(
+                f"a call to {model.name} holds a lone surrogate (\\u{ord(exc.object[exc.start]):04x}, half "
+                "a character) in its prompt or reply, so no record of it can be made. Fix: find the input "
+                "it came from (a JSON or YAML escape \\ud800 to \\udfff) and write the character itself"
+            ) from None
+
+    @classmethod
+    def _new(cls, model: ModelIdentity, request: ChatRequest, reply: ChatReply) -> CallRecord:
         body = {
             "key": request_key(model, request),
             "recipe": KEY_RECIPE,

@@ -13,23 +13,31 @@ stored, and zero-width and tag characters hide text that a reader cannot see but
 - bidi controls (U+061C, U+200E-U+200F, U+202A-U+202E, U+2066-U+2069);
 - zero-width and invisible format characters (U+00AD, U+180E, U+200B-U+200D, U+2060-U+2064,
   U+FEFF, U+FFF9-U+FFFB) and the line and paragraph separators (U+2028, U+2029);
-- Unicode tag characters (U+E0000-U+E007F), which spell hidden ASCII.
+- Unicode tag characters (U+E0000-U+E007F), which spell hidden ASCII;
+- lone surrogates (U+D800-U+DFFF), which a terminal's UTF-8 cannot even encode: printed raw, they
+  raise UnicodeEncodeError in place of the message.
 
 `one_line=True` escapes the newline and the tab too, for a value printed inside one line of output
 (a key, a stage name, a summary's field). Plain text, accents and emoji pass unchanged.
+
+`escape_logs` puts every log message and warning a process prints through `shown` too.
 """
 
 from __future__ import annotations
 
+import logging
 import re
+import warnings
+from collections.abc import Callable
 from typing import Any
 
 import click
 
 _BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
 _INVISIBLE = "\u00ad\u180e\u200b-\u200d\u2060-\u2064\ufeff\ufff9-\ufffb\u2028\u2029\U000e0000-\U000e007f"
-_UNSAFE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI}{_INVISIBLE}]")
-_UNSAFE_LINE = re.compile(f"[\x00-\x1f\x7f-\x9f{_BIDI}{_INVISIBLE}]")
+_HALVES = "\ud800-\udfff"  # lone surrogates (a str cannot hold a paired one)
+_UNSAFE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI}{_INVISIBLE}{_HALVES}]")
+_UNSAFE_LINE = re.compile(f"[\x00-\x1f\x7f-\x9f{_BIDI}{_INVISIBLE}{_HALVES}]")
 _NAMED = {"\r": "\\r", "\x0b": "\\v", "\x0c": "\\f", "\x08": "\\b", "\x00": "\\0", "\n": "\\n", "\t": "\\t"}
 
 
@@ -58,3 +66,26 @@ def framed(text: str, margin: str = "  | ") -> str:
 def echo(text: str, **kwargs: Any) -> None:
     """click.echo of `text` shown safely: what every command prints of a record goes through here."""
     click.echo(shown(text), **kwargs)
+
+
+class _ShownRecord(logging.LogRecord):
+    def getMessage(self) -> str:
+        return shown(super().getMessage())
+
+
+def escape_logs() -> None:
+    """Every log message and warning this process prints, shown safely: a stage's warnings carry
+    what others wrote (a server's error text in a retry line, an item id or a file name from the
+    data), and logging and the warnings module print it raw. Installed by the entry points (the
+    judgeloop command, the stage runner), once; a record factory someone else installed is left be."""
+    if logging.getLogRecordFactory() is logging.LogRecord:
+        logging.setLogRecordFactory(_ShownRecord)
+    if getattr(warnings.formatwarning, "__module__", None) != __name__:
+        warnings.formatwarning = _shown_warning(warnings.formatwarning)
+
+
+def _shown_warning(format_warning: Callable[..., str]) -> Callable[..., str]:
+    def formatted(*args: Any, **kwargs: Any) -> str:
+        return shown(format_warning(*args, **kwargs))
+
+    return formatted

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
+from pipeline.errors import InputError
 from pipeline.reports.svg import text_width
 
 Row = Mapping[str, str]
@@ -34,12 +35,17 @@ def _n(value: float) -> str:
     return "0" if text in ("-0", "") else text
 
 
+_LARGEST = 1e12
+
+
 def _number(text: str | None) -> float | None:
     try:
         value = float(text) if text not in (None, "") else None
     except ValueError:
         return None
-    return value if value is not None and math.isfinite(value) else None
+    # Past _LARGEST a value is no score, mean or count a plot draws, and the axis arithmetic on it
+    # (a mean plus its sd, a tick's logarithm) would overflow: it is drawn as "no value".
+    return value if value is not None and math.isfinite(value) and abs(value) <= _LARGEST else None
 
 
 def _label(value: float) -> str:
@@ -47,8 +53,21 @@ def _label(value: float) -> str:
 
 
 def read_rows(path: Path) -> list[dict[str, str]]:
-    with path.open(encoding="utf-8", newline="") as handle:
-        return list(csv.DictReader(handle))
+    """A plot's CSV rows, each field as text (a short row's missing fields and a long row's extra
+    ones left out); an InputError naming the file and line for one that is not UTF-8 CSV. The file
+    is an output anyone can edit, drawn on every report."""
+    rows: list[dict[str, str]] = []
+    try:
+        with path.open(encoding="utf-8", newline="") as handle:
+            reader = csv.DictReader(handle)
+            for row in reader:
+                rows.append({k: v for k, v in row.items() if isinstance(k, str) and isinstance(v, str)})
+    except (UnicodeDecodeError, csv.Error) as exc:
+        line = None if isinstance(exc, UnicodeDecodeError) else reader.line_num  # decoded by the block
+        raise InputError(
+            str(path), line, f"not a plot's CSV ({exc})", "re-run the stage that writes it"
+        ) from None
+    return rows
 
 
 def _ticks(low: float, high: float, count: int = 5) -> list[float]:

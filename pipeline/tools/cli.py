@@ -27,7 +27,7 @@ from pipeline.errors import ConfigError, JudgeloopError
 from pipeline.experiments.design import load_ref
 from pipeline.experiments.params import require_params_file
 from pipeline.experiments.registry import designs, load_design
-from pipeline.llm.terminal import echo
+from pipeline.llm.terminal import echo, escape_logs
 
 # judgeloop's own commands: name -> ("module:attribute" of the click command, its short help).
 # Each is imported when it runs, never for another: `judgeloop diff` does not import calibrate's
@@ -150,6 +150,7 @@ def main() -> None:
       judgeloop exp -S refine.threshold=2   an experiment; then `judgeloop compare`
       judgeloop report                      every design's pages and outputs/index.html
     """
+    escape_logs()  # every warning a command prints (a server's words, a file's names) shown safely
 
 
 def _written(paths: list[Path]) -> str:

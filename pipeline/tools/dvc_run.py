@@ -205,9 +205,13 @@ def preset_args(path: Path) -> list[str]:
     """A preset file's `section.key: value` lines as DVC's `-S section.key=value` arguments."""
     import yaml
 
+    from pipeline.llm.bounds import check_yaml
+
     try:
-        values = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+        text = path.read_text(encoding="utf-8")
+        check_yaml(text)  # no alias bomb, no nesting past the composer's stack (pipeline.llm.bounds)
+        values = yaml.safe_load(text)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise click.BadParameter(f"{path}: {exc}", param_hint="--preset") from exc
     if not isinstance(values, dict) or not values:
         raise click.BadParameter(f"{path}: write `section.key: value` lines", param_hint="--preset")

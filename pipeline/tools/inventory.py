@@ -9,13 +9,15 @@ bad line and goes on: a tool that checks or repairs must see all of them.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import orjson
+
 from pipeline.errors import JudgeloopError
 from pipeline.experiments.params import Params
+from pipeline.llm.bounds import MAX_LINE_BYTES, depth_problem
 from pipeline.llm.cache.store import CallStore, ForeignKey
 from pipeline.llm.recordings import text as recordings
 from pipeline.llm.recordings.pins import Pins
@@ -46,17 +48,37 @@ def read_runs(params: Params) -> dict[str, RunSummary]:
     directory = runs_dir(params)
     for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-            if raw["stage"] != path.stem:  # a stage name read from a file may become a path (export)
-                raise ValueError(f"it names stage {raw['stage']!r}, not {path.stem!r}")
-            runs[raw["stage"]] = RunSummary(
-                raw["stage"], raw["mode"], raw["hits"], raw["model_calls"], raw["replay_misses"], raw["keys"]
-            )
-        except (ValueError, KeyError, TypeError) as exc:
+            run = _summary(path)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
             raise JudgeloopError(
                 f"{path}: not a run summary ({exc}). Fix: delete it; the next run rewrites it."
             ) from exc
+        runs[run.stage] = run
     return runs
+
+
+def _summary(path: Path) -> RunSummary:
+    """One summary, bounded and typed before use (pipeline.llm.bounds): orjson refuses a lone
+    surrogate and nesting past 1,024 levels, where json raised RecursionError; every field has the
+    type LLMSession.close writes, since the commands count and print them."""
+    if (size := path.stat().st_size) > MAX_LINE_BYTES:
+        raise ValueError(f"{size:,} bytes, far more than a run summary")
+    raw = orjson.loads(path.read_bytes())
+    if not isinstance(raw, dict):
+        raise ValueError("not a JSON object")
+    if (deep := depth_problem(raw)) is not None:
+        raise ValueError(deep)
+    if raw["stage"] != path.stem:  # a stage name read from a file may become a path (export)
+        raise ValueError(f"it names stage {raw['stage']!r}, not {path.stem!r}")
+    hits, model_calls, misses = counts = [raw[name] for name in ("hits", "model_calls", "replay_misses")]
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts):
+        raise ValueError("hits, model_calls and replay_misses must be counts")
+    keys = raw["keys"]
+    if not isinstance(raw["mode"], str) or not isinstance(keys, dict):
+        raise ValueError("mode must be text and keys a mapping")
+    if not all(isinstance(key, str) and value in ("hit", "miss") for key, value in keys.items()):
+        raise ValueError('every key must be marked "hit" or "miss"')
+    return RunSummary(raw["stage"], raw["mode"], hits, model_calls, misses, keys)
 
 
 def open_store(params: Params) -> CallStore | None:

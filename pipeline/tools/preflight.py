@@ -18,6 +18,7 @@ import yaml
 
 from pipeline.errors import JudgeloopError
 from pipeline.experiments.registry import designs
+from pipeline.llm.bounds import check_yaml
 from pipeline.llm.settings import LLMSettings
 
 REMOTE = ("ollama", "openai")  # the backends that talk to a server
@@ -26,10 +27,18 @@ REMOTE = ("ollama", "openai")  # the backends that talk to a server
 def llm_stages(root: Path) -> set[str]:
     """dvc.yaml's stages that call a model (they depend on llm.backend)."""
     try:
-        stages = yaml.safe_load((root / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
-    except (OSError, yaml.YAMLError, KeyError, TypeError):
+        text = (root / "dvc.yaml").read_text(encoding="utf-8")
+        check_yaml(text)  # no alias bomb, no nesting past the composer's stack (pipeline.llm.bounds)
+        stages = yaml.safe_load(text)["stages"]
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, KeyError, TypeError):
         return set()
-    return {name for name, spec in stages.items() if "llm.backend" in (spec.get("params") or [])}
+    if not isinstance(stages, dict):
+        return set()
+    return {
+        str(name)
+        for name, spec in stages.items()
+        if isinstance(spec, dict) and isinstance(spec.get("params"), list) and "llm.backend" in spec["params"]
+    }
 
 
 def urls(llm: LLMSettings) -> list[str]:

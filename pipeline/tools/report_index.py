@@ -17,13 +17,13 @@ stages DVC finds out of date, with the command that brings each up to date (`sta
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
 from markupsafe import Markup
 
 from pipeline.data.recorded_models import NONE_RECORDED, design_model
@@ -31,6 +31,7 @@ from pipeline.errors import JudgeloopError
 from pipeline.experiments.design import Design, Number, load_ref, resolve
 from pipeline.experiments.params import load_params
 from pipeline.experiments.registry import designs
+from pipeline.llm.bounds import MAX_LINE_BYTES, depth_problem
 from pipeline.reports.frame import INDEX, frame
 from pipeline.reports.plots import plot_svg, read_rows
 from pipeline.reports.templating import make_environment
@@ -72,6 +73,19 @@ def _number(value: Number | None) -> str:
     return str(value) if isinstance(value, int) else f"{value:.4f}".rstrip("0").rstrip(".")
 
 
+def _metrics(path: Path) -> dict[str, Any]:
+    """A design's metrics.json, bounded before its headline walks it (pipeline.llm.bounds): orjson
+    refuses nesting past 1,024 levels (json raised RecursionError) and a lone surrogate."""
+    if (size := path.stat().st_size) > MAX_LINE_BYTES:
+        raise ValueError(f"{size:,} bytes, far more than a metrics file")
+    metrics = orjson.loads(path.read_bytes())
+    if not isinstance(metrics, dict):
+        raise ValueError("not a JSON object")
+    if (deep := depth_problem(metrics)) is not None:
+        raise ValueError(deep)
+    return metrics
+
+
 def _figures(design: Design[Any], params: Any, index: Path) -> list[Figure]:
     figures = []
     for stage in design.stages:
@@ -103,11 +117,11 @@ def entry(design: Design[Any], index: Path) -> Entry:
     found.ran, found.metrics = True, _href(metrics_path, index)
     if design.headline is not None:
         try:
-            metrics = json.loads(metrics_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
+            metrics = _metrics(metrics_path)
+            found.headline = [(label, _number(value)) for label, value in load_ref(design.headline)(metrics)]
+        except (OSError, ValueError, KeyError, TypeError) as exc:  # a metrics file someone edited
             found.problem = f"{metrics_path} cannot be read: {exc}"
             return found
-        found.headline = [(label, _number(value)) for label, value in load_ref(design.headline)(metrics)]
     found.figures = _figures(design, params, index)
     return found
 

@@ -24,12 +24,13 @@ from typing import Any
 import click
 import yaml
 
-from pipeline.errors import JudgeloopError
+from pipeline.errors import ConfigError, JudgeloopError
 from pipeline.experiments.design import PARAM_REFERENCE, Design, Stage, resolve
 from pipeline.experiments.params import require_params_file
 from pipeline.experiments.registry import DEFAULT as DEFAULT_DESIGN
 from pipeline.experiments.registry import load_design
 from pipeline.experiments.steps import LLMStep
+from pipeline.llm.bounds import check_yaml
 
 PROJECT = Path(__file__).resolve().parents[2]
 
@@ -77,7 +78,15 @@ def _copy(source: Path, target: Path) -> None:
 
 
 def write_variant_params(folder: Path, design: Design[Any], settings: tuple[str, ...]) -> Any:
-    raw = yaml.safe_load(require_params_file().read_text(encoding="utf-8"))
+    path = require_params_file()
+    try:
+        text = path.read_text(encoding="utf-8")
+        check_yaml(text)  # no alias bomb, no nesting past the composer's stack (pipeline.llm.bounds)
+        raw = yaml.safe_load(text)
+    except (UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: not valid YAML ({exc}). Fix the syntax there.") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: not the mapping of sections params.yaml is. Fix: restore it.")
     for setting in settings:
         key, sep, value = setting.partition("=")
         if not sep:

@@ -168,6 +168,7 @@ TOKENS = [
     "...",
     "%YAML 1.1",
     "[" * 200,
+    "[" * 1200,  # past libyaml's own nesting limit (1,000), where PyYAML's composer recursed
     "{" * 100,
     '{"a":' * 80,
     "- " * 80,

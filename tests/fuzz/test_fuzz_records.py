@@ -6,17 +6,20 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+import click
 import orjson
 import pytest
 import yaml
-from hypothesis import given
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 from pipeline.errors import CorruptRecordError
 from pipeline.experiments.params import load_params
+from pipeline.llm.bounds import surrogate_problem
 from pipeline.llm.cache.store import MAGIC, CallStore, seal
 from pipeline.llm.recordings.pins import Pins
 from pipeline.llm.recordings.stage_index import index_stage, read_items
@@ -41,7 +44,6 @@ from tests.fuzz.support import (
     committed,
     encoded,
     fuzz,
-    fuzz_unshrunk,
     inputs,
     only_inside,
     texts,
@@ -86,8 +88,12 @@ def test_a_whole_recording_file(sandbox: Path, data: bytes) -> None:
 line_broken_texts = st.lists(st.one_of(texts, st.sampled_from(LINE_BREAKS)), max_size=8).map("".join)
 
 
+Draft = tuple[CallContext, ModelIdentity, ChatRequest, ChatReply]
+
+
 @st.composite
-def recorded_calls(draw: st.DrawFn) -> RecordedCall:
+def drafted_calls(draw: st.DrawFn) -> Draft:
+    """A call's parts, before its record is made: the record itself refuses a lone surrogate."""
     messages = tuple(
         Message(role=draw(st.sampled_from(["system", "user", "assistant"])), content=draw(line_broken_texts))
         for _ in range(draw(st.integers(1, 3)))
@@ -95,25 +101,36 @@ def recorded_calls(draw: st.DrawFn) -> RecordedCall:
     model = ModelIdentity(backend="fake", name=draw(texts.filter(bool)), digest="sha256:" + "0" * 64)
     reply = ChatReply(text=draw(line_broken_texts), done_reason=draw(st.one_of(st.none(), texts)))
     context = CallContext(stage="judge", item=draw(texts), step=draw(st.integers(0, 9)))
-    return RecordedCall(context=context, record=CallRecord.new(model, ChatRequest(messages=messages), reply))
+    return context, model, ChatRequest(messages=messages), reply
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="open (issue 28): a lone surrogate ('\\ud800', which json.loads lets into a SummEval text, a "
-    "RAG answer, or a reply parsed by http_errors' json fallback) is written, and orjson then refuses "
-    "the line; the line separators (U+2028, U+2029, U+0085) round-trip since trust-a's fix",
-)
-@fuzz_unshrunk
-@given(calls=st.lists(recorded_calls(), min_size=1, max_size=3))
-def test_a_recording_reads_back_exactly_what_was_written(sandbox: Path, calls: list[RecordedCall]) -> None:
-    """Over arbitrary Unicode (lone surrogates included), every line-break class."""
+@fuzz
+@given(drafts=st.lists(drafted_calls(), min_size=1, max_size=3))
+def test_a_recording_reads_back_exactly_what_was_written(sandbox: Path, drafts: list[Draft]) -> None:
+    """Over arbitrary Unicode (lone surrogates included), every line-break class: what is written
+    reads back exactly; a call holding a lone surrogate, which no UTF-8 file can hold, is refused
+    with a clear error when its record is made (its prompt or reply) or written (its context)."""
     stage = sandbox / "recordings" / "roundtrip"
     shutil.rmtree(stage, ignore_errors=True)
+    calls: list[RecordedCall] = []
+    for context, model, chat, reply in drafts:
+        record = clear_or_correct(partial(CallRecord.new, model, chat, reply))
+        halved = surrogate_problem([part.model_dump() for part in (model, chat, reply)]) is not None
+        assert halved == isinstance(record, click.ClickException), record
+        if not isinstance(record, CallRecord):
+            event("refused when its record was made: a lone surrogate in a prompt or reply")
+            return
+        calls.append(RecordedCall(context=context, record=record))
+    written = clear_or_correct(lambda: write_stage(stage, calls))
+    if isinstance(written, click.ClickException):
+        assert any(surrogate_problem(call.context.model_dump()) for call in calls), written
+        assert not (stage / CALLS_FILE).exists()
+        event("refused when written: a lone surrogate in a call's context")
+        return
     with time_bound():
-        write_stage(stage, calls)
-        read = {(c.call.context, c.call.record) for c in read_stage(stage)}
-    assert read == {(c.context, c.record) for c in calls}
+        read = {(*c.call.context.sort_key(), c.call.record.key): c.call for c in read_stage(stage)}
+    assert read == {(*c.context.sort_key(), c.record.key): c for c in calls}
+    event("written and read back")  # one line per context and key
 
 
 # -- cache rows -----------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from typing import Any
 import click
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from pipeline.data.input_files import read_lines
+from pipeline.data.input_files import read_lines, refuse_surrogates
 from pipeline.data.rag_rows import RagRow
 from pipeline.errors import InputError, UnsafeNameError
 from pipeline.experiments.params import require_params_file
@@ -78,6 +78,7 @@ def read_answer(path: Path) -> RAGAnswer:
                 'repair the JSON ({"answer": "...", "sources_used": [...]}), or give plain text',
             ) from exc
         return RAGAnswer(answer=text.strip())
+    refuse_surrogates(raw, str(path), None, text)  # json lets "\ud800" in; no recording can hold it
     if not isinstance(raw, dict):
         return RAGAnswer(answer=text.strip())
     try:

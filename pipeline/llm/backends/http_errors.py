@@ -50,9 +50,11 @@ from pipeline.errors import (
     ConnectionFaultError,
     ModelNotFoundError,
     TransientBackendError,
+    UnreadableReplyError,
 )
 from pipeline.llm.backends.breaker import CircuitBreaker
 from pipeline.llm.backends.retry_notices import RetryNotices
+from pipeline.llm.bounds import surrogate_problem
 from pipeline.llm.settings import LLMSettings, in_flight
 
 log = logging.getLogger(__name__)
@@ -115,6 +117,14 @@ def json_body(response: httpx.Response) -> Any:
         return orjson.loads(response.content)
     except orjson.JSONDecodeError:
         return json.loads(response.text)
+
+
+def refuse_unreadable(body: Any, where: str) -> None:
+    """UnreadableReplyError for a reply's body holding a lone surrogate, which the json module
+    reads from an escape ("\\ud800") where orjson refuses it: a failed call, retried like an empty
+    reply, since no cache row or recording line can hold it (and a record of it could not be made)."""
+    if (problem := surrogate_problem(body)) is not None:
+        raise UnreadableReplyError(f"{where}: the reply holds {problem}: a failed call, not an answer")
 
 
 def error_text(response: httpx.Response) -> str:

@@ -16,7 +16,8 @@ an older server ignores both, and the reply then has none).
 
 A 200 whose body has no `message`, a message without `content`, or content that is empty or only
 whitespace is a failed call (EmptyReplyError), retried like a dropped connection: stored, it would
-be served as the model's answer, and no judge can read a score in it.
+be served as the model's answer, and no judge can read a score in it. So is a body holding a lone
+surrogate (an escape "\\ud800" the json module reads), which no record can hold.
 
 The model can change under a run: `ollama pull` of the same tag replaces the weights, and the
 replies that follow would be stored under the old digest's keys. So no reply is returned (and
@@ -57,6 +58,7 @@ from pipeline.llm.backends.http_errors import (
     error_text,
     json_body,
     make_client,
+    refuse_unreadable,
     send,
 )
 from pipeline.llm.logprobs import read_wire_logprobs
@@ -206,6 +208,7 @@ class OllamaBackend:
                 f"POST {self.settings.base_url}/api/chat: an empty reply ({content!r}): a failed call, "
                 "not an answer"
             )
+        refuse_unreadable(data, f"POST {self.settings.base_url}/api/chat")
         return data, content
 
     def _confirm(self, arrived: int) -> None:
@@ -234,6 +237,7 @@ class OllamaBackend:
 
     def _fetch_digest(self) -> str:
         tags = self._retry.call(lambda: self._exchange("GET", "/api/tags"), "GET /api/tags")
+        refuse_unreadable(tags, f"GET {self.settings.base_url}/api/tags")  # its digest enters every key
         wanted = full_tag(self.settings.model)
         have = []
         for entry in tags.get("models") or []:

@@ -66,6 +66,7 @@ from pipeline.llm.backends.http_errors import (
     error_text,
     json_body,
     make_client,
+    refuse_unreadable,
     send,
     without_query,
 )
@@ -196,6 +197,7 @@ class OpenAICompatBackend:
 
     def _fetch_identity(self) -> ModelIdentity:
         listing = self._retry.call(lambda: self._exchange("GET", "/v1/models"), "GET /v1/models")
+        refuse_unreadable(listing, f"GET {self.base_url}/v1/models")  # its ids enter every cache key
         model = self.settings.model
         for entry in listing.get("data") or []:
             served = str(entry.get("id", ""))
@@ -311,7 +313,8 @@ def completion_reply(data: dict[str, Any], request: ChatRequest, where: str) -> 
     """The reply a chat completion's body holds, as this backend records it (a batch's results are
     read with it too: pipeline.tools.batch). A body without a choice, a message or its content is a
     protocol error (EmptyReplyError), retried like a dropped connection: an empty reply stored in
-    the cache would be served as the model's answer. So is content that is empty or only whitespace."""
+    the cache would be served as the model's answer. So is content that is empty or only whitespace,
+    and a body holding a lone surrogate (UnreadableReplyError), which no record can hold."""
     choices = data.get("choices")
     choice = choices[0] if isinstance(choices, list) and choices else None
     message = choice.get("message") if isinstance(choice, dict) else None
@@ -323,6 +326,7 @@ def completion_reply(data: dict[str, Any], request: ChatRequest, where: str) -> 
         )
     if not content.strip():
         raise EmptyReplyError(f"{where}: an empty reply ({content!r}): a failed call, not an answer")
+    refuse_unreadable(data, where)
     usage = data.get("usage") or {}
     return ChatReply(
         text=content,

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 import yaml
 
+from pipeline.llm.bounds import check_yaml
 from pipeline.llm.recordings.pins import LOCK_FILE
 from pipeline.llm.recordings.text import has_recording
 
@@ -43,19 +44,29 @@ def pinned_folders(root: Path, recordings: Path) -> dict[Path, Absent]:
     lock = root / LOCK_FILE
     if not lock.is_file():
         return {}
-    try:
-        data: Any = yaml.load(lock.read_text(encoding="utf-8"), Loader=_LOADER)
-    except yaml.YAMLError:
-        return {}  # the pin's own check names an unreadable dvc.lock, with its fix
+    data = _bounded_yaml(lock)  # None: the pin's own check names an unreadable dvc.lock, with its fix
     inside = recordings.resolve()
     found: dict[Path, Absent] = {}
     stages = data.get("stages") if isinstance(data, dict) else None
     for name, stage in (stages if isinstance(stages, dict) else {}).items():
         for path in _folder_outs(stage):
-            resolved = (root / path).resolve()
+            try:
+                resolved = (root / path).resolve()
+            except (OSError, ValueError):  # a NUL in the path, a loop of links: no folder of ours
+                continue
             if resolved.parent == inside:
                 found[resolved] = Absent(str(name), path)
     return found
+
+
+def _bounded_yaml(path: Path) -> Any:
+    """The YAML file, bounded before it is composed (pipeline.llm.bounds); None if unreadable."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        check_yaml(text)
+        return yaml.load(text, Loader=_LOADER)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
 
 
 def _folder_outs(stage: Any) -> list[str]:
@@ -99,10 +110,7 @@ def absent_message(missing: list[Absent], store: RecordingsStore) -> str:
 def configured_store(root: Path) -> RecordingsStore:
     """cache.recordings_store as params.yaml (in `root`) sets it; git when unset or unreadable (the
     stages themselves validate params.yaml and name its problems)."""
-    try:
-        data: Any = yaml.load((root / "params.yaml").read_text(encoding="utf-8"), Loader=_LOADER)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return "git"
+    data = _bounded_yaml(root / "params.yaml")
     cache = data.get("cache") if isinstance(data, dict) else None
     store = cache.get("recordings_store") if isinstance(cache, dict) else None
     return "dvc" if store == "dvc" else "git"

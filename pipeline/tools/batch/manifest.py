@@ -21,7 +21,7 @@ import orjson
 
 from pipeline.errors import ConfigError, CorruptRecordError
 from pipeline.llm.backends.openai_compat import OpenAICompatBackend
-from pipeline.llm.bounds import LineTooLong, bounded_lines, depth_problem
+from pipeline.llm.bounds import MAX_LINE_BYTES, LineTooLong, bounded_lines, depth_problem
 from pipeline.llm.files import TMP_SUFFIX
 from pipeline.llm.keys import request_key
 from pipeline.llm.settings import EngineSettings
@@ -80,21 +80,30 @@ class Manifest:
                 f"{self.path}: no manifest there. Fix: run `judgeloop batch export` (into {folder}) first."
             )
         self._lines: dict[str, tuple[int, int]] = {}  # key -> (line number, byte offset)
-        with self.path.open("rb") as handle:
-            offset = 0
-            for number, raw in enumerate(handle, 1):
+        offset = 0
+        try:
+            for number, raw in bounded_lines(self.path):  # a line past the bound is never read whole
                 if raw.strip():
                     key, _ = self._checked(number, raw)
                     self._lines[key] = (number, offset)
-                offset += len(raw)
+                offset += len(raw) + 1  # and its b"\n" (the last line's, if missing, is never needed)
+        except LineTooLong as exc:
+            raise CorruptRecordError(
+                f"{self.path}:{exc.number}: not a line batch export writes ({exc}). Fix: export again."
+            ) from None
         self._handle: IO[bytes] | None = None
 
     def _checked(self, number: int, raw: bytes) -> tuple[str, ChatRequest]:
+        """The key and request of one line, checked: bounded in depth before anything walks it
+        (pipeline.llm.bounds: a request nested deeper is refused here, not as a RecursionError in
+        its key, nor stored for the recordings' reader to refuse later)."""
         where = f"{self.path}:{number}"
         try:
             entry = orjson.loads(raw)
             if not isinstance(entry, dict):
                 raise ValueError("not a JSON object")
+            if (deep := depth_problem(entry)) is not None:
+                raise ValueError(deep)
             model = ModelIdentity.model_validate(entry.get("model"))
             request = ChatRequest.model_validate(entry.get("request"))
         except ValueError as exc:
@@ -130,7 +139,13 @@ class Manifest:
         if self._handle is None:
             self._handle = self.path.open("rb")
         self._handle.seek(offset)
-        found, request = self._checked(number, self._handle.readline())
+        raw = self._handle.readline(MAX_LINE_BYTES + 1)  # bounded: the file may have changed since
+        if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+            raise CorruptRecordError(
+                f"{self.path}:{number}: changed while it was read (a line past {MAX_LINE_BYTES:,} bytes). "
+                "Fix: export again."
+            )
+        found, request = self._checked(number, raw)
         if found != key:
             raise CorruptRecordError(
                 f"{self.path}:{number}: changed while it was read (it held {key}). Fix: export again."

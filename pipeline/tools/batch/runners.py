@@ -37,6 +37,7 @@ import orjson
 from pipeline.errors import BackendError, ConfigError
 from pipeline.llm.backends.http_errors import body_error
 from pipeline.llm.backends.openai_compat import api_root
+from pipeline.llm.bounds import surrogate_problem
 from pipeline.llm.files import atomic_write
 from pipeline.tools.batch.manifest import BATCH_URL, replacing
 
@@ -164,8 +165,11 @@ def _payload(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def batch_line(custom_id: str, body: Any) -> str:
-    """One line of OpenAI Batch output for a reply's body: an error body as the line's error."""
-    said = body_error(body)
+    """One line of OpenAI Batch output for a reply's body: an error body as the line's error, and so
+    a body holding a lone surrogate (the json module reads one from an escape; no line can hold it):
+    a failed call, which ingest reports and stores nowhere."""
+    half = surrogate_problem(body)
+    said = f"the reply holds {half}: a failed call, not an answer" if half is not None else body_error(body)
     if said is not None:
         line: dict[str, Any] = {"custom_id": custom_id, "response": None, "error": {"message": said}}
     else:
