@@ -251,3 +251,20 @@ def test_pearson_is_scipys_to_the_last_bit(values: list[float], seed: int) -> No
     if np.ptp(a) == 0 or np.ptp(b) == 0:
         return
     assert correlation("pearson", a, b) == float(stats.pearsonr(a, b).statistic)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(st.integers(-3, 3).map(float), st.floats(-1e300, 1e300, allow_nan=False)),
+            st.one_of(st.integers(0, 2).map(float), st.floats(-1e-300, 1e-300, allow_nan=False)),
+        ),
+        min_size=2,
+        max_size=80,
+    )
+)
+def test_kendall_tau_b_counted_pairwise_is_scipys_to_the_last_bit(rows: list[tuple[float, float]]) -> None:
+    a, b = np.array([x for x, _ in rows]), np.array([y for _, y in rows])
+    if np.ptp(a) == 0 or np.ptp(b) == 0 or not np.isfinite(np.ptp(a)):
+        return
+    assert correlation("kendall", a, b) == float(stats.kendalltau(a, b, variant="b").statistic)

@@ -1,5 +1,5 @@
 """The `judgeloop` command imports what the subcommand run uses, and no more: importing the CLI, or
-asking for its help, imports no command's heavy dependencies (scipy for `calibrate`, numpy, jinja,
+asking for its help, imports no command's heavy dependencies (numpy for `calibrate`, jinja,
 DVC's API), and `judgeloop diff` none that the diff does not use. Each is checked in a fresh
 interpreter, where nothing is imported yet."""
 
@@ -42,11 +42,27 @@ def test_diff_imports_neither_scipy_nor_the_page_s_jinja() -> None:
     assert imported_after(code) <= {"numpy"}  # its statistics (pipeline.stats.paired)
 
 
-def test_calibrate_still_gets_scipy_when_it_runs() -> None:
-    """The probe can see an import: the command that needs scipy does import it."""
+def test_calibrate_still_gets_numpy_when_it_runs() -> None:
+    """The probe can see an import: the command that needs numpy does import it."""
     code = (
         "import click\nfrom pipeline.tools.cli import main\n"
         "main.get_command(click.Context(main), 'calibrate')"
+    )
+    assert "numpy" in imported_after(code)
+
+
+@pytest.mark.parametrize(("design", "stage"), [("summeval", "summeval_calibrate"), ("rag", "rag_aggregate")])
+def test_a_report_stage_imports_no_scipy(design: str, stage: str) -> None:
+    """Its bootstraps' statistics are computed without scipy (pipeline.stats.agreement): importing
+    scipy.stats cost each of these stages about 0.5 s of a replay."""
+    code = f"from stages.runner import load\nload({design!r}, {stage!r})"
+    assert "scipy" not in imported_after(code)
+
+
+def test_kendall_past_the_pairwise_limit_still_gets_scipy() -> None:
+    code = (
+        "import numpy as np\nfrom pipeline.stats.agreement import PAIRWISE_KENDALL_LIMIT, correlation\n"
+        "x = np.arange(PAIRWISE_KENDALL_LIMIT + 1.0)\ncorrelation('kendall', x, x[::-1].copy())"
     )
     assert "scipy" in imported_after(code)
 

@@ -156,3 +156,16 @@ def test_the_committed_params_and_the_defaults_pass() -> None:
     for design in designs():
         design.params()
     LLMSettings()
+
+
+def test_a_params_text_read_again_is_parsed_once_and_given_as_a_fresh_copy(tmp_path: Path) -> None:
+    from pipeline.llm import settings
+
+    path = tmp_path / "params.yaml"
+    path.write_text("judge:\n  threshold: 2\n", encoding="utf-8")
+    first = settings.read_params_file(path, environ={})
+    first["judge"]["threshold"] = 99  # a caller's change reaches no later read
+    assert settings.read_params_file(path, environ={})["judge"]["threshold"] == 2
+    path.write_text("judge:\n  threshold: 3\n  threshold: 4\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="given twice"):  # a changed text is parsed and checked again
+        settings.read_params_file(path, environ={})

@@ -19,6 +19,7 @@ records params.yaml, always says what was computed (to run another model, use
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -230,9 +231,21 @@ def params_text(path: Path) -> str:
         ) from None
 
 
+_PARSED: dict[str, dict[str, Any]] = {}  # a text parsed before in this process -> its mapping
+
+
 def _parsed(path: Path, text: str) -> dict[str, Any]:
     """The YAML mapping, refusing what yaml.safe_load lets through: a key given twice in one mapping
-    (the last would silently win) and a file that is no mapping."""
+    (the last would silently win) and a file that is no mapping. A text this process parsed before
+    (`judgeloop check` reads params.yaml for each of its 16 stages) is not parsed again: a copy of
+    its mapping is given, so that no caller's change reaches the next."""
+    if text not in _PARSED:
+        _PARSED.clear()  # one text kept: params.yaml as it is now
+        _PARSED[text] = _parse(path, text)
+    return copy.deepcopy(_PARSED[text])
+
+
+def _parse(path: Path, text: str) -> dict[str, Any]:
     try:
         check_yaml(text)  # bounded before composing: an alias bomb or deep nesting (pipeline.llm.bounds)
         loaded = yaml.safe_load(text)

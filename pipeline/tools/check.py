@@ -67,7 +67,8 @@ def read_lock(root: Path) -> dict[str, LockedStage]:
     try:
         text = lock.read_text(encoding="utf-8")
         check_yaml(text)  # no alias bomb, no nesting past the composer's stack (pipeline.llm.bounds)
-        data: Any = yaml.safe_load(text)
+        # libyaml's safe loader where built (the same data, some ten times faster on the 4,000-line lock)
+        data: Any = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise click.ClickException(f"{lock}: not readable ({exc}). Fix: git checkout -- {LOCK_FILE}") from exc
     stages = data.get("stages") if isinstance(data, dict) else None

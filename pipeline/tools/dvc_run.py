@@ -66,8 +66,10 @@ def run_dvc(args: Sequence[str]) -> int:
     """`dvc ARGS` in this process, with the environment first on the PATH; its exit status."""
     from dvc.cli import main as dvc_main
 
+    from pipeline.tools.dvc_lockfile import remembered_yaml
+
     environment_first()
-    with _without_push_hint():
+    with _without_push_hint(), remembered_yaml():
         status: int = dvc_main(list(args))
     return status
 
