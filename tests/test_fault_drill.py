@@ -9,6 +9,7 @@ what one retry budget bounds.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import socket
@@ -150,6 +151,11 @@ def test_a_server_that_dies_mid_stage_fails_the_stage_once_and_the_rerun_repeats
     server.reset_counters()
     port = server.port
     server.latency_s = 0.05
+    # After its fifth reply the server is slow, so that the stage is surely mid-way when the killer
+    # (a thread, which a loaded machine may starve) sees a stored call: a fast batch could otherwise
+    # end first, every call answered. Closing the server cuts the slow replies short.
+    asked = itertools.count()
+    monkeypatch.setattr(server, "latency", lambda request: 0.05 if next(asked) < 5 else 2.0)
     dead, finished = threading.Event(), threading.Event()
 
     def kill_after_some_replies() -> None:
@@ -175,6 +181,7 @@ def test_a_server_that_dies_mid_stage_fails_the_stage_once_and_the_rerun_repeats
     server.start(port)  # back, on the same address
     server.reset_counters()
     server.latency_s = 0.0
+    monkeypatch.setattr(server, "latency", None)
     again = batch(tmp_path, monkeypatch)
     assert again.exit_code == 0, again.output
     assert server.requests_to("/api/chat") <= ROWS - 1  # finished calls came from the cache

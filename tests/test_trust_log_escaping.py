@@ -13,9 +13,12 @@ from tests.conftest import ROOT
 
 HOSTILE = "\\x1b]0;owned\\x07\\x1b[2J\\rfake line\\u202e"
 
-# The entry point runs first (and fails, or prints its help); then a stage's kind of warnings.
+# The entry point runs first (and fails, or prints its help); then a stage's kind of warnings. The
+# warning's text is built at run time: Python 3.13 prints the source line of a `-c` warning too, and
+# that line must not quote the hostile text a second time (escaped, it would count once more).
 SCRIPT = f"""
 import logging, warnings
+hostile = "{HOSTILE}"
 {{entry}}
 try:
     entry(args, standalone_mode=False)
@@ -23,7 +26,7 @@ except BaseException:
     pass
 logging.getLogger("pipeline.llm.backends.http_errors").warning("attempt 1 failed (HTTP 500: %s)", "{HOSTILE}")
 logging.getLogger("pipeline.llm.session").warning("item {HOSTILE}: the model's reply was empty")
-warnings.warn("transcripts/{HOSTILE}.csv: skipped", UserWarning)
+warnings.warn("transcripts/" + hostile + ".csv: skipped", UserWarning)
 """
 ENTRIES = {
     "stage runner": "from stages.runner import main as entry\nargs = ['no-such-design', 'x']",
