@@ -77,3 +77,14 @@ def stage_call_counts(recordings_dir: Path, stages: Iterable[str]) -> dict[str, 
         )
         for stage in sorted(stages)
     }
+
+
+def stage_calls(recordings_dir: Path, stages: Iterable[str]) -> dict[str, list[RecordedCall]]:
+    """Each of `stages`' recorded calls under `recordings_dir` (verified, in order; nothing
+    recorded: none), read once for a report that counts them (call_counts), names their model
+    (pipeline.data.recorded_models.count_models) and shows them by key (first_by_key), rather than
+    parsed once for each."""
+    return {
+        stage: [loaded.call for loaded in recordings.read_stage(recordings.stage_dir(recordings_dir, stage))]
+        for stage in sorted(set(stages))
+    }
