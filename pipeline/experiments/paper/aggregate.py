@@ -13,6 +13,7 @@ from pipeline.experiments.paper.aggregation import LLM_STAGES, compute_metrics, 
 from pipeline.experiments.paper.params import PaperParams
 from pipeline.experiments.paper.report.html import write_report
 from pipeline.judges.rubric.judge import reply_reader
+from pipeline.llm.recordings.verified_memo import VerifiedMemo
 from pipeline.llm.records import RecordedCall
 from pipeline.loops.results import Refinement, read_refinements
 from pipeline.stats.stability import stability
@@ -23,8 +24,10 @@ def _refinements(params: PaperParams) -> list[Refinement]:
 
 
 def _recorded(params: PaperParams) -> dict[str, list[RecordedCall]]:
-    """The LLM stages' recorded calls, read and verified once for the counts, the model and the pages."""
-    return stage_calls(Path(params.cache.recordings), LLM_STAGES)
+    """The LLM stages' recorded calls, read and verified once for the counts, the model and the
+    pages; a recording the stages verified in full before (their memo) is not verified again."""
+    memo = VerifiedMemo.beside(Path(params.cache.dir))
+    return stage_calls(Path(params.cache.recordings), LLM_STAGES, memo)
 
 
 def _metrics(
