@@ -232,8 +232,11 @@ def run_dvc(root: Path, servers: list[SlotServer], *args: str, **env_vars: str) 
     cpu_before = before.ru_utime + before.ru_stime
     started = time.perf_counter()
     marks = [Mark(0.0, "dvc start-up", 0, 0.0, time.time())]
+    # --judgeloop: `judgeloop repro` (DVC in its process, with judgeloop's lock writer), as the
+    # README runs the pipeline; by default DVC's own command.
+    command = ["pipeline.tools.cli"] if os.environ.get("JUDGELOOP_BENCH_VIA") == "judgeloop" else ["dvc"]
     with subprocess.Popen(
-        [sys.executable, "-m", "dvc", "repro", *args, "aggregate"],
+        [sys.executable, "-m", *command, "repro", *args, "aggregate"],
         cwd=root,
         env=env,
         stdout=subprocess.PIPE,
@@ -377,6 +380,9 @@ def report(elapsed: float, marks: list[Mark], slots: int) -> None:
 @click.option("--fixed", is_flag=True, help="Every reply takes the median exactly (no log-normal spread).")
 @click.option("--no-replay", is_flag=True, help="Skip the replay that follows the run.")
 @click.option(
+    "--judgeloop", is_flag=True, help="Run `judgeloop repro aggregate` rather than `dvc repro aggregate`."
+)
+@click.option(
     "--profile", is_flag=True, help="Each stage under cProfile (.judgeloop/profile-*.prof, with --keep)."
 )
 def main(
@@ -388,11 +394,13 @@ def main(
     fixed: bool,
     profile: bool,
     no_replay: bool,
+    judgeloop: bool,
 ) -> None:
     global MEDIAN_S, FIXED
     MEDIAN_S, FIXED = median, fixed
     os.environ["JUDGELOOP_BENCH_MEDIAN_S"] = str(median)
     os.environ["JUDGELOOP_BENCH_FIXED"] = "1" if fixed else "0"
+    os.environ["JUDGELOOP_BENCH_VIA"] = "judgeloop" if judgeloop else "dvc"
     if not corpus().is_dir():
         click.echo(
             f"skipped: the AnnoMI corpus is not at {corpus()} (../shared is absent; set JUDGELOOP_SHARED)"
