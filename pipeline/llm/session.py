@@ -114,6 +114,7 @@ class LLMSession:
         self._inflight: dict[str, Future[CallRecord]] = {}
         self._answered: dict[str, CallRecord] = {}  # by the model, in this session
         self._served: dict[str, CallRecord] = {}  # looked up and verified, in this session
+        self._asked: set[str] = set()  # keys this session resolved past the cache (sent, unless replay)
         self.calls: list[RecordedCall] = []
         self.recording = recordings.StageRecording()
         self.recorded_total: int | None = None  # the calls the stage's recording held once written
@@ -167,6 +168,11 @@ class LLMSession:
                     self._gate = RankedGate(workers)
         return self._gate
 
+    def asked(self, key: str) -> bool:
+        """Whether this session went past its cache for `key` (to the model, or a replay miss):
+        added before the request is sent, so before its reply can reach the store."""
+        return key in self._asked
+
     def key_for(self, request: ChatRequest) -> str:
         return request_key(self.identity, request)
 
@@ -219,6 +225,7 @@ class LLMSession:
             if pending is None:
                 pending = Future()
                 self._inflight[key] = pending
+                self._asked.add(key)
         if not owner:
             # The same request is already on its way: wait for that reply instead of sending it twice.
             return self._log(RecordedCall(context=context, record=pending.result(), cache_hit=True))

@@ -11,9 +11,6 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import krippendorff
-import numpy as np
-
 
 @dataclass(frozen=True)
 class Stability:
@@ -34,6 +31,11 @@ def stability(samples: Sequence[Sequence[float | None]], threshold: float | None
     straddle = (
         None if threshold is None else sum(min(row) <= threshold < max(row) for row in usable) / len(usable)
     )
+    # Imported here: a report whose judge took one sample never computes this (numpy and the
+    # krippendorff package are a tenth of its start-up).
+    import krippendorff
+    import numpy as np
+
     width = max(len(row) for row in samples)
     table = np.full((width, len(samples)), np.nan)
     for unit, row in enumerate(samples):
