@@ -116,7 +116,7 @@ def test_batch_run_on_a_local_ray_sends_the_exact_requests_and_replays_identical
     tmp_path: Path, direct_run: dict[str, bytes], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ray = pytest.importorskip("ray", reason="the Ray runner needs judgeloop[ray] (make install adds it)")
-    pytest.importorskip("ray.data.llm", reason="ray.data.llm is missing: install ray[data]")
+    pytest.importorskip("ray.data", reason="ray.data is missing: install ray[data]")
     with _fake_server() as server:
         root = _project(tmp_path / "project", _llm(server.url))
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
