@@ -123,12 +123,25 @@ def serve_fake_openai(conn: Connection) -> None:
 # RayRunner.run in a process of its own, so that wait4 gives its CPU and peak memory (Ray's own
 # processes, its raylet and workers, are that process's descendants).
 RAY_STEP = """
-import sys
+import contextlib, json, sys, time
 from pathlib import Path
+import psutil
 from pipeline.tools.batch.runners import RayRunner
 runner = RayRunner(sys.argv[3], concurrency=int(sys.argv[4]), num_cpus=2)
 try:
+    started = time.perf_counter()
+    runner._connect()
+    connected = time.perf_counter()
     runner.run(Path(sys.argv[1]), Path(sys.argv[2]))
+    ran = time.perf_counter() - connected
+    # Ray's processes (GCS, raylet, workers) are not all this one's children to be waited for:
+    # their CPU is read while they still run. "ray_cpu_s" below is this process's and its reaped.
+    cpu = 0.0
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            times = child.cpu_times()
+            cpu += times.user + times.system
+    print(json.dumps({"ray_start_s": connected - started, "ray_run_s": ran, "ray_processes_cpu_s": cpu}))
 finally:
     runner.close()
 """
@@ -139,12 +152,15 @@ def ray_run(root: Path, concurrency: int) -> dict[str, Any]:
     results = root / "ray-results.jsonl"
     with ServerProcess(serve_fake_openai) as server:
         args = [sys.executable, "-c", RAY_STEP, str(root / "batch" / REQUESTS_FILE), str(results)]
-        wall, peak, cpu, _ = measured([*args, server.url, str(concurrency)], root)
+        wall, peak, cpu, said = measured([*args, server.url, str(concurrency)], root)
         served = server.ask("count")
+    timings = json.loads(next(line for line in said.splitlines() if line.startswith('{"ray_start_s"')))
     lines = sum(1 for _ in results.open("rb"))
     errors = sum(1 for line in results.open("rb") if b'"response":null' in line)
     return {
         "ray_s": wall,
+        **timings,
+        "ray_calls_per_s": timings["ray_run_s"] and served["requests"] / timings["ray_run_s"],
         "ray_cpu_s": cpu,
         "ray_peak_mb": peak / 2**20,
         "ray_lines": lines,
