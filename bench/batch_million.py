@@ -11,7 +11,9 @@ calls, as an item's metrics and rounds share one), written in `judgeloop batch e
 time and peak memory (wait4's ru_maxrss). Ingest must stream: its memory may grow with the number
 of keys (a digest and an offset each), never with the size of the results file. Every line must
 be stored (the bench fails otherwise). --ray also times RayRunner.run (requests.jsonl to
-results.jsonl through Ray Data's HTTP processor, 4 at a time) against a FakeOpenAI on loopback.
+results.jsonl through Ray Data, --concurrency at a time) against a FakeOpenAI on loopback in a
+process of its own (it keeps no request: the bench measures the runner, not a server sharing its
+interpreter); Ray's start and the run are timed apart, with the CPU of Ray's processes.
 Results measured on the shared 2-core machine are in bench/README.md.
 """
 

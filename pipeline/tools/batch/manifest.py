@@ -208,9 +208,9 @@ def exported_intact(folder: Path, manifest: Manifest, params: EngineSettings) ->
     try:
         for number, raw in _raw_lines(path) if path.is_file() else iter(()):
             if raw.startswith(_KEY_START):
-                key = raw[len(_KEY_START) : raw.find(b'"', len(_KEY_START))].decode("ascii", "replace")
-                if key in manifest and _line_digest(raw) == manifest.exported_digest(key):
-                    seen.add(key)
+                said = raw[len(_KEY_START) : raw.find(b'"', len(_KEY_START))].decode("ascii", "replace")
+                if said in manifest and _line_digest(raw) == manifest.exported_digest(said):
+                    seen.add(said)
                     continue
             entry = _parsed(raw)
             key = entry.get("custom_id") if isinstance(entry, dict) else None
