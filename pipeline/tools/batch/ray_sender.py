@@ -139,9 +139,11 @@ class RequestSender:
             return key, str(response.status_code), response.text, ""
         return key, "", "", f"no answer after {self.max_retries + 1} tries (last: {problem})"
 
-    def __del__(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
-        self.client.close()
+    def __del__(self) -> None:  # Ray ends an actor without a call of ours: its threads and sockets go
+        if (pool := getattr(self, "pool", None)) is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+        if (client := getattr(self, "client", None)) is not None:
+            client.close()
 
 
 def _block(answers: list[tuple[str, str, str, str]]) -> dict[str, list[str]]:
