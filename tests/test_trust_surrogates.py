@@ -12,6 +12,8 @@ from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from tenacity import wait_none
 
 from pipeline.data.listening_requests import load_requests
@@ -22,7 +24,7 @@ from pipeline.experiments.params import load_params
 from pipeline.experiments.rag.judge_evaluate import read_answer
 from pipeline.llm.backends.ollama import OllamaBackend
 from pipeline.llm.backends.openai_compat import OpenAICompatBackend, completion_reply
-from pipeline.llm.bounds import surrogate_problem
+from pipeline.llm.bounds import _surrogate_walk, surrogate_problem
 from pipeline.llm.files import atomic_write
 from pipeline.llm.recordings.text import read_stage
 from pipeline.llm.records import CallRecord
@@ -44,6 +46,30 @@ def test_the_check_finds_a_half_anywhere_in_a_parsed_value_and_passes_whole_char
     assert "a[1].b" in (surrogate_problem({"a": ["ok", {"b": "x" + HALF}]}) or "")
     assert surrogate_problem({"\udc00": 1}) is not None  # a key too
     assert surrogate_problem(["\U0001f600 é \u2028", {"k": 1.5, "n": None}]) is None
+
+
+_TEXT = st.text(st.characters(codec=None, exclude_categories=()), max_size=4)
+_LEAVES = st.none() | st.booleans() | st.integers() | st.floats() | _TEXT | st.binary(max_size=2)
+_KEYS = _TEXT | st.integers(-(2**70), 2**70) | st.booleans()
+
+
+@given(
+    st.recursive(
+        _LEAVES,
+        lambda inner: (
+            st.lists(inner, max_size=3)
+            | st.lists(inner, max_size=3).map(tuple)
+            | st.dictionaries(_KEYS, inner, max_size=3)
+            | st.frozensets(_TEXT, max_size=2)
+        ),
+        max_leaves=12,
+    )
+)
+def test_the_check_in_c_says_what_the_walk_says(value: object) -> None:
+    """surrogate_problem asks orjson first (a value it writes holds no half) and walks only what it
+    refuses: the same answer as the walk alone, for every value, including what orjson cannot write
+    (bytes, sets, tuples as keys, integers past 64 bits)."""
+    assert surrogate_problem(value) == _surrogate_walk(value)
 
 
 # -- data files: the file, the line, the fix ---------------------------------------------------------
