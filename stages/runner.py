@@ -111,6 +111,12 @@ def adopt(session: LLMSession, expected: Expected, probe: StageProbe[Any]) -> li
     return probe.results
 
 
+def _said_once(stage: str, stopped: JudgeloopError | None, raised: BaseException | None) -> None:
+    """The dry run's error, unless the run raised it again (its error is printed then, in full)."""
+    if stopped is not None and (raised is None or stopped.message not in str(raised)):
+        click.echo(f"{stage}: the dry run had stopped: {stopped.message}", err=True)
+
+
 def run_llm_step(
     design: Design[Any], stage: Stage, step: LLMStep[Any, Any, Any], params: EngineSettings
 ) -> None:
@@ -121,11 +127,13 @@ def run_llm_step(
     inputs = step.inputs(params, FileUpstream(design, params))
     with recorded_session(params, stage.name) as session:
         probe: StageProbe[Any] | None = None
+        stopped: JudgeloopError | None = None
         try:
             expected, probe = dry_run(stage, step, params, session, inputs)
             unknown = ""
-        except JudgeloopError as exc:  # the run meets the same problem, and says so in full
-            expected, unknown = None, f"calls not predicted ({exc.message})"
+        except JudgeloopError as exc:  # the run meets the same problem, and says so: once, at its end
+            expected, stopped = None, exc
+            unknown = "calls not predicted: the dry run stopped on an error, said below"
         progress = StageProgress(stage.name, expected, mode=session.mode, unknown=unknown, started=began)
         progress.start()
         session.observe(progress.call)
@@ -133,9 +141,11 @@ def run_llm_step(
             results = adopt(session, expected, probe) if expected and probe else None
             if results is None:
                 results = step.work(params, session, inputs)
-        except BaseException:
+        except BaseException as exc:
             progress.finish(failed=True)
+            _said_once(stage.name, stopped, exc)
             raise
+    _said_once(stage.name, stopped, None)
     step.output.write(design.results_path(stage.name, params), results)
     progress.finish(step.done(results) if step.done is not None else None)
 
