@@ -146,6 +146,7 @@ class Prediction:
         self.decided, self.ended = threading.Event(), threading.Event()
         self.expected: Expected | None = None
         self.probe: StageProbe[Any] | None = None
+        self.stopped: JudgeloopError | None = None
         self._error: BaseException | None = None
         args = (stage, step, params, session, inputs, progress)
         self._thread = threading.Thread(
@@ -165,8 +166,9 @@ class Prediction:
         try:
             try:
                 self.expected, self.probe = dry_run(stage, step, params, session, inputs, self.decided)
-            except JudgeloopError as exc:  # the run meets the same problem, and says so in full
-                progress.unknown = f"calls not predicted ({exc.message})"
+            except JudgeloopError as exc:  # the run meets the same problem, and says so: once, at its end
+                self.stopped = exc
+                progress.unknown = "calls not predicted: the dry run stopped on an error, said below"
             progress.expected = self.expected
             progress.start()
         except BaseException as exc:  # raised in the stage's own thread, by join
@@ -208,6 +210,12 @@ def step_results(
     return results
 
 
+def _said_once(stage: str, stopped: JudgeloopError | None, raised: BaseException | None) -> None:
+    """The dry run's error, unless the run raised it again (its error is printed then, in full)."""
+    if stopped is not None and (raised is None or stopped.message not in str(raised)):
+        click.echo(f"{stage}: the dry run had stopped: {stopped.message}", err=True)
+
+
 def run_llm_step(
     design: Design[Any], stage: Stage, step: LLMStep[Any, Any, Any], params: EngineSettings
 ) -> None:
@@ -222,10 +230,12 @@ def run_llm_step(
         prediction = Prediction(stage, step, params, session, inputs, progress)
         try:
             results = step_results(step, params, session, inputs, prediction)
-        except BaseException:
+        except BaseException as exc:
             prediction.ended.wait()  # its start line before the end line; its own error is this one's
             progress.finish(failed=True)
+            _said_once(stage.name, prediction.stopped, exc)
             raise
+    _said_once(stage.name, prediction.stopped, None)
     step.output.write(design.results_path(stage.name, params), results)
     progress.finish(step.done(results) if step.done is not None else None)
 
