@@ -1,0 +1,183 @@
+"""The local cache stores requests as references to content-addressed blocks (issue 33): an
+interview is held once however many prompts carry it, and nothing of it is trusted unchecked."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pipeline.errors import CorruptRecordError
+from pipeline.llm.backends.fake import FakeBackend
+from pipeline.llm.blocks import split_blocks
+from pipeline.llm.cache.blocks import BlockStore, block_id, pack_request
+from pipeline.llm.cache.store import SEED_BATCH, WHOLE_REQUEST, CallStore, seal
+from pipeline.llm.recordings import text as recordings
+from pipeline.llm.records import CallRecord
+from pipeline.llm.types import ChatRequest, Message
+from pipeline.tools.cli import main
+from tests.project import recorded_project
+
+FAKE = FakeBackend()
+
+
+def interview(n: int = 300) -> str:
+    return "".join(
+        f"Participant : line {i}, about sleep and the weekend ({i * 7919 % 997})\n" for i in range(n)
+    )
+
+
+def prompt(metric: str, text: str) -> ChatRequest:
+    content = f"Rate the {metric} of this assessment.\n<transcript>\n{text}</transcript>\nAnswer: Score: N\n"
+    return ChatRequest(
+        messages=(Message(role="system", content="You judge."), Message(role="user", content=content))
+    )
+
+
+def record(request: ChatRequest) -> CallRecord:
+    return CallRecord.new(FAKE.identity(), request, FAKE.chat(request))
+
+
+lines = st.lists(
+    st.text(alphabet=st.sampled_from("ab é\n\r\u2028\x85"), max_size=400) | st.just("x" * 9000), max_size=40
+)
+
+
+@given(lines)
+def test_the_blocks_are_the_recordings_blocks(parts: list[str]) -> None:
+    text = "".join(parts)
+    assert split_blocks(text) == recordings.split_blocks(text)
+    assert "".join(split_blocks(text)) == text
+
+
+def test_an_interview_in_many_prompts_is_stored_once(tmp_path: Path) -> None:
+    text = interview()
+    store = CallStore(tmp_path / "cache")
+    records = [record(prompt(f"metric {i}", text)) for i in range(40)]
+    for each in records:
+        store.put(each)
+    blocks = sum(len(store.blocks.cache.get(ident)) for ident in store.blocks.cache.iterkeys())
+    entries = sum(len(store.get_raw(each.key) or b"") for each in records)
+    # The interview once, and each prompt's first block (its own text and the interview's first lines).
+    assert len(text) < blocks < 2 * len(text)
+    assert entries < 40 * len(text) / 5  # each entry is its header and its references, not the prompt
+    for each in records:
+        got = store.get(each.key)
+        assert got == each and got.problem() is None  # rebuilt from its blocks, key and checksum hold
+    store.close()
+
+
+def stored(tmp_path: Path) -> tuple[CallStore, CallRecord]:
+    store = CallStore(tmp_path / "cache")
+    one = record(prompt("accuracy", interview()))
+    store.put(one)
+    return store, one
+
+
+def test_a_missing_block_is_a_clear_error_never_another_request(tmp_path: Path) -> None:
+    store, one = stored(tmp_path)
+    _, blocks = pack_request(one.request)
+    store.blocks.cache.delete(next(iter(blocks)))
+    store.blocks.forget()
+    assert store.get(one.key, one.request) == one  # a hit holds its own request: no block needed
+    with pytest.raises(
+        CorruptRecordError, match=r"refers to block [0-9a-f]{32}, which.*do not hold.*--repair"
+    ):
+        store.get(one.key)
+    assert store.inspect(one.key)[1] is not None
+    store.put(one)  # written again: its blocks with it
+    assert store.get(one.key) == one
+    store.close()
+
+
+def test_a_damaged_block_is_refused(tmp_path: Path) -> None:
+    store, one = stored(tmp_path)
+    _, blocks = pack_request(one.request)
+    ident = next(iter(blocks))
+    store.blocks.cache.set(ident, blocks[ident].replace(b"sleep", b"sheep"))
+    store.blocks.forget()
+    with pytest.raises(CorruptRecordError, match="does not hash to it"):
+        store.get(one.key)
+    store.close()
+
+
+def test_a_block_store_verifies_what_it_reads(tmp_path: Path) -> None:
+    store = CallStore(tmp_path / "cache")
+    blocks: BlockStore = store.blocks
+    blocks.add({block_id(b"text"): b"text"})
+    assert blocks.text(block_id(b"text")) == "text"
+    store.close()
+
+
+def test_an_entry_of_the_previous_format_is_still_read(tmp_path: Path) -> None:
+    store, one = stored(tmp_path)
+    header = one.model_dump_json(exclude={"request"}).encode()
+    old = WHOLE_REQUEST + seal(header) + b"\n" + header + b"\n" + one.request.model_dump_json().encode()
+    store.put_raw(one.key, old)
+    assert store.get(one.key) == one
+    assert store.get(one.key, one.request) == one
+    store.close()
+
+
+def test_gc_collects_the_blocks_no_entry_refers_to(tmp_path: Path) -> None:
+    store = CallStore(tmp_path / "cache")
+    shared, own = interview(), interview(400)[len(interview()) :]
+    kept, dropped = record(prompt("a", shared)), record(prompt("b", shared + own))
+    store.put(kept)
+    store.put(dropped)
+    before = len(store.blocks.cache)
+    assert store.collect_blocks().deleted == 0
+    assert store.collect_blocks(dry_run=True, dropping=frozenset({dropped.key})).deleted > 0
+    store.delete(dropped.key)
+    collected = store.collect_blocks()
+    assert collected.deleted > 0 and collected.freed >= len(own) * 0.8
+    assert len(store.blocks.cache) == before - collected.deleted
+    assert store.get(kept.key) == kept  # what the kept entry refers to is all still there
+    store.close()
+
+
+def test_seeds_are_served_at_once_and_written_in_batches(tmp_path: Path) -> None:
+    store = CallStore(tmp_path / "cache")
+    local = record(prompt("local", "a line\n"))
+    store.put(local)
+    seeds = [record(prompt(f"seed {i}", interview(30))) for i in range(SEED_BATCH - 1)]
+    for seed in seeds:
+        store.seed(seed)
+    assert seeds[0].key in store and store.get(seeds[0].key) == seeds[0]
+    con = sqlite3.connect(tmp_path / "cache" / "cache.db")
+    assert con.execute("SELECT count(*) FROM Cache").fetchone()[0] == 1  # gathered, not written yet
+    store.seed(record(prompt("last", "x\n")))  # the batch is full: written in one transaction
+    assert con.execute("SELECT count(*) FROM Cache").fetchone()[0] == SEED_BATCH + 1
+    con.close()
+    other = CallRecord.new(FAKE.identity(), local.request, FAKE.chat(prompt("other", "y\n")))
+    store.seed(other)  # the same key, another reply: the entry stored stays
+    store.close()
+    again = CallStore(tmp_path / "cache")
+    assert again.get(local.key) == local
+    assert all(again.get(seed.key) == seed for seed in seeds)
+    again.close()
+
+
+def test_cache_commands_keep_working_on_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    recorded_project(tmp_path)
+    runner = CliRunner()
+    result = runner.invoke(main, ["cache", "verify"])
+    assert result.exit_code == 0, result.output
+    store = CallStore(Path(".judgeloop/cache"))
+    ident = next(iter(store.blocks.cache.iterkeys()))
+    store.blocks.cache.delete(ident)
+    store.close()
+    result = runner.invoke(main, ["cache", "verify"])
+    assert result.exit_code == 1 and f"refers to block {ident}" in result.output
+    result = runner.invoke(main, ["cache", "verify", "--repair"])
+    assert "deleted local entry" in result.output
+    assert runner.invoke(main, ["cache", "verify"]).exit_code == 0
+    result = runner.invoke(main, ["cache", "gc"])
+    assert result.exit_code == 0 and "text blocks" in result.output
+    assert runner.invoke(main, ["cache", "seed"]).exit_code == 0
+    assert runner.invoke(main, ["cache", "verify"]).exit_code == 0
