@@ -4,6 +4,7 @@ anything is written."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -34,7 +35,8 @@ def big_record() -> CallRecord:
 
 
 def big_request_record() -> CallRecord:
-    return record("x" * 100_000)  # one block past 32 kB: a value file in the block store's shards
+    """One line that compresses past 32 kB (hex digits): a value file in the block store's shards."""
+    return record("".join(hashlib.sha256(str(i).encode()).hexdigest() for i in range(2_000)))
 
 
 def nothing_in(folder: Path) -> bool:

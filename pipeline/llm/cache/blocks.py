@@ -3,9 +3,9 @@ local cache, however many prompts carry it (issue 33).
 
 Each message's text is cut into blocks of whole lines at content-defined boundaries
 (pipeline.llm.blocks, the recordings' rule). A block of MIN_BLOCK characters or more is stored once,
-in the cache's block store, under its id: the first 32 hex digits (128 bits) of the sha256 of its
-UTF-8 bytes; the message becomes a list of literal strings and {"b": id} references (a short text
-stays one string). The recordings pack their blocks the same way, in their own file and format
+zlib-compressed, in the cache's block store, under its id: the first 32 hex digits (128 bits) of the
+sha256 of its UTF-8 bytes; the message becomes a list of literal strings and {"b": id} references
+(a short text stays one string). The recordings pack their blocks the same way, in their own file and format
 (pipeline.llm.recordings.text); the two rooms share nothing but the rule.
 
 Nothing here is trusted on its own. A block is checked against its id when read (a damaged or
@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
+import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -32,6 +33,7 @@ import diskcache
 import orjson
 
 from pipeline.llm.blocks import MIN_BLOCK, split_blocks
+from pipeline.llm.bounds import MAX_LINE_BYTES
 from pipeline.llm.types import ChatRequest
 
 ID_CHARS = 32
@@ -42,7 +44,7 @@ REF = "b"
 REFERENCE = re.compile(rb'\{"b":"([0-9a-f]{32})"\}')
 _ID = re.compile(r"[0-9a-f]{32}")
 KNOWN_LIMIT = 200_000  # ids remembered as stored, before the memory is cleared (a check per block then)
-VERIFIED_LIMIT = 4_096  # blocks kept as read and verified (about 3 MB of text)
+VERIFIED_CHARS = 32 * 2**20  # text of the blocks kept as read and verified (a rebuilt request's own)
 
 
 def block_id(data: bytes) -> str:
@@ -108,27 +110,32 @@ def references(packed: bytes) -> Iterator[bytes]:
 
 
 class BlockStore:
-    """The blocks: a diskcache of its own (id -> UTF-8 bytes), opened by the call store with the same
-    safe disk (no pickle, no links, no foreign schema). Writes skip blocks already stored; reads
-    verify each block against its id, and keep the last few thousand verified."""
+    """The blocks: a diskcache of its own (id -> the block's UTF-8 bytes, zlib-compressed), opened by
+    the call store with the same safe disk (no pickle, no links, no foreign schema). Writes skip
+    blocks already stored, and write a request's new blocks in one transaction; reads verify each
+    block against its id (after a decompression bounded by MAX_LINE_BYTES: a block is at most a
+    line of a request, or MAX_BLOCK characters), and keep the last VERIFIED_CHARS of text verified."""
 
     def __init__(self, cache: diskcache.Cache) -> None:
         self.cache = cache
         self._known: set[str] = set()  # stored by this process, or found stored
         self._verified: OrderedDict[str, str] = OrderedDict()
+        self._verified_chars = 0
         self._lock = threading.Lock()
 
     def add(self, blocks: dict[str, bytes]) -> None:
         """Store the blocks not stored yet."""
-        for ident, data in blocks.items():
-            if ident in self._known:
-                continue
-            if ident not in self.cache:
-                self.cache.set(ident, data)
-            with self._lock:
-                if len(self._known) >= KNOWN_LIMIT:
-                    self._known.clear()
-                self._known.add(ident)
+        new = [ident for ident in blocks if ident not in self._known]
+        if not new:
+            return
+        with self.cache.transact():
+            for ident in new:
+                if ident not in self.cache:
+                    self.cache.set(ident, zlib.compress(blocks[ident]))
+        with self._lock:
+            if len(self._known) + len(new) > KNOWN_LIMIT:
+                self._known.clear()
+            self._known.update(new)
 
     def text(self, ident: str) -> str:
         """The block's text, verified against its id; MissingBlock if absent, damaged or not text."""
@@ -136,23 +143,36 @@ class BlockStore:
             text = self._verified.get(ident)
         if text is not None:
             return text
-        data = self.cache.get(ident)  # RefusedValue for what judgeloop never writes: the caller's
-        if not isinstance(data, bytes):
+        text = self._read(ident)
+        with self._lock:
+            if ident not in self._verified:
+                self._verified[ident] = text
+                self._verified_chars += len(text)
+            while self._verified_chars > VERIFIED_CHARS:
+                self._verified_chars -= len(self._verified.popitem(last=False)[1])
+        return text
+
+    def _read(self, ident: str) -> str:
+        stored = self.cache.get(ident)  # RefusedValue for what judgeloop never writes: the caller's
+        if not isinstance(stored, bytes):
             raise MissingBlock(f"refers to block {ident}, which the cache's blocks do not hold")
+        try:
+            inflate = zlib.decompressobj()
+            data = inflate.decompress(stored, MAX_LINE_BYTES)
+            if not inflate.eof or inflate.unconsumed_tail:
+                raise zlib.error("not one zlib stream of at most a line's size")
+        except zlib.error as exc:
+            raise MissingBlock(f"refers to block {ident}, whose stored bytes are damaged ({exc})") from None
         if block_id(data) != ident:
             raise MissingBlock(f"refers to block {ident}, whose stored text does not hash to it (damaged)")
         try:
-            text = data.decode("utf-8")
+            return data.decode("utf-8")
         except UnicodeDecodeError:
             raise MissingBlock(f"refers to block {ident}, which is not UTF-8 text") from None
-        with self._lock:
-            self._verified[ident] = text
-            if len(self._verified) > VERIFIED_LIMIT:
-                self._verified.popitem(last=False)
-        return text
 
     def forget(self) -> None:
         """Drop what this process remembers as stored (after blocks were deleted)."""
         with self._lock:
             self._known.clear()
             self._verified.clear()
+            self._verified_chars = 0

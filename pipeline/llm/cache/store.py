@@ -394,9 +394,7 @@ class CallStore:
                 return
             new = [record for key, record in records.items() if key not in self._cache]
             packed = [self._packed(record) for record in new]
-            with self.blocks.cache.transact():
-                for _, _, blocks in packed:
-                    self.blocks.add(blocks)
+            self.blocks.add({ident: data for _, _, blocks in packed for ident, data in blocks.items()})
             with self._cache.transact():
                 for key, value, _ in packed:
                     self._cache.add(key, value)  # add: an entry written since by another process stays
