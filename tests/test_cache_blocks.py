@@ -115,6 +115,16 @@ def test_a_damaged_block_is_refused(tmp_path: Path) -> None:
     store.close()
 
 
+def test_a_damaged_stored_request_is_refused(tmp_path: Path) -> None:
+    store, one = stored(tmp_path)
+    raw = store.get_raw(one.key) or b""
+    store.put_raw(one.key, raw[:-3] + b"xyz")
+    with pytest.raises(CorruptRecordError, match=r"stored request is damaged.*--repair"):
+        store.get(one.key)
+    assert store.collect_blocks().deleted > 0  # an entry that cannot be read keeps no block
+    store.close()
+
+
 def test_a_block_store_verifies_what_it_reads(tmp_path: Path) -> None:
     store = CallStore(tmp_path / "cache")
     blocks: BlockStore = store.blocks

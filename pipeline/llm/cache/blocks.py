@@ -75,19 +75,33 @@ def pack_text(text: str, blocks: dict[str, bytes]) -> str | list[Part]:
     return parts or text
 
 
+def inflate(data: bytes) -> bytes:
+    """One zlib stream, inflated to at most MAX_LINE_BYTES (a block is at most a line of a request,
+    a packed request less than its line in a recording); zlib.error for anything else."""
+    stream = zlib.decompressobj()
+    out = stream.decompress(data, MAX_LINE_BYTES)
+    if not stream.eof or stream.unconsumed_tail or stream.unused_data:
+        raise zlib.error("not one zlib stream of at most a line's size")
+    return out
+
+
 def pack_request(request: ChatRequest) -> tuple[bytes, dict[str, bytes]]:
-    """The request as JSON with its messages' long text as block references, and those blocks."""
+    """The request as JSON with its messages' long text as block references, zlib-compressed (the
+    references' hex digits are half of a record's bytes otherwise), and those blocks."""
     fields = request.model_dump(mode="json")
     blocks: dict[str, bytes] = {}
     for message in fields["messages"]:
         message["content"] = pack_text(message["content"], blocks)
-    return orjson.dumps(fields), blocks
+    return zlib.compress(orjson.dumps(fields)), blocks
 
 
 def unpack_request(packed: bytes, block: Callable[[str], str]) -> Any:
-    """The request's fields from pack_request's JSON, each reference replaced by `block(id)`'s text.
+    """The request's fields from pack_request's bytes, each reference replaced by `block(id)`'s text.
     ValueError or TypeError for what is not that shape; MissingBlock from `block`."""
-    fields = orjson.loads(packed)
+    try:
+        fields = orjson.loads(inflate(packed))
+    except zlib.error as exc:
+        raise ValueError(f"the stored request is damaged ({exc})") from None
     for message in fields["messages"]:
         content = message["content"]
         if isinstance(content, list):
@@ -105,8 +119,13 @@ def _part(part: Any, block: Callable[[str], str]) -> str:
 
 
 def references(packed: bytes) -> Iterator[bytes]:
-    """The block ids (ASCII bytes) a packed request refers to, found without parsing it."""
-    return (match.group(1) for match in REFERENCE.finditer(packed))
+    """The block ids (ASCII bytes) a packed request refers to, found without parsing it (none for
+    one that does not inflate: its entry cannot be read anyway)."""
+    try:
+        text = inflate(packed)
+    except zlib.error:
+        return iter(())
+    return (match.group(1) for match in REFERENCE.finditer(text))
 
 
 class BlockStore:
@@ -157,10 +176,7 @@ class BlockStore:
         if not isinstance(stored, bytes):
             raise MissingBlock(f"refers to block {ident}, which the cache's blocks do not hold")
         try:
-            inflate = zlib.decompressobj()
-            data = inflate.decompress(stored, MAX_LINE_BYTES)
-            if not inflate.eof or inflate.unconsumed_tail:
-                raise zlib.error("not one zlib stream of at most a line's size")
+            data = inflate(stored)
         except zlib.error as exc:
             raise MissingBlock(f"refers to block {ident}, whose stored bytes are damaged ({exc})") from None
         if block_id(data) != ident:

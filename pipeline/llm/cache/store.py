@@ -18,19 +18,19 @@ opening and reading it must be safe whoever wrote it:
 - Every hit is verified before it is served (see "format" below).
 
 Format. A value is `jlr3 <seal>\\n<header>\\n<request>`: the record without its request (key, full
-checksum, model, reply, when) as one JSON line, then the request with its messages' long text as
-references to content-addressed blocks, stored once each in the block store beside the records
-(`blocks/`, pipeline.llm.cache.blocks): an interview in a hundred prompts is held once. A hit
-already holds a request that hashes to the key it looked up, so it reads only the header; the seal,
-sha256 of the header's bytes, binds the reply to the key on every hit, at the cost of hashing a few
-hundred bytes rather than the 20 kB request (bench/cache_overhead.py). The header's key must be the
-key looked up (an entry copied under another key is "foreign"). The record's full checksum, over the
-request too, is checked by `judgeloop cache verify`, which also re-derives the key from the stored
-request, rebuilt from its blocks (each checked against its id; a block missing or damaged makes the
-entry damaged, never a request with other text). An entry of the previous format (`jlr2`, the
-request whole) is read as it is, and rewritten as blocks by the next write of its key. An entry
-written before the seal (judgeloop 0.1: `<header>\\n<request>` or one JSON document) is read and
-fully verified, then rewritten in today's format.
+checksum, model, reply, when) as one JSON line, then the request (zlib-compressed JSON) with its
+messages' long text as references to content-addressed blocks, stored once each in the block store
+beside the records (`blocks/`, pipeline.llm.cache.blocks): an interview in a hundred prompts is held
+once. A hit already holds a request that hashes to the key it looked up, so it reads only the
+header; the seal, sha256 of the header's bytes, binds the reply to the key on every hit, at the cost
+of hashing a few hundred bytes rather than the 20 kB request (bench/cache_overhead.py). The header's
+key must be the key looked up (an entry copied under another key is "foreign"). The record's full
+checksum, over the request too, is checked by `judgeloop cache verify`, which also re-derives the
+key from the stored request, rebuilt from its blocks (each checked against its id; a block missing
+or damaged makes the entry damaged, never a request with other text). An entry of the previous
+format (`jlr2`, the request whole) is read as it is, and rewritten as blocks by the next write of
+its key. An entry written before the seal (judgeloop 0.1: `<header>\\n<request>` or one JSON
+document) is read and fully verified, then rewritten in today's format.
 
 Seeding. Calls served from the recordings are copied into the store (so they stay served offline
 when the recordings change), but not one write each: `seed` gathers them and writes them in batches,
