@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.backends.fake import FakeBackend
-from pipeline.llm.blocks import split_blocks
+from pipeline.llm.blocks import MAX_BLOCK, MIN_BLOCK, split_blocks
 from pipeline.llm.bounds import MAX_LINE_BYTES
 from pipeline.llm.cache.blocks import BlockStore, block_id, pack_request
 from pipeline.llm.cache.store import SEED_BATCH, WHOLE_REQUEST, CallStore, seal
@@ -49,10 +49,27 @@ lines = st.lists(
 )
 
 
+def blocks_line_by_line(text: str) -> list[str]:
+    """The rule as the recordings first wrote it, a line at a time: what split_blocks must give."""
+    blocks: list[str] = []
+    current: list[str] = []
+    size = 0
+    for line in text.splitlines(keepends=True):
+        current.append(line)
+        size += len(line)
+        if (zlib.crc32(line.encode("utf-8")) % 8 == 0 and size >= MIN_BLOCK) or size >= MAX_BLOCK:
+            blocks.append("".join(current))
+            current, size = [], 0
+    if current:
+        blocks.append("".join(current))
+    return blocks
+
+
 @given(lines)
 def test_the_blocks_are_the_recordings_blocks(parts: list[str]) -> None:
     text = "".join(parts)
-    assert split_blocks(text) == recordings.split_blocks(text)
+    assert split_blocks(text) == blocks_line_by_line(text)
+    assert recordings.split_blocks is split_blocks  # one rule for both rooms
     assert "".join(split_blocks(text)) == text
 
 
