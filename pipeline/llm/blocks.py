@@ -4,10 +4,9 @@ gives the same blocks whatever prompt surrounds it.
 A line whose CRC-32 (of its UTF-8 bytes, line break included) is 0 mod 8 ends a block once the
 block holds MIN_BLOCK characters; a block ends in any case at the line that brings it to MAX_BLOCK.
 Lines are str.splitlines' (keepends). This is the recordings' rule (pipeline.llm.recordings.text,
-which imports it), so both give the same blocks for the same text. Here a block's lines
-are found by bisection over the lines' ends, and only the lines that could end it are hashed (those
-past MIN_BLOCK characters, up to the first marked one): about 0.6x the time of a loop over every
-line, which every local cache write pays (pipeline.llm.cache.blocks).
+which imports it), so both give the same blocks for the same text. Here a block's lines are
+found by bisection over the lines' ends, and only the lines that could end it are hashed (those
+past MIN_BLOCK characters, up to the first marked one), rather than every line.
 """
 
 from __future__ import annotations
