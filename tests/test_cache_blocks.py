@@ -19,8 +19,9 @@ from pipeline.llm.bounds import MAX_LINE_BYTES
 from pipeline.llm.cache.blocks import BlockStore, block_id, pack_request
 from pipeline.llm.cache.store import SEED_BATCH, WHOLE_REQUEST, CallStore, seal
 from pipeline.llm.recordings import text as recordings
-from pipeline.llm.records import CallRecord
-from pipeline.llm.types import ChatRequest, Message
+from pipeline.llm.records import CallRecord, RecordedCall
+from pipeline.llm.session import LLMSession, RecordingIndex
+from pipeline.llm.types import CallContext, ChatRequest, Message
 from pipeline.tools.cli import main
 from tests.project import recorded_project
 
@@ -220,3 +221,35 @@ def test_cache_commands_keep_working_on_blocks(tmp_path: Path, monkeypatch: pyte
     assert result.exit_code == 0 and "text blocks" in result.output
     assert runner.invoke(main, ["cache", "seed"]).exit_code == 0
     assert runner.invoke(main, ["cache", "verify"]).exit_code == 0
+
+
+def test_a_replay_seeds_the_local_cache_which_then_serves_offline(tmp_path: Path) -> None:
+    """Calls served from a stage's recording are copied into the local cache (batched, written by
+    close), whole and verifiable: with the recordings gone, the cache alone still serves them."""
+    requests = [prompt(f"metric {i}", interview()) for i in range(12)]
+    context = CallContext(stage="judge", item="1")
+    recordings.write_stage(
+        tmp_path / "recordings" / "judge", [RecordedCall(context=context, record=record(r)) for r in requests]
+    )
+
+    def session(root: str) -> LLMSession:
+        return LLMSession(
+            stage="judge",
+            mode="replay",
+            store=CallStore(tmp_path / "cache"),
+            index=RecordingIndex(tmp_path / root),
+            recordings_dir=tmp_path / root,
+            identity=FAKE.identity,
+            backend=lambda: FAKE,
+        )
+
+    replay = session("recordings")
+    served = [replay.chat(r, context).record for r in requests]
+    replay.close(write_recording=False)
+    store = CallStore(tmp_path / "cache")
+    assert len(store) == len(requests)
+    assert all(store.get(each.key) == each and each.problem() is None for each in served)
+    store.close()
+    offline = session("elsewhere")  # no recordings at all: the local cache serves every call
+    assert [offline.chat(r, context).record for r in requests] == served
+    offline.close(write_recording=False)
