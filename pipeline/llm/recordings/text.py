@@ -64,7 +64,8 @@ import orjson
 from pydantic import ValidationError
 
 from pipeline.errors import CorruptRecordError
-from pipeline.llm.blocks import MIN_BLOCK, split_blocks  # the rule, shared with the cache
+from pipeline.llm.blocks import MIN_BLOCK
+from pipeline.llm.blocks import split_blocks as split_blocks  # the rule, shared with the cache (re-exported)
 from pipeline.llm.bounds import MAX_LINE_BYTES, depth_problem, long_line
 from pipeline.llm.files import TMP_SUFFIX, atomic_write, child, locked, refuse_links
 from pipeline.llm.keys import canonical_json
