@@ -206,8 +206,8 @@ class LLMSession:
         return record
 
     def _seed(self, record: CallRecord) -> None:
-        if self.store is not None and record.key not in self.store:
-            self.store.put(record)
+        if self.store is not None:
+            self.store.seed(record)  # written in batches, not a write a call (pipeline.llm.cache.store)
 
     def chat(self, request: ChatRequest, context: CallContext) -> RecordedCall:
         key = self.key_for(request)
