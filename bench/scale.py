@@ -422,7 +422,7 @@ def report(elapsed: float, marks: list[Mark], slots: int) -> None:
     "--judgeloop", is_flag=True, help="Run `judgeloop repro aggregate` rather than `dvc repro aggregate`."
 )
 @click.option(
-    "--profile", is_flag=True, help="Each stage under cProfile (.judgeloop/profile-*.prof, with --keep)."
+    "--profile", is_flag=True, help="Each stage and DVC under cProfile (.judgeloop/profile-*.prof; --keep)."
 )
 def main(
     servers: str,
@@ -458,7 +458,13 @@ def main(
             shape = f"latency fixed ({ms})" if FIXED else f"latency log-normal (median {ms})"
             load = Path("/proc/loadavg").read_text().split()[0]
             click.echo(f"{n} interviews, servers with {servers} slots, {shape}, load {load}")
-            elapsed, marks = (run_in_process if in_process else run_dvc)(root, processes)
+            # --profile: DVC itself too (its reading of dvc.yaml and dvc.lock, its hashing and locking
+            # between stages), in .judgeloop/profile-dvc.prof.
+            dumped = ("--cprofile-dump", ".judgeloop/profile-dvc.prof") if profile and not judgeloop else ()
+            if in_process:
+                elapsed, marks = run_in_process(root, processes)
+            else:
+                elapsed, marks = run_dvc(root, processes, *dumped)
             if not in_process:
                 gaps(marks, processes)
                 lost_time(marks, processes)
