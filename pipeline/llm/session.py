@@ -57,11 +57,13 @@ from pipeline.llm.files import atomic_write
 from pipeline.llm.keys import request_key
 from pipeline.llm.latency import BACKEND_TOTAL, WALL
 from pipeline.llm.llama_pin import foreign_build
+from pipeline.llm.recent import RECENT, Recent
 from pipeline.llm.recordings import text as recordings
 from pipeline.llm.recordings.index import RecordingIndex
 from pipeline.llm.recordings.pins import Pins
+from pipeline.llm.recordings.stage_index import StageIndex
 from pipeline.llm.recordings.verified_memo import VerifiedMemo
-from pipeline.llm.records import CallRecord, RecordedCall
+from pipeline.llm.records import CallRecord, RecordedCall, ServedCall
 from pipeline.llm.scheduling import RankedGate
 from pipeline.llm.settings import CacheMode, EngineSettings, TooLong, in_flight
 from pipeline.llm.terminal import shown
@@ -112,15 +114,36 @@ class LLMSession:
         self._gate: RankedGate | None = None
         self._lock = threading.Lock()
         self._inflight: dict[str, Future[CallRecord]] = {}
-        self._answered: dict[str, CallRecord] = {}  # by the model, in this session
-        self._served: dict[str, CallRecord] = {}  # looked up and verified, in this session
-        self.calls: list[RecordedCall] = []
-        self.recording = recordings.StageRecording()
+        # By the model, in this session: all of them where nothing else holds them (no store, or
+        # mode off), else the latest (a record is read back from the store when asked for).
+        self._answered: Recent[CallRecord] = Recent(None if store is None or mode == "off" else RECENT)
+        self._served: Recent[CallRecord] = Recent(RECENT)  # looked up and verified, in this session
+        self.served: list[ServedCall] = []  # every call served, held light (see `calls`)
+        self.recording = recordings.StageRecording(counting=dry_run)
         self.recorded_total: int | None = None  # the calls the stage's recording held once written
         self._recorded_this_run: int | None = None  # set when written: the file adds earlier calls
         self.stats = RunStats()
         self._observers: list[Callable[[RecordedCall], None]] = []
         self._build_said = False  # a live call on another llama.cpp build is reported once
+
+    @property
+    def calls(self) -> list[RecordedCall]:
+        """Every call this session served, in order, each with its record: read back (from this
+        session's answers, the recordings or the local cache, verified as when served) now, for a
+        caller that needs the records; `served` has each call's context and key without them."""
+        with self._lock:
+            served = list(self.served)
+        return [
+            RecordedCall(context=s.context, record=self.record_of(s.key), cache_hit=s.cache_hit)
+            for s in served
+        ]
+
+    def record_of(self, key: str) -> CallRecord:
+        """The record this session served under `key`, read back as `lookup` finds it."""
+        record = self._answered.get(key) or self.lookup(key)
+        if record is None:  # served once, so stored or recorded: gone only if deleted meanwhile
+            raise CorruptRecordError(f"stage {self.stage}: the call {key} it served is no longer stored")
+        return record
 
     def observe(self, observer: Callable[[RecordedCall], None]) -> None:
         """Call `observer` with every call as it completes (a progress display), from its thread."""
@@ -181,7 +204,7 @@ class LLMSession:
         if record is None:
             record = self._stored(key, request)
             if record is not None:
-                self._served[key] = record
+                self._served.put(key, record)
         return record
 
     def _stored(self, key: str, request: ChatRequest | None) -> CallRecord | None:
@@ -259,7 +282,7 @@ class LLMSession:
         record = CallRecord.new(self.identity, request, reply)
         if self.store is not None and self.mode != "off":
             self.store.put(record)
-        self._answered[key] = record
+        self._answered.put(key, record)
         return RecordedCall(context=context, record=record, cache_hit=False)
 
     def _check_build(self, reply: ChatReply) -> None:
@@ -321,18 +344,21 @@ class LLMSession:
 
     def _log(self, call: RecordedCall) -> RecordedCall:
         with self._lock:
-            self.calls.append(call)
+            self.served.append(ServedCall(call.context, call.record.key, call.cache_hit))
             if call.cache_hit:
                 self.stats.hits += 1
             else:
                 self.stats.model_calls += 1
             self.stats.keys.setdefault(call.record.key, "hit" if call.cache_hit else "miss")
-        # A hit's line is made when the stage is written, unless the stage is waiting on a server
-        # anyway: then its threads make it now, rather than all at the end (pipeline.llm.recordings.text).
-        self.recording.add(call, later=self.dry_run or (call.cache_hit and not self._answered))
+        # A hit the stage's own recording holds keeps its line there (pipeline.llm.recordings.text).
+        self.recording.add(call, recorded=self._own_recording() if call.cache_hit else None)
         for observer in self._observers:
             observer(call)
         return call
+
+    def _own_recording(self) -> StageIndex | None:
+        """The stage's own recording as read for this run, where this session writes it."""
+        return self.index.read_already(self.stage) if self.index.root == self.recordings_dir else None
 
     def raise_for_misses(self) -> None:
         if self.stats.misses:
@@ -375,8 +401,8 @@ class LLMSession:
         self._recorded_this_run = len(self.recording)
         if write_recording:
             directory = recordings.stage_dir(self.recordings_dir, self.stage)
-            own = self.index.read_already(self.stage) if self.index.root == self.recordings_dir else None
-            self.recorded_total = self.recording.write(directory, keep, own)
+            self.recorded_total = self.recording.write(directory, keep)
+        self.recording.close()  # its spooled lines: written, or never to be
         if self.runs_dir is not None:
             summary = {
                 "stage": self.stage,
