@@ -256,6 +256,18 @@ class LLMSession:
         pending.set_result(call.record)
         return self._log(call)
 
+    def serve(self, key: str, context: CallContext) -> RecordedCall:
+        """A stored call served by its key, as `chat` serves a hit (for a dry run's calls that the
+        stage adopts, stages.runner.adopt: the key is known, the request need not be held);
+        ReplayMissError when nothing stored has it."""
+        try:
+            record = self.lookup(key)
+        except CorruptRecordError as exc:
+            raise type(exc)(f"{context.describe()} key {key}: {exc.message}") from exc
+        if record is None:
+            raise ReplayMissError(key, context)
+        return self._log(RecordedCall(context=context, record=record, cache_hit=True))
+
     def _resolve(self, key: str, request: ChatRequest, context: CallContext) -> RecordedCall:
         if self.mode in ("auto", "replay"):
             # Another thread's identical call may have been answered since the fast path looked
