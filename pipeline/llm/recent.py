@@ -14,7 +14,7 @@ from typing import Generic, TypeVar
 
 V = TypeVar("V")
 
-RECENT = 2048  # records (~20-40 kB each with their prompts): tens of MB at most
+RECENT = 512  # records (~20-40 kB each with their prompts): 20 MB at most
 
 
 class Recent(Generic[V]):
