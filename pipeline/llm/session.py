@@ -434,14 +434,16 @@ class LLMSession:
 
 
 def resolve_identity(
-    params: EngineSettings, index: RecordingIndex, backend: Callable[[], Backend]
+    params: EngineSettings, index: RecordingIndex, backend: Callable[[], Backend], stage: str | None = None
 ) -> ModelIdentity:
+    """The model's identity: the backend's, or in replay mode the recordings' (read for it, `stage`'s
+    own held for its lookups)."""
     llm = params.llm
     if params.cache.mode != "replay":
         return backend().identity()
     if llm.digest:
         return ModelIdentity(backend=llm.backend, name=llm.model, digest=llm.digest)
-    recorded = index.identities(llm.backend, llm.model)
+    recorded = index.identities(llm.backend, llm.model, hold_only=stage)
     if len(recorded) == 1:
         return next(iter(recorded))
     if not recorded:
@@ -483,7 +485,7 @@ def open_session(
         store=store,
         index=index,
         recordings_dir=recordings_dir,
-        identity=lambda: resolve_identity(params, index, backend),
+        identity=lambda: resolve_identity(params, index, backend, stage),
         backend=backend,
         runs_dir=cache_dir.parent / RUNS_DIR,
         too_long=params.llm.too_long,

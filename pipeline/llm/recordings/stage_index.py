@@ -103,7 +103,8 @@ class StageIndex:
         if found is None:
             return None
         number, line = self.parts.calls[found]
-        return recordings.parse_call_line(line, self.parts.blobs, f"{self.parts.path}:{number}").current()
+        where = f"{self.parts.path}:{number}"
+        return recordings.parse_call_line(line, self.parts.blobs, where, verified=True).current()
 
 
 def _identity(model: Any) -> Identity:

@@ -378,8 +378,9 @@ def split_recording(directory: Path, files: dict[str, bytes] | None = None) -> R
     if LEGACY_BLOBS_FILE in given or (files is None and legacy.is_file()):
         sources.append((legacy, recording_text(legacy, given.get(LEGACY_BLOBS_FILE))))
     for source, text in sources:
+        holds_calls = source == path  # once a file, not once a line
         for number, line in enumerate(file_lines(text), start=1):
-            if source == path and not line.startswith('{"blob":'):
+            if holds_calls and not line.startswith('{"blob":'):
                 calls.append((number, line))
                 continue
             try:
@@ -404,12 +405,14 @@ class LoadedCall:
     call: RecordedCall
 
 
-def parse_call_line(line: str, blobs: dict[str, str], where: str) -> RecordedCall:
-    """One call line, its blobs restored; not yet verified (see CallRecord.problem)."""
+def parse_call_line(line: str, blobs: dict[str, str], where: str, *, verified: bool = False) -> RecordedCall:
+    """One call line, its blobs restored; not yet verified (see CallRecord.problem). `verified`: these
+    very characters were parsed and verified before (a StageIndex's line, served), so their depth is
+    known to be within bounds and is not walked again."""
     try:
         raw = orjson.loads(line)
-        if (deep := depth_problem(raw)) is not None:  # before anything walks it (pipeline.llm.bounds)
-            raise ValueError(deep)
+        if not verified and (deep := depth_problem(raw)) is not None:  # before anything walks it
+            raise ValueError(deep)  # (pipeline.llm.bounds)
         context = CallContext.model_validate(raw.pop("context"))
         for message in raw["request"]["messages"]:
             message["content"] = unpack_content(message["content"], blobs, where)
