@@ -52,7 +52,8 @@ def run_items(session: LLMSession, items: Sequence[T], work: Callable[[T], R], d
                 following = next(queued, None)
                 if following is None:
                     break
-                pending[pool.submit(copy_context().run, ranked, *following)] = following[0]
+                index, item = following
+                pending[pool.submit(copy_context().run, ranked, index, item)] = index
             if not pending:
                 break
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
