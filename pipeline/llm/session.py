@@ -52,6 +52,7 @@ from pipeline.errors import (
     ReplayIncompleteError,
     ReplayMissError,
 )
+from pipeline.llm.arenas import limit_arenas
 from pipeline.llm.cache.store import CallStore
 from pipeline.llm.files import atomic_write
 from pipeline.llm.keys import request_key
@@ -104,6 +105,7 @@ class LLMSession:
         too_long: TooLong = "unscored",
         dry_run: bool = False,
     ) -> None:
+        limit_arenas()  # before the stage's threads allocate (pipeline.llm.arenas)
         self.stage, self.mode, self.store, self.index = stage, mode, store, index
         self.dry_run = dry_run  # its recording is never written: no line is made before it would be
         self.too_long = too_long
