@@ -11,7 +11,9 @@ calls, as an item's metrics and rounds share one), written in `judgeloop batch e
 time and peak memory (wait4's ru_maxrss). Ingest must stream: its memory may grow with the number
 of keys (a digest and an offset each), never with the size of the results file. Every line must
 be stored (the bench fails otherwise). --ray also times RayRunner.run (requests.jsonl to
-results.jsonl through Ray Data's HTTP processor, 4 at a time) against a FakeOpenAI on loopback.
+results.jsonl through Ray Data, --concurrency at a time) against a FakeOpenAI on loopback in a
+process of its own (it keeps no request: the bench measures the runner, not a server sharing its
+interpreter); Ray's start and the run are timed apart, with the CPU of Ray's processes.
 Results measured on the shared 2-core machine are in bench/README.md.
 """
 
@@ -19,11 +21,13 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +37,14 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import judge_request, transcript
+from bench.common import ServerProcess, judge_request, transcript
 from pipeline.llm.backends.openai_compat import OpenAICompatBackend
 from pipeline.llm.keys import request_key
 from pipeline.llm.settings import LLMSettings
 from pipeline.llm.types import ModelIdentity
 from pipeline.testing.fake_batch import answer
 from pipeline.testing.fake_openai import FakeOpenAI, default_responder
+from pipeline.testing.loopback import Received
 from pipeline.tools.batch.manifest import BATCH_URL, MANIFEST_FILE, REQUESTS_FILE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,7 +88,8 @@ def answer_all(root: Path) -> None:
             out.write(orjson.dumps(answer(server, orjson.loads(raw), number)) + b"\n")
 
 
-def measured(args: list[str], cwd: Path) -> tuple[float, int, str]:
+def measured(args: list[str], cwd: Path) -> tuple[float, int, float, str]:
+    """Wall s, peak RSS bytes (the largest process), CPU s (user + system, its descendants too)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     started = time.perf_counter()
     with tempfile.TemporaryFile() as out:
@@ -94,23 +100,95 @@ def measured(args: list[str], cwd: Path) -> tuple[float, int, str]:
         said = out.read().decode(errors="replace")
     if os.waitstatus_to_exitcode(status) != 0:
         raise click.ClickException(f"{' '.join(args)} failed:\n{said[-3000:]}")
-    return elapsed, usage.ru_maxrss * 1024, said.strip()
+    return elapsed, usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime, said.strip()
 
 
-def ray_run(root: Path) -> dict[str, Any]:
-    """RayRunner.run over requests.jsonl against a FakeOpenAI on loopback (in this process)."""
-    from pipeline.tools.batch.runners import RayRunner
+class _CountingOpenAI(FakeOpenAI):
+    """A FakeOpenAI that counts what it is sent without keeping it (100k bodies are 2 GB)."""
 
-    with FakeOpenAI(models=(MODEL,), responder=default_responder, max_model_len=65536) as server:
-        runner = RayRunner(server.url, concurrency=4, num_cpus=2)
-        started = time.perf_counter()
-        try:
-            runner.run(root / "batch" / REQUESTS_FILE, root / "ray-results.jsonl")
-        finally:
-            runner.close()
-        elapsed = time.perf_counter() - started
-    lines = sum(1 for _ in (root / "ray-results.jsonl").open("rb"))
-    return {"ray_s": elapsed, "ray_lines": lines}
+    def record(self, seen: Received) -> None:
+        with self._cond:
+            self.requests_total += 1
+
+
+def serve_fake_openai(conn: Connection) -> None:
+    """The fake server in a process of its own (bench.common.ServerProcess): the bench times the
+    runner, not a server sharing its interpreter. Answers each message with its count and CPU."""
+    server = _CountingOpenAI(models=(MODEL,), responder=default_responder, max_model_len=65536).start()
+    conn.send(server.url)
+    while conn.recv() is not None:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        conn.send({"requests": server.requests_total, "cpu_s": usage.ru_utime + usage.ru_stime})
+    server.close()
+
+
+# RayRunner.run in a process of its own, so that wait4 gives its CPU and peak memory (Ray's own
+# processes, its raylet and workers, are that process's descendants).
+RAY_STEP = """
+import contextlib, json, sys, time
+from pathlib import Path
+import psutil
+from pipeline.tools.batch.runners import RayRunner
+runner = RayRunner(sys.argv[3], concurrency=int(sys.argv[4]), num_cpus=2)
+try:
+    started = time.perf_counter()
+    runner._connect()
+    connected = time.perf_counter()
+    runner.run(Path(sys.argv[1]), Path(sys.argv[2]))
+    ran = time.perf_counter() - connected
+    # Ray's processes (GCS, raylet, workers) are not all this one's children to be waited for:
+    # their CPU is read while they still run. "ray_cpu_s" below is this process's and its reaped.
+    cpu = 0.0
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            times = child.cpu_times()
+            cpu += times.user + times.system
+    print(json.dumps({"ray_start_s": connected - started, "ray_run_s": ran, "ray_processes_cpu_s": cpu}))
+finally:
+    runner.close()
+"""
+
+
+def ray_run(root: Path, concurrency: int) -> dict[str, Any]:
+    """RayRunner.run over requests.jsonl against a FakeOpenAI on loopback (in a process of its own)."""
+    results = root / "ray-results.jsonl"
+    with ServerProcess(serve_fake_openai) as server:
+        args = [sys.executable, "-c", RAY_STEP, str(root / "batch" / REQUESTS_FILE), str(results)]
+        wall, peak, cpu, said = measured([*args, server.url, str(concurrency)], root)
+        served = server.ask("count")
+    timings = json.loads(next(line for line in said.splitlines() if line.startswith('{"ray_start_s"')))
+    lines = sum(1 for _ in results.open("rb"))
+    errors = sum(1 for line in results.open("rb") if b'"response":null' in line)
+    return {
+        "ray_s": wall,
+        **timings,
+        "ray_calls_per_s": timings["ray_run_s"] and served["requests"] / timings["ray_run_s"],
+        "ray_cpu_s": cpu,
+        "ray_peak_mb": peak / 2**20,
+        "ray_lines": lines,
+        "ray_errors": errors,
+        "server_requests": served["requests"],
+        "server_cpu_s": served["cpu_s"],
+    }
+
+
+def ingest_run(root: Path, calls: int) -> dict[str, Any]:
+    """The fake batch runner's answers, then `judgeloop batch ingest` in a process of its own."""
+    started = time.perf_counter()
+    answer_all(root)
+    answer_s = time.perf_counter() - started
+    cli = [sys.executable, "-m", "pipeline.tools.cli"]
+    wall, peak, cpu, said = measured([*cli, "batch", "ingest", "results.jsonl", "--folder", "batch"], root)
+    if f"{calls} replies stored" not in said:
+        raise click.ClickException(f"ingest did not store every reply: {said[-2000:]}")
+    return {
+        "results_mb": (root / "results.jsonl").stat().st_size / 2**20,
+        "answer_s": answer_s,
+        "ingest_s": wall,
+        "ingest_cpu_s": cpu,
+        "ingest_calls_per_s": calls / wall,
+        "ingest_peak_mb": peak / 2**20,
+    }
 
 
 @click.command()
@@ -118,33 +196,25 @@ def ray_run(root: Path) -> dict[str, Any]:
 @click.option(
     "--ray", "with_ray", is_flag=True, help="Also answer it with the Ray runner (slow: Ray's start)."
 )
-def main(sizes: tuple[int, ...], with_ray: bool) -> None:
+@click.option("--concurrency", type=int, default=4, show_default=True, help="Ray: requests at once.")
+@click.option("--no-ingest", is_flag=True, help="Skip the fake answers and the ingest (with --ray).")
+def main(sizes: tuple[int, ...], with_ray: bool, concurrency: int, no_ingest: bool) -> None:
     for calls in sizes or (10_000,):
         root = Path(tempfile.mkdtemp(prefix="judgeloop-batch-"))
         try:
             started = time.perf_counter()
             write_export(root, calls)
-            export_s = time.perf_counter() - started
-            started = time.perf_counter()
-            answer_all(root)
-            answer_s = time.perf_counter() - started
-            cli = [sys.executable, "-m", "pipeline.tools.cli"]
-            wall, peak, said = measured([*cli, "batch", "ingest", "results.jsonl", "--folder", "batch"], root)
-            if f"{calls} replies stored" not in said:
-                raise click.ClickException(f"ingest did not store every reply: {said[-2000:]}")
             row: dict[str, Any] = {
                 "calls": calls,
-                "results_mb": (root / "results.jsonl").stat().st_size / 2**20,
                 "manifest_mb": (root / "batch" / MANIFEST_FILE).stat().st_size / 2**20,
-                "write_export_s": export_s,
-                "answer_s": answer_s,
-                "ingest_s": wall,
-                "ingest_calls_per_s": calls / wall,
-                "ingest_peak_mb": peak / 2**20,
-                "load": os.getloadavg(),
+                "write_export_s": time.perf_counter() - started,
+                "load_before": os.getloadavg(),
             }
+            if not no_ingest:
+                row.update(ingest_run(root, calls))
             if with_ray:
-                row.update(ray_run(root))
+                row.update(ray_run(root, concurrency))
+            row["load_after"] = os.getloadavg()
             click.echo(json.dumps(row))
         finally:
             shutil.rmtree(root, ignore_errors=True)

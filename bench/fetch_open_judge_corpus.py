@@ -27,14 +27,13 @@ repository's newest commit; the last version before that is read (the snapshot k
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from bench.corpus_script import cache_folder, hand_labels, text_hash
 from bench.fetch_conformance_corpus import Reply, Snapshot, locations, write_corpus
 
 SNAPSHOT = "HuihuiChyan+UnifiedBias"
@@ -49,17 +48,8 @@ FILES = {
 }
 
 
-def text_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
 def split_of(text: str, held_out_whole: bool) -> str:
     return "held_out" if held_out_whole or text_hash(text)[0] not in "0123" else "dev"
-
-
-def hand_labels(path: Path = HAND_LABELS) -> dict[str, float | None]:
-    labels = json.loads(path.read_text(encoding="utf-8"))["labels"]
-    return {str(key): None if value is None else float(value) for key, value in labels.items()}
 
 
 def unifiedbias_replies(snapshot: Snapshot, labels: dict[str, float | None]) -> Iterator[Reply]:
@@ -89,17 +79,13 @@ def unifiedbias_replies(snapshot: Snapshot, labels: dict[str, float | None]) -> 
             )
 
 
-def default_out() -> Path:
-    configured = os.environ.get("JUDGELOOP_CONFORMANCE_OPEN")
-    cache = Path.home() / ".cache" / "judgeloop" / "conformance" / "open-judges"
-    return Path(configured) if configured else cache
-
-
 def main(argv: list[str] | None = None) -> int:
-    mirror, out = locations(argv, __doc__.split("\n\n")[0], default_out())
+    mirror, out = locations(
+        argv, __doc__.split("\n\n")[0], cache_folder("JUDGELOOP_CONFORMANCE_OPEN", "open-judges")
+    )
     snapshot = Snapshot(mirror, SNAPSHOT)
     # The judge ran greedily on answers that repeat: each text is written once per family.
-    write_corpus(out, unifiedbias_replies(snapshot, hand_labels()), {SNAPSHOT: snapshot.head()})
+    write_corpus(out, unifiedbias_replies(snapshot, hand_labels(HAND_LABELS)), {SNAPSHOT: snapshot.head()})
     return 0
 
 

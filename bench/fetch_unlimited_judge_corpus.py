@@ -33,39 +33,20 @@ With --raw-labels the corpus is built with the source's labels as they are (the 
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from bench.conformance_tables import (
-    by_label_origin,
-    labelled_replies,
-    print_disagreements,
-    print_tables,
-    tally,
-)
-from bench.fetch_conformance_corpus import Reply, Snapshot, locations, write_corpus
+from bench.corpus_script import build_or_measure, cache_folder, hand_labels, text_hash
+from bench.fetch_conformance_corpus import Reply, Snapshot, write_corpus
 
 SNAPSHOT = "HuihuiChyan+UnlimitedJudge"
 JUDGES = {"gpt-3.5-turbo-0613": "GPT-3.5-turbo-0613", "gpt-4-1106-preview": "GPT-4-1106-preview"}
 TASKS = ("halu-eval-qa", "halu-eval-summary", "halu-eval-dialogue", "halu-eval", "toxic-chat")
 SCALE = (1.0, 10.0, True)  # "a score that is an integer between 1 and 10"
 HAND_LABELS = Path(__file__).resolve().parent / "conformance_labels" / "unlimited_judge_unparsed.json"
-
-
-def text_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def hand_labels(path: Path = HAND_LABELS) -> dict[str, float | None]:
-    if not path.is_file():
-        return {}
-    labels = json.loads(path.read_text(encoding="utf-8"))["labels"]
-    return {str(key): None if value is None else float(value) for key, value in labels.items()}
 
 
 _LAST_RATING = re.compile(r"Rating: \[\[([^\]]*)\]\]")
@@ -124,39 +105,15 @@ def replies(snapshot: Snapshot, labels: dict[str, float | None], raw: bool = Fal
                 )
 
 
-def default_out() -> Path:
-    configured = os.environ.get("JUDGELOOP_CONFORMANCE_FIFTH")
-    cache = Path.home() / ".cache" / "judgeloop" / "conformance" / "unlimited-judge"
-    return Path(configured) if configured else cache
-
-
-def measure(out: Path) -> int:
-    corpus = out / "replies.jsonl"
-    if not corpus.is_file():
-        print(f"{corpus} not found: build it first (without --measure)")
-        return 2
-    rows = list(labelled_replies(corpus))
-    by_family, disagreements = tally(rows)
-    print_tables(f"Corpus 5 ({corpus}), by family and reading kind", by_family)
-    print_tables("Corpus 5, by the origin of the label", tally(rows, by_label_origin)[0])
-    print("\nCorpus 5 disagreements (up to 4 random examples each, seed 0):")
-    print_disagreements(disagreements)
-    return 0
+def build(mirror: Path, out: Path, flags: frozenset[str]) -> None:
+    snapshot = Snapshot(mirror, SNAPSHOT)
+    labels = hand_labels(HAND_LABELS, missing_ok=True)
+    write_corpus(out, replies(snapshot, labels, "--raw-labels" in flags), {snapshot.name: snapshot.head()})
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    if "--measure" in args:
-        args.remove("--measure")
-        _, out = locations(args, __doc__.split("\n\n")[0], default_out())
-        return measure(out)
-    raw = "--raw-labels" in args
-    if raw:
-        args.remove("--raw-labels")
-    mirror, out = locations(args, __doc__.split("\n\n")[0], default_out())
-    snapshot = Snapshot(mirror, SNAPSHOT)
-    write_corpus(out, replies(snapshot, hand_labels(), raw), {snapshot.name: snapshot.head()})
-    return 0
+    out = cache_folder("JUDGELOOP_CONFORMANCE_FIFTH", "unlimited-judge")
+    return build_or_measure(argv, __doc__, out, build, "Corpus 5", flags=("--raw-labels",))
 
 
 if __name__ == "__main__":

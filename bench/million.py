@@ -47,7 +47,7 @@ import click
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline.testing.synthetic import FIRST_ITEM, items_for, make_project, run_stages
+from pipeline.testing.synthetic import audit_one_judgement, items_for, make_project, run_stages
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -98,21 +98,10 @@ def bench_size(root: Path, calls_wanted: int, chars: int) -> dict[str, Any]:
     del recorded
     row.update(replay_s=wall, replay_rss=peak, replay_cpu=cpu)
     row["cache_bytes"] = folder_bytes(root / ".judgeloop" / "cache")
-    item = str(FIRST_ITEM + items // 2)
+    item, audit_call = audit_one_judgement(items)
     steps = {
         "status": [*cli, "status", "--all", "--offline"],
-        "audit_call": [
-            *cli,
-            "audit",
-            "--stage",
-            "judge",
-            "--item",
-            item,
-            "--iteration",
-            "0",
-            "--metric",
-            "accuracy",
-        ],
+        "audit_call": [*cli, *audit_call],
         "audit_item": [*cli, "audit", "--item", item],
         "verify": [*cli, "cache", "verify"],
         "gc": [*cli, "cache", "gc"],

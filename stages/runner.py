@@ -17,10 +17,19 @@ in the local cache: a replay, a rerun) and the stage's session serves each of it
 reply, looked up and verified as the run looks them up, the dry run's results are the stage's
 (`adopt`), and each of its calls is served through the session, recorded and counted; otherwise
 the step runs again for real.
+
+The dry run does not hold the model up (cache modes auto and replay): it runs in a thread of its
+own, and once it meets a call for the model it can no longer stand for the stage, so the step starts
+for real at once, its first requests at the server while the dry run goes on to its count (at the
+paper's scale, a third of a second per stage that the server's slots otherwise sat idle,
+bench/scale.py). The dry run then takes the local cache as it was when the stage began: a call the
+stage has sent is no hit to it, whenever its reply is stored (ProbeBackend's `asked`). The start
+line follows when the dry run ends, always before the end line.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +43,7 @@ from pipeline.llm.settings import EngineSettings
 from pipeline.llm.terminal import escape_logs
 
 if TYPE_CHECKING:  # named only: a stage that calls no model does not load the engine
-    from pipeline.llm.progress import Expected
+    from pipeline.llm.progress import Expected, StageProgress
     from pipeline.llm.session import LLMSession
     from pipeline.tools.status.probe import DryCall, StageProbe
 
@@ -59,10 +68,16 @@ class FileUpstream:
 
 
 def dry_run(
-    stage: Stage, step: LLMStep[Any, Any, Any], params: EngineSettings, session: LLMSession, inputs: Any
+    stage: Stage,
+    step: LLMStep[Any, Any, Any],
+    params: EngineSettings,
+    session: LLMSession,
+    inputs: Any,
+    model_call: threading.Event | None = None,
 ) -> tuple[Expected, StageProbe[Any]]:
     """The calls the stage will make, as `judgeloop status` predicts them: its step dry-run with no
-    model against the recordings and the local cache (nothing is written, nothing is sent)."""
+    model against the recordings and the local cache (nothing is written, nothing is sent), as the
+    cache was before `session` sent anything. `model_call` is set at its first call for the model."""
     from pathlib import Path
 
     from pipeline.llm.progress import Expected
@@ -78,6 +93,8 @@ def dry_run(
         index=session.index,
         cache_dir=Path(params.cache.dir),
         counted=set(),
+        asked=session.asked,
+        model_call=model_call,
     )
     model_calls = probe.calls if session.mode in ("refresh", "off") else len(probe.model_calls)
     exact = not (probe.stopped or probe.unknown_output or step.decides_on_unknown(params))
@@ -110,6 +127,94 @@ def adopt(session: LLMSession, expected: Expected, probe: StageProbe[Any]) -> li
     return probe.results
 
 
+class Prediction:
+    """The stage's dry run in a thread of its own; when it ends, the progress line's start.
+
+    `decided` is set at the dry run's first call for the model (the step must run for real: it may
+    start now) or at its end, whichever comes first."""
+
+    def __init__(
+        self,
+        stage: Stage,
+        step: LLMStep[Any, Any, Any],
+        params: EngineSettings,
+        session: LLMSession,
+        inputs: Any,
+        progress: StageProgress,
+    ) -> None:
+        self.decided, self.ended = threading.Event(), threading.Event()
+        self.expected: Expected | None = None
+        self.probe: StageProbe[Any] | None = None
+        self.stopped: JudgeloopError | None = None
+        self._error: BaseException | None = None
+        args = (stage, step, params, session, inputs, progress)
+        self._thread = threading.Thread(
+            target=self._run, args=args, name=f"{stage.name}-dry-run", daemon=True
+        )
+        self._thread.start()
+
+    def _run(
+        self,
+        stage: Stage,
+        step: LLMStep[Any, Any, Any],
+        params: EngineSettings,
+        session: LLMSession,
+        inputs: Any,
+        progress: StageProgress,
+    ) -> None:
+        try:
+            try:
+                self.expected, self.probe = dry_run(stage, step, params, session, inputs, self.decided)
+            except JudgeloopError as exc:  # the run meets the same problem, and says so: once, at its end
+                self.stopped = exc
+                progress.unknown = "calls not predicted: the dry run stopped on an error, said below"
+            progress.expected = self.expected
+            progress.start()
+        except BaseException as exc:  # raised in the stage's own thread, by join
+            self._error = exc
+        finally:
+            self.ended.set()
+            self.decided.set()
+
+    def join(self) -> None:
+        """Wait for the dry run's end; its error (other than a JudgeloopError), raised here."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+    def adopted(self, session: LLMSession) -> list[Any] | None:
+        """The dry run's results as the stage's (adopt), once it has ended; None: run the step."""
+        self.join()
+        return adopt(session, self.expected, self.probe) if self.expected and self.probe else None
+
+
+def step_results(
+    step: LLMStep[Any, Any, Any],
+    params: EngineSettings,
+    session: LLMSession,
+    inputs: Any,
+    prediction: Prediction,
+) -> list[Any]:
+    """The step's results: the dry run's where they can stand for the stage's, else the step run,
+    started as soon as the dry run met a call for the model in auto and replay mode (the modes whose
+    dry run can see the local cache as it was before the stage, ProbeBackend), after it otherwise."""
+    if session.mode in ("auto", "replay"):
+        prediction.decided.wait()
+    else:
+        prediction.join()
+    if prediction.ended.is_set() and (results := prediction.adopted(session)) is not None:
+        return results
+    results = step.work(params, session, inputs)
+    prediction.join()
+    return results
+
+
+def _said_once(stage: str, stopped: JudgeloopError | None, raised: BaseException | None) -> None:
+    """The dry run's error, unless the run raised it again (its error is printed then, in full)."""
+    if stopped is not None and (raised is None or stopped.message not in str(raised)):
+        click.echo(f"{stage}: the dry run had stopped: {stopped.message}", err=True)
+
+
 def run_llm_step(
     design: Design[Any], stage: Stage, step: LLMStep[Any, Any, Any], params: EngineSettings
 ) -> None:
@@ -119,22 +224,17 @@ def run_llm_step(
     began = time.monotonic()
     inputs = step.inputs(params, FileUpstream(design, params))
     with recorded_session(params, stage.name) as session:
-        probe: StageProbe[Any] | None = None
-        try:
-            expected, probe = dry_run(stage, step, params, session, inputs)
-            unknown = ""
-        except JudgeloopError as exc:  # the run meets the same problem, and says so in full
-            expected, unknown = None, f"calls not predicted ({exc.message})"
-        progress = StageProgress(stage.name, expected, mode=session.mode, unknown=unknown, started=began)
-        progress.start()
+        progress = StageProgress(stage.name, None, mode=session.mode, started=began)
         session.observe(progress.call)
+        prediction = Prediction(stage, step, params, session, inputs, progress)
         try:
-            results = adopt(session, expected, probe) if expected and probe else None
-            if results is None:
-                results = step.work(params, session, inputs)
-        except BaseException:
+            results = step_results(step, params, session, inputs, prediction)
+        except BaseException as exc:
+            prediction.ended.wait()  # its start line before the end line; its own error is this one's
             progress.finish(failed=True)
+            _said_once(stage.name, prediction.stopped, exc)
             raise
+    _said_once(stage.name, prediction.stopped, None)
     step.output.write(design.results_path(stage.name, params), results)
     progress.finish(step.done(results) if step.done is not None else None)
 

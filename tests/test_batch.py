@@ -18,11 +18,12 @@ import yaml
 from pipeline.errors import ConfigError, CorruptRecordError
 from pipeline.experiments.params import load_params
 from pipeline.llm.cache.store import CallStore
+from pipeline.llm.types import ModelIdentity
 from pipeline.testing.fake_batch import answer
 from pipeline.testing.fake_openai import FakeOpenAI
 from pipeline.testing.judge_responder import experiment_responder
 from pipeline.tools.batch.exchange import export, ingest
-from pipeline.tools.batch.manifest import MANIFEST_FILE, REQUESTS_FILE
+from pipeline.tools.batch.manifest import MANIFEST_FILE, REQUESTS_FILE, Manifest
 from tests.conftest import ROOT
 
 PAPER_STAGES = ("assess", "judge", "refine", "aggregate")
@@ -116,7 +117,7 @@ def test_batch_run_on_a_local_ray_sends_the_exact_requests_and_replays_identical
     tmp_path: Path, direct_run: dict[str, bytes], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ray = pytest.importorskip("ray", reason="the Ray runner needs judgeloop[ray] (make install adds it)")
-    pytest.importorskip("ray.data.llm", reason="ray.data.llm is missing: install ray[data]")
+    pytest.importorskip("ray.data", reason="ray.data is missing: install ray[data]")
     with _fake_server() as server:
         root = _project(tmp_path / "project", _llm(server.url))
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
@@ -231,6 +232,31 @@ def test_an_input_edited_after_the_export_is_refused(exported: Path) -> None:
     (exported / REQUESTS_FILE).write_text("\n".join([json.dumps(first), lines[1]]) + "\n")
     outcome = ingest(load_params(), _write(exported / "results.jsonl", [good, other]), exported)
     assert outcome.stored == 1 and "edited after the export" in outcome.refused[0]
+
+
+def test_an_input_rewritten_with_the_same_content_is_not_taken_for_an_edit(exported: Path) -> None:
+    """A line unlike export's bytes (keys reordered, spaces: a runner that rewrote the file) is
+    compared as JSON, as before the byte comparison's fast path."""
+    good, other = _answers(exported)
+    lines = [json.loads(line) for line in (exported / REQUESTS_FILE).read_text().splitlines()]
+    reordered = [json.dumps(dict(reversed(line.items())), indent=None) for line in lines]
+    (exported / REQUESTS_FILE).write_text("\n".join(reordered) + "\n")
+    outcome = ingest(load_params(), _write(exported / "results.jsonl", [good, other]), exported)
+    assert (outcome.stored, outcome.refused) == (2, [])
+
+
+def test_a_manifest_changed_while_ingest_reads_it_is_refused(exported: Path) -> None:
+    """The manifest is checked in full when opened and read back by offset when an answer is
+    stored: a line whose bytes changed in between (even to a request whose key still holds) is
+    refused, not trusted on its first check."""
+    manifest = Manifest(exported, ModelIdentity(backend="openai", name="test-model", digest="rev-1"))
+    key = next(iter(manifest))
+    path = exported / MANIFEST_FILE
+    manifest.request(key)  # unchanged: read back
+    path.write_bytes(path.read_bytes().replace(b'"request":{', b'"request": {', 1))
+    with pytest.raises(CorruptRecordError, match="changed while it was read"):
+        manifest.request(key)
+    manifest.close()
 
 
 def test_an_edited_manifest_refuses_the_whole_export(exported: Path) -> None:

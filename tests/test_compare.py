@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from pipeline.experiments.registry import designs
 from pipeline.tools.cli import main
+from pipeline.tools.compare import _by_rev, design_table
 from tests.conftest import ROOT
 from tests.test_experiments import _commit, _repo, _run
 
@@ -89,3 +90,26 @@ def test_an_experiment_against_its_baseline_by_name(tmp_path: Path) -> None:
     assert re.search(r"^  overall mean \(0-1\) +0 +0\.5 +\+0\.5$", out, re.M), out
     assert "paper:" not in out  # no run has the paper's metrics: the design is left out
     assert json.loads((repo / "outputs/rag/metrics.json").read_text())["scored"] == 6
+
+
+def test_the_workspace_against_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Asked for no revision, DVC names the workspace "" in its answer: still the workspace."""
+    monkeypatch.chdir(ROOT)
+    result = CliRunner().invoke(main, ["compare", "workspace", "workspace"])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("workspace → workspace\nparams: the same\n")
+
+
+def test_a_metrics_file_of_another_shape_is_named_in_its_table() -> None:
+    """A run's metrics file someone edited (the numbers not where the design writes them): a line
+    naming the file and the run, the other run's numbers still shown; never a traceback."""
+    paper = next(d for d in designs() if d.name == "paper")
+    path = "outputs/paper/metrics.json"
+    good = json.loads((ROOT / path).read_text())
+    edited = {path: {**good, "figure2": 5}}
+    lines = design_table(paper, path, [edited, {path: good}], ["HEAD", "workspace"])
+    assert lines[1].startswith(f"  ({path} in HEAD is not a metrics file of the paper design (TypeError:")
+    assert any(line.startswith("  coherence after (mean 1-5)") and "4.6667" in line for line in lines)
+    empty = {"HEAD": {"data": {"params.yaml": {"data": None}}}}
+    assert _by_rev(empty, ["HEAD"]) == {"HEAD": {"params.yaml": {}}}
+    assert _by_rev({"HEAD": {"data": {path: {"data": [1, 2]}}}}, ["HEAD"]) == {"HEAD": {path: {}}}

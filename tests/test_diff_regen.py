@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 import yaml
-from click.testing import CliRunner
 
 from pipeline.data.jsonl import write_jsonl
 from pipeline.data.rag_rows import RagRow
@@ -27,8 +26,10 @@ from pipeline.experiments.regen.regenerate import run_regenerate
 from pipeline.judges.quality import evaluator
 from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings.text import LoadedCall
 from pipeline.llm.types import ChatReply, ChatRequest
-from pipeline.tools.cli import main
+from tests import diff_runs
+from tests.diff_runs import assert_counted_as_recorded, last_replies
 from tests.helpers import make_session
 
 ROWS = [
@@ -100,16 +101,15 @@ def record(
 def graded(root: Path) -> dict[tuple[str, int, str], int]:
     """Each evaluation's grades as its last attempt's reply states them, from the recordings:
     attempt 0 is the evaluate stage's call, attempt n the regenerate stage's at step n."""
-    last: dict[tuple[str, int], tuple[int, str]] = {}
-    for loaded in recordings.read_all(root / "recordings"):
+
+    def evaluation(loaded: LoadedCall) -> tuple[str, int] | None:
         context = loaded.call.context
         if context.label("role") != "evaluate" or context.step is None:
-            continue
-        key = (context.item, context.step)
-        if key not in last or context.attempt >= last[key][0]:
-            last[key] = (context.attempt, loaded.call.record.reply.text)
+            return None
+        return (context.item, context.step)
+
     grades: dict[tuple[str, int, str], int] = {}
-    for (item, step), (_, text) in last.items():
+    for (item, step), text in last_replies(recordings.read_all(root / "recordings"), evaluation).items():
         reply = json.loads(text)
         grades[(item, step, "quality")] = reply["quality_score"]
         grades[(item, step, "confidence")] = reply["confidence_score"]
@@ -117,10 +117,7 @@ def graded(root: Path) -> dict[tuple[str, int, str], int]:
 
 
 def diff_json(a: Path, b: Path) -> dict[str, Any]:
-    result = CliRunner().invoke(main, ["diff", str(a), str(b), "--json", "--design", "regen"])
-    assert result.exit_code == 0, result.output
-    found: dict[str, Any] = json.loads(result.stdout)
-    return found
+    return diff_runs.diff_json(a, b, "regen")
 
 
 def _all_blamed_on(found: dict[str, Any], cause: str, a: Path, b: Path) -> None:
@@ -128,11 +125,7 @@ def _all_blamed_on(found: dict[str, Any], cause: str, a: Path, b: Path) -> None:
     assert {c["cause"] for c in found["changes"]} == {cause}, [
         (c["item"], c["iteration"], c["metric"], c["cause"], c["detail"]) for c in found["changes"]
     ]
-    old, new = graded(a), graded(b)
-    for metric in found["metrics"]:
-        common = [k for k in old.keys() & new.keys() if k[2] == metric["metric"]]
-        assert metric["paired"] == len(common)
-        assert metric["changed"] == sum(old[k] != new[k] for k in common) == metric["causes"][cause]
+    assert_counted_as_recorded(found, cause, graded(a), graded(b), lambda k: k[2])
     assert {m["metric"] for m in found["metrics"]} == {"quality", "confidence"}
 
 

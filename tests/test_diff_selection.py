@@ -24,8 +24,11 @@ from pipeline.experiments.selection.files import PICKS, SCORES
 from pipeline.experiments.selection.score import SCORED
 from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings.text import LoadedCall
 from pipeline.llm.types import ChatRequest
 from pipeline.tools.cli import main
+from tests import diff_runs
+from tests.diff_runs import assert_counted_as_recorded, last_replies
 from tests.selection_run import ROOT, by_name, run_selection, selection_params, track_names
 
 CATALOG = ROOT / "data/selection/catalog_fictional.csv"
@@ -63,20 +66,17 @@ def record(root: Path, model: str, catalog: Path = CATALOG) -> Path:
 def rated(root: Path) -> dict[tuple[str, str], int]:
     """Each rating as its last attempt's reply states it, from the select_score recordings alone:
     (request/candidate, criterion) -> rating."""
-    last: dict[tuple[str, str], tuple[int, str]] = {}
-    for loaded in recordings.read_stage(root / "recordings" / "select_score"):
+
+    def rating(loaded: LoadedCall) -> tuple[str, str]:
         context = loaded.call.context
-        key = (f"{context.item}/{context.label('candidate')}", str(context.label("criterion")))
-        if key not in last or context.attempt >= last[key][0]:
-            last[key] = (context.attempt, loaded.call.record.reply.text)
-    return {key: json.loads(text)["rating"] for key, (_, text) in last.items()}
+        return (f"{context.item}/{context.label('candidate')}", str(context.label("criterion")))
+
+    replies = last_replies(recordings.read_stage(root / "recordings" / "select_score"), rating)
+    return {key: json.loads(text)["rating"] for key, text in replies.items()}
 
 
 def diff_json(a: Path, b: Path) -> dict[str, Any]:
-    result = CliRunner().invoke(main, ["diff", str(a), str(b), "--json", "--design", "selection"])
-    assert result.exit_code == 0, result.output
-    found: dict[str, Any] = json.loads(result.stdout)
-    return found
+    return diff_runs.diff_json(a, b, "selection")
 
 
 def _blamed(found: dict[str, Any], cause: str, a: Path, b: Path) -> None:
@@ -85,14 +85,9 @@ def _blamed(found: dict[str, Any], cause: str, a: Path, b: Path) -> None:
     ratings = [c for c in found["changes"] if c["metric"] != "selected"]
     assert ratings, "the two runs should rate differently somewhere"
     assert {c["cause"] for c in ratings} == {cause}, [(c["item"], c["metric"], c["detail"]) for c in ratings]
-    old, new = rated(a), rated(b)
-    for metric in found["metrics"]:
-        if metric["metric"] == "selected":
-            assert set(metric["causes"]) <= {"input"}
-            continue
-        common = [k for k in old.keys() & new.keys() if k[1] == metric["metric"]]
-        assert metric["paired"] == len(common)
-        assert metric["changed"] == sum(old[k] != new[k] for k in common) == metric["causes"][cause]
+    selected = next(m for m in found["metrics"] if m["metric"] == "selected")
+    assert set(selected["causes"]) <= {"input"}
+    assert_counted_as_recorded(found, cause, rated(a), rated(b), lambda k: k[1], skip=("selected",))
     assert {m["metric"] for m in found["metrics"]} == {"mood_match", "relevance", "selected"}
 
 

@@ -88,6 +88,28 @@ def test_a_dead_server_gives_one_retry_line_then_the_error(tmp_path: Path) -> No
     assert len(lines) == 3, done.stderr  # what it is judging, the retry line, the error
 
 
+def test_a_stage_against_a_dead_server_says_it_is_down_once(tmp_path: Path) -> None:
+    """The stage's dry run meets the dead server first, then the run itself: the error is printed
+    once, at the end (before: in the stage's first line too, in full)."""
+    url = f"http://127.0.0.1:{free_port()}"
+    project(tmp_path, url)
+    params = yaml.safe_load((tmp_path / "params.yaml").read_text())
+    params["rag"]["rows"] = "rows.jsonl"
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    done = subprocess.run(
+        [sys.executable, "-m", "stages", "rag", "rag_judge"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    assert done.stderr.count(f"the server at {url} is down") == 1, done.stderr
+    assert done.stderr.splitlines()[-1].startswith(f"Error: the server at {url} is down")
+    assert "rag_judge: calls not predicted: the dry run stopped on an error, said below" in done.stderr
+
+
 def test_a_burst_of_503s_at_every_worker_gives_one_line_when_it_starts_and_one_when_it_ends(
     tmp_path: Path,
 ) -> None:

@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.llm.recordings import text as recordings
-from pipeline.testing.synthetic import FIRST_ITEM, items_for, make_project, run_stages
+from pipeline.testing.synthetic import audit_one_judgement, items_for, make_project, run_stages
 from pipeline.tools.cli import main
 from tests.conftest import ROOT
 
@@ -61,22 +61,8 @@ def test_the_paper_at_ten_thousand_calls_records_replays_audits_and_collects(
     assert run_stages(tmp_path, "replay") == made
     assert _snapshot(tmp_path) == recorded
 
-    item = str(FIRST_ITEM + items // 2)
-    one = _cli(
-        tmp_path,
-        monkeypatch,
-        "audit",
-        "--stage",
-        "judge",
-        "--item",
-        item,
-        "--iteration",
-        "0",
-        "--metric",
-        "accuracy",
-        "--format",
-        "jsonl",
-    )
+    item, audit_call = audit_one_judgement(items)
+    one = _cli(tmp_path, monkeypatch, *audit_call, "--format", "jsonl")
     shown = [json.loads(line) for line in one.splitlines()]
     assert shown and {c["context"]["item"] for c in shown} == {item}
     every = [

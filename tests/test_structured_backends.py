@@ -16,14 +16,13 @@ from tenacity import wait_none
 from pipeline.judges.geval import score_distribution
 from pipeline.llm.backends.ollama import OllamaBackend, parse_body
 from pipeline.llm.backends.openai_compat import OpenAICompatBackend
-from pipeline.llm.cache.store import CallStore
 from pipeline.llm.logprobs import integer_field_span
-from pipeline.llm.session import LLMSession, RecordingIndex
 from pipeline.llm.settings import LLMSettings
 from pipeline.llm.structured import Structured, StructuredFailure, ask_structured, schema_for
 from pipeline.llm.types import Backend, CallContext, ChatRequest, Message, Options
 from pipeline.testing.fake_ollama import FakeOllama
 from pipeline.testing.fake_openai import FakeOpenAI
+from tests import served
 
 ASK = (Message(role="user", content="Judge the answer: explanation, then a score from 1 to 5."),)
 CTX = CallContext(stage="judge", item="901")
@@ -136,23 +135,11 @@ def test_openai_logprobs_are_asked_for_and_read(openai: FakeOpenAI) -> None:
 
 
 # -- ask_structured through a session over each real backend --------------------------------------
-def session_over(backend: Backend, root: Path) -> LLMSession:
-    return LLMSession(
-        stage="judge",
-        mode="auto",
-        store=CallStore(root / "cache"),
-        index=RecordingIndex(root / "recordings"),
-        recordings_dir=root / "recordings",
-        identity=backend.identity,
-        backend=lambda: backend,
-    )
-
-
 @pytest.mark.parametrize("kind", ["ollama", "openai"])
 def test_ask_structured_over_http(kind: str, ollama: FakeOllama, openai: FakeOpenAI, tmp_path: Path) -> None:
     server: FakeOllama | FakeOpenAI = ollama if kind == "ollama" else openai
     backend: Backend = ollama_backend(ollama) if kind == "ollama" else openai_backend(openai)
-    session = session_over(backend, tmp_path)
+    session = served.session(tmp_path, backend)
     result = ask_structured(session, ASK, Verdict, Options(), CTX, logprobs=2)
     assert isinstance(result, Structured) and result.value.score == 1 and result.reply.logprobs
     server.responder = long_json

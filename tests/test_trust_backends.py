@@ -13,44 +13,17 @@ from tenacity import wait_none
 from pipeline.errors import EmptyReplyError, ModelChangedError
 from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.backends.ollama import OllamaBackend
-from pipeline.llm.backends.openai_compat import OpenAICompatBackend
-from pipeline.llm.cache.store import CallStore
 from pipeline.llm.recordings.text import read_stage
 from pipeline.llm.runner import run_items
-from pipeline.llm.session import EMPTY_REPLY_ATTEMPTS, LLMSession, RecordingIndex
-from pipeline.llm.settings import LLMSettings
-from pipeline.llm.types import Backend, CallContext
+from pipeline.llm.session import EMPTY_REPLY_ATTEMPTS
+from pipeline.llm.types import CallContext
 from pipeline.testing.fake_ollama import DEFAULT_MODELS, FakeOllama, Fault, default_responder
 from pipeline.testing.fake_openai import FakeOpenAI
 from tests.helpers import request
+from tests.served import KINDS, assert_tried_and_kept_nowhere, backend_of, session, settings, stored
 
 OLD = "sha256:" + DEFAULT_MODELS["test-model:latest"]
 NEW = "sha256:" + "f" * 64
-
-
-def settings(url: str, **overrides: Any) -> LLMSettings:
-    return LLMSettings(**({"base_url": url, "model": "test-model", "read_timeout_s": 5.0} | overrides))
-
-
-def session(root: Path, backend: Backend) -> LLMSession:
-    return LLMSession(
-        stage="judge",
-        mode="auto",
-        store=CallStore(root / "cache"),
-        index=RecordingIndex(root / "recordings"),
-        recordings_dir=root / "recordings",
-        identity=backend.identity,
-        backend=lambda: backend,
-    )
-
-
-def stored(root: Path) -> list[str]:
-    store = CallStore(root / "cache")
-    try:
-        records = [store.get(key) for key in list(store.keys())]
-        return sorted(r.request.messages[-1].content for r in records if r is not None)
-    finally:
-        store.close()
 
 
 # -- a 200 without an answer -------------------------------------------------------------------------
@@ -64,26 +37,16 @@ def test_ollama_retries_a_200_without_a_message_or_its_content() -> None:
 
 
 @pytest.mark.parametrize("said", ["", "  \n\t "])
-@pytest.mark.parametrize("kind", ["ollama", "openai", "ollama /v1"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_an_empty_or_blank_reply_is_a_failed_call_retried_counted_and_stored_nowhere(
     tmp_path: Path, kind: str, said: str
 ) -> None:
     """Over real loopback HTTP: the fake servers' responder writes the reply's text."""
     with FakeOllama(responder=lambda _: said) as ollama, FakeOpenAI(responder=lambda _: said) as openai:
-        if kind == "ollama":
-            backend: Backend = OllamaBackend(settings(ollama.url, max_retries=2), wait=wait_none())
-        else:
-            url = openai.url if kind == "openai" else ollama.url
-            backend = OpenAICompatBackend(settings(url, backend="openai", max_retries=2), wait=wait_none())
-        run = session(tmp_path, backend)
+        run = session(tmp_path, backend_of(kind, ollama, openai, max_retries=2))
         with pytest.raises(EmptyReplyError, match=r"an empty reply.*gave up after 3 attempts"):
             run.chat(request("judge this"), CallContext(stage="judge", item="1"))
-        chats = ollama.received if kind != "openai" else openai.received
-        assert len([r for r in chats if r.path in ("/api/chat", "/v1/chat/completions")]) == 3
-        assert run.calls == [] and run.stats.empty_replies == 1
-        run.close(write_recording=True)
-        assert stored(tmp_path) == []
-        assert list(read_stage(tmp_path / "recordings" / "judge")) == []
+        assert_tried_and_kept_nowhere(run, tmp_path, kind, ollama, openai, attempts=3)
 
 
 def test_an_in_process_backend_s_empty_reply_is_asked_again_then_fails_and_is_never_stored(
@@ -109,23 +72,11 @@ def test_an_in_process_backend_s_empty_reply_is_asked_again_then_fails_and_is_ne
     assert list(read_stage(tmp_path / "greedy" / "recordings" / "judge")) == []
 
 
-@pytest.mark.parametrize("kind", ["ollama", "openai", "ollama /v1"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_empty_200s_are_never_stored_nor_recorded(tmp_path: Path, kind: str) -> None:
     hollow: list[Any] = [{}, {"choices": [{"index": 0, "message": {"role": "assistant"}}]}, {"choices": []}]
     with FakeOllama() as ollama, FakeOpenAI() as openai:
-
-        def make() -> Backend:
-            if kind == "openai":
-                return OpenAICompatBackend(
-                    settings(openai.url, backend="openai", max_retries=2), wait=wait_none()
-                )
-            if kind == "ollama /v1":
-                return OpenAICompatBackend(
-                    settings(ollama.url, backend="openai", max_retries=2), wait=wait_none()
-                )
-            return OllamaBackend(settings(ollama.url, max_retries=2), wait=wait_none())
-
-        backend = make()
+        backend = backend_of(kind, ollama, openai, max_retries=2)
         backend.identity()  # the faults are for the chat requests
         if kind == "openai":
             openai.send_next(*hollow)
@@ -143,7 +94,7 @@ def test_empty_200s_are_never_stored_nor_recorded(tmp_path: Path, kind: str) -> 
         assert stored(tmp_path) == []
         assert list(read_stage(tmp_path / "recordings" / "judge")) == []
         # The server answers again: the call is made, not served from a cached empty reply.
-        again = session(tmp_path, make())
+        again = session(tmp_path, backend_of(kind, ollama, openai, max_retries=2))
         assert again.chat(request("judge this"), CallContext(stage="judge", item="1")).record.reply.text
         assert not again.calls[0].cache_hit
         again.close()

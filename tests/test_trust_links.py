@@ -4,6 +4,7 @@ anything is written."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -26,7 +27,16 @@ def record(text: str = "judge this") -> CallRecord:
 
 
 def big_record() -> CallRecord:
-    return record("x" * 100_000)  # past diskcache's 32 kB: stored as a value file in a shard folder
+    """A record past diskcache's 32 kB, stored as a value file in a shard folder: its reply (the
+    request's long text goes to the block store, see big_request_record)."""
+    fake = FakeBackend(lambda r: "x" * 100_000)
+    req = request("judge this")
+    return CallRecord.new(fake.identity(), req, fake.chat(req))
+
+
+def big_request_record() -> CallRecord:
+    """One line that compresses past 32 kB (hex digits): a value file in the block store's shards."""
+    return record("".join(hashlib.sha256(str(i).encode()).hexdigest() for i in range(2_000)))
 
 
 def nothing_in(folder: Path) -> bool:
@@ -87,6 +97,28 @@ def test_a_value_file_is_never_written_through_a_linked_shard(tmp_path: Path, ou
     assert nothing_in(outside)
     assert len(store) == 0
     store.close()
+
+
+@pytest.mark.usefixtures("fixed_value_names")
+def test_a_block_file_is_never_written_through_a_linked_shard(tmp_path: Path, outside: Path) -> None:
+    cache = tmp_path / "cache"
+    store = CallStore(cache)
+    (cache / "blocks" / "00").mkdir()
+    (cache / "blocks" / "00" / "00").symlink_to(outside)
+    with pytest.raises(UnsafeNameError, match=r"blocks/00/00: a symbolic link"):
+        store.put(big_request_record())
+    assert nothing_in(outside)
+    assert len(store) == 0  # the record is written after its blocks, never before
+    store.close()
+
+
+def test_a_linked_block_store_is_refused(tmp_path: Path, outside: Path) -> None:
+    cache = tmp_path / "cache"
+    CallStore(cache).close()
+    os.rename(cache / "blocks", outside / "blocks")
+    (cache / "blocks").symlink_to(outside / "blocks")
+    with pytest.raises(UnsafeNameError, match=r"blocks.*symbolic link"):
+        CallStore(cache)
 
 
 @pytest.mark.usefixtures("fixed_value_names")

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from tenacity import wait_none
 
 from pipeline.data.listening_requests import load_requests
@@ -22,19 +24,17 @@ from pipeline.experiments.params import load_params
 from pipeline.experiments.rag.judge_evaluate import read_answer
 from pipeline.llm.backends.ollama import OllamaBackend
 from pipeline.llm.backends.openai_compat import OpenAICompatBackend, completion_reply
-from pipeline.llm.bounds import surrogate_problem
+from pipeline.llm.bounds import _surrogate_walk, surrogate_problem
 from pipeline.llm.files import atomic_write
-from pipeline.llm.recordings.text import read_stage
 from pipeline.llm.records import CallRecord
-from pipeline.llm.settings import LLMSettings
 from pipeline.llm.terminal import shown
-from pipeline.llm.types import Backend, CallContext, ChatReply, ModelIdentity
+from pipeline.llm.types import CallContext, ChatReply, ModelIdentity
 from pipeline.testing.fake_ollama import FakeOllama
 from pipeline.testing.fake_openai import FakeOpenAI
 from pipeline.tools.batch.runners import batch_line
 from tests.conftest import ROOT
 from tests.helpers import request
-from tests.test_trust_backends import session, stored
+from tests.served import KINDS, assert_tried_and_kept_nowhere, backend_of, session, settings
 
 HALF = "\ud800"
 
@@ -44,6 +44,30 @@ def test_the_check_finds_a_half_anywhere_in_a_parsed_value_and_passes_whole_char
     assert "a[1].b" in (surrogate_problem({"a": ["ok", {"b": "x" + HALF}]}) or "")
     assert surrogate_problem({"\udc00": 1}) is not None  # a key too
     assert surrogate_problem(["\U0001f600 é \u2028", {"k": 1.5, "n": None}]) is None
+
+
+_TEXT = st.text(st.characters(codec=None, exclude_categories=()), max_size=4)
+_LEAVES = st.none() | st.booleans() | st.integers() | st.floats() | _TEXT | st.binary(max_size=2)
+_KEYS = _TEXT | st.integers(-(2**70), 2**70) | st.booleans()
+
+
+@given(
+    st.recursive(
+        _LEAVES,
+        lambda inner: (
+            st.lists(inner, max_size=3)
+            | st.lists(inner, max_size=3).map(tuple)
+            | st.dictionaries(_KEYS, inner, max_size=3)
+            | st.frozensets(_TEXT, max_size=2)
+        ),
+        max_leaves=12,
+    )
+)
+def test_the_check_in_c_says_what_the_walk_says(value: object) -> None:
+    """surrogate_problem asks orjson first (a value it writes holds no half) and walks only what it
+    refuses: the same answer as the walk alone, for every value, including what orjson cannot write
+    (bytes, sets, tuples as keys, integers past 64 bits)."""
+    assert surrogate_problem(value) == _surrogate_walk(value)
 
 
 # -- data files: the file, the line, the fix ---------------------------------------------------------
@@ -99,11 +123,7 @@ def test_params_yaml_holding_a_half_is_refused_naming_its_line(tmp_path: Path) -
 # -- backends: a failed call, retried, counted, stored nowhere ---------------------------------------
 
 
-def _settings(url: str, **overrides: object) -> LLMSettings:
-    return LLMSettings(**({"base_url": url, "model": "test-model", "read_timeout_s": 5.0} | overrides))
-
-
-@pytest.mark.parametrize("kind", ["ollama", "openai", "ollama /v1"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_a_reply_holding_a_half_is_a_failed_call_retried_counted_and_stored_nowhere(
     tmp_path: Path, kind: str
 ) -> None:
@@ -111,11 +131,7 @@ def test_a_reply_holding_a_half_is_a_failed_call_retried_counted_and_stored_nowh
     a server's may; the backends read the body with orjson, then json (which lets the half in)."""
     said = f"Score: 3 {HALF}"
     with FakeOllama(responder=lambda _: said) as ollama, FakeOpenAI(responder=lambda _: said) as openai:
-        if kind == "ollama":
-            backend: Backend = OllamaBackend(_settings(ollama.url, max_retries=2), wait=wait_none())
-        else:
-            url = openai.url if kind == "openai" else ollama.url
-            backend = OpenAICompatBackend(_settings(url, backend="openai", max_retries=2), wait=wait_none())
+        backend = backend_of(kind, ollama, openai, max_retries=2)
         if kind == "openai":  # the fake's own token count cannot encode it: the body, as sent
             backend.identity()
             choice = {"index": 0, "message": {"role": "assistant", "content": said}, "finish_reason": "stop"}
@@ -123,12 +139,7 @@ def test_a_reply_holding_a_half_is_a_failed_call_retried_counted_and_stored_nowh
         run = session(tmp_path, backend)
         with pytest.raises(UnreadableReplyError, match=r"a lone surrogate .*gave up after 3 attempts"):
             run.chat(request("judge this"), CallContext(stage="judge", item="1"))
-        chats = ollama.received if kind != "openai" else openai.received
-        assert len([r for r in chats if r.path in ("/api/chat", "/v1/chat/completions")]) == 3
-        assert run.calls == [] and run.stats.empty_replies == 1
-        run.close(write_recording=True)
-        assert stored(tmp_path) == []
-        assert list(read_stage(tmp_path / "recordings" / "judge")) == []
+        assert_tried_and_kept_nowhere(run, tmp_path, kind, ollama, openai, attempts=3)
 
 
 def test_a_batch_answer_holding_a_half_is_a_failed_call() -> None:
@@ -168,11 +179,11 @@ def test_a_model_listing_holding_a_half_is_refused_before_it_enters_a_key(kind: 
     digest): a half there could not be hashed into any key, a traceback on every call."""
     if kind == "ollama":
         backend: OllamaBackend | OpenAICompatBackend = OllamaBackend(
-            _settings("http://127.0.0.1:9"), wait=wait_none()
+            settings("http://127.0.0.1:9"), wait=wait_none()
         )
         listing = {"models": [{"name": "test-model:latest", "digest": "sha256:" + "a" * 63 + HALF}]}
     else:
-        backend = OpenAICompatBackend(_settings("http://127.0.0.1:9", backend="openai"), wait=wait_none())
+        backend = OpenAICompatBackend(settings("http://127.0.0.1:9", backend="openai"), wait=wait_none())
         listing = {"data": [{"id": "test-model", "root": "/models/" + HALF}]}
     backend._exchange = lambda *args, **kwargs: listing  # type: ignore[method-assign]
     with pytest.raises(UnreadableReplyError, match="the reply holds a lone surrogate"):

@@ -12,6 +12,7 @@ from functools import partial
 from pathlib import Path
 
 from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings.verified_memo import VerifiedMemo
 from pipeline.llm.records import RecordedCall
 from pipeline.llm.types import PROMPT_TOO_LONG
 
@@ -76,4 +77,21 @@ def stage_call_counts(recordings_dir: Path, stages: Iterable[str]) -> dict[str, 
             loaded.call for loaded in recordings.read_stage(recordings.stage_dir(recordings_dir, stage))
         )
         for stage in sorted(stages)
+    }
+
+
+def stage_calls(
+    recordings_dir: Path, stages: Iterable[str], memo: VerifiedMemo | None = None
+) -> dict[str, list[RecordedCall]]:
+    """Each of `stages`' recorded calls under `recordings_dir` (verified, in order; nothing
+    recorded: none), read once for a report that counts them (call_counts), names their model
+    (pipeline.data.recorded_models.count_models) and shows them by key (first_by_key), rather than
+    parsed once for each. `memo`: content verified in full before, as the stages remember it
+    (pipeline.llm.recordings.verified_memo), is not verified again; any other is, in full."""
+    return {
+        stage: [
+            loaded.call
+            for loaded in recordings.read_stage(recordings.stage_dir(recordings_dir, stage), memo=memo)
+        ]
+        for stage in sorted(set(stages))
     }

@@ -16,12 +16,27 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
+from pydantic import SerializerFunctionWrapHandler, model_serializer
+
+from pipeline.data.jsonl import Result
 from pipeline.llm.types import Options
 
 Combine = Literal["mean", "majority"]
 SEED_RANGE = 2**32
+
+
+class SampledResult(Result):
+    """A result with a `samples` field of its own type (each sample's score, sample 0 first), left
+    out of the file while None, so that a run with one sample writes what it wrote before."""
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and data.get("samples", 0) is None:
+            del data["samples"]
+        return data
 
 
 def sample_seed(seed: int, sample: int) -> int:

@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import yaml
 
 MAX_DEPTH = 64
@@ -52,8 +53,13 @@ def depth_problem(value: Any, limit: int = MAX_DEPTH) -> str | None:
             continue
         if depth > limit:
             return f"nested more than {limit} levels deep, which judgeloop never writes"
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+        for child in children:  # a loop, not a generator: this runs for every line a reader reads
+            if isinstance(child, _CONTAINERS):
+                stack.append((child, depth + 1))
     return None
+
+
+_CONTAINERS = (dict, list)
 
 
 SURROGATE_FIX = (
@@ -65,6 +71,15 @@ SURROGATE_FIX = (
 def surrogate_problem(value: Any) -> str | None:
     """Where `value` (parsed JSON or YAML: str, list, dict keys and values) holds a lone surrogate,
     which no UTF-8 file can hold, said for a message; or None. Iterative: no recursion."""
+    try:  # in C: orjson writes only UTF-8, so a value it writes holds no lone surrogate anywhere
+        orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+        return None
+    except orjson.JSONEncodeError:  # one, or what orjson does not write (a set, bytes, a deep value)
+        return _surrogate_walk(value)
+
+
+def _surrogate_walk(value: Any) -> str | None:
+    """surrogate_problem, in Python: where the first lone surrogate is, for the message."""
     stack: list[tuple[Any, str]] = [(value, "")]
     while stack:
         node, path = stack.pop()

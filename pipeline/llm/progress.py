@@ -91,15 +91,25 @@ class StageProgress:
         self._bar: tqdm[Any] | None = None
 
     def start(self) -> None:
+        """The start line, and on a terminal the bar. The stage may have begun its calls already
+        (stages.runner starts them while its dry run goes on): those are counted, and the model's
+        pace runs from the first."""
         what = self.expected.describe() if self.expected else self.unknown
         print(f"{self.stage}: {what}", file=self.stream, flush=True)
-        self._last_model_call = time.monotonic()
+        with self._lock:
+            if not self.model_calls:
+                self._last_model_call = time.monotonic()
         if not (self.live if self.live is not None else _is_terminal(self.stream)):
             return  # no bar in a log or a pipe (nor tqdm imported, a stage's largest import)
         from tqdm import tqdm
 
-        self._bar = tqdm(
-            total=self.expected.calls if self.expected else None,
+        with self._lock:
+            self._bar = self._new_bar(tqdm)
+
+    def _new_bar(self, tqdm: Any) -> Any:
+        return tqdm(
+            initial=self.calls,
+            total=max(self.expected.calls, self.calls) if self.expected else None,
             desc=self.stage,
             unit="call",
             file=self.stream,

@@ -120,6 +120,7 @@ class LLMSession:
         # mode off), else the latest (a record is read back from the store when asked for).
         self._answered: Recent[CallRecord] = Recent(None if store is None or mode == "off" else RECENT)
         self._served: Recent[CallRecord] = Recent(RECENT)  # looked up and verified, in this session
+        self._asked: set[str] = set()  # keys this session resolved past the cache (sent, unless replay)
         self.served: list[ServedCall] = []  # every call served, held light (see `calls`)
         self.recording = recordings.StageRecording(counting=dry_run)
         self.recorded_total: int | None = None  # the calls the stage's recording held once written
@@ -192,6 +193,11 @@ class LLMSession:
                     self._gate = RankedGate(workers)
         return self._gate
 
+    def asked(self, key: str) -> bool:
+        """Whether this session went past its cache for `key` (to the model, or a replay miss):
+        added before the request is sent, so before its reply can reach the store."""
+        return key in self._asked
+
     def key_for(self, request: ChatRequest) -> str:
         return request_key(self.identity, request)
 
@@ -225,8 +231,8 @@ class LLMSession:
         return record
 
     def _seed(self, record: CallRecord) -> None:
-        if self.store is not None and record.key not in self.store:
-            self.store.put(record)
+        if self.store is not None:
+            self.store.seed(record)  # written in batches, not a write a call (pipeline.llm.cache.store)
 
     def chat(self, request: ChatRequest, context: CallContext) -> RecordedCall:
         key = self.key_for(request)
@@ -244,6 +250,7 @@ class LLMSession:
             if pending is None:
                 pending = Future()
                 self._inflight[key] = pending
+                self._asked.add(key)
         if not owner:
             # The same request is already on its way: wait for that reply instead of sending it twice.
             return self._log(RecordedCall(context=context, record=pending.result(), cache_hit=True))

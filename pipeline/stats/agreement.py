@@ -26,9 +26,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-import krippendorff
 import numpy as np
 import numpy.typing as npt
+
+from pipeline.stats.reliability import krippendorff_alpha
 
 Statistic = Literal["spearman", "kendall", "pearson"]
 STATISTICS: tuple[Statistic, ...] = ("spearman", "kendall", "pearson")
@@ -303,13 +304,7 @@ def ordinal_alpha(ratings_per_unit: Sequence[Sequence[float | None]]) -> float:
     need not be the same people across units. NaN where it is undefined (`alpha_undefined` says why)."""
     if alpha_undefined(ratings_per_unit) is not None:
         return math.nan
-    width = max(len(unit) for unit in ratings_per_unit)
-    matrix = np.full((width, len(ratings_per_unit)), np.nan)
-    for column, unit in enumerate(ratings_per_unit):
-        for row, value in enumerate(unit):
-            if value is not None:
-                matrix[row, column] = value
-    return float(krippendorff.alpha(reliability_data=matrix, level_of_measurement="ordinal"))
+    return krippendorff_alpha(ratings_per_unit, "ordinal")
 
 
 def judge_human_alpha(judge: Sequence[float], human: Sequence[float]) -> float:

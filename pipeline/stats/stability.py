@@ -11,8 +11,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import krippendorff
-import numpy as np
+from pipeline.stats.reliability import krippendorff_alpha
 
 
 @dataclass(frozen=True)
@@ -34,16 +33,10 @@ def stability(samples: Sequence[Sequence[float | None]], threshold: float | None
     straddle = (
         None if threshold is None else sum(min(row) <= threshold < max(row) for row in usable) / len(usable)
     )
-    width = max(len(row) for row in samples)
-    table = np.full((width, len(samples)), np.nan)
-    for unit, row in enumerate(samples):
-        for coder, score in enumerate(row):
-            if score is not None:
-                table[coder, unit] = score
     values = {s for row in usable for s in row}
     alpha: float | None = None
     if len(values) > 1:
-        found = float(krippendorff.alpha(reliability_data=table, level_of_measurement="interval"))
+        found = krippendorff_alpha(samples, "interval")
         alpha = None if math.isnan(found) else found
     # One value everywhere: alpha is 0/0, undefined (None), not a perfect 1.
     return Stability(len(usable), within, straddle, alpha)

@@ -59,6 +59,13 @@ def make_project(root: Path, items: int, chars: int, params_file: Path) -> None:
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
 
 
+def audit_one_judgement(items: int) -> tuple[str, list[str]]:
+    """The middle item, and the `judgeloop audit` arguments that show one judgement of it: its
+    first judge call on accuracy (the command a reader runs to see one call of a large run)."""
+    item = str(FIRST_ITEM + items // 2)
+    return item, ["audit", "--stage", "judge", "--item", item, "--iteration", "0", "--metric", "accuracy"]
+
+
 def responder(request: ChatRequest) -> str:
     return experiment_responder(request.model_dump(mode="json"))
 

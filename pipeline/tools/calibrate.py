@@ -67,6 +67,15 @@ def _number(value: Any, key: str, where: tuple[str, int], fix: str) -> float | N
     return float(value)
 
 
+def _first_time(
+    seen: dict[tuple[str, str], int], item: str, metric: str, where: tuple[str, int], fix: str
+) -> None:
+    """Refuses a second line for the same item and metric, naming the first."""
+    if (item, metric) in seen:
+        raise InputError(*where, f"item {item!r}, metric {metric!r} again (line {seen[item, metric]})", fix)
+    seen[item, metric] = where[1]
+
+
 def read_scores(path: Path) -> list[JudgedItem]:
     rows: list[JudgedItem] = []
     seen: dict[tuple[str, str], int] = {}
@@ -82,12 +91,7 @@ def read_scores(path: Path) -> list[JudgedItem]:
             score=_number(row["score"], "score", where, SCORES_FIX),
             weighted_score=_number(row.get("weighted_score"), "weighted_score", where, SCORES_FIX),
         )
-        key = (score.item, score.metric)
-        if key in seen:
-            raise InputError(
-                *where, f"item {score.item!r}, metric {score.metric!r} again (line {seen[key]})", SCORES_FIX
-            )
-        seen[key] = number
+        _first_time(seen, score.item, score.metric, where, SCORES_FIX)
         rows.append(score)
     return rows
 
@@ -108,12 +112,7 @@ def read_human(path: Path) -> list[HumanRatings]:
             metric=_text(row, "metric", where, HUMAN_FIX),
             ratings=values,
         )
-        key = (human.item, human.metric)
-        if key in seen:
-            raise InputError(
-                *where, f"item {human.item!r}, metric {human.metric!r} again (line {seen[key]})", HUMAN_FIX
-            )
-        seen[key] = number
+        _first_time(seen, human.item, human.metric, where, HUMAN_FIX)
         rows.append(human)
     return rows
 

@@ -43,17 +43,27 @@ def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def _by_rev(shown: Mapping[str, Any], revs: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """{rev: {file: its data}} from DVC's show(), every rev asked for (an unknown one is an error)."""
+    """{rev: {file: its data}} from DVC's show(), every rev asked for (an unknown one is an error).
+    A file DVC could not parse, or whose data is not a mapping, is read as empty, as DVC itself
+    reads a metrics file of another shape."""
     out: dict[str, dict[str, Any]] = {}
     for rev in revs:
-        entry = shown.get(rev)
+        # Asked for no revision (both runs the workspace), DVC names the workspace "".
+        entry = shown.get(rev, shown.get("") if rev == WORKSPACE else None)
         if entry is None:
             raise JudgeloopError(
                 f"no run named {rev!r}. Fix: a commit, branch or tag, or `dvc exp show`'s names."
             )
         if "error" in entry and not entry.get("data"):
-            raise JudgeloopError(f"cannot read run {rev!r}: {entry['error']}")
-        out[rev] = {path: file.get("data", {}) for path, file in entry.get("data", {}).items()}
+            raise JudgeloopError(
+                f"cannot read run {rev!r}: {entry['error']}. Fix: correct that file in the run "
+                "(`dvc exp show` names it too), or compare another run."
+            )
+        files = entry.get("data", {})
+        out[rev] = {
+            path: data if isinstance(data := file.get("data", {}), Mapping) else {}
+            for path, file in files.items()
+        }
     return out
 
 
@@ -99,11 +109,33 @@ def _row(label: str, a: str, b: str, delta: str) -> str:
     return f"  {_fit(label, LABEL):<{LABEL}}{a:>{VALUE}}{b:>{VALUE}}{delta:>{DELTA}}".rstrip()
 
 
-def _headline(design: Design[Any], metrics: Mapping[str, Any] | None) -> dict[str, Number | None]:
+def _headline(design: Design[Any], metrics: Mapping[str, Any] | None, where: str) -> dict[str, Number | None]:
+    """The design's headline numbers in `metrics` (the file `where`); JudgeloopError, naming it,
+    where the file's numbers are not where the design writes them (a file someone edited)."""
     if metrics is None or design.headline is None:
         return {}
-    rows: Headline = load_ref(design.headline)(metrics)
+    try:
+        rows: Headline = load_ref(design.headline)(metrics)
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise JudgeloopError(
+            f"{where} is not a metrics file of the {design.name} design ({type(exc).__name__}: {exc}). "
+            "Fix: restore it from git, or re-run the design's stages (judgeloop repro)."
+        ) from exc
     return dict(rows)
+
+
+def _headlines(
+    design: Design[Any], path: str, found: Sequence[Mapping[str, Any] | None], names: Sequence[str]
+) -> tuple[list[dict[str, Number | None]], list[str]]:
+    """Each run's headline numbers, and a line for each run whose metrics file cannot be read."""
+    headlines, problems = [], []
+    for metrics, name in zip(found, names, strict=True):
+        try:
+            headlines.append(_headline(design, metrics, f"{path} in {name}"))
+        except JudgeloopError as exc:
+            headlines.append({})
+            problems.append(f"  ({_fit(exc.message, WIDTH - 4)})")
+    return headlines, problems
 
 
 def design_table(
@@ -118,8 +150,8 @@ def design_table(
     found = [run.get(path) for run in runs]
     if all(m is None for m in found):
         return []
-    old, new = (_headline(design, m) for m in found)
-    lines = [f"{_fit(f'{design.name}: {design.title}', WIDTH)}"]
+    (old, new), problems = _headlines(design, path, found, names)
+    lines = [f"{_fit(f'{design.name}: {design.title}', WIDTH)}", *problems]
     if any(m is None for m in found):
         missing = names[found.index(None)]
         lines.append(f"  (no {path} in {missing})")

@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from pipeline.errors import JudgeloopError
-from pipeline.experiments.design import Number
 from pipeline.experiments.registry import designs
 from pipeline.tools.compare import _delta, _flatten, _headline, _number, read_runs
 
@@ -49,8 +48,12 @@ def moved_numbers(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
             continue
         if path is None:
             continue
-        a: dict[str, Number | None] = _headline(design, old.get(path.as_posix()))
-        b: dict[str, Number | None] = _headline(design, new.get(path.as_posix()))
+        try:
+            a = _headline(design, old.get(path.as_posix()), f"{path.as_posix()} in the baseline")
+            b = _headline(design, new.get(path.as_posix()), f"{path.as_posix()} in the experiment")
+        except JudgeloopError as exc:
+            moved.append(f"{design.name}: {exc.message}")
+            continue
         for label in dict.fromkeys([*a, *b]):
             change = _delta(a.get(label), b.get(label))
             if change != "=" and not (a.get(label) is None and b.get(label) is None):

@@ -7,12 +7,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pipeline.data.recorded_calls import stage_call_counts
-from pipeline.data.recorded_models import design_model
+from pipeline.data.recorded_calls import call_counts, first_by_key, stage_calls
+from pipeline.data.recorded_models import count_models, model_label
 from pipeline.experiments.paper.aggregation import LLM_STAGES, compute_metrics, markdown_report, write_plots
 from pipeline.experiments.paper.params import PaperParams
-from pipeline.experiments.paper.report.html import load_records, write_report
+from pipeline.experiments.paper.report.html import write_report
 from pipeline.judges.rubric.judge import reply_reader
+from pipeline.llm.recordings.verified_memo import VerifiedMemo
+from pipeline.llm.records import RecordedCall
 from pipeline.loops.results import Refinement, read_refinements
 from pipeline.stats.stability import stability
 
@@ -21,8 +23,17 @@ def _refinements(params: PaperParams) -> list[Refinement]:
     return read_refinements(Path(params.refine.out), params.judge.metrics)
 
 
-def _metrics(params: PaperParams, refinements: list[Refinement]) -> dict[str, Any]:
-    recorded = stage_call_counts(Path(params.cache.recordings), LLM_STAGES)
+def _recorded(params: PaperParams) -> dict[str, list[RecordedCall]]:
+    """The LLM stages' recorded calls, read and verified once for the counts, the model and the
+    pages; a recording the stages verified in full before (their memo) is not verified again."""
+    memo = VerifiedMemo.beside(Path(params.cache.dir))
+    return stage_calls(Path(params.cache.recordings), LLM_STAGES, memo)
+
+
+def _metrics(
+    params: PaperParams, refinements: list[Refinement], calls: dict[str, list[RecordedCall]]
+) -> dict[str, Any]:
+    recorded = {stage: call_counts(calls[stage]) for stage in sorted(LLM_STAGES)}
     summary = compute_metrics(refinements, params.judge.metrics, recorded)
     if params.judge.samples > 1:  # only then: a run with one sample writes what it wrote before
         summary["judge_stability"] = judge_stability(refinements, params)
@@ -57,27 +68,39 @@ def judge_stability(refinements: list[Refinement], params: PaperParams) -> dict[
 def run(params: PaperParams) -> None:
     settings = params.aggregate
     refinements = _refinements(params)
-    summary = _metrics(params, refinements)
+    calls = _recorded(params)
+    summary = _metrics(params, refinements, calls)
     metrics = Path(settings.metrics_out)
     metrics.parent.mkdir(parents=True, exist_ok=True)
     metrics.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     write_plots(Path(settings.plots_dir), refinements, summary)
-    _write_report(params, refinements, summary)
+    _write_report(params, refinements, summary, calls)
 
 
 def report(params: PaperParams) -> list[Path]:
     """The report pages again, as the stage writes them."""
     refinements = _refinements(params)
-    return _write_report(params, refinements, _metrics(params, refinements))
+    calls = _recorded(params)
+    return _write_report(params, refinements, _metrics(params, refinements, calls), calls)
 
 
-def _write_report(params: PaperParams, refinements: list[Refinement], summary: dict[str, Any]) -> list[Path]:
+def _write_report(
+    params: PaperParams,
+    refinements: list[Refinement],
+    summary: dict[str, Any],
+    calls: dict[str, list[RecordedCall]],
+) -> list[Path]:
     settings = params.aggregate
-    model = design_model(Path(params.cache.recordings), LLM_STAGES)  # as recorded, not as params say
+    # The model as recorded, not as params say (pipeline.data.recorded_models).
+    every = [call for stage in sorted(LLM_STAGES) for call in calls[stage]]
+    model = model_label(
+        count_models((c.record.model.backend, c.record.model.name, c.record.model.digest) for c in every)
+    )
     markdown, index = Path(settings.report), Path(settings.html_report)
     markdown.parent.mkdir(parents=True, exist_ok=True)
     markdown.write_text(markdown_report(summary, model), encoding="utf-8")
-    records = load_records(Path(params.cache.recordings))
+    # Every call by key, its first copy by stage then line (pipeline.data.recorded_calls).
+    records = {key: call.record for key, call in first_by_key(every).items()}
     # The replies read as the judge stage read them: its metric labels and decimal policy.
     read = reply_reader(params.judge)
     pages = write_report(index, refinements, summary, records, f"judgeloop: {model}", read)

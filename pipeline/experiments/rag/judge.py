@@ -6,17 +6,15 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
-from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import Field
 
-from pipeline.data.jsonl import Result
 from pipeline.data.rag_rows import RagRow, load_rag_rows
 from pipeline.experiments.rag.params import RagParams
 from pipeline.experiments.rag.prompt import rag_messages
 from pipeline.experiments.rag.settings import RagSettings
 from pipeline.experiments.steps import LLMStep, jsonl_output, share
-from pipeline.judges.samples import only_seeds_differ, sample_options
+from pipeline.judges.samples import SampledResult, only_seeds_differ, sample_options
 from pipeline.judges.structured.judge import (
     DimensionsJudgement,
     combined_dimensions,
@@ -29,20 +27,13 @@ from pipeline.llm.structured import ChatSession
 from pipeline.llm.types import CallContext, Options
 
 
-class RagJudgement(Result):
+class RagJudgement(SampledResult):
     item: str
     judgement: DimensionsJudgement
     labels: dict[str, int] = Field(default_factory=dict)  # the row's human labels, if any
     # rag.samples > 1: each dimension's score in each sample, sample 0 first; `judgement` combines
     # them. Left out of the file while None, so a run with one sample writes what it wrote before.
     samples: dict[str, tuple[int | None, ...]] | None = None
-
-    @model_serializer(mode="wrap")
-    def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
-        data = handler(self)
-        if isinstance(data, dict) and data.get("samples", 0) is None:
-            del data["samples"]
-        return data
 
 
 def rag_options(settings: RagSettings, options: Options) -> Options:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from pydantic import BaseModel
 
-from pydantic import BaseModel, SerializerFunctionWrapHandler, model_serializer
-
-from pipeline.data.jsonl import Result
 from pipeline.judges.likert import LikertScore
+from pipeline.judges.samples import SampledResult
 from pipeline.llm.structured import FailureKind
 
 
@@ -19,7 +17,7 @@ class SummEvalReply(BaseModel):
     score: LikertScore
 
 
-class SummEvalJudgement(Result):
+class SummEvalJudgement(SampledResult):
     item: str  # "<article id>/<system>"
     document: str
     system: str
@@ -36,10 +34,3 @@ class SummEvalJudgement(Result):
     # summeval.samples > 1: each sample's score, sample 0 first; `score` combines them (summeval.combine,
     # a float under mean) and `weighted_score` is the samples' mean. Left out of the file while None.
     samples: tuple[int | None, ...] | None = None
-
-    @model_serializer(mode="wrap")
-    def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
-        data = handler(self)
-        if isinstance(data, dict) and data.get("samples", 0) is None:
-            del data["samples"]
-        return data

@@ -12,6 +12,7 @@ unscored with the problem, never given a default grade.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pipeline.data.rag_rows import RagRow
@@ -112,27 +113,9 @@ def evaluate(
     if settings.samples > 1:
         return _evaluate_sampled(session, row, answer, settings, options, context)
     judgement = QualityEvaluator(session, settings, options)(AnswerToEvaluate(row, answer), context)
-    keys, seconds = session.take()
-    calls = Calls(keys=keys, seconds=seconds)
     reply = judgement.value
-    if reply is None:
-        return EvaluatedAnswer(
-            item=row.id,
-            answer=answer,
-            evaluation=None,
-            failure=f"{judgement.reading}: {judgement.error}",
-            quality=None,
-            confidence=None,
-            calls=calls,
-        )
-    return EvaluatedAnswer(
-        item=row.id,
-        answer=answer,
-        evaluation=reply,
-        quality=to_unit(reply.quality_score),
-        confidence=to_unit(reply.confidence_score),
-        calls=calls,
-    )
+    grades = (None, None) if reply is None else (reply.quality_score, reply.confidence_score)
+    return _evaluated(row, answer, [judgement], session.take(), *grades)
 
 
 def _unit(grade: int | float | None) -> float | None:
@@ -155,12 +138,28 @@ def _evaluate_sampled(
         QualityEvaluator(session, settings, sample_options(options, i))(subject, context.at(sample=str(i)))
         for i in range(settings.samples)
     ]
-    keys, seconds = session.take()
+    taken = session.take()
     replies = [j.value for j in judged]
     quality = combine([None if r is None else r.quality_score for r in replies], settings.combine)
     confidence = combine([None if r is None else r.confidence_score for r in replies], settings.combine)
-    usable = next((r for r in replies if r is not None), None)
+    samples = tuple(None if r is None else to_unit(r.quality_score) for r in replies)
+    return _evaluated(row, answer, judged, taken, quality, confidence, samples)
+
+
+def _evaluated(
+    row: RagRow,
+    answer: Answer,
+    judged: Sequence[Judgement[EvaluationReply]],
+    taken: tuple[tuple[str, ...], tuple[float | None, ...]],
+    quality: int | float | None,
+    confidence: int | float | None,
+    samples: tuple[float | None, ...] | None = None,
+) -> EvaluatedAnswer:
+    """The evaluation as written: the first usable reply shown, else the first sample's failure;
+    the grades on 0-1; the calls `taken` from the session (their keys and durations)."""
+    usable = next((j.value for j in judged if j.value is not None), None)
     first = judged[0]
+    keys, seconds = taken
     return EvaluatedAnswer(
         item=row.id,
         answer=answer,
@@ -169,5 +168,5 @@ def _evaluate_sampled(
         quality=_unit(quality),
         confidence=_unit(confidence),
         calls=Calls(keys=keys, seconds=seconds),
-        samples=tuple(None if r is None else to_unit(r.quality_score) for r in replies),
+        samples=samples,
     )

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.data.jsonl import Result
 from pipeline.judges.likert import LikertScore
+from pipeline.judges.samples import SampledResult
 from pipeline.llm.latency import total_seconds
 
 
@@ -47,7 +46,7 @@ class Answer(Result):
     instruction: str | None = None  # the feedback a regeneration was asked to address
 
 
-class EvaluatedAnswer(Result):
+class EvaluatedAnswer(SampledResult):
     item: str
     answer: Answer
     evaluation: EvaluationReply | None  # None: no valid reply after the re-asks (see failure)
@@ -59,13 +58,6 @@ class EvaluatedAnswer(Result):
     # combine the samples' grades, the reply shown (issues, hint) is the first usable sample's. Left
     # out of the file while None, so a run with one sample writes what it wrote before.
     samples: tuple[float | None, ...] | None = None
-
-    @model_serializer(mode="wrap")
-    def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
-        data = handler(self)
-        if isinstance(data, dict) and data.get("samples", 0) is None:
-            del data["samples"]
-        return data
 
     @property
     def call_count(self) -> int:

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
-
-from pydantic import SerializerFunctionWrapHandler, model_serializer
 
 from pipeline.data.jsonl import Result
 from pipeline.judges.judgement import Judgement
+from pipeline.judges.samples import SampledResult
 
 
 class Assessment(Result):
@@ -21,7 +19,7 @@ class Assessment(Result):
     unverified_quotes: tuple[str, ...] = ()
 
 
-class MetricJudgement(Result):
+class MetricJudgement(SampledResult):
     metric: str
     # None: unscored after every re-ask, never a default; a float only under judge.decimal_scores=keep
     score: int | float | None
@@ -36,13 +34,6 @@ class MetricJudgement(Result):
     # judge.samples > 1: each sample's score, sample 0 first; `score` combines them (judge.combine).
     # Left out of the file while None, so a run with one sample writes what it wrote before.
     samples: tuple[int | float | None, ...] | None = None
-
-    @model_serializer(mode="wrap")
-    def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
-        data = handler(self)
-        if isinstance(data, dict) and data.get("samples", 0) is None:
-            del data["samples"]
-        return data
 
     @classmethod
     def of(cls, metric: str, judgement: Judgement[int | float]) -> MetricJudgement:

@@ -67,6 +67,37 @@ class ScoredDimensions(_Out):
     problems: tuple[str, ...] = ()  # the failure kinds of attempts before the one that validated
     call_keys: tuple[str, ...]
 
+    @classmethod
+    def of(
+        cls,
+        reasoning: str,
+        scores: dict[str, DimensionScore],
+        confidence: int,
+        dimensions: Dimensions,
+        *,
+        attempts: int,
+        problems: tuple[str, ...],
+        call_keys: tuple[str, ...],
+        logprob_confidence: float | None = None,
+        overall_expected: float | None = None,
+    ) -> ScoredDimensions:
+        """The scores with what we derive from them: the overall (the weighted and the unweighted
+        mean of the 0..1 values) and the confidence on 0..1."""
+        values = {name: s.value for name, s in scores.items()}
+        return cls(
+            reasoning=reasoning,
+            dimensions=scores,
+            overall=round(dimensions.weighted_mean(values), DIGITS),
+            overall_simple=round(dimensions.simple_mean(values), DIGITS),
+            confidence=confidence,
+            confidence_value=to_unit(confidence),
+            logprob_confidence=logprob_confidence,
+            overall_expected=overall_expected,
+            attempts=attempts,
+            problems=problems,
+            call_keys=call_keys,
+        )
+
 
 class UnscoredDimensions(_Out):
     status: Literal["failed"] = "failed"
@@ -187,16 +218,12 @@ def scored_dimensions(
         score = int(getattr(reply, name))
         logprob = _logprob_score(judgement.distributions.get(name), score)
         scores[name] = DimensionScore(score=score, value=to_unit(score), logprob=logprob)
-    values = {name: s.value for name, s in scores.items()}
     logprob_confidence, overall_expected = _logprob_summary(scores, dimensions)
-    confidence = int(getattr(reply, CONFIDENCE_FIELD))
-    return ScoredDimensions(
-        reasoning=judgement.explanation,
-        dimensions=scores,
-        overall=round(dimensions.weighted_mean(values), DIGITS),
-        overall_simple=round(dimensions.simple_mean(values), DIGITS),
-        confidence=confidence,
-        confidence_value=to_unit(confidence),
+    return ScoredDimensions.of(
+        judgement.explanation,
+        scores,
+        int(getattr(reply, CONFIDENCE_FIELD)),
+        dimensions,
         logprob_confidence=logprob_confidence,
         overall_expected=overall_expected,
         attempts=judgement.attempts,
@@ -253,15 +280,11 @@ def combined_dimensions(judged: Sequence[DimensionsJudgement], dimensions: Dimen
     for name in dimensions.names:
         score = int(combine([j.dimensions[name].score for j in scored], "majority") or 0)
         scores[name] = DimensionScore(score=score, value=to_unit(score))
-    values = {name: s.value for name, s in scores.items()}
-    confidence = int(combine([j.confidence for j in scored], "majority") or 0)
-    return ScoredDimensions(
-        reasoning=scored[0].reasoning,
-        dimensions=scores,
-        overall=round(dimensions.weighted_mean(values), DIGITS),
-        overall_simple=round(dimensions.simple_mean(values), DIGITS),
-        confidence=confidence,
-        confidence_value=to_unit(confidence),
+    return ScoredDimensions.of(
+        scored[0].reasoning,
+        scores,
+        int(combine([j.confidence for j in scored], "majority") or 0),
+        dimensions,
         attempts=attempts,
         problems=problems,
         call_keys=keys,

@@ -17,15 +17,25 @@ opening and reading it must be safe whoever wrote it:
   read only when neither of its two shard folders is a link (pipeline.llm.files.refuse_links).
 - Every hit is verified before it is served (see "format" below).
 
-Format. A value is `jlr2 <seal>\\n<header>\\n<request>`: the record without its request (key, full
-checksum, model, reply, when) as one JSON line, then the request. A hit already holds a request that
-hashes to the key it looked up, so it reads only the header; the seal, sha256 of the header's
-bytes, binds the reply to the key on every hit, at the cost of hashing a few hundred bytes rather
-than the 20 kB request (bench/cache_overhead.py). The header's key must be the key looked up (an
-entry copied under another key is "foreign"). The record's full checksum, over the request too, is
-checked by `judgeloop cache verify`, which also re-derives the key from the stored request. An
-entry written before the seal (judgeloop 0.1: `<header>\\n<request>` or one JSON document) is read
-and fully verified, then rewritten in today's format.
+Format. A value is `jlr3 <seal>\\n<header>\\n<request>`: the record without its request (key, full
+checksum, model, reply, when) as one JSON line, then the request (zlib-compressed JSON) with its
+messages' long text as references to content-addressed blocks, stored once each in the block store
+beside the records (`blocks/`, pipeline.llm.cache.blocks): an interview in a hundred prompts is held
+once. A hit already holds a request that hashes to the key it looked up, so it reads only the
+header; the seal, sha256 of the header's bytes, binds the reply to the key on every hit, at the cost
+of hashing a few hundred bytes rather than the 20 kB request (bench/cache_overhead.py). The header's
+key must be the key looked up (an entry copied under another key is "foreign"). The record's full
+checksum, over the request too, is checked by `judgeloop cache verify`, which also re-derives the
+key from the stored request, rebuilt from its blocks (each checked against its id; a block missing
+or damaged makes the entry damaged, never a request with other text). An entry of the previous
+format (`jlr2`, the request whole) is read as it is, and rewritten as blocks by the next write of
+its key. An entry written before the seal (judgeloop 0.1: `<header>\\n<request>` or one JSON
+document) is read and fully verified, then rewritten in today's format.
+
+Seeding. Calls served from the recordings are copied into the store (so they stay served offline
+when the recordings change), but not one write each: `seed` gathers them and writes them in batches,
+one transaction each, and at `close`; they are copies of verified recorded calls, so a crash that
+loses a batch loses nothing the recordings do not hold.
 
 diskcache's default size limit (1 GB) evicts entries silently; a cache that forgets recorded calls
 would turn a replay into a live run, so eviction is off. SQLite in WAL mode with a busy timeout
@@ -34,10 +44,12 @@ lets several processes (parallel `dvc exp run`s) read and write one store safely
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 import sqlite3
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,19 +60,23 @@ import orjson
 
 from pipeline.errors import CorruptRecordError, UnsafeNameError
 from pipeline.llm.bounds import depth_problem
+from pipeline.llm.cache.blocks import BlockStore, MissingBlock, pack_request, references, unpack_request
 from pipeline.llm.cache.errors import database_errors, guarded
 from pipeline.llm.cache.schema import schema_problems
 from pipeline.llm.files import refuse_links
 from pipeline.llm.records import CallRecord
 from pipeline.llm.types import ChatRequest, ModelIdentity
 
-MAGIC = b"jlr2 "
+MAGIC = b"jlr3 "  # today's format: the request as block references
+WHOLE_REQUEST = b"jlr2 "  # the previous one: the request whole (read, never written)
 _SEAL_END = len(MAGIC) + 64  # the seal: 64 hex digits, then a newline
 REPAIR = (
     "Fix: run `judgeloop cache verify --repair`, which deletes the damaged entry; the call is then "
     "made again (or, in replay, taken from the recordings)."
 )
 DB_FILE = "cache.db"
+BLOCKS_DIR = "blocks"  # the block store: a diskcache of its own inside the cache folder
+SEED_BATCH = 512  # seeded records written per transaction
 LINK_FIX = (
     "or point cache.dir (JUDGELOOP_CACHE_DIR) at a folder of its own; to keep the cache on another "
     "disk, make the cache folder itself the link"
@@ -192,6 +208,15 @@ def check_database(directory: Path) -> None:
         )
 
 
+@dataclass(frozen=True)
+class Collected:
+    """What `cache gc` did to the blocks: deleted (or would), of how many, bytes freed."""
+
+    deleted: int
+    blocks: int
+    freed: int
+
+
 class Damage(Exception):
     """Why a stored entry cannot be served (internal: CallStore turns it into CorruptRecordError)."""
 
@@ -207,6 +232,12 @@ def seal(header: bytes) -> bytes:
     return hashlib.sha256(header).hexdigest().encode()
 
 
+def _open(directory: Path) -> diskcache.Cache:
+    refuse_links(directory, "the cache folder", LINK_FIX)
+    check_database(directory)
+    return diskcache.Cache(str(directory), timeout=60, disk=SafeDisk, **SETTINGS)
+
+
 class CallStore:
     """Every method that touches the database says a failure of it (read-only, full, damaged) with
     its path and the fix (pipeline.llm.cache.errors), never as a sqlite3 traceback."""
@@ -216,16 +247,28 @@ class CallStore:
         self.db_path = directory / DB_FILE
         with database_errors(self.db_path):
             directory.mkdir(parents=True, exist_ok=True)
-            refuse_links(directory, "the cache folder", LINK_FIX)
-            check_database(directory)
-            self._cache = diskcache.Cache(str(directory), timeout=60, disk=SafeDisk, **SETTINGS)
+            self._cache = _open(directory)
+        blocks_dir = directory / BLOCKS_DIR
+        with database_errors(blocks_dir / DB_FILE):
+            if blocks_dir.exists() and not blocks_dir.is_dir():  # a link was refused above
+                raise CorruptRecordError(
+                    f"{blocks_dir}: not a folder, where the cache keeps its blocks. Fix: move it away "
+                    "(a run then starts the blocks anew; entries whose blocks are gone are rebuilt)."
+                )
+            blocks_dir.mkdir(exist_ok=True)
+            self.blocks = BlockStore(_open(blocks_dir))
         self._identities: dict[tuple[Any, ...], ModelIdentity] = {}
+        self._seeds: dict[str, CallRecord] = {}
+        self._seeds_lock = threading.Lock()
 
     def get(self, key: str, request: ChatRequest | None = None) -> CallRecord | None:
         """The record stored under key, verified, or None. Given the request the key was derived
         from, only the header is parsed (its seal checked); without it (audits, verify) the stored
-        request is read too. CorruptRecordError, naming the file, the key and the fix, for an entry
-        that is damaged, edited, foreign, or not judgeloop's."""
+        request is read too, rebuilt from its blocks. CorruptRecordError, naming the file, the key and
+        the fix, for an entry that is damaged, edited, foreign, or not judgeloop's."""
+        seeded = self._seeds.get(key)
+        if seeded is not None:
+            return seeded
         try:
             return self._read(key, request)
         except Damage as exc:
@@ -236,6 +279,7 @@ class CallStore:
         record's full verification (CallRecord.problem) is the caller's. (None, None): gone."""
         if isinstance(key, ForeignKey):
             return None, f"{key}: judgeloop writes text keys only; refused, not decoded"
+        self.flush()
         try:
             return self._read(key, None, upgrade=False), None
         except Damage as exc:
@@ -249,12 +293,12 @@ class CallStore:
             raise Damage(f"holds {exc}") from exc
         if raw is None:
             return None
-        if not raw.startswith(MAGIC):
+        if not raw.startswith((MAGIC, WHOLE_REQUEST)):
             return self._read_unsealed(key, raw, upgrade)
         header_end = raw.find(b"\n", _SEAL_END + 1)
         if raw[_SEAL_END : _SEAL_END + 1] != b"\n" or header_end < 0:
             raise Damage("is cut short or not in the store's format")
-        # Slicing the header alone: a hit does not copy the 20 kB request it already holds.
+        # Slicing the header alone: a hit does not copy the request it already holds.
         header = raw[_SEAL_END + 1 : header_end]
         if seal(header) != raw[len(MAGIC) : _SEAL_END]:
             raise Damage("does not match its seal (reply or metadata damaged or edited)")
@@ -263,12 +307,24 @@ class CallStore:
             stored_key = fields.get("key")
             if stored_key != key:
                 raise Damage(f"is foreign: stored under {key} but the record is for {stored_key}")
-            fields["request"] = request if request is not None else orjson.loads(raw[header_end + 1 :])
+            fields["request"] = request if request is not None else self._request(raw, header_end)
             _shallow(fields)
             fields["model"] = self._interned(fields.get("model"))
             return CallRecord.model_validate(fields)
         except (ValueError, TypeError, AttributeError) as exc:  # not a record's shape, whatever it is
             raise Damage(f"cannot be read ({exc})") from exc
+
+    def _request(self, raw: bytes, header_end: int) -> Any:
+        """The stored request's fields: whole (the previous format), or rebuilt from its blocks."""
+        stored = raw[header_end + 1 :]
+        if raw.startswith(WHOLE_REQUEST):
+            return orjson.loads(stored)
+        try:
+            return unpack_request(stored, self.blocks.text)
+        except MissingBlock as exc:
+            raise Damage(str(exc)) from exc
+        except RefusedValue as exc:
+            raise Damage(f"refers to a block that holds {exc}") from exc
 
     def _read_unsealed(self, key: str, raw: bytes, upgrade: bool) -> CallRecord:
         """An entry from before the seal: verified in full (key and checksum), then (upgrade) sealed."""
@@ -311,11 +367,37 @@ class CallStore:
 
     @guarded
     def put(self, record: CallRecord) -> None:
+        key, value, blocks = self._packed(record)
+        self.blocks.add(blocks)  # before the record that refers to them
+        self._cache.set(key, value)
+
+    def _packed(self, record: CallRecord) -> tuple[str, bytes, dict[str, bytes]]:
         header = record.model_dump_json(exclude={"request"}).encode()
-        value = b"".join(
-            (MAGIC, seal(header), b"\n", header, b"\n", record.request.model_dump_json().encode())
-        )
-        self._cache.set(record.key, value)
+        request, blocks = pack_request(record.request)
+        return record.key, b"".join((MAGIC, seal(header), b"\n", header, b"\n", request)), blocks
+
+    def seed(self, record: CallRecord) -> None:
+        """Keep a verified record from the recordings here too, unless its key is stored already;
+        written with others in one transaction (see "Seeding" above), at the latest by `close`."""
+        with self._seeds_lock:
+            self._seeds.setdefault(record.key, record)
+            if len(self._seeds) < SEED_BATCH:
+                return
+        self.flush()
+
+    @guarded
+    def flush(self) -> None:
+        """Write the records `seed` gathered (those whose keys are not stored yet)."""
+        with self._seeds_lock:
+            records, self._seeds = self._seeds, {}
+            if not records:
+                return
+            new = [record for key, record in records.items() if key not in self._cache]
+            packed = [self._packed(record) for record in new]
+            self.blocks.add({ident: data for _, _, blocks in packed for ident, data in blocks.items()})
+            with self._cache.transact():
+                for key, value, _ in packed:
+                    self._cache.add(key, value)  # add: an entry written since by another process stays
 
     @guarded
     def put_raw(self, key: str, raw: bytes) -> None:
@@ -323,18 +405,21 @@ class CallStore:
 
     @guarded
     def delete(self, key: str | ForeignKey) -> bool:
+        self.flush()
         return bool(self._cache.delete(key))
 
     @guarded
     def __contains__(self, key: str) -> bool:
-        return key in self._cache
+        return key in self._seeds or key in self._cache
 
     @guarded
     def __len__(self) -> int:
+        self.flush()
         return len(self._cache)
 
     def entries(self) -> Iterator[str | ForeignKey]:
         """Every key, foreign ones too (undecoded), for the tools that check and repair."""
+        self.flush()
         with database_errors(self.db_path):
             yield from self._cache.iterkeys()
 
@@ -350,7 +435,37 @@ class CallStore:
 
     @guarded
     def volume(self) -> int:
-        return int(self._cache.volume())
+        """Bytes held: the records and their blocks."""
+        self.flush()
+        return int(self._cache.volume()) + int(self.blocks.cache.volume())
+
+    @guarded
+    def collect_blocks(self, *, dry_run: bool = False, dropping: frozenset[str] = frozenset()) -> Collected:
+        """Delete the blocks no record refers to (`dropping`: records counted as gone already, for a
+        dry run). The blocks are listed before the records are read, so a block stored meanwhile
+        by a run is never taken."""
+        self.flush()
+        listed = list(self.blocks.cache.iterkeys())
+        referred: set[bytes] = set()
+        for key in list(self._cache.iterkeys()):
+            if key in dropping:
+                continue
+            with contextlib.suppress(RefusedValue):  # a refused entry refers to nothing we keep
+                raw = self._cache.get(key)
+                if isinstance(raw, bytes) and raw.startswith(MAGIC):
+                    referred.update(references(raw[raw.find(b"\n", _SEAL_END + 1) + 1 :]))
+        unused = [ident for ident in listed if not isinstance(ident, str) or ident.encode() not in referred]
+        freed = 0
+        for ident in unused:
+            with contextlib.suppress(RefusedValue):
+                freed += len(self.blocks.cache.get(ident) or b"")
+            if not dry_run:
+                self.blocks.cache.delete(ident)
+        if not dry_run:
+            self.blocks.forget()
+        return Collected(len(unused), len(listed), freed)
 
     def close(self) -> None:
+        self.flush()
         self._cache.close()
+        self.blocks.cache.close()

@@ -56,7 +56,6 @@ import contextlib
 import hashlib
 import re
 import threading
-import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +65,8 @@ import orjson
 from pydantic import ValidationError
 
 from pipeline.errors import CorruptRecordError
+from pipeline.llm.blocks import MIN_BLOCK
+from pipeline.llm.blocks import split_blocks as split_blocks  # the rule, shared with the cache (re-exported)
 from pipeline.llm.bounds import MAX_LINE_BYTES, depth_problem, long_line
 from pipeline.llm.files import TMP_SUFFIX, atomic_write_chunks, child, locked, refuse_links
 from pipeline.llm.keys import canonical_json
@@ -77,8 +78,6 @@ from pipeline.llm.types import CallContext
 if TYPE_CHECKING:
     from pipeline.llm.recordings.stage_index import StageIndex
 
-MIN_BLOCK = 256
-MAX_BLOCK = 8192
 CALLS_FILE = "calls.jsonl"
 LEGACY_BLOBS_FILE = "blobs.jsonl"  # the shared blocks' own file, before they moved into calls.jsonl
 STAGE_FIX = "name the stage with letters, digits, '.', '_' and '-' only"
@@ -91,22 +90,6 @@ def blob_id(text: str) -> str:
     # 64 bits of sha256: blob ids are only compared within one stage's recording, which checks
     # every blob against its id on read, and short ids keep the many references in calls small.
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-
-
-def split_blocks(text: str) -> list[str]:
-    blocks: list[str] = []
-    current: list[str] = []
-    size = 0
-    for line in text.splitlines(keepends=True):
-        current.append(line)
-        size += len(line)
-        boundary = zlib.crc32(line.encode("utf-8")) % 8 == 0
-        if (boundary and size >= MIN_BLOCK) or size >= MAX_BLOCK:
-            blocks.append("".join(current))
-            current, size = [], 0
-    if current:
-        blocks.append("".join(current))
-    return blocks
 
 
 def pack_content(text: str, blobs: dict[str, str]) -> str | list[Part]:

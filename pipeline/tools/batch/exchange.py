@@ -181,7 +181,11 @@ class _Ingest:
     def __init__(self, params: EngineSettings, folder: Path, results: Path) -> None:
         self.identity = batch_identity(params)
         self.model = params.llm.model
-        self.requests = Manifest(folder, self.identity)
+        backend = OpenAICompatBackend(params.llm)  # builds the bodies export wrote; sends nothing
+        try:
+            self.requests = Manifest(folder, self.identity, backend.request_body)
+        finally:
+            backend.close()
         self.altered = exported_intact(folder, self.requests, params)
         self.results = results
         self.outcome = Ingested()

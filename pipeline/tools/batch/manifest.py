@@ -11,9 +11,11 @@ may have changed since the first pass.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
+import struct
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -70,22 +72,34 @@ def objects(path: Path) -> Iterator[tuple[int, Any]]:
 
 
 class Manifest:
-    """key -> the request exported under it, each key re-derived on every read."""
+    """key -> the request exported under it, each line checked in full once (its key re-derived)
+    and read back only as those same bytes.
 
-    def __init__(self, folder: Path, identity: ModelIdentity) -> None:
+    Each key keeps, packed in one bytes object (about 50 bytes a key, a million keys in tens of
+    MB): its line's number and offset, the digest of the line as checked, and, when a body maker is
+    given (ingest's openai backend), the digest of the requests.jsonl line export writes for it, so
+    that `exported_intact` compares each requests line as bytes, not as parsed JSON."""
+
+    def __init__(
+        self,
+        folder: Path,
+        identity: ModelIdentity,
+        request_body: Callable[[ChatRequest], dict[str, Any]] | None = None,
+    ) -> None:
         self.path = folder / MANIFEST_FILE
         self.identity = identity
         if not self.path.is_file():
             raise ConfigError(
                 f"{self.path}: no manifest there. Fix: run `judgeloop batch export` (into {folder}) first."
             )
-        self._lines: dict[str, tuple[int, int]] = {}  # key -> (line number, byte offset)
+        self._lines: dict[str, bytes] = {}
         offset = 0
         try:
             for number, raw in bounded_lines(self.path):  # a line past the bound is never read whole
                 if raw.strip():
-                    key, _ = self._checked(number, raw)
-                    self._lines[key] = (number, offset)
+                    key, request = self._checked(number, raw)
+                    exported = _line_digest(request_line(key, request_body(request))) if request_body else b""
+                    self._lines[key] = _PLACE.pack(number, offset) + _line_digest(raw) + exported
                 offset += len(raw) + 1  # and its b"\n" (the last line's, if missing, is never needed)
         except LineTooLong as exc:
             raise CorruptRecordError(
@@ -134,8 +148,11 @@ class Manifest:
         return iter(self._lines)
 
     def request(self, key: str) -> ChatRequest:
-        """The request exported under `key`, read back and checked again."""
-        number, offset = self._lines[key]
+        """The request exported under `key`, read back: the same bytes as the line checked when the
+        manifest was opened (its digest), so the same key under the same identity, or refused."""
+        place = self._lines[key]
+        number, offset = _PLACE.unpack_from(place)
+        digest = place[_PLACE.size : _PLACE.size + _DIGEST_SIZE]
         if self._handle is None:
             self._handle = self.path.open("rb")
         self._handle.seek(offset)
@@ -145,12 +162,18 @@ class Manifest:
                 f"{self.path}:{number}: changed while it was read (a line past {MAX_LINE_BYTES:,} bytes). "
                 "Fix: export again."
             )
-        found, request = self._checked(number, raw)
-        if found != key:
+        line = raw.removesuffix(b"\n")
+        if _line_digest(line) != digest:
             raise CorruptRecordError(
                 f"{self.path}:{number}: changed while it was read (it held {key}). Fix: export again."
             )
-        return request
+        # The bytes checked in full (depth, identity, key) when the manifest was opened: parsing
+        # them again gives the same request.
+        return ChatRequest.model_validate(orjson.loads(line)["request"])
+
+    def exported_digest(self, key: str) -> bytes:
+        """The digest of the requests.jsonl line export writes for `key` (b"" without a body maker)."""
+        return self._lines[key][_PLACE.size + _DIGEST_SIZE :]
 
     def close(self) -> None:
         if self._handle is not None:
@@ -158,15 +181,38 @@ class Manifest:
             self._handle = None
 
 
+_PLACE = struct.Struct("<QQ")  # a manifest line's number and byte offset
+_DIGEST_SIZE = 16
+
+
+def _line_digest(line: bytes) -> bytes:
+    return hashlib.sha256(line).digest()[:_DIGEST_SIZE]  # SHA-256: in C, about 12 µs for 20 kB
+
+
+def request_line(key: str, body: dict[str, Any]) -> bytes:
+    """A line of requests.jsonl, without its b"\n", as export writes it."""
+    return orjson.dumps({"custom_id": key, "method": "POST", "url": BATCH_URL, "body": body})
+
+
+_KEY_START = b'{"custom_id":"'
+
+
 def exported_intact(folder: Path, manifest: Manifest, params: EngineSettings) -> dict[str, str]:
     """key -> why requests.jsonl no longer holds, for that key, the body its request makes.
-    Streamed: each line's expected body is made from the manifest when the line is read."""
+    Streamed: a line as export wrote it is the digest the manifest keeps for its key (its bytes
+    are the expected line's); any other is parsed and compared to the body its request makes."""
     path = folder / REQUESTS_FILE
     problems: dict[str, str] = {}
     seen: set[str] = set()
     backend = OpenAICompatBackend(params.llm)
     try:
-        for number, entry in objects(path) if path.is_file() else iter(()):
+        for number, raw in _raw_lines(path) if path.is_file() else iter(()):
+            if raw.startswith(_KEY_START):
+                said = raw[len(_KEY_START) : raw.find(b'"', len(_KEY_START))].decode("ascii", "replace")
+                if said in manifest and _line_digest(raw) == manifest.exported_digest(said):
+                    seen.add(said)
+                    continue
+            entry = _parsed(raw)
             key = entry.get("custom_id") if isinstance(entry, dict) else None
             if not isinstance(key, str) or key not in manifest:
                 continue  # a line for no exported key asks nothing that could be stored
@@ -182,3 +228,23 @@ def exported_intact(folder: Path, manifest: Manifest, params: EngineSettings) ->
         if key not in seen:
             problems[key] = f"{path} has no line for {key}, which the manifest lists"
     return problems
+
+
+def _raw_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """bounded_lines' non-blank lines, ending quietly at a line past the bound (as `objects` does:
+    the keys after it have no line)."""
+    try:
+        for number, raw in bounded_lines(path):
+            if raw.strip():
+                yield number, raw
+    except LineTooLong:
+        return
+
+
+def _parsed(raw: bytes) -> Any:
+    """A line's JSON, or None where `objects` would give a ValueError."""
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    return None if depth_problem(value) is not None else value

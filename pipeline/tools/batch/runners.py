@@ -4,22 +4,21 @@
                     (shell-quoted), e.g. vLLM's offline batch runner:
                         vllm run-batch -i {in} -o {out} --model {model}
                     or a script that uploads the file to a provider's batch API and waits.
-    RayRunner       Ray Data: ray.data.llm's HTTP request processor (HttpRequestProcessorConfig)
-                    sends each request to an OpenAI-compatible endpoint (vLLM servers behind a
-                    load balancer, a Ray Serve deployment), `concurrency` at a time, from workers on
-                    the Ray cluster that RAY_ADDRESS names (a local one without it).
+    RayRunner       Ray Data: workers on the Ray cluster that RAY_ADDRESS names (a local one
+                    without it) read stretches of the requests file and send each request to an
+                    OpenAI-compatible endpoint (vLLM servers behind a load balancer, a Ray Serve
+                    deployment), `concurrency` at a time in all (pipeline.tools.batch.ray_sender).
 
-ray.data.llm imports with `ray[data]` alone (judgeloop's `ray` extra: pip install judgeloop[ray]);
-its HTTP processor needs no vLLM. On a GPU cluster, the same requests file can be answered by
-vLLM inside Ray (ray.data.llm's vLLMEngineProcessorConfig, which needs `ray[llm]` and vLLM): it
-is not wired in here, since its replies would be those of an engine judgeloop does not call and
-cannot check against a server's identity; run it through CommandRunner with your own script
-(read {in}, write {out} in this format) and pin llm.digest to the checkpoint it loads.
+The Ray runner needs `ray[data]` alone (judgeloop's `ray` extra: pip install judgeloop[ray]), no
+vLLM. On a GPU cluster, the same requests file can be answered by vLLM inside Ray (ray.data.llm's
+vLLMEngineProcessorConfig, which needs `ray[llm]` and vLLM): it is not wired in here, since its
+replies would be those of an engine judgeloop does not call and cannot check against a server's
+identity; run it through CommandRunner with your own script (read {in}, write {out} in this
+format) and pin llm.digest to the checkpoint it loads.
 
-The HTTP processor sends a batch's rows one after another, so each request is a batch of its own
-(batch_size 1) and `concurrency` actors send that many at once; one row a batch also keeps each
-request's body apart from the others' on its way through Ray's Arrow blocks, so it reaches the
-server exactly as exported (a test compares what the server received).
+Each request reaches the server with its body exactly as exported (a test compares what the server
+received), and the same reply makes the same results line as before the runner was rewritten
+(issue 33: ray.data.llm's HTTP processor sent one request at a time a worker, 12 calls/s).
 """
 
 from __future__ import annotations
@@ -91,16 +90,15 @@ class RayRunner:
         num_cpus: int | None = None,
     ) -> None:
         try:
-            import ray  # noqa: F401
-            from ray.data.llm import HttpRequestProcessorConfig  # noqa: F401
+            import ray.data  # noqa: F401
         except ImportError as exc:
             raise ConfigError(
                 f"the Ray runner needs Ray Data ({exc}). Fix: pip install 'judgeloop[ray]' (ray[data])."
             ) from exc
         self.url = api_root(endpoint) + BATCH_URL
-        self.concurrency, self.num_cpus = concurrency, num_cpus
+        self.concurrency, self.num_cpus = max(1, concurrency), num_cpus
         key = os.environ.get(api_key_env) if api_key_env else None
-        self.headers = {"Authorization": f"Bearer {key}"} if key else None
+        self.headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._started = False
 
     def _connect(self) -> None:
@@ -116,35 +114,42 @@ class RayRunner:
 
     def run(self, requests: Path, results: Path) -> None:
         import ray
-        from ray.data.llm import HttpRequestProcessorConfig, build_processor
+        import ray.data
+
+        from pipeline.tools.batch.ray_sender import RequestSender, stretches
 
         self._connect()
         if not any(line.strip() for line in _lines(requests)):
             atomic_write(results, "")
             return
-        config = HttpRequestProcessorConfig(
-            url=self.url,
-            headers=self.headers,
-            concurrency=self.concurrency,
+        # `concurrency` requests out at once in all, PER_WORKER at most from one worker (its
+        # threads share one GIL); a worker asks a quarter of a CPU, as it mostly waits.
+        workers = -(-self.concurrency // PER_WORKER)
+        path = str(requests.resolve())  # the workers have cwds of their own
+        ranges = stretches(requests, workers)
+        dataset = ray.data.from_items([{"start": s, "end": e} for s, e in ranges]).map_batches(
+            RequestSender,
             batch_size=1,
-            max_retries=3,
-            http_request_stage={"num_cpus": 0.1},
-        )
-        processor = build_processor(
-            config,
-            preprocess=_payload,
-            postprocess=lambda row: {
-                "custom_id": row["custom_id"],
-                "response": json.dumps(row["http_response"]),
+            concurrency=min(workers, len(ranges)),
+            num_cpus=0.25,
+            fn_constructor_kwargs={
+                "path": path,
+                "url": self.url,
+                "headers": self.headers,
+                "in_flight": -(-self.concurrency // workers),
+                "max_retries": 3,
+                "retry_wait_s": 1.0,
+                "timeout_s": 600.0,
             },
         )
-        # Streamed both ways (issue 33): Ray reads requests.jsonl in blocks, and the answers are
-        # written as they come, so neither file is ever whole in this process's memory.
-        lines = ray.data.read_text(str(requests.resolve()))  # the workers have cwds of their own
-        dataset = lines.filter(lambda row: bool(row["text"].strip()))
-        with replacing(results) as out:
-            for row in processor(dataset).iter_rows():
-                out.write(batch_line(row["custom_id"], json.loads(row["response"])).encode())
+        # Streamed both ways (issue 33): each worker reads its stretch of requests.jsonl line by
+        # line, and the answers are written as they come, so neither file is ever whole in memory.
+        try:
+            with replacing(results) as out:
+                for row in dataset.iter_rows():
+                    out.write(answer_line(row).encode())
+        except ray.exceptions.RayError as exc:
+            raise BackendError(f"the Ray runner failed on {requests}: {exc}") from exc
 
     def close(self) -> None:
         if self._started:
@@ -153,15 +158,29 @@ class RayRunner:
             ray.shutdown()
 
 
+PER_WORKER = 16
+
+
+def answer_line(row: dict[str, Any]) -> str:
+    """A worker's answer (pipeline.tools.batch.ray_sender) as a results line: the reply's body
+    read by the json module (as the HTTP processor's client read it), so that the same reply
+    makes the same line; no reply, a reply that is not JSON, or a status other than 200 with no
+    error in its body, a failed call."""
+    key = row["custom_id"]
+    if row["problem"]:
+        return failed_line(key, row["problem"])
+    try:
+        body = json.loads(row["reply"])
+    except ValueError:
+        return failed_line(key, f"HTTP {row['status']}: the reply is not JSON: {row['reply'][:200]!r}")
+    if row["status"] != "200" and body_error(body) is None:
+        return failed_line(key, f"HTTP {row['status']}: {row['reply'][:200]!r}")
+    return batch_line(key, body)
+
+
 def _lines(path: Path) -> Iterator[bytes]:
     with path.open("rb") as handle:
         yield from handle
-
-
-def _payload(row: dict[str, Any]) -> dict[str, Any]:
-    """A line of requests.jsonl as the processor's row: its custom_id and the body to POST."""
-    entry = orjson.loads(row["text"])
-    return {"custom_id": entry["custom_id"], "payload": entry["body"]}
 
 
 def batch_line(custom_id: str, body: Any) -> str:
@@ -171,7 +190,12 @@ def batch_line(custom_id: str, body: Any) -> str:
     half = surrogate_problem(body)
     said = f"the reply holds {half}: a failed call, not an answer" if half is not None else body_error(body)
     if said is not None:
-        line: dict[str, Any] = {"custom_id": custom_id, "response": None, "error": {"message": said}}
-    else:
-        line = {"custom_id": custom_id, "response": {"status_code": 200, "body": body}, "error": None}
+        return failed_line(custom_id, said)
+    line = {"custom_id": custom_id, "response": {"status_code": 200, "body": body}, "error": None}
+    return orjson.dumps(line).decode() + "\n"
+
+
+def failed_line(custom_id: str, message: str) -> str:
+    """A results line for a call that got no answer: ingest reports it, and the next round asks again."""
+    line = {"custom_id": custom_id, "response": None, "error": {"message": message}}
     return orjson.dumps(line).decode() + "\n"

@@ -313,18 +313,25 @@ def gc(dry_run: bool, keep_dirs: tuple[Path, ...]) -> None:
         echo(f"no local cache at {params.cache.dir}: nothing to collect")
         return
     keep = referenced_keys(params, keep_dirs)
-    total, dropped, freed = 0, 0, 0
+    total, freed = 0, 0
+    dropped: set[str] = set()
     for key in list(store.keys()):
         total += 1
         if key in keep:
             continue
-        dropped += 1
+        dropped.add(key)
         freed += len(store.get_raw(key) or b"")
         if not dry_run:
             store.delete(key)
+    # Then the text blocks that no entry left refers to (pipeline.llm.cache.blocks).
+    blocks = store.collect_blocks(dry_run=dry_run, dropping=frozenset(dropped))
     store.close()
     verb = "would delete" if dry_run else "deleted"
-    echo(f"{verb} {dropped} of {total} local entries ({_human(freed)}); kept {total - dropped} referenced")
+    echo(
+        f"{verb} {len(dropped)} of {total} local entries ({_human(freed)}); kept {total - len(dropped)} "
+        f"referenced; {verb} {blocks.deleted} of {blocks.blocks} text blocks ({_human(blocks.freed)}) "
+        "that no entry kept refers to"
+    )
 
 
 def _reply_diff(ours: str, theirs: str) -> list[str]:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from pydantic import ValidationError
 
 from pipeline.errors import JudgeloopError
 from pipeline.experiments.design import load_ref
@@ -85,7 +86,14 @@ class VerifiedCalls(Mapping[str, RecordedCall]):
 
     def contexts(self) -> Iterator[tuple[str, CallContext]]:
         """Each key with its call's context, unverified (where a call was made is what selects it)."""
-        return ((key, CallContext.model_validate(found[1])) for key, found in self._found.items())
+        for key, (_, context, _, where) in self._found.items():
+            try:
+                yield key, CallContext.model_validate(context)
+            except ValidationError as exc:
+                raise JudgeloopError(
+                    f"{where}: not a recorded call (its context: {_first_error(exc)}). Fix: restore "
+                    "it from git, or re-record the stage."
+                ) from exc
 
     def __contains__(self, key: object) -> bool:
         return key in self._found
@@ -95,6 +103,11 @@ class VerifiedCalls(Mapping[str, RecordedCall]):
 
     def __len__(self) -> int:
         return len(self._found)
+
+
+def _first_error(exc: ValidationError) -> str:
+    error = exc.errors(include_url=False)[0]
+    return f"{'.'.join(str(part) for part in error['loc']) or 'the whole'}: {error['msg']}"
 
 
 @dataclass(frozen=True)

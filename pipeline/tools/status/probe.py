@@ -56,12 +56,24 @@ class ProbeBackend:
     # a time is the fastest dry run (half the time of eight, for the paper's judge at 133 items).
     parallelism = 1
 
-    def __init__(self, identity: ModelIdentity, cache_dir: Path) -> None:
+    def __init__(
+        self,
+        identity: ModelIdentity,
+        cache_dir: Path,
+        *,
+        asked: Callable[[str], bool] | None = None,
+        model_call: threading.Event | None = None,
+    ) -> None:
         self._identity = identity
         # Read-only: opened only if it exists, since creating an empty cache would be a side effect.
         self._local = CallStore(cache_dir) if cache_dir.is_dir() else None
         self.from_local: set[str] = set()
         self._lock = threading.Lock()
+        # A stage that starts its calls while its dry run goes on (stages.runner): the keys it has
+        # sent to the model were not in the local cache when it began, and are not to the dry run
+        # either, whenever their replies land there; `model_call` is set at the dry run's first.
+        self._asked = asked
+        self._model_call = model_call
 
     def identity(self) -> ModelIdentity:
         return self._identity
@@ -71,10 +83,16 @@ class ProbeBackend:
         if any(MARK in message.content for message in request.messages):
             raise DependentCall(key, None)
         record = self._local.get(key, request) if self._local is not None else None
+        if record is not None and self._asked is not None and self._asked(key):
+            # Asked after the look-up's miss it may be, but a key is marked asked before it is
+            # sent: a reply found now, and asked, was stored by the stage since it began.
+            record = None
         if record is not None:
             with self._lock:
                 self.from_local.add(key)
             return record.reply
+        if self._model_call is not None:
+            self._model_call.set()
         return ChatReply(text=placeholder(key), done_reason="not_yet_asked")
 
     def close(self) -> None:
@@ -129,10 +147,13 @@ def probe_stage(
     index: RecordingIndex,
     cache_dir: Path,
     counted: set[str],
+    asked: Callable[[str], bool] | None = None,
+    model_call: threading.Event | None = None,
 ) -> StageProbe[R]:
     """Run `work` with no model. `counted`: keys already counted as model calls by earlier stages
-    of the same prediction; the real run would find those in its cache by then."""
-    backend = ProbeBackend(identity, cache_dir)
+    of the same prediction; the real run would find those in its cache by then. `asked` and
+    `model_call`: see ProbeBackend."""
+    backend = ProbeBackend(identity, cache_dir, asked=asked, model_call=model_call)
 
     def make_backend() -> Backend:
         return backend

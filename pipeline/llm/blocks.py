@@ -1,0 +1,42 @@
+"""Text cut into blocks of whole lines at content-defined boundaries, so that the same transcript
+gives the same blocks whatever prompt surrounds it.
+
+A line whose CRC-32 (of its UTF-8 bytes, line break included) is 0 mod 8 ends a block once the
+block holds MIN_BLOCK characters; a block ends in any case at the line that brings it to MAX_BLOCK.
+Lines are str.splitlines' (keepends). This is the recordings' rule (pipeline.llm.recordings.text,
+which imports it), so both give the same blocks for the same text. Here a block's lines are
+found by bisection over the lines' ends, and only the lines that could end it are hashed (those
+past MIN_BLOCK characters, up to the first marked one), rather than every line.
+"""
+
+from __future__ import annotations
+
+import zlib
+from bisect import bisect_left
+from itertools import accumulate
+
+MIN_BLOCK = 256
+MAX_BLOCK = 8192
+
+
+def split_blocks(text: str) -> list[str]:
+    """The blocks of `text`, in order; they join back to `text`."""
+    lines = text.splitlines(keepends=True)
+    if not lines:
+        return []
+    ends = list(accumulate(map(len, lines)))  # where each line ends, in characters
+    crc = zlib.crc32
+    blocks: list[str] = []
+    start, first = 0, 0  # the block's first character and first line
+    last = len(lines) - 1
+    while first <= last:
+        # The line that brings the block to MAX_BLOCK characters ends it at the latest...
+        end = min(bisect_left(ends, start + MAX_BLOCK, first), last)
+        # ...and the first marked line from the one that brings it to MIN_BLOCK on, if sooner: the
+        # lines before that one are never hashed.
+        at = bisect_left(ends, start + MIN_BLOCK, first, end)
+        while at < end and crc(lines[at].encode()) & 7:
+            at += 1
+        blocks.append(text[start : ends[at]])
+        start, first = ends[at], at + 1
+    return blocks

@@ -1,0 +1,194 @@
+"""A request stored as references to content-addressed blocks: an interview is held once in the
+local cache, however many prompts carry it (issue 33).
+
+Each message's text is cut into blocks of whole lines at content-defined boundaries
+(pipeline.llm.blocks, the recordings' rule). A block of MIN_BLOCK characters or more is stored once,
+zlib-compressed, in the cache's block store, under its id: the first 32 hex digits (128 bits) of the
+sha256 of its UTF-8 bytes; the message becomes a list of literal strings and {"b": id} references
+(a short text stays one string). The recordings pack their blocks the same way, in their own file and format
+(pipeline.llm.recordings.text); the two rooms share nothing but the rule.
+
+Nothing here is trusted on its own. A block is checked against its id when read (a damaged or
+edited block is refused, never joined into a request); a record whose request is rebuilt from
+blocks is then verified in full by its reader (its checksum, and its key re-derived from the rebuilt
+request). A hit needs no block at all: the caller holds the request whose key it looked up, and
+the record's seal binds the reply to that key (pipeline.llm.cache.store).
+
+Why 128 bits: an id is written once per block reference, about thirty times in every 20 kB prompt,
+and 32 hex digits where 64 would do nothing more for us (a collision would still fail the record's
+checksum, which covers the whole request) keep a record near the size of its own text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import diskcache
+import orjson
+
+from pipeline.llm.blocks import MIN_BLOCK, split_blocks
+from pipeline.llm.bounds import MAX_LINE_BYTES
+from pipeline.llm.types import ChatRequest
+
+ID_CHARS = 32
+REF = "b"
+# A reference as orjson writes it. Literal text holding these characters is escaped (\"), so the
+# pattern only finds references (or a request's own JSON schema shaped like one: a block kept, never
+# one lost); what `gc` keeps.
+REFERENCE = re.compile(rb'\{"b":"([0-9a-f]{32})"\}')
+_ID = re.compile(r"[0-9a-f]{32}")
+KNOWN_LIMIT = 200_000  # ids remembered as stored, before the memory is cleared (a check per block then)
+VERIFIED_CHARS = 32 * 2**20  # text of the blocks kept as read and verified (a rebuilt request's own)
+
+
+def block_id(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:ID_CHARS]
+
+
+class MissingBlock(Exception):
+    """A record refers to a block the store does not hold (or holds damaged)."""
+
+
+Part = str | dict[str, str]
+
+
+def pack_text(text: str, blocks: dict[str, bytes]) -> str | list[Part]:
+    parts: list[Part] = []
+    for block in split_blocks(text):
+        if len(block) >= MIN_BLOCK:
+            data = block.encode()
+            ident = block_id(data)
+            blocks[ident] = data
+            parts.append({REF: ident})
+        elif parts and isinstance(parts[-1], str):
+            parts[-1] += block
+        else:
+            parts.append(block)
+    if len(parts) == 1 and isinstance(parts[0], str):
+        return parts[0]
+    return parts or text
+
+
+def inflate(data: bytes) -> bytes:
+    """One zlib stream, inflated to at most MAX_LINE_BYTES (a block is at most a line of a request,
+    a packed request less than its line in a recording); zlib.error for anything else."""
+    stream = zlib.decompressobj()
+    out = stream.decompress(data, MAX_LINE_BYTES)
+    if not stream.eof or stream.unconsumed_tail or stream.unused_data:
+        raise zlib.error("not one zlib stream of at most a line's size")
+    return out
+
+
+def pack_request(request: ChatRequest) -> tuple[bytes, dict[str, bytes]]:
+    """The request as JSON with its messages' long text as block references, zlib-compressed (the
+    references' hex digits are half of a record's bytes otherwise), and those blocks."""
+    fields = request.model_dump(mode="json")
+    blocks: dict[str, bytes] = {}
+    for message in fields["messages"]:
+        message["content"] = pack_text(message["content"], blocks)
+    return zlib.compress(orjson.dumps(fields)), blocks
+
+
+def unpack_request(packed: bytes, block: Callable[[str], str]) -> Any:
+    """The request's fields from pack_request's bytes, each reference replaced by `block(id)`'s text.
+    ValueError or TypeError for what is not that shape; MissingBlock from `block`."""
+    try:
+        fields = orjson.loads(inflate(packed))
+    except zlib.error as exc:
+        raise ValueError(f"the stored request is damaged ({exc})") from None
+    for message in fields["messages"]:
+        content = message["content"]
+        if isinstance(content, list):
+            message["content"] = "".join(_part(part, block) for part in content)
+    return fields
+
+
+def _part(part: Any, block: Callable[[str], str]) -> str:
+    if isinstance(part, str):
+        return part
+    ident = part.get(REF) if isinstance(part, dict) and len(part) == 1 else None
+    if not isinstance(ident, str) or _ID.fullmatch(ident) is None:
+        raise ValueError(f"a message part that is neither text nor a block reference: {str(part)[:80]}")
+    return block(ident)
+
+
+def references(packed: bytes) -> Iterator[bytes]:
+    """The block ids (ASCII bytes) a packed request refers to, found without parsing it (none for
+    one that does not inflate: its entry cannot be read anyway)."""
+    try:
+        text = inflate(packed)
+    except zlib.error:
+        return iter(())
+    return (match.group(1) for match in REFERENCE.finditer(text))
+
+
+class BlockStore:
+    """The blocks: a diskcache of its own (id -> the block's UTF-8 bytes, zlib-compressed), opened by
+    the call store with the same safe disk (no pickle, no links, no foreign schema). Writes skip
+    blocks already stored, and write a request's new blocks in one transaction; reads verify each
+    block against its id (after a decompression bounded by MAX_LINE_BYTES: a block is at most a
+    line of a request, or MAX_BLOCK characters), and keep the last VERIFIED_CHARS of text verified."""
+
+    def __init__(self, cache: diskcache.Cache) -> None:
+        self.cache = cache
+        self._known: set[str] = set()  # stored by this process, or found stored
+        self._verified: OrderedDict[str, str] = OrderedDict()
+        self._verified_chars = 0
+        self._lock = threading.Lock()
+
+    def add(self, blocks: dict[str, bytes]) -> None:
+        """Store the blocks not stored yet."""
+        new = [ident for ident in blocks if ident not in self._known]
+        if not new:
+            return
+        with self.cache.transact():
+            for ident in new:
+                if ident not in self.cache:
+                    self.cache.set(ident, zlib.compress(blocks[ident]))
+        with self._lock:
+            if len(self._known) + len(new) > KNOWN_LIMIT:
+                self._known.clear()
+            self._known.update(new)
+
+    def text(self, ident: str) -> str:
+        """The block's text, verified against its id; MissingBlock if absent, damaged or not text."""
+        with self._lock:
+            text = self._verified.get(ident)
+        if text is not None:
+            return text
+        text = self._read(ident)
+        with self._lock:
+            if ident not in self._verified:
+                self._verified[ident] = text
+                self._verified_chars += len(text)
+            while self._verified_chars > VERIFIED_CHARS:
+                self._verified_chars -= len(self._verified.popitem(last=False)[1])
+        return text
+
+    def _read(self, ident: str) -> str:
+        stored = self.cache.get(ident)  # RefusedValue for what judgeloop never writes: the caller's
+        if not isinstance(stored, bytes):
+            raise MissingBlock(f"refers to block {ident}, which the cache's blocks do not hold")
+        try:
+            data = inflate(stored)
+        except zlib.error as exc:
+            raise MissingBlock(f"refers to block {ident}, whose stored bytes are damaged ({exc})") from None
+        if block_id(data) != ident:
+            raise MissingBlock(f"refers to block {ident}, whose stored text does not hash to it (damaged)")
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise MissingBlock(f"refers to block {ident}, which is not UTF-8 text") from None
+
+    def forget(self) -> None:
+        """Drop what this process remembers as stored (after blocks were deleted)."""
+        with self._lock:
+            self._known.clear()
+            self._verified.clear()
+            self._verified_chars = 0

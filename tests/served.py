@@ -1,0 +1,69 @@
+"""A session over a real HTTP backend talking to the fake servers, and what a failed call must leave
+behind: nothing stored, nothing recorded (shared by the tests of faulty servers and replies)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tenacity import wait_none
+
+from pipeline.llm.backends.ollama import OllamaBackend
+from pipeline.llm.backends.openai_compat import OpenAICompatBackend
+from pipeline.llm.cache.store import CallStore
+from pipeline.llm.recordings.text import read_stage
+from pipeline.llm.session import LLMSession, RecordingIndex
+from pipeline.llm.settings import LLMSettings
+from pipeline.llm.types import Backend
+from pipeline.testing.fake_ollama import FakeOllama
+from pipeline.testing.fake_openai import FakeOpenAI
+
+# The backends over real loopback HTTP: Ollama's own API, the OpenAI API, and Ollama's /v1 (the OpenAI API).
+KINDS = ["ollama", "openai", "ollama /v1"]
+CHAT_PATHS = ("/api/chat", "/v1/chat/completions")
+
+
+def settings(url: str, **overrides: Any) -> LLMSettings:
+    return LLMSettings(**({"base_url": url, "model": "test-model", "read_timeout_s": 5.0} | overrides))
+
+
+def backend_of(kind: str, ollama: FakeOllama, openai: FakeOpenAI, **overrides: Any) -> Backend:
+    """One of KINDS, retrying without waiting."""
+    if kind == "ollama":
+        return OllamaBackend(settings(ollama.url, **overrides), wait=wait_none())
+    url = openai.url if kind == "openai" else ollama.url
+    return OpenAICompatBackend(settings(url, backend="openai", **overrides), wait=wait_none())
+
+
+def session(root: Path, backend: Backend) -> LLMSession:
+    return LLMSession(
+        stage="judge",
+        mode="auto",
+        store=CallStore(root / "cache"),
+        index=RecordingIndex(root / "recordings"),
+        recordings_dir=root / "recordings",
+        identity=backend.identity,
+        backend=lambda: backend,
+    )
+
+
+def stored(root: Path) -> list[str]:
+    """The last message of every request the cache under root holds, sorted."""
+    store = CallStore(root / "cache")
+    try:
+        records = [store.get(key) for key in list(store.keys())]
+        return sorted(r.request.messages[-1].content for r in records if r is not None)
+    finally:
+        store.close()
+
+
+def assert_tried_and_kept_nowhere(
+    run: LLMSession, root: Path, kind: str, ollama: FakeOllama, openai: FakeOpenAI, attempts: int
+) -> None:
+    """The failed call was sent `attempts` times, counted once, and neither stored nor recorded."""
+    chats = ollama.received if kind != "openai" else openai.received
+    assert len([r for r in chats if r.path in CHAT_PATHS]) == attempts
+    assert run.calls == [] and run.stats.empty_replies == 1
+    run.close(write_recording=True)
+    assert stored(root) == []
+    assert list(read_stage(root / "recordings" / "judge")) == []

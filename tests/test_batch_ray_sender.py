@@ -1,0 +1,106 @@
+"""The Ray runner's workers without Ray (pipeline.tools.batch.ray_sender): the stretches of a
+requests file cover every line once, and each answer becomes the results line it should (a busy
+server asked again, what never answers a failed call, never a made-up reply). The runner on a real
+local Ray, end to end, is tests/test_batch.py's."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from pipeline.tools.batch import ray_sender
+from pipeline.tools.batch.ray_sender import RequestSender, _lines, stretches
+from pipeline.tools.batch.runners import answer_line, batch_line
+
+
+def _requests(path: Path, keys: list[str]) -> Path:
+    lines = [
+        orjson.dumps({"custom_id": k, "method": "POST", "url": "/v1/chat/completions", "body": {"n": i}})
+        for i, k in enumerate(keys)
+    ]
+    lines.insert(2, b"   ")  # a blank line is no request
+    lines.insert(4, orjson.dumps({"custom_id": "long", "body": {"pad": "x" * 5000}}))
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
+@pytest.mark.parametrize("workers", [1, 3, 50])
+def test_the_stretches_cover_every_line_once_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int
+) -> None:
+    monkeypatch.setattr(ray_sender, "MIN_STRETCH_BYTES", 40)  # many stretches from a small file
+    path = _requests(tmp_path / "requests.jsonl", [f"k{i}" for i in range(30)])
+    ranges = stretches(path, workers)
+    assert ranges[0][0] == 0 and ranges[-1][1] == path.stat().st_size
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(ranges))  # no gap, no overlap
+    read = [raw for start, end in ranges for _, raw in _lines(str(path), start, end)]
+    assert read == [line + b"\n" for line in path.read_bytes().splitlines() if line.strip()]
+
+
+def _sender(path: Path, handler: Any) -> RequestSender:
+    sender = RequestSender(str(path), "http://test/v1/chat/completions", {}, 4, 2, 0.0, 5.0)
+    sender.client.close()
+    sender.client = httpx.Client(transport=httpx.MockTransport(handler))
+    return sender
+
+
+def test_each_answer_becomes_its_results_line(tmp_path: Path) -> None:
+    path = tmp_path / "requests.jsonl"
+    keys = ["busy-once", "always-busy", "not-json", "404", "refused", "fine"]
+    _requests(path, keys)
+    tries: dict[str, int] = {}
+    sent: list[bytes] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        sent.append(request.content)
+        key = keys[body["n"]] if "n" in body else "long"
+        tries[key] = tries.get(key, 0) + 1
+        reply = {"model": "m", "choices": [{"message": {"content": f"answer to {key}"}}]}
+        if (key == "busy-once" and tries[key] == 1) or key == "always-busy":
+            return httpx.Response(503, json={"error": {"message": "busy"}})
+        if key == "not-json":
+            return httpx.Response(200, text="<html>proxy</html>")
+        if key == "404":
+            return httpx.Response(404, json={"detail": "no route"})
+        if key == "refused":
+            return httpx.Response(400, json={"error": {"message": "prompt too long"}})
+        return httpx.Response(200, json=reply)
+
+    rows = [
+        {name: column[i] for name, column in block.items()}
+        for block in _sender(path, handler)({"start": [0], "end": [path.stat().st_size]})
+        for i in range(len(block["custom_id"]))
+    ]
+    lines = {row["custom_id"]: json.loads(answer_line(row)) for row in rows}
+    assert sorted(lines) == sorted([*keys, "long"])  # each request answered once, the blank skipped
+    assert tries["busy-once"] == 2 and tries["always-busy"] == 3 and tries["fine"] == 1
+    # The body is sent as exported: orjson's bytes of the line's body.
+    assert orjson.dumps({"n": 5}) in sent
+    fine = {"model": "m", "choices": [{"message": {"content": "answer to fine"}}]}
+    assert lines["fine"] == {
+        "custom_id": "fine",
+        "response": {"status_code": 200, "body": fine},
+        "error": None,
+    }
+    assert answer_line(next(r for r in rows if r["custom_id"] == "fine")) == batch_line("fine", fine)
+    assert lines["busy-once"]["response"]["status_code"] == 200
+    failed = {key: lines[key]["error"]["message"] for key in ("always-busy", "not-json", "404", "refused")}
+    assert all(lines[key]["response"] is None for key in failed)
+    assert "no answer after 3 tries (last: HTTP 503)" in failed["always-busy"]
+    assert "not JSON" in failed["not-json"] and "HTTP 404" in failed["404"]
+    assert failed["refused"] == "prompt too long"  # the server's own words, as batch_line writes them
+
+
+def test_a_line_that_is_no_request_stops_the_run_naming_where(tmp_path: Path) -> None:
+    path = tmp_path / "requests.jsonl"
+    path.write_bytes(b'{"custom_id": "a", "body": {}}\n{"body": {}}\n')
+    sender = _sender(path, lambda request: httpx.Response(200, json={"choices": []}))
+    with pytest.raises(ValueError, match=r"requests.jsonl: the line at byte 31 is not a batch request"):
+        list(sender({"start": [0], "end": [path.stat().st_size]}))
