@@ -120,7 +120,7 @@ def measure(root: Path, chars: int) -> tuple[float, float, float, float, float, 
     assert len(fake.calls) == N, "every timed call must have been a hit"
     rerun = rerun_hits(root, text, fake)
     size = len(raw_cache.get(keys[0]))
-    lines = len({(*c.context.sort_key(), c.record.key) for c in session.calls})
+    lines = len({(*c.context.sort_key(), c.key) for c in session.served})
     start = time.perf_counter()
     session.recording.write(root / "recordings" / "judge")
     recording = (time.perf_counter() - start) / lines  # a rerun's hits are each a line of their own

@@ -44,9 +44,8 @@ from pipeline.llm.terminal import escape_logs
 
 if TYPE_CHECKING:  # named only: a stage that calls no model does not load the engine
     from pipeline.llm.progress import Expected, StageProgress
-    from pipeline.llm.records import RecordedCall
     from pipeline.llm.session import LLMSession
-    from pipeline.tools.status.probe import StageProbe
+    from pipeline.tools.status.probe import DryCall, StageProbe
 
 
 def load(design_name: str, stage_name: str) -> tuple[Design[Any], Stage, Any]:
@@ -102,14 +101,14 @@ def dry_run(
     return Expected(calls=probe.calls, model_calls=model_calls, exact=exact, items=len(items)), probe
 
 
-def served_alike(session: LLMSession, dry: list[RecordedCall]) -> bool:
+def served_alike(session: LLMSession, dry: list[DryCall]) -> bool:
     """Whether the session serves every call of the dry run, looked up as the stage looks it up (in
     its cache mode's order, verified), with the very reply the dry run was given."""
     for call in dry:
-        record = session.lookup(call.record.key, call.record.request)
-        if record is None or record.key != call.record.key:
+        record = session.lookup(call.key)
+        if record is None or record.key != call.key:
             return False
-        if record.checksum != call.record.checksum and record.reply != call.record.reply:
+        if record.checksum != call.checksum and record.reply != call.reply:
             return False
     return True
 
@@ -124,7 +123,7 @@ def adopt(session: LLMSession, expected: Expected, probe: StageProbe[Any]) -> li
     if not served_alike(session, probe.served):
         return None
     for call in probe.served:
-        session.chat(call.record.request, call.context)
+        session.serve(call.key, call.context)
     return probe.results
 
 

@@ -41,9 +41,9 @@ def _parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     seen: list[str] = []
     real = recordings.parse_call_line
 
-    def counted(line: str, blobs: dict[str, str], where: str) -> RecordedCall:
+    def counted(line: str, blobs: dict[str, str], where: str, *, verified: bool = False) -> RecordedCall:
         seen.append(where)
-        return real(line, blobs, where)
+        return real(line, blobs, where, verified=verified)
 
     monkeypatch.setattr(recordings, "parse_call_line", counted)
     return seen

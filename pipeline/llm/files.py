@@ -1,6 +1,7 @@
 """Writing files that others read, and turning names into paths, safely.
 
     atomic_write(path, text)       readers see the old file or the new one, never a part
+    atomic_write_chunks(path, it)  the same, the text given a piece at a time (never whole in memory)
     locked(directory)              one writer at a time in a folder, across processes
     safe_name(name, what, fix)     a name that becomes a path: a plain name, or UnsafeNameError
     child(folder, name, ...)       folder / name, checked to stay inside folder
@@ -32,7 +33,7 @@ import fcntl
 import os
 import re
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from pipeline.errors import UnsafeNameError, UnwritableTextError
@@ -49,11 +50,22 @@ def atomic_write(path: Path, data: str | bytes) -> None:
     is ever written that its readers would refuse."""
     if isinstance(data, str):
         data = _utf8(path, data)
+    atomic_write_chunks(path, (data,))
+
+
+def atomic_write_chunks(path: Path, chunks: Iterable[str | bytes]) -> None:
+    """atomic_write of the concatenated `chunks`, written as they come: a recording of a million
+    calls is never held whole. A chunk that would hold a lone surrogate stops the write as
+    atomic_write does (UnwritableTextError, the old file unchanged), naming the chunk's line."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as out:
-            out.write(data)
+            lines = 0
+            for chunk in chunks:
+                data = chunk if isinstance(chunk, bytes) else _utf8(path, chunk, lines)
+                out.write(data)
+                lines += data.count(b"\n")
             out.flush()
             os.fsync(out.fileno())
         os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide the file from other readers of a shared folder
@@ -64,11 +76,11 @@ def atomic_write(path: Path, data: str | bytes) -> None:
         raise
 
 
-def _utf8(path: Path, text: str) -> bytes:
+def _utf8(path: Path, text: str, lines_before: int = 0) -> bytes:
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError as exc:
-        line = text.count("\n", 0, exc.start) + 1
+        line = lines_before + text.count("\n", 0, exc.start) + 1
         raise UnwritableTextError(
             f"{path}: not written: line {line} would hold a lone surrogate (\\u{ord(text[exc.start]):04x}, "
             "half a character, which no UTF-8 file can hold), so no reader could read it back. Fix: find "

@@ -113,3 +113,14 @@ class RecordedCall:
         if self.record.recipe == KEY_RECIPE:
             return self
         return replace(self, record=self.record.current())
+
+
+@dataclass(frozen=True, slots=True)
+class ServedCall:
+    """A call a session served, held light: where, under which key, whether a hit. Its record (a
+    20 kB prompt, say) is read back when asked for (LLMSession.calls), so that a stage of a
+    million calls does not hold every prompt it sent."""
+
+    context: CallContext
+    key: str
+    cache_hit: bool = False

@@ -52,16 +52,19 @@ from pipeline.errors import (
     ReplayIncompleteError,
     ReplayMissError,
 )
+from pipeline.llm.arenas import limit_arenas
 from pipeline.llm.cache.store import CallStore
 from pipeline.llm.files import atomic_write
 from pipeline.llm.keys import request_key
 from pipeline.llm.latency import BACKEND_TOTAL, WALL
 from pipeline.llm.llama_pin import foreign_build
+from pipeline.llm.recent import RECENT, Recent
 from pipeline.llm.recordings import text as recordings
 from pipeline.llm.recordings.index import RecordingIndex
 from pipeline.llm.recordings.pins import Pins
+from pipeline.llm.recordings.stage_index import StageIndex
 from pipeline.llm.recordings.verified_memo import VerifiedMemo
-from pipeline.llm.records import CallRecord, RecordedCall
+from pipeline.llm.records import CallRecord, RecordedCall, ServedCall
 from pipeline.llm.scheduling import RankedGate
 from pipeline.llm.settings import CacheMode, EngineSettings, TooLong, in_flight
 from pipeline.llm.terminal import shown
@@ -102,6 +105,7 @@ class LLMSession:
         too_long: TooLong = "unscored",
         dry_run: bool = False,
     ) -> None:
+        limit_arenas()  # before the stage's threads allocate (pipeline.llm.arenas)
         self.stage, self.mode, self.store, self.index = stage, mode, store, index
         self.dry_run = dry_run  # its recording is never written: no line is made before it would be
         self.too_long = too_long
@@ -112,16 +116,37 @@ class LLMSession:
         self._gate: RankedGate | None = None
         self._lock = threading.Lock()
         self._inflight: dict[str, Future[CallRecord]] = {}
-        self._answered: dict[str, CallRecord] = {}  # by the model, in this session
-        self._served: dict[str, CallRecord] = {}  # looked up and verified, in this session
+        # By the model, in this session: all of them where nothing else holds them (no store, or
+        # mode off), else the latest (a record is read back from the store when asked for).
+        self._answered: Recent[CallRecord] = Recent(None if store is None or mode == "off" else RECENT)
+        self._served: Recent[CallRecord] = Recent(RECENT)  # looked up and verified, in this session
         self._asked: set[str] = set()  # keys this session resolved past the cache (sent, unless replay)
-        self.calls: list[RecordedCall] = []
-        self.recording = recordings.StageRecording()
+        self.served: list[ServedCall] = []  # every call served, held light (see `calls`)
+        self.recording = recordings.StageRecording(counting=dry_run)
         self.recorded_total: int | None = None  # the calls the stage's recording held once written
         self._recorded_this_run: int | None = None  # set when written: the file adds earlier calls
         self.stats = RunStats()
         self._observers: list[Callable[[RecordedCall], None]] = []
         self._build_said = False  # a live call on another llama.cpp build is reported once
+
+    @property
+    def calls(self) -> list[RecordedCall]:
+        """Every call this session served, in order, each with its record: read back (from this
+        session's answers, the recordings or the local cache, verified as when served) now, for a
+        caller that needs the records; `served` has each call's context and key without them."""
+        with self._lock:
+            served = list(self.served)
+        return [
+            RecordedCall(context=s.context, record=self.record_of(s.key), cache_hit=s.cache_hit)
+            for s in served
+        ]
+
+    def record_of(self, key: str) -> CallRecord:
+        """The record this session served under `key`, read back as `lookup` finds it."""
+        record = self._answered.get(key) or self.lookup(key)
+        if record is None:  # served once, so stored or recorded: gone only if deleted meanwhile
+            raise CorruptRecordError(f"stage {self.stage}: the call {key} it served is no longer stored")
+        return record
 
     def observe(self, observer: Callable[[RecordedCall], None]) -> None:
         """Call `observer` with every call as it completes (a progress display), from its thread."""
@@ -187,7 +212,7 @@ class LLMSession:
         if record is None:
             record = self._stored(key, request)
             if record is not None:
-                self._served[key] = record
+                self._served.put(key, record)
         return record
 
     def _stored(self, key: str, request: ChatRequest | None) -> CallRecord | None:
@@ -240,6 +265,18 @@ class LLMSession:
         pending.set_result(call.record)
         return self._log(call)
 
+    def serve(self, key: str, context: CallContext) -> RecordedCall:
+        """A stored call served by its key, as `chat` serves a hit (for a dry run's calls that the
+        stage adopts, stages.runner.adopt: the key is known, the request need not be held);
+        ReplayMissError when nothing stored has it."""
+        try:
+            record = self.lookup(key)
+        except CorruptRecordError as exc:
+            raise type(exc)(f"{context.describe()} key {key}: {exc.message}") from exc
+        if record is None:
+            raise ReplayMissError(key, context)
+        return self._log(RecordedCall(context=context, record=record, cache_hit=True))
+
     def _resolve(self, key: str, request: ChatRequest, context: CallContext) -> RecordedCall:
         if self.mode in ("auto", "replay"):
             # Another thread's identical call may have been answered since the fast path looked
@@ -266,7 +303,7 @@ class LLMSession:
         record = CallRecord.new(self.identity, request, reply)
         if self.store is not None and self.mode != "off":
             self.store.put(record)
-        self._answered[key] = record
+        self._answered.put(key, record)
         return RecordedCall(context=context, record=record, cache_hit=False)
 
     def _check_build(self, reply: ChatReply) -> None:
@@ -328,18 +365,21 @@ class LLMSession:
 
     def _log(self, call: RecordedCall) -> RecordedCall:
         with self._lock:
-            self.calls.append(call)
+            self.served.append(ServedCall(call.context, call.record.key, call.cache_hit))
             if call.cache_hit:
                 self.stats.hits += 1
             else:
                 self.stats.model_calls += 1
             self.stats.keys.setdefault(call.record.key, "hit" if call.cache_hit else "miss")
-        # A hit's line is made when the stage is written, unless the stage is waiting on a server
-        # anyway: then its threads make it now, rather than all at the end (pipeline.llm.recordings.text).
-        self.recording.add(call, later=self.dry_run or (call.cache_hit and not self._answered))
+        # A hit the stage's own recording holds keeps its line there (pipeline.llm.recordings.text).
+        self.recording.add(call, recorded=self._own_recording() if call.cache_hit else None)
         for observer in self._observers:
             observer(call)
         return call
+
+    def _own_recording(self) -> StageIndex | None:
+        """The stage's own recording as read for this run, where this session writes it."""
+        return self.index.read_already(self.stage) if self.index.root == self.recordings_dir else None
 
     def raise_for_misses(self) -> None:
         if self.stats.misses:
@@ -382,8 +422,8 @@ class LLMSession:
         self._recorded_this_run = len(self.recording)
         if write_recording:
             directory = recordings.stage_dir(self.recordings_dir, self.stage)
-            own = self.index.read_already(self.stage) if self.index.root == self.recordings_dir else None
-            self.recorded_total = self.recording.write(directory, keep, own)
+            self.recorded_total = self.recording.write(directory, keep)
+        self.recording.close()  # its spooled lines: written, or never to be
         if self.runs_dir is not None:
             summary = {
                 "stage": self.stage,
@@ -403,14 +443,16 @@ class LLMSession:
 
 
 def resolve_identity(
-    params: EngineSettings, index: RecordingIndex, backend: Callable[[], Backend]
+    params: EngineSettings, index: RecordingIndex, backend: Callable[[], Backend], stage: str | None = None
 ) -> ModelIdentity:
+    """The model's identity: the backend's, or in replay mode the recordings' (read for it, `stage`'s
+    own held for its lookups)."""
     llm = params.llm
     if params.cache.mode != "replay":
         return backend().identity()
     if llm.digest:
         return ModelIdentity(backend=llm.backend, name=llm.model, digest=llm.digest)
-    recorded = index.identities(llm.backend, llm.model)
+    recorded = index.identities(llm.backend, llm.model, hold_only=stage)
     if len(recorded) == 1:
         return next(iter(recorded))
     if not recorded:
@@ -452,7 +494,7 @@ def open_session(
         store=store,
         index=index,
         recordings_dir=recordings_dir,
-        identity=lambda: resolve_identity(params, index, backend),
+        identity=lambda: resolve_identity(params, index, backend, stage),
         backend=backend,
         runs_dir=cache_dir.parent / RUNS_DIR,
         too_long=params.llm.too_long,

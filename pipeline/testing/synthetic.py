@@ -89,7 +89,7 @@ def run_stages(root: Path, mode: str) -> int:
         params = params.model_copy(update={"cache": params.cache.model_copy(update={"mode": mode})})
         transcripts = load_transcripts(params.data, Path("."))
         by_id = {t.item_id: t for t in transcripts}
-        fake = FakeBackend(responder, name=MODEL, parallelism=4)
+        fake = FakeBackend(responder, name=MODEL, parallelism=4, keep_requests=False)
         calls = 0
 
         def stage(name: str, work: Any) -> Any:

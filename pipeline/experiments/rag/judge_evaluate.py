@@ -114,7 +114,7 @@ def _not_in(items: set[str], call: RecordedCall) -> bool:
 def close_recording(session: LLMSession, ok: bool, *, replace_items: bool) -> None:
     """Add the run's calls to the stage's recording, keeping every call recorded before, by any
     run (a batch); replace_items (one answer): except the earlier calls of the items judged now."""
-    items = {call.context.item for call in session.calls} if replace_items else set()
+    items = {call.context.item for call in session.served} if replace_items else set()
     session.close(write_recording=ok, keep=partial(_not_in, items))
 
 

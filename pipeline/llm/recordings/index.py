@@ -83,6 +83,7 @@ class RecordingIndex:
         self.pins = pins if pins is not None else Pins()
         self.memo = memo  # recordings verified in full before (pipeline.llm.recordings.verified_memo)
         self._stages: dict[str, StageCalls] = {}
+        self._noted: dict[str, set[ModelIdentity]] = {}  # models of the stages read but not held
         self._every_stage_read = False
         self._lock = threading.Lock()
 
@@ -156,10 +157,28 @@ class RecordingIndex:
         with self._lock:
             return [calls.damage for _, calls in sorted(self._stages.items()) if calls.damage is not None]
 
-    def identities(self, backend: str, name: str) -> set[ModelIdentity]:
+    def identities(self, backend: str, name: str, *, hold_only: str | None = None) -> set[ModelIdentity]:
         """The models by that backend and name that made recorded calls, from every stage that can be
-        trusted: read from the verified lines' models, no call parsed (issue 31)."""
+        trusted: read from the verified lines' models, no call parsed (issue 31). With `hold_only`
+        (a session's own stage), a stage read only for this is not held: its models are noted, and
+        its recording read again only if a lookup needs it (a scan, once the memo holds it), so that
+        a session holds its own stage's recording, not the whole run's (issue 33)."""
         found: set[ModelIdentity] = set()
-        for calls in self._every_stage().values():
-            found |= {m for m in calls.models if m.backend == backend and m.name == name}
+        for directory in recordings.stage_dirs(self.root):
+            keep = hold_only is None or directory.name == hold_only
+            models = self._models_of(directory, keep=keep)
+            found |= {m for m in models if m.backend == backend and m.name == name}
         return found
+
+    def _models_of(self, directory: Path, *, keep: bool) -> set[ModelIdentity]:
+        with self._lock:
+            calls = self._stages.get(directory.name)
+            noted = self._noted.get(directory.name)
+        if calls is None and noted is None:
+            read = self._read(directory)
+            with self._lock:
+                if keep or read.error is not None:  # a damaged stage is remembered with its reason
+                    calls = self._stages.setdefault(directory.name, read)
+                else:
+                    noted = self._noted[directory.name] = read.models
+        return calls.models if calls is not None else noted or set()

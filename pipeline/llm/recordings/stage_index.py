@@ -15,7 +15,6 @@ and that item's calls are parsed.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from pipeline.llm.keys import KEY_RECIPE
+from pipeline.llm.keys import KEY_RECIPE, canonical_json
 from pipeline.llm.recordings import text as recordings
 from pipeline.llm.recordings.verified_memo import IN_PROCESS, VerifiedMemo
 from pipeline.llm.records import RecordedCall
@@ -56,9 +55,6 @@ def read_items(directory: Path, items: Collection[str]) -> Iterator[recordings.L
                 yield recordings.LoadedCall(parts.path, number, call)
 
 
-# A block reference in a call line: `{"` can only open an object there (a quote inside a JSON
-# string is escaped), and a line whose calls parsed refers only to blocks its recording holds.
-BLOB_REF = re.compile(r'\{"blob":"([0-9a-f]{16})"\}')
 Identity = tuple[str, str, str]  # a ModelIdentity's backend, name and digest
 
 
@@ -77,21 +73,29 @@ class StageIndex:
     def __len__(self) -> int:
         return len(self.at)
 
-    def verbatim(self, call: RecordedCall) -> tuple[str, dict[str, str]] | None:
-        """The line that records this very call (its context and record equal, as parsed), and the
-        blocks it refers to; None when none does. A replay writes it as it was read instead of
-        packing the call's prompts into blocks again (ten times a hit's cost): the same call gives
-        the same line (canonical JSON, content-defined blocks), and a line written by an earlier
-        judgeloop in another form stays as it was."""
+    def verbatim_at(self, call: RecordedCall) -> int | None:
+        """The index (in parts.calls) of the line that records this very call, its context and record
+        equal; None when none does. A replay writes it as it was read instead of packing the call's
+        prompts into blocks again (ten times a hit's cost): the same call gives the same line
+        (canonical JSON, content-defined blocks), and a line written by an earlier judgeloop in
+        another form stays as it was.
+
+        Found without parsing the line: a canonical line opens with its checksum, then its context
+        (keys sorted), and the line was verified (its checksum covers its record), so a line that
+        opens with the served record's checksum and this call's context records this very call. A
+        line in another form, with the same checksum, is parsed and compared."""
         found = self.at.get(call.record.key)
         if found is None:
             return None
         number, line = self.parts.calls[found]
-        same = recordings.parse_call_line(line, self.parts.blobs, f"{self.parts.path}:{number}")
-        if same.record != call.record or same.context != call.context:
+        context = call.context.model_dump(mode="json", exclude_defaults=True)
+        opening = f'{{"checksum":"{call.record.checksum}","context":{canonical_json(context)},'
+        if recordings.line_safe(line).startswith(recordings.line_safe(opening)):
+            return found
+        if f'"checksum":"{call.record.checksum}"' not in line:
             return None
-        blobs = {blob: self.parts.blobs[blob] for blob in BLOB_REF.findall(line)}
-        return recordings.line_safe(line), blobs
+        same = recordings.parse_call_line(line, self.parts.blobs, f"{self.parts.path}:{number}")
+        return found if same.record == call.record and same.context == call.context else None
 
     def call(self, key: str) -> RecordedCall | None:
         """The recorded call of this key, parsed from the line that was verified (None: not here)."""
@@ -99,7 +103,8 @@ class StageIndex:
         if found is None:
             return None
         number, line = self.parts.calls[found]
-        return recordings.parse_call_line(line, self.parts.blobs, f"{self.parts.path}:{number}").current()
+        where = f"{self.parts.path}:{number}"
+        return recordings.parse_call_line(line, self.parts.blobs, where, verified=True).current()
 
 
 def _identity(model: Any) -> Identity:

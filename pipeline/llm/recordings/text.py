@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import re
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -67,8 +68,9 @@ from pipeline.errors import CorruptRecordError
 from pipeline.llm.blocks import MIN_BLOCK
 from pipeline.llm.blocks import split_blocks as split_blocks  # the rule, shared with the cache (re-exported)
 from pipeline.llm.bounds import MAX_LINE_BYTES, depth_problem, long_line
-from pipeline.llm.files import TMP_SUFFIX, atomic_write, child, locked, refuse_links
+from pipeline.llm.files import TMP_SUFFIX, atomic_write_chunks, child, locked, refuse_links
 from pipeline.llm.keys import canonical_json
+from pipeline.llm.recordings.spool import Place, Spool
 from pipeline.llm.recordings.verified_memo import IN_PROCESS, VerifiedMemo
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext
@@ -147,6 +149,16 @@ def blob_line(blob: str, text: str) -> str:
     return line_safe(canonical_json({"blob": blob, "text": text}))
 
 
+# A block reference in a call line: `{"` can only open an object there (a quote inside a JSON
+# string is escaped), and a line whose calls parsed refers only to blocks its recording holds.
+BLOB_REF = re.compile(r'\{"blob":"([0-9a-f]{16})"\}')
+
+
+def blob_refs(line: str) -> list[str]:
+    """The ids of the blocks a call line refers to."""
+    return BLOB_REF.findall(line)
+
+
 def file_lines(text: str) -> list[str]:
     """A recording's lines, split at "\\n" only: never at a character str.splitlines also breaks at."""
     lines = text.split("\n")
@@ -165,63 +177,97 @@ def refuse_linked(directory: Path) -> None:
     refuse_links(directory, "the recordings", LINK_FIX, itself=True, below=True)
 
 
-class StageRecording:
-    """One stage's recording, built a call at a time.
+Where = tuple[Any, ...]  # a call's place in its recording's order: its context's sort key, then its key
 
-    A model call's line is made when the call is added, by the thread that made the call, while
-    other items wait on the server. A cache hit's line is made when the stage is written (`later`):
-    packing a 20 kB prompt into blocks costs ten times the hit itself, and a hit has no server to
-    wait for. The same call (context and key) added twice is one line.
+
+class StageRecording:
+    """One stage's recording, built a call at a time, its lines on disk until it is written (Spool).
+
+    A call's line is made when the call is added, by the thread that made it, and spooled; only its
+    place is kept. A cache hit that the stage's own recording holds as it is (context and record:
+    StageIndex.verbatim_at) keeps that line instead, by its number: packing a 20 kB prompt into blocks
+    costs ten times the hit itself, and the same call gives the same line. The same call (context and
+    key) added twice is one line; a line made for it wins over one kept. `counting`: only how many
+    calls (a dry run, never written).
     """
 
-    def __init__(self) -> None:
-        self._lines: dict[tuple[Any, ...], str] = {}
-        self._later: dict[tuple[Any, ...], RecordedCall] = {}
-        self._blobs: dict[str, str] = {}
+    def __init__(self, *, counting: bool = False) -> None:
+        self._counting = counting
+        self._spool = Spool()
+        self._made: dict[Where, Place] = {}  # lines made here, in the spool
+        self._kept: dict[Where, int] = {}  # lines of `_recorded` kept as they are, by index
+        self._blobs: dict[str, Place] = {}  # blob id -> its blob line, in the spool
+        self._recorded: StageIndex | None = None
         self._lock = threading.Lock()
 
-    def add(self, call: RecordedCall, *, later: bool = False) -> None:
+    def add(self, call: RecordedCall, *, recorded: StageIndex | None = None) -> None:
+        """Add a call; `recorded`: the stage's own recording as read for this run, whose line this
+        call keeps if it records this very call."""
         where = (*call.context.sort_key(), call.record.key)
-        if later:
+        if call.cache_hit or self._counting:
             with self._lock:
-                self._later[where] = call
-            return
+                if where in self._made or where in self._kept:
+                    return
+                if self._counting:
+                    self._kept[where] = -1
+                    return
+            if self._keeps(where, call, recorded):
+                return
         blobs: dict[str, str] = {}
-        line = call_to_line(call, blobs)
+        place = self._spool.put(call_to_line(call, blobs))
         with self._lock:
-            self._lines[where] = line
-            self._blobs.update(blobs)
+            new = [blob for blob in blobs if blob not in self._blobs]
+        blob_places = {blob: self._spool.put(blob_line(blob, blobs[blob])) for blob in new}
+        with self._lock:
+            self._made[where] = place
+            self._kept.pop(where, None)
+            for blob, blob_place in blob_places.items():
+                self._blobs.setdefault(blob, blob_place)
+
+    def _keeps(self, where: Where, call: RecordedCall, recorded: StageIndex | None) -> bool:
+        """Whether the call is kept as its line in `recorded` (then noted), not made again."""
+        found = None if recorded is None else recorded.verbatim_at(call)
+        with self._lock:
+            if found is None or self._recorded not in (None, recorded):
+                return False
+            self._recorded = recorded
+            self._kept.setdefault(where, found)
+            return True
+
+    def close(self) -> None:
+        """Let go of the spooled lines (the recording is not written after this)."""
+        self._spool.close()
 
     def __len__(self) -> int:
         """How many calls it holds: one for each context and key, as its file will."""
         with self._lock:
-            return len(self._lines.keys() | self._later.keys())
+            return len(self._made) + len(self._kept)
 
-    def _made(self, recorded: StageIndex | None) -> None:
-        """Make the lines of the calls added `later` (the caller holds the lock). A call the stage's
-        own recording holds as it is, context and record, keeps that line (see StageIndex.verbatim)."""
-        for where, call in self._later.items():
-            if where in self._lines:
-                continue
-            kept = recorded.verbatim(call) if recorded is not None else None
-            if kept is None:
-                self._lines[where] = call_to_line(call, self._blobs)
+    def _chunks(self, order: list[tuple[Where, Place | int]], kept_blobs: set[str]) -> Iterator[str | bytes]:
+        """The recording's text, a line at a time: the calls in order, then every blob by id."""
+        recorded = self._recorded
+        for _, source in order:
+            if isinstance(source, int):
+                assert recorded is not None
+                yield line_safe(recorded.parts.calls[source][1]) + "\n"
             else:
-                self._lines[where] = kept[0]
-                self._blobs.update(kept[1])
-        self._later.clear()
+                yield self._spool.get(source)
+                yield b"\n"
+        for blob in sorted(self._blobs.keys() | kept_blobs):
+            place = self._blobs.get(blob)
+            if place is None:
+                assert recorded is not None
+                yield blob_line(blob, recorded.parts.blobs[blob]) + "\n"
+            else:
+                yield self._spool.get(place)
+                yield b"\n"
 
-    def write(
-        self,
-        directory: Path,
-        keep: Callable[[RecordedCall], bool] | None = None,
-        recorded: StageIndex | None = None,
-    ) -> int:
-        """Write the stage's calls in one step; how many calls the file holds. keep=None: they
+    def write(self, directory: Path, keep: Callable[[RecordedCall], bool] | None = None) -> int:
+        """Write the stage's calls in one step, streamed from the spool in their sorted order (the
+        same bytes as when the file was held whole); how many calls the file holds. keep=None: they
         replace the recording (a pipeline stage's run). Otherwise the calls already recorded that
         `keep` accepts stay beside them (read and verified under the folder's lock, so concurrent
-        writers lose nothing). `recorded`: the stage's recording as read and verified for this run,
-        whose lines a replayed call keeps instead of being packed again."""
+        writers lose nothing)."""
         refuse_linked(directory)
         with locked(directory):
             if keep is not None:
@@ -232,16 +278,19 @@ class StageRecording:
                     if keep(call):
                         self.add(call)
             with self._lock:
-                self._made(recorded)
-                lines = [self._lines[k] for k in sorted(self._lines)]
-                lines += [blob_line(b, self._blobs[b]) for b in sorted(self._blobs)]
+                order: list[tuple[Where, Place | int]] = sorted([*self._made.items(), *self._kept.items()])
+                kept_blobs: set[str] = set()
+                if self._recorded is not None:
+                    calls = self._recorded.parts.calls
+                    for index in self._kept.values():
+                        kept_blobs.update(blob_refs(calls[index][1]))
             # A temporary file here now is a killed writer's: every live writer waits for the lock.
             for stale in directory.glob(f".{CALLS_FILE}.*{TMP_SUFFIX}"):
                 stale.unlink(missing_ok=True)
-            atomic_write(directory / CALLS_FILE, "".join(line + "\n" for line in lines))
+            atomic_write_chunks(directory / CALLS_FILE, self._chunks(order, kept_blobs))
             with contextlib.suppress(FileNotFoundError):  # its blocks are in calls.jsonl now
                 (directory / LEGACY_BLOBS_FILE).unlink()
-            return len(self._lines)
+            return len(order)
 
 
 def write_stage(
@@ -312,8 +361,9 @@ def split_recording(directory: Path, files: dict[str, bytes] | None = None) -> R
     if LEGACY_BLOBS_FILE in given or (files is None and legacy.is_file()):
         sources.append((legacy, recording_text(legacy, given.get(LEGACY_BLOBS_FILE))))
     for source, text in sources:
+        holds_calls = source == path  # once a file, not once a line
         for number, line in enumerate(file_lines(text), start=1):
-            if source == path and not line.startswith('{"blob":'):
+            if holds_calls and not line.startswith('{"blob":'):
                 calls.append((number, line))
                 continue
             try:
@@ -338,12 +388,14 @@ class LoadedCall:
     call: RecordedCall
 
 
-def parse_call_line(line: str, blobs: dict[str, str], where: str) -> RecordedCall:
-    """One call line, its blobs restored; not yet verified (see CallRecord.problem)."""
+def parse_call_line(line: str, blobs: dict[str, str], where: str, *, verified: bool = False) -> RecordedCall:
+    """One call line, its blobs restored; not yet verified (see CallRecord.problem). `verified`: these
+    very characters were parsed and verified before (a StageIndex's line, served), so their depth is
+    known to be within bounds and is not walked again."""
     try:
         raw = orjson.loads(line)
-        if (deep := depth_problem(raw)) is not None:  # before anything walks it (pipeline.llm.bounds)
-            raise ValueError(deep)
+        if not verified and (deep := depth_problem(raw)) is not None:  # before anything walks it
+            raise ValueError(deep)  # (pipeline.llm.bounds)
         context = CallContext.model_validate(raw.pop("context"))
         for message in raw["request"]["messages"]:
             message["content"] = unpack_content(message["content"], blobs, where)

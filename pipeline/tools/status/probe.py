@@ -35,7 +35,7 @@ from pipeline.llm.cache.store import CallStore
 from pipeline.llm.keys import request_key
 from pipeline.llm.records import RecordedCall
 from pipeline.llm.session import LLMSession, RecordingIndex
-from pipeline.llm.types import Backend, ChatReply, ChatRequest, ModelIdentity
+from pipeline.llm.types import Backend, CallContext, ChatReply, ChatRequest, ModelIdentity
 
 MARK = "<judgeloop-status: reply not known yet"
 
@@ -103,6 +103,22 @@ class ProbeBackend:
 R = TypeVar("R")
 
 
+@dataclass(frozen=True, slots=True)
+class DryCall:
+    """A call of the dry run as answered, without its request (a 20 kB prompt, say): where, under
+    which key, and the reply it was given (its record's checksum, and the reply itself, small), for
+    the stage to check that it serves the same (stages.runner.served_alike)."""
+
+    context: CallContext
+    key: str
+    checksum: str
+    reply: ChatReply
+
+    @classmethod
+    def of(cls, call: RecordedCall) -> DryCall:
+        return cls(call.context, call.record.key, call.record.checksum, call.record.reply)
+
+
 @dataclass
 class StageProbe(Generic[R]):
     stage: str
@@ -114,7 +130,7 @@ class StageProbe(Generic[R]):
     stopped: list[str] = field(default_factory=list)  # items whose later calls depend on an unknown reply
     unknown_output: list[str] = field(default_factory=list)  # finished, but the output holds an unknown reply
     known: list[R] = field(default_factory=list)  # the results the next stage can be fed
-    served: list[RecordedCall] = field(default_factory=list)  # every call of the dry run, as answered
+    served: list[DryCall] = field(default_factory=list)  # every call of the dry run, as answered
 
     @property
     def calls(self) -> int:
@@ -154,22 +170,32 @@ def probe_stage(
         runs_dir=None,  # a dry run leaves no run statistics
         dry_run=True,
     )
+    served: list[DryCall] = []
+    # The calls the probe answered with a placeholder, whole (a batch exports their requests).
+    placeheld: dict[tuple[object, ...], RecordedCall] = {}
+
+    def note(call: RecordedCall) -> None:  # from the worker that made the call, as the session logs it
+        served.append(DryCall.of(call))
+        if MARK in call.record.reply.text:
+            placeheld.setdefault((*call.context.sort_key(), call.record.key), call)
+
+    session.observe(note)
     try:
         results = work(session)
     finally:
         session.close(write_recording=False)
-    probe = StageProbe(stage, results, served=session.calls)
+    probe = StageProbe(stage, results, served=served)
     # In the order of the experiment, not of arrival: an item's independent calls run side by side.
-    for call in sorted(session.calls, key=lambda c: (*c.context.sort_key(), c.record.key)):
-        key = call.record.key
-        if MARK not in call.record.reply.text:
+    for dry in sorted(served, key=lambda c: (*c.context.sort_key(), c.key)):
+        key = dry.key
+        if MARK not in dry.reply.text:
             probe.recorded += 1
             probe.local_only += key in backend.from_local
         elif key in counted:
             probe.repeats += 1
         else:
             counted.add(key)
-            probe.model_calls.append(call)
+            probe.model_calls.append(placeheld[(*dry.context.sort_key(), key)])
     finished = {output.item_of(r) for r in results}
     probe.stopped = [item for item in items if item not in finished]
     unknown = {output.item_of(r) for r in results if MARK in output.text_of(r)}

@@ -1,0 +1,60 @@
+"""A stage's recording as it is being made: its lines on disk, only their places in memory (issue 33).
+
+A stage of a million calls made its recording as a dict of packed lines (and its blocks) held until
+the stage was written, then joined into one string and encoded: memory of the order of the
+recording's text, three times over at the end. A Spool writes each line (and each shared block's
+line, once) to a temporary file as it is made and keeps, per call, only where it lies; the stage's
+recording is then written from it in its sorted order (pipeline.llm.recordings.text.StageRecording.write),
+a line at a time, through the same temporary-file-and-rename as before (pipeline.llm.files), so the
+bytes are the same as when it was held whole. A line that cannot be encoded (a lone surrogate) is
+kept as text, so that the write refuses it as it always did, leaving the old recording whole.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+from typing import IO
+
+Place = tuple[int, int] | str  # (offset, length) of its bytes in the spool, or text that UTF-8 cannot hold
+
+
+class Spool:
+    """Lines written to an unnamed temporary file (gone with the process), read back by place."""
+
+    def __init__(self) -> None:
+        self._file: IO[bytes] | None = None
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def put(self, line: str) -> Place:
+        """Keep one line (without its "\\n"); where it lies."""
+        try:
+            data = line.encode("utf-8")
+        except UnicodeEncodeError:
+            return line  # written as text: StageRecording.write's UTF-8 check names it
+        with self._lock:
+            if self._file is None:
+                self._file = tempfile.TemporaryFile(prefix="judgeloop-recording-")  # noqa: SIM115 (closed by close)
+            self._file.write(data)
+            place = (self._size, len(data))
+            self._size += len(data)
+        return place
+
+    def get(self, place: Place) -> str | bytes:
+        """A line kept by put: its bytes (text only for a line UTF-8 could not hold)."""
+        if isinstance(place, str):
+            return place
+        offset, length = place
+        with self._lock:
+            assert self._file is not None, "a place from this spool"
+            self._file.flush()
+            return os.pread(self._file.fileno(), length, offset)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+                self._size = 0

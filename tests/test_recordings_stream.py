@@ -1,0 +1,78 @@
+"""A stage's recording spooled as it is made and written streamed (issue 33): the same bytes as the
+recording held whole, replayed lines kept as read, the old file whole when a line cannot be written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipeline.errors import UnwritableTextError
+from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings.stage_index import index_stage
+from pipeline.llm.records import RecordedCall
+from pipeline.llm.types import CallContext
+from tests.test_trust_recordings import make_calls
+
+
+def _held_whole(calls: list[RecordedCall]) -> bytes:
+    """The recording as it was written before it was spooled: every line held, sorted, joined."""
+    blobs: dict[str, str] = {}
+    lines = {(*c.context.sort_key(), c.record.key): recordings.call_to_line(c, blobs) for c in calls}
+    text = [lines[k] for k in sorted(lines)] + [recordings.blob_line(b, blobs[b]) for b in sorted(blobs)]
+    return "".join(line + "\n" for line in text).encode()
+
+
+def _hit(call: RecordedCall) -> RecordedCall:
+    return RecordedCall(context=call.context, record=call.record, cache_hit=True)
+
+
+def test_a_spooled_recording_is_byte_for_byte_the_recording_held_whole(tmp_path: Path) -> None:
+    calls = make_calls(1, n=12) + make_calls(2, n=5)
+    recordings.write_stage(tmp_path / "judge", reversed(calls))
+    assert (tmp_path / "judge" / recordings.CALLS_FILE).read_bytes() == _held_whole(calls)
+
+
+def test_a_replay_keeps_its_lines_adds_new_ones_and_writes_the_same_bytes(tmp_path: Path) -> None:
+    directory = tmp_path / "judge"
+    first, second = make_calls(1, n=8), make_calls(2, n=3)
+    recordings.write_stage(directory, first)
+    recorded = index_stage(directory)
+    recording = recordings.StageRecording()
+    for call in first[:6]:  # replayed: kept as the recording's lines
+        recording.add(_hit(call), recorded=recorded)
+    moved = RecordedCall(context=CallContext(stage="judge", item="elsewhere"), record=first[6].record)
+    recording.add(_hit(moved), recorded=recorded)  # the same record in another context: packed again
+    for call in second:  # answered by the model now
+        recording.add(call)
+    assert recorded.verbatim_at(_hit(first[0])) is not None and recorded.verbatim_at(moved) is None
+    assert recording.write(directory) == 10
+    assert (directory / recordings.CALLS_FILE).read_bytes() == _held_whole([*first[:6], moved, *second])
+    assert len(recording) == 10  # and it writes again, the same
+    recording.write(tmp_path / "again")
+    assert (tmp_path / "again" / recordings.CALLS_FILE).read_bytes() == _held_whole(
+        [*first[:6], moved, *second]
+    )
+
+
+def test_a_line_that_cannot_be_written_leaves_the_old_recording_whole(tmp_path: Path) -> None:
+    directory = tmp_path / "judge"
+    calls = make_calls(1, n=4)
+    recordings.write_stage(directory, calls)
+    before = (directory / recordings.CALLS_FILE).read_bytes()
+    bad = RecordedCall(context=CallContext(stage="judge", item="9\ud800"), record=calls[0].record)
+    recording = recordings.StageRecording()
+    for call in [*calls, bad]:
+        recording.add(call)
+    with pytest.raises(UnwritableTextError, match=r"calls\.jsonl: not written: line \d+ would hold a lone"):
+        recording.write(directory)
+    assert (directory / recordings.CALLS_FILE).read_bytes() == before
+    assert not list(directory.glob(".*.tmp"))
+
+
+def test_a_dry_run_counts_its_calls_and_makes_no_line(tmp_path: Path) -> None:
+    calls = make_calls(1, n=3)
+    recording = recordings.StageRecording(counting=True)
+    for call in [*calls, calls[0]]:
+        recording.add(_hit(call))
+    assert len(recording) == 3
