@@ -52,8 +52,10 @@ that is a symbolic link, or holds one, is refused before it is read or written
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import hashlib
+import os
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -70,6 +72,7 @@ from pipeline.llm.blocks import split_blocks as split_blocks  # the rule, shared
 from pipeline.llm.bounds import MAX_LINE_BYTES, depth_problem, long_line
 from pipeline.llm.files import TMP_SUFFIX, atomic_write_chunks, child, locked, refuse_links
 from pipeline.llm.keys import canonical_json
+from pipeline.llm.recordings import shards
 from pipeline.llm.recordings.spool import Place, Spool
 from pipeline.llm.recordings.verified_memo import IN_PROCESS, VerifiedMemo
 from pipeline.llm.records import CallRecord, RecordedCall
@@ -152,6 +155,7 @@ def blob_line(blob: str, text: str) -> str:
 # A block reference in a call line: `{"` can only open an object there (a quote inside a JSON
 # string is escaped), and a line whose calls parsed refers only to blocks its recording holds.
 BLOB_REF = re.compile(r'\{"blob":"([0-9a-f]{16})"\}')
+BLOB_REF_BYTES = re.compile(rb'\{"blob":"([0-9a-f]{16})"\}')
 
 
 def blob_refs(line: str) -> list[str]:
@@ -262,6 +266,50 @@ class StageRecording:
                 yield self._spool.get(place)
                 yield b"\n"
 
+    def _line(self, source: Place | int) -> bytes:
+        if isinstance(source, int):
+            assert self._recorded is not None
+            return (line_safe(self._recorded.parts.calls[source][1]) + "\n").encode("utf-8")
+        line = self._spool.get(source)
+        return (line if isinstance(line, bytes) else line.encode("utf-8")) + b"\n"
+
+    def _shard_chunks(self, order: list[tuple[Where, Place | int]]) -> Iterator[bytes]:
+        """One shard's text: its calls in order, then the blobs they refer to, by id."""
+        refs: set[str] = set()
+        for _, source in order:
+            line = self._line(source)
+            refs.update(ref.decode("ascii") for ref in BLOB_REF_BYTES.findall(line))
+            yield line
+        for blob in sorted(refs):
+            place = self._blobs.get(blob)
+            if place is None:
+                assert self._recorded is not None
+                yield (blob_line(blob, self._recorded.parts.blobs[blob]) + "\n").encode("utf-8")
+            else:
+                yield self._line(place)
+
+    def _write_shards(self, directory: Path, order: list[tuple[Where, Place | int]]) -> None:
+        """The stage's calls as shards by key (pipeline.llm.recordings.shards), then its manifest."""
+        by_shard: dict[str, list[tuple[Where, Place | int]]] = {}
+        for entry in order:
+            by_shard.setdefault(shards.shard_of(entry[0][-1]), []).append(entry)
+        before = set(os.listdir(directory))
+        written: list[tuple[str, str]] = []
+        try:
+            for prefix in sorted(by_shard):
+                written.append(shards.write_shard(directory, prefix, self._shard_chunks(by_shard[prefix])))
+            shards.commit(directory / CALLS_FILE, written)
+        except BaseException:
+            # The old manifest still stands: the shards written for the new one go, so that the old
+            # recording reads as it was (a killed writer leaves them, refused as strays until the next write).
+            for name, _ in written:
+                if name not in before:
+                    (directory / name).unlink(missing_ok=True)
+            raise
+        shards.drop_unnamed(directory, {name for name, _ in written})
+        with contextlib.suppress(FileNotFoundError):
+            (directory / LEGACY_BLOBS_FILE).unlink()
+
     def write(self, directory: Path, keep: Callable[[RecordedCall], bool] | None = None) -> int:
         """Write the stage's calls in one step, streamed from the spool in their sorted order (the
         same bytes as when the file was held whole); how many calls the file holds. keep=None: they
@@ -285,9 +333,14 @@ class StageRecording:
                     for index in self._kept.values():
                         kept_blobs.update(blob_refs(calls[index][1]))
             # A temporary file here now is a killed writer's: every live writer waits for the lock.
-            for stale in directory.glob(f".{CALLS_FILE}.*{TMP_SUFFIX}"):
-                stale.unlink(missing_ok=True)
-            atomic_write_chunks(directory / CALLS_FILE, self._chunks(order, kept_blobs))
+            for pattern in (f".{CALLS_FILE}.*{TMP_SUFFIX}", f".calls-*{TMP_SUFFIX}"):
+                for stale in directory.glob(pattern):
+                    stale.unlink(missing_ok=True)
+            if len(order) > shards.SHARD_AT:
+                self._write_shards(directory, order)
+            else:
+                atomic_write_chunks(directory / CALLS_FILE, self._chunks(order, kept_blobs))
+                shards.drop_unnamed(directory, set())  # a sharded recording before: its shards
             with contextlib.suppress(FileNotFoundError):  # its blocks are in calls.jsonl now
                 (directory / LEGACY_BLOBS_FILE).unlink()
             return len(order)
@@ -320,6 +373,21 @@ class RecordingLines:
     calls: list[tuple[int, str]]
     blobs: dict[str, str]
     problems: list[str]
+    # A sharded recording (pipeline.llm.recordings.shards): each shard file with the number its first
+    # line has in `calls`' numbering, which runs on from shard to shard.
+    sources: tuple[tuple[int, Path], ...] = ()
+
+    def located(self, number: int) -> tuple[Path, int]:
+        """The file and line of a line numbered `number` here."""
+        if not self.sources:
+            return self.path, number
+        at = bisect.bisect_right([first for first, _ in self.sources], number) - 1
+        first, path = self.sources[max(at, 0)]
+        return path, number - first + 1
+
+    def where(self, number: int) -> str:
+        path, line = self.located(number)
+        return f"{path}:{line}"
 
 
 MAX_RECORDING_BYTES = 4 * 2**30  # tens of thousands of calls with log-probabilities fit many times
@@ -356,7 +424,12 @@ def split_recording(directory: Path, files: dict[str, bytes] | None = None) -> R
     blobs: dict[str, str] = {}
     problems: list[str] = []
     given = files if files is not None else {}
-    sources = [(path, recording_text(path, given.get(CALLS_FILE)))]
+    first = recording_text(path, given.get(CALLS_FILE))
+    names = list(given) if files is not None else os.listdir(directory)
+    if shards.is_manifest(first):
+        return _split_shards(directory, first, files, names)
+    shards.refuse_strays(directory, names, set())
+    sources = [(path, first)]
     legacy = directory / LEGACY_BLOBS_FILE
     if LEGACY_BLOBS_FILE in given or (files is None and legacy.is_file()):
         sources.append((legacy, recording_text(legacy, given.get(LEGACY_BLOBS_FILE))))
@@ -366,19 +439,52 @@ def split_recording(directory: Path, files: dict[str, bytes] | None = None) -> R
             if holds_calls and not line.startswith('{"blob":'):
                 calls.append((number, line))
                 continue
-            try:
-                entry = orjson.loads(line)
-                blob, content = entry["blob"], entry["text"]
-                if not isinstance(blob, str) or not isinstance(content, str):
-                    raise TypeError("blob and text must be strings")
-            except (ValueError, KeyError, TypeError) as exc:
-                problems.append(f"{source}:{number}: not a blob line ({exc})")
-                continue
-            if blob_id(content) != blob:
-                # Kept: a call that uses it then fails record.problem() too, as a request edited.
-                problems.append(f"{source}:{number}: blob {blob} does not hash to its id (edited)")
-            blobs[blob] = content
+            if (blob := _blob_entry(line, f"{source}:{number}", problems)) is not None:
+                blobs[blob[0]] = blob[1]
     return RecordingLines(path, calls, blobs, problems)
+
+
+def _split_shards(
+    directory: Path, manifest: str, files: dict[str, bytes] | None, names: list[str]
+) -> RecordingLines:
+    """split_recording of a sharded recording: every shard its manifest names, checked against its
+    hash, its calls numbered on from the shard before."""
+    path = directory / CALLS_FILE
+    named = shards.parse_manifest(path, manifest)
+    shards.refuse_strays(directory, names, {name for name, _ in named})
+    calls: list[tuple[int, str]] = []
+    blobs: dict[str, str] = {}
+    problems: list[str] = []
+    sources: list[tuple[int, Path]] = []
+    offset = 0
+    for name, sha in named:
+        shard = directory / name
+        lines = file_lines(recording_text(shard, shards.shard_bytes(directory, name, sha, files)))
+        sources.append((offset + 1, shard))
+        for number, line in enumerate(lines, start=1):
+            if not line.startswith('{"blob":'):
+                calls.append((offset + number, line))
+            elif (blob := _blob_entry(line, f"{shard}:{number}", problems)) is not None:
+                blobs[blob[0]] = blob[1]
+        offset += len(lines)
+    return RecordingLines(path, calls, blobs, problems, tuple(sources))
+
+
+def _blob_entry(line: str, where: str, problems: list[str]) -> tuple[str, str] | None:
+    """A blob line's id and text (noting in `problems` one that does not hash to its id); None, noted,
+    for a line that is not a blob line."""
+    try:
+        entry = orjson.loads(line)
+        blob, content = entry["blob"], entry["text"]
+        if not isinstance(blob, str) or not isinstance(content, str):
+            raise TypeError("blob and text must be strings")
+    except (ValueError, KeyError, TypeError) as exc:
+        problems.append(f"{where}: not a blob line ({exc})")
+        return None
+    if blob_id(content) != blob:
+        # Kept: a call that uses it then fails record.problem() too, as a request edited.
+        problems.append(f"{where}: blob {blob} does not hash to its id (edited)")
+    return blob, content
 
 
 @dataclass(frozen=True)
@@ -423,13 +529,13 @@ def _why(exc: Exception) -> str:
 def trusted_call(line: str, parts: RecordingLines, number: int) -> RecordedCall:
     """One call line parsed and verified (key re-derived, checksum), under today's key recipe;
     CorruptRecordError naming the file and line when it cannot be trusted."""
-    where = f"{parts.path}:{number}"
+    where = parts.where(number)
     call = parse_call_line(line, parts.blobs, where)
     problem = call.record.problem()
     if problem is not None:
         raise CorruptRecordError(
             f"{where}: call {call.record.key} cannot be trusted: {problem}. "
-            f"Fix: restore the file from git (git checkout -- {parts.path}), or re-record this call."
+            f"Fix: restore the file from git (git checkout -- {where.rsplit(':', 1)[0]}), or re-record this call."
         )
     # A verified call written under an older key recipe is served under today's key.
     return call.current()
@@ -464,10 +570,10 @@ def read_stage(
     unverified = memo.holds(parts) if verify else None
     for number, line in parts.calls:
         if unverified is not None:
-            yield LoadedCall(parts.path, number, trusted_call(line, parts, number))
+            yield LoadedCall(*parts.located(number), trusted_call(line, parts, number))
             continue
-        call = parse_call_line(line, parts.blobs, f"{parts.path}:{number}")
-        yield LoadedCall(parts.path, number, call.current() if verify else call)
+        call = parse_call_line(line, parts.blobs, parts.where(number))
+        yield LoadedCall(*parts.located(number), call.current() if verify else call)
     if unverified is not None:
         memo.remember(unverified)
 
