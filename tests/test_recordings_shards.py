@@ -186,3 +186,34 @@ def test_a_sharded_recording_replays_byte_identically(tmp_path: Path, small_thre
     replay.close()
     assert fake.calls == []
     assert {p.name: p.read_bytes() for p in recorded.iterdir()} == before
+
+
+def test_a_reader_of_one_key_reads_one_shard(
+    tmp_path: Path, small_threshold: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = _calls(40)
+    directory = tmp_path / "judge"
+    recordings.write_stage(directory, calls)
+    read: list[str] = []
+    real = shards.shard_bytes
+
+    def counting(directory: Path, name: str, sha: str, given: dict[str, bytes] | None) -> bytes:
+        if given is None:  # read from disk (then checked again as given, parsed)
+            read.append(name)
+        return real(directory, name, sha, given)
+
+    monkeypatch.setattr(shards, "shard_bytes", counting)
+    wanted = calls[7]
+    found = list(recordings.read_keys(directory, [wanted.record.key]))
+    assert [loaded.call for loaded in found] == [wanted]
+    assert len(read) == 1 and shards.prefix_of(read[0]) == shards.shard_of(wanted.record.key)
+    assert found[0].path.name == read[0] and found[0].line >= 1  # named by its shard and line there
+    assert list(recordings.read_keys(directory, ["jl2:" + "f" * 32])) == []
+    # an edited shard is refused by the reader of one key too, and a stray beside it
+    (directory / read[0]).write_bytes((directory / read[0]).read_bytes().replace(b"Assessment", b"X", 1))
+    with pytest.raises(CorruptRecordError, match="does not hash"):
+        list(recordings.read_keys(directory, [wanted.record.key]))
+    # one file below the threshold: read whole, filtered
+    small = tmp_path / "small"
+    recordings.write_stage(small, calls[:5])
+    assert [c.call for c in recordings.read_keys(small, [calls[2].record.key])] == [calls[2]]

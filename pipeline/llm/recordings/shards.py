@@ -54,7 +54,7 @@ SHARD_AT = 4096  # more calls than this: the stage's recording is written in sha
 SHARD_DIGITS = 1  # shards by the key's first hex digit: 16
 HEX = frozenset("0123456789abcdef")
 MANIFEST_OPENING = '{"sha256":'  # how a manifest line opens (a call line opens with its checksum)
-SHARD_NAME = re.compile(r"calls-([0-9a-f]{%d})-([0-9a-f]{16})\.jsonl" % SHARD_DIGITS)
+SHARD_NAME = re.compile(rf"calls-([0-9a-f]{{{SHARD_DIGITS}}})-([0-9a-f]{{16}})\.jsonl")
 LOOKS_LIKE_SHARD = re.compile(r"calls-.*\.jsonl", re.IGNORECASE)  # a file a person could take for a shard
 FIX = "Fix: restore the stage's folder from git (git checkout -- {folder}), or re-record the stage."
 
@@ -105,8 +105,18 @@ def write_shard(directory: Path, prefix: str, chunks: Iterable[bytes]) -> tuple[
 def commit(manifest_path: Path, shards: list[tuple[str, str]]) -> None:
     """The stage's one step: the manifest naming `shards` renamed into place (then the caller drops
     the shard files it no longer names, drop_unnamed)."""
-    lines = [canonical_json({"sha256": sha, "shard": name}) + "\n" for name, sha in shards]
-    atomic_write_chunks(manifest_path, lines)
+    atomic_write_chunks(manifest_path, [manifest_text(shards)])
+
+
+def manifest_text(shards: Iterable[tuple[str, str]]) -> str:
+    """A manifest naming `shards`, (file, sha256) in order."""
+    return "".join(canonical_json({"sha256": sha, "shard": name}) + "\n" for name, sha in shards)
+
+
+def prefix_of(name: str) -> str:
+    """The key digits of a shard named as SHARD_NAME says ("" for any other name)."""
+    found = SHARD_NAME.fullmatch(name)
+    return "" if found is None else found.group(1)
 
 
 def drop_unnamed(directory: Path, named: set[str]) -> None:

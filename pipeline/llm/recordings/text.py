@@ -58,7 +58,7 @@ import hashlib
 import os
 import re
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -535,7 +535,8 @@ def trusted_call(line: str, parts: RecordingLines, number: int) -> RecordedCall:
     if problem is not None:
         raise CorruptRecordError(
             f"{where}: call {call.record.key} cannot be trusted: {problem}. "
-            f"Fix: restore the file from git (git checkout -- {where.rsplit(':', 1)[0]}), or re-record this call."
+            f"Fix: restore the file from git (git checkout -- {where.rsplit(':', 1)[0]}), "
+            "or re-record this call."
         )
     # A verified call written under an older key recipe is served under today's key.
     return call.current()
@@ -576,6 +577,33 @@ def read_stage(
         yield LoadedCall(*parts.located(number), call.current() if verify else call)
     if unverified is not None:
         memo.remember(unverified)
+
+
+def read_keys(directory: Path, keys: Collection[str], *, verify: bool = True) -> Iterator[LoadedCall]:
+    """The calls of `keys` in a stage's recording (verified as read_stage verifies them). A sharded
+    recording (pipeline.llm.recordings.shards) is read as its manifest and the shards of those keys
+    only, each checked against its hash, the folder checked for strays: a reader of one call of a
+    million reads one sixteenth of them. A recording in one file is read whole, its calls filtered."""
+    if not has_recording(directory):
+        return
+    refuse_linked(directory)
+    path = directory / CALLS_FILE
+    manifest = recording_text(path)
+    wanted = set(keys)
+    if not shards.is_manifest(manifest):
+        for loaded in read_stage(directory, verify=verify):
+            if loaded.call.record.key in wanted:
+                yield loaded
+        return
+    named = shards.parse_manifest(path, manifest)
+    shards.refuse_strays(directory, os.listdir(directory), {name for name, _ in named})
+    needed = {shards.shard_of(key) for key in wanted}
+    chosen = [(name, sha) for name, sha in named if shards.prefix_of(name) in needed]
+    files = {name: shards.shard_bytes(directory, name, sha, None) for name, sha in chosen}
+    files[CALLS_FILE] = shards.manifest_text(chosen).encode("utf-8")  # the part of it read
+    for loaded in read_stage(directory, verify=verify, files=files):
+        if loaded.call.record.key in wanted:
+            yield loaded
 
 
 def stage_dirs(root: Path) -> list[Path]:
