@@ -9,7 +9,9 @@ one file,
                                      calls, {"blob": id, "text": ...}, sorted by id
 
 in canonical JSON, so the same calls give the same bytes, a new call is a new line in a diff, and
-git merges two collaborators' additions line by line. Any recording can seed an empty local cache,
+git merges two collaborators' additions line by line. (Past shards.SHARD_AT calls, calls.jsonl is
+instead a manifest naming sixteen shards by key, each a file of this form, so that a rerun rewrites
+only the shards whose calls changed: pipeline.llm.recordings.shards.) Any recording can seed an empty local cache,
 so a fresh clone replays with no model.
 
 Content repeated across calls (the transcript inside every judge prompt, the rubric) is stored
