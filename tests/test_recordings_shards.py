@@ -11,6 +11,7 @@ import pytest
 
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.backends.fake import FakeBackend
+from pipeline.llm.files import locked
 from pipeline.llm.recordings import shards
 from pipeline.llm.recordings import text as recordings
 from pipeline.llm.recordings.index import RecordingIndex
@@ -217,3 +218,40 @@ def test_a_reader_of_one_key_reads_one_shard(
     small = tmp_path / "small"
     recordings.write_stage(small, calls[:5])
     assert [c.call for c in recordings.read_keys(small, [calls[2].record.key])] == [calls[2]]
+
+
+def test_a_writers_shards_before_its_manifest_are_not_strays(tmp_path: Path, small_threshold: None) -> None:
+    """While a writer holds the folder's lock, the shards it has written are there before the
+    manifest names them: a reader then reads the old recording, and refuses them only once no
+    writer holds the lock (one killed half-way)."""
+    directory = tmp_path / "judge"
+    calls = _calls(40)
+    recordings.write_stage(directory, calls)
+    name = sorted(_shard_files(directory))[0]
+    stray = directory / "calls-0-0123456789abcdef.jsonl"
+    stray.write_bytes((directory / name).read_bytes())
+    with locked(directory):
+        assert len(list(recordings.read_stage(directory))) == 40
+    with pytest.raises(CorruptRecordError, match="looks like a shard"):
+        list(recordings.read_stage(directory))
+
+
+def test_a_manifest_replaced_between_two_reads_is_read_again(
+    tmp_path: Path, small_threshold: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory = tmp_path / "judge"
+    recordings.write_stage(directory, _calls(40))
+    newer = _calls(40, salt=" newer")
+    real = recordings.recording_text
+    replaced = False
+
+    def racing(path: Path, data: bytes | None = None) -> str:
+        nonlocal replaced
+        text = real(path, data)
+        if path.name == recordings.CALLS_FILE and data is None and not replaced:
+            replaced = True
+            recordings.write_stage(directory, newer)  # a writer, just after this read
+        return text
+
+    monkeypatch.setattr(recordings, "recording_text", racing)
+    assert _by_key([c.call for c in recordings.read_stage(directory)]) == _by_key(newer)

@@ -37,6 +37,7 @@ the same shard changed on both sides conflicts on its manifest line, resolved by
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import os
 import re
@@ -156,12 +157,39 @@ def refuse_strays(directory: Path, names: Iterable[str], named: set[str]) -> Non
     """CorruptRecordError for a file among `names` (the folder's) that looks like a shard but that the
     manifest does not name: a stray a killed writer left, or a look-alike put there by hand."""
     for name in sorted(names):
-        if name not in named and LOOKS_LIKE_SHARD.fullmatch(name):
-            raise CorruptRecordError(
+        if name not in named and LOOKS_LIKE_SHARD.fullmatch(name) and not _writing(directory):
+            raise StrayShardError(
                 f"{directory / name}: looks like a shard of the stage's recording, but its calls.jsonl "
                 "does not name it, so it is not read. Fix: delete it (a writer killed before it cleaned "
                 f"up leaves one), or restore the folder from git (git checkout -- {directory})."
             )
+
+
+def _writing(directory: Path) -> bool:
+    """Whether a writer holds the folder's lock (pipeline.llm.files.locked) now: the shards it has
+    written for its manifest are there before the manifest names them, and are not strays."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing the descriptor releases a lock taken
+    return False
+
+
+class MissingShardError(CorruptRecordError):
+    """A shard the manifest names is not in the folder (a writer may have replaced both just now)."""
+
+
+class StrayShardError(CorruptRecordError):
+    """A file like a shard that the manifest does not name (or a writer replaced both just now)."""
+
+
+RACES = (MissingShardError, StrayShardError)  # what a writer between a reader's two reads can cause
 
 
 def shard_bytes(directory: Path, name: str, sha: str, given: dict[str, bytes] | None) -> bytes:
@@ -172,11 +200,11 @@ def shard_bytes(directory: Path, name: str, sha: str, given: dict[str, bytes] | 
     data = given.get(name) if given is not None else None
     if data is None:
         if given is not None:
-            raise CorruptRecordError(f"{path}: named by calls.jsonl but missing. {fix}")
+            raise MissingShardError(f"{path}: named by calls.jsonl but missing. {fix}")
         try:
             data = path.read_bytes()
         except OSError:
-            raise CorruptRecordError(f"{path}: named by calls.jsonl but missing. {fix}") from None
+            raise MissingShardError(f"{path}: named by calls.jsonl but missing. {fix}") from None
     if hashlib.sha256(data).hexdigest() != sha:
         raise CorruptRecordError(f"{path}: does not hash to the sha256 calls.jsonl gives it (edited). {fix}")
     return data

@@ -11,8 +11,8 @@ one file,
 in canonical JSON, so the same calls give the same bytes, a new call is a new line in a diff, and
 git merges two collaborators' additions line by line. (Past shards.SHARD_AT calls, calls.jsonl is
 instead a manifest naming sixteen shards by key, each a file of this form, so that a rerun rewrites
-only the shards whose calls changed: pipeline.llm.recordings.shards.) Any recording can seed an empty local cache,
-so a fresh clone replays with no model.
+only the shards whose calls changed: pipeline.llm.recordings.shards.) Any recording can seed an
+empty local cache, so a fresh clone replays with no model.
 
 Content repeated across calls (the transcript inside every judge prompt, the rubric) is stored
 once: message text is cut into blocks of whole lines at content-defined boundaries (a line whose
@@ -417,20 +417,33 @@ def recording_text(path: Path, data: bytes | None = None) -> str:
 
 def split_recording(directory: Path, files: dict[str, bytes] | None = None) -> RecordingLines:
     """Read a stage's recording: calls.jsonl (and a blobs.jsonl beside it, from before they were one
-    file), every blob checked against its id. Bad lines are listed, not raised. `files`: the
-    folder's files as already read (and checked against the folder's pin, pipeline.llm.recordings.pins), to
-    parse those bytes rather than read the files again."""
+    file; or the shards it names, pipeline.llm.recordings.shards), every blob checked against its id.
+    Bad lines are listed, not raised. `files`: the folder's files as already read (and checked
+    against the folder's pin, pipeline.llm.recordings.pins), to parse those bytes rather than read
+    the files again."""
     refuse_linked(directory)
     path = directory / CALLS_FILE
-    calls: list[tuple[int, str]] = []
-    blobs: dict[str, str] = {}
-    problems: list[str] = []
-    given = files if files is not None else {}
-    first = recording_text(path, given.get(CALLS_FILE))
-    names = list(given) if files is not None else os.listdir(directory)
+    first = recording_text(path, None if files is None else files.get(CALLS_FILE))
+    if files is not None:
+        return _split_text(directory, first, files)
+    try:
+        return _split_text(directory, first, None)
+    except shards.RACES:
+        # A writer may have replaced the manifest and its shards between two reads: once more.
+        return _split_text(directory, recording_text(path), None)
+
+
+def _split_text(directory: Path, first: str, files: dict[str, bytes] | None) -> RecordingLines:
+    """split_recording of a recording whose calls.jsonl reads `first`."""
+    names = list(files) if files is not None else os.listdir(directory)
     if shards.is_manifest(first):
         return _split_shards(directory, first, files, names)
     shards.refuse_strays(directory, names, set())
+    path = directory / CALLS_FILE
+    given = files if files is not None else {}
+    calls: list[tuple[int, str]] = []
+    blobs: dict[str, str] = {}
+    problems: list[str] = []
     sources = [(path, first)]
     legacy = directory / LEGACY_BLOBS_FILE
     if LEGACY_BLOBS_FILE in given or (files is None and legacy.is_file()):
