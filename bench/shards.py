@@ -2,7 +2,8 @@
 
     nice -n 19 .venv/bin/python bench/shards.py --calls 10000
 
-N calls on the fake backend, a 20 kB transcript for every ten (bench.common), written as one stage's
+N calls on the fake backend, a 20 kB transcript of its own for every ten (bench.common's, each line
+naming its interview, so that interviews share no block), written as one stage's
 recording with shards.SHARD_AT above N (one file) and as it is (shards past 4,096 calls). For each
 layout, each step in a process of its own (CPU user+sys and peak RSS from wait4): write the stage,
 read it whole and verified (index_stage, what a session or status does), read one call
@@ -34,8 +35,9 @@ step, layout, calls, directory = sys.argv[1], sys.argv[2], int(sys.argv[3]), Pat
 if layout == "one-file":
     shards.SHARD_AT = 10**9
 fake = FakeBackend()
+TEXT = transcript()
 def call(i, salt=""):
-    req = judge_request(i, transcript() + f"interview {i // 10}{salt}\n")
+    req = judge_request(i, TEXT.replace("line ", f"interview {i // 10}, line ") + salt)
     ctx = CallContext(stage="judge", item=str(i // 10), step=i % 10)
     return RecordedCall(context=ctx, record=CallRecord.new(fake.identity(), req, fake.chat(req)))
 if step in ("write", "rerun"):
@@ -83,8 +85,10 @@ def main() -> None:
             after = files(directory)
             rewritten = sum(len(data) for name, data in after.items() if before.get(name) != data)
             on_disk = sum(len(data) for data in after.values())
-            print(f"{layout:9} files {len(after)}, on disk {on_disk / 1e6:.1f} MB, rerun of one call rewrote "
-                  f"{rewritten / 1e6:.2f} MB")
+            print(
+                f"{layout:9} files {len(after)}, on disk {on_disk / 1e6:.1f} MB, rerun of one call rewrote "
+                f"{rewritten / 1e6:.2f} MB"
+            )
             shutil.rmtree(directory)
 
 

@@ -57,17 +57,20 @@ def test_a_recording_past_the_threshold_round_trips_in_shards(tmp_path: Path, sm
     directory = tmp_path / "judge"
     recordings.write_stage(directory, calls)
     files = _shard_files(directory)
-    assert 2 <= len(files) <= 16
+    assert 2 <= len(files) <= 32  # 16 of calls, 16 of blocks at most
     manifest = (directory / recordings.CALLS_FILE).read_text()
     assert manifest.startswith(shards.MANIFEST_OPENING) and manifest.count("\n") == len(files)
-    for name in files:  # each shard holds only its own keys' calls, and its own blocks
-        shard = recordings.split_recording(directory)
-        assert shard.blobs
-        prefix = shards.SHARD_NAME.fullmatch(name).group(1)  # type: ignore[union-attr]
+    for name in files:  # a calls shard holds its keys' calls only, a blocks shard its blocks only
+        kind, prefix = shards.prefix_of(name)
         lines = (directory / name).read_text().splitlines()
-        assert any(line.startswith('{"blob":') for line in lines)
-        keys = [line.split('"key":"')[1].split('"')[0] for line in lines if not line.startswith('{"blob":')]
+        if kind == "blocks":
+            assert lines and all(line.startswith(f'{{"blob":"{prefix}') for line in lines)
+            continue
+        keys = [line.split('"key":"')[1].split('"')[0] for line in lines]
         assert keys and {shards.shard_of(key) for key in keys} == {prefix}
+    # the transcript every call holds is stored once, not once per shard of calls
+    stored = sum(p.stat().st_size for p in directory.iterdir())
+    assert stored < len(TRANSCRIPT) * 1.5 + 40 * 3_000
     loaded = [c.call for c in recordings.read_stage(directory)]
     assert _by_key(loaded) == _by_key(calls)
     index = index_stage(directory)
@@ -91,8 +94,11 @@ def test_a_rerun_that_changes_one_call_rewrites_one_shard(tmp_path: Path, small_
     after = _shard_files(directory)
     gone, new = set(before) - set(after), set(after) - set(before)
     prefixes = {shards.shard_of(calls[-1].record.key), shards.shard_of(changed.record.key)}
-    assert len(new) == len(prefixes) and len(gone) == len(prefixes)
-    assert {n.split("-")[1] for n in new} == prefixes
+    new_calls = {shards.prefix_of(n)[1] for n in new if n.startswith("calls-")}
+    assert new_calls == prefixes and len([n for n in gone if n.startswith("calls-")]) == len(prefixes)
+    # its prompt's own first block is new, the old one gone: at most two shards of blocks besides
+    assert len([n for n in new if n.startswith("blocks-")]) <= 2
+    assert len(set(before) & set(after)) >= len(before) - 4
     for name in set(before) & set(after):  # untouched: the same file, not rewritten
         assert before[name] == after[name]
     assert _by_key([c.call for c in recordings.read_stage(directory)]) == _by_key(replaced)
@@ -113,7 +119,7 @@ def test_a_stray_or_look_alike_shard_is_refused(tmp_path: Path, small_threshold:
 def test_an_edited_or_missing_shard_is_refused(tmp_path: Path, small_threshold: None) -> None:
     directory = tmp_path / "judge"
     recordings.write_stage(directory, _calls(40))
-    name = sorted(_shard_files(directory))[0]
+    name = sorted(n for n in _shard_files(directory) if n.startswith("calls-"))[0]
     data = (directory / name).read_bytes()
     (directory / name).write_bytes(data.replace(b"Assessment", b"Assessmend", 1))
     with pytest.raises(CorruptRecordError, match=rf"{name}: does not hash.*Fix"):
@@ -207,11 +213,14 @@ def test_a_reader_of_one_key_reads_one_shard(
     wanted = calls[7]
     found = list(recordings.read_keys(directory, [wanted.record.key]))
     assert [loaded.call for loaded in found] == [wanted]
-    assert len(read) == 1 and shards.prefix_of(read[0]) == shards.shard_of(wanted.record.key)
-    assert found[0].path.name == read[0] and found[0].line >= 1  # named by its shard and line there
+    read_calls = [name for name in read if name.startswith("calls-")]
+    assert read_calls == [found[0].path.name] and found[0].line >= 1  # named by its shard and line there
+    assert shards.prefix_of(read_calls[0]) == ("calls", shards.shard_of(wanted.record.key))
+    assert len(read) < len(_shard_files(directory)) / 2  # and the few block shards its line refers to
     assert list(recordings.read_keys(directory, ["jl2:" + "f" * 32])) == []
     # an edited shard is refused by the reader of one key too, and a stray beside it
-    (directory / read[0]).write_bytes((directory / read[0]).read_bytes().replace(b"Assessment", b"X", 1))
+    shard = directory / read_calls[0]
+    shard.write_bytes(shard.read_bytes().replace(b"Assessment", b"X", 1))
     with pytest.raises(CorruptRecordError, match="does not hash"):
         list(recordings.read_keys(directory, [wanted.record.key]))
     # one file below the threshold: read whole, filtered

@@ -6,14 +6,16 @@ is written instead as
 
     recordings/<stage>/calls.jsonl                      the manifest: one line a shard,
                                                         {"sha256": <its bytes' sha256>, "shard": <its file>}
-    recordings/<stage>/calls-<d>-<sha256[:16]>.jsonl    the calls whose key begins with the hex digit <d>,
-                                                        sorted, then the blocks they refer to, as a
-                                                        recording file is (each shard holds its own blocks)
+    recordings/<stage>/calls-<d>-<sha256[:16]>.jsonl    the calls whose key's digest begins with the hex
+                                                        digit <d>, sorted, as a recording's call lines
+    recordings/<stage>/blocks-<d>-<sha256[:16]>.jsonl   the shared blocks whose id begins with <d>, by id
 
-Sixteen shards, by the key's first hex digit: a rerun that changes a few calls rewrites (and git or
-DVC moves) only their shards, and a reader that wants one key reads the manifest and one sixteenth of
-the calls (read_key). Sixteen, not 256: each shard holds its own copy of the blocks its calls share
-(a transcript judged by calls in many shards is stored once in each), so more shards cost bytes.
+Sixteen shards of calls, by the key's first hex digit: a rerun that changes a few calls rewrites
+(and git or DVC moves) only their shards, and a reader that wants one key reads the manifest, one
+sixteenth of the calls and the block shards its line refers to (recordings.read_keys). The blocks
+have shards of their own, by id, so that a transcript judged by calls in every shard is still stored
+once (with a block each shard of calls holding its own, bytes grew with the number of shards a
+transcript's calls fall in: up to 16x); a rerun whose calls bring new blocks rewrites their shards too.
 
 Small recordings (every committed demo) stay one file, byte for byte: the threshold is a count of
 calls, so the same calls always give the same layout. SHARD_AT = 4,096 calls is about 10-15 MB at
@@ -55,8 +57,10 @@ SHARD_AT = 4096  # more calls than this: the stage's recording is written in sha
 SHARD_DIGITS = 1  # shards by the key's first hex digit: 16
 HEX = frozenset("0123456789abcdef")
 MANIFEST_OPENING = '{"sha256":'  # how a manifest line opens (a call line opens with its checksum)
-SHARD_NAME = re.compile(rf"calls-([0-9a-f]{{{SHARD_DIGITS}}})-([0-9a-f]{{16}})\.jsonl")
-LOOKS_LIKE_SHARD = re.compile(r"calls-.*\.jsonl", re.IGNORECASE)  # a file a person could take for a shard
+SHARD_NAME = re.compile(rf"(calls|blocks)-([0-9a-f]{{{SHARD_DIGITS}}})-([0-9a-f]{{16}})\.jsonl")
+LOOKS_LIKE_SHARD = re.compile(
+    r"(calls|blocks)-.*\.jsonl", re.IGNORECASE
+)  # a file a person could take for a shard
 FIX = "Fix: restore the stage's folder from git (git checkout -- {folder}), or re-record the stage."
 
 
@@ -77,10 +81,10 @@ def _hash_of(path: Path) -> str | None:
         return None
 
 
-def write_shard(directory: Path, prefix: str, chunks: Iterable[bytes]) -> tuple[str, str]:
-    """One shard written under its content's name (a temporary file first); its name and sha256. A
-    shard of the same bytes already there keeps its file."""
-    fd, tmp = tempfile.mkstemp(prefix=f".calls-{prefix}.", suffix=TMP_SUFFIX, dir=directory)
+def write_shard(directory: Path, kind: str, prefix: str, chunks: Iterable[bytes]) -> tuple[str, str]:
+    """One shard ("calls" or "blocks") written under its content's name (a temporary file first);
+    its name and sha256. A shard of the same bytes already there keeps its file."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{kind}-{prefix}.", suffix=TMP_SUFFIX, dir=directory)
     digest = hashlib.sha256()
     try:
         with os.fdopen(fd, "wb") as out:
@@ -90,7 +94,7 @@ def write_shard(directory: Path, prefix: str, chunks: Iterable[bytes]) -> tuple[
             out.flush()
             os.fsync(out.fileno())
         sha = digest.hexdigest()
-        name = f"calls-{prefix}-{sha[:16]}.jsonl"
+        name = f"{kind}-{prefix}-{sha[:16]}.jsonl"
         if _hash_of(directory / name) == sha:
             os.unlink(tmp)
         else:
@@ -114,10 +118,10 @@ def manifest_text(shards: Iterable[tuple[str, str]]) -> str:
     return "".join(canonical_json({"sha256": sha, "shard": name}) + "\n" for name, sha in shards)
 
 
-def prefix_of(name: str) -> str:
-    """The key digits of a shard named as SHARD_NAME says ("" for any other name)."""
+def prefix_of(name: str) -> tuple[str, str]:
+    """A shard's kind and digits ("calls", "3") from its name; ("", "") for a name SHARD_NAME refuses."""
     found = SHARD_NAME.fullmatch(name)
-    return "" if found is None else found.group(1)
+    return ("", "") if found is None else (found.group(1), found.group(2))
 
 
 def drop_unnamed(directory: Path, named: set[str]) -> None:
@@ -131,7 +135,7 @@ def parse_manifest(path: Path, text: str) -> list[tuple[str, str]]:
     """The shards a manifest names, (file, sha256) in order; CorruptRecordError naming its line."""
     fix = FIX.format(folder=path.parent)
     shards: list[tuple[str, str]] = []
-    prefixes: list[str] = []
+    prefixes: list[tuple[str, str]] = []
     lines = text.split("\n")
     if lines[-1] == "":
         lines.pop()
@@ -141,14 +145,15 @@ def parse_manifest(path: Path, text: str) -> list[tuple[str, str]]:
             name, sha = entry["shard"], entry["sha256"]
             found = SHARD_NAME.fullmatch(name) if isinstance(name, str) else None
             if found is None or set(entry) != {"shard", "sha256"}:
-                raise ValueError("a shard is named calls-<hex digit>-<16 hex digits>.jsonl")
-            if not isinstance(sha, str) or not sha.startswith(found.group(2)) or len(sha) != 64:
+                raise ValueError("a shard is named calls- or blocks-<hex digit>-<16 hex digits>.jsonl")
+            if not isinstance(sha, str) or not sha.startswith(found.group(3)) or len(sha) != 64:
                 raise ValueError("its sha256 does not match its name")
         except (ValueError, KeyError, TypeError) as exc:
             raise CorruptRecordError(f"{path}:{number}: not a shard of the manifest ({exc}). {fix}") from None
-        if prefixes and found.group(1) <= prefixes[-1]:
+        kind_digits = (found.group(1), found.group(2))
+        if prefixes and kind_digits <= prefixes[-1]:
             raise CorruptRecordError(f"{path}:{number}: shard {name} out of order or twice. {fix}")
-        prefixes.append(found.group(1))
+        prefixes.append(kind_digits)
         shards.append((name, sha))
     return shards
 

@@ -275,31 +275,33 @@ class StageRecording:
         line = self._spool.get(source)
         return (line if isinstance(line, bytes) else line.encode("utf-8")) + b"\n"
 
-    def _shard_chunks(self, order: list[tuple[Where, Place | int]]) -> Iterator[bytes]:
-        """One shard's text: its calls in order, then the blobs they refer to, by id."""
-        refs: set[str] = set()
-        for _, source in order:
-            line = self._line(source)
-            refs.update(ref.decode("ascii") for ref in BLOB_REF_BYTES.findall(line))
-            yield line
-        for blob in sorted(refs):
-            place = self._blobs.get(blob)
-            if place is None:
-                assert self._recorded is not None
-                yield (blob_line(blob, self._recorded.parts.blobs[blob]) + "\n").encode("utf-8")
-            else:
-                yield self._line(place)
+    def _blob_bytes(self, blob: str) -> bytes:
+        place = self._blobs.get(blob)
+        if place is not None:
+            return self._line(place)
+        assert self._recorded is not None
+        return (blob_line(blob, self._recorded.parts.blobs[blob]) + "\n").encode("utf-8")
 
-    def _write_shards(self, directory: Path, order: list[tuple[Where, Place | int]]) -> None:
-        """The stage's calls as shards by key (pipeline.llm.recordings.shards), then its manifest."""
-        by_shard: dict[str, list[tuple[Where, Place | int]]] = {}
-        for entry in order:
-            by_shard.setdefault(shards.shard_of(entry[0][-1]), []).append(entry)
+    def _write_shards(
+        self, directory: Path, order: list[tuple[Where, Place | int]], kept_blobs: set[str]
+    ) -> None:
+        """The stage's calls as shards by key and its blocks as shards by id (pipeline.llm.recordings.shards),
+        then its manifest, in one rename."""
+        calls: dict[str, list[Place | int]] = {}
+        for where, source in order:
+            calls.setdefault(shards.shard_of(where[-1]), []).append(source)
+        blocks: dict[str, list[str]] = {}
+        for blob in sorted(self._blobs.keys() | kept_blobs):
+            blocks.setdefault(shards.shard_of(blob), []).append(blob)
         before = set(os.listdir(directory))
         written: list[tuple[str, str]] = []
         try:
-            for prefix in sorted(by_shard):
-                written.append(shards.write_shard(directory, prefix, self._shard_chunks(by_shard[prefix])))
+            for prefix, blobs in sorted(blocks.items()):
+                chunks = (self._blob_bytes(blob) for blob in blobs)
+                written.append(shards.write_shard(directory, "blocks", prefix, chunks))
+            for prefix, sources in sorted(calls.items()):
+                chunks = (self._line(source) for source in sources)
+                written.append(shards.write_shard(directory, "calls", prefix, chunks))
             shards.commit(directory / CALLS_FILE, written)
         except BaseException:
             # The old manifest still stands: the shards written for the new one go, so that the old
@@ -339,7 +341,7 @@ class StageRecording:
                 for stale in directory.glob(pattern):
                     stale.unlink(missing_ok=True)
             if len(order) > shards.SHARD_AT:
-                self._write_shards(directory, order)
+                self._write_shards(directory, order, kept_blobs)
             else:
                 atomic_write_chunks(directory / CALLS_FILE, self._chunks(order, kept_blobs))
                 shards.drop_unnamed(directory, set())  # a sharded recording before: its shards
@@ -476,8 +478,9 @@ def _split_shards(
         shard = directory / name
         lines = file_lines(recording_text(shard, shards.shard_bytes(directory, name, sha, files)))
         sources.append((offset + 1, shard))
+        holds_calls = name.startswith("calls-")
         for number, line in enumerate(lines, start=1):
-            if not line.startswith('{"blob":'):
+            if holds_calls and not line.startswith('{"blob":'):
                 calls.append((offset + number, line))
             elif (blob := _blob_entry(line, f"{shard}:{number}", problems)) is not None:
                 blobs[blob[0]] = blob[1]
@@ -612,13 +615,29 @@ def read_keys(directory: Path, keys: Collection[str], *, verify: bool = True) ->
         return
     named = shards.parse_manifest(path, manifest)
     shards.refuse_strays(directory, os.listdir(directory), {name for name, _ in named})
-    needed = {shards.shard_of(key) for key in wanted}
+    needed = {("calls", shards.shard_of(key)) for key in wanted}
     chosen = [(name, sha) for name, sha in named if shards.prefix_of(name) in needed]
     files = {name: shards.shard_bytes(directory, name, sha, None) for name, sha in chosen}
-    files[CALLS_FILE] = shards.manifest_text(chosen).encode("utf-8")  # the part of it read
+    needed = {("blocks", shards.shard_of(blob)) for blob in _refs_of(files.values(), wanted)}
+    for name, sha in named:  # the block shards those calls refer to
+        if shards.prefix_of(name) in needed:
+            files[name] = shards.shard_bytes(directory, name, sha, None)
+            chosen.append((name, sha))
+    files[CALLS_FILE] = shards.manifest_text(sorted(chosen)).encode("utf-8")  # the part of it read
     for loaded in read_stage(directory, verify=verify, files=files):
         if loaded.call.record.key in wanted:
             yield loaded
+
+
+def _refs_of(shard_data: Iterable[bytes], keys: set[str]) -> set[str]:
+    """The blocks the lines of `keys` in these call shards refer to: found by their key as written
+    (every line's, should a key not be written so: a line under an older key recipe)."""
+    marks = [f'"key":"{key}"'.encode() for key in keys]
+    lines = [line for data in shard_data for line in data.split(b"\n")]
+    found = [line for line in lines if any(mark in line for mark in marks)]
+    if len(found) < len(keys):
+        found = lines
+    return {ref.decode("ascii") for line in found for ref in BLOB_REF_BYTES.findall(line)}
 
 
 def stage_dirs(root: Path) -> list[Path]:
