@@ -157,7 +157,6 @@ def blob_line(blob: str, text: str) -> str:
 # A block reference in a call line: `{"` can only open an object there (a quote inside a JSON
 # string is escaped), and a line whose calls parsed refers only to blocks its recording holds.
 BLOB_REF = re.compile(r'\{"blob":"([0-9a-f]{16})"\}')
-BLOB_REF_BYTES = re.compile(rb'\{"blob":"([0-9a-f]{16})"\}')
 
 
 def blob_refs(line: str) -> list[str]:
@@ -599,45 +598,57 @@ def read_stage(
 
 def read_keys(directory: Path, keys: Collection[str], *, verify: bool = True) -> Iterator[LoadedCall]:
     """The calls of `keys` in a stage's recording (verified as read_stage verifies them). A sharded
-    recording (pipeline.llm.recordings.shards) is read as its manifest and the shards of those keys
-    only, each checked against its hash, the folder checked for strays: a reader of one call of a
-    million reads one sixteenth of them. A recording in one file is read whole, its calls filtered."""
+    recording (pipeline.llm.recordings.shards) is read as its manifest, the shards of those keys'
+    calls and the block shards their lines refer to, each checked against its hash, the folder
+    checked for strays: a reader of one call of a million reads a sixteenth of the calls and a few
+    block shards, and parses that call's line only. A recording in one file is read whole, its
+    calls filtered, as is a sharded one whose lines do not show these keys as written (a line under
+    an older key recipe)."""
     if not has_recording(directory):
         return
     refuse_linked(directory)
-    path = directory / CALLS_FILE
-    manifest = recording_text(path)
+    manifest = recording_text(directory / CALLS_FILE)
     wanted = set(keys)
-    if not shards.is_manifest(manifest):
-        for loaded in read_stage(directory, verify=verify):
-            if loaded.call.record.key in wanted:
-                yield loaded
+    found = _key_lines(directory, manifest, wanted) if shards.is_manifest(manifest) else None
+    if found is None:
+        yield from (
+            loaded for loaded in read_stage(directory, verify=verify) if loaded.call.record.key in wanted
+        )
         return
-    named = shards.parse_manifest(path, manifest)
+    lines, parts = found
+    for shard, number, line in lines:
+        if verify:
+            call = trusted_call(line, RecordingLines(shard, [], parts.blobs, []), number)
+        else:
+            call = parse_call_line(line, parts.blobs, f"{shard}:{number}")
+        if call.record.key in wanted:
+            yield LoadedCall(shard, number, call)
+
+
+def _key_lines(
+    directory: Path, manifest: str, wanted: set[str]
+) -> tuple[list[tuple[Path, int, str]], RecordingLines] | None:
+    """The lines of `wanted` keys in a sharded recording (shard, line number, line), with the blocks
+    they refer to; None when a key is not found as written (then the reader reads the whole)."""
+    named = shards.parse_manifest(directory / CALLS_FILE, manifest)
     shards.refuse_strays(directory, os.listdir(directory), {name for name, _ in named})
+    marks = [f'"key":"{key}"' for key in wanted]
+    lines: list[tuple[Path, int, str]] = []
     needed = {("calls", shards.shard_of(key)) for key in wanted}
-    chosen = [(name, sha) for name, sha in named if shards.prefix_of(name) in needed]
-    files = {name: shards.shard_bytes(directory, name, sha, None) for name, sha in chosen}
-    needed = {("blocks", shards.shard_of(blob)) for blob in _refs_of(files.values(), wanted)}
-    for name, sha in named:  # the block shards those calls refer to
+    for name, sha in named:
         if shards.prefix_of(name) in needed:
-            files[name] = shards.shard_bytes(directory, name, sha, None)
-            chosen.append((name, sha))
-    files[CALLS_FILE] = shards.manifest_text(sorted(chosen)).encode("utf-8")  # the part of it read
-    for loaded in read_stage(directory, verify=verify, files=files):
-        if loaded.call.record.key in wanted:
-            yield loaded
-
-
-def _refs_of(shard_data: Iterable[bytes], keys: set[str]) -> set[str]:
-    """The blocks the lines of `keys` in these call shards refer to: found by their key as written
-    (every line's, should a key not be written so: a line under an older key recipe)."""
-    marks = [f'"key":"{key}"'.encode() for key in keys]
-    lines = [line for data in shard_data for line in data.split(b"\n")]
-    found = [line for line in lines if any(mark in line for mark in marks)]
-    if len(found) < len(keys):
-        found = lines
-    return {ref.decode("ascii") for line in found for ref in BLOB_REF_BYTES.findall(line)}
+            text = recording_text(directory / name, shards.shard_bytes(directory, name, sha, None))
+            for number, line in enumerate(file_lines(text), start=1):
+                if any(mark in line for mark in marks):
+                    lines.append((directory / name, number, line))
+    if len(lines) < len(wanted):
+        return None
+    refs = {blob for _, _, line in lines for blob in blob_refs(line)}
+    blocks = {("blocks", shards.shard_of(blob)) for blob in refs}
+    chosen = [(name, sha) for name, sha in named if shards.prefix_of(name) in blocks]
+    files = {name: shards.shard_bytes(directory, name, sha, None) for name, sha in chosen}
+    files[CALLS_FILE] = shards.manifest_text(chosen).encode("utf-8")  # the part of it read
+    return lines, whole_recording(directory, files, verify=True)
 
 
 def stage_dirs(root: Path) -> list[Path]:
