@@ -7,8 +7,9 @@ naming its interview, so that interviews share no block), written as one stage's
 recording with shards.SHARD_AT above N (one file) and as it is (shards past 4,096 calls). For each
 layout, each step in a process of its own (CPU user+sys and peak RSS from wait4): write the stage,
 read it whole and verified (index_stage, what a session or status does), read one call
-(recordings.read_keys, what a reader of one key does), then a rerun that changes one call: the
-bytes rewritten (files whose content changed) and the bytes on disk.
+(recordings.read_keys, what a reader of one key does), then a rerun that changes one call (its
+interview's text, the others as recorded: every record made at one time, as a rerun's cache hits
+keep theirs): the bytes rewritten (files whose content changed) and the bytes on disk.
 """
 
 from __future__ import annotations
@@ -39,7 +40,11 @@ TEXT = transcript()
 def call(i, salt=""):
     req = judge_request(i, TEXT.replace("line ", f"interview {i // 10}, line ") + salt)
     ctx = CallContext(stage="judge", item=str(i // 10), step=i % 10)
-    return RecordedCall(context=ctx, record=CallRecord.new(fake.identity(), req, fake.chat(req)))
+    record = CallRecord.new(fake.identity(), req, fake.chat(req))
+    # one time for every call, as a rerun's cache hits keep their records: only the changed call changes
+    record = record.model_copy(update={"created_at": "2026-11-26T00:00:00Z"})
+    record = record.model_copy(update={"checksum": record.expected_checksum()})
+    return RecordedCall(context=ctx, record=record)
 if step in ("write", "rerun"):
     recording = recordings.StageRecording()
     for i in range(calls):
