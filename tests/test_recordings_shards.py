@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.data.recorded_calls import recorded_calls
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.files import locked
@@ -18,6 +19,7 @@ from pipeline.llm.recordings.index import RecordingIndex
 from pipeline.llm.recordings.stage_index import index_stage, read_items
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext
+from pipeline.tools import inventory
 from tests.helpers import make_session, request
 
 TRANSCRIPT = "\n".join(f"Participant: line {i} about sleep and mood {i * 7919 % 1000}" for i in range(300))
@@ -264,3 +266,25 @@ def test_a_manifest_replaced_between_two_reads_is_read_again(
 
     monkeypatch.setattr(recordings, "recording_text", racing)
     assert _by_key([c.call for c in recordings.read_stage(directory)]) == _by_key(newer)
+
+
+def test_the_tools_inventory_reads_a_sharded_recording_and_names_a_bad_call_by_its_shard(
+    tmp_path: Path, small_threshold: None
+) -> None:
+    """cache verify, gc and audit's scan (pipeline.tools.inventory) and the report's reader
+    (pipeline.data.recorded_calls) read a sharded stage as they read one file."""
+    calls = _calls(40)
+    root = tmp_path / "recordings"
+    recordings.write_stage(root / "judge", calls)
+    problems: list[str] = []
+    found = list(inventory.recorded_calls(root, problems))
+    assert problems == [] and _by_key([call for _, _, call in found]) == _by_key(calls)
+    assert all(path.name.startswith("calls-") and line >= 1 for path, line, _ in found)
+    assert len(recorded_calls(root)) == 40
+    path, line, _ = found[5]
+    text = path.read_text().split("\n")
+    text[line - 1] = text[line - 1].replace('"checksum":"sha256:', '"checksum":"sha256:0', 1)
+    path.write_text("\n".join(text))  # a look-alike of its shard: refused whole by its hash
+    problems = []
+    assert list(inventory.recorded_calls(root, problems)) == []
+    assert len(problems) == 1 and f"{path}: does not hash" in problems[0]
