@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.data.recorded_calls import recorded_calls
-from pipeline.errors import CorruptRecordError
+from pipeline.errors import CorruptRecordError, UnwritableTextError
 from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.files import locked
 from pipeline.llm.recordings import shards
@@ -288,3 +288,17 @@ def test_the_tools_inventory_reads_a_sharded_recording_and_names_a_bad_call_by_i
     problems = []
     assert list(inventory.recorded_calls(root, problems)) == []
     assert len(problems) == 1 and f"{path}: does not hash" in problems[0]
+
+
+def test_a_call_utf8_cannot_hold_stops_a_sharded_write_and_leaves_the_old_one(
+    tmp_path: Path, small_threshold: None
+) -> None:
+    calls = _calls(40)
+    directory = tmp_path / "judge"
+    recordings.write_stage(directory, calls)
+    files = sorted(os.listdir(directory))
+    bad = RecordedCall(context=CallContext(stage="judge", item="9\ud800"), record=calls[0].record)
+    with pytest.raises(UnwritableTextError, match=r"calls\.jsonl: not written: a call would hold a lone"):
+        recordings.write_stage(directory, [*calls, bad])
+    assert sorted(os.listdir(directory)) == files
+    assert _by_key([c.call for c in recordings.read_stage(directory)]) == _by_key(calls)

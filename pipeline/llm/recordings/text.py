@@ -68,7 +68,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from pydantic import ValidationError
 
-from pipeline.errors import CorruptRecordError
+from pipeline.errors import CorruptRecordError, UnwritableTextError
 from pipeline.llm.blocks import MIN_BLOCK
 from pipeline.llm.blocks import split_blocks as split_blocks  # the rule, shared with the cache (re-exported)
 from pipeline.llm.bounds import MAX_LINE_BYTES, depth_problem, long_line
@@ -295,12 +295,21 @@ class StageRecording:
         before = set(os.listdir(directory))
         written: list[tuple[str, str]] = []
         try:
-            for prefix, blobs in sorted(blocks.items()):
-                chunks = (self._blob_bytes(blob) for blob in blobs)
-                written.append(shards.write_shard(directory, "blocks", prefix, chunks))
-            for prefix, sources in sorted(calls.items()):
-                chunks = (self._line(source) for source in sources)
-                written.append(shards.write_shard(directory, "calls", prefix, chunks))
+            try:
+                for prefix, blobs in sorted(blocks.items()):
+                    chunks = (self._blob_bytes(blob) for blob in blobs)
+                    written.append(shards.write_shard(directory, "blocks", prefix, chunks))
+                for prefix, sources in sorted(calls.items()):
+                    chunks = (self._line(source) for source in sources)
+                    written.append(shards.write_shard(directory, "calls", prefix, chunks))
+            except UnicodeEncodeError as exc:  # as atomic_write_chunks refuses it for one file
+                raise UnwritableTextError(
+                    f"{directory / CALLS_FILE}: not written: a call would hold a lone surrogate "
+                    f"(\\u{ord(exc.object[exc.start]):04x}, half a character, which no UTF-8 file can hold), "
+                    "so no reader could read it back. Fix: find the input it came from (a JSON or YAML "
+                    "escape \\ud800 to \\udfff), write the character itself there, and run again; the old "
+                    "recording is unchanged"
+                ) from None
             shards.commit(directory / CALLS_FILE, written)
         except BaseException:
             # The old manifest still stands: the shards written for the new one go, so that the old
