@@ -319,8 +319,6 @@ class StageRecording:
                     (directory / name).unlink(missing_ok=True)
             raise
         shards.drop_unnamed(directory, {name for name, _ in written})
-        with contextlib.suppress(FileNotFoundError):
-            (directory / LEGACY_BLOBS_FILE).unlink()
 
     def write(self, directory: Path, keep: Callable[[RecordedCall], bool] | None = None) -> int:
         """Write the stage's calls in one step, streamed from the spool in their sorted order (the
@@ -345,7 +343,11 @@ class StageRecording:
                     for index in self._kept.values():
                         kept_blobs.update(blob_refs(calls[index][1]))
             # A temporary file here now is a killed writer's: every live writer waits for the lock.
-            for pattern in (f".{CALLS_FILE}.*{TMP_SUFFIX}", f".calls-*{TMP_SUFFIX}"):
+            for pattern in (
+                f".{CALLS_FILE}.*{TMP_SUFFIX}",
+                f".calls-*{TMP_SUFFIX}",
+                f".blocks-*{TMP_SUFFIX}",
+            ):
                 for stale in directory.glob(pattern):
                     stale.unlink(missing_ok=True)
             if len(order) > shards.SHARD_AT:
