@@ -133,7 +133,8 @@ def _stage_calls(
         return
     problems += parts.problems
     for number, line in parts.calls:
-        where = f"{parts.path}:{number}"
+        path, line_number = parts.located(number)  # the shard and its line, in a sharded recording
+        where = f"{path}:{line_number}"
         try:
             call = recordings.parse_call_line(line, parts.blobs, where)
         except JudgeloopError as exc:
@@ -143,10 +144,10 @@ def _stage_calls(
         if problem is not None:
             problems.append(f"{where}: {call.context.describe()} key {call.record.key}: {problem}")
             if untrusted is not None:
-                untrusted.add((parts.path, number))
+                untrusted.add((path, line_number))
         else:
             call = call.current()  # under today's key recipe, as the pipeline reads it
-        yield parts.path, number, call
+        yield path, line_number, call
 
 
 def recorded_keys(root: Path, problems: list[str], memo: VerifiedMemo | None = None) -> set[str]:

@@ -1,6 +1,7 @@
 """The trusted record: every call a stage made, as text under recordings/, pinned by dvc.lock.
 
     text.py          a stage's recording (JSONL + shared blocks): write, read, verify every record
+    shards.py        a large stage's recording in 16 shards by key, under a manifest renamed in one step
     stage_index.py   a stage's recording held as its lines, each call parsed only when served
     index.py         RecordingIndex: every recorded call by key, stage by stage, for a session
     verified_memo.py recordings verified once, remembered by the hash of what was verified

@@ -50,9 +50,9 @@ def read_items(directory: Path, items: Collection[str]) -> Iterator[recordings.L
     for number, line in parts.calls:
         item = _context_item(line)
         if item is None or item in wanted:
-            call = recordings.parse_call_line(line, parts.blobs, f"{parts.path}:{number}")
+            call = recordings.parse_call_line(line, parts.blobs, parts.where(number))
             if call.context.item in wanted:
-                yield recordings.LoadedCall(parts.path, number, call)
+                yield recordings.LoadedCall(*parts.located(number), call)
 
 
 Identity = tuple[str, str, str]  # a ModelIdentity's backend, name and digest
@@ -94,7 +94,7 @@ class StageIndex:
             return found
         if f'"checksum":"{call.record.checksum}"' not in line:
             return None
-        same = recordings.parse_call_line(line, self.parts.blobs, f"{self.parts.path}:{number}")
+        same = recordings.parse_call_line(line, self.parts.blobs, self.parts.where(number))
         return found if same.record == call.record and same.context == call.context else None
 
     def call(self, key: str) -> RecordedCall | None:
@@ -103,7 +103,7 @@ class StageIndex:
         if found is None:
             return None
         number, line = self.parts.calls[found]
-        where = f"{self.parts.path}:{number}"
+        where = self.parts.where(number)
         return recordings.parse_call_line(line, self.parts.blobs, where, verified=True).current()
 
 
@@ -121,7 +121,7 @@ def _indexed(line: str, parts: recordings.RecordingLines, number: int) -> tuple[
             return raw["key"], _identity(raw["model"])
     except (ValueError, KeyError, TypeError, AttributeError):
         pass  # not as verified content reads: parsed in full below, which names what is wrong
-    record = recordings.parse_call_line(line, parts.blobs, f"{parts.path}:{number}").current().record
+    record = recordings.parse_call_line(line, parts.blobs, parts.where(number)).current().record
     return record.key, _identity(record.model.model_dump())
 
 

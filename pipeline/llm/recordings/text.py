@@ -9,8 +9,10 @@ one file,
                                      calls, {"blob": id, "text": ...}, sorted by id
 
 in canonical JSON, so the same calls give the same bytes, a new call is a new line in a diff, and
-git merges two collaborators' additions line by line. Any recording can seed an empty local cache,
-so a fresh clone replays with no model.
+git merges two collaborators' additions line by line. (Past shards.SHARD_AT calls, calls.jsonl is
+instead a manifest naming sixteen shards by key, each a file of this form, so that a rerun rewrites
+only the shards whose calls changed: pipeline.llm.recordings.shards.) Any recording can seed an
+empty local cache, so a fresh clone replays with no model.
 
 Content repeated across calls (the transcript inside every judge prompt, the rubric) is stored
 once: message text is cut into blocks of whole lines at content-defined boundaries (a line whose
@@ -52,11 +54,13 @@ that is a symbolic link, or holds one, is refused before it is read or written
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import hashlib
+import os
 import re
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -64,12 +68,13 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from pydantic import ValidationError
 
-from pipeline.errors import CorruptRecordError
+from pipeline.errors import CorruptRecordError, UnwritableTextError
 from pipeline.llm.blocks import MIN_BLOCK
 from pipeline.llm.blocks import split_blocks as split_blocks  # the rule, shared with the cache (re-exported)
 from pipeline.llm.bounds import MAX_LINE_BYTES, depth_problem, long_line
 from pipeline.llm.files import TMP_SUFFIX, atomic_write_chunks, child, locked, refuse_links
 from pipeline.llm.keys import canonical_json
+from pipeline.llm.recordings import shards
 from pipeline.llm.recordings.spool import Place, Spool
 from pipeline.llm.recordings.verified_memo import IN_PROCESS, VerifiedMemo
 from pipeline.llm.records import CallRecord, RecordedCall
@@ -262,6 +267,59 @@ class StageRecording:
                 yield self._spool.get(place)
                 yield b"\n"
 
+    def _line(self, source: Place | int) -> bytes:
+        if isinstance(source, int):
+            assert self._recorded is not None
+            return (line_safe(self._recorded.parts.calls[source][1]) + "\n").encode("utf-8")
+        line = self._spool.get(source)
+        return (line if isinstance(line, bytes) else line.encode("utf-8")) + b"\n"
+
+    def _blob_bytes(self, blob: str) -> bytes:
+        place = self._blobs.get(blob)
+        if place is not None:
+            return self._line(place)
+        assert self._recorded is not None
+        return (blob_line(blob, self._recorded.parts.blobs[blob]) + "\n").encode("utf-8")
+
+    def _write_shards(
+        self, directory: Path, order: list[tuple[Where, Place | int]], kept_blobs: set[str]
+    ) -> None:
+        """The stage's calls as shards by key and its blocks as shards by id (pipeline.llm.recordings.shards),
+        then its manifest, in one rename."""
+        calls: dict[str, list[Place | int]] = {}
+        for where, source in order:
+            calls.setdefault(shards.shard_of(where[-1]), []).append(source)
+        blocks: dict[str, list[str]] = {}
+        for blob in sorted(self._blobs.keys() | kept_blobs):
+            blocks.setdefault(shards.shard_of(blob), []).append(blob)
+        before = set(os.listdir(directory))
+        written: list[tuple[str, str]] = []
+        try:
+            try:
+                for prefix, blobs in sorted(blocks.items()):
+                    chunks = (self._blob_bytes(blob) for blob in blobs)
+                    written.append(shards.write_shard(directory, "blocks", prefix, chunks))
+                for prefix, sources in sorted(calls.items()):
+                    chunks = (self._line(source) for source in sources)
+                    written.append(shards.write_shard(directory, "calls", prefix, chunks))
+            except UnicodeEncodeError as exc:  # as atomic_write_chunks refuses it for one file
+                raise UnwritableTextError(
+                    f"{directory / CALLS_FILE}: not written: a call would hold a lone surrogate "
+                    f"(\\u{ord(exc.object[exc.start]):04x}, half a character, which no UTF-8 file can hold), "
+                    "so no reader could read it back. Fix: find the input it came from (a JSON or YAML "
+                    "escape \\ud800 to \\udfff), write the character itself there, and run again; the old "
+                    "recording is unchanged"
+                ) from None
+            shards.commit(directory / CALLS_FILE, written)
+        except BaseException:
+            # The old manifest still stands: the shards written for the new one go, so that the old
+            # recording reads as it was (a killed writer leaves them, refused as strays until the next write).
+            for name, _ in written:
+                if name not in before:
+                    (directory / name).unlink(missing_ok=True)
+            raise
+        shards.drop_unnamed(directory, {name for name, _ in written})
+
     def write(self, directory: Path, keep: Callable[[RecordedCall], bool] | None = None) -> int:
         """Write the stage's calls in one step, streamed from the spool in their sorted order (the
         same bytes as when the file was held whole); how many calls the file holds. keep=None: they
@@ -285,9 +343,18 @@ class StageRecording:
                     for index in self._kept.values():
                         kept_blobs.update(blob_refs(calls[index][1]))
             # A temporary file here now is a killed writer's: every live writer waits for the lock.
-            for stale in directory.glob(f".{CALLS_FILE}.*{TMP_SUFFIX}"):
-                stale.unlink(missing_ok=True)
-            atomic_write_chunks(directory / CALLS_FILE, self._chunks(order, kept_blobs))
+            for pattern in (
+                f".{CALLS_FILE}.*{TMP_SUFFIX}",
+                f".calls-*{TMP_SUFFIX}",
+                f".blocks-*{TMP_SUFFIX}",
+            ):
+                for stale in directory.glob(pattern):
+                    stale.unlink(missing_ok=True)
+            if len(order) > shards.SHARD_AT:
+                self._write_shards(directory, order, kept_blobs)
+            else:
+                atomic_write_chunks(directory / CALLS_FILE, self._chunks(order, kept_blobs))
+                shards.drop_unnamed(directory, set())  # a sharded recording before: its shards
             with contextlib.suppress(FileNotFoundError):  # its blocks are in calls.jsonl now
                 (directory / LEGACY_BLOBS_FILE).unlink()
             return len(order)
@@ -320,6 +387,21 @@ class RecordingLines:
     calls: list[tuple[int, str]]
     blobs: dict[str, str]
     problems: list[str]
+    # A sharded recording (pipeline.llm.recordings.shards): each shard file with the number its first
+    # line has in `calls`' numbering, which runs on from shard to shard.
+    sources: tuple[tuple[int, Path], ...] = ()
+
+    def located(self, number: int) -> tuple[Path, int]:
+        """The file and line of a line numbered `number` here."""
+        if not self.sources:
+            return self.path, number
+        at = bisect.bisect_right([first for first, _ in self.sources], number) - 1
+        first, path = self.sources[max(at, 0)]
+        return path, number - first + 1
+
+    def where(self, number: int) -> str:
+        path, line = self.located(number)
+        return f"{path}:{line}"
 
 
 MAX_RECORDING_BYTES = 4 * 2**30  # tens of thousands of calls with log-probabilities fit many times
@@ -347,16 +429,34 @@ def recording_text(path: Path, data: bytes | None = None) -> str:
 
 def split_recording(directory: Path, files: dict[str, bytes] | None = None) -> RecordingLines:
     """Read a stage's recording: calls.jsonl (and a blobs.jsonl beside it, from before they were one
-    file), every blob checked against its id. Bad lines are listed, not raised. `files`: the
-    folder's files as already read (and checked against the folder's pin, pipeline.llm.recordings.pins), to
-    parse those bytes rather than read the files again."""
+    file; or the shards it names, pipeline.llm.recordings.shards), every blob checked against its id.
+    Bad lines are listed, not raised. `files`: the folder's files as already read (and checked
+    against the folder's pin, pipeline.llm.recordings.pins), to parse those bytes rather than read
+    the files again."""
     refuse_linked(directory)
     path = directory / CALLS_FILE
+    first = recording_text(path, None if files is None else files.get(CALLS_FILE))
+    if files is not None:
+        return _split_text(directory, first, files)
+    try:
+        return _split_text(directory, first, None)
+    except shards.RACES:
+        # A writer may have replaced the manifest and its shards between two reads: once more.
+        return _split_text(directory, recording_text(path), None)
+
+
+def _split_text(directory: Path, first: str, files: dict[str, bytes] | None) -> RecordingLines:
+    """split_recording of a recording whose calls.jsonl reads `first`."""
+    names = list(files) if files is not None else os.listdir(directory)
+    if shards.is_manifest(first):
+        return _split_shards(directory, first, files, names)
+    shards.refuse_strays(directory, names, set())
+    path = directory / CALLS_FILE
+    given = files if files is not None else {}
     calls: list[tuple[int, str]] = []
     blobs: dict[str, str] = {}
     problems: list[str] = []
-    given = files if files is not None else {}
-    sources = [(path, recording_text(path, given.get(CALLS_FILE)))]
+    sources = [(path, first)]
     legacy = directory / LEGACY_BLOBS_FILE
     if LEGACY_BLOBS_FILE in given or (files is None and legacy.is_file()):
         sources.append((legacy, recording_text(legacy, given.get(LEGACY_BLOBS_FILE))))
@@ -366,19 +466,53 @@ def split_recording(directory: Path, files: dict[str, bytes] | None = None) -> R
             if holds_calls and not line.startswith('{"blob":'):
                 calls.append((number, line))
                 continue
-            try:
-                entry = orjson.loads(line)
-                blob, content = entry["blob"], entry["text"]
-                if not isinstance(blob, str) or not isinstance(content, str):
-                    raise TypeError("blob and text must be strings")
-            except (ValueError, KeyError, TypeError) as exc:
-                problems.append(f"{source}:{number}: not a blob line ({exc})")
-                continue
-            if blob_id(content) != blob:
-                # Kept: a call that uses it then fails record.problem() too, as a request edited.
-                problems.append(f"{source}:{number}: blob {blob} does not hash to its id (edited)")
-            blobs[blob] = content
+            if (blob := _blob_entry(line, f"{source}:{number}", problems)) is not None:
+                blobs[blob[0]] = blob[1]
     return RecordingLines(path, calls, blobs, problems)
+
+
+def _split_shards(
+    directory: Path, manifest: str, files: dict[str, bytes] | None, names: list[str]
+) -> RecordingLines:
+    """split_recording of a sharded recording: every shard its manifest names, checked against its
+    hash, its calls numbered on from the shard before."""
+    path = directory / CALLS_FILE
+    named = shards.parse_manifest(path, manifest)
+    shards.refuse_strays(directory, names, {name for name, _ in named})
+    calls: list[tuple[int, str]] = []
+    blobs: dict[str, str] = {}
+    problems: list[str] = []
+    sources: list[tuple[int, Path]] = []
+    offset = 0
+    for name, sha in named:
+        shard = directory / name
+        lines = file_lines(recording_text(shard, shards.shard_bytes(directory, name, sha, files)))
+        sources.append((offset + 1, shard))
+        holds_calls = name.startswith("calls-")
+        for number, line in enumerate(lines, start=1):
+            if holds_calls and not line.startswith('{"blob":'):
+                calls.append((offset + number, line))
+            elif (blob := _blob_entry(line, f"{shard}:{number}", problems)) is not None:
+                blobs[blob[0]] = blob[1]
+        offset += len(lines)
+    return RecordingLines(path, calls, blobs, problems, tuple(sources))
+
+
+def _blob_entry(line: str, where: str, problems: list[str]) -> tuple[str, str] | None:
+    """A blob line's id and text (noting in `problems` one that does not hash to its id); None, noted,
+    for a line that is not a blob line."""
+    try:
+        entry = orjson.loads(line)
+        blob, content = entry["blob"], entry["text"]
+        if not isinstance(blob, str) or not isinstance(content, str):
+            raise TypeError("blob and text must be strings")
+    except (ValueError, KeyError, TypeError) as exc:
+        problems.append(f"{where}: not a blob line ({exc})")
+        return None
+    if blob_id(content) != blob:
+        # Kept: a call that uses it then fails record.problem() too, as a request edited.
+        problems.append(f"{where}: blob {blob} does not hash to its id (edited)")
+    return blob, content
 
 
 @dataclass(frozen=True)
@@ -423,13 +557,14 @@ def _why(exc: Exception) -> str:
 def trusted_call(line: str, parts: RecordingLines, number: int) -> RecordedCall:
     """One call line parsed and verified (key re-derived, checksum), under today's key recipe;
     CorruptRecordError naming the file and line when it cannot be trusted."""
-    where = f"{parts.path}:{number}"
+    where = parts.where(number)
     call = parse_call_line(line, parts.blobs, where)
     problem = call.record.problem()
     if problem is not None:
         raise CorruptRecordError(
             f"{where}: call {call.record.key} cannot be trusted: {problem}. "
-            f"Fix: restore the file from git (git checkout -- {parts.path}), or re-record this call."
+            f"Fix: restore the file from git (git checkout -- {where.rsplit(':', 1)[0]}), "
+            "or re-record this call."
         )
     # A verified call written under an older key recipe is served under today's key.
     return call.current()
@@ -464,12 +599,67 @@ def read_stage(
     unverified = memo.holds(parts) if verify else None
     for number, line in parts.calls:
         if unverified is not None:
-            yield LoadedCall(parts.path, number, trusted_call(line, parts, number))
+            yield LoadedCall(*parts.located(number), trusted_call(line, parts, number))
             continue
-        call = parse_call_line(line, parts.blobs, f"{parts.path}:{number}")
-        yield LoadedCall(parts.path, number, call.current() if verify else call)
+        call = parse_call_line(line, parts.blobs, parts.where(number))
+        yield LoadedCall(*parts.located(number), call.current() if verify else call)
     if unverified is not None:
         memo.remember(unverified)
+
+
+def read_keys(directory: Path, keys: Collection[str], *, verify: bool = True) -> Iterator[LoadedCall]:
+    """The calls of `keys` in a stage's recording (verified as read_stage verifies them). A sharded
+    recording (pipeline.llm.recordings.shards) is read as its manifest, the shards of those keys'
+    calls and the block shards their lines refer to, each checked against its hash, the folder
+    checked for strays: a reader of one call of a million reads a sixteenth of the calls and a few
+    block shards, and parses that call's line only. A recording in one file is read whole, its
+    calls filtered, as is a sharded one whose lines do not show these keys as written (a line under
+    an older key recipe)."""
+    if not has_recording(directory):
+        return
+    refuse_linked(directory)
+    manifest = recording_text(directory / CALLS_FILE)
+    wanted = set(keys)
+    found = _key_lines(directory, manifest, wanted) if shards.is_manifest(manifest) else None
+    if found is None:
+        yield from (
+            loaded for loaded in read_stage(directory, verify=verify) if loaded.call.record.key in wanted
+        )
+        return
+    lines, parts = found
+    for shard, number, line in lines:
+        if verify:
+            call = trusted_call(line, RecordingLines(shard, [], parts.blobs, []), number)
+        else:
+            call = parse_call_line(line, parts.blobs, f"{shard}:{number}")
+        if call.record.key in wanted:
+            yield LoadedCall(shard, number, call)
+
+
+def _key_lines(
+    directory: Path, manifest: str, wanted: set[str]
+) -> tuple[list[tuple[Path, int, str]], RecordingLines] | None:
+    """The lines of `wanted` keys in a sharded recording (shard, line number, line), with the blocks
+    they refer to; None when a key is not found as written (then the reader reads the whole)."""
+    named = shards.parse_manifest(directory / CALLS_FILE, manifest)
+    shards.refuse_strays(directory, os.listdir(directory), {name for name, _ in named})
+    marks = [f'"key":"{key}"' for key in wanted]
+    lines: list[tuple[Path, int, str]] = []
+    needed = {("calls", shards.shard_of(key)) for key in wanted}
+    for name, sha in named:
+        if shards.prefix_of(name) in needed:
+            text = recording_text(directory / name, shards.shard_bytes(directory, name, sha, None))
+            for number, line in enumerate(file_lines(text), start=1):
+                if any(mark in line for mark in marks):
+                    lines.append((directory / name, number, line))
+    if len(lines) < len(wanted):
+        return None
+    refs = {blob for _, _, line in lines for blob in blob_refs(line)}
+    blocks = {("blocks", shards.shard_of(blob)) for blob in refs}
+    chosen = [(name, sha) for name, sha in named if shards.prefix_of(name) in blocks]
+    files = {name: shards.shard_bytes(directory, name, sha, None) for name, sha in chosen}
+    files[CALLS_FILE] = shards.manifest_text(chosen).encode("utf-8")  # the part of it read
+    return lines, whole_recording(directory, files, verify=True)
 
 
 def stage_dirs(root: Path) -> list[Path]:

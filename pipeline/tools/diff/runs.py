@@ -54,7 +54,7 @@ class VerifiedCalls(Mapping[str, RecordedCall]):
                     f"{parts.problems[0]}. Fix: restore the file from git, or re-record the stage."
                 )
             for number, line in parts.calls:
-                where = f"{parts.path}:{number}"
+                where = parts.where(number)
                 try:
                     raw = orjson.loads(line)
                     key, context = raw["key"], raw["context"]

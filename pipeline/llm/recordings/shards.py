@@ -1,0 +1,215 @@
+"""A large stage's recording in shards, by its calls' keys (issue 33, proposal 3).
+
+A stage's recording is one file (pipeline.llm.recordings.text), rewritten whole by every rerun, moved
+whole by git and DVC, and read whole by a reader that wants one call. Past SHARD_AT calls a stage
+is written instead as
+
+    recordings/<stage>/calls.jsonl                      the manifest: one line a shard,
+                                                        {"sha256": <its bytes' sha256>, "shard": <its file>}
+    recordings/<stage>/calls-<d>-<sha256[:16]>.jsonl    the calls whose key's digest begins with the hex
+                                                        digit <d>, sorted, as a recording's call lines
+    recordings/<stage>/blocks-<d>-<sha256[:16]>.jsonl   the shared blocks whose id begins with <d>, by id
+
+Sixteen shards of calls, by the key's first hex digit: a rerun that changes a few calls rewrites
+(and git or DVC moves) only their shards, and a reader that wants one key reads the manifest, one
+sixteenth of the calls and the block shards its line refers to (recordings.read_keys). The blocks
+have shards of their own, by id, so that a transcript judged by calls in every shard is still stored
+once (with a block each shard of calls holding its own, bytes grew with the number of shards a
+transcript's calls fall in: up to 16x); a rerun whose calls bring new blocks rewrites their shards too.
+
+Small recordings (every committed demo) stay one file, byte for byte: the threshold is a count of
+calls, so the same calls always give the same layout. SHARD_AT = 4,096 calls is about 10-15 MB at
+the synthetic bench's few kB a call: below it a rewrite costs little and git copes; above it a
+rerun of one item no longer rewrites the whole stage.
+
+Atomic per stage. A shard's name holds its content's hash, so a shard is written under a new name
+(a temporary file, then renamed to that name; one whose bytes are unchanged keeps its file), and the
+stage changes in one step: the rename of the manifest, calls.jsonl, over the old one. A writer killed
+before that leaves the old manifest naming the old shards, all still there; killed after it, the new
+manifest names the new shards; the shards it no longer names are deleted last. Readers check each
+shard against its hash in the manifest, and refuse a file in the folder that looks like a shard but
+is not named by it (a stray, or a look-alike), naming the file and the fix; dvc.lock's folder md5
+pins the manifest and every shard together.
+
+Merges: two collaborators who changed different shards change different manifest lines and files;
+the same shard changed on both sides conflicts on its manifest line, resolved by rerunning the stage
+(or `judgeloop cache merge`) rather than by hand.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import re
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+import orjson
+
+from pipeline.errors import CorruptRecordError
+from pipeline.llm.files import TMP_SUFFIX, atomic_write_chunks
+from pipeline.llm.keys import canonical_json
+
+SHARD_AT = 4096  # more calls than this: the stage's recording is written in shards
+SHARD_DIGITS = 1  # shards by the key's first hex digit: 16
+HEX = frozenset("0123456789abcdef")
+MANIFEST_OPENING = '{"sha256":'  # how a manifest line opens (a call line opens with its checksum)
+SHARD_NAME = re.compile(rf"(calls|blocks)-([0-9a-f]{{{SHARD_DIGITS}}})-([0-9a-f]{{16}})\.jsonl")
+LOOKS_LIKE_SHARD = re.compile(
+    r"(calls|blocks)-.*\.jsonl", re.IGNORECASE
+)  # a file a person could take for a shard
+FIX = "Fix: restore the stage's folder from git (git checkout -- {folder}), or re-record the stage."
+
+
+def shard_of(key: str) -> str:
+    """The shard a call of this key is written to: the first hex digit of its digest ("jl2:3f..." -> "3")."""
+    digits = key.rsplit(":", 1)[-1][:SHARD_DIGITS].lower()
+    return digits if len(digits) == SHARD_DIGITS and all(c in HEX for c in digits) else "0" * SHARD_DIGITS
+
+
+def is_manifest(text: str) -> bool:
+    return text.startswith(MANIFEST_OPENING)
+
+
+def _hash_of(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def write_shard(directory: Path, kind: str, prefix: str, chunks: Iterable[bytes]) -> tuple[str, str]:
+    """One shard ("calls" or "blocks") written under its content's name (a temporary file first);
+    its name and sha256. A shard of the same bytes already there keeps its file."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{kind}-{prefix}.", suffix=TMP_SUFFIX, dir=directory)
+    digest = hashlib.sha256()
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for chunk in chunks:
+                digest.update(chunk)
+                out.write(chunk)
+            out.flush()
+            os.fsync(out.fileno())
+        sha = digest.hexdigest()
+        name = f"{kind}-{prefix}-{sha[:16]}.jsonl"
+        if _hash_of(directory / name) == sha:
+            os.unlink(tmp)
+        else:
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, directory / name)
+        return name, sha
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def commit(manifest_path: Path, shards: list[tuple[str, str]]) -> None:
+    """The stage's one step: the manifest naming `shards` renamed into place (then the caller drops
+    the shard files it no longer names, drop_unnamed)."""
+    atomic_write_chunks(manifest_path, [manifest_text(shards)])
+
+
+def manifest_text(shards: Iterable[tuple[str, str]]) -> str:
+    """A manifest naming `shards`, (file, sha256) in order."""
+    return "".join(canonical_json({"sha256": sha, "shard": name}) + "\n" for name, sha in shards)
+
+
+def prefix_of(name: str) -> tuple[str, str]:
+    """A shard's kind and digits ("calls", "3") from its name; ("", "") for a name SHARD_NAME refuses."""
+    found = SHARD_NAME.fullmatch(name)
+    return ("", "") if found is None else (found.group(1), found.group(2))
+
+
+def drop_unnamed(directory: Path, named: set[str]) -> None:
+    """Delete the shard files `named` does not hold (an earlier layout's, or a killed writer's)."""
+    for path in directory.iterdir():
+        if SHARD_NAME.fullmatch(path.name) and path.name not in named:
+            path.unlink(missing_ok=True)
+
+
+def parse_manifest(path: Path, text: str) -> list[tuple[str, str]]:
+    """The shards a manifest names, (file, sha256) in order; CorruptRecordError naming its line."""
+    fix = FIX.format(folder=path.parent)
+    shards: list[tuple[str, str]] = []
+    prefixes: list[tuple[str, str]] = []
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    for number, line in enumerate(lines, start=1):
+        try:
+            entry = orjson.loads(line)
+            name, sha = entry["shard"], entry["sha256"]
+            found = SHARD_NAME.fullmatch(name) if isinstance(name, str) else None
+            if found is None or set(entry) != {"shard", "sha256"}:
+                raise ValueError("a shard is named calls- or blocks-<hex digit>-<16 hex digits>.jsonl")
+            if not isinstance(sha, str) or not sha.startswith(found.group(3)) or len(sha) != 64:
+                raise ValueError("its sha256 does not match its name")
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CorruptRecordError(f"{path}:{number}: not a shard of the manifest ({exc}). {fix}") from None
+        kind_digits = (found.group(1), found.group(2))
+        if prefixes and kind_digits <= prefixes[-1]:
+            raise CorruptRecordError(f"{path}:{number}: shard {name} out of order or twice. {fix}")
+        prefixes.append(kind_digits)
+        shards.append((name, sha))
+    return shards
+
+
+def refuse_strays(directory: Path, names: Iterable[str], named: set[str]) -> None:
+    """CorruptRecordError for a file among `names` (the folder's) that looks like a shard but that the
+    manifest does not name: a stray a killed writer left, or a look-alike put there by hand."""
+    for name in sorted(names):
+        if name not in named and LOOKS_LIKE_SHARD.fullmatch(name) and not _writing(directory):
+            raise StrayShardError(
+                f"{directory / name}: looks like a shard of the stage's recording, but its calls.jsonl "
+                "does not name it, so it is not read. Fix: delete it (a writer killed before it cleaned "
+                f"up leaves one), or restore the folder from git (git checkout -- {directory})."
+            )
+
+
+def _writing(directory: Path) -> bool:
+    """Whether a writer holds the folder's lock (pipeline.llm.files.locked) now: the shards it has
+    written for its manifest are there before the manifest names them, and are not strays."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing the descriptor releases a lock taken
+    return False
+
+
+class MissingShardError(CorruptRecordError):
+    """A shard the manifest names is not in the folder (a writer may have replaced both just now)."""
+
+
+class StrayShardError(CorruptRecordError):
+    """A file like a shard that the manifest does not name (or a writer replaced both just now)."""
+
+
+RACES = (MissingShardError, StrayShardError)  # what a writer between a reader's two reads can cause
+
+
+def shard_bytes(directory: Path, name: str, sha: str, given: dict[str, bytes] | None) -> bytes:
+    """A shard's bytes (from `given`, the folder's files as read, when given), checked against the
+    manifest's hash."""
+    fix = FIX.format(folder=directory)
+    path = directory / name
+    data = given.get(name) if given is not None else None
+    if data is None:
+        if given is not None:
+            raise MissingShardError(f"{path}: named by calls.jsonl but missing. {fix}")
+        try:
+            data = path.read_bytes()
+        except OSError:
+            raise MissingShardError(f"{path}: named by calls.jsonl but missing. {fix}") from None
+    if hashlib.sha256(data).hexdigest() != sha:
+        raise CorruptRecordError(f"{path}: does not hash to the sha256 calls.jsonl gives it (edited). {fix}")
+    return data
