@@ -174,3 +174,22 @@ def test_a_memo_that_does_not_write_is_consulted_and_left_as_it_was(
     index_stage(directory, memo=verified_memo.VerifiedMemo(folder, writes=False))
     assert len(parsed) == 1  # only the recipe-1 line, for its key under today's recipe: not verified again
     assert sorted(folder.iterdir()) == remembered
+
+
+def test_an_index_that_holds_one_stage_serves_what_one_holding_all_serves(tmp_path: Path) -> None:
+    """`judgeloop status` (hold_one): one stage's recording held at a time, the others' models and
+    keys noted, a call another stage recorded served from that stage read again (issue 33)."""
+    calls = _calls(6)
+    for name, part in (("assess", calls[:2]), ("judge", calls[2:4]), ("refine", calls[4:])):
+        recordings.write_stage(tmp_path / name, part)
+    every, one = RecordingIndex(tmp_path), RecordingIndex(tmp_path, hold_one=True)
+    model = calls[0].record.model
+    assert one.identities("fake", model.name) == every.identities("fake", model.name)
+    assert not one._stages  # identities read every stage and held none
+    for stage in ("assess", "judge", "refine"):
+        for call in calls:
+            key = call.record.key
+            assert one.lookup(key, stage) == every.lookup(key, stage)
+        assert [name for name, held in one._stages.items() if held.index is not None] == [stage]
+    assert one.lookup("0" * 64, "judge") is None
+    assert one.damaged() == every.damaged() == []

@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import re
 import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from pipeline.data.input_files import InputWarning, read_lines, shown_path
+from pipeline.data.input_files import InputWarning, decode, read_lines, read_text, shown_path
 from pipeline.data.labels import listed_participants
 from pipeline.data.settings import DataSettings
 from pipeline.errors import ConfigError, InputError
@@ -37,6 +40,7 @@ SEARCHED = ("*_TRANSCRIPT.csv", "*/*_TRANSCRIPT.csv", "*.txt", "*.jsonl")
 _MARKER = re.compile(r"<[^<>\n]{1,40}>|\[[^\[\]\n]{1,40}\]")
 _SPEAKER_LINE = re.compile(r"\s*([^:\s][^:]{0,39}?)\s*:(.*)")
 _DAIC = "_transcript.csv"
+_BOM = b"\xef\xbb\xbf"
 _JSONL_SCHEMA = 'one object per line: {"id": "300", "turns": [{"speaker": "Ellie", "text": "hi"}]}'
 
 
@@ -79,37 +83,119 @@ class _Record(BaseModel):
 
 def load_transcripts(settings: DataSettings, root: Path = Path(".")) -> list[Transcript]:
     """Every transcript under `settings.transcripts`, cleaned as asked, in item-id order."""
+    return list(index_transcripts(settings, root))
+
+
+@dataclass(frozen=True)
+class _Where:
+    """Where one transcript lies: its file, and for JSONL its line's number and byte span."""
+
+    path: Path
+    shown: str
+    line: int | None
+    span: tuple[int, int] | None
+    stamp: tuple[int, int]  # the file's size and modification time when it was indexed
+
+
+class Transcripts(Sequence[Transcript]):
+    """The transcripts a design reads, in item-id order, each read from its file when asked for and
+    not kept (issue 33: 100k interviews held as turns took 17 GB). Every one was read and checked
+    once when the index was made, so a bad input is refused before any item runs; a transcript is
+    the same object, field for field, as `load_transcripts` gave when it held them all."""
+
+    def __init__(self, settings: DataSettings, ids: list[str], where: dict[str, _Where]) -> None:
+        self._settings = settings
+        self.ids = ids
+        self._where = where
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @overload
+    def __getitem__(self, index: int) -> Transcript: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Transcript]: ...
+    def __getitem__(self, index: int | slice) -> Transcript | list[Transcript]:
+        if isinstance(index, slice):
+            return [self.get(item_id) for item_id in self.ids[index]]
+        return self.get(self.ids[index])
+
+    def get(self, item_id: str) -> Transcript:
+        """The transcript of `item_id` (a KeyError for an id not indexed), read and cleaned now."""
+        where = self._where[item_id]
+        if _stamp(where.path) != where.stamp:
+            problem = f"the file changed since it was read for item '{item_id}' at the stage's start"
+            fix = "leave the inputs as they are while a stage runs"
+            raise InputError(where.shown, where.line, problem, fix)
+        transcript = _read_one(where)
+        return _named(_clean(transcript, self._settings, where.line), self._settings)
+
+    @property
+    def by_id(self) -> Mapping[str, Transcript]:
+        """The same transcripts by item id, each read when asked for."""
+        return _ById(self)
+
+
+class _ById(Mapping[str, Transcript]):
+    def __init__(self, transcripts: Transcripts) -> None:
+        self._transcripts = transcripts
+        self._ids = frozenset(transcripts.ids)
+
+    def __getitem__(self, item_id: str) -> Transcript:
+        if item_id not in self._ids:
+            raise KeyError(item_id)
+        return self._transcripts.get(item_id)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._transcripts.ids)
+
+    def __len__(self) -> int:
+        return len(self._transcripts)
+
+
+def index_transcripts(settings: DataSettings, root: Path = Path(".")) -> Transcripts:
+    """Every transcript under `settings.transcripts`, read and checked one at a time, as an index
+    of item id -> file (and JSONL line) in item-id order; `load_transcripts` with nothing held."""
     if settings.limit is not None and settings.limit < 0:
         raise ConfigError(f"data.limit is {settings.limit}. Fix: a count of 0 or more, or null for all.")
-    found: dict[str, tuple[Transcript, int | None]] = {}
+    found: dict[str, _Where] = {}
+    speakers: dict[str, frozenset[str]] = {}
+    shared: dict[frozenset[str], frozenset[str]] = {}
     for path in _discover(root / settings.transcripts, root):
-        for transcript, line in _read(path, shown_path(path, root)):
+        for transcript, where in _read_indexed(path, shown_path(path, root)):
             if transcript.item_id in found:
-                first, at = found[transcript.item_id]
-                problem = f"item id '{transcript.item_id}' is already used by {first.source}"
-                problem += f":{at}" if at is not None else ""
-                raise InputError(transcript.source, line, problem, "give each transcript its own id")
-            cleaned = _clean(transcript, settings, line)
-            named = {
-                "separator": settings.speaker_separator,
-                "interviewer": settings.interviewer,
-                "participant": settings.participant,
-            }
-            found[transcript.item_id] = (cleaned.model_copy(update=named), line)
-    ordered = sorted((t for t, _ in found.values()), key=lambda t: _id_order(t.item_id))
+                first = found[transcript.item_id]
+                problem = f"item id '{transcript.item_id}' is already used by {first.shown}"
+                problem += f":{first.line}" if first.line is not None else ""
+                raise InputError(transcript.source, where.line, problem, "give each transcript its own id")
+            cleaned = _clean(transcript, settings, where.line)
+            found[transcript.item_id] = where
+            said = frozenset(turn.speaker for turn in cleaned.turns)
+            speakers[transcript.item_id] = shared.setdefault(said, said)
+    ordered = sorted(found, key=_id_order)
     if settings.labels is not None:
         ordered = _listed(ordered, settings, root)
     chosen = ordered if settings.limit is None else ordered[: settings.limit]
-    _warn_unnamed_speakers(chosen, settings)
-    return chosen
+    _warn_unnamed_speakers([speakers[item_id] for item_id in chosen], settings)
+    return Transcripts(settings, chosen, {item_id: found[item_id] for item_id in chosen})
 
 
-def _warn_unnamed_speakers(transcripts: list[Transcript], settings: DataSettings) -> None:
+def _named(transcript: Transcript, settings: DataSettings) -> Transcript:
+    named = {
+        "separator": settings.speaker_separator,
+        "interviewer": settings.interviewer,
+        "participant": settings.participant,
+    }
+    return transcript.model_copy(update=named)
+
+
+def _warn_unnamed_speakers(said: list[frozenset[str]], settings: DataSettings) -> None:
     """A warning when no transcript has either speaker the prompts name: the prompt would tell the
-    model about an interviewer and a person assessed who are not in the transcript."""
+    model about an interviewer and a person assessed who are not in the transcript. `said`: each
+    chosen transcript's speakers."""
     wanted = {settings.interviewer.lower(), settings.participant.lower()}
-    speakers = {turn.speaker for t in transcripts for turn in t.turns}
-    if not transcripts or wanted & {s.lower() for s in speakers}:
+    speakers: set[str] = set().union(*said)
+    if not said or wanted & {s.lower() for s in speakers}:
         return
     warnings.warn(
         f"no transcript under {settings.transcripts} has the speakers the prompts name, "
@@ -121,10 +207,10 @@ def _warn_unnamed_speakers(transcripts: list[Transcript], settings: DataSettings
     )
 
 
-def _listed(transcripts: list[Transcript], settings: DataSettings, root: Path) -> list[Transcript]:
+def _listed(item_ids: list[str], settings: DataSettings, root: Path) -> list[str]:
     """Only the participants data.labels lists (pipeline.data.labels), each of whom needs a transcript."""
     listed = listed_participants(settings, root)
-    have = {t.item_id for t in transcripts}
+    have = set(item_ids)
     missing = [item_id for item_id in listed if item_id not in have]
     if missing:
         shown, line = listed[missing[0]]
@@ -132,7 +218,7 @@ def _listed(transcripts: list[Transcript], settings: DataSettings, root: Path) -
         more += ", ...)" if len(missing) > 6 else (")" if more else "")
         problem = f"participant {missing[0]}{more} has no transcript in {settings.transcripts}"
         raise InputError(shown, line, problem, "add the transcript, or delete the row from the label file")
-    return [t for t in transcripts if t.item_id in listed]
+    return [item_id for item_id in item_ids if item_id in listed]
 
 
 def _id_order(item_id: str) -> tuple[int, int, str]:
@@ -175,15 +261,50 @@ def _discover(path: Path, root: Path) -> list[Path]:
     return chosen
 
 
-def _read(path: Path, shown: str) -> list[tuple[Transcript, int | None]]:
+def _read_indexed(path: Path, shown: str) -> Iterator[tuple[Transcript, _Where]]:
+    """Each transcript of the file with where it lies, one at a time (a JSONL file's lines are
+    parsed as they are reached, and each line's byte span is kept to read it again alone)."""
+    stamp = _stamp(path)
+    if path.suffix.lower() != ".jsonl":
+        yield _read_file(path, shown), _Where(path, shown, None, None, stamp)
+        return
+    text = read_text(path, shown)  # as read_lines reads it, with each line's "\r" kept to count bytes
+    if not text.strip():
+        raise InputError(shown, 1, "the file is empty", "delete it, or export it again")
+    with path.open("rb") as raw:
+        offset = len(_BOM) if raw.read(len(_BOM)) == _BOM else 0
+    for number, raw_line in enumerate(text.split("\n"), start=1):
+        size = len(raw_line.encode("utf-8"))
+        line = raw_line.removesuffix("\r")
+        if line.strip():
+            transcript, _ = _read_record(line, shown, number)
+            yield transcript, _Where(path, shown, number, (offset, size), stamp)
+        offset += size + len(b"\n")
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    status = path.stat()
+    return status.st_size, status.st_mtime_ns
+
+
+def _read_one(where: _Where) -> Transcript:
+    """The transcript `where` names, read again from its file (a JSONL line alone, by its bytes)."""
+    if where.span is None or where.line is None:
+        return _read_file(where.path, where.shown)
+    start, size = where.span
+    with where.path.open("rb") as raw:
+        raw.seek(start)
+        line = decode(raw.read(size), where.shown).removesuffix("\r")
+    return _read_record(line, where.shown, where.line)[0]
+
+
+def _read_file(path: Path, shown: str) -> Transcript:
+    """A DAIC-WOZ or plain-text transcript: one a file."""
     lines = read_lines(path, shown)
-    suffix = path.suffix.lower()
-    if suffix == ".jsonl":
-        return [_read_record(line, shown, n) for n, line in enumerate(lines, start=1) if line.strip()]
     daic = path.name.lower().endswith(_DAIC)
     item_id = path.name[: -len(_DAIC)] if daic else path.stem
-    turns = _read_daic(lines, shown) if suffix == ".csv" else _speaker_lines(lines, shown, None)
-    return [(_transcript(item_id, turns, shown, None), None)]
+    turns = _read_daic(lines, shown) if path.suffix.lower() == ".csv" else _speaker_lines(lines, shown, None)
+    return _transcript(item_id, turns, shown, None)
 
 
 def _transcript(item_id: str, turns: list[Turn], shown: str, line: int | None) -> Transcript:

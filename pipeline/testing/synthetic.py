@@ -74,7 +74,7 @@ def run_stages(root: Path, mode: str) -> int:
     """The paper's three LLM stages in this process, as their DVC stages run them (outputs and
     recordings written), in cache mode `mode`; the calls they made or replayed."""
     from pipeline.data.jsonl import write_jsonl
-    from pipeline.data.transcripts import load_transcripts
+    from pipeline.data.transcripts import index_transcripts
     from pipeline.experiments.paper.assess import run_assess
     from pipeline.experiments.paper.judge import run_judge
     from pipeline.experiments.paper.params import load_paper_params
@@ -87,8 +87,8 @@ def run_stages(root: Path, mode: str) -> int:
     try:
         params = load_paper_params(Path("params.yaml"))
         params = params.model_copy(update={"cache": params.cache.model_copy(update={"mode": mode})})
-        transcripts = load_transcripts(params.data, Path("."))
-        by_id = {t.item_id: t for t in transcripts}
+        transcripts = index_transcripts(params.data, Path("."))
+        by_id = transcripts.by_id
         fake = FakeBackend(responder, name=MODEL, parallelism=4, keep_requests=False)
         calls = 0
 

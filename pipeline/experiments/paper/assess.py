@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pipeline.data.transcripts import Transcript, load_transcripts
+from pipeline.data.transcripts import Transcript, Transcripts, index_transcripts
 from pipeline.experiments.paper.params import PaperParams
 from pipeline.experiments.steps import LLMStep, jsonl_output, share
 from pipeline.judges.rubric.assessor import assess
@@ -27,9 +27,10 @@ def run_assess(
     )
 
 
-STEP: LLMStep[PaperParams, list[Transcript], Assessment] = LLMStep(
-    inputs=lambda params, _: load_transcripts(params.data),
-    items=lambda transcripts: [t.item_id for t in transcripts],
+# The transcripts are an index, each read when its item runs (issue 33: not all held at once).
+STEP: LLMStep[PaperParams, Transcripts, Assessment] = LLMStep(
+    inputs=lambda params, _: index_transcripts(params.data),
+    items=lambda transcripts: list(transcripts.ids),
     work=run_assess,
     output=jsonl_output(Assessment),
     done=lambda results: share(sum(not a.valid for a in results), len(results), "assessments", "invalid"),

@@ -6,7 +6,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from pipeline.data.transcripts import Transcript, load_transcripts
+from pipeline.data.transcripts import Transcript, index_transcripts
 from pipeline.experiments.paper.params import PaperParams
 from pipeline.experiments.steps import LLMStep, Upstream, jsonl_output, share
 from pipeline.judges.rubric.judge import judge_all
@@ -57,7 +57,7 @@ class JudgeInputs:
 
 
 def judge_inputs(params: PaperParams, upstream: Upstream) -> JudgeInputs:
-    transcripts = {t.item_id: t for t in load_transcripts(params.data)}
+    transcripts = index_transcripts(params.data).by_id  # each read when its item runs
     return JudgeInputs(transcripts, upstream("assess", jsonl_output(Assessment)))
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from pipeline.data.transcripts import Transcript, load_transcripts
+from pipeline.data.transcripts import Transcript, index_transcripts
 from pipeline.experiments.paper.params import PaperParams
 from pipeline.experiments.steps import LLMStep, Upstream, jsonl_output, share
 from pipeline.judges.rubric.results import Assessment, AssessmentJudgements
@@ -67,7 +67,7 @@ class RefineInputs:
 
 
 def refine_inputs(params: PaperParams, upstream: Upstream) -> RefineInputs:
-    transcripts = {t.item_id: t for t in load_transcripts(params.data)}
+    transcripts = index_transcripts(params.data).by_id  # each read when its item runs
     assessments = {a.item: a for a in upstream("assess", jsonl_output(Assessment))}
     # Every judged item has its assessment, except in a dry run whose new assessment is not known yet.
     judgements = [j for j in upstream("judge", jsonl_output(AssessmentJudgements)) if j.item in assessments]

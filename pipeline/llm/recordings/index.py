@@ -78,12 +78,25 @@ class StageCalls:
 
 
 class RecordingIndex:
-    def __init__(self, root: Path, pins: Pins | None = None, memo: VerifiedMemo | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        pins: Pins | None = None,
+        memo: VerifiedMemo | None = None,
+        *,
+        hold_one: bool = False,
+    ) -> None:
+        """hold_one: hold one stage's recording at a time (`judgeloop status`, which dry-runs every
+        stage in turn: issue 33). Reading a stage's lets go of the one held before, keeping its
+        models and keys; a call another stage recorded is served from that stage read again (a scan,
+        once the memo holds it), not held."""
         self.root = root
         self.pins = pins if pins is not None else Pins()
         self.memo = memo  # recordings verified in full before (pipeline.llm.recordings.verified_memo)
+        self.hold_one = hold_one
         self._stages: dict[str, StageCalls] = {}
         self._noted: dict[str, set[ModelIdentity]] = {}  # models of the stages read but not held
+        self._noted_keys: dict[str, frozenset[str]] = {}  # with hold_one: their keys
         self._every_stage_read = False
         self._lock = threading.Lock()
 
@@ -105,8 +118,25 @@ class RecordingIndex:
             if calls is None:
                 directory = self.root / name
                 has = recordings.has_recording(directory)
-                calls = self._stages[name] = self._read(directory) if has else StageCalls()
+                calls = self._read(directory) if has else StageCalls()
+                if self.hold_one:
+                    self._let_go()
+                calls = self._stages[name] = calls
             return calls
+
+    def _let_go(self) -> None:
+        """(hold_one, under the lock) Every held stage's recording let go of, its models and keys
+        noted; a damaged one stays, with its reason."""
+        for name, calls in list(self._stages.items()):
+            if calls.error is None:
+                self._note(name, calls)
+                del self._stages[name]
+        self._every_stage_read = False
+
+    def _note(self, name: str, calls: StageCalls) -> None:
+        self._noted[name] = calls.models
+        if self.hold_one:
+            self._noted_keys[name] = frozenset(calls.keys())
 
     def read_already(self, name: str) -> StageIndex | None:
         """A stage's recording if this index has read it (and could trust it), else None: unread."""
@@ -133,6 +163,8 @@ class RecordingIndex:
 
     def elsewhere(self, key: str) -> CallRecord | None:
         """The call from any other stage's recording that can be trusted, in stage order."""
+        if self.hold_one:
+            return self._elsewhere_unheld(key)
         for calls in self._every_stage().values():
             record = calls.get(key)
             if record is not None:
@@ -141,6 +173,24 @@ class RecordingIndex:
 
     def lookup(self, key: str, stage: str) -> CallRecord | None:
         return self.own(key, stage) or self.elsewhere(key)
+
+    def _elsewhere_unheld(self, key: str) -> CallRecord | None:
+        """(hold_one) elsewhere, holding no other stage: a stage not read yet is read and noted, and
+        the stage whose noted keys have the key is read again for its call and let go of."""
+        for directory in recordings.stage_dirs(self.root):
+            with self._lock:
+                calls = self._stages.get(directory.name)
+                keys = self._noted_keys.get(directory.name)
+            if calls is None and keys is None:
+                self._models_of(directory, keep=False)
+                with self._lock:
+                    calls = self._stages.get(directory.name)  # damaged: kept with its reason
+                    keys = self._noted_keys.get(directory.name)
+            if calls is None and keys is not None and key in keys:
+                calls = self._read(directory)
+            if calls is not None and (record := calls.get(key)) is not None:
+                return record
+        return None
 
     @property
     def by_key(self) -> dict[str, CallRecord]:
@@ -177,8 +227,9 @@ class RecordingIndex:
         if calls is None and noted is None:
             read = self._read(directory)
             with self._lock:
-                if keep or read.error is not None:  # a damaged stage is remembered with its reason
+                if (keep and not self.hold_one) or read.error is not None:  # damaged: kept with its reason
                     calls = self._stages.setdefault(directory.name, read)
                 else:
-                    noted = self._noted[directory.name] = read.models
+                    self._note(directory.name, read)
+                    noted = self._noted[directory.name]
         return calls.models if calls is not None else noted or set()

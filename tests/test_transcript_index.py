@@ -1,0 +1,88 @@
+"""pipeline.data.transcripts.index_transcripts: the transcripts as an index, each read from its file
+when asked for (issue 33), the same transcripts, in the same order, with the same checks up front."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pipeline.data.settings import DataSettings
+from pipeline.data.transcripts import Transcript, index_transcripts, load_transcripts
+from pipeline.errors import InputError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _jsonl_line(item: str, text: str) -> str:
+    return json.dumps({"id": item, "text": text}, ensure_ascii=False)
+
+
+def _mixed(root: Path) -> Path:
+    folder = root / "data"
+    (folder / "300_P").mkdir(parents=True)
+    (folder / "300_P" / "300_TRANSCRIPT.csv").write_text(
+        "start_time\tstop_time\tspeaker\tvalue\n1\t2\tEllie\thi <sync>\n2\t3\tParticipant\tfine\n"
+    )
+    (folder / "b.txt").write_text("Ellie: how are you\nParticipant: ok [laughter]\n")
+    lines = [
+        _jsonl_line("12", "Ellie: é — ü\nParticipant: naïve café"),
+        "",
+        _jsonl_line("7", "Ellie: second\nParticipant: 😀 emoji"),
+        json.dumps({"id": 5, "turns": [{"speaker": " Ellie ", "text": " a "}, {"speaker": "P", "text": "b"}]})
+        + " ",
+    ]
+    # A byte order mark, CRLF line ends, a blank line and multi-byte characters: spans count bytes.
+    (folder / "more.jsonl").write_bytes(b"\xef\xbb\xbf" + "\r\n".join(lines).encode() + b"\r\n")
+    return folder
+
+
+@pytest.mark.parametrize("drop_markers", [False, True])
+def test_the_index_reads_the_same_transcripts_in_the_same_order(tmp_path: Path, drop_markers: bool) -> None:
+    _mixed(tmp_path)
+    settings = DataSettings(transcripts="data", drop_markers=drop_markers, speaker_separator=": ")
+    index = index_transcripts(settings, tmp_path)
+    eager = load_transcripts(settings, tmp_path)
+    assert index.ids == ["5", "7", "12", "300", "b"]
+    assert [t.item_id for t in eager] == index.ids
+    assert list(index) == eager and index[1:3] == eager[1:3] and len(index) == 5
+    assert dict(index.by_id) == {t.item_id: t for t in eager}
+    assert index.by_id["12"].text == "Ellie: é — ü\nParticipant: naïve café"
+    with pytest.raises(KeyError):
+        index.by_id["nope"]
+
+
+def test_the_index_holds_no_transcript(tmp_path: Path) -> None:
+    _mixed(tmp_path)
+    index = index_transcripts(DataSettings(transcripts="data"), tmp_path)
+    held = [v for v in vars(index).values() if isinstance(v, Transcript)]
+    held += [w for w in index._where.values() if isinstance(w, Transcript)]
+    assert not held
+    assert index.get("7") is not index.get("7")  # read again each time, not kept
+
+
+def test_a_bad_line_is_refused_when_the_index_is_made(tmp_path: Path) -> None:
+    folder = _mixed(tmp_path)
+    with (folder / "more.jsonl").open("ab") as out:
+        out.write(b'{"id": "9"}\r\n')
+    with pytest.raises(InputError) as refused:
+        index_transcripts(DataSettings(transcripts="data"), tmp_path)
+    assert refused.value.path == "data/more.jsonl" and refused.value.line == 5
+
+
+def test_a_file_changed_after_indexing_is_named(tmp_path: Path) -> None:
+    folder = _mixed(tmp_path)
+    index = index_transcripts(DataSettings(transcripts="data"), tmp_path)
+    changed = [_jsonl_line("8", "Ellie: x"), _jsonl_line("99", "Ellie: y")]
+    (folder / "more.jsonl").write_text("\n".join(changed) + "\n")
+    with pytest.raises(InputError) as refused:
+        index.get("12")
+    assert refused.value.path == "data/more.jsonl" and "changed" in str(refused.value)
+
+
+def test_the_demo_data_as_an_index() -> None:
+    from pipeline.experiments.paper.params import load_paper_params
+
+    params = load_paper_params(REPO / "params.yaml")
+    assert list(index_transcripts(params.data, REPO)) == load_transcripts(params.data, REPO)
