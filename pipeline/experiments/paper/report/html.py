@@ -17,7 +17,7 @@ opened. One page per item keeps what a reader opens small at any number of items
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -198,7 +198,7 @@ def _row(r: Refinement, stem: str, folder: str) -> ItemRow:
     )
 
 
-def render_report(
+def _rendered(
     refinements: list[Refinement],
     summary: dict[str, Any],
     records: Mapping[str, CallRecord],
@@ -206,11 +206,13 @@ def render_report(
     index_name: str = "report.html",
     home: str | None = None,
     read: ReplyReader | None = None,
-) -> RenderedReport:
-    """The report's pages; `records` maps call keys to calls (see load_records), `index_name` is the
-    index's file name, which the item pages link back to; `home`, the report index's address from
-    the index page (pipeline.reports.frame), which every page links to; `read`, how the judge stage
-    read a reply (reply_reader of the run's judge settings; default: the judge's defaults)."""
+) -> tuple[str, str, Iterator[tuple[str, str]]]:
+    """The index page, the item pages' folder, and the item pages (file name, page), each rendered when
+    reached, so that a writer holds one page at a time. `records` maps call keys to calls (see
+    load_records, or pipeline.data.recorded_stages), `index_name` is the index's file name, which the
+    item pages link back to; `home`, the report index's address from the index page
+    (pipeline.reports.frame), which every page links to; `read`, how the judge stage read a reply
+    (reply_reader of the run's judge settings; default: the judge's defaults)."""
     read = read or reply_reader(JudgeSettings())
     used = _used(refinements, records)
     options = _option_names(used)
@@ -218,22 +220,25 @@ def render_report(
     folder = pages_folder(index_name)
     stems = page_stems([r.item for r in refinements])
     assets = page_assets()
-    pages = {
-        f"{stem}.html": _item_page(
-            r,
-            stem,
-            records,
-            options,
-            read,
-            title=f"Item {r.item} · {title}",
-            report_title=title,
-            index_href=f"../{quote(index_name)}#{stem}",
-            show_model=show_model,
-            home=None if home is None else f"../{home}",
-            **assets,
+    pages = (
+        (
+            f"{stem}.html",
+            _item_page(
+                r,
+                stem,
+                records,
+                options,
+                read,
+                title=f"Item {r.item} · {title}",
+                report_title=title,
+                index_href=f"../{quote(index_name)}#{stem}",
+                show_model=show_model,
+                home=None if home is None else f"../{home}",
+                **assets,
+            ),
         )
         for r, stem in zip(refinements, stems, strict=True)
-    }
+    )
     appendix = PageTexts()
     index = (
         environment()
@@ -251,7 +256,30 @@ def render_report(
             **assets,
         )
     )
-    return RenderedReport(index, folder, pages)
+    return index, folder, pages
+
+
+def render_report(
+    refinements: list[Refinement],
+    summary: dict[str, Any],
+    records: Mapping[str, CallRecord],
+    title: str,
+    index_name: str = "report.html",
+    home: str | None = None,
+    read: ReplyReader | None = None,
+) -> RenderedReport:
+    """The report's pages, held together (see _rendered for the arguments)."""
+    index, folder, pages = _rendered(refinements, summary, records, title, index_name, home, read)
+    return RenderedReport(index, folder, dict(pages))
+
+
+@dataclass(frozen=True)
+class WrittenReport:
+    """The index page as written, the item pages' folder beside it and their file names."""
+
+    index: str
+    folder: str
+    pages: tuple[str, ...]
 
 
 def write_report(
@@ -261,10 +289,18 @@ def write_report(
     records: Mapping[str, CallRecord],
     title: str,
     read: ReplyReader | None = None,
-) -> RenderedReport:
+) -> WrittenReport:
     """Render the report and write it: the index at `index`, the item pages in the folder beside it
-    (written anew). The aggregate stage and `judgeloop report` both write it this way, `read` bound to
+    (written anew), each page written as it is rendered and dropped (a whole run's pages are about
+    5 kB a call). The aggregate stage and `judgeloop report` both write it this way, `read` bound to
     the run's judge settings."""
-    report = render_report(refinements, summary, records, title, index.name, home_link(index), read)
-    write_pages(index, report.index, report.pages)
-    return report
+    html, folder, pages = _rendered(refinements, summary, records, title, index.name, home_link(index), read)
+    names: list[str] = []
+
+    def named() -> Iterator[tuple[str, str]]:
+        for name, page in pages:
+            names.append(name)
+            yield name, page
+
+    write_pages(index, html, named())
+    return WrittenReport(html, folder, tuple(names))
