@@ -14,7 +14,7 @@ import hashlib
 import re
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from pipeline.errors import ConfigError
@@ -60,9 +60,10 @@ def _ours(folder: Path) -> bool:
     )
 
 
-def write_pages(index: Path, index_html: str, pages: Mapping[str, str]) -> Path:
-    """Write the index at `index` and exactly `pages` (file name -> page) in its folder; returns the
-    folder. A folder there that holds anything but item pages is someone else's: it is left alone."""
+def write_pages(index: Path, index_html: str, pages: Iterable[tuple[str, str]]) -> Path:
+    """Write the index at `index` and exactly `pages` ((file name, page), each written as it comes, so that
+    a caller may render them one at a time) in its folder; returns the folder. A folder there that holds
+    anything but item pages is someone else's: it is left alone."""
     folder = index.parent / pages_folder(index.name)
     if folder.exists() and not (folder.is_dir() and _ours(folder)):
         raise ConfigError(
@@ -74,8 +75,12 @@ def write_pages(index: Path, index_html: str, pages: Mapping[str, str]) -> Path:
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", suffix=".tmp", dir=folder.parent))
     staging.chmod(0o755)  # mkdtemp's 0700 would hide the pages from other readers of a shared folder
-    for name, html in pages.items():
-        (staging / name).write_text(html, encoding="utf-8")
+    try:
+        for name, html in pages:
+            (staging / name).write_text(html, encoding="utf-8")
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)  # a page that failed to render leaves nothing aside
+        raise
     if folder.exists():
         shutil.rmtree(folder)
     staging.rename(folder)

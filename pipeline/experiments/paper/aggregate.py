@@ -7,14 +7,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pipeline.data.recorded_calls import call_counts, first_by_key, stage_calls
-from pipeline.data.recorded_models import count_models, model_label
+from pipeline.data.recorded_models import model_label
+from pipeline.data.recorded_stages import StageRecords
 from pipeline.experiments.paper.aggregation import LLM_STAGES, compute_metrics, markdown_report, write_plots
 from pipeline.experiments.paper.params import PaperParams
 from pipeline.experiments.paper.report.html import write_report
 from pipeline.judges.rubric.judge import reply_reader
 from pipeline.llm.recordings.verified_memo import VerifiedMemo
-from pipeline.llm.records import RecordedCall
 from pipeline.loops.results import Refinement, read_refinements
 from pipeline.stats.stability import stability
 
@@ -23,17 +22,16 @@ def _refinements(params: PaperParams) -> list[Refinement]:
     return read_refinements(Path(params.refine.out), params.judge.metrics)
 
 
-def _recorded(params: PaperParams) -> dict[str, list[RecordedCall]]:
-    """The LLM stages' recorded calls, read and verified once for the counts, the model and the
-    pages; a recording the stages verified in full before (their memo) is not verified again."""
+def _recorded(params: PaperParams) -> StageRecords:
+    """The LLM stages' recorded calls, read and verified once, counted (the calls, the model) one at
+    a time and held packed, each item's calls parsed for its page (pipeline.data.recorded_stages); a
+    recording the stages verified in full before (their memo) is not verified again."""
     memo = VerifiedMemo.beside(Path(params.cache.dir))
-    return stage_calls(Path(params.cache.recordings), LLM_STAGES, memo)
+    return StageRecords.read(Path(params.cache.recordings), LLM_STAGES, memo)
 
 
-def _metrics(
-    params: PaperParams, refinements: list[Refinement], calls: dict[str, list[RecordedCall]]
-) -> dict[str, Any]:
-    recorded = {stage: call_counts(calls[stage]) for stage in sorted(LLM_STAGES)}
+def _metrics(params: PaperParams, refinements: list[Refinement], calls: StageRecords) -> dict[str, Any]:
+    recorded = {stage: calls.counts[stage] for stage in sorted(LLM_STAGES)}
     summary = compute_metrics(refinements, params.judge.metrics, recorded)
     if params.judge.samples > 1:  # only then: a run with one sample writes what it wrote before
         summary["judge_stability"] = judge_stability(refinements, params)
@@ -88,20 +86,17 @@ def _write_report(
     params: PaperParams,
     refinements: list[Refinement],
     summary: dict[str, Any],
-    calls: dict[str, list[RecordedCall]],
+    calls: StageRecords,
 ) -> list[Path]:
     settings = params.aggregate
     # The model as recorded, not as params say (pipeline.data.recorded_models).
-    every = [call for stage in sorted(LLM_STAGES) for call in calls[stage]]
-    model = model_label(
-        count_models((c.record.model.backend, c.record.model.name, c.record.model.digest) for c in every)
-    )
+    model = model_label(calls.models())
     markdown, index = Path(settings.report), Path(settings.html_report)
     markdown.parent.mkdir(parents=True, exist_ok=True)
     markdown.write_text(markdown_report(summary, model), encoding="utf-8")
-    # Every call by key, its first copy by stage then line (pipeline.data.recorded_calls).
-    records = {key: call.record for key, call in first_by_key(every).items()}
+    # Every call by key, its first copy by stage then line (as pipeline.data.recorded_calls.first_by_key),
+    # parsed when its item's page is written.
     # The replies read as the judge stage read them: its metric labels and decimal policy.
     read = reply_reader(params.judge)
-    pages = write_report(index, refinements, summary, records, f"judgeloop: {model}", read)
+    pages = write_report(index, refinements, summary, calls, f"judgeloop: {model}", read)
     return [markdown, index, *(index.parent / pages.folder / name for name in sorted(pages.pages))]

@@ -17,6 +17,7 @@ opened. One page per item keeps what a reader opens small at any number of items
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -81,10 +82,28 @@ def _referenced(refinements: list[Refinement]) -> list[str]:
     )
 
 
-def _option_names(records: list[CallRecord]) -> dict[str, str]:
+@dataclass(frozen=True)
+class _Used:
+    """What the index page says of a referenced call: its model and its options."""
+
+    model: tuple[str, str, str]  # backend, name, digest
+    options: str
+
+
+def _used(refinements: list[Refinement], records: Mapping[str, CallRecord]) -> list[_Used]:
+    """The referenced calls' models and options, each call parsed once and dropped (records may
+    parse each call when asked for: pipeline.data.recorded_stages)."""
+    return [
+        _Used((r.model.backend, r.model.name, r.model.digest), options_text(r))
+        for k in _referenced(refinements)
+        if (r := records.get(k)) is not None
+    ]
+
+
+def _option_names(used: list[_Used]) -> dict[str, str]:
     """A short name for each distinct set of options, most used first: calls cite the name, the header
     spells it out once."""
-    counts = Counter(options_text(r) for r in records)
+    counts = Counter(u.options for u in used)
     ranked = sorted(counts, key=lambda text: (-counts[text], text))
     return {text: f"options {n}" for n, text in enumerate(ranked, start=1)}
 
@@ -92,13 +111,15 @@ def _option_names(records: list[CallRecord]) -> dict[str, str]:
 def _facts(
     refinements: list[Refinement],
     summary: dict[str, Any],
-    records: dict[str, CallRecord],
+    records: Mapping[str, CallRecord],
     options: dict[str, str],
+    used: list[_Used],
 ) -> dict[str, str]:
     keys = _referenced(refinements)
-    used = [records[k] for k in keys if k in records]
-    models = dict.fromkeys(f"{r.model.backend}:{r.model.name} ({r.model.digest})" for r in used)
-    counts = Counter(options_text(r) for r in used)
+    models = dict.fromkeys(
+        f"{backend}:{name} ({digest})" for backend, name, digest in (u.model for u in used)
+    )
+    counts = Counter(u.options for u in used)
     unscored = {p: sum(m[p]["unscored"] for m in summary["figure2"].values()) for p in ("before", "after")}
     invalid = summary["invalid_assessments"]
     return {
@@ -137,11 +158,14 @@ class RenderedReport:
 def _item_page(
     r: Refinement,
     stem: str,
-    records: dict[str, CallRecord],
+    every: Mapping[str, CallRecord],
     options: dict[str, str],
     read: ReplyReader,
     **page: Any,
 ) -> str:
+    # The item's own calls only, parsed for this page and dropped after it (every item's calls, held
+    # at once, are a whole run's prompts: pipeline.data.recorded_stages).
+    records = {k: record for k in _referenced([r]) if (record := every.get(k)) is not None}
     # Each page is read alone, so each has its own texts: the transcript at the top of its item, the
     # templates its prompts contain at its end.
     texts = PageTexts()
@@ -174,49 +198,54 @@ def _row(r: Refinement, stem: str, folder: str) -> ItemRow:
     )
 
 
-def render_report(
+def _rendered(
     refinements: list[Refinement],
     summary: dict[str, Any],
-    records: dict[str, CallRecord],
+    records: Mapping[str, CallRecord],
     title: str,
     index_name: str = "report.html",
     home: str | None = None,
     read: ReplyReader | None = None,
-) -> RenderedReport:
-    """The report's pages; `records` maps call keys to calls (see load_records), `index_name` is the
-    index's file name, which the item pages link back to; `home`, the report index's address from
-    the index page (pipeline.reports.frame), which every page links to; `read`, how the judge stage
-    read a reply (reply_reader of the run's judge settings; default: the judge's defaults)."""
+) -> tuple[str, str, Iterator[tuple[str, str]]]:
+    """The index page, the item pages' folder, and the item pages (file name, page), each rendered when
+    reached, so that a writer holds one page at a time. `records` maps call keys to calls (see
+    load_records, or pipeline.data.recorded_stages), `index_name` is the index's file name, which the
+    item pages link back to; `home`, the report index's address from the index page
+    (pipeline.reports.frame), which every page links to; `read`, how the judge stage read a reply
+    (reply_reader of the run's judge settings; default: the judge's defaults)."""
     read = read or reply_reader(JudgeSettings())
-    used = [records[k] for k in _referenced(refinements) if k in records]
+    used = _used(refinements, records)
     options = _option_names(used)
-    show_model = len({(r.model.backend, r.model.name, r.model.digest) for r in used}) > 1
+    show_model = len({u.model for u in used}) > 1
     folder = pages_folder(index_name)
     stems = page_stems([r.item for r in refinements])
     assets = page_assets()
-    pages = {
-        f"{stem}.html": _item_page(
-            r,
-            stem,
-            records,
-            options,
-            read,
-            title=f"Item {r.item} · {title}",
-            report_title=title,
-            index_href=f"../{quote(index_name)}#{stem}",
-            show_model=show_model,
-            home=None if home is None else f"../{home}",
-            **assets,
+    pages = (
+        (
+            f"{stem}.html",
+            _item_page(
+                r,
+                stem,
+                records,
+                options,
+                read,
+                title=f"Item {r.item} · {title}",
+                report_title=title,
+                index_href=f"../{quote(index_name)}#{stem}",
+                show_model=show_model,
+                home=None if home is None else f"../{home}",
+                **assets,
+            ),
         )
         for r, stem in zip(refinements, stems, strict=True)
-    }
+    )
     appendix = PageTexts()
     index = (
         environment()
         .get_template("report.html.j2")
         .render(
             title=title,
-            facts=_facts(refinements, summary, records, options),
+            facts=_facts(refinements, summary, records, options, used),
             figure2_rows=_figure2_rows(summary),
             # Marked safe on purpose: drawn from numbers, its labels escaped by pipeline.reports.svg.
             figure2_svg=Markup(figure2_svg(summary["figure2"], PAPER_FIGURE2)),
@@ -227,20 +256,51 @@ def render_report(
             **assets,
         )
     )
-    return RenderedReport(index, folder, pages)
+    return index, folder, pages
+
+
+def render_report(
+    refinements: list[Refinement],
+    summary: dict[str, Any],
+    records: Mapping[str, CallRecord],
+    title: str,
+    index_name: str = "report.html",
+    home: str | None = None,
+    read: ReplyReader | None = None,
+) -> RenderedReport:
+    """The report's pages, held together (see _rendered for the arguments)."""
+    index, folder, pages = _rendered(refinements, summary, records, title, index_name, home, read)
+    return RenderedReport(index, folder, dict(pages))
+
+
+@dataclass(frozen=True)
+class WrittenReport:
+    """The index page as written, the item pages' folder beside it and their file names."""
+
+    index: str
+    folder: str
+    pages: tuple[str, ...]
 
 
 def write_report(
     index: Path,
     refinements: list[Refinement],
     summary: dict[str, Any],
-    records: dict[str, CallRecord],
+    records: Mapping[str, CallRecord],
     title: str,
     read: ReplyReader | None = None,
-) -> RenderedReport:
+) -> WrittenReport:
     """Render the report and write it: the index at `index`, the item pages in the folder beside it
-    (written anew). The aggregate stage and `judgeloop report` both write it this way, `read` bound to
+    (written anew), each page written as it is rendered and dropped (a whole run's pages are about
+    5 kB a call). The aggregate stage and `judgeloop report` both write it this way, `read` bound to
     the run's judge settings."""
-    report = render_report(refinements, summary, records, title, index.name, home_link(index), read)
-    write_pages(index, report.index, report.pages)
-    return report
+    html, folder, pages = _rendered(refinements, summary, records, title, index.name, home_link(index), read)
+    names: list[str] = []
+
+    def named() -> Iterator[tuple[str, str]]:
+        for name, page in pages:
+            names.append(name)
+            yield name, page
+
+    write_pages(index, html, named())
+    return WrittenReport(html, folder, tuple(names))

@@ -1,0 +1,95 @@
+"""A report's recorded calls, held as each stage's packed recording and parsed one call at a time.
+
+A report counts every call (pipeline.data.recorded_calls.call_counts), names the model that made
+them (pipeline.data.recorded_models.count_models) and shows each item's calls by key. Parsed all at
+once, every prompt unpacked from the shared blocks, a run's calls are about 150 kB each in memory:
+1.8 GB at 29k calls (bench/million.py). StageRecords keeps each stage's recording as a StageIndex
+(verified in full once per content, as read_stage verifies it; the packed lines, the blocks once)
+and parses a call when it is counted or shown, then drops it, so a report holds one item's calls.
+
+By key it is what recorded_calls.first_by_key gives: a key recorded more than once is its first
+copy, by stage name then line.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+
+from pipeline.data.recorded_calls import call_counts
+from pipeline.data.recorded_models import ModelUse, count_models
+from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings.stage_index import StageIndex, index_stage
+from pipeline.llm.recordings.verified_memo import VerifiedMemo
+from pipeline.llm.records import CallRecord, RecordedCall
+
+
+def stage_index_calls(index: StageIndex) -> Iterator[RecordedCall]:
+    """Every call of a stage's recording in line order, each parsed from its verified line when
+    reached (as StageIndex.call parses one)."""
+    parts = index.parts
+    for number, line in parts.calls:
+        yield recordings.parse_call_line(line, parts.blobs, parts.where(number), verified=True).current()
+
+
+class StageRecords(Mapping[str, CallRecord]):
+    """Key -> the first recorded call of that key among the stages (by stage name, then line),
+    parsed when asked for; with each stage's call_counts and the models of every call, counted at
+    read."""
+
+    def __init__(
+        self,
+        indexes: dict[str, StageIndex],
+        counts: dict[str, dict[str, int]],
+        models: Counter[tuple[str, str, str]],
+    ) -> None:
+        self.indexes, self.counts, self._models = indexes, counts, models
+
+    @classmethod
+    def read(
+        cls, recordings_dir: Path, stages: Iterable[str], memo: VerifiedMemo | None = None
+    ) -> StageRecords:
+        """Each of `stages`' recordings under `recordings_dir` (nothing recorded: no call), verified
+        (content `memo` holds as verified in full is not verified again; any other is, in full), its
+        calls counted one at a time."""
+        indexes: dict[str, StageIndex] = {}
+        counts: dict[str, dict[str, int]] = {}
+        models: Counter[tuple[str, str, str]] = Counter()
+        for stage in sorted(set(stages)):
+            directory = recordings.stage_dir(recordings_dir, stage)
+            if not recordings.has_recording(directory):
+                counts[stage] = call_counts(())
+                continue
+            index = indexes[stage] = index_stage(directory, memo=memo)
+            counts[stage] = call_counts(_counting_models(stage_index_calls(index), models))
+        return cls(indexes, counts, models)
+
+    def models(self) -> list[ModelUse]:
+        """The models of every recorded call (first copies or not), as count_models counts them."""
+        return count_models(self._models.elements())
+
+    def __getitem__(self, key: str) -> CallRecord:
+        for index in self.indexes.values():
+            call = index.call(key)
+            if call is not None:
+                return call.record
+        raise KeyError(key)
+
+    def __contains__(self, key: object) -> bool:
+        return any(key in index.at for index in self.indexes.values())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.fromkeys(key for index in self.indexes.values() for key in index.at))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def _counting_models(
+    calls: Iterable[RecordedCall], models: Counter[tuple[str, str, str]]
+) -> Iterator[RecordedCall]:
+    for call in calls:
+        model = call.record.model
+        models[(model.backend, model.name, model.digest)] += 1
+        yield call

@@ -1,0 +1,46 @@
+"""pipeline.data.recorded_stages: the report's calls held packed and parsed one at a time give what
+the whole parse gave (stage_calls, first_by_key, call_counts, count_models), on the committed
+recordings; a damaged line is still refused."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pipeline.data.recorded_calls import call_counts, first_by_key, stage_calls
+from pipeline.data.recorded_models import count_models
+from pipeline.data.recorded_stages import StageRecords
+from pipeline.errors import CorruptRecordError
+from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings.verified_memo import VerifiedMemo
+from tests.conftest import ROOT
+
+STAGES = ("assess", "judge", "refine", "nothing_recorded")
+
+
+def test_the_packed_calls_are_the_parsed_calls() -> None:
+    parsed = stage_calls(ROOT / "recordings", STAGES)
+    held = StageRecords.read(ROOT / "recordings", STAGES)
+    assert held.counts == {stage: call_counts(calls) for stage, calls in parsed.items()}
+    every = [call for stage in sorted(parsed) for call in parsed[stage]]
+    assert held.models() == count_models(
+        (c.record.model.backend, c.record.model.name, c.record.model.digest) for c in every
+    )
+    first = {key: call.record for key, call in first_by_key(every).items()}
+    assert list(held) == list(first) and len(held) == len(first) > 0
+    assert all(held[key] == record and key in held for key, record in first.items())
+    assert "no such key" not in held and held.get("no such key") is None
+
+
+def test_a_damaged_recording_is_refused(tmp_path: Path) -> None:
+    shutil.copytree(ROOT / "recordings" / "judge", tmp_path / "judge")
+    calls = tmp_path / "judge" / recordings.CALLS_FILE
+    text = calls.read_text(encoding="utf-8")
+    damaged = text.replace('"score', '"sc0re', 1)
+    assert damaged != text
+    calls.write_text(damaged, encoding="utf-8")
+    memo = VerifiedMemo.beside(tmp_path / "cache")
+    with pytest.raises(CorruptRecordError):
+        StageRecords.read(tmp_path, ["judge"], memo)
