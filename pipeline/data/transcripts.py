@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import overload
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from pipeline.data.input_files import InputWarning, decode, read_lines, read_text, shown_path
 from pipeline.data.labels import listed_participants
@@ -71,6 +71,11 @@ class Transcript(_Frozen):
 
     def render(self, separator: str = ": ") -> str:
         return "\n".join(f"{turn.speaker}{separator}{turn.text}" for turn in self.turns)
+
+
+# Turns made in one validation, each the object Turn(...) gives, in a third of the time: a
+# transcript's turns are made once per stage's index and once when its item runs (issue 33).
+_TURNS = TypeAdapter(list[Turn])
 
 
 class _Record(BaseModel):
@@ -326,36 +331,42 @@ def _read_daic(lines: list[str], shown: str) -> list[Turn]:
         fix = "make line 1 the tab-separated header start_time<TAB>stop_time<TAB>speaker<TAB>value"
         raise InputError(shown, 1, problem, fix)
     col = {name: i for i, name in enumerate(header)}
-    turns: list[Turn] = []
+    width, speaker, value = len(header), col["speaker"], col["value"]
+    start_at, stop_at = col.get("start_time"), col.get("stop_time")
+    rows: list[dict[str, object]] = []
+    # Each row is read once per stage's index and once when its item runs (issue 33), so the loop
+    # strips only the four fields it uses and the turns are made together (_TURNS); the checks and
+    # their order are as they were.
     for number, line in enumerate(lines[1:], start=2):
         if not line.strip():
             continue
-        fields = [f.strip() for f in line.split("\t")]
-        if len(fields) != len(header):
-            problem = f"the row has {len(fields)} tab-separated fields, the header {len(header)}"
+        fields = line.split("\t")
+        if len(fields) != width:
+            problem = f"the row has {len(fields)} tab-separated fields, the header {width}"
             fix = "replace a tab inside the text with a space; give a short row its empty fields"
             raise InputError(shown, number, problem, fix)
-        start, stop = (_seconds(fields, col.get(c), c, shown, number) for c in ("start_time", "stop_time"))
-        if fields[col["speaker"]] and fields[col["value"]]:
-            turns.append(
-                Turn(speaker=fields[col["speaker"]], text=fields[col["value"]], start=start, stop=stop)
-            )
-    return turns
+        start = _seconds(fields, start_at, "start_time", shown, number)
+        stop = _seconds(fields, stop_at, "stop_time", shown, number)
+        said, text = fields[speaker].strip(), fields[value].strip()
+        if said and text:
+            rows.append({"speaker": said, "text": text, "start": start, "stop": stop})
+    return _TURNS.validate_python(rows)
 
 
 def _seconds(fields: list[str], index: int | None, column: str, shown: str, line: int) -> float | None:
-    if index is None or not fields[index]:
+    field = "" if index is None else fields[index].strip()
+    if not field:
         return None
     try:
-        return float(fields[index])
+        return float(field)
     except ValueError:
-        problem = f"{column} '{fields[index]}' is not a number"
+        problem = f"{column} '{field}' is not a number"
         raise InputError(shown, line, problem, "write seconds, e.g. 12.5, or leave it empty") from None
 
 
 def _speaker_lines(lines: list[str], shown: str, at: int | None) -> list[Turn]:
     """`Speaker: text` lines; `at` is the JSONL line they came from, if they did."""
-    turns: list[Turn] = []
+    rows: list[dict[str, object]] = []
     for number, line in enumerate(lines, start=1):
         match = _SPEAKER_LINE.fullmatch(line)
         if line.strip() and match is None:
@@ -363,8 +374,8 @@ def _speaker_lines(lines: list[str], shown: str, at: int | None) -> list[Turn]:
             fix = "write one 'Speaker: text' turn per line; move files that are not transcripts elsewhere"
             raise InputError(shown, number if at is None else at, f"{where} lacks a 'Speaker:'", fix)
         if match and match[2].strip():
-            turns.append(Turn(speaker=match[1], text=match[2].strip()))
-    return turns
+            rows.append({"speaker": match[1], "text": match[2].strip()})
+    return _TURNS.validate_python(rows)
 
 
 def _read_record(line: str, shown: str, number: int) -> tuple[Transcript, int | None]:
