@@ -22,6 +22,7 @@ import re
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from hashlib import sha256
 from pathlib import Path
 from typing import overload
 
@@ -167,22 +168,65 @@ def index_transcripts(settings: DataSettings, root: Path = Path(".")) -> Transcr
     speakers: dict[str, frozenset[str]] = {}
     shared: dict[frozenset[str], frozenset[str]] = {}
     for path in _discover(root / settings.transcripts, root):
-        for transcript, where in _read_indexed(path, shown_path(path, root)):
-            if transcript.item_id in found:
-                first = found[transcript.item_id]
-                problem = f"item id '{transcript.item_id}' is already used by {first.shown}"
-                problem += f":{first.line}" if first.line is not None else ""
-                raise InputError(transcript.source, where.line, problem, "give each transcript its own id")
-            cleaned = _clean(transcript, settings, where.line)
-            found[transcript.item_id] = where
-            said = frozenset(turn.speaker for turn in cleaned.turns)
-            speakers[transcript.item_id] = shared.setdefault(said, said)
+        for item_id, where, said in _index_file(path, shown_path(path, root), settings, found):
+            found[item_id] = where
+            speakers[item_id] = shared.setdefault(said, said)
     ordered = sorted(found, key=_id_order)
     if settings.labels is not None:
         ordered = _listed(ordered, settings, root)
     chosen = ordered if settings.limit is None else ordered[: settings.limit]
     _warn_unnamed_speakers([speakers[item_id] for item_id in chosen], settings)
     return Transcripts(settings, chosen, {item_id: found[item_id] for item_id in chosen})
+
+
+# Files this process has read and checked for an index: (name, sha256 of the file's bytes, the
+# cleaning settings) -> each transcript's id, JSONL line and span, and speakers once cleaned. A
+# stage's items, status' dry run of each stage and the bench's in-process stages index the same
+# files again; a file whose bytes were checked with the same cleaning is then only hashed (issue 33).
+# Ids, lines and speakers only, never the text; cleared past _CHECKED_FILES.
+_Checked = list[tuple[str, int | None, tuple[int, int] | None, frozenset[str]]]
+_checked: dict[tuple[str, str, bool, bool], _Checked] = {}
+_CHECKED_FILES = 200_000
+
+
+def _index_file(
+    path: Path, shown: str, settings: DataSettings, found: Mapping[str, _Where]
+) -> Iterator[tuple[str, _Where, frozenset[str]]]:
+    """Each transcript of the file: its id, where it lies, its speakers once cleaned; read and
+    checked (ids unique against `found`, cleaning leaves turns), or only hashed when this process
+    checked the same bytes under the same name and cleaning before."""
+    stamp = _stamp(path)
+    key = (
+        path.name,
+        sha256(path.read_bytes()).hexdigest(),
+        settings.drop_markers,
+        settings.participant_only,
+    )
+    remembered = _checked.get(key)
+    if remembered is not None:
+        for item_id, line, span, said in remembered:
+            _unique(item_id, shown, line, found)
+            yield item_id, _Where(path, shown, line, span, stamp), said
+        return
+    seen: _Checked = []
+    for transcript, where in _read_indexed(path, shown):
+        _unique(transcript.item_id, shown, where.line, found)
+        cleaned = _clean(transcript, settings, where.line)
+        said = frozenset(turn.speaker for turn in cleaned.turns)
+        seen.append((transcript.item_id, where.line, where.span, said))
+        yield transcript.item_id, where, said
+    if _stamp(path) == stamp:  # unchanged since it was hashed: the bytes hashed are the bytes read
+        if len(_checked) >= _CHECKED_FILES:
+            _checked.clear()
+        _checked[key] = seen
+
+
+def _unique(item_id: str, shown: str, line: int | None, found: Mapping[str, _Where]) -> None:
+    if item_id in found:
+        first = found[item_id]
+        problem = f"item id '{item_id}' is already used by {first.shown}"
+        problem += f":{first.line}" if first.line is not None else ""
+        raise InputError(shown, line, problem, "give each transcript its own id")
 
 
 def _named(transcript: Transcript, settings: DataSettings) -> Transcript:
