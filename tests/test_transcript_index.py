@@ -86,3 +86,43 @@ def test_the_demo_data_as_an_index() -> None:
 
     params = load_paper_params(REPO / "params.yaml")
     assert list(index_transcripts(params.data, REPO)) == load_transcripts(params.data, REPO)
+
+
+def test_a_file_checked_before_in_this_process_is_only_hashed_and_changed_bytes_are_checked_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Status' dry runs and the bench's in-process stages index the same files again (issue 33): the
+    same bytes under the same name and cleaning are not parsed again, and give the same index; other
+    bytes, or other cleaning, are read and checked in full, their errors naming the file and line."""
+    import pipeline.data.transcripts as transcripts
+
+    folder = _mixed(tmp_path)
+    settings = DataSettings(transcripts=str(folder), drop_markers=True)
+    first = load_transcripts(settings, tmp_path)
+    parsed: list[str] = []
+    read_indexed = transcripts._read_indexed
+
+    def counted(path: Path, shown: str) -> object:
+        parsed.append(path.name)
+        return read_indexed(path, shown)
+
+    monkeypatch.setattr(transcripts, "_read_indexed", counted)
+    assert load_transcripts(settings, tmp_path) == first
+    assert parsed == []
+    with pytest.raises(InputError, match=r"more\.jsonl:4: no turns left after"):
+        index_transcripts(DataSettings(transcripts=str(folder), participant_only=True), tmp_path)
+    assert "more.jsonl" in parsed
+    parsed.clear()
+    (folder / "b.txt").write_text("Ellie: how are you\nno speaker here\n")
+    with pytest.raises(InputError, match=r"b\.txt:2: the line lacks a 'Speaker:'"):
+        index_transcripts(settings, tmp_path)
+    assert "b.txt" in parsed
+    # A file remembered is still checked against the others: the same bytes and name twice.
+    copy = (folder / "300_P" / "300_TRANSCRIPT.csv").read_bytes()
+    (tmp_path / "again" / "300_P").mkdir(parents=True)
+    (tmp_path / "again" / "300_TRANSCRIPT.csv").write_bytes(copy)
+    (tmp_path / "again" / "300_P" / "300_TRANSCRIPT.csv").write_bytes(copy)
+    parsed.clear()
+    with pytest.raises(InputError, match=r"item id '300' is already used by again/300_TRANSCRIPT\.csv"):
+        index_transcripts(DataSettings(transcripts="again", drop_markers=True), tmp_path)
+    assert parsed == []  # both remembered (the same bytes and name as data/300_P's)

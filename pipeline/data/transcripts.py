@@ -22,10 +22,11 @@ import re
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from hashlib import sha256
 from pathlib import Path
 from typing import overload
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from pipeline.data.input_files import InputWarning, decode, read_lines, read_text, shown_path
 from pipeline.data.labels import listed_participants
@@ -71,6 +72,11 @@ class Transcript(_Frozen):
 
     def render(self, separator: str = ": ") -> str:
         return "\n".join(f"{turn.speaker}{separator}{turn.text}" for turn in self.turns)
+
+
+# Turns made in one validation, each the object Turn(...) gives, in a third of the time: a
+# transcript's turns are made once per stage's index and once when its item runs (issue 33).
+_TURNS = TypeAdapter(list[Turn])
 
 
 class _Record(BaseModel):
@@ -162,22 +168,65 @@ def index_transcripts(settings: DataSettings, root: Path = Path(".")) -> Transcr
     speakers: dict[str, frozenset[str]] = {}
     shared: dict[frozenset[str], frozenset[str]] = {}
     for path in _discover(root / settings.transcripts, root):
-        for transcript, where in _read_indexed(path, shown_path(path, root)):
-            if transcript.item_id in found:
-                first = found[transcript.item_id]
-                problem = f"item id '{transcript.item_id}' is already used by {first.shown}"
-                problem += f":{first.line}" if first.line is not None else ""
-                raise InputError(transcript.source, where.line, problem, "give each transcript its own id")
-            cleaned = _clean(transcript, settings, where.line)
-            found[transcript.item_id] = where
-            said = frozenset(turn.speaker for turn in cleaned.turns)
-            speakers[transcript.item_id] = shared.setdefault(said, said)
+        for item_id, where, said in _index_file(path, shown_path(path, root), settings, found):
+            found[item_id] = where
+            speakers[item_id] = shared.setdefault(said, said)
     ordered = sorted(found, key=_id_order)
     if settings.labels is not None:
         ordered = _listed(ordered, settings, root)
     chosen = ordered if settings.limit is None else ordered[: settings.limit]
     _warn_unnamed_speakers([speakers[item_id] for item_id in chosen], settings)
     return Transcripts(settings, chosen, {item_id: found[item_id] for item_id in chosen})
+
+
+# Files this process has read and checked for an index: (name, sha256 of the file's bytes, the
+# cleaning settings) -> each transcript's id, JSONL line and span, and speakers once cleaned. A
+# stage's items, status' dry run of each stage and the bench's in-process stages index the same
+# files again; a file whose bytes were checked with the same cleaning is then only hashed (issue 33).
+# Ids, lines and speakers only, never the text; cleared past _CHECKED_FILES.
+_Checked = list[tuple[str, int | None, tuple[int, int] | None, frozenset[str]]]
+_checked: dict[tuple[str, str, bool, bool], _Checked] = {}
+_CHECKED_FILES = 200_000
+
+
+def _index_file(
+    path: Path, shown: str, settings: DataSettings, found: Mapping[str, _Where]
+) -> Iterator[tuple[str, _Where, frozenset[str]]]:
+    """Each transcript of the file: its id, where it lies, its speakers once cleaned; read and
+    checked (ids unique against `found`, cleaning leaves turns), or only hashed when this process
+    checked the same bytes under the same name and cleaning before."""
+    stamp = _stamp(path)
+    key = (
+        path.name,
+        sha256(path.read_bytes()).hexdigest(),
+        settings.drop_markers,
+        settings.participant_only,
+    )
+    remembered = _checked.get(key)
+    if remembered is not None:
+        for item_id, line, span, said in remembered:
+            _unique(item_id, shown, line, found)
+            yield item_id, _Where(path, shown, line, span, stamp), said
+        return
+    seen: _Checked = []
+    for transcript, where in _read_indexed(path, shown):
+        _unique(transcript.item_id, shown, where.line, found)
+        cleaned = _clean(transcript, settings, where.line)
+        said = frozenset(turn.speaker for turn in cleaned.turns)
+        seen.append((transcript.item_id, where.line, where.span, said))
+        yield transcript.item_id, where, said
+    if _stamp(path) == stamp:  # unchanged since it was hashed: the bytes hashed are the bytes read
+        if len(_checked) >= _CHECKED_FILES:
+            _checked.clear()
+        _checked[key] = seen
+
+
+def _unique(item_id: str, shown: str, line: int | None, found: Mapping[str, _Where]) -> None:
+    if item_id in found:
+        first = found[item_id]
+        problem = f"item id '{item_id}' is already used by {first.shown}"
+        problem += f":{first.line}" if first.line is not None else ""
+        raise InputError(shown, line, problem, "give each transcript its own id")
 
 
 def _named(transcript: Transcript, settings: DataSettings) -> Transcript:
@@ -326,36 +375,42 @@ def _read_daic(lines: list[str], shown: str) -> list[Turn]:
         fix = "make line 1 the tab-separated header start_time<TAB>stop_time<TAB>speaker<TAB>value"
         raise InputError(shown, 1, problem, fix)
     col = {name: i for i, name in enumerate(header)}
-    turns: list[Turn] = []
+    width, speaker, value = len(header), col["speaker"], col["value"]
+    start_at, stop_at = col.get("start_time"), col.get("stop_time")
+    rows: list[dict[str, object]] = []
+    # Each row is read once per stage's index and once when its item runs (issue 33), so the loop
+    # strips only the four fields it uses and the turns are made together (_TURNS); the checks and
+    # their order are as they were.
     for number, line in enumerate(lines[1:], start=2):
         if not line.strip():
             continue
-        fields = [f.strip() for f in line.split("\t")]
-        if len(fields) != len(header):
-            problem = f"the row has {len(fields)} tab-separated fields, the header {len(header)}"
+        fields = line.split("\t")
+        if len(fields) != width:
+            problem = f"the row has {len(fields)} tab-separated fields, the header {width}"
             fix = "replace a tab inside the text with a space; give a short row its empty fields"
             raise InputError(shown, number, problem, fix)
-        start, stop = (_seconds(fields, col.get(c), c, shown, number) for c in ("start_time", "stop_time"))
-        if fields[col["speaker"]] and fields[col["value"]]:
-            turns.append(
-                Turn(speaker=fields[col["speaker"]], text=fields[col["value"]], start=start, stop=stop)
-            )
-    return turns
+        start = _seconds(fields, start_at, "start_time", shown, number)
+        stop = _seconds(fields, stop_at, "stop_time", shown, number)
+        said, text = fields[speaker].strip(), fields[value].strip()
+        if said and text:
+            rows.append({"speaker": said, "text": text, "start": start, "stop": stop})
+    return _TURNS.validate_python(rows)
 
 
 def _seconds(fields: list[str], index: int | None, column: str, shown: str, line: int) -> float | None:
-    if index is None or not fields[index]:
+    field = "" if index is None else fields[index].strip()
+    if not field:
         return None
     try:
-        return float(fields[index])
+        return float(field)
     except ValueError:
-        problem = f"{column} '{fields[index]}' is not a number"
+        problem = f"{column} '{field}' is not a number"
         raise InputError(shown, line, problem, "write seconds, e.g. 12.5, or leave it empty") from None
 
 
 def _speaker_lines(lines: list[str], shown: str, at: int | None) -> list[Turn]:
     """`Speaker: text` lines; `at` is the JSONL line they came from, if they did."""
-    turns: list[Turn] = []
+    rows: list[dict[str, object]] = []
     for number, line in enumerate(lines, start=1):
         match = _SPEAKER_LINE.fullmatch(line)
         if line.strip() and match is None:
@@ -363,8 +418,8 @@ def _speaker_lines(lines: list[str], shown: str, at: int | None) -> list[Turn]:
             fix = "write one 'Speaker: text' turn per line; move files that are not transcripts elsewhere"
             raise InputError(shown, number if at is None else at, f"{where} lacks a 'Speaker:'", fix)
         if match and match[2].strip():
-            turns.append(Turn(speaker=match[1], text=match[2].strip()))
-    return turns
+            rows.append({"speaker": match[1], "text": match[2].strip()})
+    return _TURNS.validate_python(rows)
 
 
 def _read_record(line: str, shown: str, number: int) -> tuple[Transcript, int | None]:
