@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import zlib
 from bisect import bisect_left
+from collections.abc import Callable
 from itertools import accumulate
 
 MIN_BLOCK = 256
 MAX_BLOCK = 8192
+
+Part = str | dict[str, str]
 
 
 def split_blocks(text: str) -> list[str]:
@@ -40,3 +43,18 @@ def split_blocks(text: str) -> list[str]:
         blocks.append(text[start : ends[at]])
         start, first = ends[at], at + 1
     return blocks
+
+
+def pack_parts(text: str, keep: Callable[[str], dict[str, str]]) -> list[Part]:
+    """`text` as parts: each block of MIN_BLOCK characters or more handed to `keep`, which stores it
+    and returns the reference that stands for it; the shorter blocks between joined as literal text.
+    The recordings (blobs) and the local cache (zlib blocks) differ only in `keep`."""
+    parts: list[Part] = []
+    for block in split_blocks(text):
+        if len(block) >= MIN_BLOCK:
+            parts.append(keep(block))
+        elif parts and isinstance(parts[-1], str):
+            parts[-1] += block
+        else:
+            parts.append(block)
+    return parts

@@ -32,7 +32,7 @@ from typing import Any
 import diskcache
 import orjson
 
-from pipeline.llm.blocks import MIN_BLOCK, split_blocks
+from pipeline.llm.blocks import Part, pack_parts
 from pipeline.llm.bounds import MAX_LINE_BYTES
 from pipeline.llm.types import ChatRequest
 
@@ -55,21 +55,14 @@ class MissingBlock(Exception):
     """A record refers to a block the store does not hold (or holds damaged)."""
 
 
-Part = str | dict[str, str]
-
-
 def pack_text(text: str, blocks: dict[str, bytes]) -> str | list[Part]:
-    parts: list[Part] = []
-    for block in split_blocks(text):
-        if len(block) >= MIN_BLOCK:
-            data = block.encode()
-            ident = block_id(data)
-            blocks[ident] = data
-            parts.append({REF: ident})
-        elif parts and isinstance(parts[-1], str):
-            parts[-1] += block
-        else:
-            parts.append(block)
+    def keep(block: str) -> dict[str, str]:
+        data = block.encode()
+        ident = block_id(data)
+        blocks[ident] = data
+        return {REF: ident}
+
+    parts = pack_parts(text, keep)
     if len(parts) == 1 and isinstance(parts[0], str):
         return parts[0]
     return parts or text

@@ -69,7 +69,7 @@ import orjson
 from pydantic import ValidationError
 
 from pipeline.errors import CorruptRecordError, UnwritableTextError
-from pipeline.llm.blocks import MIN_BLOCK
+from pipeline.llm.blocks import Part, pack_parts
 from pipeline.llm.blocks import split_blocks as split_blocks  # the rule, shared with the cache (re-exported)
 from pipeline.llm.bounds import MAX_LINE_BYTES, depth_problem, long_line
 from pipeline.llm.files import TMP_SUFFIX, atomic_write_chunks, child, locked, refuse_links
@@ -88,8 +88,6 @@ LEGACY_BLOBS_FILE = "blobs.jsonl"  # the shared blocks' own file, before they mo
 STAGE_FIX = "name the stage with letters, digits, '.', '_' and '-' only"
 LINK_FIX = "then restore the stage's recording from git (git checkout -- recordings/), or re-record the stage"
 
-Part = str | dict[str, str]
-
 
 def blob_id(text: str) -> str:
     # 64 bits of sha256: blob ids are only compared within one stage's recording, which checks
@@ -98,16 +96,12 @@ def blob_id(text: str) -> str:
 
 
 def pack_content(text: str, blobs: dict[str, str]) -> str | list[Part]:
-    parts: list[Part] = []
-    for block in split_blocks(text):
-        if len(block) >= MIN_BLOCK:
-            blob = blob_id(block)
-            blobs[blob] = block
-            parts.append({"blob": blob})
-        elif parts and isinstance(parts[-1], str):
-            parts[-1] += block
-        else:
-            parts.append(block)
+    def keep(block: str) -> dict[str, str]:
+        blob = blob_id(block)
+        blobs[blob] = block
+        return {"blob": blob}
+
+    parts = pack_parts(text, keep)
     if len(parts) == 1 and isinstance(parts[0], str):
         return parts[0]
     return parts
