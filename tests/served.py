@@ -3,6 +3,7 @@ behind: nothing stored, nothing recorded (shared by the tests of faulty servers 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ def session(root: Path, backend: Backend) -> LLMSession:
         store=CallStore(root / "cache"),
         index=RecordingIndex(root / "recordings"),
         recordings_dir=root / "recordings",
+        runs_dir=root / "runs",
         identity=backend.identity,
         backend=lambda: backend,
     )
@@ -58,12 +60,23 @@ def stored(root: Path) -> list[str]:
 
 
 def assert_tried_and_kept_nowhere(
-    run: LLMSession, root: Path, kind: str, ollama: FakeOllama, openai: FakeOpenAI, attempts: int
+    run: LLMSession,
+    root: Path,
+    kind: str,
+    ollama: FakeOllama,
+    openai: FakeOpenAI,
+    attempts: int,
+    counted_as: str = "empty_replies",
 ) -> None:
-    """The failed call was sent `attempts` times, counted once, and neither stored nor recorded."""
+    """The failed call was sent `attempts` times, counted once under `counted_as` (and under no other
+    failed reply's count), and neither stored nor recorded."""
     chats = ollama.received if kind != "openai" else openai.received
     assert len([r for r in chats if r.path in CHAT_PATHS]) == attempts
-    assert run.calls == [] and run.stats.empty_replies == 1
+    failed = {name: getattr(run.stats, name) for name in ("empty_replies", "unreadable_replies")}
+    assert run.calls == [] and failed == {name: int(name == counted_as) for name in failed}
     run.close(write_recording=True)
+    summary = json.loads((root / "runs" / "judge.json").read_text())
+    said = {name: summary.get(name) for name in failed}
+    assert said == {name: 1 if name == counted_as else None for name in failed}
     assert stored(root) == []
     assert list(read_stage(root / "recordings" / "judge")) == []

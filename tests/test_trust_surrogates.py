@@ -139,7 +139,9 @@ def test_a_reply_holding_a_half_is_a_failed_call_retried_counted_and_stored_nowh
         run = session(tmp_path, backend)
         with pytest.raises(UnreadableReplyError, match=r"a lone surrogate .*gave up after 3 attempts"):
             run.chat(request("judge this"), CallContext(stage="judge", item="1"))
-        assert_tried_and_kept_nowhere(run, tmp_path, kind, ollama, openai, attempts=3)
+        assert_tried_and_kept_nowhere(
+            run, tmp_path, kind, ollama, openai, attempts=3, counted_as="unreadable_replies"
+        )
 
 
 def test_a_batch_answer_holding_a_half_is_a_failed_call() -> None:

@@ -51,6 +51,7 @@ from pipeline.errors import (
     PromptTruncatedError,
     ReplayIncompleteError,
     ReplayMissError,
+    UnreadableReplyError,
 )
 from pipeline.llm.arenas import limit_arenas
 from pipeline.llm.cache.store import CallStore
@@ -88,6 +89,7 @@ class RunStats:
     misses: list[ReplayMissError] = field(default_factory=list)
     keys: dict[str, str] = field(default_factory=dict)  # key -> "hit" | "miss"
     empty_replies: int = 0  # replies that were empty or only whitespace: failed, never stored
+    unreadable_replies: int = 0  # replies holding a lone surrogate: failed, never stored
 
 
 class LLMSession:
@@ -331,6 +333,9 @@ class LLMSession:
                 reply = backend.chat(request)
             except PromptTruncatedError as exc:
                 return self._refused(exc, context)
+            except UnreadableReplyError:
+                self._count_unreadable()
+                raise
             except EmptyReplyError:
                 self._count_empty()
                 raise
@@ -348,6 +353,10 @@ class LLMSession:
     def _count_empty(self) -> None:
         with self._lock:
             self.stats.empty_replies += 1
+
+    def _count_unreadable(self) -> None:
+        with self._lock:
+            self.stats.unreadable_replies += 1
 
     def _refused(self, exc: PromptTruncatedError, context: CallContext) -> ChatReply:
         """A prompt too long for the context window: llm.too_long says whether that stops the
@@ -435,6 +444,8 @@ class LLMSession:
             }
             if self.stats.empty_replies:  # absent when none: a summary reads as it always did
                 summary["empty_replies"] = self.stats.empty_replies
+            if self.stats.unreadable_replies:
+                summary["unreadable_replies"] = self.stats.unreadable_replies
             atomic_write(self.runs_dir / f"{self.stage}.json", json.dumps(summary, indent=1) + "\n")
         if self._backend is not None:
             self._backend.close()
