@@ -16,14 +16,16 @@ so every run of the bench meets the same latencies.
 
 Ideal: the servers' busy time spread over all their slots, sum(latency) / slots, as if every slot
 were busy from the first call to the last and nothing else took any time. The run is the wall time
-of `dvc repro aggregate` in a fresh git + DVC project (stage processes, DVC's hashing and locking,
-the aggregate stage's report included), with a cold cache; "through refine" stops when the last
-LLM stage has ended (aggregate, which calls no model, starts). Each stage's line gives its share:
-from DVC's "Running stage" line to the next, the calls its servers answered in that time, and the
-fraction of the slots it kept busy; below it, how long each LLM stage took to send its first
-request, and how long after its last reply the next stage started (the stage process's start-up
-and end, and DVC's hashing and locking between them). --in-process runs the three LLM stages one
-after another in the bench's own process, without DVC: what the item runner reaches on its own.
+of `dvc repro aggregate` in a fresh git + DVC project configured as this repository's .dvc/config
+(analytics off; before 2026-11-26's fast-f, `dvc init`'s default: a usage report at DVC's exit)
+(stage processes, DVC's hashing and locking, the aggregate stage's report included), with a cold
+cache; "through refine" stops when the last LLM stage has ended (aggregate, which calls no model,
+starts). Each stage's line gives its share: from DVC's "Running stage" line to the next, the calls
+its servers answered in that time, and the fraction of the slots it kept busy; below it, how long
+each LLM stage took to send its first request, and how long after its last reply the next stage
+started (the stage process's start-up and end, and DVC's hashing and locking between them).
+--in-process runs the three LLM stages one after another in the bench's own process, without DVC:
+what the item runner reaches on its own.
 
 Measured 2026-11-25 on the 2-core development machine, shared (load average 0.9-2.6 unless said),
 133 interviews, 1,191 model calls, 106.0 s of generation at the default 80 ms median:
@@ -264,6 +266,10 @@ def project(root: Path, servers: list[SlotServer], items: int | None, profile: b
     compiled = [sys.executable, "-m", "compileall", "-q", "pipeline", "stages"]
     for args in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"], compiled):
         subprocess.run(args, cwd=root, check=True)
+    # DVC configured as the repository is (.dvc/config: analytics off). `dvc init`'s default sends
+    # a usage report at the end of every command: 0.1-0.3 s of collecting and a process started,
+    # which a run of this repository does not pay.
+    shutil.copy(ROOT / ".dvc" / "config", root / ".dvc" / "config")
 
 
 @dataclass

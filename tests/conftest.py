@@ -19,3 +19,8 @@ def _isolate_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith("JUDGELOOP_") and name != "JUDGELOOP_SHARED":
             monkeypatch.delenv(name)
+    # The DVC projects tests make have `dvc init`'s default config, under which every dvc command
+    # collects a usage report at its exit and starts a process to send it (0.1-0.3 s each, and a
+    # process outliving the test that tries a network tests must not need); the repository's own
+    # .dvc/config turns it off.
+    monkeypatch.setenv("DVC_NO_ANALYTICS", "1")
