@@ -254,7 +254,7 @@ def _rendered(
     index's address from the index page (pipeline.reports.frame), which every page links to; `read`,
     how the judge stage read a reply (reply_reader of the run's judge settings; default: the judge's
     defaults)."""
-    if iter(refinements) is refinements:
+    if isinstance(refinements, Iterator):
         raise TypeError(
             "the report reads the refinements twice: give a list or a RefinementFile, not an iterator"
         )
