@@ -140,3 +140,28 @@ def test_a_one_pass_iterator_is_refused(tmp_path: Path) -> None:
     refinements, summary, records = build_sample()
     with pytest.raises(TypeError, match="twice"):
         write_report(tmp_path / "report.html", iter(refinements), summary, records, "t")
+
+
+def test_a_call_cited_by_several_items_is_counted_once(tmp_path: Path) -> None:
+    refinements, _, records = build_sample()
+    # A third item citing the first one's calls, and a call no recording has.
+    copy = refinements[0].model_copy(update={"item": "903"})
+    missing = "f" * 64
+    first = copy.iterations[0]
+    lost = first.model_copy(
+        update={"assessment": first.assessment.model_copy(update={"call_keys": (missing, missing.upper())})}
+    )
+    copy = copy.model_copy(update={"iterations": (lost, *copy.iterations[1:])})
+    cited = [*refinements, copy]
+    keys = {
+        key
+        for r in cited
+        for it in r.iterations
+        for key in (*it.assessment.call_keys, *(k for m in it.metrics.values() for k in m.call_keys))
+    }
+    report = write_report(tmp_path / "report.html", cited, compute_metrics(cited, METRICS), records, "t")
+    index = (tmp_path / "report.html").read_text(encoding="utf-8")
+    # The upper-case spelling is another key (kept as text), not the lower-case one's bytes.
+    assert f"<dt>Calls not recorded</dt><dd>2 of {len(keys)}</dd>" in index
+    assert f"({len(keys) - 2:,} calls)" in index
+    assert report.pages == ("item-901.html", "item-902.html", "item-903.html")
