@@ -37,21 +37,33 @@ def write_jsonl(path: Path, results: Iterable[Result]) -> None:
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """The file's lines as str.splitlines() of its whole text numbers them, read a line at a time:
+    a chunk up to each b"\n" is split again as splitlines splits (\r, \x85, \u2028, ...), which
+    cuts the whole text at the same places, so a reader never holds the file whole."""
     if not path.exists():
         raise InputError(str(path), None, "file not found", "run the stage that writes it first (dvc repro)")
-    yield from enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+    number = 0
+    with path.open("rb") as handle:
+        for chunk in handle:
+            for line in chunk.decode("utf-8").splitlines():
+                number += 1
+                yield number, line
 
 
-def read_jsonl(path: Path, model: type[R]) -> list[R]:
-    out: list[R] = []
+def iter_jsonl(path: Path, model: type[R]) -> Iterator[R]:
+    """read_jsonl one result at a time: each line parsed when reached, nothing kept (a file of a
+    run's results can be far larger than what a reader needs of it at once)."""
     for number, line in _lines(path):
         try:
-            out.append(model.model_validate_json(line))
+            yield model.model_validate_json(line)
         except ValidationError as exc:
             raise InputError(
                 str(path), number, f"not a {model.__name__} record ({exc})", "re-run the stage that writes it"
             ) from exc
-    return out
+
+
+def read_jsonl(path: Path, model: type[R]) -> list[R]:
+    return list(iter_jsonl(path, model))
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:

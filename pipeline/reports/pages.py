@@ -30,22 +30,30 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-") or "x"
 
 
-def page_stems(items: Sequence[str]) -> list[str]:
-    """One file name stem per item, in order: `item-301` for an id that is already safe; an id that
-    had to be changed (other characters, too long) gets its own hash, so distinct ids stay apart
-    whatever their order; a counter settles what still collides, ignoring case."""
-    stems: list[str] = []
-    taken: set[str] = set()
-    for item in items:
+class PageStems:
+    """page_stems one item at a time (`stem(item)` in the items' order), for a reader that streams
+    its items: what it keeps is the stems taken, not the items."""
+
+    def __init__(self) -> None:
+        self._taken: set[str] = set()
+
+    def stem(self, item: str) -> str:
         base = slug(item)[:_MAX_SLUG].rstrip("-")
         if base != item:
             base = f"{base}-{hashlib.sha256(item.encode()).hexdigest()[:8]}"
         stem, n = f"{PAGE_PREFIX}{base}", 1
-        while stem.casefold() in taken:
+        while stem.casefold() in self._taken:
             stem, n = f"{PAGE_PREFIX}{base}-{n}", n + 1
-        taken.add(stem.casefold())
-        stems.append(stem)
-    return stems
+        self._taken.add(stem.casefold())
+        return stem
+
+
+def page_stems(items: Sequence[str]) -> list[str]:
+    """One file name stem per item, in order: `item-301` for an id that is already safe; an id that
+    had to be changed (other characters, too long) gets its own hash, so distinct ids stay apart
+    whatever their order; a counter settles what still collides, ignoring case."""
+    stems = PageStems()
+    return [stems.stem(item) for item in items]
 
 
 def pages_folder(index_name: str) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import csv
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from statistics import fmean, stdev
 from typing import Any
@@ -39,59 +39,90 @@ def _summary(scores: list[int | float | None]) -> dict[str, Any]:
     }
 
 
-def figure2(refinements: list[Refinement], metrics: tuple[str, ...]) -> dict[str, Any]:
-    """Per metric, the scores before (iteration 0) and after (the kept iteration)."""
-
-    def scores(metric: str, kept: bool) -> list[int | float | None]:
-        judged = [r.iterations[r.kept if kept else 0].metrics for r in refinements]
-        return [by_metric[metric].score for by_metric in judged if metric in by_metric]
-
-    return {m: {"before": _summary(scores(m, False)), "after": _summary(scores(m, True))} for m in metrics}
-
-
-def readings(refinements: list[Refinement]) -> dict[str, int]:
-    """How each judgement's score was read (pipeline.judges.scores reasons), so a decimal rounded or
-    left unscored (judge.decimal_scores) and a prose verdict are counted, not hidden in the means."""
-    counts = Counter(
-        judged.reading
-        for r in refinements
-        for it in r.iterations
-        for judged in it.metrics.values()
-        if not judged.carried_over
-    )
-    return dict(sorted(counts.items()))
-
-
 # The design's LLM stages, whose recorded calls the metrics count (pipeline.data.recorded_calls).
 LLM_STAGES = ("assess", "judge", "refine")
+_PHASES = ("before", "after")
+
+
+class MetricsTally:
+    """compute_metrics's numbers taken one item at a time (the aggregate stage streams
+    refinement.jsonl): counts, and for Figure 2 each item's before and after score per metric (a
+    few numbers an item, kept so that means and SDs are computed exactly as over the whole list)."""
+
+    def __init__(self, metrics: tuple[str, ...]) -> None:
+        self.metrics = tuple(dict.fromkeys(metrics))
+        self.items = 0
+        self.scores: dict[tuple[str, str], list[int | float | None]] = {
+            (m, phase): [] for m in self.metrics for phase in _PHASES
+        }
+        self.refined_iterations: list[int] = []  # of each refined item
+        self.stop_reasons: Counter[str] = Counter()
+        self.invalid = {"initial": 0, "kept": 0}
+        self.readings: Counter[str] = Counter()
+
+    def add(self, r: Refinement) -> None:
+        self.items += 1
+        for phase, at in zip(_PHASES, (0, r.kept), strict=True):
+            judged = r.iterations[at].metrics
+            for m in self.metrics:
+                if m in judged:
+                    self.scores[m, phase].append(judged[m].score)
+        if len(r.iterations) > 1:
+            self.refined_iterations.append(len(r.iterations) - 1)
+        self.stop_reasons[r.stop_reason] += 1
+        self.invalid["initial"] += not r.iterations[0].assessment.valid
+        self.invalid["kept"] += not r.iterations[r.kept].assessment.valid
+        self.readings.update(
+            judged.reading for it in r.iterations for judged in it.metrics.values() if not judged.carried_over
+        )
+
+    def figure2(self) -> dict[str, Any]:
+        """Per metric, the scores before (iteration 0) and after (the kept iteration)."""
+        return {m: {phase: _summary(self.scores[m, phase]) for phase in _PHASES} for m in self.metrics}
+
+    def summary(self, recorded: Mapping[str, Mapping[str, int]] | None = None) -> dict[str, Any]:
+        """`recorded`: each LLM stage's call counts, from its recording (what `judgeloop audit`
+        shows; pipeline.data.recorded_calls.stage_call_counts); None: no recording to count from."""
+        recorded = recorded or {}
+        refined = self.refined_iterations
+        return {
+            "items": self.items,
+            "figure2": self.figure2(),
+            "refined_items": len(refined),
+            "mean_iterations": round(fmean(refined), 4) if refined else 0,
+            "stop_reasons": dict(sorted(self.stop_reasons.items())),
+            "invalid_assessments": dict(self.invalid),
+            "calls": {stage: counts["calls"] for stage, counts in sorted(recorded.items())},
+            "recorded_calls": {stage: dict(counts) for stage, counts in sorted(recorded.items())},
+            # How each judgement's score was read (pipeline.judges.scores reasons), so a decimal
+            # rounded or left unscored (judge.decimal_scores) and a prose verdict are counted, not
+            # hidden in the means.
+            "readings": dict(sorted(self.readings.items())),
+        }
+
+
+def _tally(refinements: Iterable[Refinement], metrics: tuple[str, ...]) -> MetricsTally:
+    tally = MetricsTally(metrics)
+    for r in refinements:
+        tally.add(r)
+    return tally
+
+
+def figure2(refinements: Iterable[Refinement], metrics: tuple[str, ...]) -> dict[str, Any]:
+    """Per metric, the scores before (iteration 0) and after (the kept iteration)."""
+    return _tally(refinements, metrics).figure2()
 
 
 def compute_metrics(
-    refinements: list[Refinement],
+    refinements: Iterable[Refinement],
     metrics: tuple[str, ...],
     recorded: Mapping[str, Mapping[str, int]] | None = None,
 ) -> dict[str, Any]:
-    """`recorded`: each LLM stage's call counts, from its recording (what `judgeloop audit` shows;
-    pipeline.data.recorded_calls.stage_call_counts); None: no recording to count from."""
-    recorded = recorded or {}
-    refined = [r for r in refinements if len(r.iterations) > 1]
-    return {
-        "items": len(refinements),
-        "figure2": figure2(refinements, metrics),
-        "refined_items": len(refined),
-        "mean_iterations": round(fmean(len(r.iterations) - 1 for r in refined), 4) if refined else 0,
-        "stop_reasons": dict(sorted(Counter(r.stop_reason for r in refinements).items())),
-        "invalid_assessments": {
-            "initial": sum(not r.iterations[0].assessment.valid for r in refinements),
-            "kept": sum(not r.iterations[r.kept].assessment.valid for r in refinements),
-        },
-        "calls": {stage: counts["calls"] for stage, counts in sorted(recorded.items())},
-        "recorded_calls": {stage: dict(counts) for stage, counts in sorted(recorded.items())},
-        "readings": readings(refinements),
-    }
+    """MetricsTally over `refinements`, in one pass (see MetricsTally.summary for `recorded`)."""
+    return _tally(refinements, metrics).summary(recorded)
 
 
-def _write_csv(path: Path, header: list[str], rows: list[list[Any]]) -> None:
+def _write_csv(path: Path, header: list[str], rows: Iterable[list[Any]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle, lineterminator="\n")
@@ -99,28 +130,64 @@ def _write_csv(path: Path, header: list[str], rows: list[list[Any]]) -> None:
         writer.writerows(rows)
 
 
-def write_plots(directory: Path, refinements: list[Refinement], summary: dict[str, Any]) -> None:
+def _figure2_rows(summary: dict[str, Any]) -> list[list[Any]]:
     rows = []
     for metric, phases in summary["figure2"].items():
-        for phase in ("before", "after"):
+        for phase in _PHASES:
             stats = phases[phase]
             rows.append([f"{metric} {phase}", metric, phase, stats["mean"], stats["sd"], stats["n"]])
-    _write_csv(directory / "figure2.csv", ["bar", "metric", "phase", "mean", "sd", "n"], rows)
-    trajectory = [
-        [f"{r.item} {metric}", r.item, it.iteration, metric, judged.score]
-        for r in refinements
-        for it in r.iterations
-        for metric, judged in it.metrics.items()
-        if judged.score is not None
-    ]
-    _write_csv(
-        directory / "scores_by_iteration.csv", ["series", "item", "iteration", "metric", "score"], trajectory
-    )
-    _write_csv(
-        directory / "iterations_per_item.csv",
-        ["item", "iterations", "stop_reason"],
-        [[r.item, len(r.iterations) - 1, r.stop_reason] for r in refinements],
-    )
+    return rows
+
+
+class PlotWriter:
+    """The plots' tables, written as the items come (scores_by_iteration.csv and
+    iterations_per_item.csv a row at a time; figure2.csv from the summary at `close`), so that a
+    whole run's rows are never held. A context manager: the files are closed however it ends."""
+
+    def __init__(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.directory = directory
+        self._files = [
+            (directory / name).open("w", newline="", encoding="utf-8")
+            for name in ("scores_by_iteration.csv", "iterations_per_item.csv")
+        ]
+        self._trajectory, self._iterations = (csv.writer(f, lineterminator="\n") for f in self._files)
+        self._trajectory.writerow(["series", "item", "iteration", "metric", "score"])
+        self._iterations.writerow(["item", "iterations", "stop_reason"])
+
+    def add(self, r: Refinement) -> None:
+        self._trajectory.writerows(
+            [f"{r.item} {metric}", r.item, it.iteration, metric, judged.score]
+            for it in r.iterations
+            for metric, judged in it.metrics.items()
+            if judged.score is not None
+        )
+        self._iterations.writerow([r.item, len(r.iterations) - 1, r.stop_reason])
+
+    def close(self, summary: dict[str, Any] | None = None) -> None:
+        """Close the item tables; with `summary`, write figure2.csv from it."""
+        for handle in self._files:
+            handle.close()
+        if summary is not None:
+            _write_csv(
+                self.directory / "figure2.csv",
+                ["bar", "metric", "phase", "mean", "sd", "n"],
+                _figure2_rows(summary),
+            )
+
+    def __enter__(self) -> PlotWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for handle in self._files:
+            handle.close()
+
+
+def write_plots(directory: Path, refinements: Iterable[Refinement], summary: dict[str, Any]) -> None:
+    with PlotWriter(directory) as plots:
+        for r in refinements:
+            plots.add(r)
+        plots.close(summary)
 
 
 def _fmt(stats: dict[str, Any]) -> str:

@@ -16,8 +16,9 @@ opened. One page per item keeps what a reader opens small at any number of items
 
 from __future__ import annotations
 
+import re
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -28,6 +29,7 @@ import jinja2
 from markupsafe import Markup
 
 from pipeline.data.recorded_calls import recorded_calls
+from pipeline.errors import ConfigError
 from pipeline.experiments.paper.aggregation import LLM_STAGES, PAPER_FIGURE2, unscored_why
 from pipeline.experiments.paper.report.items import ItemBuilder, mean, options_text
 from pipeline.experiments.paper.report.texts import PageTexts
@@ -37,7 +39,7 @@ from pipeline.judges.rubric.settings import JudgeSettings
 from pipeline.llm.records import CallRecord
 from pipeline.loops.results import Refinement
 from pipeline.reports.frame import home_link, page_assets
-from pipeline.reports.pages import page_stems, pages_folder, slug, write_pages
+from pipeline.reports.pages import PageStems, pages_folder, slug, write_pages
 from pipeline.reports.svg import figure2_svg
 from pipeline.reports.templating import make_environment
 
@@ -71,7 +73,7 @@ def _stats(stats: dict[str, Any]) -> str:
     return f"{stats['mean']:.2f} ± {sd} (n={stats['n']}, {stats['unscored']} unscored)"
 
 
-def _referenced(refinements: list[Refinement]) -> list[str]:
+def _referenced(refinements: Iterable[Refinement]) -> list[str]:
     return list(
         dict.fromkeys(
             key
@@ -82,44 +84,58 @@ def _referenced(refinements: list[Refinement]) -> list[str]:
     )
 
 
-@dataclass(frozen=True)
-class _Used:
-    """What the index page says of a referenced call: its model and its options."""
-
-    model: tuple[str, str, str]  # backend, name, digest
-    options: str
+_HEX_KEY = re.compile(r"[0-9a-f]{64}")
 
 
-def _used(refinements: list[Refinement], records: Mapping[str, CallRecord]) -> list[_Used]:
-    """The referenced calls' models and options, each call parsed once and dropped (records may
-    parse each call when asked for: pipeline.data.recorded_stages)."""
-    return [
-        _Used((r.model.backend, r.model.name, r.model.digest), options_text(r))
-        for k in _referenced(refinements)
-        if (r := records.get(k)) is not None
-    ]
+def _compact(key: str) -> bytes | str:
+    """A call key as held in the set of keys seen: a sha256 in lower-case hex as its 32 bytes (one to
+    one), any other key as itself (a str never equals bytes)."""
+    return bytes.fromhex(key) if _HEX_KEY.fullmatch(key) else key
 
 
-def _option_names(used: list[_Used]) -> dict[str, str]:
-    """A short name for each distinct set of options, most used first: calls cite the name, the header
-    spells it out once."""
-    counts = Counter(u.options for u in used)
-    ranked = sorted(counts, key=lambda text: (-counts[text], text))
-    return {text: f"options {n}" for n, text in enumerate(ranked, start=1)}
+class _IndexScan:
+    """What the index page and every item page share, taken one item at a time (the first pass over
+    the results): each item's row, and of every referenced call (a key cited by several items counted
+    once, by its first) its model and options, each call parsed once and dropped (records may parse
+    each call when asked for: pipeline.data.recorded_stages). What it keeps is a row an item, the keys
+    seen (32 bytes a call) and the counts."""
+
+    def __init__(self, records: Mapping[str, CallRecord], folder: str) -> None:
+        self.records, self.folder = records, folder
+        self.rows: list[ItemRow] = []
+        self.referenced = self.missing = 0
+        self.models: dict[tuple[str, str, str], None] = {}  # backend, name, digest; first seen first
+        self.option_counts: Counter[str] = Counter()
+        self._seen: set[bytes | str] = set()
+        self._stems = PageStems()
+
+    def add(self, r: Refinement) -> None:
+        self.rows.append(_row(r, self._stems.stem(r.item), self.folder))
+        for key in _referenced([r]):
+            compact = _compact(key)
+            if compact in self._seen:
+                continue
+            self._seen.add(compact)
+            self.referenced += 1
+            record = self.records.get(key)
+            if record is None:
+                self.missing += 1
+                continue
+            model = record.model
+            self.models.setdefault((model.backend, model.name, model.digest))
+            self.option_counts[options_text(record)] += 1
+
+    def option_names(self) -> dict[str, str]:
+        """A short name for each distinct set of options, most used first: calls cite the name, the
+        header spells it out once."""
+        counts = self.option_counts
+        ranked = sorted(counts, key=lambda text: (-counts[text], text))
+        return {text: f"options {n}" for n, text in enumerate(ranked, start=1)}
 
 
-def _facts(
-    refinements: list[Refinement],
-    summary: dict[str, Any],
-    records: Mapping[str, CallRecord],
-    options: dict[str, str],
-    used: list[_Used],
-) -> dict[str, str]:
-    keys = _referenced(refinements)
-    models = dict.fromkeys(
-        f"{backend}:{name} ({digest})" for backend, name, digest in (u.model for u in used)
-    )
-    counts = Counter(u.options for u in used)
+def _facts(scan: _IndexScan, summary: dict[str, Any], options: dict[str, str]) -> dict[str, str]:
+    models = dict.fromkeys(f"{backend}:{name} ({digest})" for backend, name, digest in scan.models)
+    counts = scan.option_counts
     unscored = {p: sum(m[p]["unscored"] for m in summary["figure2"].values()) for p in ("before", "after")}
     invalid = summary["invalid_assessments"]
     return {
@@ -132,7 +148,7 @@ def _facts(
         **({"Why unscored": why} if (why := unscored_why(summary)) else {}),
         "Invalid assessments": f"{invalid['initial']} initially, {invalid['kept']} among those kept",
         "LLM calls": ", ".join(f"{k}: {v}" for k, v in summary["calls"].items()) or "—",
-        "Calls not recorded": f"{sum(k not in records for k in keys)} of {len(keys)}",
+        "Calls not recorded": f"{scan.missing} of {scan.referenced}",
         **{name.capitalize(): f"{text} ({counts[text]:,} calls)" for text, name in options.items()},
     }
 
@@ -198,8 +214,30 @@ def _row(r: Refinement, stem: str, folder: str) -> ItemRow:
     )
 
 
+def _same_items(
+    refinements: Iterable[Refinement], rows: list[ItemRow]
+) -> Iterator[tuple[Refinement, ItemRow]]:
+    """The second pass's items beside the first pass's rows: the results read again must be the
+    ones the index was made from."""
+    count = 0
+    for r in refinements:
+        if count >= len(rows) or rows[count].name != r.item:
+            raise ConfigError(
+                "the refinement results changed while the report was written (an item the first read "
+                f"did not have at {count + 1}: {r.item!r}). "
+                "Fix: let the run finish, then write the report again"
+            )
+        yield r, rows[count]
+        count += 1
+    if count != len(rows):
+        raise ConfigError(
+            f"the refinement results changed while the report was written ({len(rows)} items read "
+            f"first, {count} then). Fix: let the run finish, then write the report again"
+        )
+
+
 def _rendered(
-    refinements: list[Refinement],
+    refinements: Iterable[Refinement],
     summary: dict[str, Any],
     records: Mapping[str, CallRecord],
     title: str,
@@ -208,36 +246,44 @@ def _rendered(
     read: ReplyReader | None = None,
 ) -> tuple[str, str, Iterator[tuple[str, str]]]:
     """The index page, the item pages' folder, and the item pages (file name, page), each rendered when
-    reached, so that a writer holds one page at a time. `records` maps call keys to calls (see
-    load_records, or pipeline.data.recorded_stages), `index_name` is the index's file name, which the
-    item pages link back to; `home`, the report index's address from the index page
-    (pipeline.reports.frame), which every page links to; `read`, how the judge stage read a reply
-    (reply_reader of the run's judge settings; default: the judge's defaults)."""
+    reached, so that a writer holds one page at a time. `refinements` is read twice, an item at a
+    time: once for what the pages share (the index's rows, the calls' models and options), then for
+    the pages; a list or a RefinementFile (pipeline.loops.results), never a one-pass iterator.
+    `records` maps call keys to calls (see load_records, or pipeline.data.recorded_stages),
+    `index_name` is the index's file name, which the item pages link back to; `home`, the report
+    index's address from the index page (pipeline.reports.frame), which every page links to; `read`,
+    how the judge stage read a reply (reply_reader of the run's judge settings; default: the judge's
+    defaults)."""
+    if isinstance(refinements, Iterator):
+        raise TypeError(
+            "the report reads the refinements twice: give a list or a RefinementFile, not an iterator"
+        )
     read = read or reply_reader(JudgeSettings())
-    used = _used(refinements, records)
-    options = _option_names(used)
-    show_model = len({u.model for u in used}) > 1
     folder = pages_folder(index_name)
-    stems = page_stems([r.item for r in refinements])
+    scan = _IndexScan(records, folder)
+    for r in refinements:
+        scan.add(r)
+    options = scan.option_names()
+    show_model = len(scan.models) > 1
     assets = page_assets()
     pages = (
         (
-            f"{stem}.html",
+            f"{row.id}.html",
             _item_page(
                 r,
-                stem,
+                row.id,
                 records,
                 options,
                 read,
                 title=f"Item {r.item} · {title}",
                 report_title=title,
-                index_href=f"../{quote(index_name)}#{stem}",
+                index_href=f"../{quote(index_name)}#{row.id}",
                 show_model=show_model,
                 home=None if home is None else f"../{home}",
                 **assets,
             ),
         )
-        for r, stem in zip(refinements, stems, strict=True)
+        for r, row in _same_items(refinements, scan.rows)
     )
     appendix = PageTexts()
     index = (
@@ -245,11 +291,11 @@ def _rendered(
         .get_template("report.html.j2")
         .render(
             title=title,
-            facts=_facts(refinements, summary, records, options, used),
+            facts=_facts(scan, summary, options),
             figure2_rows=_figure2_rows(summary),
             # Marked safe on purpose: drawn from numbers, its labels escaped by pipeline.reports.svg.
             figure2_svg=Markup(figure2_svg(summary["figure2"], PAPER_FIGURE2)),
-            rows=[_row(r, stem, folder) for r, stem in zip(refinements, stems, strict=True)],
+            rows=scan.rows,
             templates=appendix.templates,
             referenced=appendix.referenced,
             home=home,
@@ -260,7 +306,7 @@ def _rendered(
 
 
 def render_report(
-    refinements: list[Refinement],
+    refinements: Iterable[Refinement],
     summary: dict[str, Any],
     records: Mapping[str, CallRecord],
     title: str,
@@ -284,7 +330,7 @@ class WrittenReport:
 
 def write_report(
     index: Path,
-    refinements: list[Refinement],
+    refinements: Iterable[Refinement],
     summary: dict[str, Any],
     records: Mapping[str, CallRecord],
     title: str,
