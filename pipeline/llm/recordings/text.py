@@ -601,20 +601,30 @@ def read_stage(
         memo.remember(unverified)
 
 
-def read_keys(directory: Path, keys: Collection[str], *, verify: bool = True) -> Iterator[LoadedCall]:
+def read_keys(
+    directory: Path, keys: Collection[str], *, verify: bool = True, scan_whole: bool = True
+) -> Iterator[LoadedCall]:
     """The calls of `keys` in a stage's recording (verified as read_stage verifies them). A sharded
     recording (pipeline.llm.recordings.shards) is read as its manifest, the shards of those keys'
     calls and the block shards their lines refer to, each checked against its hash, the folder
     checked for strays: a reader of one call of a million reads a sixteenth of the calls and a few
     block shards, and parses that call's line only. A recording in one file is read whole, its
     calls filtered, as is a sharded one whose lines do not show these keys as written (a line under
-    an older key recipe)."""
+    an older key recipe).
+
+    `scan_whole=False`: a key whose line does not show it as written is taken as not recorded here,
+    and a recording in one file has only the lines that show a key parsed. For a reader that asks
+    every stage for a key most of them do not hold (audit --key, which reads unverified, so a line
+    under an older recipe keeps its old key to it anyway)."""
     if not has_recording(directory):
         return
     refuse_linked(directory)
     manifest = recording_text(directory / CALLS_FILE)
     wanted = set(keys)
-    found = _key_lines(directory, manifest, wanted) if shards.is_manifest(manifest) else None
+    if shards.is_manifest(manifest):
+        found = _key_lines(directory, manifest, wanted, verify=verify, complete=scan_whole)
+    else:
+        found = None if scan_whole else _file_key_lines(directory, wanted, verify)
     if found is None:
         yield from (
             loaded for loaded in read_stage(directory, verify=verify) if loaded.call.record.key in wanted
@@ -630,14 +640,18 @@ def read_keys(directory: Path, keys: Collection[str], *, verify: bool = True) ->
             yield LoadedCall(shard, number, call)
 
 
+Found = tuple[list[tuple[Path, int, str]], RecordingLines]
+
+
 def _key_lines(
-    directory: Path, manifest: str, wanted: set[str]
-) -> tuple[list[tuple[Path, int, str]], RecordingLines] | None:
+    directory: Path, manifest: str, wanted: set[str], *, verify: bool = True, complete: bool = True
+) -> Found | None:
     """The lines of `wanted` keys in a sharded recording (shard, line number, line), with the blocks
-    they refer to; None when a key is not found as written (then the reader reads the whole)."""
+    they refer to; None when a key is not found as written and `complete` (then the reader reads the
+    whole)."""
     named = shards.parse_manifest(directory / CALLS_FILE, manifest)
     shards.refuse_strays(directory, os.listdir(directory), {name for name, _ in named})
-    marks = [f'"key":"{key}"' for key in wanted]
+    marks = _marks(wanted)
     lines: list[tuple[Path, int, str]] = []
     needed = {("calls", shards.shard_of(key)) for key in wanted}
     for name, sha in named:
@@ -646,14 +660,28 @@ def _key_lines(
             for number, line in enumerate(file_lines(text), start=1):
                 if any(mark in line for mark in marks):
                     lines.append((directory / name, number, line))
-    if len(lines) < len(wanted):
+    if complete and len(lines) < len(wanted):
         return None
     refs = {blob for _, _, line in lines for blob in blob_refs(line)}
     blocks = {("blocks", shards.shard_of(blob)) for blob in refs}
     chosen = [(name, sha) for name, sha in named if shards.prefix_of(name) in blocks]
     files = {name: shards.shard_bytes(directory, name, sha, None) for name, sha in chosen}
     files[CALLS_FILE] = shards.manifest_text(chosen).encode("utf-8")  # the part of it read
-    return lines, whole_recording(directory, files, verify=True)
+    return lines, whole_recording(directory, files, verify=verify)
+
+
+def _file_key_lines(directory: Path, wanted: set[str], verify: bool) -> Found:
+    """The lines of `wanted` keys in a recording in one file, as written, with its blocks."""
+    parts = whole_recording(directory, None, verify)
+    marks = _marks(wanted)
+    lines = [
+        (parts.path, number, line) for number, line in parts.calls if any(mark in line for mark in marks)
+    ]
+    return lines, parts
+
+
+def _marks(keys: Iterable[str]) -> list[str]:
+    return [f'"key":"{key}"' for key in keys]
 
 
 def stage_dirs(root: Path) -> list[Path]:
