@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from pipeline.errors import CorruptRecordError
 from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.recordings import shards
 from pipeline.llm.recordings import text as recordings
@@ -123,3 +124,91 @@ def test_an_edited_record_found_by_key_is_shown_untrusted(
     [shown] = jsonl("--key", call.record.key, "--recordings", str(root))
     assert shown["reply"]["text"] == "Score: 5"  # type: ignore[index]
     assert "checksum does not match" in str(shown["problem"])
+
+
+def test_read_keys_in_one_file_parses_only_the_lines_of_its_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = _stage(tmp_path, "judge", 6)
+    directory = tmp_path / "judge"
+    parsed: list[str] = []
+    real_parse = recordings.parse_call_line
+
+    def parsing(line: str, *args: object, **kwargs: bool) -> RecordedCall:
+        parsed.append(line)
+        return real_parse(line, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(recordings, "parse_call_line", parsing)
+    wanted = [calls[4].record.key, calls[1].record.key]
+    found = list(recordings.read_keys(directory, wanted, scan_whole=False))
+    assert sorted(c.call.record.key for c in found) == sorted(wanted) and len(parsed) == 2
+    whole = {c.call.record.key: c for c in recordings.read_stage(directory)}
+    assert all(
+        c.call == whole[c.call.record.key].call and c.line == whole[c.call.record.key].line for c in found
+    )
+    assert list(recordings.read_keys(directory, ["jl2:" + "0" * 32], scan_whole=False)) == []
+
+
+@pytest.mark.parametrize("sharded", [False, True])
+def test_read_keys_finds_a_block_line_not_as_written_by_reading_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sharded: bool
+) -> None:
+    if sharded:
+        monkeypatch.setattr(shards, "SHARD_AT", 8)
+    calls = _stage(tmp_path, "judge", 12)
+    directory = tmp_path / "judge"
+    wanted = calls[3]
+
+    def redone(text: str) -> bytes:  # every block line written with spaces: `{"blob": "<id>", "text": ...}`
+        out = ""
+        for line in text.splitlines():
+            if line.startswith('{"blob":'):
+                line = json.dumps(json.loads(line), ensure_ascii=False)
+            out += line + "\n"
+        return out.encode("utf-8")
+
+    manifest = directory / recordings.CALLS_FILE
+    if sharded:  # each block shard written again under its new content's name, and named so
+        named = []
+        for name, sha in shards.parse_manifest(manifest, manifest.read_text(encoding="utf-8")):
+            kind, prefix = shards.prefix_of(name)
+            if kind == "blocks":
+                data = redone((directory / name).read_text(encoding="utf-8"))
+                (directory / name).unlink()
+                name, sha = shards.write_shard(directory, kind, prefix, [data])
+            named.append((name, sha))
+        shards.commit(manifest, named)
+    else:
+        manifest.write_bytes(redone(manifest.read_text(encoding="utf-8")))
+    [found] = recordings.read_keys(directory, [wanted.record.key], scan_whole=False)
+    assert found.call == wanted
+
+
+def test_read_keys_in_one_file_checks_the_blocks_it_reads(tmp_path: Path) -> None:
+    [call] = _stage(tmp_path, "judge", 1)
+    directory = tmp_path / "judge"
+    path = directory / recordings.CALLS_FILE
+    lines = path.read_text(encoding="utf-8").splitlines()
+    edited = [line.replace("sleep", "SLEEP", 1) if line.startswith('{"blob":') else line for line in lines]
+    assert edited != lines
+    path.write_text("".join(line + "\n" for line in edited), encoding="utf-8")
+    with pytest.raises(CorruptRecordError, match="does not hash to its id"):
+        list(recordings.read_keys(directory, [call.record.key], scan_whole=False))
+    [unverified] = recordings.read_keys(directory, [call.record.key], verify=False, scan_whole=False)
+    assert unverified.call.record.problem() is not None  # shown, marked, by audit
+    (directory / "calls-0-0123456789abcdef.jsonl").write_text("", encoding="utf-8")
+    with pytest.raises(CorruptRecordError):
+        list(recordings.read_keys(directory, [call.record.key], verify=False, scan_whole=False))
+
+
+def test_read_keys_in_one_file_refuses_a_line_it_reads_that_is_not_utf8(tmp_path: Path) -> None:
+    calls = _stage(tmp_path, "judge", 3)
+    path = tmp_path / "judge" / recordings.CALLS_FILE
+    data = path.read_bytes()
+    mark = f'"key":"{calls[1].record.key}"'.encode()
+    at = data.index(mark)
+    path.write_bytes(data[:at] + b"\xff" + data[at:])
+    with pytest.raises(CorruptRecordError, match=r"calls\.jsonl:\d+: byte 0xff is not UTF-8"):
+        list(recordings.read_keys(path.parent, [calls[1].record.key], verify=False, scan_whole=False))
+    [other] = recordings.read_keys(path.parent, [calls[0].record.key], verify=False, scan_whole=False)
+    assert other.call == calls[0]  # a line it does not read is not its concern
