@@ -52,7 +52,7 @@ class ThreadProfiles:
             profiles.append(profile)
             profile.runcall(run, thread)
 
-        threading.Thread.run = profiled_run  # type: ignore[method-assign]
+        threading.Thread.run = profiled_run  # type: ignore[method-assign,assignment]
         main = cProfile.Profile(time.thread_time)
         self.profiles.append(main)
         main.enable()
@@ -72,6 +72,32 @@ class ThreadProfiles:
         for profile in self.profiles[1:]:
             stats.add(profile)
         return stats
+
+
+# The parts of a replayed call, each by the function that holds it (file, name): cumulative time.
+PARTS = (
+    ("interviews read (index and each item)", "pipeline/data/transcripts.py", "_read_file"),
+    ("Transcript.text rendered", "pipeline/data/transcripts.py", "render"),
+    ("recordings verified (index_stage)", "pipeline/llm/recordings/stage_index.py", "index_stage"),
+    ("a hit's line parsed (StageIndex.call)", "pipeline/llm/recordings/stage_index.py", "call"),
+    ("local cache seeded (flush)", "pipeline/llm/cache/store.py", "flush"),
+    ("  of which requests packed", "pipeline/llm/cache/blocks.py", "pack_request"),
+    ("calls added to the recording", "pipeline/llm/recordings/text.py", "add"),
+    ("recordings written", "pipeline/llm/recordings/text.py", "write"),
+    ("the assessor's quote check", "pipeline/judges/rubric/assessor.py", "unverified_quotes"),
+    ("the cache key", "pipeline/llm/keys.py", "request_key"),
+)
+
+
+def parts(stats: pstats.Stats) -> str:
+    table = stats.stats  # type: ignore[attr-defined]
+    total = sum(tt for _, _, tt, _, _ in table.values())
+    rows = [f"    {'part':<42} {'cumulative s':>12} {'share':>6}"]
+    for label, path, name in PARTS:
+        spent = sum(v[3] for (file, _, func), v in table.items() if func == name and file.endswith(path))
+        rows.append(f"    {label:<42} {spent:12.1f} {spent / total:6.0%}")
+    rows.append(f"    {'all profiled':<42} {total:12.1f}")
+    return "\n".join(rows)
 
 
 def cpu() -> float:
@@ -108,7 +134,9 @@ def main(calls: int, chars: int, root: Path, profile: bool, top: int) -> None:
         + (" (under cProfile)" if profiler is not None else "")
     )
     if profiler is not None:
-        profiler.stats().sort_stats("cumulative").print_stats(top)
+        stats = profiler.stats()
+        click.echo(parts(stats))
+        stats.sort_stats("cumulative").print_stats(top)
 
 
 if __name__ == "__main__":
