@@ -423,7 +423,7 @@ class CallStore:
 
         - diskcache's `iterkeys` (by key) is quadratic: each page of 100 keys is found by a scan of
           the key index from its start (its WHERE's OR defeats the seek), 65 ms a page at 329k
-          blocks; listing by rowid seeks. At 96,819 calls `cache gc` took 52 s of CPU for
+          blocks; listing by rowid seeks. At 96,355 calls `cache gc` took 52 s of CPU for
           7.4 at 28,773.
         - A tool that reads every record whole reads an item's calls together, as a stage stores
           them, and they share the item's blocks, which the block store then finds among those it
