@@ -31,6 +31,7 @@ Results measured on the 2-core shared machine are in bench/README.md.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import math
@@ -72,12 +73,28 @@ def measured(args: list[str], cwd: Path, code: Path = ROOT) -> tuple[float, int,
     return elapsed, usage.ru_maxrss * 1024, lines[-1] if lines else "", usage.ru_utime + usage.ru_stime
 
 
+def progress(name: str, wall: float, peak: int, cpu: float) -> None:
+    """One step's figures on stderr as soon as it ends: a long run stopped or killed midway still
+    says how far it got and what each finished step cost."""
+    figures = f"{wall:.1f} s wall, {cpu:.1f} s CPU, {peak / 2**20:,.0f} MB peak"
+    click.echo(f"{time.strftime('%H:%M:%S')} {name}: {figures}", err=True)
+
+
 def folder_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 
-def snapshot(folder: Path) -> dict[str, bytes]:
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*.jsonl"))}
+def snapshot(folder: Path) -> dict[str, str]:
+    """Each recording file's sha256, read in chunks: the bench compares the replayed recordings
+    byte for byte without holding them (at 100k calls they are hundreds of MB, twice)."""
+    digests = {}
+    for path in sorted(folder.rglob("*.jsonl")):
+        digest = hashlib.sha256()
+        with path.open("rb") as stream:
+            for chunk in iter(lambda: stream.read(1 << 20), b""):
+                digest.update(chunk)
+        digests[path.relative_to(folder).as_posix()] = digest.hexdigest()
+    return digests
 
 
 def bench_size(root: Path, calls_wanted: int, chars: int) -> dict[str, Any]:
@@ -88,12 +105,14 @@ def bench_size(root: Path, calls_wanted: int, chars: int) -> dict[str, Any]:
     row: dict[str, Any] = {"items": items}
     wall, peak, last, cpu = measured([*me, "stages", str(root), "auto"], root)
     calls = int(last)
+    progress("record", wall, peak, cpu)
     row.update(calls=calls, record_s=wall, record_rss=peak, record_cpu=cpu)
     recorded = snapshot(root / "recordings")
     row["recordings_bytes"] = folder_bytes(root / "recordings")
     row["data_bytes"] = folder_bytes(root / "data")
     shutil.rmtree(root / ".judgeloop")
     wall, peak, last, cpu = measured([*me, "stages", str(root), "replay"], root)
+    progress("replay", wall, peak, cpu)
     if int(last) != calls or snapshot(root / "recordings") != recorded:
         raise click.ClickException("the replay did not give the recorded calls back byte-identically")
     del recorded
@@ -108,6 +127,7 @@ def bench_size(root: Path, calls_wanted: int, chars: int) -> dict[str, Any]:
     }
     for name, args in steps.items():
         wall, peak, _, cpu = measured(args, root)
+        progress(name, wall, peak, cpu)
         row.update({f"{name}_s": wall, f"{name}_rss": peak, f"{name}_cpu": cpu})
     return row
 
@@ -214,8 +234,8 @@ def main(
         row["load"] = (load, os.getloadavg())
         rows.append(row)
         click.echo(json.dumps(row), err=True)
-    if json_out is not None:
-        json_out.write_text(json.dumps(rows, indent=1), encoding="utf-8")
+        if json_out is not None:  # after each size, so a later size that fails loses nothing
+            json_out.write_text(json.dumps(rows, indent=1), encoding="utf-8")
     click.echo(table(rows))
 
 

@@ -179,7 +179,7 @@ def local_records(store: CallStore) -> Iterator[tuple[str | ForeignKey, CallReco
     # The keys first (small), then one record at a time: a caller may delete as it goes (verify
     # --repair), which a live cursor over the database would not survive, and the records, each
     # with its 20 kB request, are not all held at once (issue 33).
-    for key in list(store.entries()):
+    for key in list(store.entries()):  # as stored: an item's calls together, and their blocks
         record, problem = store.inspect(key)
         if record is None and problem is None:  # deleted by another process since entries() listed it
             continue
