@@ -208,6 +208,7 @@ def verify(ctx: click.Context, repair: bool) -> None:
             else:
                 problems.append(f"local cache {params.cache.dir}: {key}: {problem}")
         store.close()
+    problems.sort()  # by key, as before the store listed them as stored (the same list on every machine)
     problems += found.problems
     checked += found.calls
     echo(f"checked {checked} records ({len(local)} local, {found.calls} recorded calls)")
