@@ -13,9 +13,8 @@ import yaml
 
 from pipeline.errors import CorruptRecordError, LockMismatchError
 from pipeline.llm.backends.fake import FakeBackend
-from pipeline.llm.recordings import folder_scan
+from pipeline.llm.recordings import offsets
 from pipeline.llm.recordings import text as recordings
-from pipeline.llm.recordings.offsets import FileRead
 from pipeline.llm.recordings.index import RecordingIndex
 from pipeline.llm.recordings.pins import LOCK_FILE, Pins, dir_md5
 from pipeline.llm.records import CallRecord, RecordedCall
@@ -147,10 +146,12 @@ def test_a_file_swapped_between_the_check_and_the_read_is_never_served(
     forged_dir = tmp_path / "forged"
     recordings.write_stage(forged_dir, [call("Score: 5 forged")])
     forged_bytes = (forged_dir / recordings.CALLS_FILE).read_bytes()
-    real_stream = folder_scan.stream_lines
+    real_stream = offsets.stream_lines
     swapped: list[Path] = []
 
-    def stream_lines(path: Path, fd: int, read: FileRead) -> Iterator[tuple[int, int, bytes, str | None]]:
+    def stream_lines(
+        path: Path, fd: int, read: offsets.FileRead
+    ) -> Iterator[tuple[int, int, bytes, str | None]]:
         yield from real_stream(path, fd, read)
         if path == calls_file and not swapped:  # swapped just after it was hashed
             swapped.append(path)
@@ -160,7 +161,7 @@ def test_a_file_swapped_between_the_check_and_the_read_is_never_served(
                 with calls_file.open("r+b") as out:
                     out.write(forged_bytes)
 
-    monkeypatch.setattr(folder_scan, "stream_lines", stream_lines)
+    monkeypatch.setattr(offsets, "stream_lines", stream_lines)
     if how == "renamed over":
         assert served(tmp_path) == "Score: 2 from judge"
     else:

@@ -20,9 +20,9 @@ from pathlib import Path
 
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.files import TMP_SUFFIX
-from pipeline.llm.recordings import shards
+from pipeline.llm.recordings import offsets, shards
 from pipeline.llm.recordings import text as recordings
-from pipeline.llm.recordings.offsets import FileRead, LazyBlobs, LineTable, OpenFiles, hash_file, stream_lines
+from pipeline.llm.recordings.offsets import FileRead, LazyBlobs, LineTable, OpenFiles, hash_file
 from pipeline.llm.recordings.pins import MAX_FILE_BYTES, Pins
 
 BLOB_OPENING = b'{"blob":'
@@ -100,7 +100,7 @@ class _Scan:
         if size > recordings.MAX_RECORDING_BYTES:
             fix = f"Fix: restore the file from git (git checkout -- {path}), or re-record the stage."
             raise CorruptRecordError(f"{path}: {size / 2**30:.1f} GiB, more than a recording holds. {fix}")
-        for line_number, offset, body, text in stream_lines(path, fd, read):
+        for line_number, offset, body, text in offsets.stream_lines(path, fd, read):
             if text is None:
                 continue
             if holds_calls and not body.startswith(BLOB_OPENING):

@@ -145,6 +145,12 @@ class LazyBlobs(Mapping[str, str]):
     def __contains__(self, blob: object) -> bool:
         return blob in self.at
 
+    def clear_cache(self) -> None:
+        """Let go of the blocks kept (they are read again when next asked for)."""
+        with self._lock:
+            self._cache.clear()
+            self._chars = 0
+
     def __iter__(self) -> Iterator[str]:
         return iter(self.at)
 
@@ -162,7 +168,10 @@ class FileRead:
     problem: CorruptRecordError | None = None
 
 
-def stream_lines(path: Path, fd: int, read: FileRead) -> Iterator[tuple[int, int, bytes, str | None]]:
+Placed = tuple[int, int, bytes, str | None]  # a line's number, offset, bytes and text
+
+
+def stream_lines(path: Path, fd: int, read: FileRead) -> Iterator[Placed]:
     """(line number, offset, bytes, text) for each line of the file open at `fd`, split at "\\n"
     only; text None for a line that is too long or not UTF-8 (its problem noted in `read`, the first
     one kept). The file's sha256 and md5 are taken over exactly the bytes read, into `read`."""

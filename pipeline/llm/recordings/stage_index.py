@@ -28,6 +28,7 @@ from typing import Any
 
 import orjson
 
+from pipeline.errors import CorruptRecordError
 from pipeline.llm.keys import KEY_RECIPE, canonical_json
 from pipeline.llm.recordings import shards
 from pipeline.llm.recordings import text as recordings
@@ -117,9 +118,19 @@ class StageIndex:
         return recordings.parse_call_line(line, self.blobs, self.lines.where(found), verified=True).current()
 
     def call(self, key: str) -> RecordedCall | None:
-        """The recorded call of this key, parsed from the line that was verified (None: not here)."""
+        """The recorded call of this key, parsed from the line that was verified (None: not here).
+        The line's own key must be the one asked for: a place that names another line, however it
+        came to, serves nothing."""
         found = self.at.get(key)
-        return None if found is None else self.call_at(found)
+        if found is None:
+            return None
+        call = self.call_at(found)
+        if call.record.key != key:
+            raise CorruptRecordError(
+                f"{self.lines.where(found)}: holds call {call.record.key}, not {key} as the recording's "
+                "index placed it, so it is not served. Fix: run again (the recording is read anew)."
+            )
+        return call
 
     def every_call(self) -> Iterator[RecordedCall]:
         """Every call line's call, in the recording's order, each read and parsed when reached."""
