@@ -24,7 +24,6 @@ import os
 import threading
 import weakref
 from array import array
-from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -115,32 +114,32 @@ class LineTable:
 class LazyBlobs(Mapping[str, str]):
     """A recording's shared blocks by id, each read through its LineTable when asked for (its line
     checked against its digest) and kept in a small cache: an interview's blocks are shared by many
-    calls of the same item, served one after the other."""
+    calls of the same item, served one after the other. The cache is emptied when it passes
+    CACHE_CHARS (a hit is one dict lookup, no lock or order to keep: every served call unpacks a
+    dozen blocks or more)."""
 
     CACHE_CHARS = 8 * 2**20
 
     def __init__(self, table: LineTable) -> None:
         self.table = table
         self.at: dict[str, int] = {}  # blob id -> its line in `table`
-        self._cache: OrderedDict[str, str] = OrderedDict()
+        self._cache: dict[str, str] = {}
         self._chars = 0
         self._lock = threading.Lock()
 
     def __getitem__(self, blob: str) -> str:
-        with self._lock:
-            text = self._cache.get(blob)
-            if text is not None:
-                self._cache.move_to_end(blob)
-                return text
+        text = self._cache.get(blob)
+        if text is not None:
+            return text
         text = orjson.loads(self.table.text(self.at[blob]))["text"]
+        assert isinstance(text, str)  # its line was a blob line when it was placed, and is the same bytes
         with self._lock:
-            if blob not in self._cache:
-                self._cache[blob] = text
-                self._chars += len(text)
-            while self._chars > self.CACHE_CHARS and len(self._cache) > 1:
-                _, dropped = self._cache.popitem(last=False)
-                self._chars -= len(dropped)
-        return str(text)
+            if self._chars + len(text) > self.CACHE_CHARS:
+                self._cache = {}
+                self._chars = 0
+            self._cache[blob] = text
+            self._chars += len(text)
+        return text
 
     def __contains__(self, blob: object) -> bool:
         return blob in self.at
@@ -148,7 +147,7 @@ class LazyBlobs(Mapping[str, str]):
     def clear_cache(self) -> None:
         """Let go of the blocks kept (they are read again when next asked for)."""
         with self._lock:
-            self._cache.clear()
+            self._cache = {}
             self._chars = 0
 
     def __iter__(self) -> Iterator[str]:
