@@ -54,15 +54,16 @@ class _Scan:
     def run(self, names: list[str]) -> None:
         path = self.directory / recordings.CALLS_FILE
         try:
-            fd = self.files.fd(self.files.open(path))
+            opened = self.files.open(path)  # read once: the file whose opening says what it is
         except FileNotFoundError:
             raise shards.MissingShardError(f"{path}: gone while read (a writer replaced it).") from None
+        fd = self.files.fd(opened)
         head = os.pread(fd, len(shards.MANIFEST_OPENING), 0)
         if head == shards.MANIFEST_OPENING.encode("ascii"):
             self._sharded(path, fd, names)
             return
         self._noted(lambda: shards.refuse_strays(self.directory, names, set()))
-        self._stream(path, holds_calls=True)
+        self._stream(path, holds_calls=True, opened=opened)
         legacy = self.directory / recordings.LEGACY_BLOBS_FILE
         if legacy.is_file():
             self._stream(legacy, holds_calls=False)
@@ -87,9 +88,11 @@ class _Scan:
         for name, sha in named:
             self._stream(self.directory / name, holds_calls=name.startswith("calls-"), sha=sha)
 
-    def _stream(self, path: Path, *, holds_calls: bool, sha: str | None = None) -> None:
+    def _stream(
+        self, path: Path, *, holds_calls: bool, sha: str | None = None, opened: int | None = None
+    ) -> None:
         try:
-            number = self.files.open(path)
+            number = self.files.open(path) if opened is None else opened
         except FileNotFoundError:
             fix = shards.FIX.format(folder=self.directory)
             self.problems.append(shards.MissingShardError(f"{path}: named by calls.jsonl but missing. {fix}"))
