@@ -24,8 +24,10 @@ appended to dvc.lock with a forged md5 let a forged recording through (and a rep
 the real entry to it).
 
 What is hashed is what is read. `pinned_files` reads each file of the folder once, hashes those
-bytes and hands the same bytes to the reader (pipeline.llm.recordings.text), so a file swapped between
-the check and the read is never served.
+bytes and hands the same bytes to the reader (pipeline.llm.recordings.text); a session's reader
+(pipeline.llm.recordings.folder_scan) streams each file once, hashing it as it places its lines, and
+gives `check_hashes` those md5s; each line it serves later is checked against a digest of the bytes
+hashed. Either way a file swapped between the check and the read is never served.
 """
 
 from __future__ import annotations
