@@ -5,13 +5,15 @@ bytes that are parsed, read once."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
-from pipeline.errors import LockMismatchError
+from pipeline.errors import CorruptRecordError, LockMismatchError
 from pipeline.llm.backends.fake import FakeBackend
+from pipeline.llm.recordings import offsets
 from pipeline.llm.recordings import text as recordings
 from pipeline.llm.recordings.index import RecordingIndex
 from pipeline.llm.recordings.pins import LOCK_FILE, Pins, dir_md5
@@ -131,27 +133,38 @@ def test_the_owners_entry_still_pins_and_passes(tmp_path: Path) -> None:
         served(tmp_path)
 
 
+@pytest.mark.parametrize("how", ["renamed over", "written in place"])
 def test_a_file_swapped_between_the_check_and_the_read_is_never_served(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
 ) -> None:
-    """The pinned bytes are read; then (a hostile writer racing the reader) the file is replaced by a
-    forged one. What is parsed must be what was hashed."""
+    """The pinned bytes are hashed as their lines are placed; then (a hostile writer racing the
+    reader) the file is replaced by a forged one. What is served must be what was hashed: read
+    through the descriptor the pass opened (a file renamed over it is not read), and each line
+    checked against its digest (a file written in place is refused, never served)."""
     project(tmp_path)
     calls_file = tmp_path / "recordings" / "judge" / recordings.CALLS_FILE
     forged_dir = tmp_path / "forged"
     recordings.write_stage(forged_dir, [call("Score: 5 forged")])
     forged_bytes = (forged_dir / recordings.CALLS_FILE).read_bytes()
-    real_read_bytes = Path.read_bytes
-    reads: list[Path] = []
+    real_stream = offsets.stream_lines
+    swapped: list[Path] = []
 
-    def read_bytes(path: Path) -> bytes:
-        data = real_read_bytes(path)
-        if path == calls_file:
-            reads.append(path)
-            if len(reads) == 1:
-                calls_file.write_bytes(forged_bytes)  # swapped just after the first read
-        return data
+    def stream_lines(
+        path: Path, fd: int, read: offsets.FileRead
+    ) -> Iterator[tuple[int, int, bytes, str | None]]:
+        yield from real_stream(path, fd, read)
+        if path == calls_file and not swapped:  # swapped just after it was hashed
+            swapped.append(path)
+            if how == "renamed over":
+                (forged_dir / recordings.CALLS_FILE).replace(calls_file)
+            else:
+                with calls_file.open("r+b") as out:
+                    out.write(forged_bytes)
 
-    monkeypatch.setattr(Path, "read_bytes", read_bytes)
-    assert served(tmp_path) == "Score: 2 from judge"
-    assert len(reads) == 1
+    monkeypatch.setattr(offsets, "stream_lines", stream_lines)
+    if how == "renamed over":
+        assert served(tmp_path) == "Score: 2 from judge"
+    else:
+        with pytest.raises(CorruptRecordError, match="changed on disk since the recording was read"):
+            served(tmp_path)
+    assert swapped == [calls_file]

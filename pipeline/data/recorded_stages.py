@@ -4,7 +4,8 @@ A report counts every call (pipeline.data.recorded_calls.call_counts), names the
 them (pipeline.data.recorded_models.count_models) and shows each item's calls by key. Parsed all at
 once, every prompt unpacked from the shared blocks, a run's calls are about 150 kB each in memory:
 1.8 GB at 29k calls (bench/million.py). StageRecords keeps each stage's recording as a StageIndex
-(verified in full once per content, as read_stage verifies it; the packed lines, the blocks once)
+(verified in full once per content, as read_stage verifies it; the places of its lines, each read
+back and checked against its digest when parsed)
 and parses a call when it is counted or shown, then drops it, so a report holds one item's calls.
 
 By key it is what recorded_calls.first_by_key gives: a key recorded more than once is its first
@@ -28,9 +29,7 @@ from pipeline.llm.records import CallRecord, RecordedCall
 def stage_index_calls(index: StageIndex) -> Iterator[RecordedCall]:
     """Every call of a stage's recording in line order, each parsed from its verified line when
     reached (as StageIndex.call parses one)."""
-    parts = index.parts
-    for number, line in parts.calls:
-        yield recordings.parse_call_line(line, parts.blobs, parts.where(number), verified=True).current()
+    return index.every_call()
 
 
 class StageRecords(Mapping[str, CallRecord]):

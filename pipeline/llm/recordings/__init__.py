@@ -2,7 +2,9 @@
 
     text.py          a stage's recording (JSONL + shared blocks): write, read, verify every record
     shards.py        a large stage's recording in 16 shards by key, under a manifest renamed in one step
-    stage_index.py   a stage's recording held as its lines, each call parsed only when served
+    stage_index.py   a stage's recording held as its lines' places, each call read and parsed when served
+    folder_scan.py   one pass over a stage's folder: each file hashed (pin, shards, memo), its lines placed
+    offsets.py       lines by file, offset and digest, read back and checked when served (blocks too)
     index.py         RecordingIndex: every recorded call by key, stage by stage, for a session
     verified_memo.py recordings verified once, remembered by the hash of what was verified
     pins.py          each stage's recording pinned by dvc.lock: an edit shows and is refused

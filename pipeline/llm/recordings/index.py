@@ -3,12 +3,14 @@
 Each stage's recording is read (and every record verified: key re-derived, checksum checked) once
 per session, when first needed: a session's own stage's at its first call, the others' only when
 a call is in neither (pipeline.llm.session), or when the model's identity is read from them. It is
-kept as its lines (pipeline.llm.StageIndex: key -> line, the shared blocks once), and a
-call is parsed from its verified line only when it is served, so holding every stage's recording
-costs about its size on disk, and an identity or a lookup costs no parse of the other calls. A
+kept as the places of its lines (pipeline.llm.recordings.stage_index.StageIndex: key -> file, offset
+and digest of its line), and a call is read from its file, checked against its digest and parsed
+only when it is served, so holding a stage's recording costs about 40 bytes a call and its key,
+and an identity or a lookup costs no parse of the other calls. A
 recording verified in full before (its content's digest in the memo, pipeline.llm.recordings.verified_memo)
-is only scanned for its keys and models. Its files are read once, and the bytes that match the
-folder's pin in dvc.lock are the bytes parsed (pipeline.llm.recordings.pins.Pins.pinned_files). A stage's
+is only scanned for its keys and models. Its files are hashed in the pass that places their lines,
+and the bytes that match the folder's pin in dvc.lock are the bytes verified and, later, served
+(pipeline.llm.recordings.folder_scan). A stage's
 recording that cannot be trusted (a bad line, a blob that does not hash to its id, a folder that
 does not match its pin in dvc.lock, a symbolic link, a name that is not a plain name) is left out as a
 whole, and remembered with its reason (file and line): the session whose own stage it is fails
@@ -104,10 +106,12 @@ class RecordingIndex:
         try:
             recordings.stage_dir(self.root, directory.name)
             recordings.refuse_linked(directory)
-            files = self.pins.pinned_files(directory)  # read once: the bytes checked are those parsed
-            if recordings.CALLS_FILE not in files:
+            if not recordings.has_recording(directory):
+                self.pins.check(directory)
                 return StageCalls()
-            return StageCalls(index_stage(directory, files=files, memo=self.memo))
+            # One pass hashes each file and places its lines: the bytes checked against the pin are
+            # those verified, and each line served is checked against them (stage_index.index_stage).
+            return StageCalls(index_stage(directory, pins=self.pins, memo=self.memo))
         except JudgeloopError as exc:
             return StageCalls(error=exc)
 

@@ -24,8 +24,10 @@ appended to dvc.lock with a forged md5 let a forged recording through (and a rep
 the real entry to it).
 
 What is hashed is what is read. `pinned_files` reads each file of the folder once, hashes those
-bytes and hands the same bytes to the reader (pipeline.llm.recordings.text), so a file swapped between
-the check and the read is never served.
+bytes and hands the same bytes to the reader (pipeline.llm.recordings.text); a session's reader
+(pipeline.llm.recordings.folder_scan) streams each file once, hashing it as it places its lines, and
+gives `check_hashes` those md5s; each line it serves later is checked against a digest of the bytes
+hashed. Either way a file swapped between the check and the read is never served.
 """
 
 from __future__ import annotations
@@ -69,7 +71,12 @@ def folder_files(directory: Path) -> dict[str, bytes]:
 
 def files_md5(files: dict[str, bytes]) -> str:
     """DVC's md5 of a folder output with these files, as dvc.lock writes it (`<md5>.dir`)."""
-    entries = [{"md5": hashlib.md5(data).hexdigest(), "relpath": rel} for rel, data in sorted(files.items())]
+    return md5s_md5({rel: hashlib.md5(data).hexdigest() for rel, data in files.items()})
+
+
+def md5s_md5(md5s: dict[str, str]) -> str:
+    """DVC's md5 of a folder output whose files (by relpath) have these md5s."""
+    entries = [{"md5": md5, "relpath": rel} for rel, md5 in sorted(md5s.items())]
     return hashlib.md5(json.dumps(entries, sort_keys=True).encode("utf-8")).hexdigest() + ".dir"
 
 
@@ -170,14 +177,30 @@ class Pins:
             raise LockMismatchError(problem)
         return files
 
-    def _problem(self, directory: Path, files: dict[str, bytes] | None) -> str | None:
+    def needs_hashes(self, directory: Path) -> bool:
+        """Whether dvc.lock pins `directory` (or refuses it): then check_hashes must be called."""
+        return self._entry(directory) is not None
+
+    def check_hashes(self, directory: Path, md5s: dict[str, str]) -> None:
+        """LockMismatchError, naming the fix, unless the folder whose files (by relpath) have these
+        md5s, as its reader read them, matches its pin."""
+        problem = self._problem(directory, None, md5s)
+        if problem is not None:
+            raise LockMismatchError(problem)
+
+    def _problem(
+        self, directory: Path, files: dict[str, bytes] | None, md5s: dict[str, str] | None = None
+    ) -> str | None:
         entry = self._entry(directory)
         if isinstance(entry, _Refused):
             return entry.problem()
         pin = entry
         if pin is None or not directory.is_dir():
             return None
-        found = files_md5(files if files is not None else folder_files(directory))
+        if md5s is not None:
+            found = md5s_md5(md5s)
+        else:
+            found = files_md5(files if files is not None else folder_files(directory))
         if found == pin.md5:
             return None
         return (

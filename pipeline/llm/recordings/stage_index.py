@@ -1,13 +1,19 @@
-"""A stage's recording held as its lines, each call parsed only when it is served (issues 31, 33).
+"""A stage's recording held as the places of its lines, each call read and parsed only when it is
+served (issues 31, 33).
 
 recordings.read_stage builds every call of a recording (its prompts unpacked from the shared
 blocks): at tens of thousands of calls, about 150 kB a call in memory, and most of a stage's fixed
-cost when every recording is read for the model's identity. A StageIndex keeps the packed lines
-(the blocks once) and a map of key -> line: it is verified in full once per content, each call
-dropped once checked, and its digest remembered (pipeline.llm.recordings.verified_memo); content the memo
-holds is only scanned for its keys and models (orjson, no call built). A lookup parses one line, a
-line that was verified (or is byte for byte content that was). Nothing of a recording that fails
-is served: a bad line anywhere raises, naming its file and line, and the stage is left out whole.
+cost when every recording is read for the model's identity. A StageIndex keeps a map of key ->
+line and, for each line, its file, offset, length and digest (pipeline.llm.recordings.offsets):
+about 40 bytes and the key, where keeping the packed lines cost 10-18 kB a call. It is built in one
+pass that hashes every file (folder_scan: the pin, the shards' hashes and the memo's digest are
+over the bytes placed), then every call line is read back through it and verified in full once
+per content, each call dropped once checked, and its digest remembered
+(pipeline.llm.recordings.verified_memo); content the memo holds is only scanned for its keys and
+models (orjson, no call built). A lookup reads one line from its file, checks it against its
+digest (the bytes verified or scanned, or it is refused) and parses it. Nothing of a recording
+that fails is served: a bad line anywhere raises, naming its file and line, and the stage is left
+out whole.
 
 The same scan serves `audit --item` (read_items): each line is read for its context's item only,
 and that item's calls are parsed.
@@ -22,9 +28,14 @@ from typing import Any
 
 import orjson
 
+from pipeline.errors import CorruptRecordError
 from pipeline.llm.keys import KEY_RECIPE, canonical_json
+from pipeline.llm.recordings import shards
 from pipeline.llm.recordings import text as recordings
-from pipeline.llm.recordings.verified_memo import IN_PROCESS, VerifiedMemo
+from pipeline.llm.recordings.folder_scan import scan_folder
+from pipeline.llm.recordings.offsets import LazyBlobs, LineTable
+from pipeline.llm.recordings.pins import Pins
+from pipeline.llm.recordings.verified_memo import IN_PROCESS, VerifiedMemo, files_digest
 from pipeline.llm.records import RecordedCall
 
 
@@ -60,21 +71,25 @@ Identity = tuple[str, str, str]  # a ModelIdentity's backend, name and digest
 
 @dataclass(frozen=True)
 class StageIndex:
-    """A stage's recording, verified in full, kept as its lines: today's key -> the line of its
-    first call, parsed only when that call is served (issues 31 and 33). Holding the packed lines
-    (shared blocks once) instead of every call parsed, its prompts unpacked, keeps a stage's
-    recording at about its size on disk in memory, and a lookup or an identity costs no parse of
-    the calls nobody asks for."""
+    """A stage's recording, verified in full, kept as the places of its lines: today's key -> the
+    line of its first call, read from its file (checked against its digest) and parsed only when that
+    call is served (issue 33). A lookup or an identity costs no parse of the calls nobody asks for,
+    and memory about 40 bytes a line beside the key, whatever the calls hold."""
 
-    parts: recordings.RecordingLines
-    at: dict[str, int]  # key -> index in parts.calls
+    lines: LineTable  # the call lines, in the recording's order
+    blobs: LazyBlobs  # the shared blocks by id, read when a served line refers to them
+    at: dict[str, int]  # key -> index in `lines`
     models: frozenset[Identity]
 
     def __len__(self) -> int:
         return len(self.at)
 
+    def line(self, found: int) -> str:
+        """The call line at `found`, as it was verified (CorruptRecordError if its file changed since)."""
+        return self.lines.text(found)
+
     def verbatim_at(self, call: RecordedCall) -> int | None:
-        """The index (in parts.calls) of the line that records this very call, its context and record
+        """The index (in `lines`) of the line that records this very call, its context and record
         equal; None when none does. A replay writes it as it was read instead of packing the call's
         prompts into blocks again (ten times a hit's cost): the same call gives the same line
         (canonical JSON, content-defined blocks), and a line written by an earlier judgeloop in
@@ -87,31 +102,47 @@ class StageIndex:
         found = self.at.get(call.record.key)
         if found is None:
             return None
-        number, line = self.parts.calls[found]
+        line = self.line(found)
         context = call.context.model_dump(mode="json", exclude_defaults=True)
         opening = f'{{"checksum":"{call.record.checksum}","context":{canonical_json(context)},'
         if recordings.line_safe(line).startswith(recordings.line_safe(opening)):
             return found
         if f'"checksum":"{call.record.checksum}"' not in line:
             return None
-        same = recordings.parse_call_line(line, self.parts.blobs, self.parts.where(number))
+        same = recordings.parse_call_line(line, self.blobs, self.lines.where(found))
         return found if same.record == call.record and same.context == call.context else None
 
+    def call_at(self, found: int) -> RecordedCall:
+        """The recorded call of the line at `found`, parsed from the bytes that were verified."""
+        line = self.line(found)
+        return recordings.parse_call_line(line, self.blobs, self.lines.where(found), verified=True).current()
+
     def call(self, key: str) -> RecordedCall | None:
-        """The recorded call of this key, parsed from the line that was verified (None: not here)."""
+        """The recorded call of this key, parsed from the line that was verified (None: not here).
+        The line's own key must be the one asked for: a place that names another line, however it
+        came to, serves nothing."""
         found = self.at.get(key)
         if found is None:
             return None
-        number, line = self.parts.calls[found]
-        where = self.parts.where(number)
-        return recordings.parse_call_line(line, self.parts.blobs, where, verified=True).current()
+        call = self.call_at(found)
+        if call.record.key != key:
+            raise CorruptRecordError(
+                f"{self.lines.where(found)}: holds call {call.record.key}, not {key} as the recording's "
+                "index placed it, so it is not served. Fix: run again (the recording is read anew)."
+            )
+        return call
+
+    def every_call(self) -> Iterator[RecordedCall]:
+        """Every call line's call, in the recording's order, each read and parsed when reached."""
+        for found in range(len(self.lines)):
+            yield self.call_at(found)
 
 
 def _identity(model: Any) -> Identity:
     return (str(model["backend"]), str(model["name"]), str(model["digest"]))
 
 
-def _indexed(line: str, parts: recordings.RecordingLines, number: int) -> tuple[str, Identity]:
+def _indexed(line: str, blobs: LazyBlobs, where: str) -> tuple[str, Identity]:
     """The key and model of a line whose content was verified in full before (the memo holds its
     digest): read from the JSON alone, no call built. A line under an older key recipe is parsed,
     for its key under today's."""
@@ -121,29 +152,34 @@ def _indexed(line: str, parts: recordings.RecordingLines, number: int) -> tuple[
             return raw["key"], _identity(raw["model"])
     except (ValueError, KeyError, TypeError, AttributeError):
         pass  # not as verified content reads: parsed in full below, which names what is wrong
-    record = recordings.parse_call_line(line, parts.blobs, parts.where(number)).current().record
+    record = recordings.parse_call_line(line, blobs, where).current().record
     return record.key, _identity(record.model.model_dump())
 
 
-def index_stage(
-    directory: Path, *, files: dict[str, bytes] | None = None, memo: VerifiedMemo | None = None
-) -> StageIndex:
+def index_stage(directory: Path, *, pins: Pins | None = None, memo: VerifiedMemo | None = None) -> StageIndex:
     """A stage's recording as a StageIndex; CorruptRecordError at the first line that cannot be read
-    or trusted, as read_stage. Content the memo does not hold is verified line by line now (each
-    call dropped once checked), and remembered; content it holds is only scanned for keys."""
-    parts = recordings.whole_recording(directory, files, verify=True)
+    or trusted, as read_stage (LockMismatchError for a folder that does not match its pin in `pins`).
+    Content the memo does not hold is verified line by line now (each call dropped once checked),
+    and remembered; content it holds is only scanned for keys."""
+    try:
+        scanned = scan_folder(directory, pins)
+    except shards.RACES:  # a writer replaced the manifest and its shards while they were read: once more
+        scanned = scan_folder(directory, pins)
+    lines, blobs = scanned.calls, scanned.blobs
     memo = memo or IN_PROCESS
-    unverified = memo.holds(parts)
+    unverified = memo.holds_digest(files_digest(scanned.hashes))
     at: dict[str, int] = {}
     models: set[Identity] = set()
-    for found, (number, line) in enumerate(parts.calls):
+    for found in range(len(lines)):
+        line = lines.text(found)
         if unverified is None:
-            key, model = _indexed(line, parts, number)
+            key, model = _indexed(line, blobs, lines.where(found))
         else:
-            record = recordings.trusted_call(line, parts, number).record
+            place = recordings.RecordingLines(lines.files.paths[lines.file[found]], [], blobs, [])
+            record = recordings.trusted_call(line, place, lines.number[found]).record
             key, model = record.key, _identity(record.model.model_dump())
         at.setdefault(key, found)
         models.add(model)
     if unverified is not None:
         memo.remember(unverified)
-    return StageIndex(parts, at, frozenset(models))
+    return StageIndex(lines, blobs, at, frozenset(models))

@@ -60,7 +60,7 @@ import hashlib
 import os
 import re
 import threading
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -107,7 +107,7 @@ def pack_content(text: str, blobs: dict[str, str]) -> str | list[Part]:
     return parts
 
 
-def unpack_content(content: str | list[Any], blobs: dict[str, str], where: str) -> str:
+def unpack_content(content: str | list[Any], blobs: Mapping[str, str], where: str) -> str:
     if isinstance(content, str):
         return content
     out: list[str] = []
@@ -248,7 +248,7 @@ class StageRecording:
         for _, source in order:
             if isinstance(source, int):
                 assert recorded is not None
-                yield line_safe(recorded.parts.calls[source][1]) + "\n"
+                yield line_safe(recorded.line(source)) + "\n"
             else:
                 yield self._spool.get(source)
                 yield b"\n"
@@ -256,7 +256,7 @@ class StageRecording:
             place = self._blobs.get(blob)
             if place is None:
                 assert recorded is not None
-                yield blob_line(blob, recorded.parts.blobs[blob]) + "\n"
+                yield blob_line(blob, recorded.blobs[blob]) + "\n"
             else:
                 yield self._spool.get(place)
                 yield b"\n"
@@ -264,7 +264,7 @@ class StageRecording:
     def _line(self, source: Place | int) -> bytes:
         if isinstance(source, int):
             assert self._recorded is not None
-            return (line_safe(self._recorded.parts.calls[source][1]) + "\n").encode("utf-8")
+            return (line_safe(self._recorded.line(source)) + "\n").encode("utf-8")
         line = self._spool.get(source)
         return (line if isinstance(line, bytes) else line.encode("utf-8")) + b"\n"
 
@@ -273,7 +273,7 @@ class StageRecording:
         if place is not None:
             return self._line(place)
         assert self._recorded is not None
-        return (blob_line(blob, self._recorded.parts.blobs[blob]) + "\n").encode("utf-8")
+        return (blob_line(blob, self._recorded.blobs[blob]) + "\n").encode("utf-8")
 
     def _write_shards(
         self, directory: Path, order: list[tuple[Where, Place | int]], kept_blobs: set[str]
@@ -333,9 +333,8 @@ class StageRecording:
                 order: list[tuple[Where, Place | int]] = sorted([*self._made.items(), *self._kept.items()])
                 kept_blobs: set[str] = set()
                 if self._recorded is not None:
-                    calls = self._recorded.parts.calls
                     for index in self._kept.values():
-                        kept_blobs.update(blob_refs(calls[index][1]))
+                        kept_blobs.update(blob_refs(self._recorded.line(index)))
             # A temporary file here now is a killed writer's: every live writer waits for the lock.
             for pattern in (
                 f".{CALLS_FILE}.*{TMP_SUFFIX}",
@@ -379,11 +378,14 @@ class RecordingLines:
 
     path: Path
     calls: list[tuple[int, str]]
-    blobs: dict[str, str]
+    blobs: Mapping[str, str]
     problems: list[str]
     # A sharded recording (pipeline.llm.recordings.shards): each shard file with the number its first
     # line has in `calls`' numbering, which runs on from shard to shard.
     sources: tuple[tuple[int, Path], ...] = ()
+    # Each file read, by name, with the sha256 of its bytes, in order: what the verified memo's digest
+    # covers (pipeline.llm.recordings.verified_memo); empty for a recording put together otherwise.
+    hashes: tuple[tuple[str, str], ...] = ()
 
     def located(self, number: int) -> tuple[Path, int]:
         """The file and line of a line numbered `number` here."""
@@ -460,9 +462,10 @@ def _split_text(directory: Path, first: str, files: dict[str, bytes] | None) -> 
             if holds_calls and not line.startswith('{"blob":'):
                 calls.append((number, line))
                 continue
-            if (blob := _blob_entry(line, f"{source}:{number}", problems)) is not None:
+            if (blob := blob_entry(line, f"{source}:{number}", problems)) is not None:
                 blobs[blob[0]] = blob[1]
-    return RecordingLines(path, calls, blobs, problems)
+    hashes = tuple((source.name, _sha256(text)) for source, text in sources)
+    return RecordingLines(path, calls, blobs, problems, hashes=hashes)
 
 
 def _split_shards(
@@ -486,13 +489,19 @@ def _split_shards(
         for number, line in enumerate(lines, start=1):
             if holds_calls and not line.startswith('{"blob":'):
                 calls.append((offset + number, line))
-            elif (blob := _blob_entry(line, f"{shard}:{number}", problems)) is not None:
+            elif (blob := blob_entry(line, f"{shard}:{number}", problems)) is not None:
                 blobs[blob[0]] = blob[1]
         offset += len(lines)
-    return RecordingLines(path, calls, blobs, problems, tuple(sources))
+    hashes = ((CALLS_FILE, _sha256(manifest)), *named)
+    return RecordingLines(path, calls, blobs, problems, tuple(sources), hashes)
 
 
-def _blob_entry(line: str, where: str, problems: list[str]) -> tuple[str, str] | None:
+def _sha256(text: str) -> str:
+    """sha256 of the bytes a file decoded to `text` held (strict UTF-8 decodes one way only)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def blob_entry(line: str, where: str, problems: list[str]) -> tuple[str, str] | None:
     """A blob line's id and text (noting in `problems` one that does not hash to its id); None, noted,
     for a line that is not a blob line."""
     try:
@@ -516,7 +525,9 @@ class LoadedCall:
     call: RecordedCall
 
 
-def parse_call_line(line: str, blobs: dict[str, str], where: str, *, verified: bool = False) -> RecordedCall:
+def parse_call_line(
+    line: str, blobs: Mapping[str, str], where: str, *, verified: bool = False
+) -> RecordedCall:
     """One call line, its blobs restored; not yet verified (see CallRecord.problem). `verified`: these
     very characters were parsed and verified before (a StageIndex's line, served), so their depth is
     known to be within bounds and is not walked again."""

@@ -45,7 +45,7 @@ from pipeline.llm.keys import RECIPES
 if TYPE_CHECKING:
     from pipeline.llm.recordings.text import RecordingLines
 
-MEMO_FORMAT = 1
+MEMO_FORMAT = 2  # 2: a recording's digest covers its files' sha256s (what a scan by offsets hashes)
 ENV = "JUDGELOOP_VERIFIED_DIR"
 FOLDER = "verified"  # beside the local cache folder: .judgeloop/verified
 _seen_here: set[str] = set()  # digests verified (or found remembered) in this process
@@ -66,9 +66,18 @@ def verifier() -> list[object]:
 
 
 def digest(parts: RecordingLines) -> str:
-    """sha256 of what a verification reads: the verifier, each call line with its number, each blob."""
+    """sha256 of what a verification reads: the verifier and each file read with its bytes' sha256
+    (the lines and blobs are those bytes split); for lines put together otherwise, each call line
+    with its number and each blob."""
+    if parts.hashes:
+        return files_digest(list(parts.hashes))
     body = orjson.dumps([verifier(), parts.calls, sorted(parts.blobs.items())])
     return hashlib.sha256(body).hexdigest()
+
+
+def files_digest(hashes: list[tuple[str, str]]) -> str:
+    """digest of a recording read as these files (name, sha256 of its bytes), in this order."""
+    return hashlib.sha256(orjson.dumps([verifier(), "files", hashes])).hexdigest()
 
 
 KEY_ENV = "JUDGELOOP_MEMO_KEY"
@@ -114,7 +123,10 @@ class VerifiedMemo:
 
     def holds(self, parts: RecordingLines) -> str | None:
         """None when this content was verified in full before; else its digest, for `remember`."""
-        found = digest(parts)
+        return self.holds_digest(digest(parts))
+
+    def holds_digest(self, found: str) -> str | None:
+        """holds, for content of this digest (files_digest)."""
         with _seen_lock:
             if found in _seen_here:
                 return None

@@ -1,0 +1,169 @@
+"""One pass over a stage's recording folder: every file hashed as it is streamed, and every line's
+place and digest kept (pipeline.llm.recordings.offsets), never the lines themselves (issue 33).
+
+What the pass checks, and in which order its problems are raised, is what reading the folder whole
+checked (pipeline.llm.recordings.pins.Pins.pinned_files, then text.split_recording): a symbolic
+link first; then the folder against its pin in dvc.lock, over the md5 of the bytes this pass read;
+then each file's problems (a shard that does not hash to its manifest's sha256 or is missing, a
+stray, a line too long or not UTF-8); then a blob line that does not hash to its id. The calls
+themselves are verified by the caller (pipeline.llm.recordings.stage_index), each read back through
+the table and checked against its digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline.errors import CorruptRecordError
+from pipeline.llm.files import TMP_SUFFIX
+from pipeline.llm.recordings import offsets, shards
+from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings.offsets import FileRead, LazyBlobs, LineTable, OpenFiles, hash_file
+from pipeline.llm.recordings.pins import MAX_FILE_BYTES, Pins
+
+BLOB_OPENING = b'{"blob":'
+
+
+@dataclass
+class ScannedRecording:
+    """A stage's recording as placed lines: its call lines in order, its blocks by id, and each file
+    read with its sha256, in order (what the verified memo's digest covers)."""
+
+    calls: LineTable
+    blobs: LazyBlobs
+    hashes: list[tuple[str, str]]
+
+
+@dataclass
+class _Scan:
+    directory: Path
+    files: OpenFiles = field(default_factory=OpenFiles)
+    problems: list[CorruptRecordError] = field(default_factory=list)
+    blob_problems: list[str] = field(default_factory=list)
+    md5s: dict[str, str] = field(default_factory=dict)
+    hashes: list[tuple[str, str]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.calls = LineTable(self.files)
+        self.blobs = LazyBlobs(LineTable(self.files))
+
+    def run(self, names: list[str]) -> None:
+        path = self.directory / recordings.CALLS_FILE
+        try:
+            opened = self.files.open(path)  # read once: the file whose opening says what it is
+        except FileNotFoundError:
+            raise shards.MissingShardError(f"{path}: gone while read (a writer replaced it).") from None
+        fd = self.files.fd(opened)
+        head = os.pread(fd, len(shards.MANIFEST_OPENING), 0)
+        if head == shards.MANIFEST_OPENING.encode("ascii"):
+            self._sharded(path, fd, names)
+            return
+        self._noted(lambda: shards.refuse_strays(self.directory, names, set()))
+        self._stream(path, holds_calls=True, opened=opened)
+        legacy = self.directory / recordings.LEGACY_BLOBS_FILE
+        if legacy.is_file():
+            self._stream(legacy, holds_calls=False)
+
+    def _noted(self, check: Callable[[], None]) -> None:
+        try:
+            check()
+        except CorruptRecordError as exc:
+            self.problems.append(exc)
+
+    def _sharded(self, path: Path, fd: int, names: list[str]) -> None:
+        with open(fd, "rb", closefd=False) as stream:
+            data = stream.read()
+        self.md5s[path.name] = hashlib.md5(data).hexdigest()
+        self.hashes.append((path.name, hashlib.sha256(data).hexdigest()))
+        try:
+            named = shards.parse_manifest(path, recordings.recording_text(path, data))
+        except CorruptRecordError as exc:  # raised once the folder's pin is checked, which comes first
+            self.problems.append(exc)
+            return
+        self._noted(lambda: shards.refuse_strays(self.directory, names, {name for name, _ in named}))
+        for name, sha in named:
+            self._stream(self.directory / name, holds_calls=name.startswith("calls-"), sha=sha)
+
+    def _stream(
+        self, path: Path, *, holds_calls: bool, sha: str | None = None, opened: int | None = None
+    ) -> None:
+        try:
+            number = self.files.open(path) if opened is None else opened
+        except FileNotFoundError:
+            fix = shards.FIX.format(folder=self.directory)
+            self.problems.append(shards.MissingShardError(f"{path}: named by calls.jsonl but missing. {fix}"))
+            return
+        fd = self.files.fd(number)
+        read = FileRead()
+        size = os.fstat(fd).st_size
+        if size > recordings.MAX_RECORDING_BYTES:
+            fix = f"Fix: restore the file from git (git checkout -- {path}), or re-record the stage."
+            raise CorruptRecordError(f"{path}: {size / 2**30:.1f} GiB, more than a recording holds. {fix}")
+        for line_number, offset, body, text in offsets.stream_lines(path, fd, read):
+            if text is None:
+                continue
+            if holds_calls and not body.startswith(BLOB_OPENING):
+                self.calls.add(number, offset, body, line_number)
+                continue
+            entry = recordings.blob_entry(text, f"{path}:{line_number}", self.blob_problems)
+            if entry is not None:
+                self.blobs.at[entry[0]] = self.blobs.table.add(number, offset, body, line_number)
+        self.md5s[path.name] = read.md5
+        self.hashes.append((path.name, read.sha256))
+        if sha is not None and read.sha256 != sha:
+            fix = shards.FIX.format(folder=self.directory)
+            edited = f"{path}: does not hash to the sha256 calls.jsonl gives it (edited). {fix}"
+            self.problems.append(CorruptRecordError(edited))
+        elif read.problem is not None:
+            self.problems.append(read.problem)
+
+    def check_pin(self, pins: Pins) -> None:
+        """The folder against its pin in dvc.lock: the md5 of each file as this pass read it (of
+        any other file of the folder, as it is now)."""
+        if not pins.needs_hashes(self.directory):
+            return
+        md5s: dict[str, str] = {}
+        for path in sorted(self.directory.rglob("*")):
+            if not path.is_file() or path.name.endswith(TMP_SUFFIX):
+                continue
+            rel = path.relative_to(self.directory).as_posix()
+            if rel not in self.md5s and path.stat().st_size > MAX_FILE_BYTES:
+                raise CorruptRecordError(
+                    f"{path}: {path.stat().st_size / 2**30:.1f} GiB, more than a recording holds. "
+                    f"Fix: restore the file from git (git checkout -- {path}), or re-record the stage."
+                )
+            md5s[rel] = self.md5s.get(rel) or hash_file(path)
+        for name in self.md5s.keys() - md5s.keys():  # read, then gone: a writer replaced the folder
+            gone = self.directory / name
+            raise shards.MissingShardError(f"{gone}: gone while read (a writer replaced it).")
+        pins.check_hashes(self.directory, md5s)
+
+    def raise_problems(self) -> None:
+        if self.problems:
+            raise self.problems[0]
+        if self.blob_problems:
+            raise CorruptRecordError(
+                f"{self.blob_problems[0]}. Fix: restore the file from git "
+                f"(git checkout -- {self.directory}), or re-record the stage."
+            )
+
+
+def scan_folder(directory: Path, pins: Pins | None = None) -> ScannedRecording:
+    """A stage's recording scanned (see the module): its placed lines, every file hashed, the folder
+    checked against its pin (`pins`, when given) and for strays; CorruptRecordError (or
+    LockMismatchError) for what cannot be trusted, in the order a whole read raised it."""
+    recordings.refuse_linked(directory)
+    scan = _Scan(directory)
+    try:
+        scan.run(os.listdir(directory))
+        if pins is not None:
+            scan.check_pin(pins)
+        scan.raise_problems()
+    except BaseException:
+        scan.files.close()
+        raise
+    return ScannedRecording(scan.calls, scan.blobs, scan.hashes)

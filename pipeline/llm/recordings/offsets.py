@@ -1,0 +1,223 @@
+"""A stage's recording held as offsets into its files, each line read back and checked when served.
+
+A StageIndex (pipeline.llm.recordings.stage_index) held every line of its recording in memory, about
+10-18 kB a call: a replay of 30k calls peaked at 1.25 GB and the report at 0.58 GB (issue 33), so
+that a million calls would need many times the 2 GB target. It now holds, per line, where it is
+(file, offset, length, line number: 18 bytes) and a 16-byte BLAKE2b digest of its bytes, and reads
+the line again from its file when it is served: about 40 bytes a line and the key map.
+
+Nothing on disk is believed for it. The table is built in one pass over the files (scan_folder),
+the same pass that hashes them: each file's sha256 (checked against the shard manifest, and the
+recording's digest for the verified memo) and md5 (checked against the folder's pin in dvc.lock)
+are taken over the very bytes whose offsets and digests are kept. The caller then verifies (or, for
+content the memo holds as verified, scans) every call line as read back through the table. A line
+served later is read through the descriptor the pass opened (the file it hashed, even if a writer
+has since renamed another over it) and checked against its digest before use: a byte changed on
+disk since, by an edit in place, is refused naming the file and line, never served.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import threading
+import weakref
+from array import array
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from pipeline.errors import CorruptRecordError
+from pipeline.llm.bounds import MAX_LINE_BYTES
+
+DIGEST_BYTES = 16
+READ_BUFFER = 1 << 20
+FIX = "Fix: restore the file from git (git checkout -- {path}), or re-record the stage."
+
+
+def line_digest(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=DIGEST_BYTES).digest()
+
+
+def _close_all(fds: list[int]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+class OpenFiles:
+    """The recording's files as the scan opened them, by number; closed when no table uses them."""
+
+    def __init__(self) -> None:
+        self.paths: list[Path] = []
+        self._fds: list[int] = []
+        self._finalizer = weakref.finalize(self, _close_all, self._fds)
+
+    def open(self, path: Path) -> int:
+        """Open `path` (never through a symbolic link) and number it; OSError as os.open raises it."""
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(path, flags)
+        self._fds.append(fd)
+        self.paths.append(path)
+        return len(self.paths) - 1
+
+    def fd(self, number: int) -> int:
+        return self._fds[number]
+
+    def close(self) -> None:
+        self._finalizer()
+
+
+@dataclass
+class LineTable:
+    """Lines of the recording's files: each one's file, offset, length, line number and digest."""
+
+    files: OpenFiles
+    file: array[int] = field(default_factory=lambda: array("H"))
+    offset: array[int] = field(default_factory=lambda: array("Q"))
+    length: array[int] = field(default_factory=lambda: array("I"))
+    number: array[int] = field(default_factory=lambda: array("I"))
+    digests: bytearray = field(default_factory=bytearray)
+
+    def __len__(self) -> int:
+        return len(self.offset)
+
+    def add(self, file: int, offset: int, data: bytes, number: int) -> int:
+        self.file.append(file)
+        self.offset.append(offset)
+        self.length.append(len(data))
+        self.number.append(number)
+        self.digests += line_digest(data)
+        return len(self.offset) - 1
+
+    def where(self, index: int) -> str:
+        return f"{self.files.paths[self.file[index]]}:{self.number[index]}"
+
+    def text(self, index: int) -> str:
+        """The line at `index`, read from its file and checked against the digest taken when the
+        file was hashed; CorruptRecordError, naming the file and line, if it changed since."""
+        length = self.length[index]
+        data = os.pread(self.files.fd(self.file[index]), length, self.offset[index])
+        start = index * DIGEST_BYTES
+        if len(data) != length or line_digest(data) != self.digests[start : start + DIGEST_BYTES]:
+            path = self.files.paths[self.file[index]]
+            raise CorruptRecordError(
+                f"{self.where(index)}: changed on disk since the recording was read and checked, so it "
+                f"is not served. {FIX.format(path=path)}"
+            )
+        return data.decode("utf-8")
+
+
+class LazyBlobs(Mapping[str, str]):
+    """A recording's shared blocks by id, each read through its LineTable when asked for (its line
+    checked against its digest) and kept in a small cache: an interview's blocks are shared by many
+    calls of the same item, served one after the other. The cache is emptied when it passes
+    CACHE_CHARS (a hit is one dict lookup, no lock or order to keep: every served call unpacks a
+    dozen blocks or more)."""
+
+    CACHE_CHARS = 8 * 2**20
+
+    def __init__(self, table: LineTable) -> None:
+        self.table = table
+        self.at: dict[str, int] = {}  # blob id -> its line in `table`
+        self._cache: dict[str, str] = {}
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def __getitem__(self, blob: str) -> str:
+        text = self._cache.get(blob)
+        if text is not None:
+            return text
+        text = orjson.loads(self.table.text(self.at[blob]))["text"]
+        assert isinstance(text, str)  # its line was a blob line when it was placed, and is the same bytes
+        with self._lock:
+            if self._chars + len(text) > self.CACHE_CHARS:
+                self._cache = {}
+                self._chars = 0
+            self._cache[blob] = text
+            self._chars += len(text)
+        return text
+
+    def __contains__(self, blob: object) -> bool:
+        return blob in self.at
+
+    def clear_cache(self) -> None:
+        """Let go of the blocks kept (they are read again when next asked for)."""
+        with self._lock:
+            self._cache = {}
+            self._chars = 0
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.at)
+
+    def __len__(self) -> int:
+        return len(self.at)
+
+
+@dataclass
+class FileRead:
+    """One file streamed line by line: its hashes, and the first problem found in it (raised by
+    the caller once the folder's pin has been checked, which comes first)."""
+
+    sha256: str = ""
+    md5: str = ""
+    problem: CorruptRecordError | None = None
+
+
+Placed = tuple[int, int, bytes, str | None]  # a line's number, offset, bytes and text
+
+
+def stream_lines(path: Path, fd: int, read: FileRead) -> Iterator[Placed]:
+    """(line number, offset, bytes, text) for each line of the file open at `fd`, split at "\\n"
+    only; text None for a line that is too long or not UTF-8 (its problem noted in `read`, the first
+    one kept). The file's sha256 and md5 are taken over exactly the bytes read, into `read`."""
+    fix = FIX.format(path=path)
+    sha, md5 = hashlib.sha256(), hashlib.md5()
+    with open(fd, "rb", buffering=READ_BUFFER, closefd=False) as stream:
+        stream.seek(0)
+        offset, number = 0, 0
+        while raw := stream.readline():
+            number += 1
+            sha.update(raw)
+            md5.update(raw)
+            body = raw[:-1] if raw.endswith(b"\n") else raw
+            text = _decoded(body, path, number, fix, read)
+            yield number, offset, body, text
+            offset += len(raw)
+    read.sha256, read.md5 = sha.hexdigest(), md5.hexdigest()
+
+
+def _decoded(body: bytes, path: Path, number: int, fix: str, read: FileRead) -> str | None:
+    if len(body) > MAX_LINE_BYTES:
+        if read.problem is None:
+            read.problem = CorruptRecordError(
+                f"{path}:{number}: longer than {MAX_LINE_BYTES:,} bytes, more than a call. {fix}"
+            )
+        return None
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if read.problem is None:
+            read.problem = CorruptRecordError(
+                f"{path}:{number}: byte 0x{body[exc.start]:02x} is not UTF-8. {fix}"
+            )
+        return None
+
+
+def hash_file(path: Path) -> str:
+    """md5 of a file of the folder that is not read as the recording (for the folder's pin)."""
+    md5 = hashlib.md5()
+    with open(path, "rb") as stream:
+        while chunk := stream.read(READ_BUFFER):
+            md5.update(chunk)
+    return md5.hexdigest()
+
+
+def read_small(fd: int) -> bytes:
+    """A whole small file (a manifest) from its descriptor."""
+    with open(fd, "rb", closefd=False) as stream:
+        stream.seek(0)
+        return stream.read()
