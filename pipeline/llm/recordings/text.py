@@ -760,7 +760,7 @@ def _blocks_opening(
             return False
         number = data.count(b"\n", 0, start) + 1
         where = f"{source}:{number}"
-        if (entry := _blob_entry(_decoded(_line_at(data, start), where), where, problems)) is not None:
+        if (entry := blob_entry(_decoded(_line_at(data, start), where), where, problems)) is not None:
             blobs[entry[0]] = entry[1]
     return True
 
