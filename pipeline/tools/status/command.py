@@ -91,11 +91,13 @@ class DvcView:
 def dvc_view() -> DvcView:
     try:
         from dvc.exceptions import DvcException, NotDvcRepoError
-        from dvc.repo import Repo
+        from dvc.repo import Repo, lock_repo
     except ImportError:
         return DvcView(None, "DVC is not installed")
     try:
-        with Repo(".") as repo:
+        # Under one lock, the graph and the status share one index: Repo.status, locked on its own,
+        # drops the index and collects it again (the whole workspace walked twice: issue 33).
+        with Repo(".") as repo, lock_repo(repo):
             graph = repo.index.graph
             upstream = {
                 str(stage.addressing): tuple(str(s.addressing) for s in graph.successors(stage))
