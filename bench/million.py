@@ -49,7 +49,7 @@ import click
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline.testing.synthetic import audit_one_judgement, items_for, make_project, run_stages
+from pipeline.testing.synthetic import FIRST_ITEM, audit_one_judgement, items_for, make_project, run_stages
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -264,6 +264,129 @@ def audits_command(root: Path, code: Path, no_key: bool, repeat: int) -> None:
         for _ in range(repeat):
             wall, peak, _, cpu = measured(args, root, code.resolve())
             click.echo(f"{name:<12} wall {wall:6.2f} s  CPU {cpu:6.2f} s  peak {peak / 2**20:6.0f} MB")
+
+
+# --- plain `judgeloop status` in a DVC project (issue 33): what the common cases cost ---------------
+# `status --all` above dry-runs every stage; plain `status` dry-runs only the stages `dvc status`
+# finds out of date. Measured in the synthetic project made a real DVC project (the paper's four
+# stages of dvc.yaml, `dvc repro` in replay mode from the recordings, dvc.lock written by DVC), in
+# three cases: nothing changed; one interview's transcript changed (one item); a judge param
+# changed (every judge call). `dvc status` alone is timed beside each, for DVC's share.
+
+
+def paper_dvc_project(root: Path) -> None:
+    """git + DVC in `root` (configured as this repository's .dvc/config), the code its stages depend
+    on, and dvc.yaml's paper stages (assess, judge, refine, aggregate) only."""
+    for name in ("pipeline", "stages"):
+        shutil.copytree(ROOT / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / ".dvcignore", root / ".dvcignore")
+    import yaml
+
+    generated = yaml.safe_load((ROOT / "dvc.yaml").read_text(encoding="utf-8"))
+    paper = {k: v for k, v in generated["stages"].items() if v["cmd"].startswith("python -m stages paper ")}
+    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": paper}, sort_keys=False), encoding="utf-8")
+    for args in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"]):
+        subprocess.run(args, cwd=root, check=True, stdout=subprocess.DEVNULL)
+    shutil.copy(ROOT / ".dvc" / "config", root / ".dvc" / "config")
+
+
+def _changed(path: Path, old: str, new: str) -> str:
+    text = path.read_text(encoding="utf-8")
+    if old not in text:
+        raise click.ClickException(f"{path}: no {old!r} to change")
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+    return text
+
+
+def plain_status_size(root: Path, calls_wanted: int, chars: int) -> dict[str, Any]:
+    items = items_for(calls_wanted)
+    make_project(root, items, chars, ROOT / "params.yaml")
+    me = [sys.executable, str(Path(__file__).resolve())]
+    dvc = [sys.executable, "-m", "dvc"]
+    status = [sys.executable, "-m", "pipeline.tools.cli", "status", "--offline"]
+    row: dict[str, Any] = {"items": items}
+    wall, peak, last, cpu = measured([*me, "stages", str(root), "auto"], root)
+    row.update(calls=int(last), record_s=wall, record_rss=peak, record_cpu=cpu)
+    paper_dvc_project(root)
+    wall, peak, _, cpu = measured(["env", "JUDGELOOP_CACHE_MODE=replay", *dvc, "repro", "-q"], root)
+    row.update(dvc_repro_s=wall, dvc_repro_rss=peak, dvc_repro_cpu=cpu)
+    transcript = root / "data" / f"{FIRST_ITEM + items // 2}_P" / f"{FIRST_ITEM + items // 2}_TRANSCRIPT.csv"
+    cases: dict[str, tuple[Path, str, str]] = {
+        "unchanged": (root / "params.yaml", "", ""),
+        "one_item": (transcript, "about sleep, work", "about sleep, work, changed,"),
+        "judge_param": (root / "params.yaml", "num_predict: 96", "num_predict: 97"),
+    }
+    for case, (path, old, new) in cases.items():
+        before = _changed(path, old, new) if old else None
+        try:
+            for step, args in (("dvc", [*dvc, "status"]), ("status", status)):
+                wall, peak, last, cpu = measured(args, root)
+                row.update({f"{case}_{step}_s": wall, f"{case}_{step}_rss": peak, f"{case}_{step}_cpu": cpu})
+                row[f"{case}_{step}_said"] = last
+        finally:
+            if before is not None:
+                path.write_text(before, encoding="utf-8")
+    return row
+
+
+PLAIN_CASES = ("unchanged", "one_item", "judge_param")
+
+
+def plain_table(rows: list[dict[str, Any]]) -> str:
+    out = ["case                 calls   dvc status: CPU s  wall s  MB   judgeloop status: CPU s  wall s  MB"]
+    for r in rows:
+        for case in PLAIN_CASES:
+            cells = [
+                f"{r[f'{key}_cpu']:>8.1f}{r[f'{key}_s']:>8.1f}{r[f'{key}_rss'] / 2**20:>6.0f}"
+                for key in (f"{case}_dvc", f"{case}_status")
+            ]
+            out.append(f"{case:<14}{r['calls']:>12,}{'':>11}{cells[0]}{'':>17}{cells[1]}")
+    for before, after in itertools.pairwise(rows):
+        power = 1 / math.log10(after["calls"] / before["calls"])
+        growth = {
+            f"{case} {step} {what}": (after[key := f"{case}_{step}_{what}"] / before[key]) ** power
+            for case in PLAIN_CASES
+            for step in ("dvc", "status")
+            for what in ("cpu", "rss")
+        }
+        out.append(
+            f"growth per 10x calls, {before['calls']:,} -> {after['calls']:,} (10 = linear): "
+            + ", ".join(f"{key} {value:.1f}" for key, value in growth.items())
+        )
+    return "\n".join(out)
+
+
+@main.command("plain-status")
+@click.option(
+    "--calls", "sizes", type=int, multiple=True, help="A run of about this many calls (repeatable)."
+)
+@click.option("--chars", type=int, default=20_000, show_default=True, help="Characters an interview.")
+@click.option(
+    "--keep", type=click.Path(file_okay=False, path_type=Path), help="Build the runs here and keep them."
+)
+@click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), help="Also write the rows here.")
+def plain_status_command(
+    sizes: tuple[int, ...], chars: int, keep: Path | None, json_out: Path | None
+) -> None:
+    """Plain `judgeloop status --offline` (the stages DVC finds out of date) in a DVC project of the
+    synthetic experiment: nothing changed, one transcript changed, a judge param changed."""
+    rows = []
+    for size in sizes or (10_000,):
+        base = keep or Path(tempfile.mkdtemp(prefix="judgeloop-plain-status-"))
+        root = base / f"calls-{size}"
+        root.mkdir(parents=True)
+        load = os.getloadavg()
+        try:
+            row = plain_status_size(root, size, chars)
+        finally:
+            if keep is None:
+                shutil.rmtree(base, ignore_errors=True)
+        row["load"] = (load, os.getloadavg())
+        rows.append(row)
+        click.echo(json.dumps(row), err=True)
+    if json_out is not None:
+        json_out.write_text(json.dumps(rows, indent=1), encoding="utf-8")
+    click.echo(plain_table(rows))
 
 
 if __name__ == "__main__":

@@ -21,7 +21,8 @@ from pipeline.llm.keys import KEY_PREFIX
 from pipeline.llm.session import RecordingIndex
 from pipeline.llm.types import CallContext
 from pipeline.tools.cli import main
-from pipeline.tools.status.command import recorded_identity
+from pipeline.tools.status import command as status_command
+from pipeline.tools.status.command import NOT_LOOKED_UP, DvcView, recorded_identity
 from tests.conftest import ROOT
 from tests.helpers import make_session, request
 from tests.project import MODEL, recorded_project, run_pipeline, scripted, write_data, write_params
@@ -181,6 +182,50 @@ def test_offline_takes_the_recorded_identity(project: Path) -> None:
     prediction = status("--all", "--offline")
     assert prediction["identity_source"] == "llm.digest or the recordings (--offline)"
     assert prediction["identity"]["digest"] == "sha256:fake0000" and prediction["offline_replay_ok"]
+
+
+def dvc_says(monkeypatch: pytest.MonkeyPatch, changed: dict[str, str]) -> None:
+    """`dvc status` as DVC would answer it in a project of the paper's four stages."""
+    graph = {"assess": (), "judge": ("assess",), "refine": ("judge",), "aggregate": ("refine",)}
+    monkeypatch.setattr(status_command, "dvc_view", lambda: DvcView(changed, "dvc status", graph))
+
+
+def test_an_up_to_date_project_looks_up_no_identity(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 33: with every stage up to date, no recording is read for the model's identity (with
+    --offline, finding it reads every stage's recording, which grows with the run)."""
+    dvc_says(monkeypatch, {})
+
+    def read(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a recording read for the identity")
+
+    monkeypatch.setattr(RecordingIndex, "identities", read)
+    prediction = status("--offline")
+    assert (prediction["identity"], prediction["identity_source"]) == (None, NOT_LOOKED_UP)
+    assert per_stage(prediction, "runs") == dict.fromkeys(("assess", "judge", "refine", "aggregate"), False)
+    assert prediction["offline_replay_ok"]
+    text = CliRunner().invoke(main, ["status", "--offline"]).stdout
+    assert text.startswith(f"model: ({NOT_LOOKED_UP})\n")
+
+
+def test_a_stage_that_runs_looks_up_the_identity(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    dvc_says(monkeypatch, {"refine": "changed params"})
+    prediction = status("--offline")
+    assert prediction["identity"]["digest"] == "sha256:fake0000"
+    assert prediction["identity_source"] == "llm.digest or the recordings (--offline)"
+    assert per_stage(prediction, "runs") == {
+        "assess": False,
+        "judge": False,
+        "refine": True,
+        "aggregate": False,  # refine's output is the same bytes
+    }
+    assert (per_stage(prediction, "model_calls")["refine"], prediction["exact"]) == (0, True)
+
+
+def test_an_unknown_identity_still_fails_the_status(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    dvc_says(monkeypatch, {"judge": "changed params"})
+    change(cache={"mode": "replay"}, llm={"model": "no-such-model"})
+    result = CliRunner().invoke(main, ["status", "--json"])
+    assert result.exit_code != 0 and "no recorded call was made by" in result.output
 
 
 class EmbeddedLike(FakeBackend):

@@ -16,6 +16,9 @@ downstream stages run, as in DVC; one whose output changes does. Keys use the mo
 next run computes (the backend is asked for it: the GGUF hash for embedded, /api/tags for Ollama);
 in replay mode, with --offline, or when the backend cannot be reached, it comes from llm.digest or
 the recordings (for embedded, with the runner settings of params.yaml, which are part of its digest).
+It is looked up when a stage is first dry-run: when DVC finds every stage up to date, status asks
+no backend and reads no recording (with --offline, finding it reads every stage's recording, which
+grows with the run: issue 33), and shows "not looked up".
 
 When the count is exact. A call that is not recorded but whose request is fully known is a
 certain model call. After it, the item goes on with a placeholder reply: calls that do not depend
@@ -31,6 +34,7 @@ every call goes to the model, and the count assumes the model answers as recorde
 
 from __future__ import annotations
 
+import functools
 import json
 import tempfile
 from collections.abc import Callable, Sequence
@@ -87,11 +91,13 @@ class DvcView:
 def dvc_view() -> DvcView:
     try:
         from dvc.exceptions import DvcException, NotDvcRepoError
-        from dvc.repo import Repo
+        from dvc.repo import Repo, lock_repo
     except ImportError:
         return DvcView(None, "DVC is not installed")
     try:
-        with Repo(".") as repo:
+        # Under one lock, the graph and the status share one index: Repo.status, locked on its own,
+        # drops the index and collects it again (the whole workspace walked twice: issue 33).
+        with Repo(".") as repo, lock_repo(repo):
             graph = repo.index.graph
             upstream = {
                 str(stage.addressing): tuple(str(s.addressing) for s in graph.successors(stage))
@@ -168,10 +174,15 @@ class Planner:
     LLM stage dry-run in turn, its known results fed to the next."""
 
     def __init__(
-        self, params: Params, view: DvcView, every_stage: bool, identity: ModelIdentity, index: RecordingIndex
+        self,
+        params: Params,
+        view: DvcView,
+        every_stage: bool,
+        identity: Callable[[], ModelIdentity],
+        index: RecordingIndex,
     ) -> None:
         self.params, self.view, self.every_stage = params, view, every_stage
-        self.identity, self.index = identity, index
+        self.identity, self.index = identity, index  # identity: the current design's, found when first asked
         self.statuses: dict[str, StageStatus] = {}
         self.counted: set[str] = set()
         self.moved: dict[str, bool] = {}  # stage -> its output will change
@@ -218,7 +229,7 @@ class Planner:
             work,
             items,
             output,
-            identity=self.identity,
+            identity=self.identity(),
             index=self.index,
             cache_dir=Path(self.params.cache.dir),
             counted=self.counted,
@@ -275,14 +286,47 @@ def dry_run(design: Design[Any], plan: Planner) -> None:
         )
 
 
-def _design_identity(
-    design: Design[Any], params: Params, index: RecordingIndex, offline: bool
-) -> ModelIdentity | None:
-    """The identity of a design's own model, where its llm_overrides entry changes the llm."""
-    own = design.load_params().llm
-    if own == params.llm:
-        return None
-    return next_identity(params.model_copy(update={"llm": own}), index, offline)[0]
+class IdentityUnknown(Exception):
+    """The model's identity cannot be found: the whole status fails, not one stage's prediction."""
+
+    def __init__(self, error: JudgeloopError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+NOT_LOOKED_UP = "not looked up: no LLM stage runs"
+
+
+class Identities:
+    """The model identities a prediction keys calls with, each found when a stage first needs it
+    (issue 33): when DVC finds every stage up to date, none is dry-run and nothing is looked up,
+    where finding it asks the backend or, with --offline, reads every stage's recording, which
+    grows with the run. known: the identity and its source, when the caller knows it."""
+
+    def __init__(
+        self, params: Params, index: RecordingIndex, offline: bool, known: tuple[ModelIdentity, str] | None
+    ) -> None:
+        self.params, self.index, self.offline = params, index, offline
+        self._found: dict[str, tuple[ModelIdentity, str]] = {} if known is None else {"": known}
+
+    def _find(self, name: str, params: Params) -> tuple[ModelIdentity, str]:
+        if name not in self._found:
+            try:
+                self._found[name] = next_identity(params, self.index, self.offline)
+            except JudgeloopError as exc:
+                raise IdentityUnknown(exc) from exc
+        return self._found[name]
+
+    def default(self) -> tuple[ModelIdentity, str]:
+        """params.yaml's model's identity, and where it came from."""
+        return self._find("", self.params)
+
+    def of(self, design: Design[Any]) -> ModelIdentity:
+        """A design's model's identity: its own, where its llm_overrides entry changes the llm."""
+        own = design.load_params().llm
+        if own == self.params.llm:
+            return self.default()[0]
+        return self._find(design.name, self.params.model_copy(update={"llm": own}))[0]
 
 
 def predict(
@@ -302,20 +346,22 @@ def predict(
     memo = VerifiedMemo.beside(cache_dir, writes=False)
     # One stage's recording held at a time, each stage dry-run in turn (issue 33: 1.8 GB at 30k calls).
     index = RecordingIndex(Path(params.cache.recordings), memo=memo, hold_one=True)
-    identity, source = known or next_identity(params, index, offline)
+    identities = Identities(params, index, offline, known)
     view = dvc_view()
     if every_stage:  # every stage runs; the graph still says which feeds which
         view = DvcView(None, "--all", view.upstream)
-    plan = Planner(params, view, every_stage, identity, index)
+    plan = Planner(params, view, every_stage, lambda: identities.default()[0], index)
     # With no stage graph (no DVC project), the default experiment's stages only.
     chosen = designs() if view.upstream else [load_design(DEFAULT_DESIGN)]
     for design in [load_design(only)] if only else chosen:
         plan.design()
-        plan.identity = _design_identity(design, params, index, offline) or identity
+        plan.identity = functools.partial(identities.of, design)
         try:
             dry_run(design, plan)
         except StageAbsent:
             continue
+        except IdentityUnknown as exc:
+            raise exc.error from None
         except JudgeloopError as exc:  # an input the stage would fail on too: say so, go on
             if plan.last is None:
                 raise
@@ -327,9 +373,22 @@ def predict(
         if own is None or stage in own:
             plan.will_run(stage)
     stages_from = view.how if view.changed is not None or every_stage else f"every stage ({view.how})"
-    if only:
-        identity = _design_identity(load_design(only), params, index, offline) or identity
-    return Prediction(identity, source, params.cache.mode, stages_from, list(plan.statuses.values()))
+    statuses = list(plan.statuses.values())
+    identity, source = _shown_identity(identities, only, known is not None or any(s.probe for s in statuses))
+    return Prediction(identity, source, params.cache.mode, stages_from, statuses)
+
+
+def _shown_identity(
+    identities: Identities, only: str | None, looked_up: bool
+) -> tuple[ModelIdentity | None, str]:
+    """The identity the prediction shows: none where no stage was dry-run (none was looked up)."""
+    if not looked_up:
+        return None, NOT_LOOKED_UP
+    try:
+        source = identities.default()[1]
+        return (identities.of(load_design(only)) if only else identities.default()[0]), source
+    except IdentityUnknown as exc:
+        raise exc.error from None
 
 
 @click.command()

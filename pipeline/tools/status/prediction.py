@@ -26,7 +26,7 @@ class StageStatus:
 
 @dataclass
 class Prediction:
-    identity: ModelIdentity
+    identity: ModelIdentity | None  # None: not looked up (no LLM stage runs; identity_source says so)
     identity_source: str
     mode: str
     stages_from: str

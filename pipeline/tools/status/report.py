@@ -33,8 +33,9 @@ def summary_line(prediction: Prediction) -> str:
 
 def render_text(prediction: Prediction, verbose: bool) -> str:
     ident = prediction.identity
+    model = "" if ident is None else f"{ident.backend} {ident.name} {ident.digest} "
     lines = [
-        f"model: {ident.backend} {ident.name} {ident.digest} ({prediction.identity_source})",
+        f"model: {model}({prediction.identity_source})",
         f"stages: {prediction.stages_from}; cache.mode {prediction.mode}",
     ]
     width = max((len(s.stage) for s in prediction.stages), default=10)
@@ -87,7 +88,7 @@ def as_json(prediction: Prediction) -> dict[str, Any]:
             }
         stages.append(entry)
     return {
-        "identity": prediction.identity.model_dump(mode="json"),
+        "identity": None if prediction.identity is None else prediction.identity.model_dump(mode="json"),
         "identity_source": prediction.identity_source,
         "cache_mode": prediction.mode,
         "stages_from": prediction.stages_from,
