@@ -45,7 +45,7 @@ class VerifiedCalls(Mapping[str, RecordedCall]):
     (and its context, where a design selects calls by it) until then."""
 
     def __init__(self, folder: Path) -> None:
-        self._found: dict[str, tuple[str, dict[str, Any], dict[str, str], str]] = {}
+        self._found: dict[str, tuple[str, dict[str, Any], Mapping[str, str], str]] = {}
         self._verified: dict[str, RecordedCall] = {}
         for stage in recordings.stage_dirs(folder):
             parts = recordings.split_recording(stage)
@@ -67,7 +67,7 @@ class VerifiedCalls(Mapping[str, RecordedCall]):
                 self._found.setdefault(str(key), (line, context, parts.blobs, where))
 
     @staticmethod
-    def _verify(line: str, blobs: dict[str, str], where: str) -> RecordedCall:
+    def _verify(line: str, blobs: Mapping[str, str], where: str) -> RecordedCall:
         call = recordings.parse_call_line(line, blobs, where)
         problem = call.record.problem()
         if problem is not None:
