@@ -149,6 +149,18 @@ def _agreement_table(
     return agreement
 
 
+def numbers_only(judged: RagJudgement) -> RagJudgement:
+    """What compute_metrics reads of a judgement, its texts left out (the reasoning, the reply, the
+    call keys, the samples): the aggregate stage holds this of every row, the rest only while the
+    page shows that row."""
+    kept = judged.judgement
+    if isinstance(kept, ScoredDimensions):
+        kept = kept.model_copy(update={"reasoning": "", "problems": (), "call_keys": ()})
+    else:
+        kept = kept.model_copy(update={"error": "", "text": "", "problems": (), "call_keys": ()})
+    return judged.model_copy(update={"judgement": kept, "samples": None})
+
+
 # The design's LLM stage, whose recorded calls the metrics count (pipeline.data.recorded_calls).
 LLM_STAGES = ("rag_judge",)
 
