@@ -5,6 +5,7 @@ is rendered, and the same pages and metrics as a whole read."""
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +15,8 @@ from pipeline.data.jsonl import read_jsonl
 from pipeline.data.rag_rows import load_rag_rows
 from pipeline.data.recorded_stages import StageRecords
 from pipeline.data.result_places import ResultPlaces
-from pipeline.errors import InputError
+from pipeline.errors import CorruptRecordError, InputError
+from pipeline.experiments.rag import aggregate as rag_aggregate
 from pipeline.experiments.rag import aggregation as rag_aggregation
 from pipeline.experiments.rag.aggregate import first_call
 from pipeline.experiments.rag.judge import RagJudgement
@@ -154,3 +156,52 @@ def test_regen_sections_read_again_an_item_at_a_time_and_a_change_is_refused(tmp
     path.write_text("\n".join(swapped) + "\n", encoding="utf-8")
     with pytest.raises(InputError, match=r":1: changed while it was being read"):
         list(regen_aggregate._same_items(path, numbers))
+
+
+def _project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, outputs: str, stages: tuple[str, ...]) -> None:
+    """The committed demo's inputs of one design's aggregate stage, copied to a project of its own."""
+    for name in ("params.yaml", "data/rag-demo/rows.jsonl"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / name, tmp_path / name)
+    shutil.copytree(ROOT / "outputs" / outputs, tmp_path / "outputs" / outputs)
+    for stage in stages:
+        shutil.copytree(ROOT / "recordings" / stage, tmp_path / "recordings" / stage)
+    monkeypatch.chdir(tmp_path)
+
+
+def test_rag_aggregate_writes_the_committed_outputs_byte_for_byte(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _project(tmp_path, monkeypatch, "rag", ("rag_judge",))
+    written = ("metrics.json", "report.md", "report.html")
+    for name in written:
+        (tmp_path / "outputs/rag" / name).unlink()
+    rag_aggregate.run(load_rag_params(tmp_path / "params.yaml"))
+    for name in written:
+        assert (tmp_path / "outputs/rag" / name).read_bytes() == (ROOT / "outputs/rag" / name).read_bytes()
+
+
+def test_rag_aggregate_shows_no_call_of_a_recording_that_fails_verification(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _project(tmp_path, monkeypatch, "rag", ("rag_judge",))
+    (tmp_path / "outputs/rag/report.html").unlink()
+    calls = tmp_path / "recordings/rag_judge/calls.jsonl"
+    text = calls.read_text(encoding="utf-8")
+    calls.write_text(text.replace('"done_reason":"stop"', '"done_reason":"length"', 1), encoding="utf-8")
+    with pytest.raises(CorruptRecordError):
+        rag_aggregate.run(load_rag_params(tmp_path / "params.yaml"))
+    assert not (tmp_path / "outputs/rag/report.html").exists()
+
+
+def test_regen_aggregate_writes_the_committed_outputs_byte_for_byte(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _project(tmp_path, monkeypatch, "regen", ("regen_evaluate", "regen_generate", "regen_regenerate"))
+    written = ("metrics.json", "items.csv", "report.html")
+    for name in written:
+        (tmp_path / "outputs/regen" / name).unlink()
+    regen_aggregate.run(load_regen_params(tmp_path / "params.yaml"))
+    for name in written:
+        committed = (ROOT / "outputs/regen" / name).read_bytes()
+        assert (tmp_path / "outputs/regen" / name).read_bytes() == committed
