@@ -88,9 +88,10 @@ def answer_all(root: Path) -> None:
             out.write(orjson.dumps(answer(server, orjson.loads(raw), number)) + b"\n")
 
 
-def measured(args: list[str], cwd: Path) -> tuple[float, int, float, str]:
-    """Wall s, peak RSS bytes (the largest process), CPU s (user + system, its descendants too)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def measured(args: list[str], cwd: Path, code: Path = ROOT) -> tuple[float, int, float, str]:
+    """Wall s, peak RSS bytes (the largest process), CPU s (user + system, its descendants too), of
+    judgeloop's code from `code`."""
+    env = {**os.environ, "PYTHONPATH": str(code)}
     started = time.perf_counter()
     with tempfile.TemporaryFile() as out:
         process = subprocess.Popen(args, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
@@ -177,18 +178,41 @@ def ingest_run(root: Path, calls: int) -> dict[str, Any]:
     started = time.perf_counter()
     answer_all(root)
     answer_s = time.perf_counter() - started
-    cli = [sys.executable, "-m", "pipeline.tools.cli"]
-    wall, peak, cpu, said = measured([*cli, "batch", "ingest", "results.jsonl", "--folder", "batch"], root)
-    if f"{calls} replies stored" not in said:
-        raise click.ClickException(f"ingest did not store every reply: {said[-2000:]}")
     return {
         "results_mb": (root / "results.jsonl").stat().st_size / 2**20,
         "answer_s": answer_s,
+        **ingested(root, calls),
+    }
+
+
+def ingested(root: Path, calls: int, code: Path = ROOT) -> dict[str, Any]:
+    """`judgeloop batch ingest` of the answers in a process of its own, into an empty local cache."""
+    shutil.rmtree(root / ".judgeloop", ignore_errors=True)
+    cli = [sys.executable, "-m", "pipeline.tools.cli"]
+    wall, peak, cpu, said = measured(
+        [*cli, "batch", "ingest", "results.jsonl", "--folder", "batch"], root, code
+    )
+    if f"{calls} replies stored" not in said:
+        raise click.ClickException(f"ingest did not store every reply: {said[-2000:]}")
+    return {
         "ingest_s": wall,
         "ingest_cpu_s": cpu,
         "ingest_calls_per_s": calls / wall,
         "ingest_peak_mb": peak / 2**20,
     }
+
+
+def compare(root: Path, calls: int, against: Path, pairs: int) -> list[dict[str, Any]]:
+    """The same answers ingested by `against`'s code and this checkout's, alternately; each with
+    its CPU per call (ms), printed as it goes."""
+    runs = []
+    for _ in range(pairs):
+        for name, code in (("against", against), ("this", ROOT)):
+            run = {"code": name, **ingested(root, calls, code), "load": os.getloadavg()[0]}
+            run["cpu_ms_a_call"] = 1000 * run["ingest_cpu_s"] / calls
+            click.echo(json.dumps(run), err=True)
+            runs.append(run)
+    return runs
 
 
 @click.command()
@@ -198,7 +222,20 @@ def ingest_run(root: Path, calls: int) -> dict[str, Any]:
 )
 @click.option("--concurrency", type=int, default=4, show_default=True, help="Ray: requests at once.")
 @click.option("--no-ingest", is_flag=True, help="Skip the fake answers and the ingest (with --ray).")
-def main(sizes: tuple[int, ...], with_ray: bool, concurrency: int, no_ingest: bool) -> None:
+@click.option(
+    "--against",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="Then ingest the same answers with this checkout's code and this one's, alternately (--pairs).",
+)
+@click.option("--pairs", type=int, default=2, show_default=True, help="With --against: how many pairs.")
+def main(
+    sizes: tuple[int, ...],
+    with_ray: bool,
+    concurrency: int,
+    no_ingest: bool,
+    against: Path | None,
+    pairs: int,
+) -> None:
     for calls in sizes or (10_000,):
         root = Path(tempfile.mkdtemp(prefix="judgeloop-batch-"))
         try:
@@ -214,6 +251,8 @@ def main(sizes: tuple[int, ...], with_ray: bool, concurrency: int, no_ingest: bo
                 row.update(ingest_run(root, calls))
             if with_ray:
                 row.update(ray_run(root, concurrency))
+            if against is not None and not no_ingest:
+                row["pairs"] = compare(root, calls, against.resolve(), pairs)
             row["load_after"] = os.getloadavg()
             click.echo(json.dumps(row))
         finally:

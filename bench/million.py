@@ -17,7 +17,8 @@ Each step runs in a process of its own, so its peak memory (ru_maxrss, from wait
              recordings (and seeded into the local cache), each recording written again: calls/s;
              the recordings must come back byte-identical
     status   `judgeloop status --all --offline`: every stage dry-run against cache and recordings
-    audit    `judgeloop audit` of one call (item, iteration, metric) and of one item (all its calls)
+    audit    `judgeloop audit` of one call (item, iteration, metric), of the same call by its key
+             (--key: the one shard of calls that holds it) and of one item (all its calls)
     verify   `judgeloop cache verify`: every key re-derived, local cache and recordings
     gc       `judgeloop cache gc`: nothing to collect, every recording read for the keys it keeps
     report   the paper's aggregate stage: metrics, report.md and the HTML report with a page per item
@@ -52,10 +53,10 @@ from pipeline.testing.synthetic import audit_one_judgement, items_for, make_proj
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def measured(args: list[str], cwd: Path) -> tuple[float, int, str, float]:
-    """Run a command; its wall time (s), peak memory (bytes), stdout's last line and CPU time (s,
-    user and system: on a shared, loaded machine the figure to compare)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def measured(args: list[str], cwd: Path, code: Path = ROOT) -> tuple[float, int, str, float]:
+    """Run a command (judgeloop's code from `code`); its wall time (s), peak memory (bytes), stdout's
+    last line and CPU time (s, user and system: on a shared, loaded machine the figure to compare)."""
+    env = {**os.environ, "PYTHONPATH": str(code)}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     started = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
@@ -98,11 +99,9 @@ def bench_size(root: Path, calls_wanted: int, chars: int) -> dict[str, Any]:
     del recorded
     row.update(replay_s=wall, replay_rss=peak, replay_cpu=cpu)
     row["cache_bytes"] = folder_bytes(root / ".judgeloop" / "cache")
-    item, audit_call = audit_one_judgement(items)
     steps = {
         "status": [*cli, "status", "--all", "--offline"],
-        "audit_call": [*cli, *audit_call],
-        "audit_item": [*cli, "audit", "--item", item],
+        **audit_steps(root, items),
         "verify": [*cli, "cache", "verify"],
         "gc": [*cli, "cache", "gc"],
         "report": [sys.executable, "-m", "stages", "paper", "aggregate"],
@@ -113,6 +112,33 @@ def bench_size(root: Path, calls_wanted: int, chars: int) -> dict[str, Any]:
     return row
 
 
+def audit_steps(root: Path, items: int, *, by_key: bool = True) -> dict[str, list[str]]:
+    """The audit steps: one judgement by its item, iteration and metric, the same by its key, and
+    every call of its item."""
+    cli = [sys.executable, "-m", "pipeline.tools.cli"]
+    item, audit_call = audit_one_judgement(items)
+    steps = {"audit_call": [*cli, *audit_call]}
+    if by_key:
+        steps["audit_key"] = [*cli, "audit", "--key", judgement_key(root, audit_call)]
+    steps["audit_item"] = [*cli, "audit", "--item", item]
+    return steps
+
+
+def judgement_key(root: Path, audit_call: list[str]) -> str:
+    """The key of the call `audit_call` shows, found here (not timed)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "pipeline.tools.cli", *audit_call, "--format", "jsonl"],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        check=True,
+        text=True,
+    ).stdout
+    [line] = out.splitlines()
+    key: str = json.loads(line)["key"]
+    return key
+
+
 Shown = Callable[[dict[str, Any]], str]
 COLUMNS: tuple[tuple[str, str, Shown], ...] = (
     ("calls", "calls", lambda r: f"{r['calls']:,}"),
@@ -120,12 +146,13 @@ COLUMNS: tuple[tuple[str, str, Shown], ...] = (
     ("replay", "calls/s", lambda r: f"{r['calls'] / r['replay_s']:,.0f}"),
     ("status", "s", lambda r: f"{r['status_s']:.1f}"),
     ("audit call", "s", lambda r: f"{r['audit_call_s']:.2f}"),
+    ("audit key", "s", lambda r: f"{r['audit_key_s']:.2f}"),
     ("audit item", "s", lambda r: f"{r['audit_item_s']:.2f}"),
     ("verify", "s", lambda r: f"{r['verify_s']:.1f}"),
     ("gc", "s", lambda r: f"{r['gc_s']:.1f}"),
     ("report", "s", lambda r: f"{r['report_s']:.1f}"),
 )
-MEMORY = ("record", "replay", "status", "audit_call", "audit_item", "verify", "gc", "report")
+MEMORY = ("record", "replay", "status", "audit_call", "audit_key", "audit_item", "verify", "gc", "report")
 BYTES = (("recordings", "recordings_bytes"), ("local cache", "cache_bytes"), ("interviews", "data_bytes"))
 
 
@@ -198,6 +225,25 @@ def main(
 def stages_command(root: Path, mode: str) -> None:
     """The three LLM stages in this process (a step of the bench, for its own peak memory)."""
     click.echo(run_stages(root, mode))
+
+
+@main.command("audits")
+@click.argument("root", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option(
+    "--code",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=ROOT,
+    help="judgeloop's code to run (a checkout of another commit, for a before/after).",
+)
+@click.option("--no-key", is_flag=True, help="No audit --key step (code from before it existed).")
+@click.option("--repeat", type=int, default=3, show_default=True)
+def audits_command(root: Path, code: Path, no_key: bool, repeat: int) -> None:
+    """Only the audit steps, on a run kept with --keep (ROOT: its calls-N folder): CPU s and peak MB."""
+    items = sum(1 for _ in (root / "data").glob("*_P"))  # an interview's folder each (make_project)
+    for name, args in audit_steps(root, items, by_key=not no_key).items():
+        for _ in range(repeat):
+            wall, peak, _, cpu = measured(args, root, code.resolve())
+            click.echo(f"{name:<12} wall {wall:6.2f} s  CPU {cpu:6.2f} s  peak {peak / 2**20:6.0f} MB")
 
 
 if __name__ == "__main__":

@@ -451,3 +451,32 @@ def test_annomi_in_daic_layout_loads_whole() -> None:
     subject_only = load(corpus, drop_markers=True, participant_only=True)
     assert len(subject_only) == len(files)
     assert all(t.speaker == "Participant" for s in subject_only for t in s.turns)
+
+
+# Whitespace that str.strip takes and float() does not (\x1c-\x1f), Unicode digits and spaces,
+# and the letters of nan and inf.
+_FIELD = st.text(
+    alphabet=st.sampled_from(" \x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0\u2003\u3000\u0663.5e-+_0x1nfaiINF,")
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_FIELD, _FIELD)
+def test_daic_times_read_as_seconds_reads_them(start: str, stop: str) -> None:
+    """A DAIC row's times: the fast float() path gives what _seconds gives, the error included."""
+    from pipeline.data.transcripts import _read_daic, _seconds
+
+    lines = ["start_time\tstop_time\tspeaker\tvalue", f"{start}\t{stop}\tEllie\thello"]
+    try:
+        expected: object = (
+            _seconds([start], 0, "start_time", "t.csv", 2),
+            _seconds([stop], 0, "stop_time", "t.csv", 2),
+        )
+    except InputError as exc:
+        expected = str(exc)
+    try:
+        (turn,) = _read_daic(lines, "t.csv")
+        got: object = (turn.start, turn.stop)
+    except InputError as exc:
+        got = str(exc)
+    assert repr(got) == repr(expected)  # repr: a NaN read is a NaN either way

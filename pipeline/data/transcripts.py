@@ -389,8 +389,16 @@ def _read_daic(lines: list[str], shown: str) -> list[Turn]:
             problem = f"the row has {len(fields)} tab-separated fields, the header {width}"
             fix = "replace a tab inside the text with a space; give a short row its empty fields"
             raise InputError(shown, number, problem, fix)
-        start = _seconds(fields, start_at, "start_time", shown, number)
-        stop = _seconds(fields, stop_at, "stop_time", shown, number)
+        # float() takes a number with whitespace around it as _seconds does, and fails on anything
+        # else (an empty field too), which _seconds then reads as it always did: None, or the error.
+        try:
+            start = None if start_at is None else float(fields[start_at])
+        except ValueError:
+            start = _seconds(fields, start_at, "start_time", shown, number)
+        try:
+            stop = None if stop_at is None else float(fields[stop_at])
+        except ValueError:
+            stop = _seconds(fields, stop_at, "stop_time", shown, number)
         said, text = fields[speaker].strip(), fields[value].strip()
         if said and text:
             rows.append({"speaker": said, "text": text, "start": start, "stop": stop})

@@ -17,9 +17,9 @@ Deliberately left out, because they cannot change the reply: the server URL, the
 (two tags may share a digest), timeouts, parallelism, timestamps, the call's context (stage,
 item, iteration: the same prompt asked from two places is the same call).
 
-Canonical JSON: keys sorted, no insignificant whitespace, UTF-8 kept as is, numbers as pydantic
-typed them (so 0 and 0.0 for a float option are one spelling). A message's text enters as a hash
-of its own, so a 20 kB prompt is never JSON-escaped.
+Canonical JSON (pipeline.llm.canonical): keys sorted, no insignificant whitespace, UTF-8 kept as
+is, numbers as pydantic typed them (so 0 and 0.0 for a float option are one spelling). A message's
+text enters as a hash of its own, so a 20 kB prompt is never JSON-escaped.
 
 Why XXH3-128 of UTF-16-LE, not sha256 of UTF-8 (recipe 1): a cache hit hashes every prompt in
 full, and for a 20 kB judge prompt that was most of a hit's cost. CPython turns text holding any
@@ -41,21 +41,17 @@ because a cache hit pays for it on every call (tests/test_keys.py checks that bo
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
 from xxhash import xxh3_128_hexdigest
 
+from pipeline.llm.canonical import canonical_json as canonical_json  # re-exported: every caller's name for it
 from pipeline.llm.types import ChatRequest, Message, ModelIdentity, Options
 
 KEY_RECIPE = 2
 KEY_PREFIX = f"jl{KEY_RECIPE}:"
-
-
-def canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def content_digest(text: str) -> str:

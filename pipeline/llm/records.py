@@ -18,12 +18,13 @@ from typing import Any
 
 from pipeline import __version__
 from pipeline.errors import UnwritableTextError
-from pipeline.llm.keys import KEY_RECIPE, RECIPES, canonical_json, request_key
+from pipeline.llm.canonical import canonical_bytes
+from pipeline.llm.keys import KEY_RECIPE, RECIPES, request_key
 from pipeline.llm.types import CallContext, ChatReply, ChatRequest, Frozen, ModelIdentity
 
 
 def _checksum(body: dict[str, Any]) -> str:
-    return "sha256:" + hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()
+    return "sha256:" + hashlib.sha256(canonical_bytes(body)).hexdigest()
 
 
 class CallRecord(Frozen):

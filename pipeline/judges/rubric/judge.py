@@ -9,7 +9,7 @@ pipeline.judges.scores), or `json`, the same rubric with the reply constrained b
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Annotated
 
@@ -104,6 +104,13 @@ class RubricSubject:
     transcript: Transcript
     assessment_text: str
     metric: str
+    # The transcript's text as the prompt shows it, when the caller rendered it once for all of an
+    # item's metrics (about 30 us a 20 kB transcript each time: issue 33); None: rendered when asked.
+    rendered: str | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def transcript_text(self) -> str:
+        return self.transcript.text if self.rendered is None else self.rendered
 
 
 def rubric_judgement(result: StructuredResult[RubricReply]) -> Judgement[int | float]:
@@ -128,7 +135,7 @@ class RubricJudge:
     def _structured(self, subject: RubricSubject, context: CallContext) -> Judgement[int | float]:
         """The same rubric, the reply constrained to {explanation, score}; a reply that fails after
         the bounded re-asks is unscored, with its text and the failure's kind."""
-        prompt = judge_prompt(subject.metric, subject.transcript.text, subject.assessment_text)
+        prompt = judge_prompt(subject.metric, subject.transcript_text, subject.assessment_text)
         result = ask_structured(
             self.session,
             (Message(role="user", content=prompt + JSON_JUDGE_FORMAT),),
@@ -143,7 +150,7 @@ class RubricJudge:
     def _free_text(self, subject: RubricSubject, context: CallContext) -> Judgement[int | float]:
         """The paper's protocol: a free reply, its score read by the extractor; an unreadable one
         is re-asked with a format reminder, up to judge.max_attempts calls."""
-        prompt = judge_prompt(subject.metric, subject.transcript.text, subject.assessment_text)
+        prompt = judge_prompt(subject.metric, subject.transcript_text, subject.assessment_text)
         messages: tuple[Message, ...] = (Message(role="user", content=prompt),)
         keys: list[str] = []
         problems: list[str] = []
@@ -203,9 +210,10 @@ def judge_all(
     if settings.samples > 1:
         return _judge_all_sampled(session, transcript, assessment_text, metrics, settings, options, context)
     judge = RubricJudge(session, settings, options)
+    text = transcript.text
 
     def one(metric: str) -> Callable[[], MetricJudgement]:
-        subject = RubricSubject(transcript, assessment_text, metric)
+        subject = RubricSubject(transcript, assessment_text, metric, text)
         return lambda: MetricJudgement.of(metric, judge(subject, context))
 
     return dict(zip(metrics, side_by_side([one(m) for m in metrics]), strict=True))
@@ -223,8 +231,9 @@ def _judge_all_sampled(
     """judge.samples > 1: every metric asked once per sample, each sample with its own seed and
     recorded under its own `sample` label; the samples' scores combined (pipeline.judges.samples)."""
     judges = [RubricJudge(session, settings, sample_options(options, i)) for i in range(settings.samples)]
+    text = transcript.text
     asks = [
-        (metric, i, RubricSubject(transcript, assessment_text, metric))
+        (metric, i, RubricSubject(transcript, assessment_text, metric, text))
         for metric in metrics
         for i in range(settings.samples)
     ]

@@ -601,20 +601,32 @@ def read_stage(
         memo.remember(unverified)
 
 
-def read_keys(directory: Path, keys: Collection[str], *, verify: bool = True) -> Iterator[LoadedCall]:
+def read_keys(
+    directory: Path, keys: Collection[str], *, verify: bool = True, scan_whole: bool = True
+) -> Iterator[LoadedCall]:
     """The calls of `keys` in a stage's recording (verified as read_stage verifies them). A sharded
     recording (pipeline.llm.recordings.shards) is read as its manifest, the shards of those keys'
     calls and the block shards their lines refer to, each checked against its hash, the folder
     checked for strays: a reader of one call of a million reads a sixteenth of the calls and a few
     block shards, and parses that call's line only. A recording in one file is read whole, its
     calls filtered, as is a sharded one whose lines do not show these keys as written (a line under
-    an older key recipe)."""
+    an older key recipe).
+
+    `scan_whole=False`: a key whose line does not show it as written is taken as not recorded here,
+    and a recording in one file has only the lines that show a key parsed. For a reader that asks
+    every stage for a key most of them do not hold (audit --key, which reads unverified, so a line
+    under an older recipe keeps its old key to it anyway)."""
     if not has_recording(directory):
         return
     refuse_linked(directory)
-    manifest = recording_text(directory / CALLS_FILE)
     wanted = set(keys)
-    found = _key_lines(directory, manifest, wanted) if shards.is_manifest(manifest) else None
+    with (directory / CALLS_FILE).open("rb") as opening:  # a manifest, or the calls in one file?
+        sharded = shards.is_manifest(opening.read(len(shards.MANIFEST_OPENING)).decode("utf-8", "replace"))
+    if sharded:
+        manifest = recording_text(directory / CALLS_FILE)
+        found = _key_lines(directory, manifest, wanted, verify=verify, complete=scan_whole)
+    else:
+        found = None if scan_whole else _file_key_lines(directory, wanted, verify)
     if found is None:
         yield from (
             loaded for loaded in read_stage(directory, verify=verify) if loaded.call.record.key in wanted
@@ -630,14 +642,18 @@ def read_keys(directory: Path, keys: Collection[str], *, verify: bool = True) ->
             yield LoadedCall(shard, number, call)
 
 
+Found = tuple[list[tuple[Path, int, str]], RecordingLines]
+
+
 def _key_lines(
-    directory: Path, manifest: str, wanted: set[str]
-) -> tuple[list[tuple[Path, int, str]], RecordingLines] | None:
+    directory: Path, manifest: str, wanted: set[str], *, verify: bool = True, complete: bool = True
+) -> Found | None:
     """The lines of `wanted` keys in a sharded recording (shard, line number, line), with the blocks
-    they refer to; None when a key is not found as written (then the reader reads the whole)."""
+    they refer to; None when a key is not found as written and `complete` (then the reader reads the
+    whole)."""
     named = shards.parse_manifest(directory / CALLS_FILE, manifest)
     shards.refuse_strays(directory, os.listdir(directory), {name for name, _ in named})
-    marks = [f'"key":"{key}"' for key in wanted]
+    marks = _marks(wanted)
     lines: list[tuple[Path, int, str]] = []
     needed = {("calls", shards.shard_of(key)) for key in wanted}
     for name, sha in named:
@@ -646,14 +662,109 @@ def _key_lines(
             for number, line in enumerate(file_lines(text), start=1):
                 if any(mark in line for mark in marks):
                     lines.append((directory / name, number, line))
-    if len(lines) < len(wanted):
+    if complete and len(lines) < len(wanted):
         return None
     refs = {blob for _, _, line in lines for blob in blob_refs(line)}
     blocks = {("blocks", shards.shard_of(blob)) for blob in refs}
     chosen = [(name, sha) for name, sha in named if shards.prefix_of(name) in blocks]
-    files = {name: shards.shard_bytes(directory, name, sha, None) for name, sha in chosen}
-    files[CALLS_FILE] = shards.manifest_text(chosen).encode("utf-8")  # the part of it read
-    return lines, whole_recording(directory, files, verify=True)
+    blobs: dict[str, str] = {}
+    problems: list[str] = []
+    for name, sha in chosen:  # one shard's bytes held at a time
+        data = shards.shard_bytes(directory, name, sha, None)
+        if not _blocks_opening(directory / name, data, _in_shard(refs, name), blobs, problems):
+            # a block line not as written: those shards parsed whole
+            files = {name: shards.shard_bytes(directory, name, sha, None) for name, sha in chosen}
+            files[CALLS_FILE] = shards.manifest_text(chosen).encode("utf-8")  # the part of it read
+            return lines, whole_recording(directory, files, verify=verify)
+    return lines, _found_blocks(directory / CALLS_FILE, blobs, problems, verify)
+
+
+def _file_key_lines(directory: Path, wanted: set[str], verify: bool) -> Found:
+    """The lines of `wanted` keys in a recording in one file, as written, with the blocks they
+    refer to: the file is searched as bytes, and only those lines decoded, parsed and checked."""
+    names = os.listdir(directory)
+    path = directory / CALLS_FILE
+    if LEGACY_BLOBS_FILE in names or path.stat().st_size > MAX_RECORDING_BYTES:
+        parts = whole_recording(directory, None, verify)  # (which says what is wrong with a large one)
+        marks = _marks(wanted)
+        return [(parts.path, n, line) for n, line in parts.calls if any(m in line for m in marks)], parts
+    shards.refuse_strays(directory, names, set())
+    data = path.read_bytes()
+    held = _lines_holding(data, [mark.encode("utf-8") for mark in _marks(wanted)])
+    lines = [(path, number, _decoded(line, f"{path}:{number}")) for number, line in held]
+    refs = {blob for _, _, line in lines for blob in blob_refs(line)}
+    blobs: dict[str, str] = {}
+    problems: list[str] = []
+    if not _blocks_opening(path, data, refs, blobs, problems):
+        return lines, whole_recording(directory, None, verify)
+    return lines, _found_blocks(path, blobs, problems, verify)
+
+
+def _lines_holding(data: bytes, marks: Iterable[bytes]) -> list[tuple[int, bytes]]:
+    """The lines of `data` (numbered from 1) that hold one of `marks`, found without splitting it."""
+    starts: set[int] = set()
+    for mark in marks:
+        at = data.find(mark)
+        while at >= 0:
+            starts.add(data.rfind(b"\n", 0, at) + 1)
+            end = data.find(b"\n", at)
+            at = -1 if end < 0 else data.find(mark, end)
+    return [(data.count(b"\n", 0, start) + 1, _line_at(data, start)) for start in sorted(starts)]
+
+
+def _line_at(data: bytes, start: int) -> bytes:
+    end = data.find(b"\n", start)
+    return data[start:] if end < 0 else data[start:end]
+
+
+def _decoded(line: bytes, where: str) -> str:
+    """One line read out of a recording, refused as recording_text refuses a file's lines."""
+    fix = (
+        f"Fix: restore the file from git (git checkout -- {where.rsplit(':', 1)[0]}), or re-record the stage."
+    )
+    if len(line) > MAX_LINE_BYTES:
+        raise CorruptRecordError(f"{where}: longer than {MAX_LINE_BYTES:,} bytes, more than a call. {fix}")
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CorruptRecordError(f"{where}: byte 0x{line[exc.start]:02x} is not UTF-8. {fix}") from None
+
+
+def _in_shard(blobs: set[str], name: str) -> set[str]:
+    return {blob for blob in blobs if shards.prefix_of(name) == ("blocks", shards.shard_of(blob))}
+
+
+def _blocks_opening(
+    source: Path, data: bytes, wanted: set[str], blobs: dict[str, str], problems: list[str]
+) -> bool:
+    """Add to `blobs` the blocks `wanted` from a file's bytes, each found by the opening its line is
+    written with (`{"blob":"<id>",` at a line's start: a quote inside a JSON string is escaped, so
+    only a block line opens so) and checked against its id as split_recording checks every block
+    (noting in `problems` one that fails); False when one is not found so (a line not as written:
+    the reader then parses the file whole)."""
+    for blob in wanted:
+        opening = b'{"blob":"' + blob.encode("ascii") + b'",'
+        start = 0 if data.startswith(opening) else data.find(b"\n" + opening) + 1
+        if start == 0 and not data.startswith(opening):
+            return False
+        number = data.count(b"\n", 0, start) + 1
+        where = f"{source}:{number}"
+        if (entry := _blob_entry(_decoded(_line_at(data, start), where), where, problems)) is not None:
+            blobs[entry[0]] = entry[1]
+    return True
+
+
+def _found_blocks(path: Path, blobs: dict[str, str], problems: list[str], verify: bool) -> RecordingLines:
+    if problems and verify:
+        raise CorruptRecordError(
+            f"{problems[0]}. Fix: restore the file from git (git checkout -- {path.parent}), "
+            "or re-record the stage."
+        )
+    return RecordingLines(path, [], blobs, problems)
+
+
+def _marks(keys: Iterable[str]) -> list[str]:
+    return [f'"key":"{key}"' for key in keys]
 
 
 def stage_dirs(root: Path) -> list[Path]:

@@ -36,6 +36,7 @@ from pipeline.llm.recordings import text as recordings
 from pipeline.llm.recordings.owners import recording_owners
 from pipeline.llm.recordings.stage_index import read_items
 from pipeline.llm.recordings.store import missing_here
+from pipeline.llm.recordings.text import LoadedCall
 from pipeline.llm.records import RecordedCall
 from pipeline.llm.settings import params_path
 from pipeline.llm.terminal import framed, shown
@@ -69,11 +70,15 @@ def iter_calls(
     untrusted: dict[str, str] | None = None,
     marks: Marks | None = None,
     items: Collection[str] = (),
+    keys: Collection[str] = (),
 ) -> Iterator[RecordedCall]:
     """The recorded calls of `stages` (or every stage), one at a time, each folder's in file order: a
     filter keeps what it shows, so auditing one call of a million holds one stage's recording in
     memory, not every call. The calls of a folder in `untrusted` are marked in `marks` with its reason.
-    `items`: only these items' calls (the others' lines are scanned for their item, not parsed)."""
+    `items`: only these items' calls (the others' lines are scanned for their item, not parsed).
+    `keys`: only these keys' calls, each looked up where its key puts it (in a sharded recording,
+    the one shard of calls that holds it and the block shards its line names: recordings.read_keys),
+    so that auditing one call of a million reads a sixteenth of its stage, not every line."""
     wanted = set(stages)
     found = {d.name: d for d in recordings.stage_dirs(root)}
     unknown = wanted - found.keys()
@@ -88,13 +93,20 @@ def iter_calls(
         )
     for name, directory in sorted(found.items()):
         if not wanted or name in wanted:
-            # verify=False: an edited record is exactly what an auditor wants to see; it is marked instead.
             why = untrusted.get(name) if untrusted else None
-            read = recordings.read_stage(directory, verify=False)
-            for loaded in read_items(directory, items) if items else read:
+            for loaded in _stage_calls(directory, items, keys):
                 if marks is not None and why is not None:
                     marks.mark(loaded.call, why)
                 yield loaded.call
+
+
+def _stage_calls(directory: Path, items: Collection[str], keys: Collection[str]) -> Iterator[LoadedCall]:
+    # verify=False: an edited record is exactly what an auditor wants to see; it is marked instead.
+    if keys:
+        return recordings.read_keys(directory, keys, verify=False, scan_whole=False)
+    if items:
+        return read_items(directory, items)
+    return recordings.read_stage(directory, verify=False)
 
 
 def load_calls(root: Path, stages: Iterable[str] = ()) -> list[RecordedCall]:
@@ -259,6 +271,13 @@ def _parse_labels(labels: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
 @click.group(invoke_without_command=True)
 @click.option("--stage", "stages", multiple=True, help="Only this stage's calls (repeatable).")
 @click.option("--item", "items", multiple=True, help="Only this item (repeatable).")
+@click.option(
+    "--key",
+    "keys",
+    multiple=True,
+    help="Only the call of this key (repeatable), as audit and the report show it: read from the one "
+    "shard of its stage's recording that holds it.",
+)
 @click.option("--iteration", type=int, help="Only this refinement iteration (0: the first assessment).")
 @click.option("--metric", help="Only judge calls for this metric.")
 @click.option("--role", help="Only calls of this role: assess, judge or refine.")
@@ -297,6 +316,7 @@ def audit(
     ctx: click.Context,
     stages: tuple[str, ...],
     items: tuple[str, ...],
+    keys: tuple[str, ...],
     iteration: int | None,
     metric: str | None,
     role: str | None,
@@ -316,6 +336,7 @@ def audit(
     \b
     Examples:
       judgeloop audit --item 903 --iteration 1 --metric accuracy   one judge call, exact prompt and reply
+      judgeloop audit --key jl2:71a50084cd0f161f8c7da8e6c5b99385   one call by its key, read from its shard
       judgeloop audit --stage assess --search hopeless --format markdown
       judgeloop audit --stage rag_judge --item d02 --limit 1
       judgeloop audit --item 999                  lists the items there are
@@ -358,15 +379,31 @@ def audit(
         None if hit is None else ("hit" if hit else "miss"),
         search,
         _parse_labels(labels),
+        keys,
     )
-    chosen = select(iter_calls(ctx.obj, stages, untrusted, marks, items), sel, runs)
+    chosen = select(iter_calls(ctx.obj, stages, untrusted, marks, items, keys), sel, runs)
     if limit is not None:
         chosen = chosen[:limit]
-    if not chosen:  # read again, whole: only to list the values that do exist
-        raise JudgeloopError(why_nothing(load_calls(ctx.obj, stages), sel, runs))
+    if not chosen:
+        raise JudgeloopError(_why_none(ctx.obj, sel, runs))
     shown = render(chosen, fmt, runs, marks, readers(params))
     # color=True: click would strip escape sequences from --raw output that is not a terminal.
     click.echo(shown if raw or fmt == "jsonl" else escape_controls(shown), nl=False, color=raw or None)
+
+
+def _why_none(root: Path, sel: Selection, runs: dict[str, RunSummary]) -> str:
+    """Why no call was chosen: read again (whole, or the keys' calls alone), only to list the values
+    that do exist."""
+    if not sel.keys:
+        return why_nothing(load_calls(root, sel.stages), sel, runs)
+    found = list(iter_calls(root, sel.stages, keys=sel.keys))
+    if found:
+        return why_nothing(found, sel, runs)
+    where = f"stage {', '.join(sel.stages)}" if sel.stages else "any stage"
+    return (
+        f"no recorded call has key {', '.join(sel.keys)} in {where} under {root}/. Fix: copy the key "
+        "as audit or the report shows it (jl2: and 32 hex digits), or drop --stage."
+    )
 
 
 @audit.command()

@@ -33,6 +33,7 @@ class Selection:
     cache: Literal["hit", "miss"] | None = None
     search: str | None = None
     labels: tuple[tuple[str, str], ...] = ()  # any design's context labels, e.g. (("prompt", "full"),)
+    keys: tuple[str, ...] = ()
 
 
 def last_run_status(runs: dict[str, RunSummary], call: RecordedCall) -> str | None:
@@ -83,6 +84,15 @@ def filters(sel: Selection, runs: dict[str, RunSummary]) -> list[Filter]:
                 "items",
                 lambda c: c.context.item in sel.items,
                 lambda c: c.context.item,
+            )
+        )
+    if sel.keys:
+        given.append(
+            Filter(
+                " ".join(f"--key {k}" for k in sel.keys),
+                "keys",
+                lambda c: c.record.key in sel.keys,
+                lambda c: c.record.key,
             )
         )
     if sel.iteration is not None:

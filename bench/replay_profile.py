@@ -1,0 +1,143 @@
+"""Where a replayed call's CPU goes: the paper's three LLM stages replayed in this process under
+cProfile, on bench/million.py's synthetic project (pipeline.testing.synthetic).
+
+    nice -n 19 .venv/bin/python bench/replay_profile.py --calls 10000 --root /tmp/replay-10k
+    nice -n 19 .venv/bin/python bench/replay_profile.py --root /tmp/replay-10k --no-profile   # CPU only
+
+The project is built and recorded once under --root (kept, so that main and a branch can replay
+the same recordings one after the other); each run deletes the local cache first (as million.py's
+replay step does), replays, checks that the recordings came back byte-identical, and prints the CPU
+time (user + system of this process) and, with the profile, its top functions by cumulative time.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import os
+import pstats
+import shutil
+import sys
+import threading
+import time
+from contextlib import nullcontext
+from pathlib import Path
+
+import click
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pipeline.llm import scheduling
+from pipeline.testing.synthetic import items_for, make_project, run_stages
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*.jsonl"))}
+
+
+class ThreadProfiles:
+    """cProfile sees one thread only: each thread started while this is on runs under a profiler of
+    its own, and the stats are added together (the stages' items run on worker threads)."""
+
+    def __init__(self) -> None:
+        self.profiles: list[cProfile.Profile] = []
+        self._run = threading.Thread.run
+
+    def __enter__(self) -> ThreadProfiles:
+        profiles, run = self.profiles, self._run
+
+        def profiled_run(thread: threading.Thread) -> None:
+            profile = cProfile.Profile(time.thread_time)  # CPU, not the wait for the GIL
+            profiles.append(profile)
+            profile.runcall(run, thread)
+
+        threading.Thread.run = profiled_run  # type: ignore[method-assign,assignment]
+        main = cProfile.Profile(time.thread_time)
+        self.profiles.append(main)
+        main.enable()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.profiles[0].disable()
+        # The side-by-side pool's threads live on (pipeline.llm.scheduling): end them, so that
+        # their profiles are complete.
+        if scheduling._pool is not None:
+            scheduling._pool[1].shutdown(wait=True)
+            scheduling._pool = None
+        threading.Thread.run = self._run  # type: ignore[method-assign]
+
+    def stats(self) -> pstats.Stats:
+        stats = pstats.Stats(self.profiles[0])
+        for profile in self.profiles[1:]:
+            stats.add(profile)
+        return stats
+
+
+# The parts of a replayed call, each by the function that holds it (file, name): cumulative time.
+PARTS = (
+    ("interviews read (index and each item)", "pipeline/data/transcripts.py", "_read_file"),
+    ("Transcript.text rendered", "pipeline/data/transcripts.py", "render"),
+    ("recordings verified (index_stage)", "pipeline/llm/recordings/stage_index.py", "index_stage"),
+    ("a hit's line parsed (StageIndex.call)", "pipeline/llm/recordings/stage_index.py", "call"),
+    ("local cache seeded (flush)", "pipeline/llm/cache/store.py", "flush"),
+    ("  of which requests packed", "pipeline/llm/cache/blocks.py", "pack_request"),
+    ("calls added to the recording", "pipeline/llm/recordings/text.py", "add"),
+    ("recordings written", "pipeline/llm/recordings/text.py", "write"),
+    ("the assessor's quote check", "pipeline/judges/rubric/assessor.py", "unverified_quotes"),
+    ("the cache key", "pipeline/llm/keys.py", "request_key"),
+)
+
+
+def parts(stats: pstats.Stats) -> str:
+    table = stats.stats  # type: ignore[attr-defined]
+    total = sum(tt for _, _, tt, _, _ in table.values())
+    rows = [f"    {'part':<42} {'cumulative s':>12} {'share':>6}"]
+    for label, path, name in PARTS:
+        spent = sum(v[3] for (file, _, func), v in table.items() if func == name and file.endswith(path))
+        rows.append(f"    {label:<42} {spent:12.1f} {spent / total:6.0%}")
+    rows.append(f"    {'all profiled':<42} {total:12.1f}")
+    return "\n".join(rows)
+
+
+def cpu() -> float:
+    usage = os.times()
+    return usage.user + usage.system
+
+
+@click.command()
+@click.option("--calls", type=int, default=10_000, show_default=True, help="Calls, when --root is new.")
+@click.option("--chars", type=int, default=20_000, show_default=True, help="Characters an interview.")
+@click.option("--root", type=click.Path(file_okay=False, path_type=Path), required=True)
+@click.option("--profile/--no-profile", default=True, show_default=True)
+@click.option("--top", type=int, default=45, show_default=True, help="Functions shown, by cumulative time.")
+def main(calls: int, chars: int, root: Path, profile: bool, top: int) -> None:
+    if not (root / "recordings").is_dir():
+        root.mkdir(parents=True, exist_ok=True)
+        make_project(root, items_for(calls), chars, ROOT / "params.yaml")
+        started = cpu()
+        recorded = run_stages(root, "auto")
+        click.echo(f"recorded {recorded} calls in {cpu() - started:.1f} s of CPU")
+    before = snapshot(root / "recordings")
+    shutil.rmtree(root / ".judgeloop", ignore_errors=True)
+    profiler = ThreadProfiles() if profile else None
+    load = os.getloadavg()[0]
+    started, wall = cpu(), time.perf_counter()
+    with profiler or nullcontext():
+        replayed = run_stages(root, "replay")
+    spent, wall = cpu() - started, time.perf_counter() - wall
+    if snapshot(root / "recordings") != before:
+        raise click.ClickException("the replay did not give the recorded calls back byte-identically")
+    click.echo(
+        f"replayed {replayed} calls: {spent:.2f} s of CPU ({replayed / spent:,.0f} calls per CPU s), "
+        f"{wall:.2f} s of wall; load {load:.1f} -> {os.getloadavg()[0]:.1f}"
+        + (" (under cProfile)" if profiler is not None else "")
+    )
+    if profiler is not None:
+        stats = profiler.stats()
+        click.echo(parts(stats))
+        stats.sort_stats("cumulative").print_stats(top)
+
+
+if __name__ == "__main__":
+    main()
