@@ -1,5 +1,11 @@
 """The RAG judge's aggregate stage: score distributions, agreement with the human labels, and the
-report (report.md, report.html)."""
+report (report.md, report.html).
+
+Held per row: its judgement without its texts (the numbers the metrics need) and where its line
+lies in rag.out. The judge's recording is read and verified once, its calls held packed and parsed
+one row at a time when the page reaches that row (pipeline.data.recorded_stages); the page is
+written as it is rendered.
+"""
 
 from __future__ import annotations
 
@@ -7,42 +13,64 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pipeline.data.jsonl import read_jsonl
 from pipeline.data.rag_rows import load_rag_rows
-from pipeline.data.recorded_calls import recorded_calls, stage_call_counts
-from pipeline.data.recorded_models import design_model
-from pipeline.experiments.rag.aggregation import LLM_STAGES, compute_metrics, markdown_report
+from pipeline.data.recorded_models import model_label
+from pipeline.data.recorded_stages import StageRecords
+from pipeline.data.result_places import ResultPlaces
+from pipeline.experiments.rag.aggregation import LLM_STAGES, compute_metrics, markdown_report, numbers_only
 from pipeline.experiments.rag.judge import RagJudgement
 from pipeline.experiments.rag.params import RagParams
-from pipeline.experiments.rag.report import render_rag_html
+from pipeline.experiments.rag.report import page_entries, rag_page_chunks
+from pipeline.llm.files import atomic_write_chunks
+from pipeline.llm.recordings.verified_memo import VerifiedMemo
+from pipeline.llm.records import RecordedCall
+
+Judgements = ResultPlaces[RagJudgement]
 
 
-def _summarize(params: RagParams) -> tuple[list[RagJudgement], dict[str, Any]]:
-    judgements = read_jsonl(Path(params.rag.out), RagJudgement)
-    recorded = stage_call_counts(Path(params.cache.recordings), LLM_STAGES)
-    return judgements, compute_metrics(judgements, params.rag, recorded)
+def _recorded(params: RagParams) -> StageRecords:
+    """The judge's recorded calls, verified in full (content the stages verified before, as their
+    memo holds it, is not verified again), counted and held packed."""
+    memo = VerifiedMemo.beside(Path(params.cache.dir))
+    return StageRecords.read(Path(params.cache.recordings), LLM_STAGES, memo)
 
 
-def _write_report(params: RagParams, judgements: list[RagJudgement], metrics: dict[str, Any]) -> list[Path]:
+def _summarize(params: RagParams) -> tuple[Judgements, StageRecords, dict[str, Any]]:
+    judgements: Judgements = ResultPlaces(Path(params.rag.out), RagJudgement, lambda j: j.item)
+    numbers = [numbers_only(j) for j in judgements.scan()]
+    records = _recorded(params)
+    return judgements, records, compute_metrics(numbers, params.rag, records.counts)
+
+
+def first_call(records: StageRecords, key: str) -> RecordedCall | None:
+    """The recorded call of `key` (its first copy, by stage then line), parsed from its verified line."""
+    for index in records.indexes.values():
+        call = index.call(key)
+        if call is not None:
+            return call
+    return None
+
+
+def _write_report(
+    params: RagParams, judgements: Judgements, records: StageRecords, metrics: dict[str, Any]
+) -> list[Path]:
     settings = params.rag
-    model = design_model(Path(params.cache.recordings), LLM_STAGES)  # as recorded, not as params say
+    model = model_label(records.models())  # as recorded, not as params say
     markdown, page = Path(settings.report_md), Path(settings.report_html)
     markdown.write_text(markdown_report(metrics, model), encoding="utf-8")
     rows = load_rag_rows(Path(settings.rows), only=settings.only, limit=settings.limit)
-    calls = recorded_calls(Path(params.cache.recordings) / "rag_judge", verify=False)
-    page.write_text(
-        render_rag_html(rows, judgements, metrics, calls, settings, f"judgeloop RAG judge: {model}", page),
-        encoding="utf-8",
-    )
+    entries = page_entries(rows, judgements.get, lambda key: first_call(records, key))
+    title = f"judgeloop RAG judge: {model}"
+    atomic_write_chunks(page, rag_page_chunks(entries, metrics, settings, title, page))
     return [markdown, page]
 
 
 def run(params: RagParams) -> None:
-    judgements, metrics = _summarize(params)
+    judgements, records, metrics = _summarize(params)
     metrics_out = Path(params.rag.metrics_out)
     metrics_out.parent.mkdir(parents=True, exist_ok=True)
     metrics_out.write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
-    _write_report(params, judgements, metrics)
+    _write_report(params, judgements, records, metrics)
 
 
 def report(params: RagParams) -> list[Path]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from statistics import fmean, stdev
 from typing import Any
 
@@ -48,7 +49,7 @@ def _summary(values: Sequence[float]) -> dict[str, Any]:
     }
 
 
-def score_table(verdicts: Sequence[ScoredDimensions], settings: RagSettings) -> dict[str, list[float]]:
+def score_table(verdicts: Sequence[ScoredNumbers], settings: RagSettings) -> dict[str, list[float]]:
     """Every 0-1 score compared with the labels, by name, one value per scored row."""
     table = {name: [v.dimensions[name].value for v in verdicts] for name in settings.dimensions.names}
     table["overall"] = [v.overall for v in verdicts]
@@ -85,7 +86,7 @@ def _agrees(value: float, label: int) -> bool:
     return value >= 0.75 if label else value <= 0.25
 
 
-def _confidence(pairs: list[tuple[RagJudgement, ScoredDimensions]], settings: RagSettings) -> dict[str, Any]:
+def _confidence(pairs: list[tuple[RowNumbers, ScoredNumbers]], settings: RagSettings) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for label, score_name in sorted(settings.label_scores.items()):
         rows = [(r, v) for r, v in pairs if label in r.labels and score_name in v.dimensions]
@@ -118,7 +119,7 @@ def _confidence(pairs: list[tuple[RagJudgement, ScoredDimensions]], settings: Ra
     return out
 
 
-def _dimensions(verdicts: Sequence[ScoredDimensions], settings: RagSettings) -> dict[str, Any]:
+def _dimensions(verdicts: Sequence[ScoredNumbers], settings: RagSettings) -> dict[str, Any]:
     """Per dimension: its weight, how often each 1-5 score was given, and the 0-1 values' summary."""
     dimensions: dict[str, Any] = {}
     for dim in settings.dimensions.items:
@@ -132,7 +133,7 @@ def _dimensions(verdicts: Sequence[ScoredDimensions], settings: RagSettings) -> 
 
 
 def _agreement_table(
-    pairs: list[tuple[RagJudgement, ScoredDimensions]], table: dict[str, list[float]], settings: RagSettings
+    pairs: list[tuple[RowNumbers, ScoredNumbers]], table: dict[str, list[float]], settings: RagSettings
 ) -> dict[str, Any]:
     """Per human label: its positives and negatives, and every score's agreement with it."""
     agreement: dict[str, Any] = {}
@@ -149,24 +150,87 @@ def _agreement_table(
     return agreement
 
 
+@dataclass(frozen=True, slots=True)
+class ChosenProbability:
+    chosen_probability: float
+
+
+@dataclass(frozen=True, slots=True)
+class DimensionNumbers:
+    score: int
+    value: float
+    logprob: ChosenProbability | None
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredNumbers:
+    dimensions: dict[str, DimensionNumbers]
+    overall: float
+    overall_simple: float
+    overall_expected: float | None
+    confidence_value: float
+    attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class FailedNumbers:
+    kind: str
+
+
+@dataclass(frozen=True, slots=True)
+class RowNumbers:
+    """What compute_metrics reads of a row's judgement, a few numbers (no reasoning, reply, call
+    keys, samples or log-probability tables): the aggregate stage holds this of every row, the
+    rest only while the page shows that row."""
+
+    labels: dict[str, int]
+    judgement: ScoredNumbers | FailedNumbers
+
+
+def numbers_only(judged: RagJudgement | RowNumbers) -> RowNumbers:
+    if isinstance(judged, RowNumbers):
+        return judged
+    kept = judged.judgement
+    if not isinstance(kept, ScoredDimensions):
+        return RowNumbers(judged.labels, FailedNumbers(kept.kind))
+    dimensions = {
+        name: DimensionNumbers(
+            d.score, d.value, None if d.logprob is None else ChosenProbability(d.logprob.chosen_probability)
+        )
+        for name, d in kept.dimensions.items()
+    }
+    return RowNumbers(
+        judged.labels,
+        ScoredNumbers(
+            dimensions,
+            kept.overall,
+            kept.overall_simple,
+            kept.overall_expected,
+            kept.confidence_value,
+            kept.attempts,
+        ),
+    )
+
+
 # The design's LLM stage, whose recorded calls the metrics count (pipeline.data.recorded_calls).
 LLM_STAGES = ("rag_judge",)
 
 
 def compute_metrics(
-    judgements: Sequence[RagJudgement],
+    judgements: Sequence[RagJudgement | RowNumbers],
     settings: RagSettings,
     recorded: Mapping[str, Mapping[str, int]] | None = None,
 ) -> dict[str, Any]:
     """`recorded`: the judge stage's call counts, from its recording (what `judgeloop audit` shows);
     `reasked` (rows asked again, scored or not) is theirs. None: no recording to count from."""
     recorded = recorded or {}
-    pairs = [(r, r.judgement) for r in judgements if isinstance(r.judgement, ScoredDimensions)]
+    rows = [numbers_only(r) for r in judgements]
+    pairs = [(r, r.judgement) for r in rows if isinstance(r.judgement, ScoredNumbers)]
     verdicts = [v for _, v in pairs]
-    failures = Counter(r.judgement.kind for r in judgements if not isinstance(r.judgement, ScoredDimensions))
+    failures = Counter(r.judgement.kind for r in rows if isinstance(r.judgement, FailedNumbers))
     table = score_table(verdicts, settings)
     return {
-        "rows": len(judgements),
+        "rows": len(rows),
         "scored": len(verdicts),
         "failed": dict(sorted(failures.items())),
         "reasked": sum(counts["reasked"] for counts in recorded.values()),

@@ -18,6 +18,7 @@ from typing import Any
 
 from pipeline.data.rag_rows import RagRow
 from pipeline.experiments.regen.params import RegenParams
+from pipeline.judges.quality.results import EvaluatedAnswer
 from pipeline.llm.latency import total_seconds
 from pipeline.loops.regenerate import Regeneration
 from pipeline.numbers import fsum
@@ -114,6 +115,18 @@ def _latency(regenerations: Sequence[Regeneration]) -> dict[str, Any]:
 
 def _below(regenerations: Sequence[Regeneration], threshold: float) -> int:
     return sum(r.attempts[0].quality is not None and r.attempts[0].quality < threshold for r in regenerations)
+
+
+def _numbers(attempt: EvaluatedAnswer) -> EvaluatedAnswer:
+    answer = attempt.answer.model_copy(update={"text": "", "instruction": None})
+    return attempt.model_copy(update={"answer": answer, "evaluation": None, "failure": None, "samples": None})
+
+
+def numbers_only(r: Regeneration) -> Regeneration:
+    """What compute_metrics, write_items and the page's table of items read of an item, its texts
+    left out (answers, the evaluator's issues and hints, the regeneration prompts' feedback): the
+    aggregate stage holds this of every item, the rest only while the page shows that item."""
+    return r.model_copy(update={"attempts": tuple(map(_numbers, r.attempts)), "stop_detail": ""})
 
 
 # The design's LLM stages, whose recorded calls the metrics count (pipeline.data.recorded_calls).
