@@ -7,7 +7,8 @@ cProfile, on bench/million.py's synthetic project (pipeline.testing.synthetic).
 
 The project is built and recorded once under --root (kept, so that main and a branch can replay
 the same recordings one after the other); each run deletes the local cache first (as million.py's
-replay step does; --warm-cache keeps it, as a second replay in the same folder finds it), replays, checks that the recordings came back byte-identical, and prints the CPU
+replay step does; --warm-cache keeps it, as a second replay in the same folder finds it), replays,
+checks that the recordings came back byte-identical, and prints the CPU
 time (user + system of this process) and, with the profile, its top functions by cumulative time.
 """
 
@@ -115,7 +116,7 @@ def cpu() -> float:
     "--warm-cache/--cold-cache",
     default=False,
     show_default=True,
-    help="Keep the local cache (.judgeloop) from the run before (a replay on a warm cache), or delete it first.",
+    help="Keep the local cache (.judgeloop) of the run before (a warm cache), or delete it first.",
 )
 @click.option("--top", type=int, default=45, show_default=True, help="Functions shown, by cumulative time.")
 def main(calls: int, chars: int, root: Path, profile: bool, warm_cache: bool, top: int) -> None:

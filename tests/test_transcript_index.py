@@ -4,6 +4,7 @@ when asked for (issue 33), the same transcripts, in the same order, with the sam
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from pathlib import Path
 
 import pytest
@@ -136,7 +137,7 @@ def test_an_item_is_read_once_while_it_is_among_the_last_built(
     either way, and a file changed since is refused as before."""
     import pipeline.data.transcripts as transcripts
 
-    monkeypatch.setattr(transcripts, "_built_memo", transcripts.OrderedDict())
+    monkeypatch.setattr(transcripts, "_built_memo", OrderedDict())
     monkeypatch.setattr(transcripts, "_BUILT_ITEMS", 2)
     folder = _mixed(tmp_path)
     settings = DataSettings(transcripts="data", drop_markers=True)
