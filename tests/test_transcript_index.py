@@ -4,7 +4,6 @@ when asked for (issue 33), the same transcripts, in the same order, with the sam
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
 from pathlib import Path
 
 import pytest
@@ -60,7 +59,7 @@ def test_the_index_holds_no_transcript(tmp_path: Path) -> None:
     held = [v for v in vars(index).values() if isinstance(v, Transcript)]
     held += [w for w in index._where.values() if isinstance(w, Transcript)]
     assert not held
-    assert index.get("7") is not index.get("7")  # a copy each time (the process' memo is bounded)
+    assert index.get("7") is not index.get("7")  # read again each time, not kept
 
 
 def test_a_bad_line_is_refused_when_the_index_is_made(tmp_path: Path) -> None:
@@ -127,41 +126,3 @@ def test_a_file_checked_before_in_this_process_is_only_hashed_and_changed_bytes_
     with pytest.raises(InputError, match=r"item id '300' is already used by again/300_TRANSCRIPT\.csv"):
         index_transcripts(DataSettings(transcripts="again", drop_markers=True), tmp_path)
     assert parsed == []  # both remembered (the same bytes and name as data/300_P's)
-
-
-def test_an_item_is_read_once_while_it_is_among_the_last_built(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A stage's dry run and its run ask for the same item (issue 33): the transcript built for it
-    is kept by the file's identity as indexed, among the last _BUILT_ITEMS only; the same transcript
-    either way, and a file changed since is refused as before."""
-    import pipeline.data.transcripts as transcripts
-
-    monkeypatch.setattr(transcripts, "_built_memo", OrderedDict())
-    monkeypatch.setattr(transcripts, "_BUILT_ITEMS", 2)
-    folder = _mixed(tmp_path)
-    settings = DataSettings(transcripts="data", drop_markers=True)
-    eager = {t.item_id: t for t in load_transcripts(settings, tmp_path)}
-    read: list[str] = []
-    read_one = transcripts._read_one
-
-    def counted(where: object) -> Transcript:
-        built = read_one(where)  # type: ignore[arg-type]
-        read.append(built.item_id)
-        return built
-
-    monkeypatch.setattr(transcripts, "_read_one", counted)
-    index = index_transcripts(settings, tmp_path)
-    # The index kept the first two it built, only while there was room (files in the order found:
-    # 300_P/300_TRANSCRIPT.csv, b.txt, more.jsonl).
-    assert [key[1] for key in transcripts._built_memo] == ["data/300_P/300_TRANSCRIPT.csv", "data/b.txt"]
-    asked = ("300", "b", "5", "5", "7", "300", "7", "12")
-    assert [index.get(i) for i in asked] == [eager[i] for i in asked]
-    assert read == ["5", "7", "300", "12"]
-    assert len(transcripts._built_memo) == 2
-    # Other cleaning is another transcript.
-    plain = index_transcripts(DataSettings(transcripts="data"), tmp_path)
-    assert "[laughter]" in plain.get("b").text and "[laughter]" not in index.get("b").text
-    (folder / "b.txt").write_text("Ellie: changed\nParticipant: ok\n")
-    with pytest.raises(InputError, match="changed since it was read"):
-        index.get("b")

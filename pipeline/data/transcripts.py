@@ -19,11 +19,9 @@ as a quoted field), fields are stripped, and a turn that reads "NA" or "null" st
 from __future__ import annotations
 
 import re
-import threading
 import warnings
-from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from hashlib import sha256
 from pathlib import Path
 from typing import overload
@@ -103,7 +101,6 @@ class _Where:
     line: int | None
     span: tuple[int, int] | None
     stamp: tuple[int, int]  # the file's size and modification time when it was indexed
-    digest: str = ""  # the sha256 of the file's bytes when it was indexed ("": not hashed)
 
 
 class Transcripts(Sequence[Transcript]):
@@ -136,7 +133,8 @@ class Transcripts(Sequence[Transcript]):
             problem = f"the file changed since it was read for item '{item_id}' at the stage's start"
             fix = "leave the inputs as they are while a stage runs"
             raise InputError(where.shown, where.line, problem, fix)
-        return _named(_built(where, self._settings), self._settings)
+        transcript = _read_one(where)
+        return _named(_clean(transcript, self._settings, where.line), self._settings)
 
     @property
     def by_id(self) -> Mapping[str, Transcript]:
@@ -198,80 +196,29 @@ def _index_file(
     checked (ids unique against `found`, cleaning leaves turns), or only hashed when this process
     checked the same bytes under the same name and cleaning before."""
     stamp = _stamp(path)
-    digest = sha256(path.read_bytes()).hexdigest()
-    key = (path.name, digest, settings.drop_markers, settings.participant_only)
+    key = (
+        path.name,
+        sha256(path.read_bytes()).hexdigest(),
+        settings.drop_markers,
+        settings.participant_only,
+    )
     remembered = _checked.get(key)
     if remembered is not None:
         for item_id, line, span, said in remembered:
             _unique(item_id, shown, line, found)
-            yield item_id, _Where(path, shown, line, span, stamp, digest), said
+            yield item_id, _Where(path, shown, line, span, stamp), said
         return
     seen: _Checked = []
-    for transcript, read in _read_indexed(path, shown):
-        # The bytes hashed are the bytes read where the file's stamp did not move between the two.
-        where = replace(read, digest=digest) if read.stamp == stamp else read
+    for transcript, where in _read_indexed(path, shown):
         _unique(transcript.item_id, shown, where.line, found)
         cleaned = _clean(transcript, settings, where.line)
         said = frozenset(turn.speaker for turn in cleaned.turns)
-        _keep_built(where, settings, cleaned, evict=False)  # the first items indexed run first
         seen.append((transcript.item_id, where.line, where.span, said))
         yield transcript.item_id, where, said
     if _stamp(path) == stamp:  # unchanged since it was hashed: the bytes hashed are the bytes read
         if len(_checked) >= _CHECKED_FILES:
             _checked.clear()
         _checked[key] = seen
-
-
-# Transcripts this process built for its items, by the file's identity as indexed (path, as shown,
-# sha256, size and modification time, JSONL span) and the cleaning settings: the last _BUILT_ITEMS asked
-# for. A stage's dry run and its run ask for the same item at about the same time, as the assessor
-# and the judge of one refinement round do; each read of a 20 kB interview builds ~250 pydantic
-# turns (issue 33). Bounded by count, so memory does not grow with the run.
-_BuiltKey = tuple[str, str, str, tuple[int, int], tuple[int, int] | None, bool, bool]
-_built_memo: OrderedDict[_BuiltKey, Transcript] = OrderedDict()
-_built_lock = threading.Lock()
-_BUILT_ITEMS = 64
-
-
-def _built(where: _Where, settings: DataSettings) -> Transcript:
-    """The transcript `where` names, read and cleaned (not named), or as built before from the
-    same bytes (a file not hashed when indexed is read each time)."""
-    key = _built_key(where, settings)
-    if where.digest:
-        with _built_lock:
-            built = _built_memo.get(key)
-            if built is not None:
-                _built_memo.move_to_end(key)
-                return built
-    built = _clean(_read_one(where), settings, where.line)
-    _keep_built(where, settings, built, evict=True)
-    return built
-
-
-def _keep_built(where: _Where, settings: DataSettings, built: Transcript, *, evict: bool) -> None:
-    """Remember `built` for `where` (the least recently asked for dropped past the bound, with
-    `evict`; otherwise only while there is room)."""
-    if not where.digest:
-        return
-    with _built_lock:
-        if not evict and len(_built_memo) >= _BUILT_ITEMS:
-            return
-        _built_memo[_built_key(where, settings)] = built
-        while len(_built_memo) > _BUILT_ITEMS:
-            _built_memo.popitem(last=False)
-
-
-def _built_key(where: _Where, settings: DataSettings) -> _BuiltKey:
-    # The path as shown too: it is the transcript's `source`.
-    return (
-        str(where.path),
-        where.shown,
-        where.digest,
-        where.stamp,
-        where.span,
-        settings.drop_markers,
-        settings.participant_only,
-    )
 
 
 def _unique(item_id: str, shown: str, line: int | None, found: Mapping[str, _Where]) -> None:
