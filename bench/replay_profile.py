@@ -3,10 +3,12 @@ cProfile, on bench/million.py's synthetic project (pipeline.testing.synthetic).
 
     nice -n 19 .venv/bin/python bench/replay_profile.py --calls 10000 --root /tmp/replay-10k
     nice -n 19 .venv/bin/python bench/replay_profile.py --root /tmp/replay-10k --no-profile   # CPU only
+    nice -n 19 .venv/bin/python bench/replay_profile.py --root /tmp/replay-10k --warm-cache   # cache kept
 
 The project is built and recorded once under --root (kept, so that main and a branch can replay
 the same recordings one after the other); each run deletes the local cache first (as million.py's
-replay step does), replays, checks that the recordings came back byte-identical, and prints the CPU
+replay step does; --warm-cache keeps it, as a second replay in the same folder finds it), replays,
+checks that the recordings came back byte-identical, and prints the CPU
 time (user + system of this process) and, with the profile, its top functions by cumulative time.
 """
 
@@ -110,8 +112,14 @@ def cpu() -> float:
 @click.option("--chars", type=int, default=20_000, show_default=True, help="Characters an interview.")
 @click.option("--root", type=click.Path(file_okay=False, path_type=Path), required=True)
 @click.option("--profile/--no-profile", default=True, show_default=True)
+@click.option(
+    "--warm-cache/--cold-cache",
+    default=False,
+    show_default=True,
+    help="Keep the local cache (.judgeloop) of the run before (a warm cache), or delete it first.",
+)
 @click.option("--top", type=int, default=45, show_default=True, help="Functions shown, by cumulative time.")
-def main(calls: int, chars: int, root: Path, profile: bool, top: int) -> None:
+def main(calls: int, chars: int, root: Path, profile: bool, warm_cache: bool, top: int) -> None:
     if not (root / "recordings").is_dir():
         root.mkdir(parents=True, exist_ok=True)
         make_project(root, items_for(calls), chars, ROOT / "params.yaml")
@@ -119,7 +127,8 @@ def main(calls: int, chars: int, root: Path, profile: bool, top: int) -> None:
         recorded = run_stages(root, "auto")
         click.echo(f"recorded {recorded} calls in {cpu() - started:.1f} s of CPU")
     before = snapshot(root / "recordings")
-    shutil.rmtree(root / ".judgeloop", ignore_errors=True)
+    if not warm_cache:
+        shutil.rmtree(root / ".judgeloop", ignore_errors=True)
     profiler = ThreadProfiles() if profile else None
     load = os.getloadavg()[0]
     started, wall = cpu(), time.perf_counter()

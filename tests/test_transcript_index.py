@@ -126,3 +126,38 @@ def test_a_file_checked_before_in_this_process_is_only_hashed_and_changed_bytes_
     with pytest.raises(InputError, match=r"item id '300' is already used by again/300_TRANSCRIPT\.csv"):
         index_transcripts(DataSettings(transcripts="again", drop_markers=True), tmp_path)
     assert parsed == []  # both remembered (the same bytes and name as data/300_P's)
+
+
+_HEAD = "start_time\tstop_time\tspeaker\tvalue\n"
+_CSVS = {
+    "400_TRANSCRIPT.csv": _HEAD + "1\t2\tEllie\thi <sync>\n2\t3\tParticipant\t[laughter]\n",
+    "401_TRANSCRIPT.csv": _HEAD + "1\t2\tEllie\t<sync>\n 2 \t3\tPatient\tfine\n",
+    "402_TRANSCRIPT.csv": "speaker\tvalue\nEllie\thow are you\nEllie\t[sigh]\n",
+    "notes.csv": _HEAD + "1\t2\tSUBJECT\tok <x>  done\n",
+}
+
+
+@pytest.mark.parametrize("drop_markers", [False, True])
+@pytest.mark.parametrize("participant_only", [False, True])
+@pytest.mark.parametrize("name", sorted(_CSVS))
+def test_the_index_checks_a_csv_from_its_rows_as_the_turns_would_be_checked(
+    tmp_path: Path, name: str, drop_markers: bool, participant_only: bool
+) -> None:
+    """The index checks a DAIC-WOZ file without building its turns (issue 33): the same speakers
+    once cleaned, and the same error, as the transcript read and cleaned in full."""
+    import pipeline.data.transcripts as transcripts
+
+    (tmp_path / name).write_text(_CSVS[name])
+    settings = DataSettings(transcripts=".", drop_markers=drop_markers, participant_only=participant_only)
+    try:
+        full = transcripts._read_file(tmp_path / name, name)
+        expected: object = frozenset(t.speaker for t in transcripts._clean(full, settings, None).turns)
+    except InputError as exc:
+        expected = str(exc)
+    try:
+        [(item_id, _, said)] = transcripts._checked_transcripts(tmp_path / name, name, settings, {})
+        got: object = said
+        assert item_id == full.item_id
+    except InputError as exc:
+        got = str(exc)
+    assert got == expected

@@ -209,16 +209,56 @@ def _index_file(
             yield item_id, _Where(path, shown, line, span, stamp), said
         return
     seen: _Checked = []
-    for transcript, where in _read_indexed(path, shown):
-        _unique(transcript.item_id, shown, where.line, found)
-        cleaned = _clean(transcript, settings, where.line)
-        said = frozenset(turn.speaker for turn in cleaned.turns)
-        seen.append((transcript.item_id, where.line, where.span, said))
-        yield transcript.item_id, where, said
+    for item_id, where, said in _checked_transcripts(path, shown, settings, found):
+        seen.append((item_id, where.line, where.span, said))
+        yield item_id, where, said
     if _stamp(path) == stamp:  # unchanged since it was hashed: the bytes hashed are the bytes read
         if len(_checked) >= _CHECKED_FILES:
             _checked.clear()
         _checked[key] = seen
+
+
+def _checked_transcripts(
+    path: Path, shown: str, settings: DataSettings, found: Mapping[str, _Where]
+) -> Iterator[tuple[str, _Where, frozenset[str]]]:
+    """The file's transcripts read and checked: ids, where each lies, speakers once cleaned. A
+    .csv file (one DAIC-WOZ transcript) is checked from its rows without building its ~250 turns,
+    which its item builds when it runs (issue 33): the same checks and errors, in the same order."""
+    if path.suffix.lower() != ".csv":
+        for transcript, where in _read_indexed(path, shown):
+            _unique(transcript.item_id, shown, where.line, found)
+            cleaned = _clean(transcript, settings, where.line)
+            yield transcript.item_id, where, frozenset(turn.speaker for turn in cleaned.turns)
+        return
+    stamp = _stamp(path)
+    daic = path.name.lower().endswith(_DAIC)
+    item_id = path.name[: -len(_DAIC)] if daic else path.stem
+    rows = _daic_rows(read_lines(path, shown), shown)
+    _check_whole(item_id, bool(rows), shown, None)
+    _unique(item_id.strip(), shown, None, found)
+    pairs = [(str(row["speaker"]), str(row["text"])) for row in rows]
+    where = _Where(path, shown, None, None, stamp)
+    yield item_id.strip(), where, _cleaned_speakers(pairs, settings, shown)
+
+
+def _cleaned_speakers(pairs: list[tuple[str, str]], settings: DataSettings, source: str) -> frozenset[str]:
+    """The speakers of the (speaker, text) turns `_clean` keeps, or its error."""
+    kept = pairs
+    if settings.drop_markers:
+        unmarked = ((said, " ".join(_MARKER.sub(" ", text).split())) for said, text in kept)
+        kept = [(said, text) for said, text in unmarked if text]
+    if settings.participant_only:
+        kept = [(said, text) for said, text in kept if said.casefold() in PARTICIPANT_SPEAKERS]
+    if not kept:
+        raise _nothing_left({said for said, _ in pairs}, source, None)
+    return frozenset(said for said, _ in kept)
+
+
+def _nothing_left(speakers: set[str], source: str, line: int | None) -> InputError:
+    listed = ", ".join(sorted(speakers))
+    problem = f"no turns left after data.drop_markers / data.participant_only (speakers: {listed})"
+    fix = f"name the subject one of {', '.join(sorted(PARTICIPANT_SPEAKERS))}, or turn those off"
+    return InputError(source, line, problem, fix)
 
 
 def _unique(item_id: str, shown: str, line: int | None, found: Mapping[str, _Where]) -> None:
@@ -357,14 +397,23 @@ def _read_file(path: Path, shown: str) -> Transcript:
 
 
 def _transcript(item_id: str, turns: list[Turn], shown: str, line: int | None) -> Transcript:
-    if not item_id.strip():
-        raise InputError(shown, line, "the transcript has no id", "name it NNN_TRANSCRIPT.csv, or give an id")
-    if not turns:
-        raise InputError(shown, line, "no turn has both a speaker and text", "check that it is a transcript")
+    _check_whole(item_id, bool(turns), shown, line)
     return Transcript(item_id=item_id.strip(), turns=tuple(turns), source=shown)
 
 
+def _check_whole(item_id: str, has_turns: bool, shown: str, line: int | None) -> None:
+    if not item_id.strip():
+        raise InputError(shown, line, "the transcript has no id", "name it NNN_TRANSCRIPT.csv, or give an id")
+    if not has_turns:
+        raise InputError(shown, line, "no turn has both a speaker and text", "check that it is a transcript")
+
+
 def _read_daic(lines: list[str], shown: str) -> list[Turn]:
+    return _TURNS.validate_python(_daic_rows(lines, shown))
+
+
+def _daic_rows(lines: list[str], shown: str) -> list[dict[str, object]]:
+    """A DAIC-WOZ file's turns as rows (speaker, text, start, stop), checked."""
     header = [h.strip().lower() for h in lines[0].split("\t")]
     if "speaker" not in header or "value" not in header:
         comma = " (it looks comma-separated)" if len(header) == 1 and "," in lines[0] else ""
@@ -402,7 +451,7 @@ def _read_daic(lines: list[str], shown: str) -> list[Turn]:
         said, text = fields[speaker].strip(), fields[value].strip()
         if said and text:
             rows.append({"speaker": said, "text": text, "start": start, "stop": stop})
-    return _TURNS.validate_python(rows)
+    return rows
 
 
 def _seconds(fields: list[str], index: int | None, column: str, shown: str, line: int) -> float | None:
@@ -459,8 +508,5 @@ def _clean(transcript: Transcript, settings: DataSettings, line: int | None) -> 
     if settings.participant_only:
         turns = [t for t in turns if t.speaker.casefold() in PARTICIPANT_SPEAKERS]
     if not turns:
-        speakers = ", ".join(sorted({t.speaker for t in transcript.turns}))
-        problem = f"no turns left after data.drop_markers / data.participant_only (speakers: {speakers})"
-        fix = f"name the subject one of {', '.join(sorted(PARTICIPANT_SPEAKERS))}, or turn those off"
-        raise InputError(transcript.source, line, problem, fix)
+        raise _nothing_left({t.speaker for t in transcript.turns}, transcript.source, line)
     return transcript.model_copy(update={"turns": tuple(turns)})
