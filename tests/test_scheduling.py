@@ -126,3 +126,16 @@ def test_side_by_side_threads_stay_bounded_however_many_calls_items_ask_at_once(
     assert max(before, scheduling.MIN_THREADS) >= pool.threads
     RankedGate(scheduling.MIN_THREADS + 4)
     assert pool.limit >= scheduling.MIN_THREADS + 4
+
+
+def test_a_gate_that_lets_more_calls_through_gives_the_waiting_tasks_threads_at_once() -> None:
+    pool = RankedPool(1)
+    release = threading.Event()
+    first = pool.submit(0, release.wait)
+    second = pool.submit(1, lambda: "ran")
+    pool.reserve(2)  # as RankedGate(2) does: the second no longer waits for the first
+    assert second.result(timeout=5) == "ran"
+    assert pool.threads == 2
+    release.set()
+    assert first.result(timeout=5) is True
+    pool.shutdown()

@@ -88,6 +88,7 @@ class RankedPool:
         self.limit = limit
         self._threads = 0
         self._idle = 0
+        self._starting = 0  # started, not yet waiting for a task
         self._waiting: list[tuple[int, int, Callable[[], Any], Future[Any]]] = []  # a heap
         self._tickets = itertools.count()
         self._cond = threading.Condition()
@@ -99,40 +100,49 @@ class RankedPool:
         return self._threads
 
     def reserve(self, threads: int) -> None:
-        """Let the pool keep at least `threads` threads (a gate's capacity)."""
+        """Let the pool keep at least `threads` threads (a gate's capacity); tasks already waiting
+        for a thread get one now."""
         with self._cond:
             self.limit = max(self.limit, threads)
+            self._grow()
 
     def submit(self, rank: int, task: Callable[[], R]) -> Future[R]:
         future: Future[Any] = Future()
         with self._cond:
             heapq.heappush(self._waiting, (rank, next(self._tickets), task, future))
-            if len(self._waiting) > self._idle and self._threads < self.limit:
-                self._threads += 1
-                thread = threading.Thread(
-                    target=self._work, name=f"side-by-side_{self._threads}", daemon=True
-                )
-                self._started.append(thread)
-                thread.start()
+            self._grow()
             self._cond.notify()
         return future
 
+    def _grow(self) -> None:
+        """A thread for each waiting task no idle thread will take, up to the limit (lock held)."""
+        while len(self._waiting) > self._idle + self._starting and self._threads < self.limit:
+            self._threads += 1
+            self._starting += 1
+            thread = threading.Thread(target=self._work, name=f"side-by-side_{self._threads}", daemon=True)
+            self._started.append(thread)
+            thread.start()
+
     def _work(self) -> None:
-        while True:
-            with self._cond:
-                self._idle += 1
-                while not self._waiting and not self._closing:
-                    self._cond.wait()
-                self._idle -= 1
-                if not self._waiting:  # closing, and nothing left to run
-                    return
-                _, _, task, future = heapq.heappop(self._waiting)
+        with self._cond:
+            self._starting -= 1
+        while (job := self._take()) is not None:
+            _, _, task, future = job
             if future.set_running_or_notify_cancel():
                 try:
                     future.set_result(task())
                 except BaseException as exc:  # the caller's, as a ThreadPoolExecutor would hand it
                     future.set_exception(exc)
-            del task, future  # hold no finished task's closure while idle
+            del job, task, future  # hold no finished task's closure while idle
+
+    def _take(self) -> tuple[int, int, Callable[[], Any], Future[Any]] | None:
+        """The waiting task of lowest rank, once there is one; None once the pool is shut down."""
+        with self._cond:
+            self._idle += 1
+            while not self._waiting and not self._closing:
+                self._cond.wait()
+            self._idle -= 1
+            return heapq.heappop(self._waiting) if self._waiting else None
 
     def shutdown(self, wait: bool = True) -> None:
         """End the threads once the tasks waiting are run (as ThreadPoolExecutor.shutdown)."""
