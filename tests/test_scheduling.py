@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from pipeline.errors import ReplayIncompleteError, ReplayMissError
+from pipeline.llm import scheduling
 from pipeline.llm.runner import run_items
-from pipeline.llm.scheduling import ITEM_RANK, RankedGate, side_by_side
+from pipeline.llm.scheduling import ITEM_RANK, RankedGate, RankedPool, side_by_side
 from pipeline.llm.types import CallContext
 from tests.helpers import make_session, request
 
@@ -87,3 +88,54 @@ def test_replay_names_every_missing_call_of_an_item_whose_calls_run_side_by_side
     with pytest.raises(ReplayIncompleteError) as failed:
         run_items(session, ["901", "902"], item, "judge")
     assert len(failed.value.misses) == 6
+
+
+def test_the_side_by_side_pool_keeps_its_limit_and_hands_a_free_thread_the_lowest_rank() -> None:
+    """diskcache opens a connection (and maps up to 64 MB of each database) per thread: the pool
+    starts no more threads than its limit, however many calls are asked at once, and what waits
+    for a thread waits in rank order, as at the gate."""
+    pool = RankedPool(1)
+    release = threading.Event()
+    order: list[int] = []
+    first = pool.submit(0, release.wait)
+    waiting = [pool.submit(rank, functools.partial(order.append, rank)) for rank in (5, 3, 9, 1)]
+    assert pool.threads == 1
+    release.set()
+    first.result(timeout=5)
+    for future in waiting:
+        future.result(timeout=5)
+    assert order == [1, 3, 5, 9]
+    assert pool.threads == 1
+
+
+def test_side_by_side_threads_stay_bounded_however_many_calls_items_ask_at_once() -> None:
+    """Eight items asking four calls each (a replay) used to start 32 threads, each with its own
+    connections to the cache; now at most the pool's limit, and a gate raises it to its capacity."""
+    pool = scheduling._threads()
+    before = pool.threads
+    busy = threading.Semaphore(0)
+
+    def item() -> None:
+        side_by_side([functools.partial(busy.acquire, timeout=0.05) for _ in range(4)])
+
+    items = [threading.Thread(target=item) for _ in range(8)]
+    for thread in items:
+        thread.start()
+    for thread in items:
+        thread.join(timeout=10)
+    assert max(before, scheduling.MIN_THREADS) >= pool.threads
+    RankedGate(scheduling.MIN_THREADS + 4)
+    assert pool.limit >= scheduling.MIN_THREADS + 4
+
+
+def test_a_gate_that_lets_more_calls_through_gives_the_waiting_tasks_threads_at_once() -> None:
+    pool = RankedPool(1)
+    release = threading.Event()
+    first = pool.submit(0, release.wait)
+    second = pool.submit(1, lambda: "ran")
+    pool.reserve(2)  # as RankedGate(2) does: the second no longer waits for the first
+    assert second.result(timeout=5) == "ran"
+    assert pool.threads == 2
+    release.set()
+    assert first.result(timeout=5) is True
+    pool.shutdown()

@@ -16,15 +16,16 @@ the threads `side_by_side` starts.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import Future, wait
 from contextlib import contextmanager
 from contextvars import ContextVar, copy_context
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pipeline.errors import ReplayMissError
 
@@ -44,6 +45,7 @@ class RankedGate:
         self._waiting: list[tuple[int, int]] = []  # (rank, ticket), a heap
         self._tickets = itertools.count()
         self._cond = threading.Condition()
+        _threads().reserve(capacity)  # as many side-by-side threads as calls it lets through
 
     @contextmanager
     def place(self, rank: int | None = None) -> Iterator[None]:
@@ -64,20 +66,107 @@ class RankedGate:
                 self._cond.notify_all()
 
 
-_pool: tuple[int, ThreadPoolExecutor] | None = None
+# Threads the side-by-side pool starts at most, before any gate asks for more (`RankedGate` raises
+# it to its capacity): a replay's eight items (LLMSession.workers) at a time.
+MIN_THREADS = 8
+
+
+class RankedPool:
+    """Threads for the items' side-by-side calls, at most `limit`, started as tasks wait and living
+    on; a freed thread takes the waiting task of lowest rank (then the first submitted).
+
+    Why a limit: diskcache opens a database connection per thread, to each of the cache's two
+    databases, and each connection maps up to 64 MB of its file (sqlite_mmap_size). An unbounded
+    pool grew to every call asked at once (a replay's 8 items x 4 metrics: 32 threads, 1.7 GB of
+    the 96k-call bench's 4.4 GB peak was those mappings), yet no more calls than the session's gate
+    lets through can be at the model at once. So the pool keeps as many threads as the largest gate
+    (`reserve`), and what waits for a thread waits in rank order, as it would at the gate: the
+    earliest item's calls go first, and the last items' calls still fill every place at the model.
+    Its tasks never wait on one another, so a full pool only queues them."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._threads = 0
+        self._idle = 0
+        self._starting = 0  # started, not yet waiting for a task
+        self._waiting: list[tuple[int, int, Callable[[], Any], Future[Any]]] = []  # a heap
+        self._tickets = itertools.count()
+        self._cond = threading.Condition()
+        self._started: list[threading.Thread] = []
+        self._closing = False
+
+    @property
+    def threads(self) -> int:
+        return self._threads
+
+    def reserve(self, threads: int) -> None:
+        """Let the pool keep at least `threads` threads (a gate's capacity); tasks already waiting
+        for a thread get one now."""
+        with self._cond:
+            self.limit = max(self.limit, threads)
+            self._grow()
+
+    def submit(self, rank: int, task: Callable[[], R]) -> Future[R]:
+        future: Future[Any] = Future()
+        with self._cond:
+            heapq.heappush(self._waiting, (rank, next(self._tickets), task, future))
+            self._grow()
+            self._cond.notify()
+        return future
+
+    def _grow(self) -> None:
+        """A thread for each waiting task no idle thread will take, up to the limit (lock held)."""
+        while len(self._waiting) > self._idle + self._starting and self._threads < self.limit:
+            self._threads += 1
+            self._starting += 1
+            thread = threading.Thread(target=self._work, name=f"side-by-side_{self._threads}", daemon=True)
+            self._started.append(thread)
+            thread.start()
+
+    def _work(self) -> None:
+        with self._cond:
+            self._starting -= 1
+        while (job := self._take()) is not None:
+            _, _, task, future = job
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(task())
+                except BaseException as exc:  # the caller's, as a ThreadPoolExecutor would hand it
+                    future.set_exception(exc)
+            del job, task, future  # hold no finished task's closure while idle
+
+    def _take(self) -> tuple[int, int, Callable[[], Any], Future[Any]] | None:
+        """The waiting task of lowest rank, once there is one; None once the pool is shut down."""
+        with self._cond:
+            self._idle += 1
+            while not self._waiting and not self._closing:
+                self._cond.wait()
+            self._idle -= 1
+            return heapq.heappop(self._waiting) if self._waiting else None
+
+    def shutdown(self, wait: bool = True) -> None:
+        """End the threads once the tasks waiting are run (as ThreadPoolExecutor.shutdown)."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        if wait:
+            for thread in self._started:
+                thread.join()
+
+
+_pool: tuple[int, RankedPool] | None = None
 _pool_lock = threading.Lock()
 
 
-def _threads() -> ThreadPoolExecutor:
+def _threads() -> RankedPool:
     """One pool for every item's side-by-side calls, whose threads live on: a thread per call,
     started and ended for each item, would also open a database connection of its own to the
     cache each time (diskcache keeps one per thread). One per process: a forked child inherits
-    the pool's bookkeeping but none of its threads. Its tasks never wait on one another, so a
-    full pool only queues them."""
+    the pool's bookkeeping but none of its threads."""
     global _pool
     with _pool_lock:
         if _pool is None or _pool[0] != os.getpid():
-            _pool = (os.getpid(), ThreadPoolExecutor(max_workers=256, thread_name_prefix="side-by-side"))
+            _pool = (os.getpid(), RankedPool(MIN_THREADS))
         return _pool[1]
 
 
@@ -90,7 +179,8 @@ def side_by_side(tasks: Sequence[Callable[[], R]]) -> list[R]:
     if len(tasks) <= 1:
         return [task() for task in tasks]
     pool = _threads()
-    futures = [pool.submit(copy_context().run, task) for task in tasks]
+    rank = ITEM_RANK.get()
+    futures = [pool.submit(rank, functools.partial(copy_context().run, task)) for task in tasks]
     wait(futures)
     errors = [f.exception() for f in futures]
     if failed := [e for e in errors if e is not None and not isinstance(e, ReplayMissError)]:

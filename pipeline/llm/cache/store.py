@@ -90,6 +90,11 @@ SETTINGS: dict[str, Any] = {
     "size_limit": 2**62,
     "sqlite_journal_mode": "wal",
     "disk_pickle_protocol": 0,  # never used: SafeDisk pickles nothing
+    # No memory-mapped reads: diskcache opens a connection per thread, and each mapped up to 64 MB
+    # of its database into the process (1.7 GB of a 96k-call replay's 4.4 GB peak; bench/README,
+    # "side-by-side threads and mapped databases"). Reads go through each connection's page cache
+    # (sqlite_cache_size) instead; a 29k-call replay spent no more CPU.
+    "sqlite_mmap_size": 0,
 }
 
 
