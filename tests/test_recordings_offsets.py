@@ -172,3 +172,61 @@ def test_the_index_and_the_report_hold_no_line(tmp_path: Path) -> None:
     # two indexes of 200 keys (a key is ~70 characters): a few hundred bytes a call each; the lines
     # themselves would be more than 6,000 bytes a call
     assert held < 2 * 200 * 600, held
+
+
+def test_calls_built_while_verifying_are_served_once_and_checked_as_a_parse(tmp_path: Path) -> None:
+    """A session's own stage keeps the calls its verification built (at most `keep`) and serves each
+    once without parsing its line again; its line is still read back and checked, and its blocks
+    asked for again: a line or block edited after verification is refused, as a parse refuses it."""
+    calls = _calls(12)
+    directory = tmp_path / "judge"
+    recordings.write_stage(directory, calls)
+    index = index_stage(directory, keep=5)
+    assert sorted(index.built) == sorted(index.at[c.record.key] for c in calls)[:5]
+    first = min(index.built)
+    key = next(c.record.key for c in calls if index.at[c.record.key] == first)
+    served = index.call(key)
+    assert served == next(c for c in calls if c.record.key == key) and first not in index.built
+    assert index.call(key) == served and index.call(key) is not served  # then parsed, a fresh copy
+
+    # a built call's line edited in place: refused, though its call was built from the bytes verified
+    built = min(index.built)
+    edited = next(c.record for c in calls if index.at[c.record.key] == built)
+    line = index.line(built).encode()
+    with (directory / recordings.CALLS_FILE).open("r+b") as out:
+        out.seek(index.lines.offset[built] + line.index(edited.reply.text.encode()[:8]))
+        out.write(b"#")
+    with pytest.raises(CorruptRecordError, match=r"calls\.jsonl:\d+: changed on disk since"):
+        index.call(edited.key)
+
+    # a shared block edited in place: a built call that uses it is refused once the block is let go of
+    index.blobs.clear_cache()
+    _edit_in_place(directory / recordings.CALLS_FILE, b"about sleep and mood", b"about sleep and MOOD")
+    with pytest.raises(CorruptRecordError, match="changed on disk since"):
+        index.call(next(c.record.key for c in calls if index.at[c.record.key] == min(index.built)))
+
+
+def test_no_call_is_kept_unless_asked_or_past_the_bound(tmp_path: Path) -> None:
+    calls = _calls(8)
+    recordings.write_stage(tmp_path / "judge", calls)
+    assert index_stage(tmp_path / "judge").built == {}  # keys, identities, reports: nothing held
+    forget_in_process()
+    assert len(index_stage(tmp_path / "judge", keep=3).built) == 3
+    # content the memo holds is only scanned: no call is built, so none is kept
+    assert index_stage(tmp_path / "judge", keep=3).built == {}
+
+
+def test_a_session_keeps_built_calls_for_its_own_stage_only(tmp_path: Path) -> None:
+    from pipeline.llm.recordings.index import RecordingIndex
+
+    recordings.write_stage(tmp_path / "judge", _calls(4))
+    recordings.write_stage(tmp_path / "assess", _calls(3)[1:])
+    index = RecordingIndex(tmp_path)
+    index.identities("fake", "x", hold_only="judge")  # a session's first look: every stage's models
+    judge = index.read_already("judge")
+    assert judge is not None and len(judge.built) == 4
+    assert index.read_already("assess") is None  # read for its models only, not held
+    forget_in_process()
+    status = RecordingIndex(tmp_path, hold_one=True)  # status: nothing kept
+    held = status.stage("judge").index
+    assert held is not None and held.built == {}
