@@ -82,9 +82,7 @@ class StageIndex:
     models: frozenset[Identity]
     # Calls built while their lines were verified, by index in `lines`, each served once then let go
     # (at most KEEP_BUILT of them, the first lines placed: see call_at).
-    built: dict[int, tuple[RecordedCall, tuple[str, ...]]] = field(
-        default_factory=dict, compare=False, repr=False
-    )
+    built: dict[int, tuple[RecordedCall, tuple[str, ...]]] = field(default_factory=dict, compare=False, repr=False)
 
     def __len__(self) -> int:
         return len(self.at)
