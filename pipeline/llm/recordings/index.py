@@ -32,7 +32,7 @@ from weakref import WeakValueDictionary
 from pipeline.errors import CorruptRecordError, JudgeloopError
 from pipeline.llm.recordings import text as recordings
 from pipeline.llm.recordings.pins import Pins
-from pipeline.llm.recordings.stage_index import KEEP_BUILT, StageIndex, index_stage
+from pipeline.llm.recordings.stage_index import StageIndex, index_stage
 from pipeline.llm.recordings.verified_memo import VerifiedMemo
 from pipeline.llm.records import CallRecord
 from pipeline.llm.types import ModelIdentity
@@ -102,9 +102,7 @@ class RecordingIndex:
         self._every_stage_read = False
         self._lock = threading.Lock()
 
-    def _read(self, directory: Path, *, keep_built: int = 0) -> StageCalls:
-        """keep_built: calls built while verifying kept to be served unparsed (a session's own stage:
-        stage_index.index_stage's `keep`)."""
+    def _read(self, directory: Path) -> StageCalls:
         try:
             recordings.stage_dir(self.root, directory.name)
             recordings.refuse_linked(directory)
@@ -113,7 +111,7 @@ class RecordingIndex:
                 return StageCalls()
             # One pass hashes each file and places its lines: the bytes checked against the pin are
             # those verified, and each line served is checked against them (stage_index.index_stage).
-            return StageCalls(index_stage(directory, pins=self.pins, memo=self.memo, keep=keep_built))
+            return StageCalls(index_stage(directory, pins=self.pins, memo=self.memo))
         except JudgeloopError as exc:
             return StageCalls(error=exc)
 
@@ -124,8 +122,7 @@ class RecordingIndex:
             if calls is None:
                 directory = self.root / name
                 has = recordings.has_recording(directory)
-                keep_built = 0 if self.hold_one else KEEP_BUILT  # the stage whose calls a session serves
-                calls = self._read(directory, keep_built=keep_built) if has else StageCalls()
+                calls = self._read(directory) if has else StageCalls()
                 if self.hold_one:
                     self._let_go()
                 calls = self._stages[name] = calls
@@ -223,17 +220,16 @@ class RecordingIndex:
         found: set[ModelIdentity] = set()
         for directory in recordings.stage_dirs(self.root):
             keep = hold_only is None or directory.name == hold_only
-            serves = directory.name == hold_only and not self.hold_one  # the stage the session serves
-            models = self._models_of(directory, keep=keep, keep_built=KEEP_BUILT if serves else 0)
+            models = self._models_of(directory, keep=keep)
             found |= {m for m in models if m.backend == backend and m.name == name}
         return found
 
-    def _models_of(self, directory: Path, *, keep: bool, keep_built: int = 0) -> set[ModelIdentity]:
+    def _models_of(self, directory: Path, *, keep: bool) -> set[ModelIdentity]:
         with self._lock:
             calls = self._stages.get(directory.name)
             noted = self._noted.get(directory.name)
         if calls is None and noted is None:
-            read = self._read(directory, keep_built=keep_built)
+            read = self._read(directory)
             with self._lock:
                 if (keep and not self.hold_one) or read.error is not None:  # damaged: kept with its reason
                     calls = self._stages.setdefault(directory.name, read)

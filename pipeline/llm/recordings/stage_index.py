@@ -21,8 +21,8 @@ and that item's calls are parsed.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -80,9 +80,6 @@ class StageIndex:
     blobs: LazyBlobs  # the shared blocks by id, read when a served line refers to them
     at: dict[str, int]  # key -> index in `lines`
     models: frozenset[Identity]
-    # Calls built while their lines were verified, by index in `lines`, each served once then let go
-    # (at most KEEP_BUILT of them, the first lines placed: see call_at).
-    built: dict[int, tuple[RecordedCall, tuple[str, ...]]] = field(default_factory=dict, compare=False, repr=False)
 
     def __len__(self) -> int:
         return len(self.at)
@@ -116,22 +113,8 @@ class StageIndex:
         return found if same.record == call.record and same.context == call.context else None
 
     def call_at(self, found: int) -> RecordedCall:
-        """The recorded call of the line at `found`, parsed from the bytes that were verified.
-
-        Its line is read again and checked against its digest whatever happens (CorruptRecordError
-        if the file changed since). A call built from those very bytes while they were verified, in
-        this index, is then served as built instead of parsed again (issue 33: ~120 us a call):
-        parsing the same bytes with the same blocks gives the same call. The blocks it was built
-        from are asked for as a parse asks for them (each read again and checked against its digest
-        unless `blobs` still holds it), so a block edited since is refused as a parse refuses it. It
-        is handed out once (popped), as a parse gives a fresh object; later lookups parse."""
+        """The recorded call of the line at `found`, parsed from the bytes that were verified."""
         line = self.line(found)
-        built = self.built.pop(found, None)
-        if built is not None:
-            call, used = built
-            for blob in used:
-                _ = self.blobs[blob]  # read again and checked if no longer held, as a parse would
-            return call
         return recordings.parse_call_line(line, self.blobs, self.lines.where(found), verified=True).current()
 
     def call(self, key: str) -> RecordedCall | None:
@@ -155,28 +138,6 @@ class StageIndex:
             yield self.call_at(found)
 
 
-class _NotingBlobs(Mapping[str, str]):
-    """A recording's blocks, noting which a parse asked for (StageIndex.call_at asks again)."""
-
-    def __init__(self, blobs: LazyBlobs) -> None:
-        self.blobs = blobs
-        self.used: list[str] = []
-
-    def __getitem__(self, blob: str) -> str:
-        text = self.blobs[blob]
-        self.used.append(blob)
-        return text
-
-    def __contains__(self, blob: object) -> bool:
-        return blob in self.blobs
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.blobs)
-
-    def __len__(self) -> int:
-        return len(self.blobs)
-
-
 def _identity(model: Any) -> Identity:
     return (str(model["backend"]), str(model["name"]), str(model["digest"]))
 
@@ -195,22 +156,11 @@ def _indexed(line: str, blobs: LazyBlobs, where: str) -> tuple[str, Identity]:
     return record.key, _identity(record.model.model_dump())
 
 
-# The calls kept from verification for serving (StageIndex.built): a bound on count, since a call's
-# prompts are unpacked (tens of kB each with a 20 kB transcript), so memory stays bounded whatever
-# the recording's size. A replay serves a stage's lines about in the recording's order, so the
-# first lines placed are those served soonest.
-KEEP_BUILT = 2048
-
-
-def index_stage(
-    directory: Path, *, pins: Pins | None = None, memo: VerifiedMemo | None = None, keep: int = 0
-) -> StageIndex:
+def index_stage(directory: Path, *, pins: Pins | None = None, memo: VerifiedMemo | None = None) -> StageIndex:
     """A stage's recording as a StageIndex; CorruptRecordError at the first line that cannot be read
     or trusted, as read_stage (LockMismatchError for a folder that does not match its pin in `pins`).
-    Content the memo does not hold is verified line by line now (each call dropped once checked,
-    but for the first `keep` lines placed, kept to be served without a second parse: a session's
-    own stage, whose calls it is about to serve), and remembered; content it holds is only scanned
-    for keys."""
+    Content the memo does not hold is verified line by line now (each call dropped once checked),
+    and remembered; content it holds is only scanned for keys."""
     try:
         scanned = scan_folder(directory, pins)
     except shards.RACES:  # a writer replaced the manifest and its shards while they were read: once more
@@ -220,20 +170,16 @@ def index_stage(
     unverified = memo.holds_digest(files_digest(scanned.hashes))
     at: dict[str, int] = {}
     models: set[Identity] = set()
-    built: dict[int, tuple[RecordedCall, tuple[str, ...]]] = {}
     for found in range(len(lines)):
         line = lines.text(found)
         if unverified is None:
             key, model = _indexed(line, blobs, lines.where(found))
         else:
-            noting = _NotingBlobs(blobs)
-            place = recordings.RecordingLines(lines.files.paths[lines.file[found]], [], noting, [])
-            call = recordings.trusted_call(line, place, lines.number[found])
-            key, model = call.record.key, _identity(call.record.model.model_dump())
-            if len(built) < keep and key not in at:
-                built[found] = (call, tuple(noting.used))
+            place = recordings.RecordingLines(lines.files.paths[lines.file[found]], [], blobs, [])
+            record = recordings.trusted_call(line, place, lines.number[found]).record
+            key, model = record.key, _identity(record.model.model_dump())
         at.setdefault(key, found)
         models.add(model)
     if unverified is not None:
         memo.remember(unverified)
-    return StageIndex(lines, blobs, at, frozenset(models), built)
+    return StageIndex(lines, blobs, at, frozenset(models))
