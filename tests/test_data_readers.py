@@ -9,8 +9,9 @@ import pytest
 
 from pipeline.data.jsonl import Result, read_jsonl, read_records, write_jsonl, write_records
 from pipeline.data.recorded_calls import first_by_key, recorded_calls
-from pipeline.errors import CorruptRecordError, InputError
+from pipeline.errors import CorruptRecordError, InputError, UnwritableTextError
 from pipeline.llm.backends.fake import FakeBackend
+from pipeline.llm.keys import canonical_json
 from pipeline.llm.recordings import text as recordings
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext
@@ -78,3 +79,14 @@ def test_a_record_edited_by_hand_stops_a_verified_read_only(tmp_path: Path) -> N
         recorded_calls(tmp_path)
     (edited,) = recorded_calls(tmp_path, verify=False).values()
     assert edited.record.problem() is not None
+
+
+def test_write_records_streams_the_same_bytes_and_refuses_a_lone_surrogate_by_line(tmp_path: Path) -> None:
+    path = tmp_path / "out.jsonl"
+    records = [{"item": str(i), "text": "é" * i} for i in range(5)]
+    write_records(path, iter(records))  # a generator: written a line at a time (issue 33)
+    assert path.read_bytes() == "".join(canonical_json(r) + "\n" for r in records).encode("utf-8")
+    with pytest.raises(UnwritableTextError, match=r"out.jsonl: not written: line 3 would hold a lone"):
+        write_records(path, [{"a": 1}, {"a": 2}, {"a": "\ud800"}, {"a": 4}])
+    assert path.read_bytes() == "".join(canonical_json(r) + "\n" for r in records).encode("utf-8")
+    assert [p.name for p in tmp_path.iterdir()] == ["out.jsonl"]  # no temporary file left

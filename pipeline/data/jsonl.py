@@ -15,7 +15,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pipeline.errors import InputError
-from pipeline.llm.files import atomic_write
+from pipeline.llm.files import atomic_write_chunks
 from pipeline.llm.keys import canonical_json
 
 
@@ -27,8 +27,10 @@ R = TypeVar("R", bound=Result)
 
 
 def write_records(path: Path, records: Iterable[Mapping[str, Any]]) -> None:
-    """One canonical JSON line per record, in the order given; a kill leaves the old file whole."""
-    atomic_write(path, "".join(canonical_json(r) + "\n" for r in records))
+    """One canonical JSON line per record, in the order given; a kill leaves the old file whole.
+    Written a line at a time: the refine stage's output holds each round's 20 kB prompt (3 kB a
+    call), and joining it whole held it twice over at the end of the stage (issue 33)."""
+    atomic_write_chunks(path, (canonical_json(r) + "\n" for r in records))
 
 
 def write_jsonl(path: Path, results: Iterable[Result]) -> None:

@@ -1,0 +1,89 @@
+"""Where a replay's memory goes: the paper's three LLM stages replayed in this process (as
+bench/million.py's `stages` step runs them), with, at each stage's close, the process's memory by
+kind (/proc/self/smaps_rollup: anonymous, file-backed) and, with --trace, the Python heap's top
+allocations by line (tracemalloc), so that two sizes can be compared: what grows with the calls.
+
+    nice -n 19 .venv/bin/python bench/replay_memory.py --calls 3000 --root /tmp/mem-3k --trace
+    nice -n 19 .venv/bin/python bench/replay_memory.py --calls 10000 --root /tmp/mem-10k
+
+The project is built and recorded once under --root (as bench/replay_profile.py does); each run
+deletes the local cache first. tracemalloc slows the replay about threefold.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import click
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pipeline.llm import session as llm_session
+from pipeline.testing.synthetic import items_for, make_project, run_stages
+
+ROOT = Path(__file__).resolve().parents[1]
+KINDS = ("Rss", "Anonymous", "Private_Clean", "Shared_Clean", "Private_Dirty")
+
+
+def rollup() -> str:
+    """The process's resident memory by kind, MB (Linux; empty elsewhere)."""
+    try:
+        lines = Path("/proc/self/smaps_rollup").read_text().splitlines()
+    except OSError:
+        return ""
+    rows = [parts for parts in map(str.split, lines) if len(parts) == 3]
+    sizes = {parts[0].rstrip(":"): int(parts[1]) // 1024 for parts in rows}
+    return ", ".join(f"{kind} {sizes[kind]}" for kind in KINDS if kind in sizes)
+
+
+def top(limit: int) -> str:
+    snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
+    stats = snapshot.statistics("lineno")[:limit]
+    return "\n".join(f"      {s.size / 2**20:8.2f} MB {s.count:8d}  {s.traceback[0]}" for s in stats)
+
+
+@click.command()
+@click.option("--calls", type=int, default=10_000, show_default=True, help="Calls, when --root is new.")
+@click.option("--chars", type=int, default=20_000, show_default=True, help="Characters an interview.")
+@click.option("--root", type=click.Path(file_okay=False, path_type=Path), required=True)
+@click.option("--trace/--no-trace", default=False, show_default=True, help="tracemalloc's top lines.")
+@click.option("--top", "limit", type=int, default=15, show_default=True)
+def main(calls: int, chars: int, root: Path, trace: bool, limit: int) -> None:
+    if not (root / "recordings").is_dir():
+        root.mkdir(parents=True, exist_ok=True)
+        make_project(root, items_for(calls), chars, ROOT / "params.yaml")
+        click.echo(f"recorded {run_stages(root, 'auto')} calls")
+    shutil.rmtree(root / ".judgeloop", ignore_errors=True)
+    close = llm_session.LLMSession.close
+
+    def closing(session: llm_session.LLMSession, **options: Any) -> None:
+        close(session, **options)
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+        click.echo(f"  {session.stage}: {rollup()} MB; peak {peak} MB; served {len(session.served)}")
+        if trace:
+            now, most = (size / 2**20 for size in tracemalloc.get_traced_memory())
+            click.echo(f"    Python heap {now:.1f} MB (peak {most:.1f} MB); top lines:\n{top(limit)}")
+
+    llm_session.LLMSession.close = closing  # type: ignore[method-assign,assignment]
+    if trace:
+        tracemalloc.start()
+    started, wall = os.times(), time.perf_counter()
+    replayed = run_stages(root, "replay")
+    ended = os.times()
+    spent = ended.user + ended.system - started.user - started.system
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    click.echo(
+        f"replayed {replayed} calls: {spent:.1f} s CPU, {time.perf_counter() - wall:.1f} s wall, "
+        f"peak {peak:,.0f} MB (ru_maxrss); load {os.getloadavg()[0]:.1f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
