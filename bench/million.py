@@ -220,23 +220,38 @@ def main(
 ) -> None:
     if ctx.invoked_subcommand is not None:
         return
+    rows = sized_runs(sizes or (10_000, 100_000), chars, keep, json_out, bench_size, "judgeloop-million-")
+    click.echo(table(rows))
+
+
+def sized_runs(
+    sizes: tuple[int, ...],
+    chars: int,
+    keep: Path | None,
+    json_out: Path | None,
+    one_size: Callable[[Path, int, int], dict[str, Any]],
+    prefix: str,
+) -> list[dict[str, Any]]:
+    """`one_size` run at each size in a project folder of its own (kept under `keep`, else deleted),
+    each row with the load before and after it, printed and written to `json_out` as it ends (so a
+    later size that fails loses nothing)."""
     rows = []
-    for size in sizes or (10_000, 100_000):
-        base = keep or Path(tempfile.mkdtemp(prefix="judgeloop-million-"))
+    for size in sizes:
+        base = keep or Path(tempfile.mkdtemp(prefix=prefix))
         root = base / f"calls-{size}"
         root.mkdir(parents=True)
         load = os.getloadavg()
         try:
-            row = bench_size(root, size, chars)
+            row = one_size(root, size, chars)
         finally:
             if keep is None:
                 shutil.rmtree(base, ignore_errors=True)
         row["load"] = (load, os.getloadavg())
         rows.append(row)
         click.echo(json.dumps(row), err=True)
-        if json_out is not None:  # after each size, so a later size that fails loses nothing
+        if json_out is not None:
             json_out.write_text(json.dumps(rows, indent=1), encoding="utf-8")
-    click.echo(table(rows))
+    return rows
 
 
 @main.command("stages", hidden=True)
@@ -370,22 +385,7 @@ def plain_status_command(
 ) -> None:
     """Plain `judgeloop status --offline` (the stages DVC finds out of date) in a DVC project of the
     synthetic experiment: nothing changed, one transcript changed, a judge param changed."""
-    rows = []
-    for size in sizes or (10_000,):
-        base = keep or Path(tempfile.mkdtemp(prefix="judgeloop-plain-status-"))
-        root = base / f"calls-{size}"
-        root.mkdir(parents=True)
-        load = os.getloadavg()
-        try:
-            row = plain_status_size(root, size, chars)
-        finally:
-            if keep is None:
-                shutil.rmtree(base, ignore_errors=True)
-        row["load"] = (load, os.getloadavg())
-        rows.append(row)
-        click.echo(json.dumps(row), err=True)
-    if json_out is not None:
-        json_out.write_text(json.dumps(rows, indent=1), encoding="utf-8")
+    rows = sized_runs(sizes or (10_000,), chars, keep, json_out, plain_status_size, "judgeloop-plain-status-")
     click.echo(plain_table(rows))
 
 
