@@ -343,6 +343,8 @@ def test_labels_params_and_recordings_broken_stop_the_stage_naming_file_line_and
     shown = kind.good
     if kind_name == "recordings":  # refused as a whole: it no longer matches its entry in dvc.lock
         shown, line = "recordings/assess does not match its entry in dvc.lock", None
+        if corruption == "oversized":  # refused by its size first, before a byte of it is read or hashed
+            shown = f"{kind.good}: 0.0 GiB, more than a recording holds"
         before = {k: v for k, v in before.items() if k != kind.good}
     with pytest.raises(JudgeloopError) as caught:
         run_stage("paper", "assess")
