@@ -32,10 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import judge_request, transcript
 from pipeline.llm.backends.fake import FakeBackend
-from pipeline.llm.cache.store import CallStore
 from pipeline.llm.keys import request_key
-from pipeline.llm.session import LLMSession, RecordingIndex
 from pipeline.llm.types import CallContext
+from pipeline.testing.sessions import folder_session
 
 N = 400
 ROUNDS = 9
@@ -47,15 +46,7 @@ def rerun_hits(root: Path, text: str, fake: FakeBackend) -> float:
     the stage is written, not on the hit (pipeline.llm.session._log)."""
     per_round = []
     for _ in range(ROUNDS):
-        session = LLMSession(
-            stage="judge",
-            mode="auto",
-            store=CallStore(root / "cache"),
-            index=RecordingIndex(root / "recordings"),
-            recordings_dir=root / "recordings",
-            identity=fake.identity,
-            backend=lambda: fake,
-        )
+        session = folder_session(root, fake)
         context = CallContext(stage="judge", item="1")
         spent = 0.0
         for i in range(N):
@@ -76,15 +67,7 @@ def measure(root: Path, chars: int) -> tuple[float, float, float, float, float, 
     and the record's size."""
     text = transcript(chars)
     fake = FakeBackend(lambda r: "Explanation: fine.\nScore: 4")
-    session = LLMSession(
-        stage="judge",
-        mode="auto",
-        store=CallStore(root / "cache"),
-        index=RecordingIndex(root / "recordings"),
-        recordings_dir=root / "recordings",
-        identity=fake.identity,
-        backend=lambda: fake,
-    )
+    session = folder_session(root, fake)
     context = CallContext(stage="judge", item="1")
     keys = [session.chat(judge_request(i, text), context).record.key for i in range(N)]
     assert session.store is not None

@@ -44,11 +44,10 @@ from pipeline.judges.rubric.judge_prompts import JUDGE_PROMPTS  # noqa: E402
 from pipeline.judges.rubric.settings import JudgeSettings  # noqa: E402
 from pipeline.judges.scores import ScoreReading  # noqa: E402
 from pipeline.llm.backends.ollama import OllamaBackend  # noqa: E402
-from pipeline.llm.cache.store import CallStore  # noqa: E402
-from pipeline.llm.session import LLMSession, RecordingIndex  # noqa: E402
 from pipeline.llm.settings import LLMSettings  # noqa: E402
 from pipeline.llm.types import CallContext, Options  # noqa: E402
 from pipeline.testing.fake_ollama import FakeOllama  # noqa: E402
+from pipeline.testing.sessions import folder_session  # noqa: E402
 
 BASELINE = "20925fc"  # the branch point: the extractor before issue 9
 METRICS = tuple(JUDGE_PROMPTS)
@@ -180,15 +179,7 @@ def run(pool: list[Reply], read: Callable[[str, str], ScoreReading]) -> dict[str
     try:
         with FakeOllama(responder=responder_for(pool)) as server, tempfile.TemporaryDirectory() as tmp:
             backend = OllamaBackend(LLMSettings(backend="ollama", model="test-model", base_url=server.url))
-            session = LLMSession(
-                stage="judge",
-                mode="auto",
-                store=CallStore(Path(tmp) / "cache"),
-                index=RecordingIndex(Path(tmp) / "recordings"),
-                recordings_dir=Path(tmp) / "recordings",
-                identity=backend.identity,
-                backend=lambda: backend,
-            )
+            session = folder_session(Path(tmp), backend)
             for i, reply in enumerate(pool):
                 metric = METRICS[i % len(METRICS)]
                 judged = judging.judge_metric(

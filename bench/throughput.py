@@ -16,12 +16,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline.llm.backends.ollama import OllamaBackend
-from pipeline.llm.cache.store import CallStore
 from pipeline.llm.runner import run_items
-from pipeline.llm.session import LLMSession, RecordingIndex
 from pipeline.llm.settings import LLMSettings
 from pipeline.llm.types import CallContext, ChatRequest, Message
 from pipeline.testing.fake_ollama import FakeOllama
+from pipeline.testing.sessions import folder_session
 
 LATENCY = 0.1
 
@@ -31,15 +30,7 @@ def measure(k: int, calls: int) -> float:
         backend = OllamaBackend(
             LLMSettings(backend="ollama", model="test-model", base_url=server.url, parallelism=k)
         )
-        session = LLMSession(
-            stage="judge",
-            mode="auto",
-            store=CallStore(Path(tmp) / "cache"),
-            index=RecordingIndex(Path(tmp) / "recordings"),
-            recordings_dir=Path(tmp) / "recordings",
-            identity=backend.identity,
-            backend=lambda: backend,
-        )
+        session = folder_session(Path(tmp), backend)
         session.identity  # noqa: B018 - resolve /api/tags before the clock starts
         items = [ChatRequest(messages=(Message(role="user", content=f"call {i}"),)) for i in range(calls)]
         start = time.perf_counter()

@@ -12,10 +12,10 @@ from pipeline.experiments.paper.judge import run_judge
 from pipeline.experiments.paper.params import PaperParams
 from pipeline.experiments.paper.refine import run_refine
 from pipeline.llm.backends.fake import FakeBackend, Responder, echo_responder
-from pipeline.llm.cache.store import CallStore
-from pipeline.llm.session import LLMSession, RecordingIndex, open_session
+from pipeline.llm.session import LLMSession, open_session
 from pipeline.llm.settings import CacheMode
 from pipeline.llm.types import ChatRequest, Message, Options
+from pipeline.testing.sessions import folder_session
 
 
 def make_session(
@@ -27,18 +27,7 @@ def make_session(
     responder: Responder = echo_responder,
 ) -> tuple[LLMSession, FakeBackend]:
     fake = backend or FakeBackend(responder)
-    index = RecordingIndex(root / "recordings")
-    session = LLMSession(
-        stage=stage,
-        mode=mode,
-        store=None if mode == "off" else CallStore(root / "cache"),
-        index=index,
-        recordings_dir=root / "recordings",
-        identity=fake.identity,
-        backend=lambda: fake,
-        runs_dir=root / "runs",
-    )
-    return session, fake
+    return folder_session(root, fake, stage=stage, mode=mode, runs=True), fake
 
 
 def request(text: str, **options: object) -> ChatRequest:

@@ -16,10 +16,10 @@ from pipeline.experiments.selection.pick import run_pick
 from pipeline.experiments.selection.pools import request_pools
 from pipeline.experiments.selection.score import ScoredRequest, run_score
 from pipeline.llm.backends.fake import FakeBackend
-from pipeline.llm.cache.store import CallStore
 from pipeline.llm.recordings.text import read_stage
-from pipeline.llm.session import LLMSession, RecordingIndex
+from pipeline.llm.session import LLMSession
 from pipeline.llm.types import Backend, ChatRequest
+from pipeline.testing.sessions import folder_session
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACK_LINE = re.compile(r'^Track( [AB])?: "(?P<name>[^"]*)" by', re.MULTILINE)
@@ -66,16 +66,7 @@ def selection_params(**selection: Any) -> SelectionParams:
 
 def session_on(root: Path, stage: str, backend: Backend) -> LLMSession:
     """A session as a stage opens one, on `backend`, with its cache and recordings under root."""
-    return LLMSession(
-        stage=stage,
-        mode="auto",
-        store=CallStore(root / "cache"),
-        index=RecordingIndex(root / "recordings"),
-        recordings_dir=root / "recordings",
-        identity=backend.identity,
-        backend=lambda: backend,
-        runs_dir=root / "runs",
-    )
+    return folder_session(root, backend, stage=stage, runs=True)
 
 
 def run_selection(

@@ -13,11 +13,12 @@ from pipeline.llm.backends.ollama import OllamaBackend
 from pipeline.llm.backends.openai_compat import OpenAICompatBackend
 from pipeline.llm.cache.store import CallStore
 from pipeline.llm.recordings.text import read_stage
-from pipeline.llm.session import LLMSession, RecordingIndex
+from pipeline.llm.session import LLMSession
 from pipeline.llm.settings import LLMSettings
 from pipeline.llm.types import Backend
 from pipeline.testing.fake_ollama import FakeOllama
 from pipeline.testing.fake_openai import FakeOpenAI
+from pipeline.testing.sessions import folder_session
 
 # The backends over real loopback HTTP: Ollama's own API, the OpenAI API, and Ollama's /v1 (the OpenAI API).
 KINDS = ["ollama", "openai", "ollama /v1"]
@@ -37,16 +38,7 @@ def backend_of(kind: str, ollama: FakeOllama, openai: FakeOpenAI, **overrides: A
 
 
 def session(root: Path, backend: Backend) -> LLMSession:
-    return LLMSession(
-        stage="judge",
-        mode="auto",
-        store=CallStore(root / "cache"),
-        index=RecordingIndex(root / "recordings"),
-        recordings_dir=root / "recordings",
-        runs_dir=root / "runs",
-        identity=backend.identity,
-        backend=lambda: backend,
-    )
+    return folder_session(root, backend, runs=True)
 
 
 def stored(root: Path) -> list[str]:

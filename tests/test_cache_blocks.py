@@ -20,8 +20,9 @@ from pipeline.llm.cache.blocks import BlockStore, block_id, pack_request
 from pipeline.llm.cache.store import SEED_BATCH, WHOLE_REQUEST, CallStore, seal
 from pipeline.llm.recordings import text as recordings
 from pipeline.llm.records import CallRecord, RecordedCall
-from pipeline.llm.session import LLMSession, RecordingIndex
+from pipeline.llm.session import LLMSession
 from pipeline.llm.types import CallContext, ChatRequest, Message
+from pipeline.testing.sessions import folder_session
 from pipeline.tools.cli import main
 from tests.project import recorded_project
 
@@ -235,15 +236,7 @@ def test_a_replay_seeds_the_local_cache_which_then_serves_offline(tmp_path: Path
     )
 
     def session(root: str) -> LLMSession:
-        return LLMSession(
-            stage="judge",
-            mode="replay",
-            store=CallStore(tmp_path / "cache"),
-            index=RecordingIndex(tmp_path / root),
-            recordings_dir=tmp_path / root,
-            identity=FAKE.identity,
-            backend=lambda: FAKE,
-        )
+        return folder_session(tmp_path, FAKE, mode="replay", recordings=root)
 
     replay = session("recordings")
     served = [replay.chat(r, context).record for r in requests]
