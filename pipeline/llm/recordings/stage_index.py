@@ -21,6 +21,7 @@ and that item's calls are parsed.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,7 @@ from pipeline.errors import CorruptRecordError
 from pipeline.llm.keys import KEY_RECIPE, canonical_json
 from pipeline.llm.recordings import shards
 from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings.block_places import placed_blocks
 from pipeline.llm.recordings.folder_scan import scan_folder
 from pipeline.llm.recordings.offsets import LazyBlobs, LineTable
 from pipeline.llm.recordings.pins import Pins
@@ -53,8 +55,13 @@ def read_items(directory: Path, items: Collection[str]) -> Iterator[recordings.L
     """The calls of `items` in a stage's recording, unverified (read_stage(verify=False), for audit):
     the other lines are only scanned for their context's item, not parsed, so the calls of one item
     in a large recording cost a JSON read of each line. A line that cannot be scanned is parsed, and
-    so named if damaged."""
+    so named if damaged. A sharded recording is read as its shards of calls (each checked against its
+    hash), searched for the items as written, and the blocks those lines refer to (_sharded_items)."""
     if not recordings.has_recording(directory):
+        return
+    found = _sharded_items(directory, set(items))
+    if found is not None:
+        yield from found
         return
     parts = recordings.split_recording(directory)
     wanted = set(items)
@@ -64,6 +71,69 @@ def read_items(directory: Path, items: Collection[str]) -> Iterator[recordings.L
             call = recordings.parse_call_line(line, parts.blobs, parts.where(number))
             if call.context.item in wanted:
                 yield recordings.LoadedCall(*parts.located(number), call)
+
+
+CALL_OPENING = b'{"checksum":"'  # how the writer opens every call line (canonical JSON, keys sorted)
+
+
+def _sharded_items(directory: Path, wanted: set[str]) -> list[recordings.LoadedCall] | None:
+    """read_items of a sharded recording (pipeline.llm.recordings.shards): every shard of calls read
+    and checked against its hash in the manifest, and searched as bytes for each item as the writer
+    writes it in a line's context (`"item":"903"`: a quote inside a JSON string is escaped, so only
+    the JSON's own keys read so); only those lines are decoded and parsed, and their blocks found where
+    they lie (pipeline.llm.recordings.block_places), not with their shards read whole. None for a
+    recording in one file, or one whose shards hold a line not opened as the writer opens a call
+    line (then read_items reads it whole, as before)."""
+    path = directory / recordings.CALLS_FILE
+    recordings.refuse_linked(directory)
+    with path.open("rb") as opening:
+        if not shards.is_manifest(opening.read(len(shards.MANIFEST_OPENING)).decode("utf-8", "replace")):
+            return None
+    named = shards.parse_manifest(path, recordings.recording_text(path))
+    shards.refuse_strays(directory, os.listdir(directory), {name for name, _ in named})
+    marks = [recordings.line_safe(canonical_json({"item": item}))[1:-1].encode("utf-8") for item in wanted]
+    lines: list[tuple[Path, int, str]] = []
+    for name, sha in named:
+        if shards.prefix_of(name)[0] != "calls":
+            continue
+        data = shards.shard_bytes(directory, name, sha, None)
+        if not _all_call_lines(data):
+            return None
+        for number, held in recordings._lines_holding(data, marks):
+            where = f"{directory / name}:{number}"
+            lines.append((directory / name, number, recordings._decoded(held, where)))
+    blobs = _blocks_of(
+        directory, named, {blob for _, _, line in lines for blob in recordings.blob_refs(line)}
+    )
+    if blobs is None:
+        return None
+    out = []
+    for shard, number, text in lines:
+        call = recordings.parse_call_line(text, blobs, f"{shard}:{number}")
+        if call.context.item in wanted:
+            out.append(recordings.LoadedCall(shard, number, call))
+    return out
+
+
+def _all_call_lines(data: bytes) -> bool:
+    """Whether every line of a shard's bytes opens as the writer opens a call line."""
+    lines = data.count(b"\n") + (bool(data) and not data.endswith(b"\n"))
+    return data.startswith(CALL_OPENING) + data.count(b"\n" + CALL_OPENING) == lines
+
+
+def _blocks_of(directory: Path, named: list[tuple[str, str]], refs: set[str]) -> dict[str, str] | None:
+    """The blocks `refs` of a sharded recording, each found where it lies or, failing that, in its
+    shard read whole and checked against its hash; None for one not found either way."""
+    blobs: dict[str, str] = {}
+    problems: list[str] = []  # an edited block is kept, noted: the call that uses it fails its checksum
+    for name, sha in named:
+        wanted = {blob for blob in refs if shards.prefix_of(name) == ("blocks", shards.shard_of(blob))}
+        if not wanted or placed_blocks(directory / name, wanted, blobs, problems):
+            continue
+        data = shards.shard_bytes(directory, name, sha, None)
+        if not recordings._blocks_opening(directory / name, data, wanted, blobs, problems):
+            return None
+    return blobs
 
 
 Identity = tuple[str, str, str]  # a ModelIdentity's backend, name and digest

@@ -311,6 +311,7 @@ class StageRecording:
             for name, _ in written:
                 if name not in before:
                     (directory / name).unlink(missing_ok=True)
+            (directory / shards.JOURNAL).unlink(missing_ok=True)  # what it listed is gone, or named
             raise
         shards.drop_unnamed(directory, {name for name, _ in written})
 
@@ -617,11 +618,12 @@ def read_keys(
 ) -> Iterator[LoadedCall]:
     """The calls of `keys` in a stage's recording (verified as read_stage verifies them). A sharded
     recording (pipeline.llm.recordings.shards) is read as its manifest, the shards of those keys'
-    calls and the block shards their lines refer to, each checked against its hash, the folder
-    checked for strays: a reader of one call of a million reads a sixteenth of the calls and a few
-    block shards, and parses that call's line only. A recording in one file is read whole, its
-    calls filtered, as is a sharded one whose lines do not show these keys as written (a line under
-    an older key recipe).
+    calls, each checked against its hash, and the blocks their lines refer to, each found where it
+    lies and checked against its id (pipeline.llm.recordings.block_places; a block not found so: its
+    shard read whole, checked against its hash), the folder checked for strays: a reader of one call
+    of a million reads a sixteenth of the calls and a few kB of blocks, and parses that call's line
+    only. A recording in one file is read whole, its calls filtered, as is a sharded one whose lines
+    do not show these keys as written (a line under an older key recipe).
 
     `scan_whole=False`: a key whose line does not show it as written is taken as not recorded here,
     and a recording in one file has only the lines that show a key parsed. For a reader that asks
@@ -680,7 +682,11 @@ def _key_lines(
     chosen = [(name, sha) for name, sha in named if shards.prefix_of(name) in blocks]
     blobs: dict[str, str] = {}
     problems: list[str] = []
-    for name, sha in chosen:  # one shard's bytes held at a time
+    from pipeline.llm.recordings.block_places import placed_blocks  # (it reads lines as this module does)
+
+    for name, sha in chosen:  # each block found where it lies, else its shard read whole, one at a time
+        if placed_blocks(directory / name, _in_shard(refs, name), blobs, problems):
+            continue
         data = shards.shard_bytes(directory, name, sha, None)
         if not _blocks_opening(directory / name, data, _in_shard(refs, name), blobs, problems):
             # a block line not as written: those shards parsed whole
