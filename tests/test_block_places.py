@@ -71,15 +71,20 @@ def test_a_key_is_read_with_its_blocks_placed_not_their_shards_whole(
         assert [(u.path, u.line, u.call) for u in unverified] == [(f.path, f.line, f.call) for f in found]
 
 
+@pytest.mark.parametrize("calls", [60, 8])  # in shards, and in one file
 def test_an_item_is_read_with_its_blocks_placed_and_as_a_whole_read_reads_it(
-    tmp_path: Path, small_threshold: None, whole_reads: list[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    small_threshold: None,
+    whole_reads: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    calls: int,
 ) -> None:
-    directory, _ = _recorded(tmp_path)
+    directory, _ = _recorded(tmp_path, calls)
     placed = [(c.path, c.line, c.call) for c in read_items(directory, {"901", "903"})]
     assert not [name for name in whole_reads if name.startswith("blocks-")]
-    monkeypatch.setattr(stage_index, "_sharded_items", lambda directory, wanted: None)  # the old path
+    monkeypatch.setattr(stage_index, "_placed_items", lambda directory, wanted: None)  # the old path
     whole = [(c.path, c.line, c.call) for c in read_items(directory, {"901", "903"})]
-    assert placed == whole and len(placed) == 24
+    assert placed == whole and len(placed) == calls * 2 // 5
     assert {call.context.item for _, _, call in placed} == {"901", "903"}
 
 

@@ -22,7 +22,7 @@ and that item's calls are parsed.
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,11 +55,11 @@ def read_items(directory: Path, items: Collection[str]) -> Iterator[recordings.L
     """The calls of `items` in a stage's recording, unverified (read_stage(verify=False), for audit):
     the other lines are only scanned for their context's item, not parsed, so the calls of one item
     in a large recording cost a JSON read of each line. A line that cannot be scanned is parsed, and
-    so named if damaged. A sharded recording is read as its shards of calls (each checked against its
-    hash), searched for the items as written, and the blocks those lines refer to (_sharded_items)."""
+    so named if damaged. A recording whose lines open as the writer writes them is searched as bytes
+    for the items as written instead, and only those lines and their blocks are read (_placed_items)."""
     if not recordings.has_recording(directory):
         return
-    found = _sharded_items(directory, set(items))
+    found = _placed_items(directory, set(items))
     if found is not None:
         yield from found
         return
@@ -74,51 +74,75 @@ def read_items(directory: Path, items: Collection[str]) -> Iterator[recordings.L
 
 
 CALL_OPENING = b'{"checksum":"'  # how the writer opens every call line (canonical JSON, keys sorted)
+BLOCK_OPENING = b'{"blob":"'  # and every block line
+Lines = list[tuple[Path, int, str]]  # a file, a line's number there, the line
 
 
-def _sharded_items(directory: Path, wanted: set[str]) -> list[recordings.LoadedCall] | None:
-    """read_items of a sharded recording (pipeline.llm.recordings.shards): every shard of calls read
-    and checked against its hash in the manifest, and searched as bytes for each item as the writer
-    writes it in a line's context (`"item":"903"`: a quote inside a JSON string is escaped, so only
-    the JSON's own keys read so); only those lines are decoded and parsed, and their blocks found where
-    they lie (pipeline.llm.recordings.block_places), not with their shards read whole. None for a
-    recording in one file, or one whose shards hold a line not opened as the writer opens a call
-    line (then read_items reads it whole, as before)."""
+def _placed_items(directory: Path, wanted: set[str]) -> list[recordings.LoadedCall] | None:
+    """read_items without parsing every line: the recording's call lines searched as bytes for each
+    item as the writer writes it in a line's context (`"item":"903"`: a quote inside a JSON string is
+    escaped, so only the JSON's own keys read so), only those lines decoded and parsed, and only their
+    blocks read. A sharded recording (pipeline.llm.recordings.shards): every shard of calls read and
+    checked against its hash in the manifest, the blocks found where they lie
+    (pipeline.llm.recordings.block_places), not with their shards read whole. A recording in one
+    file: its blocks found by their lines' openings, as read_keys finds them. None for a recording
+    holding a line not opened as the writer opens one (then read_items reads it whole, as before)."""
+    if "" in wanted:
+        return None  # a context without an item is written without one: nothing to search for
     path = directory / recordings.CALLS_FILE
     recordings.refuse_linked(directory)
     with path.open("rb") as opening:
-        if not shards.is_manifest(opening.read(len(shards.MANIFEST_OPENING)).decode("utf-8", "replace")):
-            return None
-    named = shards.parse_manifest(path, recordings.recording_text(path))
-    shards.refuse_strays(directory, os.listdir(directory), {name for name, _ in named})
+        head = opening.read(len(shards.MANIFEST_OPENING)).decode("utf-8", "replace")
     marks = [recordings.line_safe(canonical_json({"item": item}))[1:-1].encode("utf-8") for item in wanted]
-    lines: list[tuple[Path, int, str]] = []
-    for name, sha in named:
-        if shards.prefix_of(name)[0] != "calls":
-            continue
-        data = shards.shard_bytes(directory, name, sha, None)
-        if not _all_call_lines(data):
+    lines: Lines | None
+    blobs: dict[str, str] | None
+    if shards.is_manifest(head):
+        named = shards.parse_manifest(path, recordings.recording_text(path))
+        shards.refuse_strays(directory, os.listdir(directory), {name for name, _ in named})
+        held = (
+            (directory / name, shards.shard_bytes(directory, name, sha, None))
+            for name, sha in named
+            if shards.prefix_of(name)[0] == "calls"
+        )  # one shard's bytes held at a time
+        lines = _item_lines(held, marks)
+        blobs = None if lines is None else _blocks_of(directory, named, _refs(lines))
+    else:
+        names = os.listdir(directory)
+        if recordings.LEGACY_BLOBS_FILE in names or path.stat().st_size > recordings.MAX_RECORDING_BYTES:
+            return None  # read whole, which says what is wrong with a large one
+        shards.refuse_strays(directory, names, set())
+        data = path.read_bytes()
+        lines = _item_lines([(path, data)], marks)
+        blobs = {}
+        if lines is None or not recordings._blocks_opening(path, data, _refs(lines), blobs, []):
             return None
-        for number, held in recordings._lines_holding(data, marks):
-            where = f"{directory / name}:{number}"
-            lines.append((directory / name, number, recordings._decoded(held, where)))
-    blobs = _blocks_of(
-        directory, named, {blob for _, _, line in lines for blob in recordings.blob_refs(line)}
-    )
-    if blobs is None:
+    if lines is None or blobs is None:
         return None
     out = []
-    for shard, number, text in lines:
-        call = recordings.parse_call_line(text, blobs, f"{shard}:{number}")
+    for source, number, text in lines:
+        call = recordings.parse_call_line(text, blobs, f"{source}:{number}")
         if call.context.item in wanted:
-            out.append(recordings.LoadedCall(shard, number, call))
+            out.append(recordings.LoadedCall(source, number, call))
     return out
 
 
-def _all_call_lines(data: bytes) -> bool:
-    """Whether every line of a shard's bytes opens as the writer opens a call line."""
-    lines = data.count(b"\n") + (bool(data) and not data.endswith(b"\n"))
-    return data.startswith(CALL_OPENING) + data.count(b"\n" + CALL_OPENING) == lines
+def _refs(lines: Lines) -> set[str]:
+    return {blob for _, _, line in lines for blob in recordings.blob_refs(line)}
+
+
+def _item_lines(files: Iterable[tuple[Path, bytes]], marks: list[bytes]) -> Lines | None:
+    """The call lines of `files` that hold one of `marks`, decoded; None for a file with a line that
+    opens as neither a call line nor a block line."""
+    lines: Lines = []
+    for path, data in files:
+        count = data.count(b"\n") + (bool(data) and not data.endswith(b"\n"))
+        opened = sum(data.startswith(o) + data.count(b"\n" + o) for o in (CALL_OPENING, BLOCK_OPENING))
+        if opened != count:
+            return None
+        for number, held in recordings._lines_holding(data, marks):
+            if not held.startswith(BLOCK_OPENING):
+                lines.append((path, number, recordings._decoded(held, f"{path}:{number}")))
+    return lines
 
 
 def _blocks_of(directory: Path, named: list[tuple[str, str]], refs: set[str]) -> dict[str, str] | None:
