@@ -79,11 +79,12 @@ def _id_of(line: bytes) -> bytes | None:
     return line[len(OPENING) : len(OPENING) + ID_LENGTH]
 
 
-def place_of(fd: int, size: int, blob: str) -> tuple[int, bytes] | None:
-    """Where the line of block `blob` starts in a block shard sorted by id, and the line; None when
+def place_of(fd: int, size: int, blob: str, start: int = 0) -> tuple[int, bytes] | None:
+    """Where the line of block `blob` starts in a block shard sorted by id (or in the blocks from
+    `start` on: a recording in one file, whose blocks follow its calls), and the line; None when
     bisecting does not find it (not there, or the file not in order, or a line not as written)."""
     wanted = blob.encode("ascii")
-    low, high = 0, size
+    low, high = start, size
     # Every line that starts before `low` has an id below `wanted`; the first line that starts at
     # or after `high` (if any) has one at or above it.
     while low < high:
@@ -99,11 +100,11 @@ def place_of(fd: int, size: int, blob: str) -> tuple[int, bytes] | None:
             low = start + len(line) + 1
         else:
             high = start
-    start = _start_at_or_after(fd, low, size)
-    if start >= size:
+    found_at = _start_at_or_after(fd, low, size)
+    if found_at >= size:
         return None
-    line = _line_from(fd, start, size)
-    return (start, line) if _id_of(line) == wanted else None
+    line = _line_from(fd, found_at, size)
+    return (found_at, line) if _id_of(line) == wanted else None
 
 
 def line_number(fd: int, offset: int) -> int:
@@ -118,8 +119,17 @@ def line_number(fd: int, offset: int) -> int:
     return number
 
 
-def placed_blocks(path: Path, wanted: Iterable[str], blobs: dict[str, str], problems: list[str]) -> bool:
-    """Add to `blobs` the blocks `wanted` from the block shard at `path`, each found by bisecting and
+def block_lines_start(data: bytes) -> int:
+    """Where the block lines of a recording in one file begin (its calls come first): the first
+    line that opens as a block line (a call line holds no raw "\n"); 0 when none does."""
+    return 0 if data.startswith(OPENING) else data.find(b"\n" + OPENING) + 1
+
+
+def placed_blocks(
+    path: Path, wanted: Iterable[str], blobs: dict[str, str], problems: list[str], start: int = 0
+) -> bool:
+    """Add to `blobs` the blocks `wanted` from the block shard at `path` (or the blocks of a
+    recording in one file, from `start` on), each found by bisecting and
     checked against its id (one that fails is noted in `problems`, naming its line, as
     recordings.split_recording notes it); False when one is not found so (the caller then reads the
     shard whole)."""
@@ -131,16 +141,16 @@ def placed_blocks(path: Path, wanted: Iterable[str], blobs: dict[str, str], prob
         size = os.fstat(fd).st_size
         found: list[tuple[str, int, bytes]] = []
         for blob in sorted(set(wanted)):
-            place = place_of(fd, size, blob)
+            place = place_of(fd, size, blob, start)
             if place is None:
                 return False
             found.append((blob, *place))
-        for blob, start, line in found:
+        for blob, at, line in found:
             text = _text_of(line, blob)
             if text is not None:
                 blobs[blob] = text
                 continue
-            where = f"{path}:{line_number(fd, start)}"  # counted only for a bad line
+            where = f"{path}:{line_number(fd, at)}"  # counted only for a bad line
             entry = recordings.blob_entry(recordings._decoded(line, where), where, problems)
             if entry is not None:
                 blobs[entry[0]] = entry[1]

@@ -33,7 +33,7 @@ from pipeline.errors import CorruptRecordError
 from pipeline.llm.keys import KEY_RECIPE, canonical_json
 from pipeline.llm.recordings import shards
 from pipeline.llm.recordings import text as recordings
-from pipeline.llm.recordings.block_places import placed_blocks
+from pipeline.llm.recordings.block_places import block_lines_start, placed_blocks
 from pipeline.llm.recordings.folder_scan import scan_folder
 from pipeline.llm.recordings.offsets import LazyBlobs, LineTable
 from pipeline.llm.recordings.pins import Pins
@@ -114,7 +114,11 @@ def _placed_items(directory: Path, wanted: set[str]) -> list[recordings.LoadedCa
         data = path.read_bytes()
         lines = _item_lines([(path, data)], marks)
         blobs = {}
-        if lines is None or not recordings._blocks_opening(path, data, _refs(lines), blobs, []):
+        refs = set() if lines is None else _refs(lines)
+        if lines is None or not (
+            placed_blocks(path, refs, blobs, [], block_lines_start(data))
+            or recordings._blocks_opening(path, data, refs, blobs, [])
+        ):
             return None
     if lines is None or blobs is None:
         return None

@@ -712,7 +712,11 @@ def _file_key_lines(directory: Path, wanted: set[str], verify: bool) -> Found:
     refs = {blob for _, _, line in lines for blob in blob_refs(line)}
     blobs: dict[str, str] = {}
     problems: list[str] = []
-    if not _blocks_opening(path, data, refs, blobs, problems):
+    from pipeline.llm.recordings.block_places import block_lines_start, placed_blocks
+
+    if not placed_blocks(path, refs, blobs, problems, block_lines_start(data)) and not _blocks_opening(
+        path, data, refs, blobs, problems
+    ):
         return lines, whole_recording(directory, None, verify)
     return lines, _found_blocks(path, blobs, problems, verify)
 
