@@ -56,25 +56,32 @@ def _line_from(fd: int, start: int, size: int) -> bytes:
     return b"".join(parts)
 
 
-def _start_at_or_after(fd: int, position: int, size: int) -> int:
-    """The offset of the first line that starts at or after `position` (`size` when none does)."""
+PROBE = 1 << 12  # bytes read a time while bisecting (a block line is about 1 kB)
+HEAD = len(OPENING) + ID_LENGTH + 2  # a block line's opening, through its id's closing quote and comma
+
+
+def _start_at_or_after(fd: int, position: int, size: int) -> tuple[int, bytes]:
+    """The offset of the first line that starts at or after `position` (`size` when none does), and
+    that line's first HEAD bytes."""
     if position == 0:
-        return 0
+        return 0, os.pread(fd, HEAD, 0)
     at = position - 1  # a line starts at `position` when the byte before it ends a line
-    while at < size:
-        chunk = os.pread(fd, CHUNK, at)
+    while at < size and at - position <= MAX_LINE_BYTES:  # (no line is longer: then as if none)
+        chunk = os.pread(fd, PROBE, at)
         if not chunk:
             break
         end = chunk.find(b"\n")
         if end >= 0:
-            return at + end + 1
+            head = chunk[end + 1 : end + 1 + HEAD]
+            start = at + end + 1
+            return start, head if len(head) == HEAD else os.pread(fd, HEAD, start)
         at += len(chunk)
-    return size
+    return size, b""
 
 
 def _id_of(line: bytes) -> bytes | None:
     """The id a block line opens with, or None for a line not as the writer writes one."""
-    if not line.startswith(OPENING) or line[len(OPENING) + ID_LENGTH : len(OPENING) + ID_LENGTH + 2] != b'",':
+    if not line.startswith(OPENING) or line[len(OPENING) + ID_LENGTH : HEAD] != b'",':
         return None
     return line[len(OPENING) : len(OPENING) + ID_LENGTH]
 
@@ -82,29 +89,29 @@ def _id_of(line: bytes) -> bytes | None:
 def place_of(fd: int, size: int, blob: str, start: int = 0) -> tuple[int, bytes] | None:
     """Where the line of block `blob` starts in a block shard sorted by id (or in the blocks from
     `start` on: a recording in one file, whose blocks follow its calls), and the line; None when
-    bisecting does not find it (not there, or the file not in order, or a line not as written)."""
+    bisecting does not find it (not there, or the file not in order, or a line not as written).
+    Only each probed line's opening is read; the line found is read whole."""
     wanted = blob.encode("ascii")
     low, high = start, size
     # Every line that starts before `low` has an id below `wanted`; the first line that starts at
     # or after `high` (if any) has one at or above it.
     while low < high:
-        start = _start_at_or_after(fd, (low + high) // 2, size)
-        if start >= high:
-            high = (low + high) // 2
+        middle = (low + high) // 2
+        at, head = _start_at_or_after(fd, middle, size)
+        if at >= high:
+            high = middle
             continue
-        line = _line_from(fd, start, size)
-        found = _id_of(line)
+        found = _id_of(head)
         if found is None:
             return None
         if found < wanted:
-            low = start + len(line) + 1
+            low = at + 1
         else:
-            high = start
-    found_at = _start_at_or_after(fd, low, size)
-    if found_at >= size:
+            high = at
+    at, head = _start_at_or_after(fd, low, size)
+    if at >= size or _id_of(head) != wanted:
         return None
-    line = _line_from(fd, found_at, size)
-    return (found_at, line) if _id_of(line) == wanted else None
+    return at, _line_from(fd, at, size)
 
 
 def line_number(fd: int, offset: int) -> int:
