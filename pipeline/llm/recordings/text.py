@@ -670,11 +670,10 @@ def _key_lines(
     lines: list[tuple[Path, int, str]] = []
     needed = {("calls", shards.shard_of(key)) for key in wanted}
     for name, sha in named:
-        if shards.prefix_of(name) in needed:
-            text = recording_text(directory / name, shards.shard_bytes(directory, name, sha, None))
-            for number, line in enumerate(file_lines(text), start=1):
-                if any(mark in line for mark in marks):
-                    lines.append((directory / name, number, line))
+        if shards.prefix_of(name) in needed:  # searched as bytes, only the lines found decoded
+            data = shards.shard_bytes(directory, name, sha, None)
+            for number, held in _lines_holding(data, [mark.encode("utf-8") for mark in marks]):
+                lines.append((directory / name, number, _decoded(held, f"{directory / name}:{number}")))
     if complete and len(lines) < len(wanted):
         return None
     refs = {blob for _, _, line in lines for blob in blob_refs(line)}
