@@ -228,3 +228,22 @@ def test_a_look_alike_not_in_a_journal_is_still_refused(tmp_path: Path, small_th
     with pytest.raises(CorruptRecordError, match=r"calls-0-0123456789abcdef\.jsonl: looks like a shard"):
         list(recordings.read_stage(directory))
     assert (directory / "calls-0-0123456789abcdef.jsonl").is_file()
+
+
+def test_the_next_writer_deletes_what_a_killed_writer_left_and_names_it(
+    tmp_path: Path, small_threshold: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    directory, _ = _recorded(tmp_path, 40)
+    before = _shard_files(directory)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", KILLED_WRITER, str(directory), "commit"], cwd=ROOT, env=env, check=False
+    )
+    assert done.returncode == -signal.SIGKILL
+    left = set(_shard_files(directory)) - set(before)
+    assert left
+    with caplog.at_level(logging.WARNING, logger=shards.__name__):
+        recordings.write_stage(directory, _calls(45, salt="-third"))  # no read first
+    assert all(name in caplog.text for name in left)
+    assert len(list(recordings.read_stage(directory))) == 45
+    assert not (directory / shards.JOURNAL).exists()

@@ -167,14 +167,17 @@ def drop_unnamed(directory: Path, named: set[str]) -> None:
     (directory / JOURNAL).unlink(missing_ok=True)  # the writer is done: nothing of its is left unnamed
 
 
-def clear_killed_writer(directory: Path) -> list[str]:
+def clear_killed_writer(directory: Path, *, holding_lock: bool = False) -> list[str]:
     """Delete what a killed writer left (see the module): the shard files its journal lists that the
     manifest in place does not name, its temporary files, and the journal; the shards deleted, each
     named in a warning. Nothing while a writer holds the folder's lock (its shards are not strays),
-    nor when the folder cannot be changed (a reader's copy: its strays are refused as before)."""
+    unless it is the caller (`holding_lock`: the next writer), nor when the folder cannot be changed
+    (a reader's copy: its strays are refused as before)."""
     journal = directory / JOURNAL
     if not journal.is_file():
         return []
+    if holding_lock:
+        return _cleared(directory, journal)
     try:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:

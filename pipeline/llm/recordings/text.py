@@ -344,6 +344,7 @@ class StageRecording:
             ):
                 for stale in directory.glob(pattern):
                     stale.unlink(missing_ok=True)
+            shards.clear_killed_writer(directory, holding_lock=True)  # its shards, named in a warning
             if len(order) > shards.SHARD_AT:
                 self._write_shards(directory, order, kept_blobs)
             else:
