@@ -13,12 +13,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.recordings import block_places, shards, stage_index
 from pipeline.llm.recordings import text as recordings
 from pipeline.llm.recordings.stage_index import index_stage, read_items
 from pipeline.llm.records import RecordedCall
+from pipeline.tools.cli import main
 from tests.test_recordings_shards import _calls, _shard_files
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -247,3 +249,33 @@ def test_the_next_writer_deletes_what_a_killed_writer_left_and_names_it(
     assert all(name in caplog.text for name in left)
     assert len(list(recordings.read_stage(directory))) == 45
     assert not (directory / shards.JOURNAL).exists()
+
+
+@pytest.mark.parametrize("fmt", ["text", "jsonl"])
+def test_audit_shows_the_same_through_placed_blocks_as_through_a_whole_read(
+    tmp_path: Path,
+    small_threshold: None,
+    monkeypatch: pytest.MonkeyPatch,
+    fmt: str,
+) -> None:
+    directory, calls = _recorded(tmp_path)
+    root = str(directory.parent)
+    asks = [
+        ["--item", "902"],
+        ["--item", "902", "--iteration", "1"],
+        ["--key", calls[17].record.key],
+        ["--key", calls[17].record.key, "--key", calls[44].record.key],
+    ]
+
+    def shown() -> list[str]:
+        out = []
+        for ask in asks:
+            result = CliRunner().invoke(main, ["audit", *ask, "--recordings", root, "--format", fmt])
+            assert result.exit_code == 0, result.stderr
+            out.append(result.stdout)
+        return out
+
+    placed = shown()
+    monkeypatch.setattr(stage_index, "_placed_items", lambda directory, wanted: None)
+    monkeypatch.setattr(block_places, "placed_blocks", lambda *args: False)  # read_keys: shards whole
+    assert shown() == placed and all(placed)
