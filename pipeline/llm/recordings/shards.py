@@ -261,6 +261,7 @@ def refuse_strays(directory: Path, names: Iterable[str], named: set[str]) -> Non
             and name not in cleared
             and LOOKS_LIKE_SHARD.fullmatch(name)
             and not _writing(directory)
+            and (directory / name).exists()  # (another reader may have just deleted a killed writer's)
         ):
             raise StrayShardError(
                 f"{directory / name}: looks like a shard of the stage's recording, but its calls.jsonl "
