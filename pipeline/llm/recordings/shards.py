@@ -176,22 +176,17 @@ def clear_killed_writer(directory: Path, *, holding_lock: bool = False) -> list[
     journal = directory / JOURNAL
     if not journal.is_file():
         return []
-    if holding_lock:
-        return _cleared(directory, journal)
     try:
+        if holding_lock:
+            return _cleared(directory, journal)
         fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return []
-    try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return []
-        return _cleared(directory, journal)
-    except OSError:
+            return _cleared(directory, journal)
+        finally:
+            os.close(fd)  # closing the descriptor releases the lock taken
+    except OSError:  # BlockingIOError among them: a writer at work
         return []
-    finally:
-        os.close(fd)  # closing the descriptor releases the lock taken
 
 
 def _cleared(directory: Path, journal: Path) -> list[str]:
