@@ -128,7 +128,7 @@ def line_number(fd: int, offset: int) -> int:
 
 def block_lines_start(data: bytes) -> int:
     """Where the block lines of a recording in one file begin (its calls come first): the first
-    line that opens as a block line (a call line holds no raw "\n"); 0 when none does."""
+    line that opens as a block line (a call line holds no raw "\\n"); 0 when none does."""
     return 0 if data.startswith(OPENING) else data.find(b"\n" + OPENING) + 1
 
 
@@ -136,10 +136,9 @@ def placed_blocks(
     path: Path, wanted: Iterable[str], blobs: dict[str, str], problems: list[str], start: int = 0
 ) -> bool:
     """Add to `blobs` the blocks `wanted` from the block shard at `path` (or the blocks of a
-    recording in one file, from `start` on), each found by bisecting and
-    checked against its id (one that fails is noted in `problems`, naming its line, as
-    recordings.split_recording notes it); False when one is not found so (the caller then reads the
-    shard whole)."""
+    recording in one file, from `start` on), each found by bisecting and checked against its id (one
+    that fails is noted in `problems`, naming its line, as recordings.split_recording notes it);
+    False when one is not found so (the caller then reads the shard whole)."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     except OSError:
