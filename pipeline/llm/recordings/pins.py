@@ -40,6 +40,7 @@ from pathlib import Path
 
 from pipeline.errors import CorruptRecordError, LockMismatchError
 from pipeline.llm.files import TMP_SUFFIX
+from pipeline.llm.recordings import shards
 from pipeline.llm.recordings.owners import (
     PIPELINE_FILE,
     load_yaml,
@@ -54,7 +55,9 @@ MAX_FILE_BYTES = 4 * 2**30  # as pipeline.llm.recordings.text.MAX_RECORDING_BYTE
 
 
 def folder_files(directory: Path) -> dict[str, bytes]:
-    """Every file of a folder output by its relpath, read once (`*.tmp` left out, as DVC does)."""
+    """Every file of a folder output by its relpath, read once (`*.tmp` left out, as DVC does); what a
+    killed writer left deleted first (shards.clear_killed_writer)."""
+    shards.clear_killed_writer(directory)
     files: dict[str, bytes] = {}
     for path in sorted(directory.rglob("*")):
         if not path.is_file() or path.name.endswith(TMP_SUFFIX):

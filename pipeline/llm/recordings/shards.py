@@ -12,7 +12,8 @@ is written instead as
 
 Sixteen shards of calls, by the key's first hex digit: a rerun that changes a few calls rewrites
 (and git or DVC moves) only their shards, and a reader that wants one key reads the manifest, one
-sixteenth of the calls and the block shards its line refers to (recordings.read_keys). The blocks
+sixteenth of the calls and the blocks its line refers to, each found where it lies in its block
+shard, sorted by id (recordings.read_keys, pipeline.llm.recordings.block_places). The blocks
 have shards of their own, by id, so that a transcript judged by calls in every shard is still stored
 once (with a block each shard of calls holding its own, bytes grew with the number of shards a
 transcript's calls fall in: up to 16x); a rerun whose calls bring new blocks rewrites their shards too.
@@ -31,6 +32,15 @@ shard against its hash in the manifest, and refuse a file in the folder that loo
 is not named by it (a stray, or a look-alike), naming the file and the fix; dvc.lock's folder md5
 pins the manifest and every shard together.
 
+A writer killed between its first shard and its last cleanup (SIGKILL, a lost machine) leaves shard
+files the manifest does not name. So a writer first notes in a journal (JOURNAL, a `.tmp` file that
+DVC and the folder's pin skip) each shard it is about to add, and, before its manifest's rename,
+each shard that rename leaves unnamed; it deletes the journal once done. The next reader or writer
+that finds a journal and no writer holding the folder's lock deletes the files it lists that the
+manifest now in place does not name, saying which (clear_killed_writer): a writer's own files, by
+its own record, whichever side of the rename it was killed on. Any other unnamed look-alike (one
+put there by hand, or a merge's other side) is still refused, naming it.
+
 Merges: two collaborators who changed different shards change different manifest lines and files;
 the same shard changed on both sides conflicts on its manifest line, resolved by rerunning the stage
 (or `judgeloop cache merge`) rather than by hand.
@@ -41,6 +51,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import logging
 import os
 import re
 import tempfile
@@ -61,7 +72,12 @@ SHARD_NAME = re.compile(rf"(calls|blocks)-([0-9a-f]{{{SHARD_DIGITS}}})-([0-9a-f]
 LOOKS_LIKE_SHARD = re.compile(
     r"(calls|blocks)-.*\.jsonl", re.IGNORECASE
 )  # a file a person could take for a shard
+JOURNAL = ".shards-writing" + TMP_SUFFIX  # what a writer at work adds and drops (see the module)
+MANIFEST_FILE = "calls.jsonl"  # as pipeline.llm.recordings.text.CALLS_FILE
 FIX = "Fix: restore the stage's folder from git (git checkout -- {folder}), or re-record the stage."
+
+
+log = logging.getLogger(__name__)
 
 
 def shard_of(key: str) -> str:
@@ -99,6 +115,7 @@ def write_shard(directory: Path, kind: str, prefix: str, chunks: Iterable[bytes]
             os.unlink(tmp)
         else:
             os.chmod(tmp, 0o644)
+            _journal(directory, [name])  # before the file is there, so that a kill leaves it listed
             os.replace(tmp, directory / name)
         return name, sha
     except BaseException:
@@ -110,7 +127,25 @@ def write_shard(directory: Path, kind: str, prefix: str, chunks: Iterable[bytes]
 def commit(manifest_path: Path, shards: list[tuple[str, str]]) -> None:
     """The stage's one step: the manifest naming `shards` renamed into place (then the caller drops
     the shard files it no longer names, drop_unnamed)."""
+    named = {name for name, _ in shards}
+    _journal(manifest_path.parent, sorted(n for n in os.listdir(manifest_path.parent) if _unnamed(n, named)))
     atomic_write_chunks(manifest_path, [manifest_text(shards)])
+
+
+def _unnamed(name: str, named: set[str]) -> bool:
+    return SHARD_NAME.fullmatch(name) is not None and name not in named
+
+
+def _journal(directory: Path, names: list[str]) -> None:
+    """Note in the folder's journal the shard files a writer is about to add, or to leave unnamed."""
+    if not names:
+        return
+    fd = os.open(directory / JOURNAL, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)
+    try:
+        os.write(fd, "".join(f"{name}\n" for name in names).encode("ascii"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def manifest_text(shards: Iterable[tuple[str, str]]) -> str:
@@ -129,6 +164,58 @@ def drop_unnamed(directory: Path, named: set[str]) -> None:
     for path in directory.iterdir():
         if SHARD_NAME.fullmatch(path.name) and path.name not in named:
             path.unlink(missing_ok=True)
+    (directory / JOURNAL).unlink(missing_ok=True)  # the writer is done: nothing of its is left unnamed
+
+
+def clear_killed_writer(directory: Path, *, holding_lock: bool = False) -> list[str]:
+    """Delete what a killed writer left (see the module): the shard files its journal lists that the
+    manifest in place does not name, its temporary files, and the journal; the shards deleted, each
+    named in a warning. Nothing while a writer holds the folder's lock (its shards are not strays),
+    unless it is the caller (`holding_lock`: the next writer), nor when the folder cannot be changed
+    (a reader's copy: its strays are refused as before)."""
+    journal = directory / JOURNAL
+    if not journal.is_file():
+        return []
+    try:
+        if holding_lock:
+            return _cleared(directory, journal)
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return _cleared(directory, journal)
+        finally:
+            os.close(fd)  # closing the descriptor releases the lock taken
+    except OSError:  # BlockingIOError among them: a writer at work
+        return []
+
+
+def _cleared(directory: Path, journal: Path) -> list[str]:
+    """clear_killed_writer under the folder's lock."""
+    if journal.is_symlink() or not journal.is_file():
+        return []
+    listed = set(journal.read_text(encoding="ascii", errors="replace").split())
+    manifest = directory / MANIFEST_FILE
+    text = manifest.read_bytes().decode("utf-8", "replace") if manifest.is_file() else ""
+    try:
+        named = {name for name, _ in parse_manifest(manifest, text)} if is_manifest(text) else set()
+    except CorruptRecordError:
+        return []  # which files are the recording's is not known: none deleted (the reader says why)
+    removed = sorted(name for name in listed & set(os.listdir(directory)) if _unnamed(name, named))
+    for name in removed:
+        (directory / name).unlink()
+    for pattern in (f".calls-*{TMP_SUFFIX}", f".blocks-*{TMP_SUFFIX}"):
+        for stale in directory.glob(pattern):
+            stale.unlink(missing_ok=True)
+    journal.unlink()
+    if removed:
+        log.warning(
+            "%s: deleted %d shard file(s) that a writer killed before it finished left and that "
+            "calls.jsonl does not name (the recording is as its manifest says): %s",
+            directory,
+            len(removed),
+            ", ".join(removed),
+        )
+    return removed
 
 
 def parse_manifest(path: Path, text: str) -> list[tuple[str, str]]:
@@ -160,9 +247,17 @@ def parse_manifest(path: Path, text: str) -> list[tuple[str, str]]:
 
 def refuse_strays(directory: Path, names: Iterable[str], named: set[str]) -> None:
     """CorruptRecordError for a file among `names` (the folder's) that looks like a shard but that the
-    manifest does not name: a stray a killed writer left, or a look-alike put there by hand."""
+    manifest does not name: a stray a killed writer left, or a look-alike put there by hand. What a
+    killed writer left by its own journal is deleted first, and said so (clear_killed_writer)."""
+    cleared = set(clear_killed_writer(directory))
     for name in sorted(names):
-        if name not in named and LOOKS_LIKE_SHARD.fullmatch(name) and not _writing(directory):
+        if (
+            name not in named
+            and name not in cleared
+            and LOOKS_LIKE_SHARD.fullmatch(name)
+            and not _writing(directory)
+            and (directory / name).exists()  # (another reader may have just deleted a killed writer's)
+        ):
             raise StrayShardError(
                 f"{directory / name}: looks like a shard of the stage's recording, but its calls.jsonl "
                 "does not name it, so it is not read. Fix: delete it (a writer killed before it cleaned "

@@ -21,7 +21,8 @@ and that item's calls are parsed.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+import os
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from pipeline.errors import CorruptRecordError
 from pipeline.llm.keys import KEY_RECIPE, canonical_json
 from pipeline.llm.recordings import shards
 from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings.block_places import block_lines_start, placed_blocks
 from pipeline.llm.recordings.folder_scan import scan_folder
 from pipeline.llm.recordings.offsets import LazyBlobs, LineTable
 from pipeline.llm.recordings.pins import Pins
@@ -53,8 +55,13 @@ def read_items(directory: Path, items: Collection[str]) -> Iterator[recordings.L
     """The calls of `items` in a stage's recording, unverified (read_stage(verify=False), for audit):
     the other lines are only scanned for their context's item, not parsed, so the calls of one item
     in a large recording cost a JSON read of each line. A line that cannot be scanned is parsed, and
-    so named if damaged."""
+    so named if damaged. A recording whose lines open as the writer writes them is searched as bytes
+    for the items as written instead, and only those lines and their blocks are read (_placed_items)."""
     if not recordings.has_recording(directory):
+        return
+    found = _placed_items(directory, set(items))
+    if found is not None:
+        yield from found
         return
     parts = recordings.split_recording(directory)
     wanted = set(items)
@@ -64,6 +71,97 @@ def read_items(directory: Path, items: Collection[str]) -> Iterator[recordings.L
             call = recordings.parse_call_line(line, parts.blobs, parts.where(number))
             if call.context.item in wanted:
                 yield recordings.LoadedCall(*parts.located(number), call)
+
+
+CALL_OPENING = b'{"checksum":"'  # how the writer opens every call line (canonical JSON, keys sorted)
+BLOCK_OPENING = b'{"blob":"'  # and every block line
+Lines = list[tuple[Path, int, str]]  # a file, a line's number there, the line
+
+
+def _placed_items(directory: Path, wanted: set[str]) -> list[recordings.LoadedCall] | None:
+    """read_items without parsing every line: the recording's call lines searched as bytes for each
+    item as the writer writes it in a line's context (`"item":"903"`: a quote inside a JSON string is
+    escaped, so only the JSON's own keys read so), only those lines decoded and parsed, and only their
+    blocks read. A sharded recording (pipeline.llm.recordings.shards): every shard of calls read and
+    checked against its hash in the manifest, the blocks found where they lie
+    (pipeline.llm.recordings.block_places), not with their shards read whole. A recording in one
+    file: its blocks found by their lines' openings, as read_keys finds them. None for a recording
+    holding a line not opened as the writer opens one (then read_items reads it whole, as before)."""
+    if "" in wanted:
+        return None  # a context without an item is written without one: nothing to search for
+    path = directory / recordings.CALLS_FILE
+    recordings.refuse_linked(directory)
+    with path.open("rb") as opening:
+        head = opening.read(len(shards.MANIFEST_OPENING)).decode("utf-8", "replace")
+    marks = [recordings.line_safe(canonical_json({"item": item}))[1:-1].encode("utf-8") for item in wanted]
+    lines: Lines | None
+    blobs: dict[str, str] | None
+    if shards.is_manifest(head):
+        named = shards.parse_manifest(path, recordings.recording_text(path))
+        shards.refuse_strays(directory, os.listdir(directory), {name for name, _ in named})
+        held = (
+            (directory / name, shards.shard_bytes(directory, name, sha, None))
+            for name, sha in named
+            if shards.prefix_of(name)[0] == "calls"
+        )  # one shard's bytes held at a time
+        lines = _item_lines(held, marks)
+        blobs = None if lines is None else _blocks_of(directory, named, _refs(lines))
+    else:
+        names = os.listdir(directory)
+        if recordings.LEGACY_BLOBS_FILE in names or path.stat().st_size > recordings.MAX_RECORDING_BYTES:
+            return None  # read whole, which says what is wrong with a large one
+        shards.refuse_strays(directory, names, set())
+        data = path.read_bytes()
+        lines = _item_lines([(path, data)], marks)
+        blobs = {}
+        refs = set() if lines is None else _refs(lines)
+        if lines is None or not (
+            placed_blocks(path, refs, blobs, [], block_lines_start(data))
+            or recordings._blocks_opening(path, data, refs, blobs, [])
+        ):
+            return None
+    if lines is None or blobs is None:
+        return None
+    out = []
+    for source, number, text in lines:
+        call = recordings.parse_call_line(text, blobs, f"{source}:{number}")
+        if call.context.item in wanted:
+            out.append(recordings.LoadedCall(source, number, call))
+    return out
+
+
+def _refs(lines: Lines) -> set[str]:
+    return {blob for _, _, line in lines for blob in recordings.blob_refs(line)}
+
+
+def _item_lines(files: Iterable[tuple[Path, bytes]], marks: list[bytes]) -> Lines | None:
+    """The call lines of `files` that hold one of `marks`, decoded; None for a file with a line that
+    opens as neither a call line nor a block line."""
+    lines: Lines = []
+    for path, data in files:
+        count = data.count(b"\n") + (bool(data) and not data.endswith(b"\n"))
+        opened = sum(data.startswith(o) + data.count(b"\n" + o) for o in (CALL_OPENING, BLOCK_OPENING))
+        if opened != count:
+            return None
+        for number, held in recordings._lines_holding(data, marks):
+            if not held.startswith(BLOCK_OPENING):
+                lines.append((path, number, recordings._decoded(held, f"{path}:{number}")))
+    return lines
+
+
+def _blocks_of(directory: Path, named: list[tuple[str, str]], refs: set[str]) -> dict[str, str] | None:
+    """The blocks `refs` of a sharded recording, each found where it lies or, failing that, in its
+    shard read whole and checked against its hash; None for one not found either way."""
+    blobs: dict[str, str] = {}
+    problems: list[str] = []  # an edited block is kept, noted: the call that uses it fails its checksum
+    for name, sha in named:
+        wanted = {blob for blob in refs if shards.prefix_of(name) == ("blocks", shards.shard_of(blob))}
+        if not wanted or placed_blocks(directory / name, wanted, blobs, problems):
+            continue
+        data = shards.shard_bytes(directory, name, sha, None)
+        if not recordings._blocks_opening(directory / name, data, wanted, blobs, problems):
+            return None
+    return blobs
 
 
 Identity = tuple[str, str, str]  # a ModelIdentity's backend, name and digest

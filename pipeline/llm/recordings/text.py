@@ -311,6 +311,7 @@ class StageRecording:
             for name, _ in written:
                 if name not in before:
                     (directory / name).unlink(missing_ok=True)
+            (directory / shards.JOURNAL).unlink(missing_ok=True)  # what it listed is gone, or named
             raise
         shards.drop_unnamed(directory, {name for name, _ in written})
 
@@ -343,6 +344,7 @@ class StageRecording:
             ):
                 for stale in directory.glob(pattern):
                     stale.unlink(missing_ok=True)
+            shards.clear_killed_writer(directory, holding_lock=True)  # its shards, named in a warning
             if len(order) > shards.SHARD_AT:
                 self._write_shards(directory, order, kept_blobs)
             else:
@@ -617,11 +619,12 @@ def read_keys(
 ) -> Iterator[LoadedCall]:
     """The calls of `keys` in a stage's recording (verified as read_stage verifies them). A sharded
     recording (pipeline.llm.recordings.shards) is read as its manifest, the shards of those keys'
-    calls and the block shards their lines refer to, each checked against its hash, the folder
-    checked for strays: a reader of one call of a million reads a sixteenth of the calls and a few
-    block shards, and parses that call's line only. A recording in one file is read whole, its
-    calls filtered, as is a sharded one whose lines do not show these keys as written (a line under
-    an older key recipe).
+    calls, each checked against its hash, and the blocks their lines refer to, each found where it
+    lies and checked against its id (pipeline.llm.recordings.block_places; a block not found so: its
+    shard read whole, checked against its hash), the folder checked for strays: a reader of one call
+    of a million reads a sixteenth of the calls and a few kB of blocks, and parses that call's line
+    only. A recording in one file is read whole, its calls filtered, as is a sharded one whose lines
+    do not show these keys as written (a line under an older key recipe).
 
     `scan_whole=False`: a key whose line does not show it as written is taken as not recorded here,
     and a recording in one file has only the lines that show a key parsed. For a reader that asks
@@ -668,11 +671,10 @@ def _key_lines(
     lines: list[tuple[Path, int, str]] = []
     needed = {("calls", shards.shard_of(key)) for key in wanted}
     for name, sha in named:
-        if shards.prefix_of(name) in needed:
-            text = recording_text(directory / name, shards.shard_bytes(directory, name, sha, None))
-            for number, line in enumerate(file_lines(text), start=1):
-                if any(mark in line for mark in marks):
-                    lines.append((directory / name, number, line))
+        if shards.prefix_of(name) in needed:  # searched as bytes, only the lines found decoded
+            data = shards.shard_bytes(directory, name, sha, None)
+            for number, held in _lines_holding(data, [mark.encode("utf-8") for mark in marks]):
+                lines.append((directory / name, number, _decoded(held, f"{directory / name}:{number}")))
     if complete and len(lines) < len(wanted):
         return None
     refs = {blob for _, _, line in lines for blob in blob_refs(line)}
@@ -680,7 +682,11 @@ def _key_lines(
     chosen = [(name, sha) for name, sha in named if shards.prefix_of(name) in blocks]
     blobs: dict[str, str] = {}
     problems: list[str] = []
-    for name, sha in chosen:  # one shard's bytes held at a time
+    from pipeline.llm.recordings.block_places import placed_blocks  # (it reads lines as this module does)
+
+    for name, sha in chosen:  # each block found where it lies, else its shard read whole, one at a time
+        if placed_blocks(directory / name, _in_shard(refs, name), blobs, problems):
+            continue
         data = shards.shard_bytes(directory, name, sha, None)
         if not _blocks_opening(directory / name, data, _in_shard(refs, name), blobs, problems):
             # a block line not as written: those shards parsed whole
@@ -706,7 +712,11 @@ def _file_key_lines(directory: Path, wanted: set[str], verify: bool) -> Found:
     refs = {blob for _, _, line in lines for blob in blob_refs(line)}
     blobs: dict[str, str] = {}
     problems: list[str] = []
-    if not _blocks_opening(path, data, refs, blobs, problems):
+    from pipeline.llm.recordings.block_places import block_lines_start, placed_blocks
+
+    if not placed_blocks(path, refs, blobs, problems, block_lines_start(data)) and not _blocks_opening(
+        path, data, refs, blobs, problems
+    ):
         return lines, whole_recording(directory, None, verify)
     return lines, _found_blocks(path, blobs, problems, verify)
 
