@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -183,9 +184,18 @@ class Prediction:
             raise self._error
 
     def adopted(self, session: LLMSession) -> list[Any] | None:
-        """The dry run's results as the stage's (adopt), once it has ended; None: run the step."""
+        """The dry run's results as the stage's (adopt), once it has ended; None: run the step.
+        The probe is let go of then: the list returned is the one thing left holding them."""
         self.join()
-        return adopt(session, self.expected, self.probe) if self.expected and self.probe else None
+        probe, self.probe = self.probe, None
+        return adopt(session, self.expected, probe) if self.expected and probe else None
+
+
+def _drained(results: list[Any]) -> Iterator[Any]:
+    """The results in order, each let go of once handed on (written)."""
+    results.reverse()
+    while results:
+        yield results.pop()
 
 
 def step_results(
@@ -194,19 +204,28 @@ def step_results(
     session: LLMSession,
     inputs: Any,
     prediction: Prediction,
-) -> list[Any]:
-    """The step's results: the dry run's where they can stand for the stage's, else the step run,
-    started as soon as the dry run met a call for the model in auto and replay mode (the modes whose
-    dry run can see the local cache as it was before the stage, ProbeBackend), after it otherwise."""
+) -> Iterator[Any]:
+    """The step's results as they come, in the items' order: the dry run's where they can stand for
+    the stage's, else the step run, started as soon as the dry run met a call for the model in auto
+    and replay mode (the modes whose dry run can see the local cache as it was before the stage,
+    ProbeBackend), after it otherwise."""
     if session.mode in ("auto", "replay"):
         prediction.decided.wait()
     else:
         prediction.join()
     if prediction.ended.is_set() and (results := prediction.adopted(session)) is not None:
-        return results
-    results = step.work(params, session, inputs)
+        yield from _drained(results)
+        return
+    yield from step.stream(params, session, inputs)
     prediction.join()
-    return results
+
+
+def _tallied(step: LLMStep[Any, Any, Any], results: Iterable[Any], kept: list[Any]) -> Iterator[Any]:
+    """The results passed on, what the end line says of each (step.done's `of`) kept as they pass."""
+    for result in results:
+        if step.done is not None:
+            kept.append(step.done.of(result))
+        yield result
 
 
 def _said_once(stage: str, stopped: JudgeloopError | None, raised: BaseException | None) -> None:
@@ -227,16 +246,19 @@ def run_llm_step(
         progress = StageProgress(stage.name, None, mode=session.mode, started=began)
         session.observe(progress.call)
         prediction = Prediction(stage, step, params, session, inputs, progress)
+        kept: list[Any] = []
         try:
+            # Written as they come, in the items' order, whole or not at all (issue 33: a stage never
+            # holds its results whole): a failed item leaves the old output as it was.
             results = step_results(step, params, session, inputs, prediction)
+            step.output.write(design.results_path(stage.name, params), _tallied(step, results, kept))
         except BaseException as exc:
             prediction.ended.wait()  # its start line before the end line; its own error is this one's
             progress.finish(failed=True)
             _said_once(stage.name, prediction.stopped, exc)
             raise
     _said_once(stage.name, prediction.stopped, None)
-    step.output.write(design.results_path(stage.name, params), results)
-    progress.finish(step.done(results) if step.done is not None else None)
+    progress.finish(step.done.said(kept) if step.done is not None else None)
 
 
 def run_stage(design_name: str, stage_name: str) -> None:

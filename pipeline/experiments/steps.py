@@ -3,7 +3,7 @@
     STEP = LLMStep(
         inputs=lambda params, upstream: (transcripts(params), upstream("assess", ASSESSMENTS)),
         items=lambda inputs: [a.item for a in inputs[1]],
-        work=lambda params, session, inputs: run_judge(params, session, *inputs),
+        stream=lambda params, session, inputs: judge_items(params, session, *inputs),
         output=JUDGEMENTS,
     )
 
@@ -11,13 +11,16 @@
 earlier stages. The runner (stages/runner.py) reads those from their files; `judgeloop status`
 gives the results its dry run of the earlier stage found, when that stage runs too. `work` makes
 the calls, with no file I/O, through the session it is given: the stage's recorded one, or the
-dry run's, which calls no model. `output` says how the results are written (to the stage's first
-out) and read back, and which item each is for.
+dry run's, which calls no model. `stream` yields the results in the items' order as they finish
+(pipeline.llm.runner.iter_items), and the runner writes each as it comes (issue 33: a stage never
+holds all its results); `work` is the same, held whole. `output` says how the results are written
+(to the stage's first out) and read back, and which item each is for; `done` what the stage's end
+line says of them, folded over them as they pass.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
@@ -40,7 +43,7 @@ class Output(Generic[R]):
 
     item_of: Callable[[R], str]
     text_of: Callable[[R], str]
-    write: Callable[[Path, Sequence[R]], None]
+    write: Callable[[Path, Iterable[R]], None]  # the results as they come, in the items' order
     read: Callable[[Path], list[R]] | None = None  # None: no later stage reads them as results
 
 
@@ -72,6 +75,26 @@ def no_decision_on_unknown(_: Any) -> bool:
     return False
 
 
+S = TypeVar("S")
+
+
+@dataclass(frozen=True)
+class Done(Generic[R, S]):
+    """What a stage's end line says of its results, without holding them: `of` keeps what one
+    result adds (a flag, a few counts: small), `said` words the end line from those."""
+
+    of: Callable[[R], S]
+    said: Callable[[list[S]], str]
+
+    def __call__(self, results: Iterable[R]) -> str:
+        return self.said([self.of(r) for r in results])
+
+
+def counted(test: Callable[[R], bool], what: str, state: str) -> Done[R, bool]:
+    """The end line "n of N <what> <state>", n the results that pass `test`."""
+    return Done(test, lambda flags: share(sum(flags), len(flags), what, state))
+
+
 @dataclass(frozen=True)
 class LLMStep(Generic[P, I, R]):
     """A stage that calls a model (see the module's docstring).
@@ -84,7 +107,11 @@ class LLMStep(Generic[P, I, R]):
 
     inputs: Callable[[P, Upstream], I]
     items: Callable[[I], list[str]]
-    work: Callable[[P, LLMSession, I], list[R]]
+    stream: Callable[[P, LLMSession, I], Iterable[R]]
     output: Output[R]
     decides_on_unknown: Callable[[P], bool] = no_decision_on_unknown
-    done: Callable[[list[R]], str] | None = None
+    done: Done[R, Any] | None = None
+
+    def work(self, params: P, session: LLMSession, inputs: I) -> list[R]:
+        """The step's results, held whole (a dry run looks at them all)."""
+        return list(self.stream(params, session, inputs))
