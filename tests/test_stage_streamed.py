@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -96,12 +97,14 @@ def test_streamed_results_in_any_order_give_the_bytes_of_sorting_them_all(
 
 
 @pytest.mark.parametrize("late", [False, True])
-def test_a_stage_that_fails_part_way_leaves_the_old_output_and_no_stray_file(tmp_path: Path, late: bool) -> None:
+def test_a_stage_that_fails_part_way_leaves_the_old_output_and_no_stray_file(
+    tmp_path: Path, late: bool
+) -> None:
     path = tmp_path / "out" / "results.jsonl"
     path.parent.mkdir()
     path.write_text("the old output\n", encoding="utf-8")
 
-    def results():  # type: ignore[no-untyped-def]
+    def results() -> Iterator[Row]:
         yield Row(item="901", value=1)
         yield Row(item="800" if late else "902", value=2)  # late: held to be merged in at the end
         raise RuntimeError("the stage failed")
@@ -138,4 +141,6 @@ def test_a_rerun_after_an_item_failed_mid_stage_resumes_from_the_cache(tmp_path:
     assert 5 <= sent[0] < len(items)  # the items before it finished; no new item started after it
     stage(None)
     assert sent[1] == len(items) - sent[0]  # every call that completed came from the cache
-    assert [Row.model_validate_json(line).item for line in path.read_text(encoding="utf-8").splitlines()] == items
+    assert [
+        Row.model_validate_json(line).item for line in path.read_text(encoding="utf-8").splitlines()
+    ] == items

@@ -149,7 +149,7 @@ def stream_pick(
 run_pick = held(stream_pick)
 
 
-def _write_picks(path: Path, picks: Sequence[PickResult]) -> None:
+def _write_picks(path: Path, picks: Iterable[PickResult]) -> None:
     write_records(path, (p.record() for p in picks))
 
 

@@ -187,7 +187,7 @@ SCORED: Output[ScoredRequest] = Output(
 )
 
 
-def _rated(r: ScoredRequest) -> tuple[int, int]:
+def _ratings_of(r: ScoredRequest) -> tuple[int, int]:
     """One request's ratings by the judge, and those that failed."""
     judged = sum(s.source == "judge" for c in r.pool for s in c.scores.values())
     return judged, sum(len(c.failed) for c in r.pool)
@@ -203,5 +203,5 @@ STEP: LLMStep[SelectionParams, list[RequestPool], ScoredRequest] = LLMStep(
     items=lambda pools: [p.request.id for p in pools],
     stream=stream_score,
     output=SCORED,
-    done=Done(_rated, _outcome),
+    done=Done(_ratings_of, _outcome),
 )
