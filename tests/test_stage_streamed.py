@@ -5,20 +5,25 @@ sorting them all would give."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.data.jsonl import Result, write_jsonl, write_records
+from pipeline.experiments.paper import refine as paper_refine
 from pipeline.llm import runner
 from pipeline.llm.runner import iter_items
 from pipeline.llm.types import CallContext
+from stages.runner import StagedResults, run_stage
 from tests.helpers import make_session, request
+from tests.project import TRANSCRIPTS, recorded_project, write_params
 
 
 class Row(Result):
@@ -144,3 +149,64 @@ def test_a_rerun_after_an_item_failed_mid_stage_resumes_from_the_cache(tmp_path:
     assert [
         Row.model_validate_json(line).item for line in path.read_text(encoding="utf-8").splitlines()
     ] == items
+
+
+RECORDED: dict[str, dict[str, Any]] = {"judge": {"max_attempts": 1}, "refine": {"max_iterations": 1}}
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("JUDGELOOP_CACHE_MODE", raising=False)
+    recorded_project(tmp_path, params=RECORDED)
+    return tmp_path
+
+
+def _outputs(root: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted((root / "outputs").rglob("*")) if p.is_file()}
+
+
+def test_a_replayed_stage_publishes_its_dry_runs_streamed_results_byte_identically(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = _outputs(project)
+    published: list[Path] = []
+    publish = StagedResults.publish
+
+    def spied(staged: StagedResults) -> None:
+        published.append(staged.target)
+        publish(staged)
+
+    monkeypatch.setattr(StagedResults, "publish", spied)
+    monkeypatch.setenv("JUDGELOOP_CACHE_MODE", "replay")
+    for stage in ("assess", "judge", "refine"):
+        run_stage("paper", stage)
+    assert [p.name for p in published] == ["assessments.jsonl", "judgements.jsonl", "refinement.jsonl"]
+    assert _outputs(project) == before  # the same bytes, and no staged or temporary file left
+
+
+def test_a_stage_whose_item_fails_leaves_its_old_output_and_a_rerun_resumes(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = _outputs(project)
+    # Iteration 1 now re-judges the three metrics that passed: 3 new calls an item, for the model.
+    write_params(project, **{**RECORDED, "refine": {**RECORDED["refine"], "rejudge": "all"}})
+    original = paper_refine.refine
+
+    def failing(session: Any, transcript: Any, *args: Any, **kwargs: Any) -> Any:
+        if transcript.item_id == sorted(TRANSCRIPTS)[-1]:
+            raise RuntimeError("the last item broke")
+        return original(session, transcript, *args, **kwargs)
+
+    monkeypatch.setattr(paper_refine, "refine", failing)
+    with pytest.raises(RuntimeError, match="the last item broke"):
+        run_stage("paper", "refine")
+    assert _outputs(project) == before  # nothing of the failed stage published, no stray file
+    monkeypatch.setattr(paper_refine, "refine", original)
+    capsys.readouterr()
+    run_stage("paper", "refine")
+    end = [line for line in capsys.readouterr().err.splitlines() if line.startswith("refine: done")]
+    assert _outputs(project)["refinement.jsonl"] != before["refinement.jsonl"]
+    assert [p for p in (project / "outputs").rglob(".*")] == []
+    # The calls of the items that finished before the failure came from the cache: only the last's sent.
+    assert end and re.search(r": 15 calls, 12 hits, 3 misses sent to the model", end[0]), end
