@@ -21,6 +21,7 @@ from pipeline.experiments.paper import refine as paper_refine
 from pipeline.llm import runner
 from pipeline.llm.runner import iter_items
 from pipeline.llm.types import CallContext
+from pipeline.loops.feedback import refine as original
 from stages.runner import StagedResults, run_stage
 from tests.helpers import make_session, request
 from tests.project import TRANSCRIPTS, recorded_project, write_params
@@ -191,7 +192,6 @@ def test_a_stage_whose_item_fails_leaves_its_old_output_and_a_rerun_resumes(
     before = _outputs(project)
     # Iteration 1 now re-judges the three metrics that passed: 3 new calls an item, for the model.
     write_params(project, **{**RECORDED, "refine": {**RECORDED["refine"], "rejudge": "all"}})
-    original = paper_refine.refine
 
     def failing(session: Any, transcript: Any, *args: Any, **kwargs: Any) -> Any:
         if transcript.item_id == sorted(TRANSCRIPTS)[-1]:
