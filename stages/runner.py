@@ -71,6 +71,12 @@ class FileUpstream:
             raise TypeError(f"stage {stage}'s results are not read back (its Output has no read)")
         return output.read(self.design.results_path(stage, self.params))
 
+    def file(self, stage: str, output: Output[R]) -> Iterable[R]:
+        """The results read again an item at a time (steps.results_of), where the Output can."""
+        if output.file is None:
+            return self(stage, output)
+        return output.file(self.design.results_path(stage, self.params))
+
 
 @dataclass(frozen=True, slots=True)
 class Staged:

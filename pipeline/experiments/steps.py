@@ -23,9 +23,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from pipeline.data.jsonl import Result, read_jsonl, write_jsonl
+from pipeline.data.results_file import ResultsFile
 from pipeline.llm.settings import EngineSettings
 
 if TYPE_CHECKING:  # named only: a stage that calls no model does not load the session
@@ -45,6 +46,9 @@ class Output(Generic[R]):
     text_of: Callable[[R], str]
     write: Callable[[Path, Iterable[R]], None]  # the results as they come, in the items' order
     read: Callable[[Path], list[R]] | None = None  # None: no later stage reads them as results
+    # The results file read again an item at a time (pipeline.data.results_file), for a later stage
+    # that reads it through a file-backed upstream (FromFiles); None: read whole.
+    file: Callable[[Path], Iterable[R]] | None = None
 
 
 M = TypeVar("M", bound=Result)
@@ -52,11 +56,16 @@ M = TypeVar("M", bound=Result)
 
 def jsonl_output(model: type[M]) -> Output[M]:
     """Results written one model a line, sorted by item (pipeline.data.jsonl); `model` has an `item`."""
+
+    def item_of(result: M) -> str:
+        return str(getattr(result, "item"))  # noqa: B009 (Result does not declare it; each model does)
+
     return Output(
-        lambda r: str(getattr(r, "item")),  # noqa: B009 (Result does not declare it; each model does)
+        item_of,
         lambda r: r.model_dump_json(),
         write_jsonl,
         lambda path: read_jsonl(path, model),
+        lambda path: ResultsFile(path, model, item_of),
     )
 
 
@@ -64,6 +73,23 @@ class Upstream(Protocol):
     """The results of an earlier stage of the same design."""
 
     def __call__(self, stage: str, output: Output[R]) -> list[R]: ...
+
+
+@runtime_checkable
+class FromFiles(Protocol):
+    """An upstream that reads the earlier stages' files (the stage runner's), and can hand one on
+    to be read again an item at a time rather than whole."""
+
+    def __call__(self, stage: str, output: Output[R]) -> list[R]: ...
+
+    def file(self, stage: str, output: Output[R]) -> Iterable[R]: ...
+
+
+def results_of(upstream: Upstream, stage: str, output: Output[R]) -> Iterable[R]:
+    """An earlier stage's results, read again from its file an item at a time where the upstream
+    reads files (issue 33: a stage then never holds them whole), else as the upstream holds them (a
+    dry run's results, in `judgeloop status`). Both are iterated again, in the file's order."""
+    return upstream.file(stage, output) if isinstance(upstream, FromFiles) else upstream(stage, output)
 
 
 def share(count: int, total: int, what: str, state: str) -> str:

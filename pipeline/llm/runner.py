@@ -54,13 +54,14 @@ class _Ordered(Generic[R]):
                 yield result[0]
 
 
-def iter_items(session: LLMSession, items: Sequence[T], work: Callable[[T], R], desc: str) -> Iterator[R]:
+def iter_items(session: LLMSession, items: Iterable[T], work: Callable[[T], R], desc: str) -> Iterator[R]:
     """Each item's work on the session's workers; the results in the items' order, each yielded once
     it and every earlier item are done. Items are handed to the pool a few at a time as others
     finish (AHEAD), in their order: waiting on every item's future at once cost each finished item
     a pass over all of them, a time quadratic in the run (issue 33: 10^5 items at a million calls);
-    and no more than WINDOW per worker are started and not yet handed on. After the last result,
-    the first error other than a replay miss is raised, or else the session's misses."""
+    and no more than WINDOW per worker are started and not yet handed on. `items` is read as the
+    items start (a file read again an item at a time, say: pipeline.data.results_file). After the
+    last result, the first error other than a replay miss is raised, or else the session's misses."""
 
     def ranked(rank: int, item: T) -> R:
         ITEM_RANK.set(rank)

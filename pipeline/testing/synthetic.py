@@ -11,6 +11,7 @@ every seventh judge reply forgets its score, so re-asks run): about 10 calls an 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -91,13 +92,18 @@ def run_stages(root: Path, mode: str) -> int:
         fake = FakeBackend(responder, name=MODEL, parallelism=4, keep_requests=False)
         calls = 0
 
-        def upstream(stage: str, output: Output[Any]) -> list[Any]:
-            assert output.read is not None
-            return output.read(DESIGN.results_path(stage, params))
+        class Upstream:  # as stages.runner.FileUpstream reads them: whole, or again an item at a time
+            def __call__(self, stage: str, output: Output[Any]) -> list[Any]:
+                assert output.read is not None
+                return output.read(DESIGN.results_path(stage, params))
+
+            def file(self, stage: str, output: Output[Any]) -> Iterable[Any]:
+                assert output.file is not None
+                return output.file(DESIGN.results_path(stage, params))
 
         def stage(name: str, step: LLMStep[Any, Any, Any]) -> None:
             nonlocal calls
-            inputs = step.inputs(params, upstream)
+            inputs = step.inputs(params, Upstream())
             session = open_session(params, name, root=Path("."), backend_factory=lambda: fake)
             write_jsonl(DESIGN.results_path(name, params), step.stream(params, session, inputs))
             calls += session.recorded_calls

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from pipeline.data.transcripts import Transcript, index_transcripts
 from pipeline.experiments.paper.params import PaperParams
-from pipeline.experiments.steps import Done, LLMStep, Upstream, jsonl_output, share
+from pipeline.experiments.steps import Done, LLMStep, Upstream, jsonl_output, results_of, share
 from pipeline.judges.rubric.judge import judge_all
 from pipeline.judges.rubric.results import Assessment, AssessmentJudgements
 from pipeline.judges.samples import only_seeds_differ
@@ -34,7 +34,7 @@ def stream_judge(
     params: PaperParams,
     session: LLMSession,
     transcripts: Mapping[str, Transcript],
-    assessments: Sequence[Assessment],
+    assessments: Iterable[Assessment],
 ) -> Iterable[AssessmentJudgements]:
     said = only_seeds_differ(params.judge.samples, params.llm.options)
     if said is not None:
@@ -62,12 +62,12 @@ run_judge = held(stream_judge)
 @dataclass(frozen=True)
 class JudgeInputs:
     transcripts: Mapping[str, Transcript]
-    assessments: list[Assessment]
+    assessments: Iterable[Assessment]  # read again from their file at each pass (results_of)
 
 
 def judge_inputs(params: PaperParams, upstream: Upstream) -> JudgeInputs:
     transcripts = index_transcripts(params.data).by_id  # each read when its item runs
-    return JudgeInputs(transcripts, upstream("assess", jsonl_output(Assessment)))
+    return JudgeInputs(transcripts, results_of(upstream, "assess", jsonl_output(Assessment)))
 
 
 STEP: LLMStep[PaperParams, JudgeInputs, AssessmentJudgements] = LLMStep(

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
+from pipeline.data.results_file import ByItem, ResultsFile
 from pipeline.data.transcripts import Transcript, index_transcripts
 from pipeline.experiments.paper.params import PaperParams
-from pipeline.experiments.steps import Done, LLMStep, Upstream, jsonl_output, share
+from pipeline.experiments.steps import Done, LLMStep, Upstream, jsonl_output, results_of, share
 from pipeline.judges.rubric.results import Assessment, AssessmentJudgements
 from pipeline.judges.unscored import unscored_reasons
 from pipeline.llm.runner import held, iter_items
@@ -20,8 +21,8 @@ def stream_refine(
     params: PaperParams,
     session: LLMSession,
     transcripts: Mapping[str, Transcript],
-    assessments: Mapping[str, Assessment],
-    judgements: Sequence[AssessmentJudgements],
+    assessments: ByItem[Assessment],
+    judgements: Iterable[AssessmentJudgements],
 ) -> Iterable[Refinement]:
     # Past refine.stop_unscored_share of the judge's judgements unscored, no item is refined: the
     # loop's prompts would carry no score to improve on.
@@ -76,17 +77,32 @@ def _outcome(refinements: list[_Refined]) -> str:
 
 
 @dataclass(frozen=True)
+class Assessed:
+    """The judgements of the items that have an assessment, iterated again at each pass (from their
+    file, where the upstream reads files). Every judged item has its assessment, except in a dry
+    run whose new assessment is not known yet."""
+
+    judgements: Iterable[AssessmentJudgements]
+    assessments: ByItem[Assessment]
+
+    def __iter__(self) -> Iterator[AssessmentJudgements]:
+        return (j for j in self.judgements if j.item in self.assessments)
+
+
+@dataclass(frozen=True)
 class RefineInputs:
     transcripts: Mapping[str, Transcript]
-    assessments: Mapping[str, Assessment]
-    judgements: list[AssessmentJudgements]
+    assessments: ByItem[Assessment]
+    judgements: Assessed
 
 
 def refine_inputs(params: PaperParams, upstream: Upstream) -> RefineInputs:
+    """What refine reads, each read again from its file an item at a time by the stage runner (issue
+    33: the run's assessments and judgements are not held while it refines)."""
     transcripts = index_transcripts(params.data).by_id  # each read when its item runs
-    assessments = {a.item: a for a in upstream("assess", jsonl_output(Assessment))}
-    # Every judged item has its assessment, except in a dry run whose new assessment is not known yet.
-    judgements = [j for j in upstream("judge", jsonl_output(AssessmentJudgements)) if j.item in assessments]
+    assess = results_of(upstream, "assess", jsonl_output(Assessment))
+    assessments = assess if isinstance(assess, ResultsFile) else {a.item: a for a in assess}
+    judgements = Assessed(results_of(upstream, "judge", jsonl_output(AssessmentJudgements)), assessments)
     return RefineInputs(transcripts, assessments, judgements)
 
 
