@@ -68,3 +68,11 @@ def test_refine_reads_the_earlier_stages_from_their_files_through_the_stage_runn
     path.write_bytes(path.read_bytes().replace(b'"score":', b'"score": ', 1))
     with pytest.raises(InputError, match="changed while it was being read"):
         list(inputs.judgements)  # read again from the file, never a copy held since
+
+
+def test_a_line_added_after_the_scan_is_refused(tmp_path: Path) -> None:
+    results = _file(tmp_path, [Row(item="901", value=1)])
+    with (tmp_path / "rows.jsonl").open("a", encoding="utf-8") as out:
+        out.write('{"item":"902","value":2}\n')
+    with pytest.raises(InputError, match=r"rows.jsonl.*2.*changed while it was being read"):
+        list(results)
