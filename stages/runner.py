@@ -29,8 +29,13 @@ line follows when the dry run ends, always before the end line.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -66,6 +71,64 @@ class FileUpstream:
             raise TypeError(f"stage {stage}'s results are not read back (its Output has no read)")
         return output.read(self.design.results_path(stage, self.params))
 
+    def file(self, stage: str, output: Output[R]) -> Iterable[R]:
+        """The results read again an item at a time (steps.results_of), where the Output can."""
+        if output.file is None:
+            return self(stage, output)
+        return output.file(self.design.results_path(stage, self.params))
+
+
+@dataclass(frozen=True, slots=True)
+class Staged:
+    """What the dry run keeps of one result: its item, whether its text holds a reply not known yet
+    (probe's MARK), and what the end line says of it (step.done's `of`). The result itself is
+    written to the staged file as it comes, not held (issue 33)."""
+
+    item: str
+    unknown: bool
+    tally: Any
+
+
+class StagedResults:
+    """The dry run's results written as they come to a file beside the stage's output, as the
+    stage writes them (its Output's write: the same bytes), so that a dry run whose pass stands for
+    the stage's (adopt) is published by a rename, and none of its results is held meanwhile."""
+
+    def __init__(self, step: LLMStep[Any, Any, Any], path: Path) -> None:
+        from pipeline.llm.files import TMP_SUFFIX
+        from pipeline.tools.status.probe import MARK
+
+        self.step, self.target = step, path
+        self.path = path.with_name(f".{path.name}.dry-run{TMP_SUFFIX}")
+        self.output: Output[Staged] = Output(
+            lambda staged: staged.item, lambda staged: MARK if staged.unknown else "", _unwritten
+        )
+
+    def write(self, results: Iterable[Any]) -> list[Staged]:
+        from pipeline.tools.status.probe import MARK
+
+        output, done, kept = self.step.output, self.step.done, []
+
+        def passing() -> Iterator[Any]:
+            for result in results:
+                tally = done.of(result) if done is not None else None
+                kept.append(Staged(output.item_of(result), MARK in output.text_of(result), tally))
+                yield result
+
+        output.write(self.path, passing())
+        return kept
+
+    def publish(self) -> None:
+        os.replace(self.path, self.target)
+
+    def discard(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+
+
+def _unwritten(path: Path, results: Iterable[Staged]) -> None:
+    raise TypeError("a staged result is written by StagedResults.write, as it comes")
+
 
 def dry_run(
     stage: Stage,
@@ -74,21 +137,23 @@ def dry_run(
     session: LLMSession,
     inputs: Any,
     model_call: threading.Event | None = None,
+    staged: StagedResults | None = None,
 ) -> tuple[Expected, StageProbe[Any]]:
     """The calls the stage will make, as `judgeloop status` predicts them: its step dry-run with no
-    model against the recordings and the local cache (nothing is written, nothing is sent), as the
-    cache was before `session` sent anything. `model_call` is set at its first call for the model."""
-    from pathlib import Path
-
+    model against the recordings and the local cache (nothing is sent), as the cache was before
+    `session` sent anything. `model_call` is set at its first call for the model. With `staged`,
+    its results are written there as they come, and the probe's results are Staged ones."""
     from pipeline.llm.progress import Expected
     from pipeline.tools.status.probe import probe_stage
 
     items = step.items(inputs)
     probe = probe_stage(
         stage.name,
-        lambda dry: step.work(params, dry, inputs),
+        (lambda dry: staged.write(step.stream(params, dry, inputs)))
+        if staged is not None
+        else (lambda dry: step.work(params, dry, inputs)),
         items,
-        step.output,
+        staged.output if staged is not None else step.output,
         identity=session.identity,
         index=session.index,
         cache_dir=Path(params.cache.dir),
@@ -141,13 +206,14 @@ class Prediction:
         session: LLMSession,
         inputs: Any,
         progress: StageProgress,
+        staged: StagedResults | None = None,
     ) -> None:
         self.decided, self.ended = threading.Event(), threading.Event()
         self.expected: Expected | None = None
         self.probe: StageProbe[Any] | None = None
         self.stopped: JudgeloopError | None = None
         self._error: BaseException | None = None
-        args = (stage, step, params, session, inputs, progress)
+        args = (stage, step, params, session, inputs, progress, staged)
         self._thread = threading.Thread(
             target=self._run, args=args, name=f"{stage.name}-dry-run", daemon=True
         )
@@ -161,10 +227,13 @@ class Prediction:
         session: LLMSession,
         inputs: Any,
         progress: StageProgress,
+        staged: StagedResults | None,
     ) -> None:
         try:
             try:
-                self.expected, self.probe = dry_run(stage, step, params, session, inputs, self.decided)
+                self.expected, self.probe = dry_run(
+                    stage, step, params, session, inputs, self.decided, staged
+                )
             except JudgeloopError as exc:  # the run meets the same problem, and says so: once, at its end
                 self.stopped = exc
                 progress.unknown = "calls not predicted: the dry run stopped on an error, said below"
@@ -194,19 +263,37 @@ def step_results(
     session: LLMSession,
     inputs: Any,
     prediction: Prediction,
+    path: Path,
+    staged: StagedResults | None = None,
 ) -> list[Any]:
-    """The step's results: the dry run's where they can stand for the stage's, else the step run,
-    started as soon as the dry run met a call for the model in auto and replay mode (the modes whose
-    dry run can see the local cache as it was before the stage, ProbeBackend), after it otherwise."""
+    """Write the step's results, and give what its end line says of each (step.done's `of`): the
+    dry run's, published, where they can stand for the stage's, else the step run, its results
+    written as they come, in the items' order, whole or not at all (issue 33: a stage never holds
+    its results whole). The step starts as soon as the dry run met a call for the model in auto
+    and replay mode (the modes whose dry run can see the local cache as it was before the stage,
+    ProbeBackend), after it otherwise."""
     if session.mode in ("auto", "replay"):
         prediction.decided.wait()
     else:
         prediction.join()
-    if prediction.ended.is_set() and (results := prediction.adopted(session)) is not None:
-        return results
-    results = step.work(params, session, inputs)
+    if prediction.ended.is_set() and (adopted := prediction.adopted(session)) is not None:
+        if staged is None:  # not staged (adopt takes auto and replay alone, which stage): as it was
+            step.output.write(path, adopted)
+            return [step.done.of(result) for result in adopted] if step.done is not None else []
+        staged.publish()
+        return [result.tally for result in adopted]
+    kept: list[Any] = []
+    step.output.write(path, _tallied(step, step.stream(params, session, inputs), kept))
     prediction.join()
-    return results
+    return kept
+
+
+def _tallied(step: LLMStep[Any, Any, Any], results: Iterable[Any], kept: list[Any]) -> Iterator[Any]:
+    """The results passed on, what the end line says of each (step.done's `of`) kept as they pass."""
+    for result in results:
+        if step.done is not None:
+            kept.append(step.done.of(result))
+        yield result
 
 
 def _said_once(stage: str, stopped: JudgeloopError | None, raised: BaseException | None) -> None:
@@ -223,20 +310,26 @@ def run_llm_step(
 
     began = time.monotonic()
     inputs = step.inputs(params, FileUpstream(design, params))
+    path = design.results_path(stage.name, params)
     with recorded_session(params, stage.name) as session:
         progress = StageProgress(stage.name, None, mode=session.mode, started=began)
         session.observe(progress.call)
-        prediction = Prediction(stage, step, params, session, inputs, progress)
+        # The dry run writes its results beside the output only where they may be adopted (adopt).
+        staged = StagedResults(step, path) if session.mode in ("auto", "replay") else None
+        prediction = Prediction(stage, step, params, session, inputs, progress, staged)
         try:
-            results = step_results(step, params, session, inputs, prediction)
+            kept = step_results(step, params, session, inputs, prediction, path, staged)
         except BaseException as exc:
             prediction.ended.wait()  # its start line before the end line; its own error is this one's
             progress.finish(failed=True)
             _said_once(stage.name, prediction.stopped, exc)
             raise
+        finally:
+            if staged is not None:
+                prediction.ended.wait()  # the dry run is done writing it
+                staged.discard()
     _said_once(stage.name, prediction.stopped, None)
-    step.output.write(design.results_path(stage.name, params), results)
-    progress.finish(step.done(results) if step.done is not None else None)
+    progress.finish(step.done.said(kept) if step.done is not None else None)
 
 
 def run_stage(design_name: str, stage_name: str) -> None:

@@ -44,14 +44,15 @@ class ConciseParams(EngineSettings):
 JUDGE = '''\
 """The judge step: every text rated 1-5 for concision, under a JSON schema."""
 
+from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
 from acme_designs.concise.params import ConciseParams
 from pipeline.data.jsonl import Result
-from pipeline.experiments.steps import LLMStep, jsonl_output
-from pipeline.llm.runner import run_items
+from pipeline.experiments.steps import LLMStep, counted, jsonl_output
+from pipeline.llm.runner import iter_items
 from pipeline.llm.session import LLMSession
 from pipeline.llm.structured import StructuredFailure, ask_structured
 from pipeline.llm.types import CallContext, Message
@@ -79,7 +80,7 @@ def read_texts(params: ConciseParams) -> list[Text]:
     return [Text.model_validate_json(line) for line in lines if line.strip()]
 
 
-def judge(params: ConciseParams, session: LLMSession, texts: list[Text]) -> list[Judgement]:
+def judge(params: ConciseParams, session: LLMSession, texts: list[Text]) -> Iterator[Judgement]:
     def one(text: Text) -> Judgement:
         prompt = f"Rate how concise this text is, 1 (rambling) to 5 (tight).\\n\\n{text.text}"
         context = CallContext(stage=STAGE, item=text.id, step=0)
@@ -91,14 +92,15 @@ def judge(params: ConciseParams, session: LLMSession, texts: list[Text]) -> list
             return Judgement(item=text.id, score=None, failure=result.kind)
         return Judgement(item=text.id, score=result.value.score)
 
-    return run_items(session, texts, one, STAGE)
+    return iter_items(session, texts, one, STAGE)
 
 
 STEP: LLMStep[ConciseParams, list[Text], Judgement] = LLMStep(
     inputs=lambda params, _: read_texts(params),
     items=lambda texts: [t.id for t in texts],
-    work=judge,
+    stream=judge,
     output=jsonl_output(Judgement),
+    done=counted(lambda j: j.score is None, "judgements", "unscored"),
 )
 '''
 

@@ -7,6 +7,10 @@ keep plain records in the order given, for a design whose records are built by h
 
 from __future__ import annotations
 
+import contextlib
+import heapq
+import os
+import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -15,7 +19,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pipeline.errors import InputError
-from pipeline.llm.files import atomic_write_chunks
+from pipeline.llm.files import TMP_SUFFIX, atomic_write_chunks
 from pipeline.llm.keys import canonical_json
 
 
@@ -33,9 +37,56 @@ def write_records(path: Path, records: Iterable[Mapping[str, Any]]) -> None:
     atomic_write_chunks(path, (canonical_json(r) + "\n" for r in records))
 
 
+def _item(result: Result) -> str:
+    return str(getattr(result, "item", ""))
+
+
+def _line(result: Result) -> str:
+    return canonical_json(result.model_dump(mode="json")) + "\n"
+
+
 def write_jsonl(path: Path, results: Iterable[Result]) -> None:
-    rows = sorted(results, key=lambda r: str(getattr(r, "item", "")))
-    write_records(path, (r.model_dump(mode="json") for r in rows))
+    """The results one line each, sorted by item (stably), written whole or not at all. They are
+    written as they come while they come in item order, as a stage yields them (pipeline.llm.runner),
+    so that a stage's results are never held whole (issue 33); any that come out of order are held
+    and merged in at the end, which gives the bytes that sorting them all would."""
+    rows = iter(results)
+    keys: list[str] = []  # of the lines written in order: what the late rows are merged by
+    late: list[Result] = []
+
+    def in_order() -> Iterator[str]:
+        for result in rows:
+            key = _item(result)
+            if keys and key < keys[-1]:
+                late.append(result)
+                late.extend(rows)
+                return
+            keys.append(key)
+            yield _line(result)
+
+    fd, staged = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".ordered" + TMP_SUFFIX, dir=_folder(path))
+    os.close(fd)
+    try:
+        atomic_write_chunks(Path(staged), in_order())
+        if not late:
+            os.replace(staged, path)  # atomic_write_chunks made it 0644
+            return
+        late.sort(key=_item)
+        with open(staged, "rb") as written:
+            merged = heapq.merge(
+                zip(keys, (line.decode("utf-8") for line in written), strict=True),
+                ((_item(r), _line(r)) for r in late),
+                key=lambda row: row[0],
+            )
+            atomic_write_chunks(path, (line for _, line in merged))
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(staged)
+
+
+def _folder(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path.parent
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:

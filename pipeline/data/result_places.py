@@ -77,12 +77,16 @@ class ResultPlaces(Generic[R]):
     def get(self, item: str) -> R | None:
         """The result of `item`, read again from its line (None: no line of the scan held it)."""
         place = self._places.get(item)
-        if place is None:
-            return None
-        with self.path.open("rb") as handle:
-            handle.seek(place.offset)
-            lines = handle.readline().decode("utf-8").splitlines()
-        line = lines[place.part] if place.part < len(lines) else None
-        if line is None or _digest(line) != place.digest:
-            raise InputError(str(self.path), place.number, "changed while it was being read", FIX)
-        return _parse(self.path, place.number, line, self.model)
+        return None if place is None else read_at(self.path, place, self.model)
+
+
+def read_at(path: Path, place: Place, model: type[R]) -> R:
+    """The result on the line at `place`, refused (naming the file and the line) if its text is not
+    what the scan that found the place saw."""
+    with path.open("rb") as handle:
+        handle.seek(place.offset)
+        lines = handle.readline().decode("utf-8").splitlines()
+    line = lines[place.part] if place.part < len(lines) else None
+    if line is None or _digest(line) != place.digest:
+        raise InputError(str(path), place.number, "changed while it was being read", FIX)
+    return _parse(path, place.number, line, model)

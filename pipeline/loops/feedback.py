@@ -11,7 +11,7 @@ the low ones, and reporting the last or the best iteration.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from statistics import fmean
 
 from pipeline.data.transcripts import Transcript
@@ -89,10 +89,14 @@ UNSCORED_STOPS = {
 }
 
 
-def unscored_share(judgements: Sequence[AssessmentJudgements]) -> float:
-    """The share of unscored judgements among `judgements` (0 when there are none)."""
-    judged = [m for j in judgements for m in j.metrics.values()]
-    return sum(m.score is None for m in judged) / len(judged) if judged else 0.0
+def unscored_share(judgements: Iterable[AssessmentJudgements]) -> float:
+    """The share of unscored judgements among `judgements` (0 when there are none), counted as they
+    come (they may be read from their file an item at a time)."""
+    judged = unscored = 0
+    for j in judgements:
+        judged += len(j.metrics)
+        unscored += sum(m.score is None for m in j.metrics.values())
+    return unscored / judged if judged else 0.0
 
 
 def mean_score(metrics: dict[str, MetricJudgement]) -> float:

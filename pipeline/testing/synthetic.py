@@ -11,6 +11,7 @@ every seventh judge reply forgets its score, so re-asks run): about 10 calls an 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -71,14 +72,15 @@ def responder(request: ChatRequest) -> str:
 
 
 def run_stages(root: Path, mode: str) -> int:
-    """The paper's three LLM stages in this process, as their DVC stages run them (outputs and
-    recordings written), in cache mode `mode`; the calls they made or replayed."""
+    """The paper's three LLM stages in this process, as their DVC stages run them (each step's
+    inputs read from the earlier stages' files, its results written as they come while its session
+    is open, its recording written), in cache mode `mode`; the calls they made or replayed. No dry
+    run: the step runs once, for real."""
     from pipeline.data.jsonl import write_jsonl
-    from pipeline.data.transcripts import index_transcripts
-    from pipeline.experiments.paper.assess import run_assess
-    from pipeline.experiments.paper.judge import run_judge
+    from pipeline.experiments.paper import assess, judge, refine
+    from pipeline.experiments.paper.design import DESIGN
     from pipeline.experiments.paper.params import load_paper_params
-    from pipeline.experiments.paper.refine import run_refine
+    from pipeline.experiments.steps import LLMStep, Output
     from pipeline.llm.backends.fake import FakeBackend
     from pipeline.llm.session import open_session
 
@@ -87,26 +89,29 @@ def run_stages(root: Path, mode: str) -> int:
     try:
         params = load_paper_params(Path("params.yaml"))
         params = params.model_copy(update={"cache": params.cache.model_copy(update={"mode": mode})})
-        transcripts = index_transcripts(params.data, Path("."))
-        by_id = transcripts.by_id
         fake = FakeBackend(responder, name=MODEL, parallelism=4, keep_requests=False)
         calls = 0
 
-        def stage(name: str, work: Any) -> Any:
+        class Upstream:  # as stages.runner.FileUpstream reads them: whole, or again an item at a time
+            def __call__(self, stage: str, output: Output[Any]) -> list[Any]:
+                assert output.read is not None
+                return output.read(DESIGN.results_path(stage, params))
+
+            def file(self, stage: str, output: Output[Any]) -> Iterable[Any]:
+                assert output.file is not None
+                return output.file(DESIGN.results_path(stage, params))
+
+        def stage(name: str, step: LLMStep[Any, Any, Any]) -> None:
             nonlocal calls
+            inputs = step.inputs(params, Upstream())
             session = open_session(params, name, root=Path("."), backend_factory=lambda: fake)
-            result = work(session)
+            write_jsonl(DESIGN.results_path(name, params), step.stream(params, session, inputs))
             calls += session.recorded_calls
             session.close(write_recording=True)
-            return result
 
-        assessments = stage("assess", lambda s: run_assess(params, s, transcripts))
-        write_jsonl(Path(params.assess.out), assessments)
-        judgements = stage("judge", lambda s: run_judge(params, s, by_id, assessments))
-        write_jsonl(Path(params.judge.out), judgements)
-        by_item = {a.item: a for a in assessments}
-        refinements = stage("refine", lambda s: run_refine(params, s, by_id, by_item, judgements))
-        write_jsonl(Path(params.refine.out), refinements)
+        stage("assess", assess.STEP)
+        stage("judge", judge.STEP)
+        stage("refine", refine.STEP)
         return calls
     finally:
         os.chdir(here)

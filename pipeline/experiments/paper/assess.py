@@ -8,30 +8,33 @@ that a stage imports (and DVC tracks) only the code it runs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from pipeline.data.transcripts import Transcript, Transcripts, index_transcripts
 from pipeline.experiments.paper.params import PaperParams
-from pipeline.experiments.steps import LLMStep, jsonl_output, share
+from pipeline.experiments.steps import LLMStep, counted, jsonl_output
 from pipeline.judges.rubric.assessor import assess
 from pipeline.judges.rubric.results import Assessment
-from pipeline.llm.runner import run_items
+from pipeline.llm.runner import held, iter_items
 from pipeline.llm.session import LLMSession
 
 
-def run_assess(
+def stream_assess(
     params: PaperParams, session: LLMSession, transcripts: Sequence[Transcript]
-) -> list[Assessment]:
-    return run_items(
+) -> Iterable[Assessment]:
+    return iter_items(
         session, transcripts, lambda t: assess(session, t, params.assess, params.llm.options), "assess"
     )
+
+
+run_assess = held(stream_assess)
 
 
 # The transcripts are an index, each read when its item runs (issue 33: not all held at once).
 STEP: LLMStep[PaperParams, Transcripts, Assessment] = LLMStep(
     inputs=lambda params, _: index_transcripts(params.data),
     items=lambda transcripts: list(transcripts.ids),
-    work=run_assess,
+    stream=stream_assess,
     output=jsonl_output(Assessment),
-    done=lambda results: share(sum(not a.valid for a in results), len(results), "assessments", "invalid"),
+    done=counted(lambda a: not a.valid, "assessments", "invalid"),
 )

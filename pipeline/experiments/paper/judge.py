@@ -3,33 +3,39 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from pipeline.data.transcripts import Transcript, index_transcripts
 from pipeline.experiments.paper.params import PaperParams
-from pipeline.experiments.steps import LLMStep, Upstream, jsonl_output, share
+from pipeline.experiments.steps import Done, LLMStep, Upstream, jsonl_output, results_of, share
 from pipeline.judges.rubric.judge import judge_all
-from pipeline.judges.rubric.results import Assessment, AssessmentJudgements, MetricJudgement
+from pipeline.judges.rubric.results import Assessment, AssessmentJudgements
 from pipeline.judges.samples import only_seeds_differ
 from pipeline.judges.unscored import unscored_reasons
-from pipeline.llm.runner import run_items
+from pipeline.llm.runner import held, iter_items
 from pipeline.llm.session import LLMSession
 from pipeline.llm.types import CallContext
 
 
-def _unscored(judged: Sequence[MetricJudgement]) -> str:
-    said = share(sum(m.score is None for m in judged), len(judged), "judgements", "unscored")
-    why = unscored_reasons(m.reading for m in judged if m.score is None)
+def _judged(result: AssessmentJudgements) -> tuple[int, list[str]]:
+    """What one item adds to the end line: its judgements, and why each unscored one is."""
+    return len(result.metrics), [m.reading for m in result.metrics.values() if m.score is None]
+
+
+def _said(judged: list[tuple[int, list[str]]]) -> str:
+    unscored = [reading for _, readings in judged for reading in readings]
+    said = share(len(unscored), sum(count for count, _ in judged), "judgements", "unscored")
+    why = unscored_reasons(unscored)
     return f"{said} ({why})" if why else said
 
 
-def run_judge(
+def stream_judge(
     params: PaperParams,
     session: LLMSession,
     transcripts: Mapping[str, Transcript],
-    assessments: Sequence[Assessment],
-) -> list[AssessmentJudgements]:
+    assessments: Iterable[Assessment],
+) -> Iterable[AssessmentJudgements]:
     said = only_seeds_differ(params.judge.samples, params.llm.options)
     if said is not None:
         print(f"judge: {said}", file=sys.stderr)
@@ -47,24 +53,29 @@ def run_judge(
         )
         return AssessmentJudgements(item=assessment.item, metrics=metrics)
 
-    return run_items(session, assessments, judge_item, "judge")
+    return iter_items(session, assessments, judge_item, "judge")
+
+
+run_judge = held(stream_judge)
 
 
 @dataclass(frozen=True)
 class JudgeInputs:
     transcripts: Mapping[str, Transcript]
-    assessments: list[Assessment]
+    assessments: Iterable[Assessment]  # read again from their file at each pass (results_of)
 
 
 def judge_inputs(params: PaperParams, upstream: Upstream) -> JudgeInputs:
     transcripts = index_transcripts(params.data).by_id  # each read when its item runs
-    return JudgeInputs(transcripts, upstream("assess", jsonl_output(Assessment)))
+    return JudgeInputs(transcripts, results_of(upstream, "assess", jsonl_output(Assessment)))
 
 
 STEP: LLMStep[PaperParams, JudgeInputs, AssessmentJudgements] = LLMStep(
     inputs=judge_inputs,
     items=lambda inputs: [a.item for a in inputs.assessments],
-    work=lambda params, session, inputs: run_judge(params, session, inputs.transcripts, inputs.assessments),
+    stream=lambda params, session, inputs: stream_judge(
+        params, session, inputs.transcripts, inputs.assessments
+    ),
     output=jsonl_output(AssessmentJudgements),
-    done=lambda results: _unscored([m for r in results for m in r.metrics.values()]),
+    done=Done(_judged, _said),
 )

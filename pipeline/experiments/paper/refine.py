@@ -2,27 +2,28 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
+from pipeline.data.results_file import ByItem, ResultsFile
 from pipeline.data.transcripts import Transcript, index_transcripts
 from pipeline.experiments.paper.params import PaperParams
-from pipeline.experiments.steps import LLMStep, Upstream, jsonl_output, share
+from pipeline.experiments.steps import Done, LLMStep, Upstream, jsonl_output, results_of, share
 from pipeline.judges.rubric.results import Assessment, AssessmentJudgements
 from pipeline.judges.unscored import unscored_reasons
-from pipeline.llm.runner import run_items
+from pipeline.llm.runner import held, iter_items
 from pipeline.llm.session import LLMSession
 from pipeline.loops.feedback import UNSCORED_STOPS, refine, unscored_share
 from pipeline.loops.results import Refinement
 
 
-def run_refine(
+def stream_refine(
     params: PaperParams,
     session: LLMSession,
     transcripts: Mapping[str, Transcript],
-    assessments: Mapping[str, Assessment],
-    judgements: Sequence[AssessmentJudgements],
-) -> list[Refinement]:
+    assessments: ByItem[Assessment],
+    judgements: Iterable[AssessmentJudgements],
+) -> Iterable[Refinement]:
     # Past refine.stop_unscored_share of the judge's judgements unscored, no item is refined: the
     # loop's prompts would carry no score to improve on.
     halted = unscored_share(judgements) > params.refine.stop_unscored_share
@@ -40,17 +41,33 @@ def run_refine(
             halted=halted,
         )
 
-    return run_items(session, judgements, refine_item, "refine")
+    return iter_items(session, judgements, refine_item, "refine")
 
 
-def _outcome(refinements: Sequence[Refinement]) -> str:
-    """The judgements this stage made (iteration 1 on; a carried-over one was made before)."""
-    judged = [
-        m for r in refinements for i in r.iterations[1:] for m in i.metrics.values() if not m.carried_over
-    ]
-    refined = sum(len(r.iterations) > 1 for r in refinements)
-    unscored = share(sum(m.score is None for m in judged), len(judged), "judgements", "unscored")
-    why = unscored_reasons(m.reading for m in judged if m.score is None)
+run_refine = held(stream_refine)
+
+
+@dataclass(frozen=True, slots=True)
+class _Refined:
+    """What one item adds to the stage's end line (its prompts and texts are not kept)."""
+
+    refined: bool
+    judged: int  # judgements this stage made (iteration 1 on; a carried-over one was made before)
+    unscored: tuple[str, ...]  # why each unscored one is
+    stop_reason: str
+
+
+def _refined(r: Refinement) -> _Refined:
+    judged = [m for i in r.iterations[1:] for m in i.metrics.values() if not m.carried_over]
+    unscored = tuple(m.reading for m in judged if m.score is None)
+    return _Refined(len(r.iterations) > 1, len(judged), unscored, r.stop_reason)
+
+
+def _outcome(refinements: list[_Refined]) -> str:
+    refined = sum(r.refined for r in refinements)
+    readings = [reading for r in refinements for reading in r.unscored]
+    unscored = share(len(readings), sum(r.judged for r in refinements), "judgements", "unscored")
+    why = unscored_reasons(readings)
     stopped = [r for r in refinements if r.stop_reason in UNSCORED_STOPS]
     said = f"{refined} of {len(refinements)} items refined, {unscored}" + (f" ({why})" if why else "")
     if stopped:
@@ -60,28 +77,43 @@ def _outcome(refinements: Sequence[Refinement]) -> str:
 
 
 @dataclass(frozen=True)
+class Assessed:
+    """The judgements of the items that have an assessment, iterated again at each pass (from their
+    file, where the upstream reads files). Every judged item has its assessment, except in a dry
+    run whose new assessment is not known yet."""
+
+    judgements: Iterable[AssessmentJudgements]
+    assessments: ByItem[Assessment]
+
+    def __iter__(self) -> Iterator[AssessmentJudgements]:
+        return (j for j in self.judgements if j.item in self.assessments)
+
+
+@dataclass(frozen=True)
 class RefineInputs:
     transcripts: Mapping[str, Transcript]
-    assessments: Mapping[str, Assessment]
-    judgements: list[AssessmentJudgements]
+    assessments: ByItem[Assessment]
+    judgements: Assessed
 
 
 def refine_inputs(params: PaperParams, upstream: Upstream) -> RefineInputs:
+    """What refine reads, each read again from its file an item at a time by the stage runner (issue
+    33: the run's assessments and judgements are not held while it refines)."""
     transcripts = index_transcripts(params.data).by_id  # each read when its item runs
-    assessments = {a.item: a for a in upstream("assess", jsonl_output(Assessment))}
-    # Every judged item has its assessment, except in a dry run whose new assessment is not known yet.
-    judgements = [j for j in upstream("judge", jsonl_output(AssessmentJudgements)) if j.item in assessments]
+    assess = results_of(upstream, "assess", jsonl_output(Assessment))
+    assessments = assess if isinstance(assess, ResultsFile) else {a.item: a for a in assess}
+    judgements = Assessed(results_of(upstream, "judge", jsonl_output(AssessmentJudgements)), assessments)
     return RefineInputs(transcripts, assessments, judgements)
 
 
 STEP: LLMStep[PaperParams, RefineInputs, Refinement] = LLMStep(
     inputs=refine_inputs,
     items=lambda inputs: [j.item for j in inputs.judgements],
-    work=lambda params, session, inputs: run_refine(
+    stream=lambda params, session, inputs: stream_refine(
         params, session, inputs.transcripts, inputs.assessments, inputs.judgements
     ),
     output=jsonl_output(Refinement),
     # With unscored_triggers false, an unscored metric passes: the loop stops on a placeholder reply.
     decides_on_unknown=lambda params: not params.refine.unscored_triggers,
-    done=_outcome,
+    done=Done(_refined, _outcome),
 )

@@ -4,7 +4,7 @@ cache (pipeline.llm.runner). Used by the rag_judge stage and by `judgeloop judge
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from pydantic import Field
@@ -13,7 +13,7 @@ from pipeline.data.rag_rows import RagRow, load_rag_rows
 from pipeline.experiments.rag.params import RagParams
 from pipeline.experiments.rag.prompt import rag_messages
 from pipeline.experiments.rag.settings import RagSettings
-from pipeline.experiments.steps import LLMStep, jsonl_output, share
+from pipeline.experiments.steps import LLMStep, counted, jsonl_output
 from pipeline.judges.samples import SampledResult, only_seeds_differ, sample_options
 from pipeline.judges.structured.judge import (
     DimensionsJudgement,
@@ -21,7 +21,7 @@ from pipeline.judges.structured.judge import (
     dimension_samples,
     judge,
 )
-from pipeline.llm.runner import run_items
+from pipeline.llm.runner import held, iter_items
 from pipeline.llm.session import LLMSession
 from pipeline.llm.structured import ChatSession
 from pipeline.llm.types import CallContext, Options
@@ -69,20 +69,23 @@ def judge_row(
     )
 
 
-def run_rag_judge(
+def stream_rag_judge(
     session: LLMSession,
     rows: Sequence[RagRow],
     settings: RagSettings,
     options: Options,
     stage: str = "rag_judge",
     work: Callable[[RagRow], RagJudgement] | None = None,
-) -> list[RagJudgement]:
+) -> Iterable[RagJudgement]:
     said = only_seeds_differ(settings.samples, options)
     if said is not None:
         print(f"{stage}: {said.replace('judge.samples', 'rag.samples')}", file=sys.stderr)
-    return run_items(
+    return iter_items(
         session, rows, work or (lambda row: judge_row(session, row, settings, options, stage)), stage
     )
+
+
+run_rag_judge = held(stream_rag_judge)
 
 
 def _rows(params: RagParams) -> list[RagRow]:
@@ -93,9 +96,7 @@ def _rows(params: RagParams) -> list[RagRow]:
 STEP: LLMStep[RagParams, list[RagRow], RagJudgement] = LLMStep(
     inputs=lambda params, _: _rows(params),
     items=lambda rows: [row.id for row in rows],
-    work=lambda params, session, rows: run_rag_judge(session, rows, params.rag, params.llm.options),
+    stream=lambda params, session, rows: stream_rag_judge(session, rows, params.rag, params.llm.options),
     output=jsonl_output(RagJudgement),
-    done=lambda results: share(
-        sum(r.judgement.status == "failed" for r in results), len(results), "rows", "unscored"
-    ),
+    done=counted(lambda r: r.judgement.status == "failed", "rows", "unscored"),
 )

@@ -3,26 +3,26 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pipeline.data.rag_rows import RagRow
 from pipeline.experiments.regen.params import RegenParams, load_rows
-from pipeline.experiments.steps import LLMStep, Upstream, jsonl_output, share
+from pipeline.experiments.steps import LLMStep, Upstream, counted, jsonl_output
 from pipeline.judges.quality.evaluator import evaluate
 from pipeline.judges.quality.results import Answer, EvaluatedAnswer
 from pipeline.judges.samples import only_seeds_differ
 from pipeline.llm.latency import TimedCalls
-from pipeline.llm.runner import run_items
+from pipeline.llm.runner import held, iter_items
 from pipeline.llm.session import LLMSession
 from pipeline.llm.types import CallContext
 
 STAGE = "regen_evaluate"
 
 
-def run_evaluate(
+def stream_evaluate(
     params: RegenParams, session: LLMSession, rows: Mapping[str, RagRow], answers: Sequence[Answer]
-) -> list[EvaluatedAnswer]:
+) -> Iterable[EvaluatedAnswer]:
     said = only_seeds_differ(params.regen_evaluate.samples, params.llm.options)
     if said is not None:
         print(f"{STAGE}: {said.replace('judge.samples', 'regen_evaluate.samples')}", file=sys.stderr)
@@ -33,7 +33,10 @@ def run_evaluate(
             TimedCalls(session), rows[answer.item], answer, params.regen_evaluate, params.llm.options, context
         )
 
-    return run_items(session, answers, evaluate_one, STAGE)
+    return iter_items(session, answers, evaluate_one, STAGE)
+
+
+run_evaluate = held(stream_evaluate)
 
 
 @dataclass(frozen=True)
@@ -50,9 +53,7 @@ def evaluate_inputs(params: RegenParams, upstream: Upstream) -> EvaluateInputs:
 STEP: LLMStep[RegenParams, EvaluateInputs, EvaluatedAnswer] = LLMStep(
     inputs=evaluate_inputs,
     items=lambda inputs: [a.item for a in inputs.answers],
-    work=lambda params, session, inputs: run_evaluate(params, session, inputs.rows, inputs.answers),
+    stream=lambda params, session, inputs: stream_evaluate(params, session, inputs.rows, inputs.answers),
     output=jsonl_output(EvaluatedAnswer),
-    done=lambda evaluated: share(
-        sum(e.evaluation is None for e in evaluated), len(evaluated), "evaluations", "unscored"
-    ),
+    done=counted(lambda e: e.evaluation is None, "evaluations", "unscored"),
 )

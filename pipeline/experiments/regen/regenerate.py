@@ -3,24 +3,24 @@ it makes no call and delivers every original as it is)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pipeline.data.rag_rows import RagRow
 from pipeline.experiments.regen.params import RegenParams, load_rows
-from pipeline.experiments.steps import LLMStep, Upstream, jsonl_output, share
+from pipeline.experiments.steps import Done, LLMStep, Upstream, jsonl_output, share
 from pipeline.judges.quality.results import EvaluatedAnswer
-from pipeline.llm.runner import run_items
+from pipeline.llm.runner import held, iter_items
 from pipeline.llm.session import LLMSession
 from pipeline.loops.regenerate import STAGE, Regeneration, regenerate
 
 
-def run_regenerate(
+def stream_regenerate(
     params: RegenParams,
     session: LLMSession,
     rows: Mapping[str, RagRow],
     originals: Sequence[EvaluatedAnswer],
-) -> list[Regeneration]:
+) -> Iterable[Regeneration]:
     def regenerate_one(original: EvaluatedAnswer) -> Regeneration:
         return regenerate(
             session,
@@ -32,7 +32,10 @@ def run_regenerate(
             params.llm.options,
         )
 
-    return run_items(session, originals, regenerate_one, STAGE)
+    return iter_items(session, originals, regenerate_one, STAGE)
+
+
+run_regenerate = held(stream_regenerate)
 
 
 @dataclass(frozen=True)
@@ -46,17 +49,22 @@ def regenerate_inputs(params: RegenParams, upstream: Upstream) -> RegenerateInpu
     return RegenerateInputs(rows, upstream("regen_evaluate", jsonl_output(EvaluatedAnswer)))
 
 
-def _outcome(results: list[Regeneration]) -> str:
-    """The regenerations this stage made (attempt 1 on; the original was evaluated before)."""
-    new = [a for r in results for a in r.attempts[1:]]
-    unscored = share(sum(a.evaluation is None for a in new), len(new), "regenerations", "unscored")
-    return f"{sum(len(r.attempts) > 1 for r in results)} of {len(results)} items regenerated, {unscored}"
+def _regenerated(r: Regeneration) -> tuple[int, int]:
+    """The regenerations one item made (attempt 1 on; the original was evaluated before), and how
+    many of them are unscored."""
+    new = r.attempts[1:]
+    return len(new), sum(a.evaluation is None for a in new)
+
+
+def _outcome(results: list[tuple[int, int]]) -> str:
+    unscored = share(sum(u for _, u in results), sum(n for n, _ in results), "regenerations", "unscored")
+    return f"{sum(n > 0 for n, _ in results)} of {len(results)} items regenerated, {unscored}"
 
 
 STEP: LLMStep[RegenParams, RegenerateInputs, Regeneration] = LLMStep(
     inputs=regenerate_inputs,
     items=lambda inputs: [o.item for o in inputs.originals],
-    work=lambda params, session, inputs: run_regenerate(params, session, inputs.rows, inputs.originals),
+    stream=lambda params, session, inputs: stream_regenerate(params, session, inputs.rows, inputs.originals),
     output=jsonl_output(Regeneration),
-    done=_outcome,
+    done=Done(_regenerated, _outcome),
 )

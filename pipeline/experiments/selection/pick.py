@@ -9,7 +9,7 @@ reply stays unusable after the re-asks is a verdict with no winner ("incomplete"
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,9 +29,9 @@ from pipeline.experiments.selection.ties import (
     position_consistency,
     tie_break_order,
 )
-from pipeline.experiments.steps import LLMStep, Output, share
+from pipeline.experiments.steps import Done, LLMStep, Output, share
 from pipeline.llm.keys import canonical_json
-from pipeline.llm.runner import run_items
+from pipeline.llm.runner import held, iter_items
 from pipeline.llm.session import LLMSession
 
 
@@ -140,25 +140,31 @@ def pick_request(params: SelectionParams, session: LLMSession, scored: ScoredReq
     )
 
 
-def run_pick(
+def stream_pick(
     params: SelectionParams, session: LLMSession, scored: Sequence[ScoredRequest]
-) -> list[PickResult]:
-    return run_items(session, scored, lambda s: pick_request(params, session, s), "select_pick")
+) -> Iterable[PickResult]:
+    return iter_items(session, scored, lambda s: pick_request(params, session, s), "select_pick")
 
 
-def _write_picks(path: Path, picks: Sequence[PickResult]) -> None:
+run_pick = held(stream_pick)
+
+
+def _write_picks(path: Path, picks: Iterable[PickResult]) -> None:
     write_records(path, (p.record() for p in picks))
 
 
 STEP: LLMStep[SelectionParams, list[ScoredRequest], PickResult] = LLMStep(
     inputs=lambda params, upstream: upstream("select_score", SCORED),
     items=lambda scored: [s.request.id for s in scored],
-    work=run_pick,
+    stream=stream_pick,
     output=Output(lambda p: p.request, lambda p: canonical_json(p.record()), _write_picks),
-    done=lambda picks: share(
-        sum(o.status == "incomplete" for p in picks for o in p.outcomes),
-        sum(len(p.outcomes) for p in picks),
-        "near ties",
-        "left undecided (a comparison unreadable)",
+    done=Done(
+        lambda p: (sum(o.status == "incomplete" for o in p.outcomes), len(p.outcomes)),
+        lambda ties: share(
+            sum(i for i, _ in ties),
+            sum(n for _, n in ties),
+            "near ties",
+            "left undecided (a comparison unreadable)",
+        ),
     ),
 )

@@ -14,7 +14,7 @@ failures, so the pick step reads no catalog.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,10 +27,10 @@ from pipeline.experiments.selection.judging import CandidateOnCriterion, Criteri
 from pipeline.experiments.selection.params import SelectionParams
 from pipeline.experiments.selection.pools import RequestPool, request_pools
 from pipeline.experiments.selection.retrieve import PoolEntry
-from pipeline.experiments.steps import LLMStep, Output, share
+from pipeline.experiments.steps import Done, LLMStep, Output, share
 from pipeline.judges.samples import Combine, combine, only_seeds_differ, sample_options
 from pipeline.llm.keys import canonical_json
-from pipeline.llm.runner import run_items
+from pipeline.llm.runner import held, iter_items
 from pipeline.llm.session import LLMSession
 
 
@@ -157,9 +157,9 @@ def score_candidate(
     return ScoredCandidate(entry, scores, reasons, failed)
 
 
-def run_score(
+def stream_score(
     params: SelectionParams, session: LLMSession, pools: Sequence[RequestPool]
-) -> list[ScoredRequest]:
+) -> Iterable[ScoredRequest]:
     said = only_seeds_differ(params.selection.samples, params.judge_options())
     if said is not None:
         print(f"select_score: {said.replace('judge.samples', 'selection.samples')}", file=sys.stderr)
@@ -168,10 +168,13 @@ def run_score(
         pool = [score_candidate(params, session, request_pool, entry) for entry in request_pool.pool]
         return ScoredRequest(request_pool.request, request_pool.framework, pool)
 
-    return run_items(session, pools, score_request, "select_score")
+    return iter_items(session, pools, score_request, "select_score")
 
 
-def _write_scored(path: Path, scored: Sequence[ScoredRequest]) -> None:
+run_score = held(stream_score)
+
+
+def _write_scored(path: Path, scored: Iterable[ScoredRequest]) -> None:
     write_records(path, (s.record() for s in scored))
 
 
@@ -184,16 +187,21 @@ SCORED: Output[ScoredRequest] = Output(
 )
 
 
-def _outcome(scored: list[ScoredRequest]) -> str:
-    judged = sum(s.source == "judge" for r in scored for c in r.pool for s in c.scores.values())
-    failed = sum(len(c.failed) for r in scored for c in r.pool)
+def _ratings_of(r: ScoredRequest) -> tuple[int, int]:
+    """One request's ratings by the judge, and those that failed."""
+    judged = sum(s.source == "judge" for c in r.pool for s in c.scores.values())
+    return judged, sum(len(c.failed) for c in r.pool)
+
+
+def _outcome(rated: list[tuple[int, int]]) -> str:
+    judged, failed = sum(j for j, _ in rated), sum(f for _, f in rated)
     return share(failed, judged + failed, "ratings", "unscored (their candidates left out)")
 
 
 STEP: LLMStep[SelectionParams, list[RequestPool], ScoredRequest] = LLMStep(
     inputs=lambda params, _: request_pools(params.selection),
     items=lambda pools: [p.request.id for p in pools],
-    work=run_score,
+    stream=stream_score,
     output=SCORED,
-    done=_outcome,
+    done=Done(_ratings_of, _outcome),
 )

@@ -13,20 +13,20 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
 from pipeline.data.summeval import Summary, SummEval, load_summeval, subset
-from pipeline.experiments.steps import LLMStep, jsonl_output
+from pipeline.experiments.steps import Done, LLMStep, jsonl_output
 from pipeline.experiments.summeval.params import SummEvalParams, SummEvalSettings
 from pipeline.experiments.summeval.prompts import rubric_prompt
 from pipeline.experiments.summeval.results import SummEvalJudgement, SummEvalReply
 from pipeline.judges.geval import ScoreDistribution
 from pipeline.judges.judgement import Judgement, from_structured
 from pipeline.judges.samples import Combine, combine, only_seeds_differ, sample_options
-from pipeline.llm.runner import run_items
+from pipeline.llm.runner import held, iter_items
 from pipeline.llm.scheduling import side_by_side
 from pipeline.llm.session import LLMSession
 from pipeline.llm.structured import ChatSession, FailureKind, StructuredResult, ask_structured
@@ -130,9 +130,9 @@ def combined(samples: list[SummEvalJudgement], how: Combine) -> SummEvalJudgemen
     )
 
 
-def run_summeval_judge(
+def stream_summeval_judge(
     params: SummEvalParams, session: LLMSession, corpus: SummEval
-) -> list[SummEvalJudgement]:
+) -> Iterable[SummEvalJudgement]:
     settings, options = params.summeval, params.llm.options
     judges = [SummEvalJudge(session, settings, sample_options(options, i)) for i in range(settings.samples)]
     said = only_seeds_differ(settings.samples, options)
@@ -150,7 +150,10 @@ def run_summeval_judge(
         ]
         return combined(side_by_side(asks), settings.combine)
 
-    return run_items(session, judge_order(corpus, params.summeval.dimensions), judge_pair, STAGE)
+    return iter_items(session, judge_order(corpus, params.summeval.dimensions), judge_pair, STAGE)
+
+
+run_summeval_judge = held(stream_summeval_judge)
 
 
 def judged_items(corpus: SummEval) -> list[str]:
@@ -161,8 +164,8 @@ def judged_items(corpus: SummEval) -> list[str]:
     return [item for items in by_document.values() for item in items]
 
 
-def _outcomes(judgements: list[SummEvalJudgement]) -> str:
-    outcomes = Counter(j.failure or "scored" for j in judgements)
+def _outcomes(kinds: list[str]) -> str:
+    outcomes = Counter(kinds)
     return ", ".join(f"{n} {kind}" for kind, n in sorted(outcomes.items()))
 
 
@@ -173,7 +176,7 @@ def _corpus(params: SummEvalParams) -> SummEval:
 STEP: LLMStep[SummEvalParams, SummEval, SummEvalJudgement] = LLMStep(
     inputs=lambda params, _: _corpus(params),
     items=judged_items,
-    work=run_summeval_judge,
+    stream=stream_summeval_judge,
     output=jsonl_output(SummEvalJudgement),
-    done=_outcomes,
+    done=Done(lambda j: j.failure or "scored", _outcomes),
 )
