@@ -121,15 +121,17 @@ def unpack_content(
         if isinstance(part, str):
             out.append(part)
             laid.append(part)
-        elif part.get("blob") in blobs:
-            text = blobs[part["blob"]]
-            out.append(text)
-            laid.append((text,))
-        else:
+            continue
+        blob = part.get("blob")
+        try:
+            text = blobs[blob]  # one lookup, not a test and then a read
+        except KeyError:
             raise CorruptRecordError(
-                f"{where}: refers to blob {part.get('blob')}, which the recording does not hold. "
+                f"{where}: refers to blob {blob}, which the recording does not hold. "
                 "Fix: restore the file from git, or re-record the stage."
-            )
+            ) from None
+        out.append(text)
+        laid.append((text,))
     if layout is not None:
         layout.append(laid)
     return "".join(out)
