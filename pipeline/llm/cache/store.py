@@ -35,7 +35,10 @@ document) is read and fully verified, then rewritten in today's format.
 Seeding. Calls served from the recordings are copied into the store (so they stay served offline
 when the recordings change), but not one write each: `seed` gathers them and writes them in batches,
 one transaction each, and at `close`; they are copies of verified recorded calls, so a crash that
-loses a batch loses nothing the recordings do not hold.
+loses a batch loses nothing the recordings do not hold. A seeded call's request is packed from its
+recording line's own layout where that is the rule's cut (pipeline.llm.cache.blocks.pack_laid): the
+same entry as a live call's, without cutting and hashing its prompt again. Nothing in how an entry
+is read or checked depends on how it was written.
 
 diskcache's default size limit (1 GB) evicts entries silently; a cache that forgets recorded calls
 would turn a replay into a live run, so eviction is off. SQLite in WAL mode with a busy timeout
