@@ -5,6 +5,7 @@ recording does not vouch for is seeded."""
 
 from __future__ import annotations
 
+import gc
 import itertools
 from pathlib import Path
 
@@ -212,5 +213,10 @@ def test_a_layout_is_taken_only_for_the_request_it_was_read_into() -> None:
     assert served.take(twin) is None
     served.put(request, ["x"])
     assert served.take(request) == ["x"] and served.take(request) is None
+    served.put(twin, ["y"])
+    assert len(served) == 1
+    del twin  # a layout never taken (a call read for the report) goes with its request
+    gc.collect()
+    assert len(served) == 0
     # A layout handed with another request's text is declined: the cache cuts that text itself.
-    assert pack_laid(twin, [recording_layout("You judge."), recording_layout(interview())]) is None
+    assert pack_laid(request, [recording_layout("You judge."), recording_layout(interview())]) is None

@@ -9,11 +9,14 @@ digest taken when its recording was verified) keeps each message's parts here, u
 it built, and LLMSession._seed hands them to the cache (pipeline.llm.cache.blocks.pack_laid), which
 takes them only where they are the rule's layout and join to the request's text.
 
-Held for a moment: a parse's layout is taken by the seed that follows it in the same thread, and
-the few never taken (a call read for another reason) are dropped past HELD.
+Held for a moment, and only while its request lives: a parse's layout is taken by the seed that
+follows it in the same thread; one never taken (a call read for the report, say) goes when its
+request does, so that a reader of every call holds no layouts; at most HELD are held.
 """
 
 from __future__ import annotations
+
+import weakref
 
 from pipeline.llm.blocks import Laid
 from pipeline.llm.types import ChatRequest
@@ -22,19 +25,24 @@ HELD = 256
 
 
 class ServedLayouts:
-    """request (by identity) -> its messages' layouts."""
+    """request (by identity, held weakly) -> its messages' layouts."""
 
     def __init__(self) -> None:
-        self._held: dict[int, tuple[ChatRequest, list[Laid]]] = {}
+        self._held: dict[int, tuple[weakref.ref[ChatRequest], list[Laid]]] = {}
 
     def put(self, request: ChatRequest, layout: list[Laid]) -> None:
         if len(self._held) >= HELD:
             self._held.clear()
-        self._held[id(request)] = (request, layout)  # held with its request: the id stays its own
+        ident = id(request)
+        # Dropped as the request goes, before its id can be another object's.
+        self._held[ident] = (weakref.ref(request, lambda _: self._held.pop(ident, None)), layout)
 
     def take(self, request: ChatRequest) -> list[Laid] | None:
         held = self._held.pop(id(request), None)
-        return held[1] if held is not None and held[0] is request else None
+        return held[1] if held is not None and held[0]() is request else None
+
+    def __len__(self) -> int:
+        return len(self._held)
 
 
 SERVED = ServedLayouts()
