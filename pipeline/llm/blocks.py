@@ -20,6 +20,13 @@ MIN_BLOCK = 256
 MAX_BLOCK = 8192
 
 Part = str | dict[str, str]
+# A message's text as a recording's line lays it out (pipeline.llm.recordings.text): one string, or
+# its parts in order, each literal text or a 1-tuple holding a stored block's text (checked against
+# its id there). The local cache is seeded from it (pipeline.llm.cache.blocks.pack_laid) without
+# cutting the text again, where the layout is the one split_blocks gives.
+Laid = str | list[str | tuple[str]]
+# The characters at which str.splitlines ends a line.
+LINE_BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
 
 
 def split_blocks(text: str) -> list[str]:
@@ -58,3 +65,23 @@ def pack_parts(text: str, keep: Callable[[str], dict[str, str]]) -> list[Part]:
         else:
             parts.append(block)
     return parts
+
+
+def block_fits(block: str) -> tuple[bool, bool]:
+    """Whether split_blocks, cutting a text at a point where `block` starts, cuts exactly `block`:
+    (when more text follows it, when it ends the text). Which it cuts depends only on the text from
+    that point: the block's lines, then, if more follows, whether its last line is marked. (More
+    text must also begin a line of its own: a block ending in "\r" before a "\n" does not end a line;
+    the caller, who sees both, checks that.)"""
+    lines = block.splitlines(keepends=True)
+    ends = list(accumulate(map(len, lines)))
+    last = len(lines) - 1
+    low = bisect_left(ends, MIN_BLOCK)  # the line that brings it to MIN_BLOCK: the first that may end it
+    high = bisect_left(ends, MAX_BLOCK)  # the line that brings it to MAX_BLOCK: the last that may
+    if low > last or high < last:
+        return False, False
+    crc = zlib.crc32
+    if any(not crc(line.encode()) & 7 for line in lines[low:last]):  # a marked line ends it sooner
+        return False, False
+    inner = block[-1] in LINE_BREAKS and (high == last or not crc(lines[last].encode()) & 7)
+    return inner, True

@@ -60,6 +60,7 @@ from pipeline.llm.keys import request_key
 from pipeline.llm.latency import BACKEND_TOTAL, WALL
 from pipeline.llm.llama_pin import foreign_build
 from pipeline.llm.recent import RECENT, Recent
+from pipeline.llm.recordings import layouts
 from pipeline.llm.recordings import text as recordings
 from pipeline.llm.recordings.index import RecordingIndex
 from pipeline.llm.recordings.pins import Pins
@@ -233,8 +234,11 @@ class LLMSession:
         return record
 
     def _seed(self, record: CallRecord) -> None:
+        # Written in batches, not a write a call (pipeline.llm.cache.store), from the recording's own
+        # blocks where its line was just parsed (pipeline.llm.recordings.layouts).
+        layout = layouts.SERVED.take(record.request)
         if self.store is not None:
-            self.store.seed(record)  # written in batches, not a write a call (pipeline.llm.cache.store)
+            self.store.seed(record, layout)
 
     def chat(self, request: ChatRequest, context: CallContext) -> RecordedCall:
         key = self.key_for(request)

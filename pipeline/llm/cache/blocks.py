@@ -26,13 +26,13 @@ import re
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import diskcache
 import orjson
 
-from pipeline.llm.blocks import Part, pack_parts
+from pipeline.llm.blocks import MIN_BLOCK, Laid, Part, block_fits, pack_parts
 from pipeline.llm.bounds import MAX_LINE_BYTES
 from pipeline.llm.types import ChatRequest
 
@@ -45,6 +45,7 @@ REFERENCE = re.compile(rb'\{"b":"([0-9a-f]{32})"\}')
 _ID = re.compile(r"[0-9a-f]{32}")
 KNOWN_LIMIT = 200_000  # ids remembered as stored, before the memory is cleared (a check per block then)
 VERIFIED_CHARS = 32 * 2**20  # text of the blocks kept as read and verified (a rebuilt request's own)
+FACTS_CHARS = 16 * 2**20  # text of the blocks whose ids and fit are kept, for seeding (BlockFacts)
 
 
 def block_id(data: bytes) -> str:
@@ -68,6 +69,78 @@ def pack_text(text: str, blocks: dict[str, bytes]) -> str | list[Part]:
     return parts or text
 
 
+# What the store knows of a block's text: its id, and whether split_blocks cuts exactly it when more
+# text follows it, and when it ends the text (pipeline.llm.blocks.block_fits).
+Facts = tuple[str, bool, bool]
+
+
+class BlockFacts:
+    """Each block text's Facts, worked out once while FACTS_CHARS of text are kept: a text's id and
+    fit are its own, so every store of the process shares them. An item's calls share its
+    interview's blocks, and a recording serves them as the same string objects, whose hash Python
+    keeps: a known block costs a lookup."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, Facts] = {}
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, text: str) -> Facts:
+        known = self._known.get(text)
+        if known is not None:
+            return known
+        inner, final = block_fits(text)
+        known = (block_id(text.encode()), inner, final)
+        with self._lock:
+            if self._chars > FACTS_CHARS:
+                self._known, self._chars = {}, 0
+            self._known[text] = known
+            self._chars += len(text)
+        return known
+
+
+FACTS = BlockFacts()
+
+
+def laid_text(laid: Laid, content: str, blocks: dict[str, bytes | str]) -> str | list[Part] | None:
+    """pack_text(content), built from `laid`, the layout of `content` in a recording's line, without
+    cutting the text again (the blocks' text into `blocks`, their ids from FACTS); None when the
+    layout does not join to `content` or is not the one split_blocks gives (a recording cut another
+    way: the caller cuts the text itself). Whatever the layout, the entry is the one a live call
+    writes."""
+    if isinstance(laid, str):
+        return laid if len(laid) < MIN_BLOCK and laid == content else None  # a longer one holds a block
+    parts: list[Part] = []
+    texts: list[str] = []
+    last = len(laid) - 1
+    for at, part in enumerate(laid):
+        if isinstance(part, str):
+            if not _last_literal(part, at == last and at > 0):
+                return None
+            parts.append(part)
+            texts.append(part)
+            continue
+        text = part[0]
+        ident, inner, final = FACTS(text)
+        if not (final if at == last else inner and not _straddles(text, laid[at + 1])):
+            return None
+        blocks[ident] = text
+        parts.append({REF: ident})
+        texts.append(text)
+    return (parts or "") if "".join(texts) == content else None
+
+
+def _last_literal(part: str, last: bool) -> bool:
+    """Literal text in a layout of the rule's is the text's last block, shorter than a stored one,
+    after a stored one (a text that is one such block is laid out as one string)."""
+    return last and 0 < len(part) < MIN_BLOCK
+
+
+def _straddles(block: str, after: str | tuple[str]) -> bool:
+    """Whether a block ending in "\r" is followed by a "\n": one line break, across two parts."""
+    return block.endswith("\r") and (after if isinstance(after, str) else after[0]).startswith("\n")
+
+
 def inflate(data: bytes) -> bytes:
     """One zlib stream, inflated to at most MAX_LINE_BYTES (a block is at most a line of a request,
     a packed request less than its line in a recording); zlib.error for anything else."""
@@ -85,6 +158,23 @@ def pack_request(request: ChatRequest) -> tuple[bytes, dict[str, bytes]]:
     blocks: dict[str, bytes] = {}
     for message in fields["messages"]:
         message["content"] = pack_text(message["content"], blocks)
+    return zlib.compress(orjson.dumps(fields)), blocks
+
+
+def pack_laid(request: ChatRequest, layout: list[Laid]) -> tuple[bytes, dict[str, bytes | str]] | None:
+    """pack_request's bytes and blocks (their text), built from the layout of the request's messages
+    in a verified recording line rather than by cutting and hashing each 20 kB prompt again; None
+    where a message's layout is not the rule's, or not of its text (then pack_request)."""
+    fields = request.model_dump(mode="json")
+    messages = fields["messages"]
+    if len(messages) != len(layout):
+        return None
+    blocks: dict[str, bytes | str] = {}
+    for message, laid in zip(messages, layout, strict=True):
+        content = laid_text(laid, message["content"], blocks)
+        if content is None:
+            return None
+        message["content"] = content
     return zlib.compress(orjson.dumps(fields)), blocks
 
 
@@ -135,15 +225,16 @@ class BlockStore:
         self._verified_chars = 0
         self._lock = threading.Lock()
 
-    def add(self, blocks: dict[str, bytes]) -> None:
-        """Store the blocks not stored yet."""
+    def add(self, blocks: Mapping[str, bytes | str]) -> None:
+        """Store the blocks not stored yet (each as its UTF-8 bytes, or its text)."""
         new = [ident for ident in blocks if ident not in self._known]
         if not new:
             return
         with self.cache.transact():
             for ident in new:
                 if ident not in self.cache:
-                    self.cache.set(ident, zlib.compress(blocks[ident]))
+                    data = blocks[ident]
+                    self.cache.set(ident, zlib.compress(data if isinstance(data, bytes) else data.encode()))
         with self._lock:
             if len(self._known) + len(new) > KNOWN_LIMIT:
                 self._known.clear()

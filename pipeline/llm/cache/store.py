@@ -35,7 +35,10 @@ document) is read and fully verified, then rewritten in today's format.
 Seeding. Calls served from the recordings are copied into the store (so they stay served offline
 when the recordings change), but not one write each: `seed` gathers them and writes them in batches,
 one transaction each, and at `close`; they are copies of verified recorded calls, so a crash that
-loses a batch loses nothing the recordings do not hold.
+loses a batch loses nothing the recordings do not hold. A seeded call's request is packed from its
+recording line's own layout where that is the rule's cut (pipeline.llm.cache.blocks.pack_laid): the
+same entry as a live call's, without cutting and hashing its prompt again. Nothing in how an entry
+is read or checked depends on how it was written.
 
 diskcache's default size limit (1 GB) evicts entries silently; a cache that forgets recorded calls
 would turn a replay into a live run, so eviction is off. SQLite in WAL mode with a busy timeout
@@ -59,8 +62,16 @@ import diskcache
 import orjson
 
 from pipeline.errors import CorruptRecordError, UnsafeNameError
+from pipeline.llm.blocks import Laid
 from pipeline.llm.bounds import depth_problem
-from pipeline.llm.cache.blocks import BlockStore, MissingBlock, pack_request, references, unpack_request
+from pipeline.llm.cache.blocks import (
+    BlockStore,
+    MissingBlock,
+    pack_laid,
+    pack_request,
+    references,
+    unpack_request,
+)
 from pipeline.llm.cache.errors import database_errors, guarded
 from pipeline.llm.cache.schema import schema_problems
 from pipeline.llm.files import refuse_links
@@ -263,7 +274,7 @@ class CallStore:
             blocks_dir.mkdir(exist_ok=True)
             self.blocks = BlockStore(_open(blocks_dir))
         self._identities: dict[tuple[Any, ...], ModelIdentity] = {}
-        self._seeds: dict[str, CallRecord] = {}
+        self._seeds: dict[str, tuple[CallRecord, list[Laid] | None]] = {}
         self._seeds_lock = threading.Lock()
 
     def get(self, key: str, request: ChatRequest | None = None) -> CallRecord | None:
@@ -273,7 +284,7 @@ class CallStore:
         the fix, for an entry that is damaged, edited, foreign, or not judgeloop's."""
         seeded = self._seeds.get(key)
         if seeded is not None:
-            return seeded
+            return seeded[0]
         try:
             return self._read(key, request)
         except Damage as exc:
@@ -376,16 +387,22 @@ class CallStore:
         self.blocks.add(blocks)  # before the record that refers to them
         self._cache.set(key, value)
 
-    def _packed(self, record: CallRecord) -> tuple[str, bytes, dict[str, bytes]]:
+    def _packed(
+        self, record: CallRecord, layout: list[Laid] | None = None
+    ) -> tuple[str, bytes, dict[str, bytes] | dict[str, bytes | str]]:
         header = record.model_dump_json(exclude={"request"}).encode()
-        request, blocks = pack_request(record.request)
+        laid = None if layout is None else pack_laid(record.request, layout)
+        request, blocks = pack_request(record.request) if laid is None else laid
         return record.key, b"".join((MAGIC, seal(header), b"\n", header, b"\n", request)), blocks
 
-    def seed(self, record: CallRecord) -> None:
+    def seed(self, record: CallRecord, layout: list[Laid] | None = None) -> None:
         """Keep a verified record from the recordings here too, unless its key is stored already;
-        written with others in one transaction (see "Seeding" above), at the latest by `close`."""
+        written with others in one transaction (see "Seeding" above), at the latest by `close`.
+        `layout`: its messages as its verified recording line lays them out, each joining to the
+        message's text (pipeline.llm.blocks.Laid): the entry is then built from the recording's own
+        blocks, not by cutting and hashing the prompts again, and is the same bytes."""
         with self._seeds_lock:
-            self._seeds.setdefault(record.key, record)
+            self._seeds.setdefault(record.key, (record, layout))
             if len(self._seeds) < SEED_BATCH:
                 return
         self.flush()
@@ -397,8 +414,8 @@ class CallStore:
             records, self._seeds = self._seeds, {}
             if not records:
                 return
-            new = [record for key, record in records.items() if key not in self._cache]
-            packed = [self._packed(record) for record in new]
+            new = [seeded for key, seeded in records.items() if key not in self._cache]
+            packed = [self._packed(record, layout) for record, layout in new]
             self.blocks.add({ident: data for _, _, blocks in packed for ident, data in blocks.items()})
             with self._cache.transact():
                 for key, value, _ in packed:

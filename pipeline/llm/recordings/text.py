@@ -69,12 +69,12 @@ import orjson
 from pydantic import ValidationError
 
 from pipeline.errors import CorruptRecordError, UnwritableTextError
-from pipeline.llm.blocks import Part, pack_parts
+from pipeline.llm.blocks import Laid, Part, pack_parts
 from pipeline.llm.blocks import split_blocks as split_blocks  # the rule, shared with the cache (re-exported)
 from pipeline.llm.bounds import MAX_LINE_BYTES, depth_problem, long_line
 from pipeline.llm.files import TMP_SUFFIX, atomic_write_chunks, child, locked, refuse_links
 from pipeline.llm.keys import canonical_json
-from pipeline.llm.recordings import shards
+from pipeline.llm.recordings import layouts, shards
 from pipeline.llm.recordings.spool import Place, Spool
 from pipeline.llm.recordings.verified_memo import IN_PROCESS, VerifiedMemo
 from pipeline.llm.records import CallRecord, RecordedCall
@@ -107,20 +107,33 @@ def pack_content(text: str, blobs: dict[str, str]) -> str | list[Part]:
     return parts
 
 
-def unpack_content(content: str | list[Any], blobs: Mapping[str, str], where: str) -> str:
+def unpack_content(
+    content: str | list[Any], blobs: Mapping[str, str], where: str, layout: list[Laid] | None = None
+) -> str:
+    """The message's text; `layout`: where its parts are added, as pipeline.llm.blocks.Laid."""
     if isinstance(content, str):
+        if layout is not None:
+            layout.append(content)
         return content
     out: list[str] = []
+    laid: list[str | tuple[str]] = []
     for part in content:
         if isinstance(part, str):
             out.append(part)
-        elif part.get("blob") in blobs:
-            out.append(blobs[part["blob"]])
-        else:
+            laid.append(part)
+            continue
+        blob = part.get("blob")
+        try:
+            text = blobs[blob]  # one lookup, not a test and then a read
+        except KeyError:
             raise CorruptRecordError(
-                f"{where}: refers to blob {part.get('blob')}, which the recording does not hold. "
+                f"{where}: refers to blob {blob}, which the recording does not hold. "
                 "Fix: restore the file from git, or re-record the stage."
-            )
+            ) from None
+        out.append(text)
+        laid.append((text,))
+    if layout is not None:
+        layout.append(laid)
     return "".join(out)
 
 
@@ -532,15 +545,20 @@ def parse_call_line(
 ) -> RecordedCall:
     """One call line, its blobs restored; not yet verified (see CallRecord.problem). `verified`: these
     very characters were parsed and verified before (a StageIndex's line, served), so their depth is
-    known to be within bounds and is not walked again."""
+    known to be within bounds and is not walked again; its messages' layout is then kept for the
+    local cache's seed (pipeline.llm.recordings.layouts)."""
     try:
         raw = orjson.loads(line)
         if not verified and (deep := depth_problem(raw)) is not None:  # before anything walks it
             raise ValueError(deep)  # (pipeline.llm.bounds)
         context = CallContext.model_validate(raw.pop("context"))
+        layout: list[Laid] | None = [] if verified else None
         for message in raw["request"]["messages"]:
-            message["content"] = unpack_content(message["content"], blobs, where)
-        return RecordedCall(context=context, record=CallRecord.model_validate(raw))
+            message["content"] = unpack_content(message["content"], blobs, where, layout)
+        call = RecordedCall(context=context, record=CallRecord.model_validate(raw))
+        if layout is not None:
+            layouts.SERVED.put(call.record.request, layout)
+        return call
     except CorruptRecordError:
         raise
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
