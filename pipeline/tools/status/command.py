@@ -56,6 +56,7 @@ from pipeline.llm.session import LLMSession, RecordingIndex, resolve_identity
 from pipeline.llm.terminal import echo
 from pipeline.llm.types import Backend, ModelIdentity
 from pipeline.tools.design_targets import check_design
+from pipeline.tools.status.dvc_hashes import one_hash_per_path
 from pipeline.tools.status.prediction import Prediction, StageStatus
 from pipeline.tools.status.probe import probe_stage
 
@@ -96,8 +97,9 @@ def dvc_view() -> DvcView:
         return DvcView(None, "DVC is not installed")
     try:
         # Under one lock, the graph and the status share one index: Repo.status, locked on its own,
-        # drops the index and collects it again (the whole workspace walked twice: issue 33).
-        with Repo(".") as repo, lock_repo(repo):
+        # drops the index and collects it again (the whole workspace walked twice: issue 33). A
+        # folder several stages name is hashed once (pipeline.tools.status.dvc_hashes).
+        with Repo(".") as repo, lock_repo(repo), one_hash_per_path():
             graph = repo.index.graph
             upstream = {
                 str(stage.addressing): tuple(str(s.addressing) for s in graph.successors(stage))
