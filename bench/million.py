@@ -331,7 +331,9 @@ def plain_cases(root: Path, items: int, code: Path = ROOT) -> dict[str, Any]:
     """The three cases of plain status in a project plain_status_size made (judgeloop's code from
     `code`): `dvc status` and `judgeloop status --offline`, each with its change made and undone."""
     dvc = [sys.executable, "-m", "dvc"]
-    status = [sys.executable, "-m", "pipeline.tools.cli", "status", "--offline"]
+    # -P: the project holds a copy of pipeline/ (its stages' code deps); `python -m` would put the
+    # project first on sys.path and run that copy, whatever `code` says.
+    status = [sys.executable, "-P", "-m", "pipeline.tools.cli", "status", "--offline"]
     row: dict[str, Any] = {}
     transcript = root / "data" / f"{FIRST_ITEM + items // 2}_P" / f"{FIRST_ITEM + items // 2}_TRANSCRIPT.csv"
     cases: dict[str, tuple[Path, str, str]] = {
