@@ -103,3 +103,60 @@ def test_dvc_hashes_as_before_once_status_is_done(project: Path) -> None:
     before = output.Output._get_hash_meta
     dvc_view()
     assert output.Output._get_hash_meta is before
+
+
+# --- the stages read from dvc.yaml alone where git lists no other stage file (dvc_files) ----------
+
+
+@pytest.fixture
+def git_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DVC_NO_ANALYTICS", "1")
+    for item in range(3):
+        folder = tmp_path / "data" / f"{item}_P"
+        folder.mkdir(parents=True)
+        (folder / f"{item}_TRANSCRIPT.csv").write_text(f"turn of {item}\n")
+    Path("dvc.yaml").write_text(DVC_YAML.format(python=sys.executable))
+    subprocess.run(["git", "init", "-q"], check=True)
+    dvc("init", "-q")
+    dvc("repro", "-q")
+    return tmp_path
+
+
+def no_workspace_walk(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dvc.repo import index
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise AssertionError("DVC walked the workspace for stage files")
+
+    monkeypatch.setattr(index, "collect_files", refused)
+
+
+def test_with_git_and_one_dvc_yaml_no_walk_collects_the_stages(
+    git_project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    no_workspace_walk(monkeypatch)
+    view = dvc_view()
+    assert view.changed == {}
+    assert view.upstream == {"first": (), "second": ("first",), "third": ("second",), "pages": ("third",)}
+    (git_project / "data" / "1_P" / "1_TRANSCRIPT.csv").write_text("turn of 1, changed\n")
+    assert sorted(dvc_view().changed or {}) == ["first", "second", "third"]
+
+
+@pytest.mark.parametrize("where", ["sub/dvc.yaml", "extra.dvc"])
+def test_another_stage_file_is_collected_as_dvc_does(git_project: Path, where: str) -> None:
+    """A stage file beside the project's dvc.yaml: DVC's own collection, so its stage is seen."""
+    if where.endswith(".dvc"):
+        Path("extra.txt").write_text("tracked by a .dvc file")
+        dvc("add", "-q", "extra.txt")
+        Path("extra.txt").write_text("changed since")
+        assert "extra.txt.dvc" in (dvc_view().changed or {})
+        return
+    Path("sub").mkdir()
+    Path(where).write_text(f'stages:\n  other:\n    cmd: {sys.executable} -c "pass"\n    deps: [../data]\n')
+    view = dvc_view()
+    assert "other" in (view.changed or {}) and "sub/dvc.yaml:other" in view.upstream
+
+
+def test_a_project_without_git_is_collected_as_dvc_does(project: Path) -> None:
+    assert sorted(dvc_view().upstream) == ["first", "pages", "second", "third"]
