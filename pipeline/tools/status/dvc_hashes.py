@@ -8,11 +8,12 @@ walk still costs DVC about 0.1-0.2 ms a folder and a file (its .dvcignore trie, 
 per folder): at a million calls, with a folder per interview, that was most of the status.
 
 Within one status, under DVC's repo lock, a path's hash is the same whichever stage asks: the same
-path, the same hash name, the same workspace, the same .dvcignore. So the first computation is
-kept and handed to the others. Only the hashes DVC computes as a dry run are shared (deps, and outs
-with `cache: false`), where computing one has no side effect; a cached out is hashed by DVC as it
-always is, since that also puts its files into DVC's cache. Nothing DVC compares changes: each
-stage still checks each of its deps and outs against its own entry in dvc.lock.
+path of the workspace's own filesystem (not an import's), the same hash name, the same .dvcignore.
+So the first computation is kept and handed to the others. Only the hashes DVC computes as a dry
+run are shared (deps, and outs with `cache: false`), where computing one has no side effect; a
+cached out is hashed by DVC as it always is, since that also puts its files into DVC's cache.
+Nothing DVC compares changes: each stage still checks each of its deps and outs against its own
+entry in dvc.lock.
 """
 
 from __future__ import annotations
@@ -40,9 +41,11 @@ def one_hash_per_path() -> Iterator[None]:
     owner = threading.get_ident()  # another thread's DVC (a test's, say) hashes as it always does
 
     def shared(self: Any) -> Any:
-        if self.use_cache or threading.get_ident() != owner:
+        # The workspace's own paths only: an import's dep reads another repository's filesystem.
+        own = self.repo is not None and self.fs is self.repo.fs
+        if self.use_cache or not own or threading.get_ident() != owner:
             return original(self)
-        key = (self.fs.protocol, self.fs_path, self.hash_name, id(self.dvcignore), id(self.repo))
+        key = (self.fs_path, self.hash_name, id(self.dvcignore), id(self.repo))
         if key not in found:
             found[key] = original(self)
         return found[key]
