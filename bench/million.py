@@ -318,13 +318,23 @@ def plain_status_size(root: Path, calls_wanted: int, chars: int) -> dict[str, An
     make_project(root, items, chars, ROOT / "params.yaml")
     me = [sys.executable, str(Path(__file__).resolve())]
     dvc = [sys.executable, "-m", "dvc"]
-    status = [sys.executable, "-m", "pipeline.tools.cli", "status", "--offline"]
     row: dict[str, Any] = {"items": items}
     wall, peak, last, cpu = measured([*me, "stages", str(root), "auto"], root)
     row.update(calls=int(last), record_s=wall, record_rss=peak, record_cpu=cpu)
     paper_dvc_project(root)
     wall, peak, _, cpu = measured(["env", "JUDGELOOP_CACHE_MODE=replay", *dvc, "repro", "-q"], root)
     row.update(dvc_repro_s=wall, dvc_repro_rss=peak, dvc_repro_cpu=cpu)
+    return row | plain_cases(root, items)
+
+
+def plain_cases(root: Path, items: int, code: Path = ROOT) -> dict[str, Any]:
+    """The three cases of plain status in a project plain_status_size made (judgeloop's code from
+    `code`): `dvc status` and `judgeloop status --offline`, each with its change made and undone."""
+    dvc = [sys.executable, "-m", "dvc"]
+    # -P: the project holds a copy of pipeline/ (its stages' code deps); `python -m` would put the
+    # project first on sys.path and run that copy, whatever `code` says.
+    status = [sys.executable, "-P", "-m", "pipeline.tools.cli", "status", "--offline"]
+    row: dict[str, Any] = {}
     transcript = root / "data" / f"{FIRST_ITEM + items // 2}_P" / f"{FIRST_ITEM + items // 2}_TRANSCRIPT.csv"
     cases: dict[str, tuple[Path, str, str]] = {
         "unchanged": (root / "params.yaml", "", ""),
@@ -335,7 +345,7 @@ def plain_status_size(root: Path, calls_wanted: int, chars: int) -> dict[str, An
         before = _changed(path, old, new) if old else None
         try:
             for step, args in (("dvc", [*dvc, "status"]), ("status", status)):
-                wall, peak, last, cpu = measured(args, root)
+                wall, peak, last, cpu = measured(args, root, code)
                 row.update({f"{case}_{step}_s": wall, f"{case}_{step}_rss": peak, f"{case}_{step}_cpu": cpu})
                 row[f"{case}_{step}_said"] = last
         finally:
@@ -369,6 +379,25 @@ def plain_table(rows: list[dict[str, Any]]) -> str:
             + ", ".join(f"{key} {value:.1f}" for key, value in growth.items())
         )
     return "\n".join(out)
+
+
+@main.command("plain-cases")
+@click.argument("root", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option(
+    "--code",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=ROOT,
+    help="judgeloop's code to run (a checkout of another commit, for a before/after).",
+)
+@click.option("--calls", type=int, required=True, help="The run's calls (as recorded), for the table.")
+def plain_cases_command(root: Path, code: Path, calls: int) -> None:
+    """Only the three plain-status cases, on a project kept by `plain-status --keep` (ROOT: its
+    calls-N folder): for a before/after on the same project."""
+    items = sum(1 for _ in (root / "data").glob("*_P"))
+    row = plain_cases(root, items, code.resolve())
+    row["calls"] = calls
+    click.echo(json.dumps(row), err=True)
+    click.echo(plain_table([row]))
 
 
 @main.command("plain-status")

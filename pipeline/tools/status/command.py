@@ -56,6 +56,8 @@ from pipeline.llm.session import LLMSession, RecordingIndex, resolve_identity
 from pipeline.llm.terminal import echo
 from pipeline.llm.types import Backend, ModelIdentity
 from pipeline.tools.design_targets import check_design
+from pipeline.tools.status.dvc_files import stages_and_status
+from pipeline.tools.status.dvc_hashes import one_hash_per_path
 from pipeline.tools.status.prediction import Prediction, StageStatus
 from pipeline.tools.status.probe import probe_stage
 
@@ -96,14 +98,16 @@ def dvc_view() -> DvcView:
         return DvcView(None, "DVC is not installed")
     try:
         # Under one lock, the graph and the status share one index: Repo.status, locked on its own,
-        # drops the index and collects it again (the whole workspace walked twice: issue 33).
-        with Repo(".") as repo, lock_repo(repo):
-            graph = repo.index.graph
+        # drops the index and collects it again (the whole workspace walked twice: issue 33). A
+        # folder several stages name is hashed once (pipeline.tools.status.dvc_hashes), and the stages
+        # are read from dvc.yaml without a walk of the workspace where git shows no other stage
+        # file (pipeline.tools.status.dvc_files).
+        with Repo(".") as repo, lock_repo(repo), one_hash_per_path():
+            graph, status = stages_and_status(repo)
             upstream = {
                 str(stage.addressing): tuple(str(s.addressing) for s in graph.successors(stage))
                 for stage in graph.nodes
             }
-            status = repo.status()
     except NotDvcRepoError:
         return DvcView(None, "not a DVC project")
     except DvcException as exc:
