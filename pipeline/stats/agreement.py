@@ -29,6 +29,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
+from pipeline.stats.counted import COUNTED_LIMIT, counted_auroc, counted_balanced_accuracy
 from pipeline.stats.reliability import krippendorff_alpha
 
 Statistic = Literal["spearman", "kendall", "pearson"]
@@ -179,10 +180,23 @@ def group_resamples(n_groups: int, resamples: int, seed: int) -> IntArray:
     """How many times each group is drawn, one row per resample (groups drawn with replacement)."""
     rng = np.random.default_rng(seed)
     draws = rng.integers(0, n_groups, size=(resamples, n_groups))
-    counts = np.zeros((resamples, n_groups), dtype=np.int64)
-    for row, drawn in enumerate(draws):
-        counts[row] = np.bincount(drawn, minlength=n_groups)
-    return counts
+    # every row's counts in one bincount: resample r's group g is bin r * n_groups + g
+    bins = (draws + np.arange(resamples, dtype=np.int64)[:, None] * n_groups).ravel()
+    counts = np.bincount(bins, minlength=resamples * n_groups).astype(np.int64, copy=False)
+    return counts.reshape(resamples, n_groups)
+
+
+def distinct_resamples(resampled: IntArray) -> tuple[IntArray, IntArray]:
+    """The distinct rows of `resampled`, and for each of its rows the index of its distinct row.
+
+    A statistic of a resample depends only on how many times each unit was drawn, so it is
+    computed once per distinct row and given to every resample that drew the same counts: the
+    same function of the same input, so the same bits. With few units most resamples repeat one
+    another (3 groups have 10 possible rows, drawn 1,000 times); with many, nearly none do."""
+    if resampled.size == 0:
+        return resampled, np.zeros(resampled.shape[0], dtype=np.int64)
+    rows, inverse = np.unique(resampled, axis=0, return_inverse=True)
+    return rows, inverse.reshape(-1).astype(np.int64, copy=False)
 
 
 class _Table:
@@ -259,7 +273,9 @@ def correlate(
     table = _Table(pairs)
     per_group, skipped = _summary_per_group(table)
     point = _level_values(table, per_group, np.ones(len(table.groups), dtype=np.int64))
-    draws = [_level_values(table, per_group, w) for w in group_resamples(len(table.groups), resamples, seed)]
+    rows, which = distinct_resamples(group_resamples(len(table.groups), resamples, seed))
+    distinct = [_level_values(table, per_group, w) for w in rows]
+    draws = [distinct[i] for i in which]
     units: dict[Level, int] = {
         "summary": len(table.groups) - sum(skipped.values()),
         "system": len(table.systems),
@@ -386,12 +402,25 @@ def _resampled_rows(members: list[IntArray], resamples: IntArray) -> Iterator[In
 
 
 def _bootstrap(
-    statistic: Callable[[IntArray], float], unit: IntArray, n_units: int, resamples: int, seed: int
+    statistic: Callable[[IntArray], float],
+    unit: IntArray,
+    n_units: int,
+    resamples: int,
+    seed: int,
+    counted: Callable[[IntArray], list[float]] | None = None,
 ) -> Estimate:
-    """`statistic(rows)` on the data, and its percentile interval over resampled units."""
+    """`statistic(rows)` on the data, and its percentile interval over resampled units. `counted`,
+    where given, is the same statistic of every resample at once from each row's draw count (one
+    row of weights per resample; pipeline.stats.counted)."""
     point = statistic(np.arange(unit.size, dtype=np.int64))
-    members = [np.flatnonzero(unit == u) for u in range(n_units)]
-    draws = [statistic(rows) for rows in _resampled_rows(members, group_resamples(n_units, resamples, seed))]
+    resampled = group_resamples(n_units, resamples, seed)
+    if counted is not None and unit.size <= COUNTED_LIMIT:
+        draws = counted(resampled[:, unit]) if resamples else []
+    else:
+        members = [np.flatnonzero(unit == u) for u in range(n_units)]
+        counts, which = distinct_resamples(resampled)
+        distinct = [statistic(rows) for rows in _resampled_rows(members, counts)]
+        draws = [distinct[i] for i in which]
     low, high, undefined = percentile_interval(draws)
     return Estimate(point, low, high, undefined)
 
@@ -407,7 +436,15 @@ def auroc_estimate(
     """AUROC with a bootstrap interval over rows, or over groups when given."""
     score_array, label_array = np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=bool)
     unit, n_units = _units(len(score_array), groups)
-    return _bootstrap(lambda r: auroc(score_array[r], label_array[r]), unit, n_units, resamples, seed)
+    finite = bool(np.isfinite(score_array).all())  # a NaN makes a resample NaN: gathered rows say so
+    return _bootstrap(
+        lambda r: auroc(score_array[r], label_array[r]),
+        unit,
+        n_units,
+        resamples,
+        seed,
+        (lambda w: counted_auroc(score_array, label_array, w)) if finite else None,
+    )
 
 
 @dataclass(frozen=True)
@@ -444,5 +481,6 @@ def held_out_balanced_accuracy(
         len(eval_units),
         resamples,
         seed,
+        lambda w: counted_balanced_accuracy(eval_scores >= threshold, eval_labels, w),
     )
     return HeldOutAccuracy(threshold, int(fit.sum()), int((~fit).sum()), estimate)

@@ -16,6 +16,7 @@ keeps records of its own.
 
 from __future__ import annotations
 
+import importlib
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -24,10 +25,11 @@ import click
 
 from pipeline import __version__
 from pipeline.errors import ConfigError, JudgeloopError
-from pipeline.experiments.design import load_ref
-from pipeline.experiments.params import require_params_file
-from pipeline.experiments.registry import designs, load_design
 from pipeline.llm.terminal import echo, escape_logs
+
+# The designs (pipeline.experiments: their params models, and pipeline.llm.settings's) are imported
+# by the commands that use them, not with the CLI: `judgeloop repro` hands over to DVC, which runs
+# each stage in a process of its own, so the CLI's process need not build them (about 0.25 s).
 
 # judgeloop's own commands: name -> ("module:attribute" of the click command, its short help).
 # Each is imported when it runs, never for another: `judgeloop diff` does not import calibrate's
@@ -87,8 +89,16 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def _command(ref: str) -> click.Command:
-    loaded = load_ref(ref)
+def _command(ref: str, own: bool = False) -> click.Command:
+    """The click command `ref` ("module:attribute") names: one of COMMANDS (`own`, imported as is),
+    or a design's (through load_ref, which says what to fix in a wrong reference)."""
+    if own:
+        module, _, attribute = ref.partition(":")
+        loaded = getattr(importlib.import_module(module), attribute)
+    else:
+        from pipeline.experiments.design import load_ref
+
+        loaded = load_ref(ref)
     if not isinstance(loaded, click.Command):
         raise ConfigError(f"{ref} is not a click command")
     return loaded
@@ -98,6 +108,8 @@ class Judgeloop(click.Group):
     """judgeloop's own commands (COMMANDS, imported when one runs) and the designs' (likewise)."""
 
     def _design_commands(self) -> dict[str, str]:
+        from pipeline.experiments.registry import designs
+
         found: dict[str, str] = {}
         for design in designs():
             for name, ref in design.commands.items():
@@ -112,7 +124,7 @@ class Judgeloop(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         command = super().get_command(ctx, cmd_name)
         if command is None and cmd_name in COMMANDS:
-            command = _command(COMMANDS[cmd_name][0])
+            command = _command(COMMANDS[cmd_name][0], own=True)
         if command is None and (ref := self._design_commands().get(cmd_name)) is not None:
             command = _command(ref)
         return command
@@ -182,6 +194,9 @@ def report(names: tuple[str, ...], figures: Path | None) -> None:
       judgeloop report rag                 one design's pages, and the index
       judgeloop report --figures docs      also docs/pipeline.svg and the plots as SVG files
     """
+    from pipeline.experiments.design import load_ref
+    from pipeline.experiments.params import require_params_file
+    from pipeline.experiments.registry import designs, load_design
     from pipeline.tools.figures import write_figures
     from pipeline.tools.report_index import write_index
 

@@ -39,6 +39,8 @@ def design_stages(name: str) -> list[str]:
 def expand_designs(args: Sequence[str], chosen: str | None = None) -> list[str]:
     """DVC's arguments with `--design NAME`'s stages added and each bare design name (one that is
     no stage's) replaced by its stages, saying so."""
+    if not args and chosen is None:
+        return []  # nothing to expand: no design is imported (`judgeloop repro` of everything)
     stages, names = stage_names(), set(design_names())
     out: list[str] = []
     for arg in args:
