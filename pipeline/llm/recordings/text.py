@@ -114,13 +114,15 @@ def unpack_content(content: str | list[Any], blobs: Mapping[str, str], where: st
     for part in content:
         if isinstance(part, str):
             out.append(part)
-        elif part.get("blob") in blobs:
-            out.append(blobs[part["blob"]])
-        else:
+            continue
+        blob = part.get("blob")
+        try:  # one lookup, not `in` and then `[]`: a recording's blocks may be read when asked for
+            out.append(blobs[blob])
+        except KeyError:
             raise CorruptRecordError(
-                f"{where}: refers to blob {part.get('blob')}, which the recording does not hold. "
+                f"{where}: refers to blob {blob}, which the recording does not hold. "
                 "Fix: restore the file from git, or re-record the stage."
-            )
+            ) from None
     return "".join(out)
 
 
