@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.data.recorded_calls import call_counts
+from pipeline.data.recorded_models import count_models
 from pipeline.data.recorded_stages import StageRecords
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.backends.fake import FakeBackend
@@ -214,3 +216,29 @@ def test_a_sharded_recording_is_verified_and_read_an_item_at_a_time(
     index.blobs.clear_cache()
     assert sorted(c.record.key for c in index.every_call()) == sorted(c.record.key for c in calls)
     assert reads.count(id(index.blobs.table)) < 1.1 * len(index.blobs)
+
+
+def test_the_report_counts_calls_without_reading_their_blocks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A report counts every call (its context and reply) and its model: the counts and models are
+    those of the calls parsed whole, and once the recording is known verified (the memo), counting
+    reads none of its blocks back from the file."""
+    calls = _calls(12)
+    recordings.write_stage(tmp_path / "judge", calls)
+    StageRecords.read(tmp_path, ["judge"])  # verified in full once: this process remembers it
+    reads: list[int] = []
+    text = LineTable.text
+
+    def counted(table: LineTable, found: int) -> str:
+        reads.append(id(table))
+        return text(table, found)
+
+    monkeypatch.setattr(LineTable, "text", counted)
+    records = StageRecords.read(tmp_path, ["judge"])
+    index = records.indexes["judge"]
+    assert reads and id(index.blobs.table) not in reads
+    assert records.counts["judge"] == call_counts(calls)
+    assert records.models() == count_models(
+        (m.backend, m.name, m.digest) for m in (c.record.model for c in calls)
+    )
