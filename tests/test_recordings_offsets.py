@@ -11,12 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.data.recorded_calls import call_counts
+from pipeline.data.recorded_models import count_models
 from pipeline.data.recorded_stages import StageRecords
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.recordings import shards
 from pipeline.llm.recordings import text as recordings
 from pipeline.llm.recordings.index import RecordingIndex
+from pipeline.llm.recordings.offsets import LazyBlobs, LineTable
 from pipeline.llm.recordings.stage_index import index_stage
 from pipeline.llm.recordings.verified_memo import forget_in_process
 from pipeline.llm.records import CallRecord, RecordedCall
@@ -172,3 +175,70 @@ def test_the_index_and_the_report_hold_no_line(tmp_path: Path) -> None:
     # two indexes of 200 keys (a key is ~70 characters): a few hundred bytes a call each; the lines
     # themselves would be more than 6,000 bytes a call
     assert held < 2 * 200 * 600, held
+
+
+def test_a_sharded_recording_is_verified_and_read_an_item_at_a_time(
+    tmp_path: Path, small_threshold: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Shards are cut by key, each in the recording's order (by item): read shard after shard, an
+    item's transcript blocks were asked for again in every shard, each time read back from the file
+    once the block cache had passed them (3.2 reads a block at 9,683 calls). The shards' lines
+    merged by item read each block once, with a cache that holds one item's blocks; the keys keep
+    the recording's order and each key its first line."""
+    items = [f"{n:03d}\n" + "\n".join(f"{n} says {i} {i * 7919 % 997}" for i in range(400)) for n in range(4)]
+    fake = FakeBackend()
+    calls = []
+    for step in range(6):
+        for n, transcript in enumerate(items):
+            record = CallRecord.new(
+                fake.identity(), req := request(f"Step {step}\n{transcript}"), fake.chat(req)
+            )
+            calls.append(
+                RecordedCall(context=CallContext(stage="judge", item=f"{n:03d}", step=step), record=record)
+            )
+    directory = tmp_path / "judge"
+    recordings.write_stage(directory, calls)
+    monkeypatch.setattr(LazyBlobs, "CACHE_CHARS", 2 * max(len(t) for t in items))
+    reads: list[int] = []
+    text = LineTable.text
+
+    def counted(table: LineTable, found: int) -> str:
+        reads.append(id(table))
+        return text(table, found)
+
+    monkeypatch.setattr(LineTable, "text", counted)
+    index = index_stage(directory)
+    assert len(set(index.lines.file)) > 4  # several shards of calls
+    block_reads = reads.count(id(index.blobs.table))
+    assert block_reads < 1.1 * len(index.blobs), (block_reads, len(index.blobs))  # 4.5x shard by shard
+    assert list(index.at.values()) == sorted(index.at.values())
+    reads.clear()
+    index.blobs.clear_cache()
+    assert sorted(c.record.key for c in index.every_call()) == sorted(c.record.key for c in calls)
+    assert reads.count(id(index.blobs.table)) < 1.1 * len(index.blobs)
+
+
+def test_the_report_counts_calls_without_reading_their_blocks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A report counts every call (its context and reply) and its model: the counts and models are
+    those of the calls parsed whole, and once the recording is known verified (the memo), counting
+    reads none of its blocks back from the file."""
+    calls = _calls(12)
+    recordings.write_stage(tmp_path / "judge", calls)
+    StageRecords.read(tmp_path, ["judge"])  # verified in full once: this process remembers it
+    reads: list[int] = []
+    text = LineTable.text
+
+    def counted(table: LineTable, found: int) -> str:
+        reads.append(id(table))
+        return text(table, found)
+
+    monkeypatch.setattr(LineTable, "text", counted)
+    records = StageRecords.read(tmp_path, ["judge"])
+    index = records.indexes["judge"]
+    assert reads and id(index.blobs.table) not in reads
+    assert records.counts["judge"] == call_counts(calls)
+    assert records.models() == count_models(
+        (m.backend, m.name, m.digest) for m in (c.record.model for c in calls)
+    )

@@ -14,7 +14,7 @@ from pathlib import Path
 from pipeline.llm.recordings import text as recordings
 from pipeline.llm.recordings.verified_memo import VerifiedMemo
 from pipeline.llm.records import RecordedCall
-from pipeline.llm.types import PROMPT_TOO_LONG
+from pipeline.llm.types import PROMPT_TOO_LONG, CallContext
 
 
 def first_by_key(calls: Iterable[RecordedCall]) -> dict[str, RecordedCall]:
@@ -56,16 +56,21 @@ def call_counts(calls: Iterable[RecordedCall]) -> dict[str, int]:
 
     The metrics of every design count from here, so that each number can be checked against the
     calls an auditor reads (tests/test_metrics_counts.py)."""
+    return counted_calls((call.context, call.record.reply.done_reason) for call in calls)
+
+
+def counted_calls(calls: Iterable[tuple[CallContext, str | None]]) -> dict[str, int]:
+    """call_counts from each call's context and its reply's done_reason, all that it counts: a
+    reader that holds a call's line need not unpack its prompts to count it."""
     counts = {"calls": 0, "reasks": 0, "reasked": 0, "cut_at_num_predict": 0, "too_long": 0}
     asked_again: set[tuple[object, ...]] = set()
-    for call in calls:
-        context, reply = call.context, call.record.reply
+    for context, done_reason in calls:
         counts["calls"] += 1
         if context.attempt > 0:
             counts["reasks"] += 1
             asked_again.add(context.at(attempt=0).sort_key())
-        counts["cut_at_num_predict"] += reply.done_reason == "length"
-        counts["too_long"] += reply.done_reason == PROMPT_TOO_LONG
+        counts["cut_at_num_predict"] += done_reason == "length"
+        counts["too_long"] += done_reason == PROMPT_TOO_LONG
     counts["reasked"] = len(asked_again)
     return counts
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -231,9 +232,11 @@ class StageIndex:
         return call
 
     def every_call(self) -> Iterator[RecordedCall]:
-        """Every call line's call, in the recording's order, each read and parsed when reached."""
-        for found in range(len(self.lines)):
-            yield self.call_at(found)
+        """Every call line's call, each read and parsed when reached: each file's in its order, the
+        files' merged by item, so that an item's blocks are read back once (LineTable.by_item)."""
+        for found, line in self.lines.by_item():
+            where = self.lines.where(found)
+            yield recordings.parse_call_line(line, self.blobs, where, verified=True).current()
 
 
 def _identity(model: Any) -> Identity:
@@ -268,8 +271,9 @@ def index_stage(directory: Path, *, pins: Pins | None = None, memo: VerifiedMemo
     unverified = memo.holds_digest(files_digest(scanned.hashes))
     at: dict[str, int] = {}
     models: set[Identity] = set()
-    for found in range(len(lines)):
-        line = lines.text(found)
+    # An item's calls together, so that its blocks are read back once (LineTable.by_item): a key's
+    # lines are in one file (the shards are cut by key), in its order, so its first line is kept.
+    for found, line in lines.by_item():
         if unverified is None:
             key, model = _indexed(line, blobs, lines.where(found))
         else:
@@ -280,4 +284,6 @@ def index_stage(directory: Path, *, pins: Pins | None = None, memo: VerifiedMemo
         models.add(model)
     if unverified is not None:
         memo.remember(unverified)
+    if len(lines.starts) > 1:  # keys in the recording's order, as read line by line
+        at = dict(sorted(at.items(), key=itemgetter(1)))
     return StageIndex(lines, blobs, at, frozenset(models))

@@ -123,8 +123,8 @@ def unpack_content(
             laid.append(part)
             continue
         blob = part.get("blob")
-        try:
-            text = blobs[blob]  # one lookup, not a test and then a read
+        try:  # one lookup, not `in` and then `[]`: a recording's blocks may be read when asked for
+            text = blobs[blob]
         except KeyError:
             raise CorruptRecordError(
                 f"{where}: refers to blob {blob}, which the recording does not hold. "
