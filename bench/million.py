@@ -254,6 +254,14 @@ def sized_runs(
     return rows
 
 
+CODE_OPTION = click.option(
+    "--code",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=ROOT,
+    help="judgeloop's code to run (a checkout of another commit, for a before/after).",
+)
+
+
 @main.command("stages", hidden=True)
 @click.argument("root", type=click.Path(file_okay=False, path_type=Path))
 @click.argument("mode")
@@ -264,12 +272,7 @@ def stages_command(root: Path, mode: str) -> None:
 
 @main.command("audits")
 @click.argument("root", type=click.Path(file_okay=False, exists=True, path_type=Path))
-@click.option(
-    "--code",
-    type=click.Path(file_okay=False, exists=True, path_type=Path),
-    default=ROOT,
-    help="judgeloop's code to run (a checkout of another commit, for a before/after).",
-)
+@CODE_OPTION
 @click.option("--no-key", is_flag=True, help="No audit --key step (code from before it existed).")
 @click.option("--repeat", type=int, default=3, show_default=True)
 def audits_command(root: Path, code: Path, no_key: bool, repeat: int) -> None:
@@ -383,12 +386,7 @@ def plain_table(rows: list[dict[str, Any]]) -> str:
 
 @main.command("plain-cases")
 @click.argument("root", type=click.Path(file_okay=False, exists=True, path_type=Path))
-@click.option(
-    "--code",
-    type=click.Path(file_okay=False, exists=True, path_type=Path),
-    default=ROOT,
-    help="judgeloop's code to run (a checkout of another commit, for a before/after).",
-)
+@CODE_OPTION
 @click.option("--calls", type=int, required=True, help="The run's calls (as recorded), for the table.")
 def plain_cases_command(root: Path, code: Path, calls: int) -> None:
     """Only the three plain-status cases, on a project kept by `plain-status --keep` (ROOT: its

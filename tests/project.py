@@ -114,6 +114,10 @@ def run_pipeline(
     return made
 
 
+# One ask per metric and one refinement round: a recorded project small enough for a test of the stages.
+ONE_ROUND: dict[str, dict[str, Any]] = {"judge": {"max_attempts": 1}, "refine": {"max_iterations": 1}}
+
+
 def recorded_project(
     root: Path, items: tuple[str, ...] = tuple(TRANSCRIPTS), params: dict[str, dict[str, Any]] | None = None
 ) -> FakeBackend:

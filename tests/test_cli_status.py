@@ -25,10 +25,10 @@ from pipeline.tools.status import command as status_command
 from pipeline.tools.status.command import NOT_LOOKED_UP, DvcView, recorded_identity
 from tests.conftest import ROOT
 from tests.helpers import make_session, request
-from tests.project import MODEL, recorded_project, run_pipeline, scripted, write_data, write_params
+from tests.project import MODEL, ONE_ROUND, recorded_project, run_pipeline, scripted, write_data, write_params
 
 # One regeneration at most, and a judge asked once: a new judge call is then the last its item makes.
-RECORDED: dict[str, dict[str, Any]] = {"judge": {"max_attempts": 1}, "refine": {"max_iterations": 1}}
+RECORDED = ONE_ROUND
 
 
 @pytest.fixture

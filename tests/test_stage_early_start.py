@@ -20,9 +20,9 @@ from pipeline.tools.cli import main
 from pipeline.tools.status.probe import MARK, ProbeBackend
 from stages.runner import run_stage
 from tests.helpers import request
-from tests.project import recorded_project, write_params
+from tests.project import ONE_ROUND, recorded_project, write_params
 
-RECORDED: dict[str, dict[str, Any]] = {"judge": {"max_attempts": 1}, "refine": {"max_iterations": 1}}
+RECORDED = ONE_ROUND
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from pipeline.llm.types import CallContext
 from pipeline.loops.feedback import refine as original
 from stages.runner import StagedResults, run_stage
 from tests.helpers import make_session, request
-from tests.project import TRANSCRIPTS, recorded_project, write_params
+from tests.project import ONE_ROUND, TRANSCRIPTS, recorded_project, write_params
 
 
 class Row(Result):
@@ -152,7 +152,7 @@ def test_a_rerun_after_an_item_failed_mid_stage_resumes_from_the_cache(tmp_path:
     ] == items
 
 
-RECORDED: dict[str, dict[str, Any]] = {"judge": {"max_attempts": 1}, "refine": {"max_iterations": 1}}
+RECORDED = ONE_ROUND
 
 
 @pytest.fixture
