@@ -34,6 +34,26 @@ def test_the_packed_calls_are_the_parsed_calls() -> None:
     assert "no such key" not in held and held.get("no such key") is None
 
 
+def test_a_header_is_the_parsed_calls_model_and_options() -> None:
+    """What the report's index reads of every call without unpacking its prompts."""
+    held = StageRecords.read(ROOT / "recordings", STAGES)
+    assert all(held.header(key) == (held[key].model, held[key].request.options) for key in held)
+    assert held.header("no such key") is None
+
+
+def test_a_header_of_a_line_changed_since_it_was_read_is_refused(tmp_path: Path) -> None:
+    shutil.copytree(ROOT / "recordings" / "judge", tmp_path / "judge")
+    held = StageRecords.read(tmp_path, ["judge"], VerifiedMemo.beside(tmp_path / "cache"))
+    calls = tmp_path / "judge" / recordings.CALLS_FILE
+    text = calls.read_text(encoding="utf-8")
+    damaged = text.replace('"temperature":0.0', '"temperature":0.5', 1)
+    assert damaged != text and len(damaged) == len(text)
+    calls.write_text(damaged, encoding="utf-8")
+    with pytest.raises(CorruptRecordError):
+        for key in held:
+            held.header(key)
+
+
 def test_a_damaged_recording_is_refused(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "recordings" / "judge", tmp_path / "judge")
     calls = tmp_path / "judge" / recordings.CALLS_FILE

@@ -24,11 +24,12 @@ import orjson
 
 from pipeline.data.recorded_calls import call_counts, counted_calls
 from pipeline.data.recorded_models import ModelUse, count_models
+from pipeline.llm.keys import KEY_RECIPE
 from pipeline.llm.recordings import text as recordings
 from pipeline.llm.recordings.stage_index import StageIndex, index_stage
 from pipeline.llm.recordings.verified_memo import VerifiedMemo
 from pipeline.llm.records import CallRecord, RecordedCall
-from pipeline.llm.types import CallContext, ChatReply, ModelIdentity
+from pipeline.llm.types import CallContext, ChatReply, ModelIdentity, Options
 
 
 def stage_index_calls(index: StageIndex) -> Iterator[RecordedCall]:
@@ -72,6 +73,25 @@ class StageRecords(Mapping[str, CallRecord]):
     def models(self) -> list[ModelUse]:
         """The models of every recorded call (first copies or not), as count_models counts them."""
         return count_models(self._models.elements())
+
+    def header(self, key: str) -> tuple[ModelIdentity, Options] | None:
+        """The model and options of this key's call (None: not recorded), as self[key] would give
+        them, read from its verified line's JSON: its prompts are not unpacked (a report's index
+        names every call's model and options, and parsing each call for them was most of its cost).
+        The line is read back and checked against its digest as a parse reads it, and must record
+        this very key under today's key recipe; a line under an older recipe is parsed in full."""
+        for index in self.indexes.values():
+            found = index.at.get(key)
+            if found is None:
+                continue
+            raw = orjson.loads(index.line(found))
+            if raw.get("recipe", KEY_RECIPE) != KEY_RECIPE or raw.get("key") != key:
+                record = self[key]
+                return record.model, record.request.options
+            request = raw["request"]
+            options = Options.model_validate(request["options"]) if "options" in request else Options()
+            return ModelIdentity.model_validate(raw["model"]), options
+        return None
 
     def __getitem__(self, key: str) -> CallRecord:
         for index in self.indexes.values():

@@ -29,14 +29,16 @@ import jinja2
 from markupsafe import Markup
 
 from pipeline.data.recorded_calls import recorded_calls
+from pipeline.data.recorded_stages import StageRecords
 from pipeline.errors import ConfigError
 from pipeline.experiments.paper.aggregation import LLM_STAGES, PAPER_FIGURE2, unscored_why
-from pipeline.experiments.paper.report.items import ItemBuilder, mean, options_text
+from pipeline.experiments.paper.report.items import ItemBuilder, mean, options_line, options_text
 from pipeline.experiments.paper.report.texts import PageTexts
 from pipeline.experiments.paper.report.views import ItemRow
 from pipeline.judges.rubric.judge import ReplyReader, reply_reader
 from pipeline.judges.rubric.settings import JudgeSettings
 from pipeline.llm.records import CallRecord
+from pipeline.llm.types import ModelIdentity, Options
 from pipeline.loops.results import Refinement
 from pipeline.reports.frame import home_link, page_assets
 from pipeline.reports.pages import PageStems, pages_folder, slug, write_pages
@@ -107,6 +109,7 @@ class _IndexScan:
         self.models: dict[tuple[str, str, str], None] = {}  # backend, name, digest; first seen first
         self.option_counts: Counter[str] = Counter()
         self._seen: set[bytes | str] = set()
+        self._options: dict[Options, str] = {}  # each distinct set of options spelled once
         self._stems = PageStems()
 
     def add(self, r: Refinement) -> None:
@@ -117,13 +120,24 @@ class _IndexScan:
                 continue
             self._seen.add(compact)
             self.referenced += 1
-            record = self.records.get(key)
-            if record is None:
+            found = self._header(key)
+            if found is None:
                 self.missing += 1
                 continue
-            model = record.model
+            model, options = found
             self.models.setdefault((model.backend, model.name, model.digest))
-            self.option_counts[options_text(record)] += 1
+            text = self._options.get(options)
+            if text is None:
+                text = self._options[options] = options_line(options)
+            self.option_counts[text] += 1
+
+    def _header(self, key: str) -> tuple[ModelIdentity, Options] | None:
+        """The call's model and options: from its verified line alone where the records can read
+        them so (StageRecords.header, no prompt unpacked), else from its record."""
+        if isinstance(self.records, StageRecords):
+            return self.records.header(key)
+        record = self.records.get(key)
+        return None if record is None else (record.model, record.request.options)
 
     def option_names(self) -> dict[str, str]:
         """A short name for each distinct set of options, most used first: calls cite the name, the

@@ -17,7 +17,9 @@ character, and the text behind a reference can be read back from the element it 
 from __future__ import annotations
 
 import re
+from bisect import insort
 from dataclasses import dataclass
+from functools import cache
 from string import Formatter
 
 from pipeline.judges.rubric.judge_prompts import JUDGE_PROMPTS
@@ -76,6 +78,10 @@ class _Known:
     label: str
 
 
+def _longest_first(known: _Known) -> int:
+    return -len(known.text)
+
+
 def template_parts() -> list[tuple[str, str, str]]:
     """(id, label, text) of every fixed part of the prompt templates long enough to be shared."""
     templates = {
@@ -105,17 +111,28 @@ def _slug(text: str) -> str:
 class PageTexts:
     """The texts placed so far on one page: the prompt templates' fixed parts and the item's texts."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, place_templates: bool = False) -> None:
         self._shared: list[_Known] = []
         self._local: list[_Known] = []
+        # Every known text, longest first (a stable sort of _shared + _local: on a tie, the shared
+        # ones, then the item's, each in the order remembered), kept sorted as texts are remembered.
+        self._known: list[_Known] = []
         # The ids some reference points to: only those elements need an id on the page.
         self.referenced: set[str] = set()
         # The same, from the page's own texts only (not the templates'): what the page links to.
         self._cited: set[str] = set()
-        # The prompt templates' fixed parts, for the page's appendix: (label, placed text).
-        self.templates = [
-            (label, self.place(text, ident, label, shared=True)) for ident, label, text in template_parts()
-        ]
+        # The prompt templates' fixed parts, for the page's appendix: (label, placed text). Placed
+        # once a process, the same on every page, and copied (place_templates: placed anew).
+        if place_templates:
+            self.templates = [
+                (label, self.place(text, ident, label, shared=True))
+                for ident, label, text in template_parts()
+            ]
+            return
+        placed = _templates_placed()
+        self._shared, self._known = list(placed._shared), list(placed._known)
+        self.referenced = set(placed.referenced)
+        self.templates = list(placed.templates)
 
     def cited_templates(self) -> list[tuple[str, Placed]]:
         """The templates the texts placed so far link to, and those the templates themselves link to:
@@ -137,6 +154,7 @@ class PageTexts:
     def start_item(self) -> None:
         # Items share only the templates: their texts differ, and a short search stays fast.
         self._local = []
+        self._known = list(self._shared_sorted())
 
     def place(self, text: str, ident: str, label: str, *, shared: bool = False) -> Placed:
         """Show `text` at element `ident`: known texts become references, new long ones are homed here."""
@@ -144,8 +162,7 @@ class PageTexts:
         start = text.find(core) if core else len(text)
         lead, trail = text[:start], text[start + len(core) :]
         core_id = f"{ident}-c" if (lead or trail) else ident
-        known = self._shared + self._local
-        pieces = self._substitute(core, sorted(known, key=lambda k: -len(k.text)))
+        pieces = self._substitute(core, self._known)
         segments: list[Segment] = []
         homes = 0
         for piece in pieces:
@@ -175,7 +192,16 @@ class PageTexts:
         )
 
     def _remember(self, text: str, target: str, label: str, shared: bool) -> None:
-        (self._shared if shared else self._local).append(_Known(text, target, label))
+        known = _Known(text, target, label)
+        if shared:  # before the item's texts of its length: sorted anew (the templates, once a process)
+            self._shared.append(known)
+            self._known = sorted(self._shared + self._local, key=_longest_first)
+        else:  # after every known text of its length
+            self._local.append(known)
+            insort(self._known, known, key=_longest_first)
+
+    def _shared_sorted(self) -> list[_Known]:
+        return sorted(self._shared, key=_longest_first)
 
     @staticmethod
     def _substitute(text: str, known: list[_Known]) -> list[str | _Known]:
@@ -193,3 +219,9 @@ class PageTexts:
                         out.append(between)
             pieces = out
         return pieces
+
+
+@cache
+def _templates_placed() -> PageTexts:
+    """The prompt templates' fixed parts placed on an empty page, once a process (PageTexts copies them)."""
+    return PageTexts(place_templates=True)
