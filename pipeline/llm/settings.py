@@ -19,6 +19,7 @@ records params.yaml, always says what was computed (to run another model, use
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 from collections.abc import Mapping
@@ -31,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from pipeline.errors import ConfigError
 from pipeline.llm.bounds import check_yaml
-from pipeline.llm.params_errors import compose, duplicate_keys, params_problems
+from pipeline.llm.params_errors import duplicate_keys, params_problems
 from pipeline.llm.redact import redact_url, remember
 from pipeline.llm.types import Options
 
@@ -245,11 +246,32 @@ def _parsed(path: Path, text: str) -> dict[str, Any]:
     return copy.deepcopy(_PARSED[text])
 
 
+def _composed(text: str) -> tuple[yaml.Node | None, Any]:
+    """The file's node tree and its mapping from one parse (yaml.safe_load's result, and
+    params_errors.compose's tree), through libyaml where PyYAML has it (a tenth of the pure parser's
+    time, paid by every stage process). A text libyaml refuses is parsed again by the pure parser, so
+    that the error, and its line, are the ones yaml.safe_load gives."""
+    fast = getattr(yaml, "CSafeLoader", None)
+    if fast is not None:
+        with contextlib.suppress(yaml.YAMLError):
+            return _composed_by(fast, text)
+    return _composed_by(yaml.SafeLoader, text)
+
+
+def _composed_by(loader_class: Any, text: str) -> tuple[yaml.Node | None, Any]:
+    loader = loader_class(text)
+    try:
+        node = loader.get_single_node()
+        return node, None if node is None else loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
 def _parse(path: Path, text: str) -> dict[str, Any]:
     try:
         check_yaml(text)  # bounded before composing: an alias bomb or deep nesting (pipeline.llm.bounds)
-        loaded = yaml.safe_load(text)
-        repeated = duplicate_keys(compose(text))
+        node, loaded = _composed(text)
+        repeated = duplicate_keys(node)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
+from pipeline.judges.scores.lazy import lazy_compile
 from pipeline.judges.scores.reading import Reason, Scale, ScoreReading, as_number
 
 NUM: Final = r"-?[0-9]+(?:\.[0-9]+)?"
@@ -23,22 +24,22 @@ VALUE: Final = (
 )
 
 # Checked right after a value (same line only: a list on the next line is not a range).
-_RANGE_AFTER: Final = re.compile(
+_RANGE_AFTER: Final = lazy_compile(
     # "3 or 4", "3-4", "a 4 or a 5"
     rf"[ \t]*(?P<sep>[-–—~]|\bto\b|\bor\b)[ \t]*(?:\[\[?|\(|an?[ \t]+)?(?P<hi>{NUM})"
     r"(?P<more>[ \t]*[-–—][ \t]*[0-9]|[ \t]+or[ \t]+more\b)?",
     re.IGNORECASE,
 )
 # A rubric line, not a verdict: "score of 5 : 0 mistakes", "Score 5 = ...", "score of 5 for 0 mistakes".
-_KEY_AFTER: Final = re.compile(
+_KEY_AFTER: Final = lazy_compile(
     r"[ \t]*(?:[:=]|(?:for|if|when|means?|indicates?)[ \t]+(?:only[ \t]+|just[ \t]+)?[0-9])", re.IGNORECASE
 )
-_COUNT_AFTER: Final = re.compile(
+_COUNT_AFTER: Final = lazy_compile(
     r"[ \t]*(?:%|(?:mistake|error|issue|problem|symptom|item|question|sentence|word|point|time|minute"
     r"|hour|day|week|month|year)s?\b)",
     re.IGNORECASE,
 )
-_REST_OF_LINE_EMPTY: Final = re.compile(r"[ \t\r*_.]*(?:\n|$)")
+_REST_OF_LINE_EMPTY: Final = lazy_compile(r"[ \t\r*_.]*(?:\n|$)")
 
 
 @dataclass(frozen=True, slots=True)

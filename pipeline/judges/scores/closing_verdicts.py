@@ -18,6 +18,7 @@ import re
 from collections.abc import Iterator
 from typing import Final, Literal
 
+from pipeline.judges.scores.lazy import lazy_compile
 from pipeline.judges.scores.prose_context import generic, hedged, hypothetical
 from pipeline.judges.scores.prose_lexicon import FRACTION_B, NOUN, SP, VALUE_B
 
@@ -26,10 +27,10 @@ ClosingKind = Literal["fraction_closing", "verdict_closing"]
 # After ";" or ",": an optional article and one word ("a final", "an overall"), then the fraction or
 # "<noun> of N".
 _AFTER_PUNCT: Final = r"(?<=[;,][ \t])(?:(?:an?|the|my|its)[ \t]{1,3})?(?:(?:overall|final|total)[ \t]{1,3})?"
-FRACTION_AFTER_PUNCT: Final = re.compile(rf"{_AFTER_PUNCT}{FRACTION_B}", re.IGNORECASE)
-SCORE_OF_AFTER_PUNCT: Final = re.compile(rf"{_AFTER_PUNCT}{NOUN}{SP}of{SP}{VALUE_B}", re.IGNORECASE)
+FRACTION_AFTER_PUNCT: Final = lazy_compile(rf"{_AFTER_PUNCT}{FRACTION_B}", re.IGNORECASE)
+SCORE_OF_AFTER_PUNCT: Final = lazy_compile(rf"{_AFTER_PUNCT}{NOUN}{SP}of{SP}{VALUE_B}", re.IGNORECASE)
 # "(2/5)", "(4 out of 5)", "(score: 4/5)": nothing but the fraction inside.
-PARENTHESIZED: Final = re.compile(
+PARENTHESIZED: Final = lazy_compile(
     rf"\([ \t]{{0,3}}(?:{NOUN}[ \t]{{0,3}}[:=]?[ \t]{{0,3}})?{FRACTION_B}[ \t]{{0,3}}\)", re.IGNORECASE
 )
 GRAMMAR: Final[tuple[tuple[ClosingKind, re.Pattern[str]], ...]] = (
@@ -38,8 +39,8 @@ GRAMMAR: Final[tuple[tuple[ClosingKind, re.Pattern[str]], ...]] = (
     ("fraction_closing", PARENTHESIZED),
 )
 # After the verdict: "overall", then the sentence's end, then nothing but blanks and markdown.
-_TAIL: Final = re.compile(r"[ \t*_]{0,4}(?:overall[ \t*_]{0,4})?[.!]?[ \t*_\"”')]{0,6}", re.IGNORECASE)
-_DIGIT: Final = re.compile(r"[0-9]")
+_TAIL: Final = lazy_compile(r"[ \t*_]{0,4}(?:overall[ \t*_]{0,4})?[.!]?[ \t*_\"”')]{0,6}", re.IGNORECASE)
+_DIGIT: Final = lazy_compile(r"[0-9]")
 _SENTENCE_END: Final = ".!?\n"
 _LOOK_BACK: Final = 400
 

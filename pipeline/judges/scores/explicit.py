@@ -15,6 +15,7 @@ from functools import lru_cache
 from typing import Final
 
 from pipeline.judges.scores.candidates import NUM, VALUE, Candidate, candidate
+from pipeline.judges.scores.lazy import lazy_compile
 
 DEFAULT_LABELS: Final[tuple[str, ...]] = ("score", "rating", "grade")
 
@@ -22,7 +23,7 @@ _SEPARATOR: Final = r"[ \t*_]*(?:\([^()\n]{0,40}\)[ \t*_]*)?(?:[:=\-–—]|：)
 # The value may sit alone on one of the next two lines ("Score:\n\n4"); that is checked in code.
 _GAP: Final = r"[ \t\r*_]*(?:\n[ \t\r*_]*){0,2}"
 # Not after a name or a bracket: "dp[[0]]" is code indexing, not a verdict.
-_BRACKETED: Final = re.compile(
+_BRACKETED: Final = lazy_compile(
     rf"(?<![\w\]])\[\[[ \t]*(?P<num>{NUM})(?:[ \t]*/[ \t]*(?P<den>{NUM}))?[ \t]*\]\]"
 )
 # At one number, the highest rank names the verdict ("Rating: [[4]]" is labelled, not bracketed).

@@ -9,11 +9,12 @@ from typing import Final
 from pipeline.judges.scores.candidates import NUM, Candidate, judge, last
 from pipeline.judges.scores.decimals import DecimalPolicy, apply_decimal_policy, check_policy
 from pipeline.judges.scores.explicit import explicit_candidates, label_patterns
+from pipeline.judges.scores.lazy import lazy_compile
 from pipeline.judges.scores.metric_lines import metric_lines
 from pipeline.judges.scores.phrases import prose_candidates
 from pipeline.judges.scores.reading import DEFAULT_SCALE, Scale, ScoreReading
 
-_BARE: Final = re.compile(
+_BARE: Final = lazy_compile(
     rf"\s*(?:[-*•>#]+[ \t]+)?[*_`\"']*(?P<core>(?:\[\[?|\()?(?P<num>{NUM})(?:\]\]?|\))?"
     rf"(?:[ \t]*(?:/|\bout[ \t]+of\b)[ \t]*(?P<den>{NUM}))?)[*_`\"']*"
     # a one-word gloss, as in "1 (dull)" or "0 (no)"

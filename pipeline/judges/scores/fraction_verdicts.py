@@ -33,6 +33,7 @@ import re
 from collections.abc import Iterator
 from typing import Final, Literal
 
+from pipeline.judges.scores.lazy import lazy_compile
 from pipeline.judges.scores.prose_context import generic, hedged, hypothetical, not_a_verdict_after
 from pipeline.judges.scores.prose_lexicon import (
     ADJECTIVE,
@@ -55,7 +56,7 @@ FractionKind = Literal["fraction_verb", "fraction_noun", "fraction_closing"]
 _ARTICLE: Final = rf"an?(?:{SP}{ADJECTIVE})?"
 _COPULA: Final = r"(?:is|was|be|remains|[’']s)"
 _VERB: Final = rf"(?:{SCORE_VERB}|{AWARD_VERB})"
-FRACTION_VERB: Final = re.compile(
+FRACTION_VERB: Final = lazy_compile(
     rf"\b(?:{_VERB}(?:{SP}{OBJECT})?(?:{SP}(?:as|at|with))?(?:{SP}{_ARTICLE})?"
     # a longer object needs a linking word or an article to end it
     rf"|{_VERB}{SP}{LONG_OBJECT}{SP}(?:(?:as|at)(?:{SP}{_ARTICLE})?|{_ARTICLE})"
@@ -65,7 +66,7 @@ FRACTION_VERB: Final = re.compile(
     re.IGNORECASE,
 )
 # "The summary is 4 out of 5 in terms of relevance": a copula without an article needs the metric after.
-FRACTION_COPULA: Final = re.compile(
+FRACTION_COPULA: Final = lazy_compile(
     rf"\b{_COPULA}{SP}{FRACTION_B}(?={SP}in{SP}terms{SP}of\b)",
     re.IGNORECASE,
 )
@@ -76,7 +77,7 @@ _NOT_A_SCORE: Final = (
     r"|collection|combination|mention|section|position|population|average|total|number)\b"
 )
 _LINK: Final = rf"(?:[ \t]{{0,3}}[:–—-]|{SP}(?:is|would{SP}be|will{SP}be|of|stands{SP}at|comes{SP}to))"
-FRACTION_NOUN: Final = re.compile(
+FRACTION_NOUN: Final = lazy_compile(
     rf"\b(?:(?:{HAVING}|{SCORE_VERB}|{AWARD_VERB})(?:{SP}{OBJECT})?{SP}(?:an?|the|its|my|our){SP}"
     rf"(?:{QUALIFIER}{SP})?{NOUN}(?:{SP}(?:of|at|as))?"
     # "scores a relevance of 4 out of 5": the metric's noun stands for the score noun
@@ -93,7 +94,7 @@ _CONCLUDING: Final = (
 )
 # At the start of a line or a sentence: an optional concluding word, an optional article, the fraction,
 # and after it only "overall" and the end of the sentence or of the line.
-FRACTION_CLOSING: Final = re.compile(
+FRACTION_CLOSING: Final = lazy_compile(
     rf"(?:^|(?<=[.!?][ \t]))[ \t*_>#-]{{0,6}}(?P<marker>{_CONCLUDING}[ \t]{{0,3}}[,:–—-]?[ \t]{{1,3}})?"
     rf"(?:{_ARTICLE}{SP})?{FRACTION_B}"
     r"(?=[ \t*_]{0,4}(?:overall[ \t*_]{0,4})?(?:[.!](?:[ \t*_]|$)|\n|$))",
@@ -101,8 +102,8 @@ FRACTION_CLOSING: Final = re.compile(
 )
 # After "of", "the" or "a", "score 5 out of 5" is the noun naming a rubric level ("the requirements of
 # score 5"), checked in code rather than by lookbehinds at every position of the scan.
-_NOUN_BEFORE: Final = re.compile(r"\b(?:of|the|an?)[ \t]$", re.IGNORECASE)
-_CLOSING_TAIL: Final = re.compile(r"[ \t*_]{0,4}(?:overall[ \t*_]{0,4})?[.!]?[ \t*_]{0,4}", re.IGNORECASE)
+_NOUN_BEFORE: Final = lazy_compile(r"\b(?:of|the|an?)[ \t]$", re.IGNORECASE)
+_CLOSING_TAIL: Final = lazy_compile(r"[ \t*_]{0,4}(?:overall[ \t*_]{0,4})?[.!]?[ \t*_]{0,4}", re.IGNORECASE)
 
 GRAMMAR: Final[tuple[tuple[FractionKind, re.Pattern[str]], ...]] = (
     ("fraction_verb", FRACTION_VERB),

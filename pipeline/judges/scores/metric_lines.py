@@ -24,16 +24,17 @@ from dataclasses import dataclass
 from typing import Final
 
 from pipeline.judges.scores.candidates import Candidate, candidate
+from pipeline.judges.scores.lazy import lazy_compile
 from pipeline.judges.scores.prose_lexicon import VALUE_B
 
-METRIC_LINE: Final = re.compile(
+METRIC_LINE: Final = lazy_compile(
     r"(?:^|(?<=[,;|]))[ \t>*#_-]{0,8}(?:[0-9]{1,2}[.)][ \t]{0,3})?[*_]{0,2}"
     r"(?P<name>[a-z][a-z-]{0,24}(?:[ \t][a-z][a-z-]{0,24}){0,3})"
     r"[*_]{0,2}[ \t]{0,3}(?:\([^()\n]{0,40}\)[ \t]{0,3})?[*_]{0,2}(?:[:=]|[ \t][-–—])[ \t*_]{0,6}"
     rf"{VALUE_B}",
     re.IGNORECASE | re.MULTILINE,
 )
-_SUFFIX: Final = re.compile(r"[ \t]+(?:score|rating|grade|mark)$")
+_SUFFIX: Final = lazy_compile(r"[ \t]+(?:score|rating|grade|mark)$")
 # Names that score the whole reply, not one metric: other metrics' lines only in a multi-metric reply.
 AGGREGATE: Final = frozenset({"overall", "final", "total", "average", "overall quality"})
 GENERIC: Final = frozenset({"score", "rating", "grade", "mark", "verdict"})

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Final
 
 from pipeline.judges.scores.candidates import Candidate
+from pipeline.judges.scores.lazy import lazy_compile
 
 DIGITS: Final[dict[str, str]] = {
     word: str(value)
@@ -24,14 +25,14 @@ DIGITS: Final[dict[str, str]] = {
         ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
     )
 }
-NUMBER_WORD: Final = re.compile(
+NUMBER_WORD: Final = lazy_compile(
     rf"(?<![\w'’-])(?P<word>{'|'.join(DIGITS)})(?![\w'’-])"
     # "one by one", "one another", "one more", "one at a time", "one after the other"
     r"(?![ \t]{1,3}(?:by|another|more|at[ \t]a[ \t]time|after|other|else)\b)",
     re.IGNORECASE,
 )
 # "this one", "the one", "each one", "no one", "the previous one": a pronoun, not a number.
-_PRONOUN_BEFORE: Final = re.compile(
+_PRONOUN_BEFORE: Final = lazy_compile(
     r"\b(?:this|that|the|each|every|any|no|some|which|another|other|only|just|previous|next|last|first"
     r"|second|same|right|wrong|better|best|worse|worst|single|new|old|latter|former|original)[ \t]{1,3}$",
     re.IGNORECASE,

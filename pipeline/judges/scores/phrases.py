@@ -21,6 +21,7 @@ from typing import Final
 from pipeline.judges.scores.candidates import VALUE, Candidate, candidate
 from pipeline.judges.scores.closing_verdicts import closing_matches
 from pipeline.judges.scores.fraction_verdicts import fraction_matches
+from pipeline.judges.scores.lazy import lazy_compile
 from pipeline.judges.scores.number_words import word_candidates
 from pipeline.judges.scores.prose_context import CONDITION_AFTER, LIST_AFTER, hypothetical
 from pipeline.judges.scores.prose_verdicts import verdict_matches
@@ -32,7 +33,7 @@ _AFFIRMING: Final = (
     r"(?:deservedly|clearly|definitely|certainly|easily|solidly|firmly|rightly|justly|justifiably"
     r"|undoubtedly|unquestionably|therefore|thus|hence|then|still|now|also)"
 )
-PHRASE: Final = re.compile(
+PHRASE: Final = lazy_compile(
     r"(?:"
     # "I give it a score of 4", "it deserves a rating of 4": a verb, then "<noun> of"
     rf"\b(?:{_GIVE}|deserves?|deserving|earns?|earned|gets?|receives?|received|merits?)\b"

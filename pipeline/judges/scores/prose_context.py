@@ -17,12 +17,13 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from pipeline.judges.scores.lazy import lazy_compile
 from pipeline.judges.scores.prose_lexicon import METRIC_NOUN, SP, WORD
 
 # Before the verdict: negated ("does not deserve a 5", "wouldn't rate it 4", "no reason to rate it 5"),
 # a condition ("if it were clearer, a fluency score of 5") or a counterfactual ("I would have given it a
 # 9, but"); "I would have to rate it 6" is a verdict.
-NOT_A_VERDICT_BEFORE: Final = re.compile(
+NOT_A_VERDICT_BEFORE: Final = lazy_compile(
     r"(?:\bnot|n[’']t|\bnever|\bcannot|\bno(?![ \t]{1,3}doubt)|\bif|\bhardly|\bbarely|\bscarcely"
     r"|\bwould[ \t]have[ \t]been|\bcould|\bmight"
     r"|(?:\bwould|[’']d)[ \t]{1,3}have(?![ \t]{1,3}to\b))"
@@ -31,8 +32,8 @@ NOT_A_VERDICT_BEFORE: Final = re.compile(
 )
 # A purpose: "to earn a score of 5, it would need ...", "in order to get a 4". ("I'd like to give it a 4"
 # is a verdict: only the verbs of receiving make a purpose clause.)
-PURPOSE_BEFORE: Final = re.compile(r"\bto[ \t]{1,3}$", re.IGNORECASE)
-RECEIVING: Final = re.compile(
+PURPOSE_BEFORE: Final = lazy_compile(r"\bto[ \t]{1,3}$", re.IGNORECASE)
+RECEIVING: Final = lazy_compile(
     # "to score a 5" receives; "to score it a 4" is the judge scoring.
     r"(?:earn|get|receiv|achiev|reach|deserv|merit|warrant|obtain|be[ \t]"
     r"|scor(?:e|es|ed|ing)[ \t]{1,3}(?:an?[ \t]|[0-9*\[]))",
@@ -40,7 +41,7 @@ RECEIVING: Final = re.compile(
 )
 # A sentence that opens with an indefinite noun phrase describes a kind of reply, not this one: "A
 # response that has a score of 5 out of 5 is flawless", "Any summary with a rating of 4/5 ...".
-GENERIC_OPENING: Final = re.compile(
+GENERIC_OPENING: Final = lazy_compile(
     rf"[ \t*_>#-]{{0,6}}(?:an?|any|each|every|one){SP}{WORD}(?:{SP}{WORD}){{0,2}}"
     rf"(?:{SP}(?:that|which|who))?[ \t]{{0,3}}",
     re.IGNORECASE,
@@ -59,7 +60,7 @@ _TRIGGERS: Final = (
 
 # Just before the verdict's article: a hedge or a comparison ("less than a relevance score of 3", "short
 # of a score of 4", "nearly a perfect score of 5", "rather than a score of 2"): a bound, not the verdict.
-HEDGE_BEFORE: Final = re.compile(
+HEDGE_BEFORE: Final = lazy_compile(
     r"(?:\b(?:less|more|fewer|higher|lower|better|worse|rather|other)[ \t]{1,3}than|\bshort[ \t]{1,3}of"
     r"|\binstead[ \t]{1,3}of|\bclose[ \t]{1,3}to|\bup[ \t]{1,3}to|\bat[ \t]{1,3}(?:least|most)"
     r"|\b(?:nearly|almost|not|never|above|below|under|over|beyond|approaching|near))[ \t]{1,3}$",
@@ -109,17 +110,17 @@ FRACTION_GOES_ON: Final = frozenset(
         *("showing", "meaning", "thanks", "owing"),
     }
 )
-WORD_AFTER: Final = re.compile(r"[*_]{0,2}(?:[ \t]{1,3}|[-–])(?P<word>[A-Za-z]{1,30})")
-OF_AFTER: Final = re.compile(r"[ \t]{1,3}of\b", re.IGNORECASE)
+WORD_AFTER: Final = lazy_compile(r"[*_]{0,2}(?:[ \t]{1,3}|[-–])(?P<word>[A-Za-z]{1,30})")
+OF_AFTER: Final = lazy_compile(r"[ \t]{1,3}of\b", re.IGNORECASE)
 # "an overall score of 3 or higher", "a 4+": a threshold, not a verdict.
-THRESHOLD_AFTER: Final = re.compile(
+THRESHOLD_AFTER: Final = lazy_compile(
     r"\+|[ \t]{1,3}(?:or|and)[ \t]{1,3}"
     r"(?:higher|lower|more|less|above|below|better|worse|greater|over|under)\b",
     re.IGNORECASE,
 )
 # "4 out of 5 if it quoted the patient", "a 5 when it is flawless", "rating it 4 would be generous": the
 # verdict it would get, or a rule, not the one it gets.
-CONDITION_AFTER: Final = re.compile(
+CONDITION_AFTER: Final = lazy_compile(
     r"[ \t]{1,3}(?:if|unless|once|provided|assuming|when|whenever|would|could|might)\b", re.IGNORECASE
 )
 # Nouns of the same shape that start a phrase of their own ("4 out of 5 in addition to ...").
@@ -131,7 +132,7 @@ _NOT_A_METRIC: Final = (
 # After a fraction: the metric it is about, or whose view it is ("4 out of 5 in terms of relevance",
 # "4 out of 5 in relevance", "8/10 in my view", "4/5 from me"); a rating unit, then the clause ends
 # ("4 out of 5 stars.").
-FRACTION_PHRASE_AFTER: Final = re.compile(
+FRACTION_PHRASE_AFTER: Final = lazy_compile(
     r"[*_]{0,2}[ \t]{1,3}(?:in[ \t]{1,3}(?:terms[ \t]{1,3}of|my|our)|from[ \t]{1,3}(?:me|us)"
     # the metric named by its noun: "a 4 out of 5 in relevance", "in overall quality"
     rf"|in[ \t]{{1,3}}(?:overall[ \t]{{1,3}})?(?!{_NOT_A_METRIC}){METRIC_NOUN}"
@@ -142,7 +143,7 @@ FRACTION_PHRASE_AFTER: Final = re.compile(
 
 
 # "are rated as 5, 1, and 3, respectively": a list of numbers, one per thing, not one verdict.
-LIST_AFTER: Final = re.compile(r"[ \t]{0,3},[ \t]{0,3}(?:and[ \t]{1,3})?-?[0-9]")
+LIST_AFTER: Final = lazy_compile(r"[ \t]{0,3},[ \t]{0,3}(?:and[ \t]{1,3})?-?[0-9]")
 
 
 def not_a_verdict_after(text: str, after: int, *, fraction: bool) -> bool:

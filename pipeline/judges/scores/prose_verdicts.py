@@ -32,6 +32,7 @@ import re
 from collections.abc import Iterator
 from typing import Final, Literal
 
+from pipeline.judges.scores.lazy import lazy_compile
 from pipeline.judges.scores.prose_context import generic, hedged, hypothetical, not_a_verdict_after
 from pipeline.judges.scores.prose_lexicon import (
     AWARD_VERB,
@@ -50,7 +51,7 @@ from pipeline.judges.scores.prose_lexicon import (
 GrammarKind = Literal["verdict_verb", "verdict_clause", "verdict_named"]
 
 # "I would score it a 4", "it scores a 4", "scoring 4 out of 5", "I'd rate this summary 4", "deserves a 4"
-VERDICT_VERB: Final = re.compile(
+VERDICT_VERB: Final = lazy_compile(
     # After "of", "the" or "a", "score 5" is the noun naming a rubric level ("the requirements of score 5").
     r"(?<!\bof )(?<!\bthe )(?<!\ba )(?<!\ban )"
     rf"\b(?:{SCORE_VERB}(?:{SP}{OBJECT})?(?:{SP}(?:as|at|with))?(?:{SP}an?)?"
@@ -59,13 +60,13 @@ VERDICT_VERB: Final = re.compile(
 )
 # A longer object, up to a linking "as" or an article: "rate the response provided by the assistant as
 # a 2", "give the candidate's summary a 4". With a denominator it is a fraction verdict instead.
-VERDICT_VERB_LONG: Final = re.compile(
+VERDICT_VERB_LONG: Final = lazy_compile(
     rf"\b(?:{SCORE_VERB}{SP}{LONG_OBJECT}{SP}(?:(?:as|at)(?:{SP}an?)?|an?)|{AWARD_VERB}{SP}{LONG_OBJECT}{SP}an?)"
     rf"{SP}{VALUE_B}",
     re.IGNORECASE,
 )
 # "..., resulting in a score of 4", "earning a score of 4", "giving it a coherence rating of 4 out of 5"
-VERDICT_CLAUSE: Final = re.compile(
+VERDICT_CLAUSE: Final = lazy_compile(
     rf"\b(?:{SCORE_VERB}|{AWARD_VERB})(?:{SP}{OBJECT})?{SP}(?:(?:an?|the|its|my){SP})?"
     rf"(?:{QUALIFIER}{SP})?{NOUN}(?:{SP}(?:of|at|as))?(?:{SP}an?)?{SP}{VALUE_B}",
     re.IGNORECASE,
@@ -73,20 +74,20 @@ VERDICT_CLAUSE: Final = re.compile(
 # A result clause whose noun carries up to three words: "resulting in a low relevance score of 2", "leading
 # to a score of 3", "thus scoring a perfect fluency rating of 5", "making it a perfect relevance score of
 # 5". Not a hedge or a negation in between ("resulting in nearly a perfect score", "short of a score of 4").
-VERDICT_RESULT: Final = re.compile(
+VERDICT_RESULT: Final = lazy_compile(
     rf"\b{RESULT_CONNECTIVE}{SP}(?:(?:an?|the|its|my){SP})?(?:{RESULT_QUALIFIER}{SP}){{0,3}}{NOUN}"
     rf"(?:{SP}(?:of|at|as))?(?:{SP}an?)?{SP}{VALUE_B}",
     re.IGNORECASE,
 )
 # "It has a score of 4 for accuracy", "..., with an overall rating of 3". With a denominator it is a
 # fraction verdict instead.
-VERDICT_CLAUSE_HAVING: Final = re.compile(
+VERDICT_CLAUSE_HAVING: Final = lazy_compile(
     rf"\b{HAVING}(?:{SP}{OBJECT})?{SP}(?:an?|the|its|my|our){SP}"
     rf"(?:{QUALIFIER}{SP})?{NOUN}(?:{SP}(?:of|at|as))?(?:{SP}an?)?{SP}{VALUE_B}",
     re.IGNORECASE,
 )
 # "a fluency score of 4", "an overall rating of 3", "my final grade of 2"
-VERDICT_NAMED: Final = re.compile(
+VERDICT_NAMED: Final = lazy_compile(
     rf"\b(?:an?|my|our){SP}{QUALIFIER}{SP}{NOUN}{SP}of{SP}{VALUE_B}",
     re.IGNORECASE,
 )

@@ -1,0 +1,37 @@
+"""Regular expressions compiled on their first use rather than at import.
+
+The extractor's ~40 patterns cost a stage process 40-50 ms to compile at import (issue 31), and a
+stage that only replays its calls, or a report that imports a judge's code for its names, never
+matches one. `lazy_compile` takes what `re.compile` takes and gives an object that compiles it the
+first time any of its attributes is read (`search`, `finditer`, `pattern`, ...), then hands on the
+compiled pattern's: the same matches as the eager pattern, only later.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, cast
+
+
+class LazyPattern:
+    """`re.compile(pattern, flags)`, done the first time it is used."""
+
+    def __init__(self, pattern: str, flags: int = 0) -> None:
+        self._source = (pattern, flags)
+
+    def __getattr__(self, name: str) -> Any:
+        # Reached only for what the instance does not hold yet: the compiled pattern's attributes,
+        # kept on the instance so that later reads find them directly.
+        if name.startswith("__"):
+            raise AttributeError(name)
+        value = getattr(re.compile(*self._source), name)
+        setattr(self, name, value)
+        return value
+
+    def __repr__(self) -> str:
+        return f"lazy_compile({self._source[0]!r}, {self._source[1]!r})"
+
+
+def lazy_compile(pattern: str, flags: int = 0) -> re.Pattern[str]:
+    """A pattern that compiles on first use; typed as the compiled pattern it stands for."""
+    return cast("re.Pattern[str]", LazyPattern(pattern, flags))
