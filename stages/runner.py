@@ -169,11 +169,13 @@ def dry_run(
 def served_alike(session: LLMSession, dry: list[DryCall]) -> bool:
     """Whether the session serves every call of the dry run, looked up as the stage looks it up (in
     its cache mode's order, verified), with the very reply the dry run was given."""
+    from pipeline.tools.status.probe import reply_digest
+
     for call in dry:
         record = session.lookup(call.key)
         if record is None or record.key != call.key:
             return False
-        if record.checksum != call.checksum and record.reply != call.reply:
+        if record.checksum != call.checksum and reply_digest(record.reply) != call.reply_digest:
             return False
     return True
 

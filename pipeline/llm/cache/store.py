@@ -106,6 +106,11 @@ SETTINGS: dict[str, Any] = {
     # "side-by-side threads and mapped databases"). Reads go through each connection's page cache
     # (sqlite_cache_size) instead; a 29k-call replay spent no more CPU.
     "sqlite_mmap_size": 0,
+    # Each connection's page cache at 256 pages (1 MB), not diskcache's 8,192 (32 MB): a replay
+    # holds a connection to both databases on each of its ~17 threads, and their caches filled
+    # with pages read once (bench/README, "SQLite's page cache capped"). A hit reads a handful of
+    # pages (the key's index path and its row), which 1 MB a connection keeps hot.
+    "sqlite_cache_size": 256,
 }
 
 

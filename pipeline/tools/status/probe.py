@@ -23,6 +23,7 @@ pipeline.tools.status.command then counts the items holding a placeholder as a l
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -105,18 +106,30 @@ R = TypeVar("R")
 
 @dataclass(frozen=True, slots=True)
 class DryCall:
-    """A call of the dry run as answered, without its request (a 20 kB prompt, say): where, under
-    which key, and the reply it was given (its record's checksum, and the reply itself, small), for
-    the stage to check that it serves the same (stages.runner.served_alike)."""
+    """A call of the dry run as answered, without its request (a 20 kB prompt, say) or its reply: where,
+    under which key, its record's checksum and a digest of the reply it was given, for the stage to
+    check that it serves the same (stages.runner.served_alike); and whether that reply was a
+    placeholder. Every call of a stage is held until the stage adopts or runs, so the reply (a few
+    hundred tokens, as a pydantic model) is held as 16 bytes (bench/README, issue 33, mem-slope)."""
 
     context: CallContext
     key: str
     checksum: str
-    reply: ChatReply
+    reply_digest: bytes
+    unknown: bool  # answered with a placeholder: a model call the real run makes
 
     @classmethod
     def of(cls, call: RecordedCall) -> DryCall:
-        return cls(call.context, call.record.key, call.record.checksum, call.record.reply)
+        reply = call.record.reply
+        return cls(
+            call.context, call.record.key, call.record.checksum, reply_digest(reply), MARK in reply.text
+        )
+
+
+def reply_digest(reply: ChatReply) -> bytes:
+    """Equal digests mean equal replies: every field, as its JSON (two equal replies whose JSON
+    differs, a dict's keys in another order, differ here, so the stage runs rather than adopts)."""
+    return hashlib.blake2b(reply.model_dump_json().encode(), digest_size=16).digest()
 
 
 @dataclass
@@ -188,7 +201,7 @@ def probe_stage(
     # In the order of the experiment, not of arrival: an item's independent calls run side by side.
     for dry in sorted(served, key=lambda c: (*c.context.sort_key(), c.key)):
         key = dry.key
-        if MARK not in dry.reply.text:
+        if not dry.unknown:
             probe.recorded += 1
             probe.local_only += key in backend.from_local
         elif key in counted:
