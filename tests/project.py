@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from pipeline.data.jsonl import read_jsonl, write_jsonl
@@ -128,3 +129,15 @@ def recorded_project(
     fake = FakeBackend(scripted, name=MODEL)
     run_pipeline(root, fake)
     return fake
+
+
+def one_round_project(root: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A recorded project with ONE_ROUND's params at root, made the working folder."""
+    monkeypatch.chdir(root)
+    recorded_project(root, params=ONE_ROUND)
+    return root
+
+
+def rejudge_all(root: Path) -> None:
+    """ONE_ROUND's params with refine re-judging every metric after a round, not only the low ones."""
+    write_params(root, **{**ONE_ROUND, "refine": {**ONE_ROUND["refine"], "rejudge": "all"}})

@@ -20,17 +20,12 @@ from pipeline.tools.cli import main
 from pipeline.tools.status.probe import MARK, ProbeBackend
 from stages.runner import run_stage
 from tests.helpers import request
-from tests.project import ONE_ROUND, recorded_project, write_params
-
-RECORDED = ONE_ROUND
+from tests.project import one_round_project, rejudge_all
 
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("JUDGELOOP_CACHE_MODE", raising=False)
-    recorded_project(tmp_path, params=RECORDED)
-    return tmp_path
+    return one_round_project(tmp_path, monkeypatch)
 
 
 def predicted(stage: str) -> dict[str, Any]:
@@ -46,7 +41,7 @@ def test_the_start_line_is_the_prediction_from_before_the_stage_sent_anything(
     # Iteration 1 now re-judges the three metrics that passed: 9 new calls, predicted exactly. The
     # stage starts them as soon as its dry run meets the first, and their replies land in the local
     # cache while the dry run goes on: they must not count as recorded there.
-    write_params(project, **{**RECORDED, "refine": {**RECORDED["refine"], "rejudge": "all"}})
+    rejudge_all(project)
     before = predicted("refine")
     assert (before["model_calls"], before["exact"]) == (9, True)
     run_stage("paper", "refine")

@@ -24,7 +24,7 @@ from pipeline.llm.types import CallContext
 from pipeline.loops.feedback import refine as original
 from stages.runner import StagedResults, run_stage
 from tests.helpers import make_session, request
-from tests.project import ONE_ROUND, TRANSCRIPTS, recorded_project, write_params
+from tests.project import TRANSCRIPTS, one_round_project, rejudge_all
 
 
 class Row(Result):
@@ -152,15 +152,9 @@ def test_a_rerun_after_an_item_failed_mid_stage_resumes_from_the_cache(tmp_path:
     ] == items
 
 
-RECORDED = ONE_ROUND
-
-
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("JUDGELOOP_CACHE_MODE", raising=False)
-    recorded_project(tmp_path, params=RECORDED)
-    return tmp_path
+    return one_round_project(tmp_path, monkeypatch)
 
 
 def _outputs(root: Path) -> dict[str, bytes]:
@@ -191,7 +185,7 @@ def test_a_stage_whose_item_fails_leaves_its_old_output_and_a_rerun_resumes(
 ) -> None:
     before = _outputs(project)
     # Iteration 1 now re-judges the three metrics that passed: 3 new calls an item, for the model.
-    write_params(project, **{**RECORDED, "refine": {**RECORDED["refine"], "rejudge": "all"}})
+    rejudge_all(project)
 
     def failing(session: Any, transcript: Any, *args: Any, **kwargs: Any) -> Any:
         if transcript.item_id == sorted(TRANSCRIPTS)[-1]:
