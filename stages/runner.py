@@ -104,15 +104,24 @@ class StagedResults:
             lambda staged: staged.item, lambda staged: MARK if staged.unknown else "", _unwritten
         )
 
-    def write(self, results: Iterable[Any]) -> list[Staged]:
+    def write(self, results: Iterable[Any], model_call: threading.Event | None = None) -> list[Staged]:
+        """`model_call` set: the dry run met a call for the model, so its results will not be
+        adopted (adopt), and the rest are kept as Staged but no longer written."""
         from pipeline.tools.status.probe import MARK
 
         output, done, kept = self.step.output, self.step.done, []
 
+        def staged(result: Any) -> Staged:
+            tally = done.of(result) if done is not None else None
+            return Staged(output.item_of(result), MARK in output.text_of(result), tally)
+
         def passing() -> Iterator[Any]:
-            for result in results:
-                tally = done.of(result) if done is not None else None
-                kept.append(Staged(output.item_of(result), MARK in output.text_of(result), tally))
+            remaining = iter(results)
+            for result in remaining:
+                kept.append(staged(result))
+                if model_call is not None and model_call.is_set():
+                    kept.extend(staged(rest) for rest in remaining)
+                    return
                 yield result
 
         output.write(self.path, passing())
@@ -149,7 +158,7 @@ def dry_run(
     items = step.items(inputs)
     probe = probe_stage(
         stage.name,
-        (lambda dry: staged.write(step.stream(params, dry, inputs)))
+        (lambda dry: staged.write(step.stream(params, dry, inputs), model_call))
         if staged is not None
         else (lambda dry: step.work(params, dry, inputs)),
         items,

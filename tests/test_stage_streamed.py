@@ -204,3 +204,25 @@ def test_a_stage_whose_item_fails_leaves_its_old_output_and_a_rerun_resumes(
     assert [p for p in (project / "outputs").rglob(".*")] == []
     # The calls of the items that finished before the failure came from the cache: only the last's sent.
     assert end and re.search(r": 15 calls, 12 hits, 3 misses sent to the model", end[0]), end
+
+
+def test_a_dry_run_that_met_a_model_call_stops_writing_results_no_one_will_adopt(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from pipeline.experiments.steps import jsonl_output
+
+    step = SimpleNamespace(output=jsonl_output(Row), done=None)
+    staged = StagedResults(step, tmp_path / "rows.jsonl")  # type: ignore[arg-type]
+    model_call = threading.Event()
+
+    def results() -> Iterator[Row]:
+        yield Row(item="a", value=1)
+        model_call.set()  # the dry run's next item asks the model: the stage runs for real
+        yield Row(item="b", value=2)
+        yield Row(item="c", value=3)
+
+    kept = staged.write(results(), model_call)
+    assert [row.item for row in kept] == ["a", "b", "c"]  # every result still seen (the prediction)
+    assert staged.path.read_text(encoding="utf-8").count("\n") == 1  # only what came before the call
+    staged.discard()
+    assert not staged.path.exists()
