@@ -5,8 +5,10 @@ be traced to the text it came from (pipeline.reports.pages names and writes the 
 The pages are written by jinja2 templates (templates/ here) with autoescaping on:
 transcripts and model replies are untrusted (a demo transcript tries to instruct the judge) and reach
 the reviewer as text, never as markup; only the inline SVG charts, drawn by pipeline.reports.svg from
-numbers and escaped labels, are marked safe. No page needs the network, and the same inputs give the
-same bytes: no "generated at" timestamps.
+numbers and escaped labels, are marked safe, and each placed text's <pre>, written by .markup with
+every text and attribute escaped as autoescape would (the pages' innermost loop, kept out of jinja
+for speed). No page needs the network, and the same inputs give the same bytes: no "generated at"
+timestamps.
 
 Every long text is on an item's page once (.texts): a prompt shows its own words and
 links to the transcript, template and assessment it contains, and iterations stay collapsed until
@@ -33,6 +35,7 @@ from pipeline.data.recorded_stages import StageRecords
 from pipeline.errors import ConfigError
 from pipeline.experiments.paper.aggregation import LLM_STAGES, PAPER_FIGURE2, unscored_why
 from pipeline.experiments.paper.report.items import ItemBuilder, mean, options_line, options_text
+from pipeline.experiments.paper.report.markup import exact, pre, shared_pre
 from pipeline.experiments.paper.report.texts import PageTexts
 from pipeline.experiments.paper.report.views import ItemRow
 from pipeline.judges.rubric.judge import ReplyReader, reply_reader
@@ -50,15 +53,10 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 @cache
 def environment() -> jinja2.Environment:
-    return make_environment(TEMPLATES, exact=exact, slug=slug)
-
-
-def exact(text: str) -> Markup:
-    """Text content of an element, escaped: & and <, all that can start markup or a reference there
-    (quotes and > need no escape outside attributes, and prompts are full of them), and a carriage
-    return as a character reference, which the HTML parser would otherwise read as a newline: a
-    prompt must read back character for character."""
-    return Markup(text.replace("&", "&amp;").replace("<", "&lt;").replace("\r", "&#13;"))
+    env = make_environment(TEMPLATES, exact=exact, slug=slug)
+    # A placed text's <pre> (.markup): called by the templates, written in Python for speed.
+    env.globals.update(pre=pre, shared_pre=shared_pre)
+    return env
 
 
 def load_records(root: Path) -> dict[str, CallRecord]:

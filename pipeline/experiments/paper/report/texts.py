@@ -17,7 +17,7 @@ character, and the text behind a reference can be read back from the element it 
 from __future__ import annotations
 
 import re
-from bisect import insort
+from bisect import bisect_left, insort
 from dataclasses import dataclass
 from functools import cache
 from string import Formatter
@@ -206,7 +206,9 @@ class PageTexts:
     @staticmethod
     def _substitute(text: str, known: list[_Known]) -> list[str | _Known]:
         pieces: list[str | _Known] = [text] if text else []
-        for candidate in known:
+        # A known text longer than `text` is in none of its pieces, and the list is longest first:
+        # one bisection skips them all (most texts placed are short replies, most known texts long).
+        for candidate in known[bisect_left(known, -len(text), key=_longest_first) :]:
             needle, out = candidate.text, []
             for piece in pieces:
                 if isinstance(piece, _Known) or len(piece) < len(needle) or needle not in piece:

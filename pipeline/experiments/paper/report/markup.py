@@ -1,0 +1,73 @@
+"""A placed text (.texts.Placed) as the `<pre>` element an item page shows it in.
+
+Written here rather than as a jinja macro because it is the report's innermost loop: about 45 `<pre>`
+elements a page, each a handful of segments, 6,000 at the paper's 133 items, where a macro's call
+and its autoescaped fields cost more than the rest of the page's template (bench/README.md, issue
+31, agg-pages). The output is the macro's, byte for byte, and escaped the same way: every id, class,
+role and label through markupsafe's escape (jinja's autoescape), every text through `exact`.
+
+Only elements that some link points to get an id (`referenced`). All on one line: whitespace in a
+`<pre>` is content. A `<pre>` drops one newline right after its start tag, so a text starting with
+one gets another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Container
+from functools import lru_cache
+
+from markupsafe import Markup, escape
+
+from pipeline.experiments.paper.report.texts import Placed
+
+
+def exact(text: str) -> Markup:
+    """Text content of an element, escaped: & and <, all that can start markup or a reference there
+    (quotes and > need no escape outside attributes, and prompts are full of them), and a carriage
+    return as a character reference, which the HTML parser would otherwise read as a newline: a
+    prompt must read back character for character."""
+    return Markup(text.replace("&", "&amp;").replace("<", "&lt;").replace("\r", "&#13;"))
+
+
+def pre(
+    p: Placed, referenced: Container[str], kind: str = "", role: str = "", with_id: bool = False
+) -> Markup:
+    """`p` in a `<pre>` of class `kind` and data-role `role` (each left out when empty), with its id
+    when `with_id` or when a link points to it, a span with an id around each part a link points to,
+    and a link for each reference to a text shown earlier."""
+    out = ["<pre"]
+    if kind:
+        out.append(f' class="{escape(kind)}"')
+    if role:
+        out.append(f' data-role="{escape(role)}"')
+    if with_id or p.id in referenced:
+        out.append(f' id="{escape(p.id)}"')
+    out.append(">\n" if p.lead[:1] == "\n" else ">")
+    out.append(exact(p.lead))
+    core = p.core_id in referenced
+    if core:
+        out.append(f'<span id="{escape(p.core_id)}">')
+    for s in p.segments:
+        if s.target:
+            out.append(f'<a href="#{escape(s.target)}">{escape(s.text)}</a>')
+        elif s.home in referenced:
+            out.append(f'<span id="{escape(s.home)}">{exact(s.text)}</span>')
+        else:
+            out.append(exact(s.text))
+    if core:
+        out.append("</span>")
+    out.append(exact(p.trail))
+    out.append("</pre>")
+    return Markup("".join(out))
+
+
+def shared_pre(p: Placed, referenced: Container[str]) -> Markup:
+    """`pre(p, referenced)` for a prompt template's part: the same few parts on every page, so each is
+    written once a process for each set of its ids that some link points to."""
+    ids = (p.id, p.core_id, *(s.home for s in p.segments))
+    return _shared_pre(p, frozenset(i for i in ids if i in referenced))
+
+
+@lru_cache(maxsize=512)
+def _shared_pre(p: Placed, referenced: frozenset[str]) -> Markup:
+    return pre(p, referenced)
