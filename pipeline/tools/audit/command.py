@@ -33,6 +33,7 @@ from pipeline.experiments.registry import designs
 from pipeline.judges.call_reading import CallReader, CallReading
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings.item_table import tabled_items
 from pipeline.llm.recordings.owners import recording_owners
 from pipeline.llm.recordings.stage_index import read_items
 from pipeline.llm.recordings.store import missing_here
@@ -104,8 +105,9 @@ def _stage_calls(directory: Path, items: Collection[str], keys: Collection[str])
     # verify=False: an edited record is exactly what an auditor wants to see; it is marked instead.
     if keys:
         return recordings.read_keys(directory, keys, verify=False, scan_whole=False)
-    if items:
-        return read_items(directory, items)
+    if items:  # through the stage's tables of items where they can be used; else every line scanned
+        tabled = tabled_items(directory, items)
+        return iter(tabled) if tabled is not None else read_items(directory, items)
     return recordings.read_stage(directory, verify=False)
 
 
