@@ -84,9 +84,23 @@ def _forge_table(directory: Path, change: Callable[[list[dict[str, Any]]], list[
     """Every table's runs changed by `change` (its opening kept), the manifest naming the new tables."""
     for name, _ in _entries(directory):
         if shards.prefix_of(name)[0] == shards.TABLE_KIND:
-            head, *runs = [json.loads(line) for line in (directory / name).read_text().splitlines()]
-            lines = [head, *change(runs)]
-            text = "".join(json.dumps(line, sort_keys=True, separators=(",", ":")) + "\n" for line in lines)
+            head, items, sizes, lines, digests = [
+                json.loads(x) for x in (directory / name).read_text().splitlines()
+            ]
+            runs = [
+                {"bytes": b, "item": i, "lines": n, "sha256": digests[64 * k : 64 * k + 64]}
+                for k, (i, b, n) in enumerate(zip(items, sizes, lines, strict=True))
+            ]
+            runs = change(runs)
+            head["runs"] = len(runs)
+            columns = [
+                head,
+                [run.get("item") for run in runs],
+                [run.get("bytes") for run in runs],
+                [run.get("lines") for run in runs],
+                "".join(run["sha256"] for run in runs),
+            ]
+            text = "".join(json.dumps(c, sort_keys=True, separators=(",", ":")) + "\n" for c in columns)
             _rename_in_manifest(directory, name, text.encode())
 
 
@@ -180,9 +194,10 @@ def test_a_line_added_to_a_shard_past_its_table_is_not_hidden(
         lambda runs: [{**runs[0], "bytes": runs[0]["bytes"] + 10**9}, *runs[1:]],  # past the file's end
         lambda runs: [{**run, "bytes": 0} if i == 0 else run for i, run in enumerate(runs)],  # empty run
         lambda runs: [{**run, "item": "901"} for run in runs],  # every run claims item 901
-        lambda runs: [{**run, "lines": run["lines"] + 1} for run in runs],  # a line count off
+        lambda runs: [{**run, "lines": run["lines"] + 1} for run in runs],  # a line count off (and its sum)
         lambda runs: [{**run, "sha256": "0" * 64} for run in runs],  # a run's digest off
-        lambda runs: [{**run, "extra": 1} for run in runs],  # another form
+        lambda runs: [{**run, "bytes": str(run["bytes"])} for run in runs],  # another form
+        lambda runs: [{**run, "sha256": run["sha256"][:63]} for run in runs],  # a digest short
         lambda runs: [*runs[1:], runs[0]],  # runs out of order: each at the wrong place
     ],
 )

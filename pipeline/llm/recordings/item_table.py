@@ -7,13 +7,18 @@ of the stage. The sharded writer (pipeline.llm.recordings.shards) now writes bes
 calls `calls-<d>-<h>.jsonl` a table `items-<d>-<h'>.jsonl`, named in the manifest with its sha256
 after the shards (so dvc.lock's pin of the folder covers it, through the manifest and directly):
 
-    {"bytes":<the shard's size>,"items_table":1,"shard":"calls-<d>-<h>.jsonl","sha256":<the shard's>}
-    {"bytes":<n>,"item":"903","lines":<k>,"sha256":<sha256 of those n bytes>}    one line a run
-    ...
+    {"bytes":<the shard's size>,"items_table":1,"lines":<its lines>,"runs":<r>,"sha256":<the shard's>,
+     "shard":"calls-<d>-<h>.jsonl"}
+    ["901","902",...]           each run's item, in file order
+    [5210,2604,...]             each run's size in bytes
+    [2,1,...]                   each run's count of lines
+    "<64 hex digits a run>"     each run's sha256, one after another
 
 A run is a stretch of consecutive lines of one item (the writer sorts a shard's lines by item, so
 an item is one run a shard); the runs, in file order, tile the shard: each starts where the one
-before ends, and their sizes add up to the shard's size. An item's calls are its runs' bytes.
+before ends, and their sizes add up to the shard's size. An item's calls are its runs' bytes. The
+table is kept in columns so that a reader parses it in a few C calls (orjson), not a line a run: at
+a million calls a stage has hundreds of thousands of runs.
 
 What a reader checks before it serves anything from a table, falling back to reading every shard
 whole (today's read, which names what is wrong) at the first thing that fails, never erring on a
@@ -36,10 +41,13 @@ dvc.lock.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import re
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +60,6 @@ from pipeline.llm.recordings import text as recordings
 from pipeline.llm.recordings.block_places import placed_blocks
 
 FORMAT = 1  # the table's layout, in its opening: another is not read (the whole read instead)
-HEX64 = frozenset("0123456789abcdef")
 
 
 @dataclass
@@ -61,11 +68,6 @@ class _Run:
     size: int = 0
     lines: int = 0
     digest: Any = None
-
-    def entry(self) -> str:
-        return canonical_json(
-            {"bytes": self.size, "item": self.item, "lines": self.lines, "sha256": self.digest}
-        )
 
 
 def write_calls(directory: Path, prefix: str, lines: Iterable[tuple[str, bytes]]) -> list[tuple[str, str]]:
@@ -84,11 +86,22 @@ def write_calls(directory: Path, prefix: str, lines: Iterable[tuple[str, bytes]]
             yield line
 
     name, sha = shards.write_shard(directory, "calls", prefix, chunks())
-    size = sum(run.size for run in runs)
-    opening = canonical_json({"bytes": size, "items_table": FORMAT, "shard": name, "sha256": sha})
-    for run in runs:
-        run.digest = run.digest.hexdigest()
-    text = "".join(f"{line}\n" for line in [opening, *(run.entry() for run in runs)])
+    opening = {
+        "bytes": sum(run.size for run in runs),
+        "items_table": FORMAT,
+        "lines": sum(run.lines for run in runs),
+        "runs": len(runs),
+        "sha256": sha,
+        "shard": name,
+    }
+    columns = [
+        opening,
+        [run.item for run in runs],
+        [run.size for run in runs],
+        [run.lines for run in runs],
+        "".join(run.digest.hexdigest() for run in runs),
+    ]
+    text = "".join(canonical_json(column) + "\n" for column in columns)
     table = shards.write_shard(directory, shards.TABLE_KIND, prefix, [text.encode("utf-8")])
     return [(name, sha), table]
 
@@ -97,48 +110,83 @@ class _Unusable(Exception):
     """The table cannot be used (missing, another form, not matching): the whole read instead."""
 
 
-def _is_sha(value: Any) -> bool:
-    return isinstance(value, str) and len(value) == 64 and set(value) <= HEX64
+COUNTS = re.compile(rb"\[(?:[1-9][0-9]{0,15}(?:,[1-9][0-9]{0,15})*)?\]")  # whole numbers above 0
 
 
-def _count(value: Any) -> int:
-    if type(value) is not int or value <= 0:
+def _counts(line: bytes, runs: int) -> list[int]:
+    """A column of counts, one a run, each a whole number above 0 (checked as written, in one match)."""
+    if COUNTS.fullmatch(line) is None:
         raise _Unusable
-    return value
+    column: list[int] = orjson.loads(line)
+    if len(column) != runs:
+        raise _Unusable
+    return column
 
 
-def _runs(data: bytes, name: str, sha: str, size: int) -> list[_Run]:
-    """A table's runs, checked against the shard it names (its name, sha256 and size on disk) and
-    tiling that size."""
+@dataclass
+class _Table:
+    items: list[Any]  # each run's item (one that is not a string is no item asked for)
+    sizes: list[int]
+    lines: list[int]
+    digests: str
+
+    def runs_of(self, wanted: Collection[str]) -> list[tuple[_Run, int, int]]:
+        """The runs of `wanted` items in file order, each with its offset and its first line's number
+        (found and summed in C: a table at a million calls has hundreds of thousands of runs)."""
+        found: list[int] = []
+        for item in wanted:
+            at = -1
+            with contextlib.suppress(ValueError):
+                while True:
+                    at = self.items.index(item, at + 1)
+                    found.append(at)
+        offsets = list(accumulate(self.sizes, initial=0))
+        numbers = list(accumulate(self.lines, initial=1))
+        return [
+            (
+                _Run(self.items[i], self.sizes[i], self.lines[i], self.digests[64 * i : 64 * i + 64]),
+                offsets[i],
+                numbers[i],
+            )
+            for i in sorted(found)
+        ]
+
+
+def _runs(data: bytes, name: str, sha: str, size: int) -> _Table:
+    """A table's columns, checked against the shard it names (its name, sha256 and size on disk), its
+    runs tiling that size."""
     lines = data.split(b"\n")
-    if lines[-1] != b"":
+    if len(lines) != 6 or lines[-1] != b"":
         raise _Unusable
     try:
-        head = orjson.loads(lines[0])
-        entries = [orjson.loads(line) for line in lines[1:-1]]
+        head, items, digests = orjson.loads(lines[0]), orjson.loads(lines[1]), orjson.loads(lines[4])
     except ValueError:
         raise _Unusable from None
-    if not isinstance(head, dict) or head != {
+    runs = head.get("runs") if isinstance(head, dict) else None
+    expected = {
         "bytes": size,
         "items_table": FORMAT,
-        "shard": name,
+        "lines": None,
+        "runs": runs,
         "sha256": sha,
-    }:
+        "shard": name,
+    }
+    if not isinstance(head, dict) or type(runs) is not int or head | {"lines": None} != expected:
         raise _Unusable
-    runs = []
-    for entry in entries:
-        if not isinstance(entry, dict) or set(entry) != {"bytes", "item", "lines", "sha256"}:
-            raise _Unusable
-        item, digest = entry["item"], entry["sha256"]
-        if not isinstance(item, str) or not _is_sha(digest):
-            raise _Unusable
-        runs.append(_Run(item, _count(entry["bytes"]), _count(entry["lines"]), digest))
-    if sum(run.size for run in runs) != size:
+    if (
+        not isinstance(items, list)
+        or len(items) != runs
+        or not isinstance(digests, str)
+        or len(digests) != 64 * runs
+    ):
+        raise _Unusable
+    table = _Table(items, _counts(lines[2], runs), _counts(lines[3], runs), digests)
+    if sum(table.sizes) != size or sum(table.lines) != head["lines"]:
         raise _Unusable  # the runs do not tile the shard: a line outside every run, or past its end
-    return runs
+    return table
 
 
-def _table_of(directory: Path, table: tuple[str, str] | None, name: str, sha: str, fd: int) -> list[_Run]:
+def _table_of(directory: Path, table: tuple[str, str] | None, name: str, sha: str, fd: int) -> _Table:
     """The runs of the shard of calls `name` (open as `fd`), from its table as the manifest names it."""
     if table is None:
         raise _Unusable  # written before the tables, or by hand
@@ -152,25 +200,21 @@ def _table_of(directory: Path, table: tuple[str, str] | None, name: str, sha: st
 Line = tuple[Path, int, str, str]  # the shard, the line's number there, the line, its run's item
 
 
-def _item_lines(path: Path, fd: int, runs: list[_Run], wanted: Collection[str]) -> list[Line]:
+def _item_lines(path: Path, fd: int, table: _Table, wanted: Collection[str]) -> list[Line]:
     """The lines of the runs of `wanted` items, each run read at its place and checked."""
     found: list[Line] = []
-    at, number = 0, 1
-    for run in runs:
-        if run.item in wanted:
-            data = os.pread(fd, run.size, at)
-            if (
-                len(data) != run.size
-                or not data.endswith(b"\n")
-                or data.count(b"\n") != run.lines
-                or hashlib.sha256(data).hexdigest() != run.digest
-            ):
-                raise _Unusable
-            for offset, line in enumerate(data[:-1].split(b"\n")):
-                where = f"{path}:{number + offset}"
-                found.append((path, number + offset, recordings._decoded(line, where), run.item))
-        at += run.size
-        number += run.lines
+    for run, at, number in table.runs_of(wanted):
+        data = os.pread(fd, run.size, at)
+        if (
+            len(data) != run.size
+            or not data.endswith(b"\n")
+            or data.count(b"\n") != run.lines
+            or hashlib.sha256(data).hexdigest() != run.digest
+        ):
+            raise _Unusable
+        for offset, line in enumerate(data[:-1].split(b"\n")):
+            where = f"{path}:{number + offset}"
+            found.append((path, number + offset, recordings._decoded(line, where), run.item))
     return found
 
 
@@ -203,8 +247,8 @@ def _tabled_lines(directory: Path, entries: list[tuple[str, str]], wanted: Colle
         except OSError:
             raise _Unusable from None  # the whole read names what is wrong (missing, a link)
         try:
-            runs = _table_of(directory, tables.get(shards.prefix_of(name)[1]), name, sha, fd)
-            lines += _item_lines(path, fd, runs, wanted)
+            table = _table_of(directory, tables.get(shards.prefix_of(name)[1]), name, sha, fd)
+            lines += _item_lines(path, fd, table, wanted)
         finally:
             os.close(fd)
     return lines
