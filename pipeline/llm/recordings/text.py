@@ -303,18 +303,17 @@ class StageRecording:
             blocks.setdefault(shards.shard_of(blob), []).append(blob)
         before = set(os.listdir(directory))
         written: list[tuple[str, str]] = []
+        tables: list[tuple[str, str]] = []  # each shard of calls' table of items, named last
         try:
             try:
                 for prefix, blobs in sorted(blocks.items()):
                     chunks = (self._blob_bytes(blob) for blob in blobs)
                     written.append(shards.write_shard(directory, "blocks", prefix, chunks))
-                tables: list[tuple[str, str]] = []  # each shard of calls' table of items, named last
                 for prefix, sources in sorted(calls.items()):
                     lines = ((item, self._line(source)) for item, source in sources)
                     shard, table = item_table.write_calls(directory, prefix, lines)
                     written.append(shard)
                     tables.append(table)
-                written += tables
             except UnicodeEncodeError as exc:  # as atomic_write_chunks refuses it for one file
                 raise UnwritableTextError(
                     f"{directory / CALLS_FILE}: not written: a call would hold a lone surrogate "
@@ -323,11 +322,12 @@ class StageRecording:
                     "escape \\ud800 to \\udfff), write the character itself there, and run again; the old "
                     "recording is unchanged"
                 ) from None
+            written += tables
             shards.commit(directory / CALLS_FILE, written)
         except BaseException:
             # The old manifest still stands: the shards written for the new one go, so that the old
             # recording reads as it was (a killed writer leaves them, refused as strays until the next write).
-            for name, _ in written:
+            for name, _ in {*written, *tables}:
                 if name not in before:
                     (directory / name).unlink(missing_ok=True)
             (directory / shards.JOURNAL).unlink(missing_ok=True)  # what it listed is gone, or named
