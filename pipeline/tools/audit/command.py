@@ -76,7 +76,8 @@ def iter_calls(
     """The recorded calls of `stages` (or every stage), one at a time, each folder's in file order: a
     filter keeps what it shows, so auditing one call of a million holds one stage's recording in
     memory, not every call. The calls of a folder in `untrusted` are marked in `marks` with its reason.
-    `items`: only these items' calls (the others' lines are scanned for their item, not parsed).
+    `items`: only these items' calls: in a sharded recording with tables of items, only their lines
+    read (pipeline.llm.recordings.item_table); otherwise the others' lines scanned, not parsed.
     `keys`: only these keys' calls, each looked up where its key puts it (in a sharded recording,
     the one shard of calls that holds it and the block shards its line names: recordings.read_keys),
     so that auditing one call of a million reads a sixteenth of its stage, not every line."""
