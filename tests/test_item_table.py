@@ -291,3 +291,11 @@ def test_a_rerun_keeps_unchanged_tables_and_drops_the_old_ones(tmp_path: Path, s
     kept = {n for n in first if n in second and n.startswith("items-")}
     assert kept and len(kept) < len([n for n in first if n.startswith("items-")])
     assert all(second[n] == first[n] for n in kept)  # the same file (inode): not rewritten
+
+
+def test_a_recording_rewritten_in_one_file_leaves_no_table(tmp_path: Path, small_threshold: None) -> None:
+    directory = _recorded(tmp_path)
+    assert [n for n in _shard_files(directory) if n.startswith("items-")]
+    recordings.write_stage(directory, _calls(8))  # at the threshold: one file again
+    assert [p.name for p in directory.iterdir()] == [recordings.CALLS_FILE]
+    assert _tabled(directory, {"901"}) is None
