@@ -57,7 +57,7 @@ from pipeline.errors import CorruptRecordError
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.recordings import shards
 from pipeline.llm.recordings import text as recordings
-from pipeline.llm.recordings.block_places import placed_blocks
+from pipeline.llm.recordings.block_places import sharded_blocks
 
 FORMAT = 1  # the table's layout, in its opening: another is not read (the whole read instead)
 
@@ -218,21 +218,6 @@ def _item_lines(path: Path, fd: int, table: _Table, wanted: Collection[str]) -> 
     return found
 
 
-def _blocks(directory: Path, named: list[tuple[str, str]], refs: set[str]) -> dict[str, str]:
-    """The blocks `refs`, each found where it lies in its block shard (block_places) or, failing
-    that, in its shard read whole and checked against its hash."""
-    blobs: dict[str, str] = {}
-    problems: list[str] = []  # an edited block is kept, noted: the call that uses it fails its checksum
-    for name, sha in named:
-        wanted = {blob for blob in refs if shards.prefix_of(name) == ("blocks", shards.shard_of(blob))}
-        if not wanted or placed_blocks(directory / name, wanted, blobs, problems):
-            continue
-        data = shards.shard_bytes(directory, name, sha, None)
-        if not recordings._blocks_opening(directory / name, data, wanted, blobs, problems):
-            raise _Unusable
-    return blobs
-
-
 def _tabled_lines(directory: Path, entries: list[tuple[str, str]], wanted: Collection[str]) -> list[Line]:
     tables = {
         shards.prefix_of(name)[1]: (name, sha) for name, sha in entries if name.startswith(shards.TABLE_KIND)
@@ -273,8 +258,8 @@ def tabled_items(directory: Path, items: Collection[str]) -> list[recordings.Loa
         shards.refuse_strays(directory, os.listdir(directory), {name for name, _ in named})
         lines = _tabled_lines(directory, entries, wanted)
         refs = {blob for _, _, line, _ in lines for blob in recordings.blob_refs(line)}
-        blobs = _blocks(directory, named, refs)
-        return [_checked(line, blobs) for line in lines]
+        blobs = sharded_blocks(directory, named, refs)
+        return None if blobs is None else [_checked(line, blobs) for line in lines]
     except (_Unusable, CorruptRecordError):
         return None  # read whole, which names what is wrong
 
