@@ -22,6 +22,7 @@ import click
 from pipeline.llm.recordings import text as recordings
 from pipeline.llm.recordings.stage_index import read_items
 from pipeline.testing.synthetic import audit_one_judgement
+from pipeline.tools.audit.command import iter_calls
 
 
 def rchar() -> int:
@@ -68,11 +69,12 @@ def main(root: Path, repeat: int) -> None:
     def by_key() -> int:
         return sum(1 for d in stages for _ in recordings.read_keys(d, [key], verify=False, scan_whole=False))
 
+    # by item as audit reads them (iter_calls: through the tables of items where a checkout has them)
     def judge_item() -> int:
-        return sum(1 for _ in read_items(folder / "judge", [item]))
+        return sum(1 for _ in iter_calls(folder, ["judge"], items=[item]))
 
     def every_item() -> int:
-        return sum(1 for d in stages for _ in read_items(d, [item]))
+        return sum(1 for _ in iter_calls(folder, items=[item]))
 
     timed("--key, every stage", by_key, repeat)
     timed("--item, judge stage", judge_item, repeat)

@@ -59,7 +59,7 @@ def test_a_recording_past_the_threshold_round_trips_in_shards(tmp_path: Path, sm
     directory = tmp_path / "judge"
     recordings.write_stage(directory, calls)
     files = _shard_files(directory)
-    assert 2 <= len(files) <= 32  # 16 of calls, 16 of blocks at most
+    assert 2 <= len(files) <= 48  # 16 of calls, 16 of blocks, 16 tables of items at most
     manifest = (directory / recordings.CALLS_FILE).read_text()
     assert manifest.startswith(shards.MANIFEST_OPENING) and manifest.count("\n") == len(files)
     for name in files:  # a calls shard holds its keys' calls only, a blocks shard its blocks only
@@ -67,6 +67,9 @@ def test_a_recording_past_the_threshold_round_trips_in_shards(tmp_path: Path, sm
         lines = (directory / name).read_text().splitlines()
         if kind == "blocks":
             assert lines and all(line.startswith(f'{{"blob":"{prefix}') for line in lines)
+            continue
+        if kind == shards.TABLE_KIND:  # its shard of calls' (pipeline.llm.recordings.item_table)
+            assert f'"shard":"calls-{prefix}-' in lines[0]
             continue
         keys = [line.split('"key":"')[1].split('"')[0] for line in lines]
         assert keys and {shards.shard_of(key) for key in keys} == {prefix}
@@ -100,7 +103,7 @@ def test_a_rerun_that_changes_one_call_rewrites_one_shard(tmp_path: Path, small_
     assert new_calls == prefixes and len([n for n in gone if n.startswith("calls-")]) == len(prefixes)
     # its prompt's own first block is new, the old one gone: at most two shards of blocks besides
     assert len([n for n in new if n.startswith("blocks-")]) <= 2
-    assert len(set(before) & set(after)) >= len(before) - 4
+    assert len(set(before) & set(after)) >= len(before) - 6  # and the two shards' tables of items
     for name in set(before) & set(after):  # untouched: the same file, not rewritten
         assert before[name] == after[name]
     assert _by_key([c.call for c in recordings.read_stage(directory)]) == _by_key(replaced)

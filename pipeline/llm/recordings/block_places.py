@@ -29,6 +29,7 @@ from pathlib import Path
 import orjson
 
 from pipeline.llm.bounds import MAX_LINE_BYTES
+from pipeline.llm.recordings import shards
 from pipeline.llm.recordings import text as recordings
 
 OPENING = b'{"blob":"'
@@ -180,3 +181,20 @@ def _text_of(line: bytes, blob: str) -> str | None:
     if entry.get("blob") != blob or not isinstance(text, str) or recordings.blob_id(text) != blob:
         return None
     return text
+
+
+def sharded_blocks(directory: Path, named: list[tuple[str, str]], refs: set[str]) -> dict[str, str] | None:
+    """The blocks `refs` of a sharded recording whose manifest names `named`, each found where it
+    lies in its block shard or, failing that, in its shard read whole and checked against its hash;
+    None for one not found either way. A block that does not hash to its id is left out (noted only):
+    the call that uses it then fails its checksum, and is shown so."""
+    blobs: dict[str, str] = {}
+    problems: list[str] = []
+    for name, sha in named:
+        wanted = {blob for blob in refs if shards.prefix_of(name) == ("blocks", shards.shard_of(blob))}
+        if not wanted or placed_blocks(directory / name, wanted, blobs, problems):
+            continue
+        data = shards.shard_bytes(directory, name, sha, None)
+        if not recordings._blocks_opening(directory / name, data, wanted, blobs, problems):
+            return None
+    return blobs

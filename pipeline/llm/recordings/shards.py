@@ -10,6 +10,9 @@ is written instead as
                                                         digit <d>, sorted, as a recording's call lines
     recordings/<stage>/blocks-<d>-<sha256[:16]>.jsonl   the shared blocks whose id begins with <d>, by id
 
+    recordings/<stage>/items-<d>-<sha256[:16]>.jsonl    each shard of calls' table of items: where each
+                                                        item's lines lie in it, named after the shards
+
 Sixteen shards of calls, by the key's first hex digit: a rerun that changes a few calls rewrites
 (and git or DVC moves) only their shards, and a reader that wants one key reads the manifest, one
 sixteenth of the calls and the blocks its line refers to, each found where it lies in its block
@@ -17,6 +20,12 @@ shard, sorted by id (recordings.read_keys, pipeline.llm.recordings.block_places)
 have shards of their own, by id, so that a transcript judged by calls in every shard is still stored
 once (with a block each shard of calls holding its own, bytes grew with the number of shards a
 transcript's calls fall in: up to 16x); a rerun whose calls bring new blocks rewrites their shards too.
+
+The tables of items let `audit --item` read one item's lines and not every shard of calls whole
+(pipeline.llm.recordings.item_table). A table is used only when it hashes to the sha256 the
+manifest gives it and matches its shard; readers of the whole recording leave the tables out
+(parse_manifest; manifest_entries names them too), and a recording written before them, with no
+table in its manifest, is read as it always was.
 
 Small recordings (every committed demo) stay one file, byte for byte: the threshold is a count of
 calls, so the same calls always give the same layout. SHARD_AT = 4,096 calls is about 10-15 MB at
@@ -68,7 +77,8 @@ SHARD_AT = 4096  # more calls than this: the stage's recording is written in sha
 SHARD_DIGITS = 1  # shards by the key's first hex digit: 16
 HEX = frozenset("0123456789abcdef")
 MANIFEST_OPENING = '{"sha256":'  # how a manifest line opens (a call line opens with its checksum)
-SHARD_NAME = re.compile(rf"(calls|blocks)-([0-9a-f]{{{SHARD_DIGITS}}})-([0-9a-f]{{16}})\.jsonl")
+SHARD_NAME = re.compile(rf"(calls|blocks|items)-([0-9a-f]{{{SHARD_DIGITS}}})-([0-9a-f]{{16}})\.jsonl")
+TABLE_KIND = "items"  # a shard of calls' table of items (pipeline.llm.recordings.item_table), named last
 LOOKS_LIKE_SHARD = re.compile(
     r"(calls|blocks)-.*\.jsonl", re.IGNORECASE
 )  # a file a person could take for a shard
@@ -98,8 +108,8 @@ def _hash_of(path: Path) -> str | None:
 
 
 def write_shard(directory: Path, kind: str, prefix: str, chunks: Iterable[bytes]) -> tuple[str, str]:
-    """One shard ("calls" or "blocks") written under its content's name (a temporary file first);
-    its name and sha256. A shard of the same bytes already there keeps its file."""
+    """One shard ("calls", "blocks" or "items", a table) written under its content's name (a temporary
+    file first); its name and sha256. A shard of the same bytes already there keeps its file."""
     fd, tmp = tempfile.mkstemp(prefix=f".{kind}-{prefix}.", suffix=TMP_SUFFIX, dir=directory)
     digest = hashlib.sha256()
     try:
@@ -197,13 +207,13 @@ def _cleared(directory: Path, journal: Path) -> list[str]:
     manifest = directory / MANIFEST_FILE
     text = manifest.read_bytes().decode("utf-8", "replace") if manifest.is_file() else ""
     try:
-        named = {name for name, _ in parse_manifest(manifest, text)} if is_manifest(text) else set()
+        named = {name for name, _ in manifest_entries(manifest, text)} if is_manifest(text) else set()
     except CorruptRecordError:
         return []  # which files are the recording's is not known: none deleted (the reader says why)
     removed = sorted(name for name in listed & set(os.listdir(directory)) if _unnamed(name, named))
     for name in removed:
         (directory / name).unlink()
-    for pattern in (f".calls-*{TMP_SUFFIX}", f".blocks-*{TMP_SUFFIX}"):
+    for pattern in (f".calls-*{TMP_SUFFIX}", f".blocks-*{TMP_SUFFIX}", f".items-*{TMP_SUFFIX}"):
         for stale in directory.glob(pattern):
             stale.unlink(missing_ok=True)
     journal.unlink()
@@ -219,7 +229,15 @@ def _cleared(directory: Path, journal: Path) -> list[str]:
 
 
 def parse_manifest(path: Path, text: str) -> list[tuple[str, str]]:
-    """The shards a manifest names, (file, sha256) in order; CorruptRecordError naming its line."""
+    """The shards of calls and of blocks a manifest names, (file, sha256) in order; CorruptRecordError
+    naming its line. The tables of items it names (manifest_entries) are left out: what a recording
+    holds is its shards, and a reader of the whole recording has no use for them."""
+    return [(name, sha) for name, sha in manifest_entries(path, text) if not name.startswith(TABLE_KIND)]
+
+
+def manifest_entries(path: Path, text: str) -> list[tuple[str, str]]:
+    """Every file a manifest names, its tables of items (pipeline.llm.recordings.item_table) among
+    them, (file, sha256) in order; CorruptRecordError naming its line."""
     fix = FIX.format(folder=path.parent)
     shards: list[tuple[str, str]] = []
     prefixes: list[tuple[str, str]] = []
@@ -232,7 +250,9 @@ def parse_manifest(path: Path, text: str) -> list[tuple[str, str]]:
             name, sha = entry["shard"], entry["sha256"]
             found = SHARD_NAME.fullmatch(name) if isinstance(name, str) else None
             if found is None or set(entry) != {"shard", "sha256"}:
-                raise ValueError("a shard is named calls- or blocks-<hex digit>-<16 hex digits>.jsonl")
+                raise ValueError(
+                    "a shard is named calls-, blocks- or items-<hex digit>-<16 hex digits>.jsonl"
+                )
             if not isinstance(sha, str) or not sha.startswith(found.group(3)) or len(sha) != 64:
                 raise ValueError("its sha256 does not match its name")
         except (ValueError, KeyError, TypeError) as exc:

@@ -292,23 +292,28 @@ class StageRecording:
         self, directory: Path, order: list[tuple[Where, Place | int]], kept_blobs: set[str]
     ) -> None:
         """The stage's calls as shards by key and its blocks as shards by id (pipeline.llm.recordings.shards),
-        then its manifest, in one rename."""
-        calls: dict[str, list[Place | int]] = {}
+        then its manifest, in one rename; beside each shard of calls, its table of items."""
+        from pipeline.llm.recordings import item_table  # (it reads recordings with this module)
+
+        calls: dict[str, list[tuple[str, Place | int]]] = {}  # by shard: each line's item, and the line
         for where, source in order:
-            calls.setdefault(shards.shard_of(where[-1]), []).append(source)
+            calls.setdefault(shards.shard_of(where[-1]), []).append((where[1], source))
         blocks: dict[str, list[str]] = {}
         for blob in sorted(self._blobs.keys() | kept_blobs):
             blocks.setdefault(shards.shard_of(blob), []).append(blob)
         before = set(os.listdir(directory))
         written: list[tuple[str, str]] = []
+        tables: list[tuple[str, str]] = []  # each shard of calls' table of items, named last
         try:
             try:
                 for prefix, blobs in sorted(blocks.items()):
                     chunks = (self._blob_bytes(blob) for blob in blobs)
                     written.append(shards.write_shard(directory, "blocks", prefix, chunks))
                 for prefix, sources in sorted(calls.items()):
-                    chunks = (self._line(source) for source in sources)
-                    written.append(shards.write_shard(directory, "calls", prefix, chunks))
+                    lines = ((item, self._line(source)) for item, source in sources)
+                    shard, table = item_table.write_calls(directory, prefix, lines)
+                    written.append(shard)
+                    tables.append(table)
             except UnicodeEncodeError as exc:  # as atomic_write_chunks refuses it for one file
                 raise UnwritableTextError(
                     f"{directory / CALLS_FILE}: not written: a call would hold a lone surrogate "
@@ -317,11 +322,12 @@ class StageRecording:
                     "escape \\ud800 to \\udfff), write the character itself there, and run again; the old "
                     "recording is unchanged"
                 ) from None
+            written += tables
             shards.commit(directory / CALLS_FILE, written)
         except BaseException:
             # The old manifest still stands: the shards written for the new one go, so that the old
             # recording reads as it was (a killed writer leaves them, refused as strays until the next write).
-            for name, _ in written:
+            for name, _ in {*written, *tables}:
                 if name not in before:
                     (directory / name).unlink(missing_ok=True)
             (directory / shards.JOURNAL).unlink(missing_ok=True)  # what it listed is gone, or named
@@ -354,6 +360,7 @@ class StageRecording:
                 f".{CALLS_FILE}.*{TMP_SUFFIX}",
                 f".calls-*{TMP_SUFFIX}",
                 f".blocks-*{TMP_SUFFIX}",
+                f".items-*{TMP_SUFFIX}",
             ):
                 for stale in directory.glob(pattern):
                     stale.unlink(missing_ok=True)

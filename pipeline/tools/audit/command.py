@@ -33,6 +33,7 @@ from pipeline.experiments.registry import designs
 from pipeline.judges.call_reading import CallReader, CallReading
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings.item_table import tabled_items
 from pipeline.llm.recordings.owners import recording_owners
 from pipeline.llm.recordings.stage_index import read_items
 from pipeline.llm.recordings.store import missing_here
@@ -75,7 +76,8 @@ def iter_calls(
     """The recorded calls of `stages` (or every stage), one at a time, each folder's in file order: a
     filter keeps what it shows, so auditing one call of a million holds one stage's recording in
     memory, not every call. The calls of a folder in `untrusted` are marked in `marks` with its reason.
-    `items`: only these items' calls (the others' lines are scanned for their item, not parsed).
+    `items`: only these items' calls: in a sharded recording with tables of items, only their lines
+    read (pipeline.llm.recordings.item_table); otherwise the others' lines scanned, not parsed.
     `keys`: only these keys' calls, each looked up where its key puts it (in a sharded recording,
     the one shard of calls that holds it and the block shards its line names: recordings.read_keys),
     so that auditing one call of a million reads a sixteenth of its stage, not every line."""
@@ -104,8 +106,9 @@ def _stage_calls(directory: Path, items: Collection[str], keys: Collection[str])
     # verify=False: an edited record is exactly what an auditor wants to see; it is marked instead.
     if keys:
         return recordings.read_keys(directory, keys, verify=False, scan_whole=False)
-    if items:
-        return read_items(directory, items)
+    if items:  # through the stage's tables of items where they can be used; else every line scanned
+        tabled = tabled_items(directory, items)
+        return iter(tabled) if tabled is not None else read_items(directory, items)
     return recordings.read_stage(directory, verify=False)
 
 
