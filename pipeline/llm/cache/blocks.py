@@ -34,6 +34,7 @@ import orjson
 
 from pipeline.llm.blocks import MIN_BLOCK, Laid, Part, block_fits, pack_parts
 from pipeline.llm.bounds import MAX_LINE_BYTES
+from pipeline.llm.cache import bulk
 from pipeline.llm.types import ChatRequest
 
 ID_CHARS = 32
@@ -230,11 +231,16 @@ class BlockStore:
         new = [ident for ident in blocks if ident not in self._known]
         if not new:
             return
-        with self.cache.transact():
-            for ident in new:
-                if ident not in self.cache:
-                    data = blocks[ident]
-                    self.cache.set(ident, zlib.compress(data if isinstance(data, bytes) else data.encode()))
+        with self.cache.transact():  # held, so that no writer comes between the check and the write
+            held = bulk.stored(self.cache, new)  # a statement per few hundred (pipeline.llm.cache.bulk)
+            bulk.add_new(
+                self.cache,
+                (
+                    (ident, zlib.compress(data if isinstance(data, bytes) else data.encode()))
+                    for ident, data in ((ident, blocks[ident]) for ident in new if ident not in held)
+                ),
+                held,
+            )
         with self._lock:
             if len(self._known) + len(new) > KNOWN_LIMIT:
                 self._known.clear()

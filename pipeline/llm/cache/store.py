@@ -64,6 +64,7 @@ import orjson
 from pipeline.errors import CorruptRecordError, UnsafeNameError
 from pipeline.llm.blocks import Laid
 from pipeline.llm.bounds import depth_problem
+from pipeline.llm.cache import bulk
 from pipeline.llm.cache.blocks import (
     BlockStore,
     MissingBlock,
@@ -419,12 +420,11 @@ class CallStore:
             records, self._seeds = self._seeds, {}
             if not records:
                 return
-            new = [seeded for key, seeded in records.items() if key not in self._cache]
-            packed = [self._packed(record, layout) for record, layout in new]
+            held = bulk.stored(self._cache, list(records))  # one statement a batch (pipeline.llm.cache.bulk)
+            packed = [self._packed(*seeded) for key, seeded in records.items() if key not in held]
             self.blocks.add({ident: data for _, _, blocks in packed for ident, data in blocks.items()})
-            with self._cache.transact():
-                for key, value, _ in packed:
-                    self._cache.add(key, value)  # add: an entry written since by another process stays
+            # As add: an entry written since by another process stays.
+            bulk.add_new(self._cache, ((key, value) for key, value, _ in packed))
 
     @guarded
     def put_raw(self, key: str, raw: bytes) -> None:
