@@ -10,10 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from pipeline.errors import CorruptRecordError
-from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.blocks import MAX_BLOCK, MIN_BLOCK, split_blocks
 from pipeline.llm.bounds import MAX_LINE_BYTES
 from pipeline.llm.cache.blocks import BlockStore, block_id, pack_request
@@ -21,34 +19,11 @@ from pipeline.llm.cache.store import SEED_BATCH, WHOLE_REQUEST, CallStore, seal
 from pipeline.llm.recordings import text as recordings
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.session import LLMSession
-from pipeline.llm.types import CallContext, ChatRequest, Message
+from pipeline.llm.types import CallContext
 from pipeline.testing.sessions import folder_session
 from pipeline.tools.cli import main
+from tests.block_prompts import FAKE, interview, lines, prompt, record
 from tests.project import recorded_project
-
-FAKE = FakeBackend()
-
-
-def interview(n: int = 300) -> str:
-    return "".join(
-        f"Participant : line {i}, about sleep and the weekend ({i * 7919 % 997})\n" for i in range(n)
-    )
-
-
-def prompt(metric: str, text: str) -> ChatRequest:
-    content = f"Rate the {metric} of this assessment.\n<transcript>\n{text}</transcript>\nAnswer: Score: N\n"
-    return ChatRequest(
-        messages=(Message(role="system", content="You judge."), Message(role="user", content=content))
-    )
-
-
-def record(request: ChatRequest) -> CallRecord:
-    return CallRecord.new(FAKE.identity(), request, FAKE.chat(request))
-
-
-lines = st.lists(
-    st.text(alphabet=st.sampled_from("ab é\n\r\u2028\x85"), max_size=400) | st.just("x" * 9000), max_size=40
-)
 
 
 def blocks_line_by_line(text: str) -> list[str]:

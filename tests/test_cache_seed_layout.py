@@ -15,7 +15,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline.errors import CorruptRecordError
-from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.blocks import MIN_BLOCK, Laid, block_fits, split_blocks
 from pipeline.llm.cache import blocks as cache_blocks
 from pipeline.llm.cache.blocks import laid_text, pack_laid, pack_text
@@ -25,30 +24,12 @@ from pipeline.llm.recordings import layouts
 from pipeline.llm.recordings import text as recordings
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.session import LLMSession, RecordingIndex
-from pipeline.llm.types import CallContext, ChatRequest, Message
+from pipeline.llm.types import CallContext, ChatRequest
+from tests.block_prompts import FAKE, interview, lines, prompt, record
 
-FAKE = FakeBackend()
 CONTEXT = CallContext(stage="judge", item="1")
 
-lines = st.lists(
-    st.text(alphabet=st.sampled_from("ab é\n\r\u2028\x85"), max_size=400) | st.just("x" * 9000), max_size=40
-)
 SLOW_OK = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-
-
-def interview(n: int = 300) -> str:
-    return "".join(f"Participant : line {i}, about the weekend ({i * 7919 % 997})\n" for i in range(n))
-
-
-def prompt(metric: str, text: str) -> ChatRequest:
-    content = f"Rate the {metric} of this assessment.\n<transcript>\n{text}</transcript>\nScore: N\n"
-    return ChatRequest(
-        messages=(Message(role="system", content="You judge."), Message(role="user", content=content))
-    )
-
-
-def record(request: ChatRequest) -> CallRecord:
-    return CallRecord.new(FAKE.identity(), request, FAKE.chat(request))
 
 
 def recording_layout(text: str) -> Laid:
