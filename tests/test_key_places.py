@@ -3,11 +3,13 @@ as the dict it replaces, for keys present and absent, in the recording's order."
 
 from __future__ import annotations
 
+import re
+
 from hypothesis import given
 from hypothesis import strategies as st
 
 from pipeline.llm.keys import KEY_PREFIX
-from pipeline.llm.recordings.key_places import KeyPlaces, places
+from pipeline.llm.recordings.key_places import BlockPlaces, KeyPlaces, places
 
 halves = st.sampled_from([0, 1, 2**63, 2**64 - 1]) | st.integers(0, 2**64 - 1)
 keys = st.builds(lambda high, low: f"{KEY_PREFIX}{high << 64 | low:032x}", halves, halves)
@@ -40,4 +42,30 @@ def test_other_keys_kept_as_a_dict() -> None:
         first_lines = {f"{KEY_PREFIX}{'0' * 32}": 0, odd: 1}
         assert places(first_lines) is first_lines
     table = places({f"{KEY_PREFIX}{'0' * 32}": 0})
-    assert "jl1:abc" not in table and table.get(f"{KEY_PREFIX}{'A' * 32}") is None and 5 not in table
+    assert "jl1:abc" not in table and table.get(f"{KEY_PREFIX}{'A' * 32}") is None
+    assert 5 not in table  # type: ignore[comparison-overlap]  # (any object may be asked for)
+
+
+ids = st.sampled_from(["0" * 16, "f" * 16, "00000000000000ff"]) | st.from_regex(
+    r"[0-9a-f]{16}", fullmatch=True
+)
+odd_ids = st.sampled_from(["F" * 16, "abc", "0" * 17, ""])
+
+
+@given(
+    st.lists(st.tuples(ids | odd_ids, st.integers(0, 2**32 - 1)), max_size=60),
+    st.lists(ids | odd_ids, max_size=10),
+)
+def test_block_places_read_as_the_dict(placed: list[tuple[str, int]], asked: list[str]) -> None:
+    """Placed in any order, an id placed twice included (its last place stands); asked before and
+    after more are placed."""
+    table, expected = BlockPlaces(), {}
+    for at, (blob, line) in enumerate(placed):
+        table[blob] = expected[blob] = line
+        if at % 7 == 0:  # read while it is filled: sealed, then unsealed by the next placing
+            assert table.get(blob) == line
+    for blob in [*expected, *asked]:
+        assert table.get(blob) == expected.get(blob) and (blob in table) == (blob in expected)
+    assert len(table) == len(expected)
+    packed = [blob for blob in expected if re.fullmatch(r"[0-9a-f]{16}", blob)]
+    assert list(table) == packed + [blob for blob in expected if blob not in packed]  # first placed first
