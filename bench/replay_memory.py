@@ -12,12 +12,16 @@ deletes the local cache first. tracemalloc slows the replay about threefold.
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import os
 import resource
 import shutil
 import sys
+import threading
 import time
 import tracemalloc
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +47,54 @@ def rollup() -> str:
     return ", ".join(f"{kind} {sizes[kind]}" for kind in KINDS if kind in sizes)
 
 
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
+
+
+def malloc_split() -> str:
+    """glibc's heap, MB (all arenas, threads' included): in use, free but kept, mapped apart (big
+    blocks); and Python's small-object allocator (its blocks, outside glibc's count); empty where
+    mallinfo2 is missing (glibc before 2.33, musl, macOS)."""
+    try:
+        call = ctypes.CDLL(None).mallinfo2
+    except (OSError, AttributeError):
+        return ""
+    call.restype = _MallInfo2
+    info = call()
+    mb = 2**20
+    return (
+        f"malloc in use {(info.uordblks + info.hblkhd) / mb:.0f}, free kept {info.fordblks / mb:.0f}, "
+        f"mapped apart {info.hblkhd / mb:.0f}; Python objects {sys.getallocatedblocks():,}; "
+        f"threads {threading.active_count()}"
+    )
+
+
+def types(limit: int) -> str:
+    """The kinds of object the collector tracks, most numerous first, with their own sizes (not what
+    they hold): cheap, unlike tracemalloc, so it can be taken at 100k calls."""
+    counts: Counter[str] = Counter()
+    sizes: Counter[str] = Counter()
+    for obj in gc.get_objects():
+        name = type(obj).__qualname__
+        counts[name] += 1
+        sizes[name] += sys.getsizeof(obj)
+    return "\n".join(f"      {sizes[n] / 2**20:8.2f} MB {c:9,d}  {n}" for n, c in counts.most_common(limit))
+
+
 def top(limit: int) -> str:
     snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
     stats = snapshot.statistics("lineno")[:limit]
@@ -54,8 +106,9 @@ def top(limit: int) -> str:
 @click.option("--chars", type=int, default=20_000, show_default=True, help="Characters an interview.")
 @click.option("--root", type=click.Path(file_okay=False, path_type=Path), required=True)
 @click.option("--trace/--no-trace", default=False, show_default=True, help="tracemalloc's top lines.")
+@click.option("--types/--no-types", "kinds", default=False, show_default=True, help="Objects by type.")
 @click.option("--top", "limit", type=int, default=15, show_default=True)
-def main(calls: int, chars: int, root: Path, trace: bool, limit: int) -> None:
+def main(calls: int, chars: int, root: Path, trace: bool, kinds: bool, limit: int) -> None:
     if not (root / "recordings").is_dir():
         root.mkdir(parents=True, exist_ok=True)
         make_project(root, items_for(calls), chars, ROOT / "params.yaml")
@@ -67,6 +120,9 @@ def main(calls: int, chars: int, root: Path, trace: bool, limit: int) -> None:
         close(session, **options)
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
         click.echo(f"  {session.stage}: {rollup()} MB; peak {peak} MB; served {len(session.served)}")
+        click.echo(f"    {malloc_split()}")
+        if kinds:
+            click.echo(f"    objects by type:\n{types(limit)}")
         if trace:
             now, most = (size / 2**20 for size in tracemalloc.get_traced_memory())
             click.echo(f"    Python heap {now:.1f} MB (peak {most:.1f} MB); top lines:\n{top(limit)}")

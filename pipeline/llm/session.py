@@ -35,7 +35,6 @@ connection, and in replay mode the model's identity comes from the recordings, n
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -55,7 +54,6 @@ from pipeline.errors import (
 )
 from pipeline.llm.arenas import limit_arenas
 from pipeline.llm.cache.store import CallStore
-from pipeline.llm.files import atomic_write
 from pipeline.llm.keys import request_key
 from pipeline.llm.latency import BACKEND_TOTAL, WALL
 from pipeline.llm.llama_pin import foreign_build
@@ -67,7 +65,9 @@ from pipeline.llm.recordings.pins import Pins
 from pipeline.llm.recordings.stage_index import StageIndex
 from pipeline.llm.recordings.verified_memo import VerifiedMemo
 from pipeline.llm.records import CallRecord, RecordedCall, ServedCall
+from pipeline.llm.run_summary import write_summary
 from pipeline.llm.scheduling import RankedGate
+from pipeline.llm.served_log import ServedLog
 from pipeline.llm.settings import CacheMode, EngineSettings, TooLong, in_flight
 from pipeline.llm.terminal import shown
 from pipeline.llm.types import Backend, CallContext, ChatReply, ChatRequest, ModelIdentity
@@ -124,7 +124,7 @@ class LLMSession:
         self._answered: Recent[CallRecord] = Recent(None if store is None or mode == "off" else RECENT)
         self._served: Recent[CallRecord] = Recent(RECENT)  # looked up and verified, in this session
         self._asked: set[str] = set()  # keys this session resolved past the cache (sent, unless replay)
-        self.served: list[ServedCall] = []  # every call served, held light (see `calls`)
+        self.served = ServedLog()  # every call served, on disk (see `calls`)
         self.recording = recordings.StageRecording(counting=dry_run)
         self.recorded_total: int | None = None  # the calls the stage's recording held once written
         self._recorded_this_run: int | None = None  # set when written: the file adds earlier calls
@@ -444,13 +444,13 @@ class LLMSession:
                 "hits": self.stats.hits,
                 "model_calls": self.stats.model_calls,
                 "replay_misses": len(self.stats.misses),
-                "keys": dict(sorted(self.stats.keys.items())),
+                "keys": None,  # its place: every key served, sorted as it is written
             }
             if self.stats.empty_replies:  # absent when none: a summary reads as it always did
                 summary["empty_replies"] = self.stats.empty_replies
             if self.stats.unreadable_replies:
                 summary["unreadable_replies"] = self.stats.unreadable_replies
-            atomic_write(self.runs_dir / f"{self.stage}.json", json.dumps(summary, indent=1) + "\n")
+            write_summary(self.runs_dir / f"{self.stage}.json", summary, self.stats.keys)
         if self._backend is not None:
             self._backend.close()
         if self.store is not None:

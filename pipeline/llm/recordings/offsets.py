@@ -34,6 +34,7 @@ import orjson
 
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.bounds import MAX_LINE_BYTES
+from pipeline.llm.recordings.key_places import BlockPlaces
 
 DIGEST_BYTES = 16
 READ_BUFFER = 1 << 20
@@ -175,7 +176,7 @@ class LazyBlobs(dict[str, str]):
     def __init__(self, table: LineTable) -> None:
         super().__init__()
         self.table = table
-        self.at: dict[str, int] = {}  # blob id -> its line in `table`
+        self.at = BlockPlaces()  # blob id -> its line in `table` (packed: pipeline.llm.recordings.key_places)
         self._chars = 0
         self._lock = threading.Lock()
 

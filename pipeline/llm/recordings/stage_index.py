@@ -22,7 +22,7 @@ and that item's calls are parsed.
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
@@ -36,6 +36,7 @@ from pipeline.llm.recordings import shards
 from pipeline.llm.recordings import text as recordings
 from pipeline.llm.recordings.block_places import block_lines_start, placed_blocks
 from pipeline.llm.recordings.folder_scan import scan_folder
+from pipeline.llm.recordings.key_places import places
 from pipeline.llm.recordings.offsets import LazyBlobs, LineTable
 from pipeline.llm.recordings.pins import Pins
 from pipeline.llm.recordings.verified_memo import IN_PROCESS, VerifiedMemo, files_digest
@@ -177,7 +178,7 @@ class StageIndex:
 
     lines: LineTable  # the call lines, in the recording's order
     blobs: LazyBlobs  # the shared blocks by id, read when a served line refers to them
-    at: dict[str, int]  # key -> index in `lines`
+    at: Mapping[str, int]  # key -> index in `lines` (a KeyPlaces: pipeline.llm.recordings.key_places)
     models: frozenset[Identity]
 
     def __len__(self) -> int:
@@ -286,4 +287,4 @@ def index_stage(directory: Path, *, pins: Pins | None = None, memo: VerifiedMemo
         memo.remember(unverified)
     if len(lines.starts) > 1:  # keys in the recording's order, as read line by line
         at = dict(sorted(at.items(), key=itemgetter(1)))
-    return StageIndex(lines, blobs, at, frozenset(models))
+    return StageIndex(lines, blobs, places(at), frozenset(models))

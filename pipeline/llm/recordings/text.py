@@ -210,12 +210,13 @@ class StageRecording:
         self._kept: dict[Where, int] = {}  # lines of `_recorded` kept as they are, by index
         self._blobs: dict[str, Place] = {}  # blob id -> its blob line, in the spool
         self._recorded: StageIndex | None = None
+        self._labels: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]] = {}
         self._lock = threading.Lock()
 
     def add(self, call: RecordedCall, *, recorded: StageIndex | None = None) -> None:
         """Add a call; `recorded`: the stage's own recording as read for this run, whose line this
         call keeps if it records this very call."""
-        where = (*call.context.sort_key(), call.record.key)
+        where = self._where(call)
         if call.cache_hit or self._counting:
             with self._lock:
                 if where in self._made or where in self._kept:
@@ -235,6 +236,13 @@ class StageRecording:
             self._kept.pop(where, None)
             for blob, blob_place in blob_places.items():
                 self._blobs.setdefault(blob, blob_place)
+
+    def _where(self, call: RecordedCall) -> Where:
+        """The call's place in the order, its labels' tuple shared with every call of the same labels
+        (a stage has a few: held once each, not once a call; issue 33)."""
+        *head, labels, attempt = call.context.sort_key()
+        labels = self._labels.setdefault(labels, labels)  # one step (tuples of str), so thread-safe
+        return (*head, labels, attempt, call.record.key)
 
     def _keeps(self, where: Where, call: RecordedCall, recorded: StageIndex | None) -> bool:
         """Whether the call is kept as its line in `recorded` (then noted), not made again."""
