@@ -34,7 +34,7 @@ from pipeline.errors import CorruptRecordError
 from pipeline.llm.keys import KEY_RECIPE, canonical_json
 from pipeline.llm.recordings import shards
 from pipeline.llm.recordings import text as recordings
-from pipeline.llm.recordings.block_places import block_lines_start, placed_blocks
+from pipeline.llm.recordings.block_places import block_lines_start, placed_blocks, sharded_blocks
 from pipeline.llm.recordings.folder_scan import scan_folder
 from pipeline.llm.recordings.key_places import places
 from pipeline.llm.recordings.offsets import LazyBlobs, LineTable
@@ -107,7 +107,7 @@ def _placed_items(directory: Path, wanted: set[str]) -> list[recordings.LoadedCa
             if shards.prefix_of(name)[0] == "calls"
         )  # one shard's bytes held at a time
         lines = _item_lines(held, marks)
-        blobs = None if lines is None else _blocks_of(directory, named, _refs(lines))
+        blobs = None if lines is None else sharded_blocks(directory, named, _refs(lines))
     else:
         names = os.listdir(directory)
         if recordings.LEGACY_BLOBS_FILE in names or path.stat().st_size > recordings.MAX_RECORDING_BYTES:
@@ -149,21 +149,6 @@ def _item_lines(files: Iterable[tuple[Path, bytes]], marks: list[bytes]) -> Line
             if not held.startswith(BLOCK_OPENING):
                 lines.append((path, number, recordings._decoded(held, f"{path}:{number}")))
     return lines
-
-
-def _blocks_of(directory: Path, named: list[tuple[str, str]], refs: set[str]) -> dict[str, str] | None:
-    """The blocks `refs` of a sharded recording, each found where it lies or, failing that, in its
-    shard read whole and checked against its hash; None for one not found either way."""
-    blobs: dict[str, str] = {}
-    problems: list[str] = []  # an edited block is kept, noted: the call that uses it fails its checksum
-    for name, sha in named:
-        wanted = {blob for blob in refs if shards.prefix_of(name) == ("blocks", shards.shard_of(blob))}
-        if not wanted or placed_blocks(directory / name, wanted, blobs, problems):
-            continue
-        data = shards.shard_bytes(directory, name, sha, None)
-        if not recordings._blocks_opening(directory / name, data, wanted, blobs, problems):
-            return None
-    return blobs
 
 
 Identity = tuple[str, str, str]  # a ModelIdentity's backend, name and digest
