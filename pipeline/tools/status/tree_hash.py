@@ -9,10 +9,11 @@ the state database is queried once. With a folder per interview (DAIC's layout) 
 Here the same hash is built from the same facts, with DVC's own pieces wherever the result
 depends on them: one `os.scandir` walk; the ignore rules DVC's walk applies at the folder
 (`DvcIgnoreFilter._get_trie_pattern`, the call DVC's walk makes first), matched per entry by DVC's
-`DvcIgnorePatterns.matches`; each file's md5 from DVC's state database by DVC's own look-up
-(`State.get_many`: the inode, mtime and size rule, one query per 999 files); the listing digested
-by DVC's `Tree`. Anything that would make DVC's walk differ from a plain one gives no answer
-(`None`), and the caller asks DVC:
+`DvcIgnorePatterns.matches` (or by `simple_ignore`, tested against it, where every rule is a plain
+name or suffix); each file's md5 from DVC's state database by DVC's own look-up (`State.get_many`:
+the inode, mtime and size rule, one query per 999 files); the listing digested by DVC's `Tree`.
+Anything that would make DVC's walk differ from a plain one gives no answer (`None`), and the
+caller asks DVC:
 - a `.dvcignore` or `.dvc` entry anywhere in the folder, or `.git`/`.hg` (DVC's own ignores, a
   sub-repository, a .dvcignore read mid-walk or refused in a collected folder), and an ignored
   folder that holds a `.dvc` (DVC checks every subfolder, ignored or not, for a sub-repository);
@@ -30,6 +31,8 @@ import os
 import stat
 from collections.abc import Iterator
 from typing import Any
+
+from pipeline.tools.status.simple_ignore import simple_matcher
 
 # Names DVC treats specially wherever they appear in a walked folder (its default ignores, its
 # ignore file, a sub-repository's folder); compared casefolded, so a look-alike falls back too.
@@ -106,6 +109,13 @@ def _checked(output: Any) -> tuple[str, list[os.DirEntry[str]], Any, Any]:
 def _files(path: str, top: list[os.DirEntry[str]], pattern: Any) -> Iterator[tuple[str, dict[str, Any]]]:
     """Each file DVC's walk would hash under `path` (listed: `top`), with the facts its state
     look-up reads."""
+    simple = simple_matcher(pattern, path) if pattern else None
+
+    def ignored(root: str, name: str, is_dir: bool) -> bool:
+        if not pattern:
+            return False
+        return simple(name, is_dir) if simple is not None else bool(pattern.matches(root, name, is_dir))
+
     folders = [path]
     while folders:
         root = folders.pop()
@@ -117,13 +127,13 @@ def _files(path: str, top: list[os.DirEntry[str]], pattern: Any) -> Iterator[tup
             if entry.is_symlink():
                 raise Unusual(f"{entry.path}: a symbolic link")
             if entry.is_dir(follow_symlinks=False):
-                if pattern and pattern.matches(root, name, True):
+                if ignored(root, name, True):
                     if os.path.lexists(f"{entry.path}/.dvc"):
                         raise Unusual(f"{entry.path}: an ignored sub-repository")
                     continue
                 folders.append(entry.path)
                 continue
-            if pattern and pattern.matches(root, name):
+            if ignored(root, name, False):
                 continue
             yield entry.path, _info(entry)
 
