@@ -14,6 +14,9 @@ run are shared (deps, and outs with `cache: false`), where computing one has no 
 cached out is hashed by DVC as it always is, since that also puts its files into DVC's cache.
 Nothing DVC compares changes: each stage still checks each of its deps and outs against its own
 entry in dvc.lock.
+
+A folder's hash is first asked of `tree_hash.folder_hash_meta`, which builds the hash DVC would from
+one plain walk and DVC's state database, or gives no answer where anything is unusual; then DVC's.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+
+from pipeline.tools.status.tree_hash import folder_hash_meta
 
 
 @contextmanager
@@ -47,7 +52,7 @@ def one_hash_per_path() -> Iterator[None]:
             return original(self)
         key = (self.fs_path, self.hash_name, id(self.dvcignore), id(self.repo))
         if key not in found:
-            found[key] = original(self)
+            found[key] = folder_hash_meta(self) or original(self)
         return found[key]
 
     Output._get_hash_meta = shared
