@@ -24,3 +24,28 @@ def _isolate_env(monkeypatch: pytest.MonkeyPatch) -> None:
     # process outliving the test that tries a network tests must not need); the repository's own
     # .dvc/config turns it off.
     monkeypatch.setenv("DVC_NO_ANALYTICS", "1")
+
+
+@pytest.fixture
+def small_threshold(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stage's recording sharded past 8 calls, so that small tests write shards."""
+    from pipeline.llm.recordings import shards
+
+    monkeypatch.setattr(shards, "SHARD_AT", 8)
+
+
+@pytest.fixture
+def whole_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The shards (and tables) read whole from disk (shards.shard_bytes), by name."""
+    from pipeline.llm.recordings import shards
+
+    read: list[str] = []
+    real = shards.shard_bytes
+
+    def counting(directory: Path, name: str, sha: str, given: dict[str, bytes] | None) -> bytes:
+        if given is None:
+            read.append(name)
+        return real(directory, name, sha, given)
+
+    monkeypatch.setattr(shards, "shard_bytes", counting)
+    return read

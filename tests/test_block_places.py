@@ -26,26 +26,6 @@ from tests.test_recordings_shards import _calls, _shard_files
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture
-def small_threshold(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(shards, "SHARD_AT", 8)
-
-
-@pytest.fixture
-def whole_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The shards read whole from disk (shards.shard_bytes), by name."""
-    read: list[str] = []
-    real = shards.shard_bytes
-
-    def counting(directory: Path, name: str, sha: str, given: dict[str, bytes] | None) -> bytes:
-        if given is None:
-            read.append(name)
-        return real(directory, name, sha, given)
-
-    monkeypatch.setattr(shards, "shard_bytes", counting)
-    return read
-
-
 def _recorded(tmp_path: Path, n: int = 60) -> tuple[Path, list[RecordedCall]]:
     calls = _calls(n)
     directory = tmp_path / "judge"

@@ -50,11 +50,6 @@ def _fresh_memo() -> None:
     forget_in_process()
 
 
-@pytest.fixture
-def small_threshold(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(shards, "SHARD_AT", 8)
-
-
 def _edit_in_place(path: Path, old: bytes, new: bytes) -> None:
     """Change bytes of a file without renaming it (the descriptor a reader holds sees the change)."""
     assert len(old) == len(new)

@@ -36,11 +36,6 @@ def _calls(n: int, *, salt: str = "") -> list[RecordedCall]:
     return calls
 
 
-@pytest.fixture
-def small_threshold(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(shards, "SHARD_AT", 8)
-
-
 def _shard_files(directory: Path) -> dict[str, int]:
     return {p.name: p.stat().st_ino for p in directory.iterdir() if shards.SHARD_NAME.fullmatch(p.name)}
 
