@@ -43,18 +43,25 @@ def dvc(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "dvc", *args], check=True, env=env, capture_output=True)
 
 
-@pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
+def items_project(root: Path, monkeypatch: pytest.MonkeyPatch, items: int, *, git: bool) -> Path:
+    """A DVC project of `items` interview folders and DVC_YAML's stages, run once (with git or not)."""
+    monkeypatch.chdir(root)
     monkeypatch.setenv("DVC_NO_ANALYTICS", "1")
-    for item in range(5):
-        folder = tmp_path / "data" / f"{item}_P"
+    for item in range(items):
+        folder = root / "data" / f"{item}_P"
         folder.mkdir(parents=True)
         (folder / f"{item}_TRANSCRIPT.csv").write_text(f"turn of {item}\n")
     Path("dvc.yaml").write_text(DVC_YAML.format(python=sys.executable))
-    dvc("init", "--no-scm", "-q")
+    if git:
+        subprocess.run(["git", "init", "-q"], check=True)
+    dvc("init", "-q", *(() if git else ("--no-scm",)))
     dvc("repro", "-q")
-    return tmp_path
+    return root
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    return items_project(tmp_path, monkeypatch, 5, git=False)
 
 
 def builds_of(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -128,17 +135,7 @@ def test_dvc_hashes_as_before_once_status_is_done(project: Path) -> None:
 
 @pytest.fixture
 def git_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("DVC_NO_ANALYTICS", "1")
-    for item in range(3):
-        folder = tmp_path / "data" / f"{item}_P"
-        folder.mkdir(parents=True)
-        (folder / f"{item}_TRANSCRIPT.csv").write_text(f"turn of {item}\n")
-    Path("dvc.yaml").write_text(DVC_YAML.format(python=sys.executable))
-    subprocess.run(["git", "init", "-q"], check=True)
-    dvc("init", "-q")
-    dvc("repro", "-q")
-    return tmp_path
+    return items_project(tmp_path, monkeypatch, 3, git=True)
 
 
 def no_workspace_walk(monkeypatch: pytest.MonkeyPatch) -> None:
