@@ -153,7 +153,7 @@ def main(calls: int, chars: int, root: Path, trace: bool, kinds: bool, limit: in
             click.echo(f"    objects by type:\n{types(limit)}")
         return write(recording, *args, **options)
 
-    StageRecording.write = writing  # type: ignore[method-assign]
+    StageRecording.write = writing  # type: ignore[method-assign,assignment]
     if trace:
         tracemalloc.start()
     started, wall = os.times(), time.perf_counter()
@@ -162,7 +162,8 @@ def main(calls: int, chars: int, root: Path, trace: bool, kinds: bool, limit: in
     spent = ended.user + ended.system - started.user - started.system
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     click.echo(
-        f"{'recorded' if record else 'replayed'} {replayed} calls: {spent:.1f} s CPU, {time.perf_counter() - wall:.1f} s wall, "
+        f"{'recorded' if record else 'replayed'} {replayed} calls: {spent:.1f} s CPU, "
+        f"{time.perf_counter() - wall:.1f} s wall, "
         f"peak {peak:,.0f} MB (ru_maxrss); load {os.getloadavg()[0]:.1f}"
     )
 

@@ -17,9 +17,11 @@ line for each call and for each distinct block, about three lines a call (issue 
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import threading
 from array import array
+from collections.abc import Iterable, Iterator
 from typing import IO
 
 Place = int | str  # a line's number in the spool, or its text when UTF-8 cannot hold it
@@ -62,3 +64,39 @@ class Spool:
                 self._file.close()
                 self._file = None
                 self._ends = array("Q")
+
+
+_HEX16 = re.compile(r"[0-9a-f]{16}")
+
+
+class BlockLines:
+    """Each distinct block's line in a spool, by the block's id (pipeline.llm.recordings.text.blob_id:
+    16 lowercase hex digits), held as that id's number (36 bytes) rather than its text (65 bytes):
+    a recording being made holds about six blocks a judge call (issue 33). Sorting the numbers
+    sorts the ids (same length, same digits)."""
+
+    def __init__(self) -> None:
+        self._at: dict[int, Place] = {}
+
+    @staticmethod
+    def number(blob: str) -> int:
+        if _HEX16.fullmatch(blob) is None:
+            raise ValueError(f"not a block id: {blob[:40]!r}")
+        return int(blob, 16)
+
+    def __contains__(self, blob: str) -> bool:
+        return self.number(blob) in self._at
+
+    def __len__(self) -> int:
+        return len(self._at)
+
+    def setdefault(self, blob: str, place: Place) -> None:
+        self._at.setdefault(self.number(blob), place)
+
+    def get(self, blob: str) -> Place | None:
+        return self._at.get(self.number(blob))
+
+    def ids(self, also: Iterable[str] = ()) -> Iterator[str]:
+        """Every id held and every id in `also`, once each, sorted."""
+        for number in sorted(self._at.keys() | {self.number(blob) for blob in also}):
+            yield f"{number:016x}"

@@ -75,7 +75,7 @@ from pipeline.llm.bounds import MAX_LINE_BYTES, depth_problem, long_line
 from pipeline.llm.files import TMP_SUFFIX, atomic_write_chunks, child, locked, refuse_links
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.recordings import layouts, shards
-from pipeline.llm.recordings.spool import Place, Spool
+from pipeline.llm.recordings.spool import BlockLines, Place, Spool
 from pipeline.llm.recordings.verified_memo import IN_PROCESS, VerifiedMemo
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext
@@ -221,7 +221,7 @@ class StageRecording:
         self._spool = Spool()
         self._made: dict[Where, Place] = {}  # lines made here, in the spool
         self._kept: dict[Where, int] = {}  # lines of `_recorded` kept as they are, by index
-        self._blobs: dict[str, Place] = {}  # blob id -> its blob line, in the spool
+        self._blobs = BlockLines()  # blob id -> its blob line, in the spool
         self._recorded: StageIndex | None = None
         self._labels: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]] = {}
         self._lock = threading.Lock()
@@ -287,7 +287,7 @@ class StageRecording:
             else:
                 yield self._spool.get(source)
                 yield b"\n"
-        for blob in sorted(self._blobs.keys() | kept_blobs):
+        for blob in self._blobs.ids(kept_blobs):
             place = self._blobs.get(blob)
             if place is None:
                 assert recorded is not None
@@ -311,9 +311,7 @@ class StageRecording:
         assert self._recorded is not None
         return (blob_line(blob, self._recorded.blobs[blob]) + "\n").encode("utf-8")
 
-    def _write_shards(
-        self, directory: Path, order: list[tuple[Where, Source]], kept_blobs: set[str]
-    ) -> None:
+    def _write_shards(self, directory: Path, order: list[tuple[Where, Source]], kept_blobs: set[str]) -> None:
         """The stage's calls as shards by key and its blocks as shards by id (pipeline.llm.recordings.shards),
         then its manifest, in one rename; beside each shard of calls, its table of items."""
         from pipeline.llm.recordings import item_table  # (it reads recordings with this module)
@@ -322,7 +320,7 @@ class StageRecording:
         for where, source in order:
             calls.setdefault(shards.shard_of(where[-1]), []).append((where[1], source))
         blocks: dict[str, list[str]] = {}
-        for blob in sorted(self._blobs.keys() | kept_blobs):
+        for blob in self._blobs.ids(kept_blobs):
             blocks.setdefault(shards.shard_of(blob), []).append(blob)
         before = set(os.listdir(directory))
         written: list[tuple[str, str]] = []
@@ -373,9 +371,8 @@ class StageRecording:
                     if keep(call):
                         self.add(call)
             with self._lock:
-                order: list[tuple[Where, Source]] = sorted(
-                    [*self._made.items(), *((where, _kept_source(line)) for where, line in self._kept.items())]
-                )
+                kept = ((where, _kept_source(line)) for where, line in self._kept.items())
+                order: list[tuple[Where, Source]] = sorted([*self._made.items(), *kept])
                 kept_blobs: set[str] = set()
                 if self._recorded is not None:
                     for index in self._kept.values():
