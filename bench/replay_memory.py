@@ -5,6 +5,10 @@ allocations by line (tracemalloc), so that two sizes can be compared: what grows
 
     nice -n 19 .venv/bin/python bench/replay_memory.py --calls 3000 --root /tmp/mem-3k --trace
     nice -n 19 .venv/bin/python bench/replay_memory.py --calls 10000 --root /tmp/mem-10k
+    nice -n 19 .venv/bin/python bench/replay_memory.py --calls 10000 --root /tmp/mem-10k --record
+
+With --record it measures the recording run instead (live on the fake backend, the stages'
+recordings, outputs and local cache deleted first), the `stages ROOT auto` step of bench/million.py.
 
 The project is built and recorded once under --root (as bench/replay_profile.py does); each run
 deletes the local cache first. tracemalloc slows the replay about threefold.
@@ -30,6 +34,7 @@ import click
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline.llm import session as llm_session
+from pipeline.llm.recordings.text import StageRecording
 from pipeline.testing.synthetic import items_for, make_project, run_stages
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -108,12 +113,23 @@ def top(limit: int) -> str:
 @click.option("--trace/--no-trace", default=False, show_default=True, help="tracemalloc's top lines.")
 @click.option("--types/--no-types", "kinds", default=False, show_default=True, help="Objects by type.")
 @click.option("--top", "limit", type=int, default=15, show_default=True)
-def main(calls: int, chars: int, root: Path, trace: bool, kinds: bool, limit: int) -> None:
-    if not (root / "recordings").is_dir():
+@click.option(
+    "--record/--replay",
+    default=False,
+    show_default=True,
+    help="Measure the recording run itself (live on the fake backend, recordings and cache deleted "
+    "first) instead of a replay of it.",
+)
+def main(calls: int, chars: int, root: Path, trace: bool, kinds: bool, limit: int, record: bool) -> None:
+    if not (root / "data").is_dir():
         root.mkdir(parents=True, exist_ok=True)
         make_project(root, items_for(calls), chars, ROOT / "params.yaml")
+    if not record and not (root / "recordings").is_dir():
         click.echo(f"recorded {run_stages(root, 'auto')} calls")
     shutil.rmtree(root / ".judgeloop", ignore_errors=True)
+    if record:
+        shutil.rmtree(root / "recordings", ignore_errors=True)
+        shutil.rmtree(root / "outputs", ignore_errors=True)
     close = llm_session.LLMSession.close
 
     def closing(session: llm_session.LLMSession, **options: Any) -> None:
@@ -128,15 +144,26 @@ def main(calls: int, chars: int, root: Path, trace: bool, kinds: bool, limit: in
             click.echo(f"    Python heap {now:.1f} MB (peak {most:.1f} MB); top lines:\n{top(limit)}")
 
     llm_session.LLMSession.close = closing  # type: ignore[method-assign,assignment]
+    write = StageRecording.write
+
+    def writing(recording: StageRecording, *args: Any, **options: Any) -> int:
+        # The recording's own holdings are let go of at the stage's close: seen here, before its write.
+        click.echo(f"  writing {len(recording)} calls: {rollup()} MB")
+        if kinds:
+            click.echo(f"    objects by type:\n{types(limit)}")
+        return write(recording, *args, **options)
+
+    StageRecording.write = writing  # type: ignore[method-assign,assignment]
     if trace:
         tracemalloc.start()
     started, wall = os.times(), time.perf_counter()
-    replayed = run_stages(root, "replay")
+    replayed = run_stages(root, "auto" if record else "replay")
     ended = os.times()
     spent = ended.user + ended.system - started.user - started.system
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     click.echo(
-        f"replayed {replayed} calls: {spent:.1f} s CPU, {time.perf_counter() - wall:.1f} s wall, "
+        f"{'recorded' if record else 'replayed'} {replayed} calls: {spent:.1f} s CPU, "
+        f"{time.perf_counter() - wall:.1f} s wall, "
         f"peak {peak:,.0f} MB (ru_maxrss); load {os.getloadavg()[0]:.1f}"
     )
 

@@ -76,3 +76,31 @@ def test_a_dry_run_counts_its_calls_and_makes_no_line(tmp_path: Path) -> None:
     for call in [*calls, calls[0]]:
         recording.add(_hit(call))
     assert len(recording) == 3
+
+
+def test_a_spool_places_each_line_by_its_number_and_gives_back_its_bytes() -> None:
+    from pipeline.llm.recordings.spool import Spool
+
+    spool = Spool()
+    lines = ["", "a", "é" * 300, '{"k":1}', "x" * 70_000]
+    places = [spool.put(line) for line in lines]
+    assert places == list(range(len(lines)))  # a number each, not a tuple (issue 33: 8 bytes a line)
+    assert spool.put("9\ud800") == "9\ud800"  # text UTF-8 cannot hold comes back as text, unplaced
+    assert [spool.get(p) for p in reversed(places)] == [line.encode() for line in reversed(lines)]
+    assert spool.put("after") == len(lines) and spool.get(len(lines)) == b"after"
+    spool.close()
+
+
+def test_block_lines_hold_ids_as_numbers_and_give_them_back_sorted_once() -> None:
+    from pipeline.llm.recordings.spool import BlockLines
+
+    lines = BlockLines()
+    ids = ["00000000000000ff", "ffffffffffffffff", "0123456789abcdef"]
+    for place, blob in enumerate(ids):
+        lines.setdefault(blob, place)
+    lines.setdefault(ids[0], 9)  # the first place stays
+    assert ids[0] in lines and "0000000000000000" not in lines and len(lines) == 3
+    assert lines.get(ids[0]) == 0 and lines.get("0000000000000001") is None
+    assert list(lines.ids({"0000000000000001", ids[1]})) == sorted([*ids, "0000000000000001"])
+    with pytest.raises(ValueError, match="not a block id"):
+        lines.setdefault("ABCDEF0123456789", 1)  # upper case: no id blob_id makes

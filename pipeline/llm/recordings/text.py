@@ -75,7 +75,7 @@ from pipeline.llm.bounds import MAX_LINE_BYTES, depth_problem, long_line
 from pipeline.llm.files import TMP_SUFFIX, atomic_write_chunks, child, locked, refuse_links
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.recordings import layouts, shards
-from pipeline.llm.recordings.spool import Place, Spool
+from pipeline.llm.recordings.spool import BlockLines, Place, Spool
 from pipeline.llm.recordings.verified_memo import IN_PROCESS, VerifiedMemo
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext
@@ -190,6 +190,19 @@ def refuse_linked(directory: Path) -> None:
 
 
 Where = tuple[Any, ...]  # a call's place in its recording's order: its context's sort key, then its key
+# Where a written line comes from: a line made here (its Place in the spool: a number from 0, or
+# text) or a line of the stage's own recording kept as it is (line n as -1 - n: spool numbers are
+# never negative, and one int each is what a million sources cost least as).
+Source = Place
+
+
+def _kept_source(line: int) -> Source:
+    return -1 - line
+
+
+def _kept_line(source: Source) -> int | None:
+    """The recording's line a source keeps, or None for a line made here."""
+    return -1 - source if isinstance(source, int) and source < 0 else None
 
 
 class StageRecording:
@@ -208,7 +221,7 @@ class StageRecording:
         self._spool = Spool()
         self._made: dict[Where, Place] = {}  # lines made here, in the spool
         self._kept: dict[Where, int] = {}  # lines of `_recorded` kept as they are, by index
-        self._blobs: dict[str, Place] = {}  # blob id -> its blob line, in the spool
+        self._blobs = BlockLines()  # blob id -> its blob line, in the spool
         self._recorded: StageIndex | None = None
         self._labels: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]] = {}
         self._lock = threading.Lock()
@@ -263,17 +276,18 @@ class StageRecording:
         with self._lock:
             return len(self._made) + len(self._kept)
 
-    def _chunks(self, order: list[tuple[Where, Place | int]], kept_blobs: set[str]) -> Iterator[str | bytes]:
+    def _chunks(self, order: list[tuple[Where, Source]], kept_blobs: set[str]) -> Iterator[str | bytes]:
         """The recording's text, a line at a time: the calls in order, then every blob by id."""
         recorded = self._recorded
         for _, source in order:
-            if isinstance(source, int):
+            kept = _kept_line(source)
+            if kept is not None:
                 assert recorded is not None
-                yield line_safe(recorded.line(source)) + "\n"
+                yield line_safe(recorded.line(kept)) + "\n"
             else:
                 yield self._spool.get(source)
                 yield b"\n"
-        for blob in sorted(self._blobs.keys() | kept_blobs):
+        for blob in self._blobs.ids(kept_blobs):
             place = self._blobs.get(blob)
             if place is None:
                 assert recorded is not None
@@ -282,10 +296,11 @@ class StageRecording:
                 yield self._spool.get(place)
                 yield b"\n"
 
-    def _line(self, source: Place | int) -> bytes:
-        if isinstance(source, int):
+    def _line(self, source: Source) -> bytes:
+        kept = _kept_line(source)
+        if kept is not None:
             assert self._recorded is not None
-            return (line_safe(self._recorded.line(source)) + "\n").encode("utf-8")
+            return (line_safe(self._recorded.line(kept)) + "\n").encode("utf-8")
         line = self._spool.get(source)
         return (line if isinstance(line, bytes) else line.encode("utf-8")) + b"\n"
 
@@ -296,18 +311,16 @@ class StageRecording:
         assert self._recorded is not None
         return (blob_line(blob, self._recorded.blobs[blob]) + "\n").encode("utf-8")
 
-    def _write_shards(
-        self, directory: Path, order: list[tuple[Where, Place | int]], kept_blobs: set[str]
-    ) -> None:
+    def _write_shards(self, directory: Path, order: list[tuple[Where, Source]], kept_blobs: set[str]) -> None:
         """The stage's calls as shards by key and its blocks as shards by id (pipeline.llm.recordings.shards),
         then its manifest, in one rename; beside each shard of calls, its table of items."""
         from pipeline.llm.recordings import item_table  # (it reads recordings with this module)
 
-        calls: dict[str, list[tuple[str, Place | int]]] = {}  # by shard: each line's item, and the line
+        calls: dict[str, list[tuple[str, Source]]] = {}  # by shard: each line's item, and the line
         for where, source in order:
             calls.setdefault(shards.shard_of(where[-1]), []).append((where[1], source))
         blocks: dict[str, list[str]] = {}
-        for blob in sorted(self._blobs.keys() | kept_blobs):
+        for blob in self._blobs.ids(kept_blobs):
             blocks.setdefault(shards.shard_of(blob), []).append(blob)
         before = set(os.listdir(directory))
         written: list[tuple[str, str]] = []
@@ -358,7 +371,8 @@ class StageRecording:
                     if keep(call):
                         self.add(call)
             with self._lock:
-                order: list[tuple[Where, Place | int]] = sorted([*self._made.items(), *self._kept.items()])
+                kept = ((where, _kept_source(line)) for where, line in self._kept.items())
+                order: list[tuple[Where, Source]] = sorted([*self._made.items(), *kept])
                 kept_blobs: set[str] = set()
                 if self._recorded is not None:
                     for index in self._kept.values():

@@ -1,0 +1,67 @@
+"""Record the paper's three LLM stages live on the fake backend under a fixed clock (created_at and
+meta.wall_ns pinned), and print one sha256 over every recording file, so that two code versions'
+recordings can be compared byte for byte (issue 33: a recording cut must leave the bytes alone).
+
+    nice -n 19 .venv/bin/python bench/record_fixed_clock.py /tmp/main-src /tmp/rec-3k
+    nice -n 19 .venv/bin/python bench/record_fixed_clock.py . /tmp/rec-3k
+
+The first argument is the code's root (a `git archive` of another commit, say); the project under
+the second is made by bench/replay_memory.py (its data/ and params.yaml); its recordings, outputs
+and local cache are deleted first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import resource
+import shutil
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+
+class _FixedDatetime(datetime):
+    @classmethod
+    def now(cls, tz: Any = None) -> _FixedDatetime:
+        return cls(2026, 1, 1, tzinfo=UTC)
+
+
+class _FixedTime:
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+    @staticmethod
+    def perf_counter_ns() -> int:
+        return 1000
+
+
+def main(code: Path, root: Path) -> None:
+    sys.path.insert(0, str(code.resolve()))
+    import pipeline.llm.records as records
+    import pipeline.llm.session as session
+    from pipeline.testing.synthetic import run_stages
+
+    assert session.__file__ is not None and session.__file__.startswith(str(code.resolve())), session.__file__
+    setattr(records, "datetime", _FixedDatetime)  # noqa: B010 (a module attribute replaced for the run)
+    setattr(session, "time", _FixedTime())  # noqa: B010
+    for made in (".judgeloop", "recordings", "outputs"):
+        shutil.rmtree(root / made, ignore_errors=True)
+    started = os.times()
+    calls = run_stages(root, "auto")
+    ended = os.times()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+    cpu = ended.user + ended.system - started.user - started.system
+    print(f"recorded {calls} calls, {cpu:.1f} s CPU, peak {peak} MB")
+    digest = hashlib.sha256()
+    files = sorted(p for p in (root / "recordings").rglob("*") if p.is_file())
+    for path in files:
+        name = path.relative_to(root).as_posix().encode()
+        digest.update(name + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    print(f"{len(files)} recording files, sha256 {digest.hexdigest()}")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]), Path(sys.argv[2]))
