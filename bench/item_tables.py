@@ -20,6 +20,8 @@ from pathlib import Path
 import click
 import orjson
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from pipeline.llm.files import locked
 from pipeline.llm.recordings import item_table, shards
 from pipeline.llm.recordings import text as recordings
