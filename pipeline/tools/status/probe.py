@@ -236,7 +236,7 @@ def probe_stage(
     # In the order of the experiment, not of arrival: an item's independent calls run side by side.
     # (Only the placeholders' order counts: which of a request's answers is the model call.)
     for place in sorted(unknown_calls):
-        key = place[-1]
+        key = placeheld[place].record.key
         if key in counted:
             probe.repeats += 1
         else:
