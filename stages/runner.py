@@ -175,7 +175,7 @@ def dry_run(
     return Expected(calls=probe.calls, model_calls=model_calls, exact=exact, items=len(items)), probe
 
 
-def served_alike(session: LLMSession, dry: list[DryCall]) -> bool:
+def served_alike(session: LLMSession, dry: Iterable[DryCall]) -> bool:
     """Whether the session serves every call of the dry run, looked up as the stage looks it up (in
     its cache mode's order, verified), with the very reply the dry run was given."""
     from pipeline.tools.status.probe import reply_digest
@@ -200,6 +200,7 @@ def adopt(session: LLMSession, expected: Expected, probe: StageProbe[Any]) -> li
         return None
     for call in probe.served:
         session.serve(call.key, call.context)
+    probe.served.close()  # its temporary file: read for the last time
     return probe.results
 
 

@@ -3,9 +3,11 @@ run only when the session serves each call the very reply the dry run was given.
 
 from __future__ import annotations
 
+import tracemalloc
+
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext, ChatReply, ChatRequest, Message, ModelIdentity
-from pipeline.tools.status.probe import DryCall, placeholder, reply_digest
+from pipeline.tools.status.probe import DryCall, DryLog, placeholder, reply_digest
 from stages.runner import served_alike
 
 MODEL = ModelIdentity(backend="fake", name="m", digest="d")
@@ -55,3 +57,54 @@ def test_served_alike_by_checksum_or_by_reply() -> None:
 def test_a_placeholder_is_marked_unknown() -> None:
     assert dry(record(placeholder("k"))).unknown
     assert not dry(record("Score: 4")).unknown
+
+
+def test_dry_log_reads_back_each_call_as_answered() -> None:
+    """The dry run's calls kept on disk (DryLog, issue 33): read back, each is the DryCall it was,
+    its context field for field (the fields given, too); tally counts the known replies and those
+    the local cache alone gave, without building a context."""
+    calls = [
+        dry(record("Score: 4")),
+        DryCall.of(
+            RecordedCall(
+                CallContext(stage="judge", item="b", step=2).at(metric="m"),
+                CallRecord.new(
+                    MODEL,
+                    ChatRequest(messages=(Message(role="user", content="b"),)),
+                    ChatReply(text=placeholder("k")),
+                ),
+            )
+        ),
+        DryCall.of(RecordedCall(CallContext(stage="refine", item="c", attempt=1), record("Score: 5"))),
+    ]
+    log = DryLog()
+    for call in calls:
+        log.append(call)
+    back = list(log)
+    assert back == calls and len(log) == 3
+    assert [c.context.model_fields_set for c in back] == [c.context.model_fields_set for c in calls]
+    assert log.tally(set()) == (2, 0)
+    assert log.tally({calls[1].key}) == (2, 0)  # a placeholder is no reply from the local cache
+    assert log.tally({calls[0].key}) == (2, 2)  # one request, twice: both from the local cache
+    assert served_alike(Session(record("Score: 4")), DryLog())  # type: ignore[arg-type]
+    log.close()
+    assert list(log) == []
+
+
+def test_dry_log_holds_no_context() -> None:
+    """A dry run holds 8 bytes a call, not the call's context (a list of DryCalls held about 1.5 kB
+    a call: the largest part of `status --all` and of a stage's dry run at a million calls)."""
+    log = DryLog()
+    rec = record("Score: 4")
+    context = CallContext(stage="judge", item="301", step=2)
+    log.append(dry(rec))  # the file opened
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for n in range(3000):
+            log.append(DryCall.of(RecordedCall(context.at(metric=f"m{n}", attempt=n % 3), rec)))
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held < 3000 * 16 + 8192, held
+    assert [c.context.label("metric") for c in log][1:] == [f"m{n}" for n in range(3000)]

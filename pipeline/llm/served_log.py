@@ -16,8 +16,8 @@ import os
 import tempfile
 import threading
 from array import array
-from collections.abc import Iterator
-from typing import IO, Any
+from collections.abc import Callable, Iterator
+from typing import IO, Any, Generic, TypeVar
 
 import orjson
 
@@ -27,27 +27,37 @@ from pipeline.llm.types import CallContext
 READ_AT_ONCE = 4096  # lines read back in one read
 
 
-def _line(call: ServedCall) -> bytes:
-    context = call.context
-    given = {name: getattr(context, name) for name in context.model_fields_set}
-    return orjson.dumps([call.key, call.cache_hit, given])
+T = TypeVar("T")
 
 
-def _call(line: bytes) -> ServedCall:
-    key, hit, given = orjson.loads(line)
+def given_fields(context: CallContext) -> dict[str, Any]:
+    """A context's fields as they were given (`model_fields_set`): CallContext(**them) is it again."""
+    return {name: getattr(context, name) for name in context.model_fields_set}
+
+
+def _line(call: ServedCall) -> list[Any]:
+    return [call.key, call.cache_hit, given_fields(call.context)]
+
+
+def _call(row: list[Any]) -> ServedCall:
+    key, hit, given = row
     return ServedCall(CallContext(**given), key, hit)
 
 
-class ServedLog:
-    """The calls a session served, appended in order, read back in that order (thread-safe)."""
+class LineLog(Generic[T]):
+    """Things appended in order, each kept as one JSON line on disk (`encode`: the thing as a list
+    orjson writes; `decode`: that list, read back, as the thing), read back in that order
+    (thread-safe). The dry run's calls are kept so as well (pipeline.tools.status.probe.DryLog)."""
 
-    def __init__(self) -> None:
+    def __init__(self, encode: Callable[[T], list[Any]], decode: Callable[[list[Any]], T]) -> None:
+        self._encode = encode
+        self._decode = decode
         self._file: IO[bytes] | None = None
         self._ends = array("Q")  # where each call's line ends in the file
         self._lock = threading.Lock()
 
-    def append(self, call: ServedCall) -> None:
-        line = _line(call)
+    def append(self, call: T) -> None:
+        line = orjson.dumps(self._encode(call))
         with self._lock:
             if self._file is None:
                 self._file = tempfile.TemporaryFile(prefix="judgeloop-served-")  # noqa: SIM115 (closed by close)
@@ -57,8 +67,12 @@ class ServedLog:
     def __len__(self) -> int:
         return len(self._ends)
 
-    def __iter__(self) -> Iterator[ServedCall]:
-        """The calls served until now, in order (calls served while this runs are not included)."""
+    def __iter__(self) -> Iterator[T]:
+        """What was appended until now, in order (what is appended while this runs is not included)."""
+        return map(self._decode, self.rows())
+
+    def rows(self) -> Iterator[list[Any]]:
+        """The same, each as the list it was written as (cheaper where a part of it is enough)."""
         with self._lock:
             count = len(self._ends)
             if self._file is not None:
@@ -67,13 +81,13 @@ class ServedLog:
         for first in range(0, count, READ_AT_ONCE):
             yield from self._read(fd, first, min(count, first + READ_AT_ONCE))
 
-    def _read(self, fd: Any, first: int, end: int) -> Iterator[ServedCall]:
+    def _read(self, fd: Any, first: int, end: int) -> Iterator[list[Any]]:
         start = self._ends[first - 1] if first else 0
         data = os.pread(fd, self._ends[end - 1] - start, start)
         at = 0
         for index in range(first, end):
             length = self._ends[index] - start - at
-            yield _call(data[at : at + length])
+            yield orjson.loads(data[at : at + length])
             at += length
 
     def close(self) -> None:
@@ -83,3 +97,10 @@ class ServedLog:
                 self._file.close()
                 self._file = None
             self._ends = array("Q")
+
+
+class ServedLog(LineLog[ServedCall]):
+    """The calls a session served, appended in order, read back in that order (thread-safe)."""
+
+    def __init__(self) -> None:
+        super().__init__(_line, _call)

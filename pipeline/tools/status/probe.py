@@ -28,13 +28,14 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pipeline.errors import ReplayMissError
 from pipeline.experiments.steps import Output
 from pipeline.llm.cache.store import CallStore
 from pipeline.llm.keys import request_key
 from pipeline.llm.records import RecordedCall
+from pipeline.llm.served_log import LineLog, given_fields
 from pipeline.llm.session import LLMSession, RecordingIndex
 from pipeline.llm.types import Backend, CallContext, ChatReply, ChatRequest, ModelIdentity
 
@@ -109,8 +110,9 @@ class DryCall:
     """A call of the dry run as answered, without its request (a 20 kB prompt, say) or its reply: where,
     under which key, its record's checksum and a digest of the reply it was given, for the stage to
     check that it serves the same (stages.runner.served_alike); and whether that reply was a
-    placeholder. Every call of a stage is held until the stage adopts or runs, so the reply (a few
-    hundred tokens, as a pydantic model) is held as 16 bytes (bench/README, issue 33, mem-slope)."""
+    placeholder. Every call of a stage is kept until the stage adopts or runs, so the reply (a few
+    hundred tokens, as a pydantic model) is kept as 16 bytes (bench/README, issue 33, mem-slope),
+    and the calls themselves on disk, a JSON line each (DryLog: 8 bytes a call in memory)."""
 
     context: CallContext
     key: str
@@ -124,6 +126,33 @@ class DryCall:
         return cls(
             call.context, call.record.key, call.record.checksum, reply_digest(reply), MARK in reply.text
         )
+
+
+def _dry_line(call: DryCall) -> list[Any]:
+    return [call.key, call.checksum, call.reply_digest.hex(), call.unknown, given_fields(call.context)]
+
+
+def _dry_call(row: list[Any]) -> DryCall:
+    key, checksum, digest, unknown, given = row
+    return DryCall(CallContext(**given), key, checksum, bytes.fromhex(digest), unknown)
+
+
+class DryLog(LineLog[DryCall]):
+    """A dry run's calls in the order they were answered, on disk (as LLMSession.served keeps a
+    session's: a list of DryCalls held a CallContext, about 1.5 kB, a call)."""
+
+    def __init__(self) -> None:
+        super().__init__(_dry_line, _dry_call)
+
+    def tally(self, from_local: set[str]) -> tuple[int, int]:
+        """The calls answered with a known reply, and how many of those came from the local cache
+        alone (their key in `from_local`), read back without building their contexts."""
+        known = local = 0
+        for key, _, _, unknown, _ in self.rows():
+            if not unknown:
+                known += 1
+                local += key in from_local
+        return known, local
 
 
 def reply_digest(reply: ChatReply) -> bytes:
@@ -143,7 +172,7 @@ class StageProbe(Generic[R]):
     stopped: list[str] = field(default_factory=list)  # items whose later calls depend on an unknown reply
     unknown_output: list[str] = field(default_factory=list)  # finished, but the output holds an unknown reply
     known: list[R] = field(default_factory=list)  # the results the next stage can be fed
-    served: list[DryCall] = field(default_factory=list)  # every call of the dry run, as answered
+    served: DryLog = field(default_factory=DryLog)  # every call of the dry run, as answered
 
     @property
     def calls(self) -> int:
@@ -183,14 +212,19 @@ def probe_stage(
         runs_dir=None,  # a dry run leaves no run statistics
         dry_run=True,
     )
-    served: list[DryCall] = []
-    # The calls the probe answered with a placeholder, whole (a batch exports their requests).
+    served = DryLog()
+    # The calls the probe answered with a placeholder, whole (a batch exports their requests), and
+    # each one's place in the experiment's order, once for every time it was answered.
     placeheld: dict[tuple[object, ...], RecordedCall] = {}
+    unknown_calls: list[tuple[object, ...]] = []
 
     def note(call: RecordedCall) -> None:  # from the worker that made the call, as the session logs it
-        served.append(DryCall.of(call))
-        if MARK in call.record.reply.text:
-            placeheld.setdefault((*call.context.sort_key(), call.record.key), call)
+        dry = DryCall.of(call)
+        served.append(dry)
+        if dry.unknown:
+            place = (*call.context.sort_key(), call.record.key)
+            placeheld.setdefault(place, call)
+            unknown_calls.append(place)
 
     session.observe(note)
     try:
@@ -198,17 +232,16 @@ def probe_stage(
     finally:
         session.close(write_recording=False)
     probe = StageProbe(stage, results, served=served)
+    probe.recorded, probe.local_only = served.tally(backend.from_local)
     # In the order of the experiment, not of arrival: an item's independent calls run side by side.
-    for dry in sorted(served, key=lambda c: (*c.context.sort_key(), c.key)):
-        key = dry.key
-        if not dry.unknown:
-            probe.recorded += 1
-            probe.local_only += key in backend.from_local
-        elif key in counted:
+    # (Only the placeholders' order counts: which of a request's answers is the model call.)
+    for place in sorted(unknown_calls):
+        key = placeheld[place].record.key
+        if key in counted:
             probe.repeats += 1
         else:
             counted.add(key)
-            probe.model_calls.append(placeheld[(*dry.context.sort_key(), key)])
+            probe.model_calls.append(placeheld[place])
     finished = {output.item_of(r) for r in results}
     probe.stopped = [item for item in items if item not in finished]
     unknown = {output.item_of(r) for r in results if MARK in output.text_of(r)}
