@@ -23,6 +23,7 @@ Only the standard library is imported here, before `stages.runner`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -75,10 +76,8 @@ def _finish(code: int, interrupted: bool) -> None:
 
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(Exception):  # a closed or broken stream, as at a normal exit
             stream.flush()
-        except Exception:  # noqa: S110 - a closed or broken stream, as at a normal exit
-            pass
     if interrupted:  # an uncaught KeyboardInterrupt ends Python by SIGINT
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
@@ -168,7 +167,7 @@ def main() -> None:
     sock = socket.socket(fileno=int(sys.argv[1]))
     try:
         import stages.runner  # noqa: F401  # what `python -m stages` imports first, in its order
-    except BaseException as error:  # noqa: BLE001 - no warm process: the caller runs stages cold
+    except BaseException as error:  # no warm process: the caller runs stages cold
         sock.send(f"unavailable {type(error).__name__}: {error}".encode())
         return
     sock.send(b"ready")

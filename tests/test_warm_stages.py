@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from pipeline.tools import warm_stages
 from pipeline.tools.warm_stages import Zygote
@@ -123,7 +125,12 @@ def test_commands_other_than_python_m_stages_run_cold(project: Path, zygote: Zyg
     log = tmp_path / "warm.log"
     os.environ[warm_stages.LOG] = str(log)
     try:
-        for cmd in ("python -m stages.index", "python -m stages 'a b'", "python -m stages a; rm x", "echo hi"):
+        for cmd in (
+            "python -m stages.index",
+            "python -m stages 'a b'",
+            "python -m stages a; rm x",
+            "echo hi",
+        ):
             assert not zygote.accepts(cmd, _kwargs(project))
         assert not zygote.accepts("python -m stages a b", {**_kwargs(project), "stdout": 1})
         assert zygote.accepts("python -m stages a b", _kwargs(project))
@@ -140,7 +147,9 @@ def test_the_warm_process_refuses_another_environment_or_folder(project: Path, z
     env = {"A": "1", "DVC_STAGE": "s"}
     fds = [0, 1, 2]
     assert refusal({"argv": [], "cwd": ".", "env": env}, fds, {"A": "1"}, ".") == ""
-    assert refusal({"argv": [], "cwd": ".", "env": env}, fds, {"A": "2"}, ".").startswith("another environment")
+    assert refusal({"argv": [], "cwd": ".", "env": env}, fds, {"A": "2"}, ".").startswith(
+        "another environment"
+    )
     assert refusal({"argv": [], "cwd": ".", "env": env}, fds[:2], {"A": "1"}, ".") == "streams missing"
 
 
@@ -187,3 +196,68 @@ def test_a_killed_caller_leaves_no_stage_running(project: Path) -> None:
     else:
         os.kill(stage, 9)
         raise AssertionError("the stage outlived its caller")
+
+
+def _judgeloop(root: Path, *args: str, check: bool = True, **env: str) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, "PYTHONPATH": str(root), **env}
+    full["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{full['PATH']}"
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline.tools.cli", *args],
+        cwd=root,
+        env=full,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0 or not check, f"{args} failed:\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    paths = [root / "dvc.lock", *(root / "outputs").rglob("*"), *(root / "recordings").rglob("*")]
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(paths) if p.is_file()}
+
+
+def _stage_lines(text: str) -> list[str]:
+    """What the stages and DVC said, less the times."""
+    return [re.sub(r"[\d.]+ s\b", "T s", line) for line in text.splitlines()]
+
+
+@pytest.mark.slow
+def test_the_papers_stages_replayed_warm_are_byte_identical_and_fail_alike(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    for name in ("pipeline", "stages", "data"):
+        shutil.copytree(ROOT / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("dvc.yaml", "params.yaml", ".dvcignore"):
+        shutil.copy(ROOT / name, root / name)
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["llm"].update(backend="fake", model="fake-model")
+    params["data"]["limit"] = 2
+    params["refine"]["max_iterations"] = 2
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    subprocess.run([sys.executable, "-m", "dvc", "init", "-q"], cwd=root, check=True)
+    log = tmp_path / "warm.log"
+    _judgeloop(root, "repro", "aggregate", JUDGELOOP_WARM_STAGES="0")  # recorded cold
+    recorded = _files(root)
+
+    warm = _judgeloop(root, "repro", "--replay", "aggregate", JUDGELOOP_WARM_STAGES_LOG=str(log))
+    assert log.read_text().split("\n") == [
+        f"warm paper {s}" for s in ("assess", "judge", "refine", "aggregate")
+    ] + [""]
+    assert _files(root) == recorded  # outputs, recordings, dvc.lock: byte for byte
+    cold = _judgeloop(root, "repro", "--replay", "aggregate", JUDGELOOP_WARM_STAGES="0")
+    assert _files(root) == recorded
+    assert _stage_lines(warm.stdout) == _stage_lines(cold.stdout)
+    assert _stage_lines(warm.stderr) == _stage_lines(cold.stderr)
+
+    # A replay of a call never recorded: the stage fails, with the same status and words either way.
+    params["data"]["limit"] = 3
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    failed_warm = _judgeloop(
+        root, "repro", "--replay", "assess", check=False, JUDGELOOP_WARM_STAGES_LOG=str(log)
+    )
+    failed_cold = _judgeloop(root, "repro", "--replay", "assess", check=False, JUDGELOOP_WARM_STAGES="0")
+    assert failed_warm.returncode == failed_cold.returncode != 0
+    assert log.read_text().endswith("warm paper assess\n")
+    assert "failed to reproduce 'assess'" in failed_warm.stderr
+    assert _stage_lines(failed_warm.stderr) == _stage_lines(failed_cold.stderr)

@@ -21,6 +21,7 @@ command: `warm ARGS` or `cold REASON: CMD` (for tests and benches).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -57,7 +58,7 @@ class Zygote:
         self.python = python
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         with theirs:
-            self.process = subprocess.Popen(  # noqa: S603 - this environment's python, a fixed module
+            self.process = subprocess.Popen(
                 [python, "-m", "stages.zygote", str(theirs.fileno())],
                 pass_fds=[theirs.fileno()],
                 env=dict(os.environ),  # as DVC passes it (not the C library's, which readline may extend)
@@ -133,10 +134,8 @@ class Zygote:
         return ""
 
     def stop(self) -> None:
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)  # the warm process sees the end of its socket and leaves
-        except OSError:
-            pass
+        with contextlib.suppress(OSError):  # the warm process sees the end of its socket and leaves
+            self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
         try:
             self.process.wait(timeout=5)
@@ -182,5 +181,3 @@ def warm_stages() -> Iterator[None]:
     finally:
         dvc_stage_run._run = original
         zygote.stop()
-
-
