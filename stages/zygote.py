@@ -120,7 +120,7 @@ def _wait(pid: int, sock: socket.socket) -> int:
     pidfd = os.pidfd_open(pid)
     try:
         while True:
-            ready, _, _ = select.select([pidfd, sock], [], [])
+            ready, _, _ = select.select([pidfd, sock.fileno()], [], [])
             if pidfd in ready:
                 return os.waitpid(pid, 0)[1]
             if not sock.recv(1, socket.MSG_PEEK):  # EOF: nobody will read the status

@@ -98,7 +98,8 @@ def zygote(project: Path) -> Any:
 
 
 def _seen(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text())
+    seen: dict[str, Any] = json.loads(path.read_text())
+    return seen
 
 
 @pytest.mark.parametrize("ending", ["ok", "fail", "exit3", "message"])
