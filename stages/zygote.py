@@ -168,13 +168,13 @@ def main() -> None:
     try:
         import stages.runner  # noqa: F401  # what `python -m stages` imports first, in its order
     except BaseException as error:  # no warm process: the caller runs stages cold
-        sock.send(f"unavailable {type(error).__name__}: {error}".encode())
+        with contextlib.suppress(OSError):
+            sock.send(f"unavailable {type(error).__name__}: {error}".encode())
         return
-    sock.send(b"ready")
-    try:
+    with contextlib.suppress(OSError):  # the caller gone (or done): nothing more to do
+        sock.send(b"ready")
         serve(sock)
-    except OSError:
-        return
+    os._exit(0)  # without the interpreter's teardown of every module imported: nothing to write
 
 
 if __name__ == "__main__":

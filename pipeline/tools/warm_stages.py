@@ -134,6 +134,8 @@ class Zygote:
         return ""
 
     def stop(self) -> None:
+        if not self.ready:  # never used (nothing to run, or every stage cold): no need to wait for it
+            self.process.kill()
         with contextlib.suppress(OSError):  # the warm process sees the end of its socket and leaves
             self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
