@@ -64,6 +64,7 @@ class Zygote:
                 env=dict(os.environ),  # as DVC passes it (not the C library's, which readline may extend)
             )
         self.ready: bool | None = None  # None: not heard from yet
+        self.lock = threading.RLock()  # one stage at a time on the socket (DVC runs them one by one)
 
     @classmethod
     def start(cls) -> Zygote | None:
@@ -87,6 +88,10 @@ class Zygote:
             return ""
 
     def _available(self) -> bool:
+        with self.lock:
+            return self._heard()
+
+    def _heard(self) -> bool:
         if self.ready is None:
             said = self._receive()
             self.ready = said == "ready"
@@ -103,6 +108,10 @@ class Zygote:
 
     def run(self, cmd: str, kwargs: dict[str, Any]) -> int | None:
         """The exit code of `cmd` run warm, as subprocess.Popen's returncode; None: run it cold."""
+        with self.lock:
+            return self._run(cmd, kwargs)
+
+    def _run(self, cmd: str, kwargs: dict[str, Any]) -> int | None:
         if not self._available():
             return None
         request = {"argv": cmd.split(" ")[3:], "cwd": os.fspath(kwargs["cwd"]), "env": kwargs["env"]}
