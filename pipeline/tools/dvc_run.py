@@ -64,12 +64,20 @@ def _without_push_hint() -> Iterator[None]:
 
 
 def run_dvc(args: Sequence[str]) -> int:
-    """`dvc ARGS` in this process, with the environment first on the PATH; its exit status."""
+    """`dvc ARGS` in this process, with the environment first on the PATH; its exit status. Its
+    `python -m stages ...` commands run warm where they can (pipeline/tools/warm_stages.py)."""
+    environment_first()
+    from pipeline.tools.warm_stages import warm_stages
+
+    with warm_stages():  # started first: its imports run while DVC's do
+        return _run_dvc(args)
+
+
+def _run_dvc(args: Sequence[str]) -> int:
     from dvc.cli import main as dvc_main
 
     from pipeline.tools.dvc_lockfile import remembered_yaml
 
-    environment_first()
     with _without_push_hint(), remembered_yaml(), _fewer_collections():
         status: int = dvc_main(list(args))
     return status

@@ -1,0 +1,181 @@
+"""A warm stage process: `python -m stages DESIGN STAGE` run by a fork of a process that has already
+imported what every such process imports first (pipeline/tools/warm_stages.py starts it and asks).
+
+    python -m stages.zygote FD      FD: a SOCK_SEQPACKET socket to the process that started it
+
+A cold stage spends about 0.3 s of CPU importing `stages.runner` (pydantic, click, the engine's
+settings; bench/README.md, issue 31) before it does anything of its own. This process imports
+`stages` and `stages.runner`, as `python -m stages` does first and in the same order, then waits.
+Each request carries a stage's arguments, its working folder, its environment and its stdin, stdout
+and stderr; the process checks that a fork would be the process DVC would have started (same
+folder, same environment but for DVC's own DVC_* variables, which no module reads at import, the
+same kind of terminal or file on each stream, no thread running), forks, and answers
+`started PID`, then `exit STATUS` (os.waitpid's status) when the child ends. The child puts the
+request's streams on fds 0-2 and its environment in os.environ, and runs `stages` as `python -m`
+does (runpy, sys.argv, a fresh __main__, sys.path as it is: the folder first). Anything it cannot
+vouch for it refuses (`refused REASON`), and the caller runs the command as DVC would. The process
+never runs a stage itself; it ends when its socket closes, ending a child still running (so that a
+killed `judgeloop repro` leaves no stage behind). SIGINT is ignored here, as DVC ignores it while
+its stage runs: Ctrl-C reaches the child (same process group), which stops as a stage does.
+
+Only the standard library is imported here, before `stages.runner`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import threading
+
+PREFIX = "DVC_"  # DVC_ROOT, DVC_STAGE, DVC_EXP_*: set by DVC for each stage; no module reads them at import
+STREAMS = 3
+
+
+def _kind(fd: int) -> tuple[int, bool]:
+    return os.fstat(fd).st_mode & 0o170000, os.isatty(fd)
+
+
+def refusal(request: dict[str, object], fds: list[int], start_env: dict[str, str], cwd: str) -> str:
+    """Why a fork of this process would not be the process DVC would start ('' when it would)."""
+    env = request.get("env")
+    if not isinstance(env, dict) or not isinstance(request.get("argv"), list):
+        return "malformed request"
+    if len(fds) != STREAMS:
+        return "streams missing"
+    if os.path.realpath(str(request.get("cwd"))) != os.path.realpath(cwd):
+        return "another folder"
+    differ = {k for k in set(env) | set(start_env) if env.get(k) != start_env.get(k)}
+    if any(not k.startswith(PREFIX) for k in differ):
+        return "another environment: " + ", ".join(sorted(k for k in differ if not k.startswith(PREFIX)))
+    if any(_kind(fd) != _kind(n) for n, fd in enumerate(fds)):
+        return "another kind of stream"
+    if threading.active_count() != 1:
+        return "a thread is running"
+    return ""
+
+
+def _exit_code(done: SystemExit) -> int:
+    """The exit status Python gives an uncaught SystemExit (printing a message that is not a number)."""
+    if done.code is None:
+        return 0
+    if isinstance(done.code, int):
+        return done.code & 0xFF
+    print(done.code, file=sys.stderr)
+    return 1
+
+
+def _finish(code: int, interrupted: bool) -> None:
+    """The interpreter's exit as far as a program sees it: threads joined, atexit, streams flushed."""
+    threading._shutdown()  # type: ignore[attr-defined]  # what Py_FinalizeEx calls first
+    import atexit
+
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a closed or broken stream, as at a normal exit
+            stream.flush()
+    if interrupted:  # an uncaught KeyboardInterrupt ends Python by SIGINT
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    os._exit(code)
+
+
+def child(request: dict[str, object], fds: list[int]) -> None:
+    """In the forked child: become `python -m stages ARGS...` and run it; never returns."""
+    import runpy
+    import types
+
+    for n, fd in enumerate(fds):
+        os.dup2(fd, n)
+        os.close(fd)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    env = request["env"]
+    assert isinstance(env, dict)
+    os.environ.clear()
+    os.environ.update(env)
+    args = [str(a) for a in request["argv"]]  # type: ignore[attr-defined]
+    sys.argv = ["-m", *args]  # runpy sets argv[0] to stages/__main__.py, as -m does
+    sys.orig_argv = ["python", "-m", "stages", *args]
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__builtins__=__builtins__, __annotations__={})  # as Python makes __main__
+    sys.modules["__main__"] = main
+    code, interrupted = 0, False
+    try:
+        runpy._run_module_as_main("stages")  # type: ignore[attr-defined]
+    except SystemExit as done:
+        code = _exit_code(done)
+    except BaseException as error:  # printed as Python prints it, from runpy's frame down
+        tb = error.__traceback__.tb_next if error.__traceback__ else None
+        sys.excepthook(type(error), error.with_traceback(tb), tb)
+        code, interrupted = 1, isinstance(error, KeyboardInterrupt)
+    _finish(code, interrupted)
+
+
+def _wait(pid: int, sock: socket.socket) -> int:
+    """The child's wait status; if the socket closes first (the caller is gone), the child is ended."""
+    pidfd = os.pidfd_open(pid)
+    try:
+        while True:
+            ready, _, _ = select.select([pidfd, sock.fileno()], [], [])
+            if pidfd in ready:
+                return os.waitpid(pid, 0)[1]
+            if not sock.recv(1, socket.MSG_PEEK):  # EOF: nobody will read the status
+                os.kill(pid, signal.SIGTERM)
+                return os.waitpid(pid, 0)[1]
+    finally:
+        os.close(pidfd)
+
+
+def serve(sock: socket.socket) -> None:
+    start_env, cwd = dict(os.environ), os.getcwd()
+    while True:
+        try:
+            message, fds, _, _ = socket.recv_fds(sock, 1 << 20, STREAMS)
+        except ConnectionError:
+            return
+        if not message:
+            return
+        request = json.loads(message)
+        reason = refusal(request, fds, start_env, cwd)
+        if reason:
+            for fd in fds:
+                os.close(fd)
+            sock.send(f"refused {reason}".encode())
+            continue
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                sock.close()
+                child(request, fds)
+            finally:
+                os._exit(70)  # never back into this loop
+        for fd in fds:
+            os.close(fd)
+        sock.send(f"started {pid}".encode())
+        status = _wait(pid, sock)
+        sock.send(f"exit {status}".encode())
+
+
+def main() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sock = socket.socket(fileno=int(sys.argv[1]))
+    try:
+        import stages.runner  # noqa: F401  # what `python -m stages` imports first, in its order
+    except BaseException as error:  # no warm process: the caller runs stages cold
+        with contextlib.suppress(OSError):
+            sock.send(f"unavailable {type(error).__name__}: {error}".encode())
+        return
+    with contextlib.suppress(OSError):  # the caller gone (or done): nothing more to do
+        sock.send(b"ready")
+        serve(sock)
+    os._exit(0)  # without the interpreter's teardown of every module imported: nothing to write
+
+
+if __name__ == "__main__":
+    main()
