@@ -217,6 +217,8 @@ def ray_run(root: Path, concurrency: int, cpus: int = 2, store_mb: int = 1024) -
     """RayRunner.run over requests.jsonl against a FakeOpenAI on loopback (in a process of its own)."""
     results = root / "ray-results.jsonl"
     os.environ.setdefault(NICENESS_VAR, WORKER_NICENESS)
+    # Under load (40 runnable processes on 2 cores) the raylet took longer than Ray's 60 s to register.
+    os.environ.setdefault("RAY_raylet_start_wait_time_s", "600")
     with ServerProcess(serve_fake_openai) as server:
         args = [sys.executable, "-c", RAY_STEP, str(root / "batch" / REQUESTS_FILE), str(results)]
         sizes = [str(concurrency), str(cpus), str(store_mb)]
