@@ -14,6 +14,15 @@ be stored (the bench fails otherwise). --ray also times RayRunner.run (requests.
 results.jsonl through Ray Data, --concurrency at a time) against a FakeOpenAI on loopback in a
 process of its own (it keeps no request: the bench measures the runner, not a server sharing its
 interpreter); Ray's start and the run are timed apart, with the CPU of Ray's processes.
+
+    nice -n 10 .venv/bin/python bench/batch_million.py --calls 1000000 --prompt-chars 2000 \
+        --ray --ingest-ray --dir /tmp/somewhere
+
+export, run, ingest as a batch round chains them: the export written in a process of its own
+(its CPU and peak), the Ray runner on a local Ray of --ray-cpus CPUs and an --object-store-mb
+object store (each of Ray's processes' CPU and peak RSS read every second), then `judgeloop batch
+ingest` of the Ray runner's own results. --prompt-chars sets the transcript's size (20 kB, the
+paper's interviews, by default; a million calls at 20 kB are 40 GB of files).
 Results measured on the shared 2-core machine are in bench/README.md.
 """
 
@@ -51,8 +60,9 @@ ROOT = Path(__file__).resolve().parents[1]
 MODEL, DIGEST = "bench-model", "rev-1"
 
 
-def write_export(root: Path, calls: int) -> None:
-    """params.yaml, and an export of `calls` judge calls in batch export's format, line by line."""
+def write_export(root: Path, calls: int, chars: int = 20_000) -> None:
+    """params.yaml, and an export of `calls` judge calls in batch export's format, line by line,
+    each prompt holding a transcript of `chars` characters (one for every ten calls)."""
     params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
     params["llm"].update(backend="openai", model=MODEL, digest=DIGEST, base_url="http://127.0.0.1:9")
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
@@ -60,11 +70,11 @@ def write_export(root: Path, calls: int) -> None:
     backend = OpenAICompatBackend(LLMSettings.model_validate(params["llm"]))
     folder = root / "batch"
     folder.mkdir()
-    text = ""
+    text, body_text = "", transcript(chars)
     with (folder / REQUESTS_FILE).open("wb") as requests, (folder / MANIFEST_FILE).open("wb") as manifest:
         for i in range(calls):
             if i % 10 == 0:
-                text = f"interview {i // 10}\n" + transcript()
+                text = f"interview {i // 10}\n" + body_text
             request = judge_request(i, text)
             key = request_key(identity, request)
             body = backend.request_body(request)
@@ -123,53 +133,133 @@ def serve_fake_openai(conn: Connection) -> None:
     server.close()
 
 
-# RayRunner.run in a process of its own, so that wait4 gives its CPU and peak memory (Ray's own
-# processes, its raylet and workers, are that process's descendants).
+# RayRunner.run in a process of its own, so that wait4 gives its CPU and peak memory. Ray's own
+# processes (GCS, raylet, workers) are not all this one's children to be waited for: a thread reads
+# each one's CPU and peak RSS (/proc's VmHWM) every second while they run, and the sum of their RSS.
+# A local Ray of --ray-cpus CPUs and an object store of --object-store-mb (the machine is shared).
 RAY_STEP = """
-import contextlib, json, sys, time
+import contextlib, json, resource, sys, threading, time
 from pathlib import Path
-import psutil
+import psutil, ray
 from pipeline.tools.batch.runners import RayRunner
-runner = RayRunner(sys.argv[3], concurrency=int(sys.argv[4]), num_cpus=2)
+
+seen = {}  # pid -> [kind, cpu s, peak RSS bytes]
+total_rss = [0]
+stop = threading.Event()
+
+def kind(p):
+    name = p.name()
+    if name.startswith("ray::"):
+        return "worker"
+    return name if name in ("raylet", "gcs_server") else "other"
+
+def hwm(pid):
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+def sample():
+    rss = 0
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error, OSError):
+            times = child.cpu_times()
+            entry = seen.setdefault(child.pid, [kind(child), 0.0, 0])
+            entry[1] = times.user + times.system
+            entry[2] = max(entry[2], hwm(child.pid))
+            rss += child.memory_info().rss
+    total_rss[0] = max(total_rss[0], rss)
+
+def sampler():
+    while not stop.wait(1.0):
+        sample()
+
+ray.init(num_cpus=int(sys.argv[5]), object_store_memory=int(sys.argv[6]) << 20,
+         include_dashboard=False, log_to_driver=False)
+runner = RayRunner(sys.argv[3], concurrency=int(sys.argv[4]))
+thread = threading.Thread(target=sampler, daemon=True)
+thread.start()
 try:
     started = time.perf_counter()
-    runner._connect()
-    connected = time.perf_counter()
+    before = resource.getrusage(resource.RUSAGE_SELF)
     runner.run(Path(sys.argv[1]), Path(sys.argv[2]))
-    ran = time.perf_counter() - connected
-    # Ray's processes (GCS, raylet, workers) are not all this one's children to be waited for:
-    # their CPU is read while they still run. "ray_cpu_s" below is this process's and its reaped.
-    cpu = 0.0
-    for child in psutil.Process().children(recursive=True):
-        with contextlib.suppress(psutil.Error):
-            times = child.cpu_times()
-            cpu += times.user + times.system
-    print(json.dumps({"ray_start_s": connected - started, "ray_run_s": ran, "ray_processes_cpu_s": cpu}))
+    ran = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    stop.set()
+    thread.join()
+    sample()
+    by_kind = {}
+    for name, cpu, peak in seen.values():
+        cpu_sum, peak_max, count = by_kind.get(name, (0.0, 0, 0))
+        by_kind[name] = (cpu_sum + cpu, max(peak_max, peak), count + 1)
+    print(json.dumps({
+        "ray_run_s": ran,
+        "driver_run_cpu_s": after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime,
+        "driver_peak_mb": after.ru_maxrss / 1024,
+        "ray_processes_cpu_s": sum(v[0] for v in by_kind.values()),
+        "ray_processes_rss_peak_mb": total_rss[0] / 2**20,
+        "ray_by_kind": {k: {"cpu_s": round(v[0], 1), "peak_mb": round(v[1] / 2**20), "n": v[2]}
+                        for k, v in by_kind.items()},
+    }))
 finally:
-    runner.close()
+    ray.shutdown()
 """
 
 
-def ray_run(root: Path, concurrency: int) -> dict[str, Any]:
+# Ray starts its workers at the raylet's niceness plus 15 (its worker_niceness): on a machine shared
+# with processes at nice 0, a bench at nice 10 had workers at 19, starved for minutes at a time (the
+# 1M run stalled at 37 %). The workers keep the bench's niceness unless RAY_worker_niceness says.
+WORKER_NICENESS, NICENESS_VAR = "0", "RAY_worker_niceness"
+
+
+def ray_run(root: Path, concurrency: int, cpus: int = 2, store_mb: int = 1024) -> dict[str, Any]:
     """RayRunner.run over requests.jsonl against a FakeOpenAI on loopback (in a process of its own)."""
     results = root / "ray-results.jsonl"
+    os.environ.setdefault(NICENESS_VAR, WORKER_NICENESS)
+    # Under load (40 runnable processes on 2 cores) the raylet took longer than Ray's 60 s to register.
+    os.environ.setdefault("RAY_raylet_start_wait_time_s", "600")
     with ServerProcess(serve_fake_openai) as server:
         args = [sys.executable, "-c", RAY_STEP, str(root / "batch" / REQUESTS_FILE), str(results)]
-        wall, peak, cpu, said = measured([*args, server.url, str(concurrency)], root)
+        sizes = [str(concurrency), str(cpus), str(store_mb)]
+        wall, peak, cpu, said = measured([*args, server.url, *sizes], root)
         served = server.ask("count")
-    timings = json.loads(next(line for line in said.splitlines() if line.startswith('{"ray_start_s"')))
+    timings = json.loads(next(line for line in said.splitlines() if line.startswith('{"ray_run_s"')))
     lines = sum(1 for _ in results.open("rb"))
     errors = sum(1 for line in results.open("rb") if b'"response":null' in line)
     return {
         "ray_s": wall,
         **timings,
         "ray_calls_per_s": timings["ray_run_s"] and served["requests"] / timings["ray_run_s"],
-        "ray_cpu_s": cpu,
-        "ray_peak_mb": peak / 2**20,
+        "ray_waited_cpu_s": cpu,
+        "ray_waited_peak_mb": peak / 2**20,
         "ray_lines": lines,
         "ray_errors": errors,
+        "ray_results_mb": results.stat().st_size / 2**20,
+        "ray_worker_niceness": os.environ[NICENESS_VAR],
         "server_requests": served["requests"],
         "server_cpu_s": served["cpu_s"],
+    }
+
+
+EXPORT_STEP = (
+    "import sys; from pathlib import Path; from bench.batch_million import write_export; "
+    "write_export(Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))"
+)
+
+
+def exported(root: Path, calls: int, chars: int) -> dict[str, Any]:
+    """The export's two files written in a process of its own: its wall, CPU and peak."""
+    step = [sys.executable, "-c", EXPORT_STEP, str(root), str(calls), str(chars)]
+    wall, peak, cpu, _ = measured(step, root)
+    folder = root / "batch"
+    return {
+        "export_s": wall,
+        "export_cpu_s": cpu,
+        "export_calls_per_s": calls / wall,
+        "export_peak_mb": peak / 2**20,
+        "manifest_mb": (folder / MANIFEST_FILE).stat().st_size / 2**20,
+        "requests_mb": (folder / REQUESTS_FILE).stat().st_size / 2**20,
     }
 
 
@@ -185,13 +275,11 @@ def ingest_run(root: Path, calls: int) -> dict[str, Any]:
     }
 
 
-def ingested(root: Path, calls: int, code: Path = ROOT) -> dict[str, Any]:
+def ingested(root: Path, calls: int, code: Path = ROOT, results: str = "results.jsonl") -> dict[str, Any]:
     """`judgeloop batch ingest` of the answers in a process of its own, into an empty local cache."""
     shutil.rmtree(root / ".judgeloop", ignore_errors=True)
     cli = [sys.executable, "-m", "pipeline.tools.cli"]
-    wall, peak, cpu, said = measured(
-        [*cli, "batch", "ingest", "results.jsonl", "--folder", "batch"], root, code
-    )
+    wall, peak, cpu, said = measured([*cli, "batch", "ingest", results, "--folder", "batch"], root, code)
     if f"{calls} replies stored" not in said:
         raise click.ClickException(f"ingest did not store every reply: {said[-2000:]}")
     return {
@@ -199,6 +287,7 @@ def ingested(root: Path, calls: int, code: Path = ROOT) -> dict[str, Any]:
         "ingest_cpu_s": cpu,
         "ingest_calls_per_s": calls / wall,
         "ingest_peak_mb": peak / 2**20,
+        "cache_mb": sum(f.stat().st_size for f in (root / ".judgeloop").rglob("*") if f.is_file()) / 2**20,
     }
 
 
@@ -218,9 +307,19 @@ def compare(root: Path, calls: int, against: Path, pairs: int) -> list[dict[str,
 @click.command()
 @click.option("--calls", "sizes", type=int, multiple=True, help="An export of this many calls (repeatable).")
 @click.option(
+    "--prompt-chars", type=int, default=20_000, show_default=True, help="The transcript in each prompt."
+)
+@click.option(
     "--ray", "with_ray", is_flag=True, help="Also answer it with the Ray runner (slow: Ray's start)."
 )
 @click.option("--concurrency", type=int, default=4, show_default=True, help="Ray: requests at once.")
+@click.option("--ray-cpus", type=int, default=2, show_default=True, help="Ray: the local Ray's CPUs.")
+@click.option("--object-store-mb", type=int, default=1024, show_default=True, help="Ray: its object store.")
+@click.option(
+    "--ingest-ray",
+    is_flag=True,
+    help="Ingest the Ray runner's results (export, run, ingest), not the fake answers.",
+)
 @click.option("--no-ingest", is_flag=True, help="Skip the fake answers and the ingest (with --ray).")
 @click.option(
     "--against",
@@ -228,35 +327,52 @@ def compare(root: Path, calls: int, against: Path, pairs: int) -> list[dict[str,
     help="Then ingest the same answers with this checkout's code and this one's, alternately (--pairs).",
 )
 @click.option("--pairs", type=int, default=2, show_default=True, help="With --against: how many pairs.")
+@click.option(
+    "--dir", "parent", type=click.Path(file_okay=False, path_type=Path), help="Where the temp folders go."
+)
+@click.option(
+    "--reuse",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="A kept folder whose export (one size) is used as it is, and kept.",
+)
+@click.option("--keep", is_flag=True, help="Keep the folders (their paths are printed).")
 def main(
     sizes: tuple[int, ...],
+    prompt_chars: int,
     with_ray: bool,
     concurrency: int,
+    ray_cpus: int,
+    object_store_mb: int,
+    ingest_ray: bool,
     no_ingest: bool,
     against: Path | None,
     pairs: int,
+    parent: Path | None,
+    reuse: Path | None,
+    keep: bool,
 ) -> None:
     for calls in sizes or (10_000,):
-        root = Path(tempfile.mkdtemp(prefix="judgeloop-batch-"))
+        root = reuse or Path(tempfile.mkdtemp(prefix="judgeloop-batch-", dir=parent))
         try:
-            started = time.perf_counter()
-            write_export(root, calls)
-            row: dict[str, Any] = {
-                "calls": calls,
-                "manifest_mb": (root / "batch" / MANIFEST_FILE).stat().st_size / 2**20,
-                "write_export_s": time.perf_counter() - started,
-                "load_before": os.getloadavg(),
-            }
-            if not no_ingest:
+            row: dict[str, Any] = {"calls": calls, "prompt_chars": prompt_chars, "root": str(root)}
+            row["load_before"] = os.getloadavg()
+            if reuse is None:
+                row.update(exported(root, calls, prompt_chars))
+            click.echo(json.dumps(row), err=True)
+            if not no_ingest and not ingest_ray:
                 row.update(ingest_run(root, calls))
             if with_ray:
-                row.update(ray_run(root, concurrency))
+                row.update(ray_run(root, concurrency, ray_cpus, object_store_mb))
+                click.echo(json.dumps(row), err=True)
+            if ingest_ray:
+                row.update(ingested(root, calls, results="ray-results.jsonl"))
             if against is not None and not no_ingest:
                 row["pairs"] = compare(root, calls, against.resolve(), pairs)
             row["load_after"] = os.getloadavg()
             click.echo(json.dumps(row))
         finally:
-            shutil.rmtree(root, ignore_errors=True)
+            if not (keep or reuse):
+                shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -176,7 +176,9 @@ class _Ingest:
     Streamed (issue 33): the results file is read twice, one line at a time, and never held. The
     first pass keeps a digest of each key's answer, to find the keys answered twice differently
     (neither is stored); the second checks each line and stores its reply at once. The manifest
-    keeps only where each request is (pipeline.tools.batch.manifest)."""
+    keeps only where each request is (pipeline.tools.batch.manifest); each key's answer digest
+    and whether it was stored are 17 bytes in two flat arrays at the key's slot, so that what
+    ingest holds per call besides the manifest does not grow with the results file's lines."""
 
     def __init__(self, params: EngineSettings, folder: Path, results: Path) -> None:
         self.identity = batch_identity(params)
@@ -189,31 +191,42 @@ class _Ingest:
         self.altered = exported_intact(folder, self.requests, params)
         self.results = results
         self.outcome = Ingested()
-        self.digests: dict[str, bytes] = {}  # key -> its first answer's digest
-        self.twice: set[str] = set()  # keys answered twice, differently
+        slots = self.requests.slots
+        self.digests = bytearray(_DIGEST_BYTES * slots)  # at a key's slot: its first answer's digest
+        self.answered = bytearray(slots)  # at a key's slot: 1 once it has that digest
+        self.done = bytearray(slots)  # at a key's slot: 1 once its answer was taken
+        self.twice: set[str] = set()  # keys answered twice, differently (a job's fault: few)
+
+    def _first_digest(self, key: str) -> bytes:
+        at = _DIGEST_BYTES * self.requests.slot(key)
+        return bytes(self.digests[at : at + _DIGEST_BYTES])
 
     def first_pass(self) -> None:
         for _, entry in objects(self.results):
             key = entry.get("custom_id") if isinstance(entry, dict) else None
             if isinstance(key, str) and key in self.requests:
-                digest = _digest(entry)
-                if self.digests.setdefault(key, digest) != digest:
+                slot, digest = self.requests.slot(key), _digest(entry)
+                if not self.answered[slot]:
+                    self.answered[slot] = 1
+                    self.digests[_DIGEST_BYTES * slot : _DIGEST_BYTES * (slot + 1)] = digest
+                elif self._first_digest(key) != digest:
                     self.twice.add(key)
 
-    def line(self, number: int, entry: Any, store: CallStore, done: set[str]) -> None:
+    def line(self, number: int, entry: Any, store: CallStore) -> None:
         where = f"{self.results}:{number}"
         key = self._exported_key(where, entry)
         if key is None:
             return
         if key in self.twice:
-            if _digest(entry) != self.digests[key]:
+            if _digest(entry) != self._first_digest(key):
                 self.outcome.refused.append(
                     f"{where}: {key} is answered twice, differently: neither is stored"
                 )
             return
-        if key in done:
+        slot = self.requests.slot(key)
+        if self.done[slot]:
             return  # the same answer again: one answer
-        done.add(key)
+        self.done[slot] = 1
         record = self._answer(where, key, entry)
         if record is None:
             return
@@ -262,9 +275,13 @@ class _Ingest:
         return CallRecord.new(self.identity, request, reply)
 
 
+_DIGEST_BYTES = 16
+
+
 def _digest(entry: Any) -> bytes:
     """An answer's digest: two lines that parse to the same JSON have the same one."""
-    return hashlib.blake2b(orjson.dumps(entry, option=orjson.OPT_SORT_KEYS), digest_size=16).digest()
+    canonical = orjson.dumps(entry, option=orjson.OPT_SORT_KEYS)
+    return hashlib.blake2b(canonical, digest_size=_DIGEST_BYTES).digest()
 
 
 def ingest(params: EngineSettings, results: Path, folder: Path = DEFAULT_FOLDER) -> Ingested:
@@ -279,9 +296,8 @@ def ingest(params: EngineSettings, results: Path, folder: Path = DEFAULT_FOLDER)
     store = CallStore(Path(params.cache.dir))
     try:
         reading.first_pass()
-        done: set[str] = set()
         for number, entry in objects(results):
-            reading.line(number, entry, store, done)
+            reading.line(number, entry, store)
         return reading.outcome
     finally:
         store.close()

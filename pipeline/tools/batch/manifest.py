@@ -78,7 +78,11 @@ class Manifest:
     Each key keeps, packed in one bytes object (about 50 bytes a key, a million keys in tens of
     MB): its line's number and offset, the digest of the line as checked, and, when a body maker is
     given (ingest's openai backend), the digest of the requests.jsonl line export writes for it, so
-    that `exported_intact` compares each requests line as bytes, not as parsed JSON."""
+    that `exported_intact` compares each requests line as bytes, not as parsed JSON.
+
+    A key's line number is its slot (`slot`, below `slots`): what ingest keeps per key besides
+    (seen, stored, its answer's digest) is a few bytes in flat arrays indexed by it, never a
+    second set or dict of keys (issue 33: those were 400 bytes a call, 400 MB at a million)."""
 
     def __init__(
         self,
@@ -93,6 +97,7 @@ class Manifest:
                 f"{self.path}: no manifest there. Fix: run `judgeloop batch export` (into {folder}) first."
             )
         self._lines: dict[str, bytes] = {}
+        self.slots = 0  # every slot is below it: the last line's number, plus one
         offset = 0
         try:
             for number, raw in bounded_lines(self.path):  # a line past the bound is never read whole
@@ -100,6 +105,7 @@ class Manifest:
                     key, request = self._checked(number, raw)
                     exported = _line_digest(request_line(key, request_body(request))) if request_body else b""
                     self._lines[key] = _PLACE.pack(number, offset) + _line_digest(raw) + exported
+                    self.slots = number + 1
                 offset += len(raw) + 1  # and its b"\n" (the last line's, if missing, is never needed)
         except LineTooLong as exc:
             raise CorruptRecordError(
@@ -146,6 +152,11 @@ class Manifest:
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._lines)
+
+    def slot(self, key: str) -> int:
+        """The key's place in flat per-key arrays of `slots` entries: its line's number."""
+        number: int = _PLACE.unpack_from(self._lines[key])[0]
+        return number
 
     def request(self, key: str) -> ChatRequest:
         """The request exported under `key`, read back: the same bytes as the line checked when the
@@ -203,20 +214,20 @@ def exported_intact(folder: Path, manifest: Manifest, params: EngineSettings) ->
     are the expected line's); any other is parsed and compared to the body its request makes."""
     path = folder / REQUESTS_FILE
     problems: dict[str, str] = {}
-    seen: set[str] = set()
+    seen = bytearray(manifest.slots)  # 1 where requests.jsonl has the key's line: a byte a key
     backend = OpenAICompatBackend(params.llm)
     try:
         for number, raw in _raw_lines(path) if path.is_file() else iter(()):
             if raw.startswith(_KEY_START):
                 said = raw[len(_KEY_START) : raw.find(b'"', len(_KEY_START))].decode("ascii", "replace")
                 if said in manifest and _line_digest(raw) == manifest.exported_digest(said):
-                    seen.add(said)
+                    seen[manifest.slot(said)] = 1
                     continue
             entry = _parsed(raw)
             key = entry.get("custom_id") if isinstance(entry, dict) else None
             if not isinstance(key, str) or key not in manifest:
                 continue  # a line for no exported key asks nothing that could be stored
-            seen.add(key)
+            seen[manifest.slot(key)] = 1
             body = backend.request_body(manifest.request(key))
             if entry != {"custom_id": key, "method": "POST", "url": BATCH_URL, "body": body}:
                 problems[key] = (
@@ -225,7 +236,7 @@ def exported_intact(folder: Path, manifest: Manifest, params: EngineSettings) ->
     finally:
         backend.close()
     for key in manifest:
-        if key not in seen:
+        if not seen[manifest.slot(key)]:
             problems[key] = f"{path} has no line for {key}, which the manifest lists"
     return problems
 
