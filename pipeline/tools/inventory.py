@@ -150,6 +150,9 @@ def _stage_calls(
         yield path, line_number, call
 
 
+stage_calls = _stage_calls  # one stage's recorded_calls (cache verify, a stage it cannot stream)
+
+
 def recorded_keys(root: Path, problems: list[str], memo: VerifiedMemo | None = None) -> set[str]:
     """The keys of every recorded call under `root`, as recorded_calls finds them, from each stage's
     verified lines (pipeline.llm.recordings.stage_index): a recording the memo says was verified in
