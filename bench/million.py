@@ -31,15 +31,18 @@ Results measured on the 2-core shared machine are in bench/README.md.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
 import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -54,23 +57,73 @@ from pipeline.testing.synthetic import FIRST_ITEM, audit_one_judgement, items_fo
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def measured(args: list[str], cwd: Path, code: Path = ROOT) -> tuple[float, int, str, float]:
+def measured(
+    args: list[str], cwd: Path, code: Path = ROOT, limit_mb: int | None = None
+) -> tuple[float, int, str, float]:
     """Run a command (judgeloop's code from `code`); its wall time (s), peak memory (bytes), stdout's
-    last line and CPU time (s, user and system: on a shared, loaded machine the figure to compare)."""
+    last line and CPU time (s, user and system: on a shared, loaded machine the figure to compare).
+    With `limit_mb`, the command is killed once its resident memory passes that (a step at 1M
+    calls that would take the shared machine's memory); the exception says how far it got."""
     env = {**os.environ, "PYTHONPATH": str(code)}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     started = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         process = subprocess.Popen(args, cwd=cwd, env=env, stdout=out, stderr=err)
+        killed = _watch(process, limit_mb) if limit_mb else threading.Event()
         _, status, usage = os.wait4(process.pid, 0)
         elapsed = time.perf_counter() - started
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
+    cpu = usage.ru_utime + usage.ru_stime
+    if killed.is_set():
+        raise click.ClickException(
+            f"{' '.join(args)} killed past {limit_mb} MB resident: {elapsed:.1f} s wall, {cpu:.1f} s CPU, "
+            f"peak {usage.ru_maxrss / 1024:,.0f} MB"
+        )
     if os.waitstatus_to_exitcode(status) != 0:
         raise click.ClickException(f"{' '.join(args)} failed:\n{stdout[-2000:]}\n{stderr[-2000:]}")
     lines = stdout.strip().splitlines()
-    return elapsed, usage.ru_maxrss * 1024, lines[-1] if lines else "", usage.ru_utime + usage.ru_stime
+    return elapsed, usage.ru_maxrss * 1024, lines[-1] if lines else "", cpu
+
+
+def _watch(process: subprocess.Popen[bytes], limit_mb: int) -> threading.Event:
+    """A thread that kills `process` once its resident memory (VmRSS) passes `limit_mb`; the event
+    is set when it did."""
+    killed = threading.Event()
+    # A pidfd names this very process: once it is reaped, a reused pid is never signalled.
+    pidfd = os.pidfd_open(process.pid)
+
+    def watch() -> None:
+        # Not process.poll(): it would reap the child before the caller's wait4 reads its usage.
+        try:
+            while _resident_kb(process.pid) <= limit_mb * 1024:
+                time.sleep(0.5)
+            killed.set()
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        except _Ended:
+            pass
+        finally:
+            os.close(pidfd)
+
+    threading.Thread(target=watch, daemon=True).start()
+    return killed
+
+
+def _resident_kb(pid: int) -> int:
+    """The process's VmRSS (kB); _Ended once it has ended (a zombie has none)."""
+    try:
+        fields = Path(f"/proc/{pid}/status").read_text().split("VmRSS:")
+    except OSError:
+        fields = []
+    if len(fields) < 2:
+        raise _Ended
+    return int(fields[1].split()[0])
+
+
+class _Ended(Exception):
+    pass
 
 
 def progress(name: str, wall: float, peak: int, cpu: float) -> None:
@@ -330,9 +383,16 @@ def plain_status_size(root: Path, calls_wanted: int, chars: int) -> dict[str, An
     return row | plain_cases(root, items)
 
 
-def plain_cases(root: Path, items: int, code: Path = ROOT) -> dict[str, Any]:
+def plain_cases(
+    root: Path,
+    items: int,
+    code: Path = ROOT,
+    only: tuple[str, ...] = (),
+    limit_mb: int | None = None,
+) -> dict[str, Any]:
     """The three cases of plain status in a project plain_status_size made (judgeloop's code from
-    `code`): `dvc status` and `judgeloop status --offline`, each with its change made and undone."""
+    `code`), or those `only` names: `dvc status` and `judgeloop status --offline`, each with its
+    change made and undone (each step killed past `limit_mb` of resident memory, if given)."""
     dvc = [sys.executable, "-m", "dvc"]
     # -P: the project holds a copy of pipeline/ (its stages' code deps); `python -m` would put the
     # project first on sys.path and run that copy, whatever `code` says.
@@ -345,10 +405,12 @@ def plain_cases(root: Path, items: int, code: Path = ROOT) -> dict[str, Any]:
         "judge_param": (root / "params.yaml", "num_predict: 96", "num_predict: 97"),
     }
     for case, (path, old, new) in cases.items():
+        if only and case not in only:
+            continue
         before = _changed(path, old, new) if old else None
         try:
             for step, args in (("dvc", [*dvc, "status"]), ("status", status)):
-                wall, peak, last, cpu = measured(args, root, code)
+                wall, peak, last, cpu = measured(args, root, code, limit_mb)
                 row.update({f"{case}_{step}_s": wall, f"{case}_{step}_rss": peak, f"{case}_{step}_cpu": cpu})
                 row[f"{case}_{step}_said"] = last
         finally:
@@ -388,14 +450,54 @@ def plain_table(rows: list[dict[str, Any]]) -> str:
 @click.argument("root", type=click.Path(file_okay=False, exists=True, path_type=Path))
 @CODE_OPTION
 @click.option("--calls", type=int, required=True, help="The run's calls (as recorded), for the table.")
-def plain_cases_command(root: Path, code: Path, calls: int) -> None:
-    """Only the three plain-status cases, on a project kept by `plain-status --keep` (ROOT: its
-    calls-N folder): for a before/after on the same project."""
+@click.option(
+    "--case", "only", type=click.Choice(PLAIN_CASES), multiple=True, help="Only this case (repeatable)."
+)
+@click.option("--repeat", type=int, default=1, show_default=True)
+@click.option("--limit-mb", type=int, help="Kill a step past this resident memory (MB).")
+def plain_cases_command(
+    root: Path, code: Path, calls: int, only: tuple[str, ...], repeat: int, limit_mb: int | None
+) -> None:
+    """Only the plain-status cases, on a project kept by `plain-status --keep` (ROOT: its calls-N
+    folder): for a before/after on the same project, or a measurement at 1M calls."""
     items = sum(1 for _ in (root / "data").glob("*_P"))
-    row = plain_cases(root, items, code.resolve())
-    row["calls"] = calls
-    click.echo(json.dumps(row), err=True)
-    click.echo(plain_table([row]))
+    for _ in range(repeat):
+        row = plain_cases(root, items, code.resolve(), only, limit_mb)
+        row["calls"] = calls
+        click.echo(json.dumps(row), err=True)
+        for case in only or PLAIN_CASES:
+            for step in ("dvc", "status"):
+                key = f"{case}_{step}"
+                click.echo(
+                    f"{key:<20} CPU {row[f'{key}_cpu']:7.2f} s  wall {row[f'{key}_s']:7.2f} s  "
+                    f"peak {row[f'{key}_rss'] / 2**20:6.0f} MB  said: {row[f'{key}_said']}",
+                    err=True,
+                )
+        if not only:
+            click.echo(plain_table([row]))
+
+
+@main.command("checks")
+@click.argument("root", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@CODE_OPTION
+@click.option("--step", "only", type=click.Choice(("verify", "gc", "report")), multiple=True)
+@click.option("--repeat", type=int, default=1, show_default=True)
+@click.option("--limit-mb", type=int, help="Kill a step past this resident memory (MB).")
+def checks_command(root: Path, code: Path, only: tuple[str, ...], repeat: int, limit_mb: int | None) -> None:
+    """`cache verify`, `cache gc` and the report (the paper's aggregate stage) on a kept run (ROOT:
+    its calls-N folder): CPU s, wall s and peak MB each."""
+    # -P: a DVC project made by paper_dvc_project holds a copy of pipeline/ and stages/.
+    steps = {
+        "verify": [sys.executable, "-P", "-m", "pipeline.tools.cli", "cache", "verify"],
+        "gc": [sys.executable, "-P", "-m", "pipeline.tools.cli", "cache", "gc"],
+        "report": [sys.executable, "-P", "-m", "stages", "paper", "aggregate"],
+    }
+    for name, args in steps.items():
+        for _ in range(repeat if not only or name in only else 0):
+            wall, peak, last, cpu = measured(args, root, code.resolve(), limit_mb)
+            click.echo(
+                f"{name:<8} CPU {cpu:7.2f} s  wall {wall:7.2f} s  peak {peak / 2**20:6.0f} MB  said: {last}"
+            )
 
 
 @main.command("plain-status")

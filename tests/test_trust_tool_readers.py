@@ -120,3 +120,26 @@ def test_a_plot_s_csv_that_is_not_utf8_or_holds_huge_values_is_drawn_or_refused_
         (None, "mean", "n"),
     ):
         assert plot_svg(read_rows(path), x=x, y=y, title="t", template=template).startswith("<svg")
+
+
+def test_a_run_summary_longer_than_a_line_is_read_and_one_past_its_own_cap_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run summary lists every key of its stage's run (22 MB for the judge stage at a million
+    calls): past a recording line's bound, it is still read; past MAX_SUMMARY_BYTES it is refused."""
+    import json
+
+    from pipeline.llm.bounds import MAX_LINE_BYTES
+    from pipeline.tools import inventory
+
+    runs = tmp_path / ".judgeloop" / "runs"
+    runs.mkdir(parents=True)
+    keys = {f"{i:064x}": "hit" for i in range(MAX_LINE_BYTES // 60 + 1)}
+    summary = {"stage": "judge", "mode": "replay", "hits": len(keys), "model_calls": 0, "replay_misses": 0}
+    (runs / "judge.json").write_text(json.dumps({**summary, "keys": keys}))
+    assert (runs / "judge.json").stat().st_size > MAX_LINE_BYTES
+    params = SimpleNamespace(cache=SimpleNamespace(dir=str(tmp_path / ".judgeloop" / "cache")))
+    assert len(read_runs(params)["judge"].keys) == len(keys)  # type: ignore[arg-type]
+    monkeypatch.setattr(inventory, "MAX_SUMMARY_BYTES", MAX_LINE_BYTES)
+    with pytest.raises(click.ClickException, match=r"judge.json: not a run summary.*far more than"):
+        read_runs(params)  # type: ignore[arg-type]

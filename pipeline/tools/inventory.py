@@ -17,7 +17,7 @@ import orjson
 
 from pipeline.errors import JudgeloopError
 from pipeline.experiments.params import Params
-from pipeline.llm.bounds import MAX_LINE_BYTES, depth_problem
+from pipeline.llm.bounds import depth_problem
 from pipeline.llm.cache.store import CallStore, ForeignKey
 from pipeline.llm.recordings import text as recordings
 from pipeline.llm.recordings.pins import Pins
@@ -37,6 +37,13 @@ class RunSummary:
     model_calls: int
     replay_misses: int
     keys: dict[str, str]  # key -> "hit" | "miss"
+
+
+# A run summary lists every key of the stage's last run, about 50 bytes a call: 22 MB for the
+# judge stage at a million calls, past the bound of one recording line (pipeline.llm.bounds
+# .MAX_LINE_BYTES) that used to cap it (issue 33: gc failed there). This cap still refuses a file
+# no run wrote: 256 MiB is about five million calls in one stage.
+MAX_SUMMARY_BYTES = 256 << 20
 
 
 def runs_dir(params: Params) -> Path:
@@ -61,7 +68,7 @@ def _summary(path: Path) -> RunSummary:
     """One summary, bounded and typed before use (pipeline.llm.bounds): orjson refuses a lone
     surrogate and nesting past 1,024 levels, where json raised RecursionError; every field has the
     type LLMSession.close writes, since the commands count and print them."""
-    if (size := path.stat().st_size) > MAX_LINE_BYTES:
+    if (size := path.stat().st_size) > MAX_SUMMARY_BYTES:
         raise ValueError(f"{size:,} bytes, far more than a run summary")
     raw = orjson.loads(path.read_bytes())
     if not isinstance(raw, dict):
@@ -148,6 +155,9 @@ def _stage_calls(
         else:
             call = call.current()  # under today's key recipe, as the pipeline reads it
         yield path, line_number, call
+
+
+stage_calls = _stage_calls  # one stage's recorded_calls (cache verify, a stage it cannot stream)
 
 
 def recorded_keys(root: Path, problems: list[str], memo: VerifiedMemo | None = None) -> set[str]:

@@ -37,6 +37,7 @@ from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.terminal import echo
 from pipeline.llm.types import CallContext
 from pipeline.tools.cache.merge import Prefer, merge_into
+from pipeline.tools.cache.verified_stages import stage_entries
 from pipeline.tools.inventory import (
     local_records,
     open_store,
@@ -44,6 +45,7 @@ from pipeline.tools.inventory import (
     recorded_calls,
     recorded_keys,
     runs_dir,
+    stage_calls,
 )
 
 UNRECORDED_STAGE = "unrecorded"
@@ -232,7 +234,7 @@ def verify(ctx: click.Context, repair: bool) -> None:
     echo("all records verify")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Recorded:
     """What verify keeps of a trusted recorded call: where it is, and digests of it (its checksum
     covers the whole verified record; the reply's text digest says what differs)."""
@@ -249,17 +251,29 @@ class RecordedScan:
     problems: list[str] = field(default_factory=list)
 
 
+def _recorded(path: Path, line: int, record: CallRecord) -> Recorded:
+    return Recorded(path, line, record.checksum, content_digest(record.reply.text))
+
+
 def recorded_checksums(root: Path, pins: Pins | None) -> tuple[dict[str, Recorded], RecordedScan]:
-    """Every trusted recorded call's key -> Recorded (the first in stage order), streamed; the count
-    of calls read and every problem found."""
+    """Every trusted recorded call's key -> Recorded (the first in stage order), a stage at a time
+    through its placed lines (pipeline.tools.cache.verified_stages); a stage that cannot be trusted
+    whole is read tolerantly, for every problem; the count of calls read and every problem found."""
     found = RecordedScan()
-    untrusted: set[tuple[Path, int]] = set()
     recorded: dict[str, Recorded] = {}
-    for path, line, call in recorded_calls(root, found.problems, pins, untrusted):
-        found.calls += 1
-        if (path, line) not in untrusted and call.record.key not in recorded:
-            record = call.record
-            recorded[record.key] = Recorded(path, line, record.checksum, content_digest(record.reply.text))
+    for directory in recordings.stage_dirs(root):
+        streamed = stage_entries(root, directory, pins, _recorded)
+        if streamed is not None:
+            entries, found_calls = streamed
+            found.calls += found_calls
+            for key, entry in entries.items():
+                recorded.setdefault(key, entry)
+            continue
+        untrusted: set[tuple[Path, int]] = set()
+        for path, line, call in stage_calls(root, directory, found.problems, pins, untrusted):
+            found.calls += 1
+            if (path, line) not in untrusted and call.record.key not in recorded:
+                recorded[call.record.key] = _recorded(path, line, call.record)
     return recorded, found
 
 
