@@ -91,6 +91,27 @@ def test_a_spool_places_each_line_by_its_number_and_gives_back_its_bytes() -> No
     spool.close()
 
 
+def test_block_shards_are_the_ranges_of_the_ids_shard_of_gives() -> None:
+    """The blocks' shards taken from the sorted numbers are those shards.shard_of gives each id."""
+    import random
+    from array import array
+
+    from pipeline.llm.recordings import shards
+    from pipeline.llm.recordings.spool import block_shards
+
+    rng = random.Random(7)
+    chosen = [rng.getrandbits(64) for _ in range(300)]
+    edges = [0, 2**64 - 1, 1 << 60, (1 << 60) - 1, 0xA << 60, (0xB << 60) - 1]
+    numbers = array("Q", sorted({*chosen, *edges}))
+    expected: dict[str, list[int]] = {}
+    for number in numbers:
+        expected.setdefault(shards.shard_of(f"{number:016x}"), []).append(number)
+    got = {prefix: list(numbers[first:end]) for prefix, (first, end) in block_shards(numbers)}
+    assert got == expected and list(got) == sorted(expected)
+    assert list(block_shards(array("Q", [5]))) == [("0", (0, 1))]  # shards with no block: none
+    assert list(block_shards(array("Q"))) == []
+
+
 def test_block_lines_hold_ids_as_numbers_and_give_them_back_sorted_once() -> None:
     from pipeline.llm.recordings.spool import BlockLines
 
@@ -101,6 +122,10 @@ def test_block_lines_hold_ids_as_numbers_and_give_them_back_sorted_once() -> Non
     lines.setdefault(ids[0], 9)  # the first place stays
     assert ids[0] in lines and "0000000000000000" not in lines and len(lines) == 3
     assert lines.get(ids[0]) == 0 and lines.get("0000000000000001") is None
-    assert list(lines.ids({"0000000000000001", ids[1]})) == sorted([*ids, "0000000000000001"])
+    also = {BlockLines.number("0000000000000001"), BlockLines.number(ids[1])}
+    numbers = lines.numbers(also)
+    assert numbers.typecode == "Q"  # 8 bytes a block, not an id's text (issue 33)
+    assert [f"{n:016x}" for n in numbers] == sorted([*ids, "0000000000000001"])
+    assert lines.at(numbers[0]) is None and lines.at(BlockLines.number(ids[2])) == 2
     with pytest.raises(ValueError, match="not a block id"):
         lines.setdefault("ABCDEF0123456789", 1)  # upper case: no id blob_id makes
