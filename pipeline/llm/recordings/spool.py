@@ -25,6 +25,8 @@ from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from typing import IO
 
+from pipeline.llm.recordings.id_table import IdTable
+
 Place = int | str  # a line's number in the spool, or its text when UTF-8 cannot hold it
 
 
@@ -72,12 +74,13 @@ _HEX16 = re.compile(r"[0-9a-f]{16}")
 
 class BlockLines:
     """Each distinct block's line in a spool, by the block's id (pipeline.llm.recordings.text.blob_id:
-    16 lowercase hex digits), held as that id's number (36 bytes) rather than its text (65 bytes):
-    a recording being made holds about six blocks a judge call (issue 33). Sorting the numbers
-    sorts the ids (same length, same digits)."""
+    16 lowercase hex digits), held as that id's number in a packed table (IdTable: 24 to 48 bytes a
+    block, not a dict's 115 or its text's): a recording being made holds about six blocks a judge
+    call (issue 33). Sorting the numbers sorts the ids (same length, same digits)."""
 
     def __init__(self) -> None:
-        self._at: dict[int, Place] = {}
+        self._at = IdTable()  # id -> its line's number in the spool
+        self._text: dict[int, str] = {}  # id -> its line as text, where UTF-8 could not hold it
 
     @staticmethod
     def number(blob: str) -> int:
@@ -86,28 +89,52 @@ class BlockLines:
         return int(blob, 16)
 
     def __contains__(self, blob: str) -> bool:
-        return self.number(blob) in self._at
+        number = self.number(blob)
+        return number in self._at or number in self._text
 
     def __len__(self) -> int:
-        return len(self._at)
+        return len(self._at) + len(self._text)
 
     def setdefault(self, blob: str, place: Place) -> None:
-        self._at.setdefault(self.number(blob), place)
+        """Keep `place` for `blob` unless it has one already."""
+        number = self.number(blob)
+        if number in self._text or (isinstance(place, str) and number in self._at):
+            return
+        if isinstance(place, str):
+            self._text[number] = place
+        else:
+            self._at.setdefault(number, place)
 
     def get(self, blob: str) -> Place | None:
-        return self._at.get(self.number(blob))
+        return self.at(self.number(blob))
 
     def at(self, number: int) -> Place | None:
         """The line of the block whose id is `number` (as `number` gives it)."""
-        return self._at.get(number)
+        text = self._text.get(number)
+        return text if text is not None else self._at.get(number)
 
     def numbers(self, also: Iterable[int] = ()) -> array[int]:
         """Every id held and every id in `also` (as numbers), once each, sorted: 8 bytes a block, not
-        a string each (a million-call stage holds hundreds of thousands; issue 33)."""
-        merged = list(self._at)
-        merged.extend(number for number in also if number not in self._at)
-        merged.sort()
-        return array("Q", merged)
+        a string each (a million-call stage holds millions; issue 33)."""
+        merged = array("Q", self._at)
+        merged.extend(self._text)
+        merged.extend(number for number in also if number not in self._at and number not in self._text)
+        return sorted_numbers(merged)
+
+
+SORT_IN_NUMPY_AT = 1 << 16  # more numbers than this are sorted without a Python int each
+
+
+def sorted_numbers(numbers: array[int]) -> array[int]:
+    """An array("Q")'s numbers, sorted, in an array("Q"): a large one sorted by numpy in place of a
+    list of ints (44 bytes a number, at the moment the recording run's memory peaks)."""
+    if len(numbers) <= SORT_IN_NUMPY_AT:
+        return array("Q", sorted(numbers))
+    import numpy  # (only for a large stage: its import is not every command's)
+
+    ordered = array("Q")
+    ordered.frombytes(numpy.sort(numpy.frombuffer(numbers, dtype=numpy.uint64)).tobytes())
+    return ordered
 
 
 def block_shards(numbers: array[int], digits: int = 1) -> Iterator[tuple[str, tuple[int, int]]]:
