@@ -227,10 +227,11 @@ class StageRecording:
         self._labels: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]] = {}
         self._lock = threading.Lock()
 
-    def add(self, call: RecordedCall, *, recorded: StageIndex | None = None) -> None:
+    def add(self, call: RecordedCall, *, recorded: StageIndex | None = None, key: str | None = None) -> None:
         """Add a call; `recorded`: the stage's own recording as read for this run, whose line this
-        call keeps if it records this very call."""
-        where = self._where(call)
+        call keeps if it records this very call; `key`: its record's key, as a string the caller holds
+        anyway (held here in place of the record's own copy)."""
+        where = self._where(call, call.record.key if key is None else key)
         if call.cache_hit or self._counting:
             with self._lock:
                 if where in self._made or where in self._kept:
@@ -251,12 +252,12 @@ class StageRecording:
             for blob, blob_place in blob_places.items():
                 self._blobs.setdefault(blob, blob_place)
 
-    def _where(self, call: RecordedCall) -> Where:
+    def _where(self, call: RecordedCall, key: str) -> Where:
         """The call's place in the order, its labels' tuple shared with every call of the same labels
         (a stage has a few: held once each, not once a call; issue 33)."""
         *head, labels, attempt = call.context.sort_key()
         labels = self._labels.setdefault(labels, labels)  # one step (tuples of str), so thread-safe
-        return (*head, labels, attempt, call.record.key)
+        return (*head, labels, attempt, key)
 
     def _keeps(self, where: Where, call: RecordedCall, recorded: StageIndex | None) -> bool:
         """Whether the call is kept as its line in `recorded` (then noted), not made again."""
