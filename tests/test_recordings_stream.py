@@ -148,7 +148,7 @@ def test_id_table_reads_as_a_dict_that_keeps_the_first_value(pairs: list[tuple[i
     same answers for every id set and for ids never set, across its growths (issue 33)."""
     from pipeline.llm.recordings.id_table import IdTable
 
-    table, model = IdTable(), {}
+    table, model = IdTable(), dict[int, int]()
     for number, value in pairs:
         assert table.setdefault(number, value) == model.setdefault(number, value)
     assert len(table) == len(model) and sorted(table) == sorted(model)
