@@ -9,34 +9,31 @@ a line at a time, through the same temporary-file-and-rename as before (pipeline
 bytes are the same as when it was held whole. A line that cannot be encoded (a lone surrogate) is
 kept as text, so that the write refuses it as it always did, leaving the old recording whole.
 
-A line's place is its number in the spool: where its bytes end is kept in an array (8 bytes a line),
-not an (offset, length) tuple (about 120 bytes a line with its two numbers): a recording holds a
-line for each call and for each distinct block, about three lines a call (issue 33).
+A line's place is its number in the spool: the lines lie in a pipeline.llm.line_file.LineFile, which
+keeps where each line's bytes end in an array (8 bytes a line), not an (offset, length) tuple (about
+120 bytes a line with its two numbers): a recording holds a line for each call and for each distinct
+block, about three lines a call (issue 33). A session's served calls are kept in the same store.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
-import threading
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
-from typing import IO
 
+from pipeline.llm.line_file import LineFile
 from pipeline.llm.recordings.id_table import IdTable
 
 Place = int | str  # a line's number in the spool, or its text when UTF-8 cannot hold it
 
 
 class Spool:
-    """Lines written to an unnamed temporary file (gone with the process), read back by place."""
+    """Lines written to an unnamed temporary file (gone with the process), read back by place
+    (pipeline.llm.line_file.LineFile, the same store as a session's served calls)."""
 
     def __init__(self) -> None:
-        self._file: IO[bytes] | None = None
-        self._ends = array("Q")  # where each line's bytes end in the file (the next one's start)
-        self._lock = threading.Lock()
+        self._lines = LineFile(prefix="judgeloop-recording-")
 
     def put(self, line: str) -> Place:
         """Keep one line (without its "\\n"); where it lies."""
@@ -44,29 +41,16 @@ class Spool:
             data = line.encode("utf-8")
         except UnicodeEncodeError:
             return line  # written as text: StageRecording.write's UTF-8 check names it
-        with self._lock:
-            if self._file is None:
-                self._file = tempfile.TemporaryFile(prefix="judgeloop-recording-")  # noqa: SIM115 (closed by close)
-            self._file.write(data)
-            self._ends.append((self._ends[-1] if self._ends else 0) + len(data))
-            return len(self._ends) - 1
+        return self._lines.append(data)
 
     def get(self, place: Place) -> str | bytes:
         """A line kept by put: its bytes (text only for a line UTF-8 could not hold)."""
         if isinstance(place, str):
             return place
-        with self._lock:
-            assert self._file is not None, "a place from this spool"
-            start = self._ends[place - 1] if place else 0
-            self._file.flush()
-            return os.pread(self._file.fileno(), self._ends[place] - start, start)
+        return self._lines.line(place)
 
     def close(self) -> None:
-        with self._lock:
-            if self._file is not None:
-                self._file.close()
-                self._file = None
-                self._ends = array("Q")
+        self._lines.close()
 
 
 _HEX16 = re.compile(r"[0-9a-f]{16}")
