@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline.errors import UnwritableTextError
 from pipeline.llm.recordings import text as recordings
@@ -91,6 +93,27 @@ def test_a_spool_places_each_line_by_its_number_and_gives_back_its_bytes() -> No
     spool.close()
 
 
+def test_block_shards_are_the_ranges_of_the_ids_shard_of_gives() -> None:
+    """The blocks' shards taken from the sorted numbers are those shards.shard_of gives each id."""
+    import random
+    from array import array
+
+    from pipeline.llm.recordings import shards
+    from pipeline.llm.recordings.spool import block_shards
+
+    rng = random.Random(7)
+    chosen = [rng.getrandbits(64) for _ in range(300)]
+    edges = [0, 2**64 - 1, 1 << 60, (1 << 60) - 1, 0xA << 60, (0xB << 60) - 1]
+    numbers = array("Q", sorted({*chosen, *edges}))
+    expected: dict[str, list[int]] = {}
+    for number in numbers:
+        expected.setdefault(shards.shard_of(f"{number:016x}"), []).append(number)
+    got = {prefix: list(numbers[first:end]) for prefix, (first, end) in block_shards(numbers)}
+    assert got == expected and list(got) == sorted(expected)
+    assert list(block_shards(array("Q", [5]))) == [("0", (0, 1))]  # shards with no block: none
+    assert list(block_shards(array("Q"))) == []
+
+
 def test_block_lines_hold_ids_as_numbers_and_give_them_back_sorted_once() -> None:
     from pipeline.llm.recordings.spool import BlockLines
 
@@ -101,6 +124,60 @@ def test_block_lines_hold_ids_as_numbers_and_give_them_back_sorted_once() -> Non
     lines.setdefault(ids[0], 9)  # the first place stays
     assert ids[0] in lines and "0000000000000000" not in lines and len(lines) == 3
     assert lines.get(ids[0]) == 0 and lines.get("0000000000000001") is None
-    assert list(lines.ids({"0000000000000001", ids[1]})) == sorted([*ids, "0000000000000001"])
+    also = {BlockLines.number("0000000000000001"), BlockLines.number(ids[1])}
+    numbers = lines.numbers(also)
+    assert numbers.typecode == "Q"  # 8 bytes a block, not an id's text (issue 33)
+    assert [f"{n:016x}" for n in numbers] == sorted([*ids, "0000000000000001"])
+    assert lines.at(numbers[0]) is None and lines.at(BlockLines.number(ids[2])) == 2
     with pytest.raises(ValueError, match="not a block id"):
         lines.setdefault("ABCDEF0123456789", 1)  # upper case: no id blob_id makes
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(st.integers(0, 2**64 - 1), st.integers(0, 40), st.just(2**64 - 1)),
+            st.integers(0, 2**62),
+        ),
+        max_size=400,
+    )
+)
+def test_id_table_reads_as_a_dict_that_keeps_the_first_value(pairs: list[tuple[int, int]]) -> None:
+    """IdTable (two arrays, open addressing, grown past two thirds) against a dict's setdefault: the
+    same answers for every id set and for ids never set, across its growths (issue 33)."""
+    from pipeline.llm.recordings.id_table import IdTable
+
+    table, model = IdTable(), dict[int, int]()
+    for number, value in pairs:
+        assert table.setdefault(number, value) == model.setdefault(number, value)
+    assert len(table) == len(model) and sorted(table) == sorted(model)
+    for number in [*model, 0, 1, 2**64 - 1, 12345]:
+        assert table.get(number) == model.get(number) and (number in table) == (number in model)
+    with pytest.raises(ValueError, match="not a 64-bit id"):
+        table.get(2**64)
+    with pytest.raises(ValueError, match="not a value"):
+        table.setdefault(5, -1)
+
+
+def test_block_lines_sorted_the_same_by_numpy_and_by_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large stage's ids are sorted by numpy, a small one's by sorted(): the same order either way,
+    a text place among them (a line UTF-8 cannot hold) kept as text."""
+    import random
+
+    from pipeline.llm.recordings import spool
+
+    rng = random.Random(3)
+    lines = spool.BlockLines()
+    ids = [f"{rng.getrandbits(64):016x}" for _ in range(500)] + ["0" * 16, "f" * 16]
+    for place, blob in enumerate(ids):
+        lines.setdefault(blob, place if place != 7 else "text\ud800")
+    also = {rng.getrandbits(64) for _ in range(50)}
+    by_python = lines.numbers(also)
+    monkeypatch.setattr(spool, "SORT_IN_NUMPY_AT", 0)
+    by_numpy = lines.numbers(also)
+    assert by_numpy == by_python and list(by_python) == sorted({*map(spool.BlockLines.number, ids), *also})
+    assert lines.get(ids[7]) == "text\ud800" and lines.get(ids[8]) == 8 and len(lines) == len(set(ids))
+    lines.setdefault(ids[7], 99)  # the first place stays, text or number
+    lines.setdefault(ids[8], "other")
+    assert lines.get(ids[7]) == "text\ud800" and lines.get(ids[8]) == 8

@@ -88,3 +88,21 @@ def test_holds_no_context() -> None:
         tracemalloc.stop()
     assert held < 5000 * 16 + 8192, held
     assert [s.context.label("metric") for s in log][1:] == [f"m{n}" for n in range(5000)]
+
+
+@settings(deadline=None)
+@given(st.lists(st.binary(max_size=300), max_size=40), st.data())
+def test_line_file_reads_back_any_range_as_appended(lines: list[bytes], data: st.DataObject) -> None:
+    """The store the served log and a recording's spool share (pipeline.llm.line_file): lines of
+    any bytes (empty ones, newlines inside) come back by number and by range, in one read each."""
+    from pipeline.llm.line_file import LineFile
+
+    store = LineFile(prefix="judgeloop-test-")
+    assert [store.append(line) for line in lines] == list(range(len(lines)))
+    assert len(store) == len(lines)
+    first = data.draw(st.integers(0, len(lines)))
+    end = data.draw(st.integers(0, len(lines)))
+    assert store.read(first, end) == lines[first:end]
+    assert [store.line(n) for n in range(len(lines))] == lines
+    store.close()
+    assert len(store) == 0 and store.read(0, 0) == []

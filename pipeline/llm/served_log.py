@@ -12,15 +12,12 @@ with it), so what is read back is what was written.
 
 from __future__ import annotations
 
-import os
-import tempfile
-import threading
-from array import array
 from collections.abc import Callable, Iterator
-from typing import IO, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import orjson
 
+from pipeline.llm.line_file import LineFile
 from pipeline.llm.records import ServedCall
 from pipeline.llm.types import CallContext
 
@@ -47,25 +44,19 @@ def _call(row: list[Any]) -> ServedCall:
 class LineLog(Generic[T]):
     """Things appended in order, each kept as one JSON line on disk (`encode`: the thing as a list
     orjson writes; `decode`: that list, read back, as the thing), read back in that order
-    (thread-safe). The dry run's calls are kept so as well (pipeline.tools.status.probe.DryLog)."""
+    (thread-safe; the lines are a pipeline.llm.line_file.LineFile). The dry run's calls are kept
+    so as well (pipeline.tools.status.probe.DryLog)."""
 
     def __init__(self, encode: Callable[[T], list[Any]], decode: Callable[[list[Any]], T]) -> None:
         self._encode = encode
         self._decode = decode
-        self._file: IO[bytes] | None = None
-        self._ends = array("Q")  # where each call's line ends in the file
-        self._lock = threading.Lock()
+        self._lines = LineFile(prefix="judgeloop-served-")
 
     def append(self, call: T) -> None:
-        line = orjson.dumps(self._encode(call))
-        with self._lock:
-            if self._file is None:
-                self._file = tempfile.TemporaryFile(prefix="judgeloop-served-")  # noqa: SIM115 (closed by close)
-            self._file.write(line)
-            self._ends.append((self._ends[-1] if self._ends else 0) + len(line))
+        self._lines.append(orjson.dumps(self._encode(call)))
 
     def __len__(self) -> int:
-        return len(self._ends)
+        return len(self._lines)
 
     def __iter__(self) -> Iterator[T]:
         """What was appended until now, in order (what is appended while this runs is not included)."""
@@ -73,30 +64,13 @@ class LineLog(Generic[T]):
 
     def rows(self) -> Iterator[list[Any]]:
         """The same, each as the list it was written as (cheaper where a part of it is enough)."""
-        with self._lock:
-            count = len(self._ends)
-            if self._file is not None:
-                self._file.flush()
-            fd = None if self._file is None else self._file.fileno()
+        count = len(self._lines)
         for first in range(0, count, READ_AT_ONCE):
-            yield from self._read(fd, first, min(count, first + READ_AT_ONCE))
-
-    def _read(self, fd: Any, first: int, end: int) -> Iterator[list[Any]]:
-        start = self._ends[first - 1] if first else 0
-        data = os.pread(fd, self._ends[end - 1] - start, start)
-        at = 0
-        for index in range(first, end):
-            length = self._ends[index] - start - at
-            yield orjson.loads(data[at : at + length])
-            at += length
+            yield from map(orjson.loads, self._lines.read(first, min(count, first + READ_AT_ONCE)))
 
     def close(self) -> None:
         """Let go of the file (the log reads as empty after this)."""
-        with self._lock:
-            if self._file is not None:
-                self._file.close()
-                self._file = None
-            self._ends = array("Q")
+        self._lines.close()
 
 
 class ServedLog(LineLog[ServedCall]):

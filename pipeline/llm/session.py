@@ -123,7 +123,10 @@ class LLMSession:
         # mode off), else the latest (a record is read back from the store when asked for).
         self._answered: Recent[CallRecord] = Recent(None if store is None or mode == "off" else RECENT)
         self._served: Recent[CallRecord] = Recent(RECENT)  # looked up and verified, in this session
-        self._asked: set[str] = set()  # keys this session resolved past the cache (sent, unless replay)
+        # Keys this session resolved past the cache (sent, unless replay), each to itself: the record
+        # made for it computes its key again, and the run summary and the recording hold this
+        # string, not a second one (issue 33: 85 bytes a call).
+        self._asked: dict[str, str] = {}
         self.served = ServedLog()  # every call served, on disk (see `calls`)
         self.recording = recordings.StageRecording(counting=dry_run)
         self.recorded_total: int | None = None  # the calls the stage's recording held once written
@@ -256,7 +259,7 @@ class LLMSession:
             if pending is None:
                 pending = Future()
                 self._inflight[key] = pending
-                self._asked.add(key)
+                self._asked[key] = key
         if not owner:
             # The same request is already on its way: wait for that reply instead of sending it twice.
             return self._log(RecordedCall(context=context, record=pending.result(), cache_hit=True))
@@ -383,9 +386,10 @@ class LLMSession:
                 self.stats.hits += 1
             else:
                 self.stats.model_calls += 1
-            self.stats.keys.setdefault(call.record.key, "hit" if call.cache_hit else "miss")
+            key = self._asked.get(call.record.key, call.record.key)  # (the string held already)
+            self.stats.keys.setdefault(key, "hit" if call.cache_hit else "miss")
         # A hit the stage's own recording holds keeps its line there (pipeline.llm.recordings.text).
-        self.recording.add(call, recorded=self._own_recording() if call.cache_hit else None)
+        self.recording.add(call, recorded=self._own_recording() if call.cache_hit else None, key=key)
         for observer in self._observers:
             observer(call)
         return call

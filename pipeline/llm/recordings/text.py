@@ -60,6 +60,7 @@ import hashlib
 import os
 import re
 import threading
+from array import array
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,7 +76,7 @@ from pipeline.llm.bounds import MAX_LINE_BYTES, depth_problem, long_line
 from pipeline.llm.files import TMP_SUFFIX, atomic_write_chunks, child, locked, refuse_links
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.recordings import layouts, shards
-from pipeline.llm.recordings.spool import BlockLines, Place, Spool
+from pipeline.llm.recordings.spool import BlockLines, Place, Spool, block_shards
 from pipeline.llm.recordings.verified_memo import IN_PROCESS, VerifiedMemo
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext
@@ -226,10 +227,11 @@ class StageRecording:
         self._labels: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]] = {}
         self._lock = threading.Lock()
 
-    def add(self, call: RecordedCall, *, recorded: StageIndex | None = None) -> None:
+    def add(self, call: RecordedCall, *, recorded: StageIndex | None = None, key: str | None = None) -> None:
         """Add a call; `recorded`: the stage's own recording as read for this run, whose line this
-        call keeps if it records this very call."""
-        where = self._where(call)
+        call keeps if it records this very call; `key`: its record's key, as a string the caller holds
+        anyway (held here in place of the record's own copy)."""
+        where = self._where(call, call.record.key if key is None else key)
         if call.cache_hit or self._counting:
             with self._lock:
                 if where in self._made or where in self._kept:
@@ -250,12 +252,12 @@ class StageRecording:
             for blob, blob_place in blob_places.items():
                 self._blobs.setdefault(blob, blob_place)
 
-    def _where(self, call: RecordedCall) -> Where:
+    def _where(self, call: RecordedCall, key: str) -> Where:
         """The call's place in the order, its labels' tuple shared with every call of the same labels
         (a stage has a few: held once each, not once a call; issue 33)."""
         *head, labels, attempt = call.context.sort_key()
         labels = self._labels.setdefault(labels, labels)  # one step (tuples of str), so thread-safe
-        return (*head, labels, attempt, call.record.key)
+        return (*head, labels, attempt, key)
 
     def _keeps(self, where: Where, call: RecordedCall, recorded: StageIndex | None) -> bool:
         """Whether the call is kept as its line in `recorded` (then noted), not made again."""
@@ -276,62 +278,65 @@ class StageRecording:
         with self._lock:
             return len(self._made) + len(self._kept)
 
-    def _chunks(self, order: list[tuple[Where, Source]], kept_blobs: set[str]) -> Iterator[str | bytes]:
-        """The recording's text, a line at a time: the calls in order, then every blob by id."""
-        recorded = self._recorded
-        for _, source in order:
-            kept = _kept_line(source)
-            if kept is not None:
-                assert recorded is not None
-                yield line_safe(recorded.line(kept)) + "\n"
-            else:
-                yield self._spool.get(source)
-                yield b"\n"
-        for blob in self._blobs.ids(kept_blobs):
-            place = self._blobs.get(blob)
-            if place is None:
-                assert recorded is not None
-                yield blob_line(blob, recorded.blobs[blob]) + "\n"
-            else:
-                yield self._spool.get(place)
-                yield b"\n"
+    def _source(self, where: Where) -> Source:
+        """Where the line of a call in the order comes from: made here wins over kept."""
+        place = self._made.get(where)
+        return _kept_source(self._kept[where]) if place is None else place
 
-    def _line(self, source: Source) -> bytes:
+    def _chunks(self, order: list[Where], blocks: array[int]) -> Iterator[str | bytes]:
+        """The recording's text, a line at a time: the calls in order, then every blob by id (a line
+        UTF-8 cannot hold stays text, for atomic_write_chunks to refuse, naming its line)."""
+        for where in order:
+            yield self._raw(self._source(where))
+            yield b"\n"
+        for number in blocks:
+            place = self._blobs.at(number)
+            yield self._raw(place) if place is not None else self._kept_blob(number)
+            yield b"\n"
+
+    def _raw(self, source: Source) -> str | bytes:
+        """A line without its "\\n": the recording's line kept, or the spool's."""
         kept = _kept_line(source)
         if kept is not None:
             assert self._recorded is not None
-            return (line_safe(self._recorded.line(kept)) + "\n").encode("utf-8")
-        line = self._spool.get(source)
+            return line_safe(self._recorded.line(kept))
+        return self._spool.get(source)
+
+    def _kept_blob(self, number: int) -> str:
+        assert self._recorded is not None
+        blob = f"{number:016x}"
+        return blob_line(blob, self._recorded.blobs[blob])
+
+    def _line(self, source: Source) -> bytes:
+        line = self._raw(source)
         return (line if isinstance(line, bytes) else line.encode("utf-8")) + b"\n"
 
-    def _blob_bytes(self, blob: str) -> bytes:
-        place = self._blobs.get(blob)
+    def _blob_bytes(self, number: int) -> bytes:
+        place = self._blobs.at(number)
         if place is not None:
             return self._line(place)
-        assert self._recorded is not None
-        return (blob_line(blob, self._recorded.blobs[blob]) + "\n").encode("utf-8")
+        return (self._kept_blob(number) + "\n").encode("utf-8")
 
-    def _write_shards(self, directory: Path, order: list[tuple[Where, Source]], kept_blobs: set[str]) -> None:
+    def _write_shards(self, directory: Path, order: list[Where], blocks: array[int]) -> None:
         """The stage's calls as shards by key and its blocks as shards by id (pipeline.llm.recordings.shards),
-        then its manifest, in one rename; beside each shard of calls, its table of items."""
+        then its manifest, in one rename; beside each shard of calls, its table of items. What is held
+        for it beyond the order is 4 bytes a call (its place in the order, by shard): a million-call
+        stage's (item, line) pairs and block ids as text were the recording run's peak (issue 33)."""
         from pipeline.llm.recordings import item_table  # (it reads recordings with this module)
 
-        calls: dict[str, list[tuple[str, Source]]] = {}  # by shard: each line's item, and the line
-        for where, source in order:
-            calls.setdefault(shards.shard_of(where[-1]), []).append((where[1], source))
-        blocks: dict[str, list[str]] = {}
-        for blob in self._blobs.ids(kept_blobs):
-            blocks.setdefault(shards.shard_of(blob), []).append(blob)
+        calls: dict[str, array[int]] = {}  # by shard: each of its calls' place in the order
+        for at, where in enumerate(order):
+            calls.setdefault(shards.shard_of(where[-1]), array("I")).append(at)
         before = set(os.listdir(directory))
         written: list[tuple[str, str]] = []
         tables: list[tuple[str, str]] = []  # each shard of calls' table of items, named last
         try:
             try:
-                for prefix, blobs in sorted(blocks.items()):
-                    chunks = (self._blob_bytes(blob) for blob in blobs)
+                for prefix, (first, end) in block_shards(blocks, shards.SHARD_DIGITS):
+                    chunks = (self._blob_bytes(blocks[at]) for at in range(first, end))
                     written.append(shards.write_shard(directory, "blocks", prefix, chunks))
-                for prefix, sources in sorted(calls.items()):
-                    lines = ((item, self._line(source)) for item, source in sources)
+                for prefix, places in sorted(calls.items()):
+                    lines = ((order[at][1], self._line(self._source(order[at]))) for at in places)
                     shard, table = item_table.write_calls(directory, prefix, lines)
                     written.append(shard)
                     tables.append(table)
@@ -371,12 +376,17 @@ class StageRecording:
                     if keep(call):
                         self.add(call)
             with self._lock:
-                kept = ((where, _kept_source(line)) for where, line in self._kept.items())
-                order: list[tuple[Where, Source]] = sorted([*self._made.items(), *kept])
-                kept_blobs: set[str] = set()
+                # The calls' places in the order, each once (a line made wins over one kept), sorted:
+                # 8 bytes a call beside what the recording already holds, not a tuple each.
+                order: list[Where] = list(self._made)
+                order.extend(where for where in self._kept if where not in self._made)
+                order.sort()
+                kept_blobs: set[int] = set()
                 if self._recorded is not None:
                     for index in self._kept.values():
-                        kept_blobs.update(blob_refs(self._recorded.line(index)))
+                        kept_blobs.update(map(BlockLines.number, blob_refs(self._recorded.line(index))))
+                blocks = self._blobs.numbers(kept_blobs)
+                del kept_blobs
             # A temporary file here now is a killed writer's: every live writer waits for the lock.
             for pattern in (
                 f".{CALLS_FILE}.*{TMP_SUFFIX}",
@@ -388,9 +398,9 @@ class StageRecording:
                     stale.unlink(missing_ok=True)
             shards.clear_killed_writer(directory, holding_lock=True)  # its shards, named in a warning
             if len(order) > shards.SHARD_AT:
-                self._write_shards(directory, order, kept_blobs)
+                self._write_shards(directory, order, blocks)
             else:
-                atomic_write_chunks(directory / CALLS_FILE, self._chunks(order, kept_blobs))
+                atomic_write_chunks(directory / CALLS_FILE, self._chunks(order, blocks))
                 shards.drop_unnamed(directory, set())  # a sharded recording before: its shards
             with contextlib.suppress(FileNotFoundError):  # its blocks are in calls.jsonl now
                 (directory / LEGACY_BLOBS_FILE).unlink()
