@@ -37,7 +37,7 @@ from __future__ import annotations
 import functools
 import json
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -56,6 +56,7 @@ from pipeline.llm.session import LLMSession, RecordingIndex, resolve_identity
 from pipeline.llm.terminal import echo
 from pipeline.llm.types import Backend, ModelIdentity
 from pipeline.tools.design_targets import check_design
+from pipeline.tools.status.dry_results import KEPT, DryResults, KnownResults, staged_work
 from pipeline.tools.status.dvc_files import stages_and_status
 from pipeline.tools.status.dvc_hashes import one_hash_per_path
 from pipeline.tools.status.prediction import Prediction, StageStatus
@@ -162,13 +163,6 @@ def next_identity(params: Params, index: RecordingIndex, offline: bool) -> tuple
         ) from exc
 
 
-def _output_differs(path: Path, output: Output[Any], results: Sequence[Any]) -> bool:
-    with tempfile.TemporaryDirectory() as tmp:
-        rendered = Path(tmp) / path.name
-        output.write(rendered, results)
-        return not path.exists() or rendered.read_bytes() != path.read_bytes()
-
-
 class StageAbsent(Exception):
     """The project's dvc.yaml has no such stage: its design is not part of this project."""
 
@@ -193,11 +187,18 @@ class Planner:
         self.unknown: dict[str, set[str]] = {}  # stage -> items whose new output is not known
         self._design: list[str] = []  # the current design's stages dry-run so far
         self.last: StageStatus | None = None  # the stage the dry run is at
+        # Each dry-run stage's results, written as they come (dry_results), until the prediction ends.
+        self._folder = tempfile.TemporaryDirectory(prefix="judgeloop-status-")
+
+    def close(self) -> None:
+        self._folder.cleanup()
 
     def design(self) -> None:
         """The next stages belong to another design (with no stage graph, only a design's own
         earlier stages count as upstream)."""
         self._design, self.last = [], None
+        self.close()  # an earlier design's results are read no more
+        self._folder = tempfile.TemporaryDirectory(prefix="judgeloop-status-")
 
     def will_run(self, stage: str) -> StageStatus:
         changed = self.view.changed
@@ -218,21 +219,22 @@ class Planner:
     def run(
         self,
         status: StageStatus,
-        work: Callable[[LLMSession], list[T]],
+        work: Callable[[LLMSession], Iterable[T]],
         items: list[str],
         path: Path,
         output: Output[T],
         decides_on_unknown: bool = False,
-    ) -> list[T]:
+    ) -> KnownResults[T] | None:
         """Dry-run a stage that runs; its results the next stage can be fed. decides_on_unknown: the
         step takes a decision on a reply without sending it back (LLMStep.decides_on_unknown)."""
         upstream = self.view.upstream.get(status.stage, tuple(self._design))
         left_out = set().union(*(self.unknown.get(u, set()) for u in upstream))
+        results = DryResults(output, Path(self._folder.name) / f"{len(self.statuses)}-{path.name}")
         probe = probe_stage(
             status.stage,
-            work,
+            staged_work(work, results),
             items,
-            output,
+            KEPT,
             identity=self.identity(),
             index=self.index,
             cache_dir=Path(self.params.cache.dir),
@@ -243,11 +245,9 @@ class Planner:
         status.probe, status.left_out = probe, sorted(left_out)
         status.exact = not probe.stopped and not left_out and not blind
         self.unknown[status.stage] = set(probe.stopped) | set(probe.unknown_output) | left_out
-        self.moved[status.stage] = bool(self.unknown[status.stage]) or _output_differs(
-            path, output, probe.results
-        )
+        self.moved[status.stage] = bool(self.unknown[status.stage]) or results.differs_from(path)
         self._design.append(status.stage)
-        return probe.known
+        return results.known()
 
 
 class PlannedUpstream:
@@ -255,18 +255,27 @@ class PlannedUpstream:
 
     def __init__(self, design: Design[Any], params: Params) -> None:
         self.design, self.params = design, params
-        self.known: dict[str, list[Any]] = {}
+        self.known: dict[str, KnownResults[Any]] = {}
 
     def __call__(self, stage: str, output: Output[T]) -> list[T]:
         if stage in self.known:
-            return self.known[stage]
+            return self.known[stage].whole()
         if output.read is None:
             raise TypeError(f"stage {stage}'s results are not read back (its Output has no read)")
         return output.read(self.design.results_path(stage, self.params))
 
+    def file(self, stage: str, output: Output[T]) -> Iterable[T]:
+        """The results read again an item at a time (steps.results_of), as the stage runner's
+        upstream reads them (stages.runner.FileUpstream), where the Output can."""
+        if stage in self.known:
+            return self.known[stage].file()
+        if output.file is None:
+            return self(stage, output)
+        return output.file(self.design.results_path(stage, self.params))
 
-def _work(step: LLMStep[Any, Any, T], params: Params, inputs: Any) -> Callable[[LLMSession], list[T]]:
-    return lambda session: step.work(params, session, inputs)
+
+def _work(step: LLMStep[Any, Any, T], params: Params, inputs: Any) -> Callable[[LLMSession], Iterable[T]]:
+    return lambda session: step.stream(params, session, inputs)
 
 
 def dry_run(design: Design[Any], plan: Planner) -> None:
@@ -280,7 +289,7 @@ def dry_run(design: Design[Any], plan: Planner) -> None:
         if not isinstance(step, LLMStep):
             continue
         inputs = step.inputs(params, upstream)
-        upstream.known[stage.name] = plan.run(
+        known = plan.run(
             status,
             _work(step, params, inputs),
             step.items(inputs),
@@ -288,6 +297,8 @@ def dry_run(design: Design[Any], plan: Planner) -> None:
             step.output,
             step.decides_on_unknown(params),
         )
+        if known is not None:
+            upstream.known[stage.name] = known
 
 
 class IdentityUnknown(Exception):
@@ -333,6 +344,22 @@ class Identities:
         return self._find(design.name, self.params.model_copy(update={"llm": own}))[0]
 
 
+def _dry_run_design(plan: Planner, design: Design[Any], identity: Callable[[], ModelIdentity]) -> None:
+    plan.design()
+    plan.identity = identity
+    try:
+        dry_run(design, plan)
+    except StageAbsent:
+        return
+    except IdentityUnknown as exc:
+        raise exc.error from None
+    except JudgeloopError as exc:  # an input the stage would fail on too: say so, go on
+        if plan.last is None:
+            raise
+        plan.last.why += f" (its calls cannot be predicted: {exc.message})"
+        plan.last.exact = False
+
+
 def predict(
     params: Params,
     *,
@@ -357,20 +384,11 @@ def predict(
     plan = Planner(params, view, every_stage, lambda: identities.default()[0], index)
     # With no stage graph (no DVC project), the default experiment's stages only.
     chosen = designs() if view.upstream else [load_design(DEFAULT_DESIGN)]
-    for design in [load_design(only)] if only else chosen:
-        plan.design()
-        plan.identity = functools.partial(identities.of, design)
-        try:
-            dry_run(design, plan)
-        except StageAbsent:
-            continue
-        except IdentityUnknown as exc:
-            raise exc.error from None
-        except JudgeloopError as exc:  # an input the stage would fail on too: say so, go on
-            if plan.last is None:
-                raise
-            plan.last.why += f" (its calls cannot be predicted: {exc.message})"
-            plan.last.exact = False
+    try:
+        for design in [load_design(only)] if only else chosen:
+            _dry_run_design(plan, design, functools.partial(identities.of, design))
+    finally:
+        plan.close()
     # The stages no design dry-runs (the aggregates, which call no model): whether DVC runs them.
     own = {s.name for s in load_design(only).stages} if only else None
     for stage in sorted((set(view.upstream) | set(view.changed or {})) - set(plan.statuses)):
