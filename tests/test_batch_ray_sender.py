@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,8 @@ import httpx
 import orjson
 import pytest
 
+from pipeline.testing import loopback
+from pipeline.testing.fake_openai import FakeOpenAI
 from pipeline.tools.batch import ray_sender
 from pipeline.tools.batch.ray_sender import RequestSender, _lines, stretches
 from pipeline.tools.batch.runners import answer_line, batch_line
@@ -104,3 +108,62 @@ def test_a_line_that_is_no_request_stops_the_run_naming_where(tmp_path: Path) ->
     sender = _sender(path, lambda request: httpx.Response(200, json={"choices": []}))
     with pytest.raises(ValueError, match=r"requests.jsonl: the line at byte 31 is not a batch request"):
         list(sender({"start": [0], "end": [path.stat().st_size]}))
+
+
+def test_a_held_reply_holds_up_no_other_request(tmp_path: Path) -> None:
+    """Over real loopback HTTP: one request's reply is held until the server has received every
+    other request. The worker must go on sending the rest meanwhile (its answers come as they
+    come); in the file's order it waited on the held one with its other connections idle, so the
+    server gave up holding (the configured wait below, not a timing assertion) and answered a 500."""
+    calls = 200
+    path = tmp_path / "requests.jsonl"
+    lines = [
+        orjson.dumps(
+            {
+                "custom_id": f"k{i}",
+                "body": {"model": "test-model", "messages": [{"role": "user", "content": f"q{i}"}]},
+            }
+        )
+        for i in range(calls)
+    ]
+    path.write_bytes(b"\n".join(lines) + b"\n")
+
+    def responder(body: dict[str, Any]) -> str:
+        if body["messages"][0]["content"] == "q0":
+            deadline = time.monotonic() + 20.0
+            while server.requests_total < calls:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"held q0 while only {server.requests_total} of {calls} came")
+                time.sleep(0.01)
+        return "answer"
+
+    with FakeOpenAI(responder=responder) as server:
+        sender = RequestSender(str(path), server.url + "/v1/chat/completions", {}, 4, 0, 0.0, 60.0)
+        try:
+            rows = [
+                row
+                for block in sender({"start": [0], "end": [path.stat().st_size]})
+                for row in zip(*block.values(), strict=True)
+            ]
+        finally:
+            sender.client.close()
+    assert sorted(key for key, *_ in rows) == sorted(f"k{i}" for i in range(calls))
+    assert {(status, problem) for _, status, _, problem in rows} == {("200", "")}, rows[:3]
+    assert server.requests_total == calls  # each sent once: nothing timed out and was asked again
+
+
+def test_the_fake_server_takes_a_runners_connections_at_once() -> None:
+    """The Ray runner opens `concurrency` connections at once (32 and more at scale). The fake
+    server's listen backlog takes them all before it accepts any: socketserver's default of 5
+    dropped the rest's SYNs, a second's wait each, and some were reset (in the 1M bench)."""
+    server = loopback._Server(("127.0.0.1", 0), FakeOpenAI.handler)  # listening, accepting none
+    port = int(server.server_address[1])
+    opened: list[socket.socket] = []
+    try:
+        for _ in range(64):  # a dropped SYN: the connect times out
+            opened.append(socket.create_connection(("127.0.0.1", port), timeout=5.0))
+    finally:
+        for sock in opened:
+            sock.close()
+        server.server_close()
+    assert len(opened) == 64

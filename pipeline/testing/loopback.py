@@ -34,6 +34,10 @@ class Received:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False  # a hanging handler must not hold up close()
+    # The listen backlog: socketserver's 5 dropped the connects of a client opening more at once
+    # (the Ray runner opens `concurrency` of them, 32 or more): each dropped SYN cost a second, and
+    # at 128 some connections were reset. Real servers take many (uvicorn 2048).
+    request_queue_size = 1024
     fake: LoopbackServer
 
     def get_request(self) -> tuple[socket.socket, Any]:

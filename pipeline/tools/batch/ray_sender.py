@@ -10,17 +10,17 @@ memory. At 2,000 calls that was 12 calls/s, and a million 20 kB requests would n
 Here the dataset is the file's stretches (byte ranges that start and end at line starts, a few MB
 each); a worker (`RequestSender`, a Ray actor) reads its stretch line by line, sends each line's
 body as exported (`in_flight` at a time over kept-alive connections), and yields the answers as
-rows of four strings: custom_id, HTTP status, the reply's text, and why there is none. A request
-body never passes through Ray; an answer is a few hundred bytes. The file must be readable at the
-same path by every worker (on a cluster: a shared file system), as it had to be for read_text.
+they come (not in the file's order) as rows of four strings: custom_id, HTTP status, the reply's
+text, and why there is none. A request body never passes through Ray; an answer is a few hundred
+bytes. The file must be readable at the same path by every worker (on a cluster: a shared file
+system), as it had to be for read_text.
 """
 
 from __future__ import annotations
 
-import collections
 import time
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
@@ -102,15 +102,21 @@ class RequestSender:
             yield _block(answers)
 
     def _answered(self, start: int, end: int) -> Iterator[tuple[str, str, str, str]]:
-        """The stretch's answers, in order, with up to `in_flight` requests out at once (and no
-        more read ahead than twice that: memory stays a few requests, whatever the file)."""
-        pending: collections.deque[Future[tuple[str, str, str, str]]] = collections.deque()
+        """The stretch's answers as they come, with up to `in_flight` requests out at once and no
+        more read ahead than twice that (memory stays a few requests, whatever the file). Not in
+        the file's order: in order, one slow request (a long reply, a connection waiting in the
+        server's accept queue, a retry's wait) held up the whole stretch once the others ahead of
+        it were answered, and the worker's other connections went idle until it came back. A
+        results file's lines are found by custom_id, in any order (as OpenAI's Batch API writes them)."""
+        pending: set[Future[tuple[str, str, str, str]]] = set()
         for offset, raw in _lines(self.path, start, end):
             if len(pending) >= 2 * self.in_flight:
-                yield pending.popleft().result()
-            pending.append(self.pool.submit(self._send, offset, raw))
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                yield from (future.result() for future in done)
+            pending.add(self.pool.submit(self._send, offset, raw))
         while pending:
-            yield pending.popleft().result()
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            yield from (future.result() for future in done)
 
     def _send(self, offset: int, raw: bytes) -> tuple[str, str, str, str]:
         """(custom_id, status, reply text, why no reply) of one requests.jsonl line."""
