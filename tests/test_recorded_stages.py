@@ -39,6 +39,10 @@ def test_a_header_is_the_parsed_calls_model_and_options() -> None:
     held = StageRecords.read(ROOT / "recordings", STAGES)
     assert all(held.header(key) == (held[key].model, held[key].request.options) for key in held)
     assert held.header("no such key") is None
+    # Where the report marks a call seen: one place a key, below its stage's line count.
+    places = {key: held.place(key) for key in held}
+    assert len(set(places.values())) == len(places) and held.place("no such key") is None
+    assert all(place is not None and 0 <= place[1] < held.lines(place[0]) for place in places.values())
 
 
 def test_a_header_of_a_line_changed_since_it_was_read_is_refused(tmp_path: Path) -> None:

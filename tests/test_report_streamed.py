@@ -165,3 +165,37 @@ def test_a_call_cited_by_several_items_is_counted_once(tmp_path: Path) -> None:
     assert f"<dt>Calls not recorded</dt><dd>2 of {len(keys)}</dd>" in index
     assert f"({len(keys) - 2:,} calls)" in index
     assert report.pages == ("item-901.html", "item-902.html", "item-903.html")
+
+
+def test_the_recorded_calls_read_packed_give_the_same_index_and_pages(tmp_path: Path) -> None:
+    """The scan marks a StageRecords call seen at its line's place, not by its key (a byte a call,
+    bench/README.md "The report's memory"): with a call cited by two items, a call in two stages'
+    recordings and calls no recording has, the report is byte for byte the one from a plain dict."""
+    from pipeline.data.recorded_stages import StageRecords
+    from pipeline.llm.recordings.text import write_stage
+    from pipeline.llm.records import RecordedCall
+    from pipeline.llm.types import CallContext
+
+    refinements, _, records = build_sample()
+    copy = refinements[0].model_copy(update={"item": "903"})
+    first = copy.iterations[0]
+    missing = ("f" * 64, "F" * 64, "e" * 64)
+    lost = first.model_copy(
+        update={"assessment": first.assessment.model_copy(update={"call_keys": (*missing, missing[0])})}
+    )
+    cited = [*refinements, copy.model_copy(update={"iterations": (lost, *copy.iterations[1:])})]
+    summary = compute_metrics(cited, METRICS)
+    keys = list(records)
+    for n, stage in enumerate(("assess", "judge")):  # the first half in both stages, the rest in judge
+        chosen = keys[: len(keys) // 2] if n == 0 else keys
+        write_stage(
+            tmp_path / "recordings" / stage,
+            [RecordedCall(context=CallContext(stage=stage, item="901"), record=records[k]) for k in chosen],
+        )
+    packed = StageRecords.read(tmp_path / "recordings", ("assess", "judge"))
+    held = write_report(tmp_path / "held" / "report.html", cited, summary, records, "t")
+    read = write_report(tmp_path / "packed" / "report.html", cited, summary, packed, "t")
+    assert read.pages == held.pages
+    for name in ("report.html", *(f"report/{page}" for page in held.pages)):
+        assert (tmp_path / "packed" / name).read_bytes() == (tmp_path / "held" / name).read_bytes()
+    assert "<dt>Calls not recorded</dt><dd>3 of " in read.index

@@ -80,18 +80,33 @@ class StageRecords(Mapping[str, CallRecord]):
         names every call's model and options, and parsing each call for them was most of its cost).
         The line is read back and checked against its digest as a parse reads it, and must record
         this very key under today's key recipe; a line under an older recipe is parsed in full."""
-        for index in self.indexes.values():
+        place = self.place(key)
+        return None if place is None else self.header_at(key, place)
+
+    def place(self, key: str) -> tuple[str, int] | None:
+        """Where this key's call is, as self[key] finds it: its stage and the index of its line there
+        (None: not recorded). A reader that marks the calls it has seen marks this place (a byte a
+        line: see lines), not the key (about 100 bytes)."""
+        for stage, index in self.indexes.items():
             found = index.at.get(key)
-            if found is None:
-                continue
-            raw = orjson.loads(index.line(found))
-            if raw.get("recipe", KEY_RECIPE) != KEY_RECIPE or raw.get("key") != key:
-                record = self[key]
-                return record.model, record.request.options
-            request = raw["request"]
-            options = Options.model_validate(request["options"]) if "options" in request else Options()
-            return ModelIdentity.model_validate(raw["model"]), options
+            if found is not None:
+                return stage, found
         return None
+
+    def lines(self, stage: str) -> int:
+        """How many call lines `stage`'s recording has (a place's index is below it)."""
+        return len(self.indexes[stage].lines)
+
+    def header_at(self, key: str, place: tuple[str, int]) -> tuple[ModelIdentity, Options]:
+        """header(key), the key's place (self.place(key)) known."""
+        stage, found = place
+        raw = orjson.loads(self.indexes[stage].line(found))
+        if raw.get("recipe", KEY_RECIPE) != KEY_RECIPE or raw.get("key") != key:
+            record = self[key]
+            return record.model, record.request.options
+        request = raw["request"]
+        options = Options.model_validate(request["options"]) if "options" in request else Options()
+        return ModelIdentity.model_validate(raw["model"]), options
 
     def __getitem__(self, key: str) -> CallRecord:
         for index in self.indexes.values():

@@ -97,8 +97,10 @@ class _IndexScan:
     """What the index page and every item page share, taken one item at a time (the first pass over
     the results): each item's row, and of every referenced call (a key cited by several items counted
     once, by its first) its model and options, each call parsed once and dropped (records may parse
-    each call when asked for: pipeline.data.recorded_stages). What it keeps is a row an item, the keys
-    seen (32 bytes a call) and the counts."""
+    each call when asked for: pipeline.data.recorded_stages). What it keeps is a row an item, the calls
+    seen and the counts. A call of StageRecords is marked seen at its line's place (a byte a call; a
+    set of the keys seen was about 130 bytes a call, 1.3 kB an item: bench/README.md, "The report's
+    memory"); a key the records do not hold, or of other records, is kept (32 bytes)."""
 
     def __init__(self, records: Mapping[str, CallRecord], folder: str) -> None:
         self.records, self.folder = records, folder
@@ -106,19 +108,19 @@ class _IndexScan:
         self.referenced = self.missing = 0
         self.models: dict[tuple[str, str, str], None] = {}  # backend, name, digest; first seen first
         self.option_counts: Counter[str] = Counter()
-        self._seen: set[bytes | str] = set()
+        self._seen: set[bytes | str] = set()  # the keys seen that have no place in StageRecords
+        self._marks: dict[str, bytearray] = {}  # stage -> a byte a call line: 1 once its key is seen
         self._options: dict[Options, str] = {}  # each distinct set of options spelled once
         self._stems = PageStems()
 
     def add(self, r: Refinement) -> None:
         self.rows.append(_row(r, self._stems.stem(r.item), self.folder))
         for key in _referenced([r]):
-            compact = _compact(key)
-            if compact in self._seen:
+            place = self.records.place(key) if isinstance(self.records, StageRecords) else None
+            if not self._first_sight(key, place):
                 continue
-            self._seen.add(compact)
             self.referenced += 1
-            found = self._header(key)
+            found = self._header(key, place)
             if found is None:
                 self.missing += 1
                 continue
@@ -129,11 +131,30 @@ class _IndexScan:
                 text = self._options[options] = options_line(options)
             self.option_counts[text] += 1
 
-    def _header(self, key: str) -> tuple[ModelIdentity, Options] | None:
+    def _first_sight(self, key: str, place: tuple[str, int] | None) -> bool:
+        """Whether this key is seen for the first time (and now marked seen): by its place in
+        StageRecords where it has one (the same key, the same place), else by the key itself."""
+        if place is None:
+            compact = _compact(key)
+            if compact in self._seen:
+                return False
+            self._seen.add(compact)
+            return True
+        stage, found = place
+        marks = self._marks.get(stage)
+        if marks is None:
+            assert isinstance(self.records, StageRecords)  # only StageRecords give places
+            marks = self._marks[stage] = bytearray(self.records.lines(stage))
+        if marks[found]:
+            return False
+        marks[found] = 1
+        return True
+
+    def _header(self, key: str, place: tuple[str, int] | None) -> tuple[ModelIdentity, Options] | None:
         """The call's model and options: from its verified line alone where the records can read
-        them so (StageRecords.header, no prompt unpacked), else from its record."""
+        them so (StageRecords.header_at, no prompt unpacked), else from its record."""
         if isinstance(self.records, StageRecords):
-            return self.records.header(key)
+            return None if place is None else self.records.header_at(key, place)
         record = self.records.get(key)
         return None if record is None else (record.model, record.request.options)
 

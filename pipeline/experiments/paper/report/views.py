@@ -107,9 +107,10 @@ class ItemView:
     iterations: tuple[IterationView, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ItemRow:
-    """An item's row on the index page, linking to the item's page (`href`, relative to the index)."""
+    """An item's row on the index page, linking to the item's page (`href`, relative to the index).
+    Slotted: the report keeps one an item until the index is written."""
 
     id: str
     href: str
