@@ -16,7 +16,9 @@ does (runpy, sys.argv, a fresh __main__, sys.path as it is: the folder first). A
 vouch for it refuses (`refused REASON`), and the caller runs the command as DVC would. The process
 never runs a stage itself; it ends when its socket closes, ending a child still running (so that a
 killed `judgeloop repro` leaves no stage behind). SIGINT is ignored here, as DVC ignores it while
-its stage runs: Ctrl-C reaches the child (same process group), which stops as a stage does.
+its stage runs: Ctrl-C reaches the child (same process group), which stops as a stage does. The
+child's SIGINT is what a cold stage's would be: Python's handler, or ignored where the caller
+ignored it (a cold stage inherits SIG_IGN across exec).
 
 Only the standard library is imported here, before `stages.runner`.
 """
@@ -40,8 +42,11 @@ def _kind(fd: int) -> tuple[int, bool]:
     return os.fstat(fd).st_mode & 0o170000, os.isatty(fd)
 
 
-def refusal(request: dict[str, object], fds: list[int], start_env: dict[str, str], cwd: str) -> str:
-    """Why a fork of this process would not be the process DVC would start ('' when it would)."""
+def refusal(
+    request: dict[str, object], fds: list[int], start_env: dict[str, str], cwd: str, threads: int
+) -> str:
+    """Why a fork of this process, running `threads` threads, would not be the process DVC would
+    start ('' when it would)."""
     env = request.get("env")
     if not isinstance(env, dict) or not isinstance(request.get("argv"), list):
         return "malformed request"
@@ -54,7 +59,7 @@ def refusal(request: dict[str, object], fds: list[int], start_env: dict[str, str
         return "another environment: " + ", ".join(sorted(k for k in differ if not k.startswith(PREFIX)))
     if any(_kind(fd) != _kind(n) for n, fd in enumerate(fds)):
         return "another kind of stream"
-    if threading.active_count() != 1:
+    if threads != 1:
         return "a thread is running"
     return ""
 
@@ -92,7 +97,10 @@ def child(request: dict[str, object], fds: list[int]) -> None:
     for n, fd in enumerate(fds):
         os.dup2(fd, n)
         os.close(fd)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    # As Python starts: its own handler, unless SIGINT came ignored (a cold stage inherits the
+    # caller's SIG_IGN across exec, as under `nohup` or `judgeloop repro &` in a script).
+    ignored = request.get("sigint_ignored") is True
+    signal.signal(signal.SIGINT, signal.SIG_IGN if ignored else signal.default_int_handler)
     env = request["env"]
     assert isinstance(env, dict)
     os.environ.clear()
@@ -140,7 +148,7 @@ def serve(sock: socket.socket) -> None:
         if not message:
             return
         request = json.loads(message)
-        reason = refusal(request, fds, start_env, cwd)
+        reason = refusal(request, fds, start_env, cwd, threading.active_count())
         if reason:
             for fd in fds:
                 os.close(fd)

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -122,6 +123,27 @@ def test_a_warm_stage_sees_what_a_cold_one_sees_and_ends_alike(
     assert warm == cold  # argv, sys.path (the folder first), env, __main__, fds, threads, SIGINT, modules
 
 
+@pytest.mark.parametrize("caller", ["ignored", "handled"])
+def test_a_warm_stage_has_sigint_as_a_cold_one_inherits_it(
+    project: Path, zygote: Zygote, caller: str
+) -> None:
+    """A cold stage inherits SIGINT ignored across exec (a `judgeloop repro &` in a script, nohup, a
+    CI runner) and otherwise gets Python's handler; through DVC's runner, replaced, the same."""
+    run = warm_stages._run_warm(zygote, lambda *args, **kwargs: pytest.fail(f"ran cold: {warm_stages.last}"))
+    before = signal.signal(
+        signal.SIGINT, signal.SIG_IGN if caller == "ignored" else signal.default_int_handler
+    )
+    try:
+        assert _cold(project, "cold.json", "ok") == 0
+        run(None, "python -m stages warm.json ok", **_kwargs(project))  # as dvc.yaml writes it: no "/"
+        after = signal.getsignal(signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert after is (signal.SIG_IGN if caller == "ignored" else signal.default_int_handler)  # put back
+    expected = repr(signal.SIG_IGN) if caller == "ignored" else repr(signal.default_int_handler)
+    assert _seen(project / "warm.json")["sigint"] == _seen(project / "cold.json")["sigint"] == expected
+
+
 def test_commands_other_than_python_m_stages_run_cold(project: Path, zygote: Zygote, tmp_path: Path) -> None:
     log = tmp_path / "warm.log"
     os.environ[warm_stages.LOG] = str(log)
@@ -147,11 +169,11 @@ def test_the_warm_process_refuses_another_environment_or_folder(project: Path, z
     assert zygote.run(f"python -m stages {project / 'x.json'} ok", _kwargs(project, DVC_EXP_NAME="e")) == 0
     env = {"A": "1", "DVC_STAGE": "s"}
     fds = [0, 1, 2]
-    assert refusal({"argv": [], "cwd": ".", "env": env}, fds, {"A": "1"}, ".") == ""
-    assert refusal({"argv": [], "cwd": ".", "env": env}, fds, {"A": "2"}, ".").startswith(
-        "another environment"
-    )
-    assert refusal({"argv": [], "cwd": ".", "env": env}, fds[:2], {"A": "1"}, ".") == "streams missing"
+    request: dict[str, object] = {"argv": [], "cwd": ".", "env": env}
+    assert refusal(request, fds, {"A": "1"}, ".", threads=1) == ""
+    assert refusal(request, fds, {"A": "2"}, ".", threads=1).startswith("another environment")
+    assert refusal(request, fds[:2], {"A": "1"}, ".", threads=1) == "streams missing"
+    assert refusal(request, fds, {"A": "1"}, ".", threads=2) == "a thread is running"
 
 
 def test_without_a_warm_process_nothing_runs_warm(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -106,15 +106,24 @@ class Zygote:
             _log(f"cold {reason}: {cmd}")
         return not reason
 
-    def run(self, cmd: str, kwargs: dict[str, Any]) -> int | None:
-        """The exit code of `cmd` run warm, as subprocess.Popen's returncode; None: run it cold."""
+    def run(self, cmd: str, kwargs: dict[str, Any], sigint_ignored: bool | None = None) -> int | None:
+        """The exit code of `cmd` run warm, as subprocess.Popen's returncode; None: run it cold.
+        `sigint_ignored`: whether the process DVC would start inherits SIGINT ignored (None: as
+        this process has it now)."""
+        if sigint_ignored is None:
+            sigint_ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
         with self.lock:
-            return self._run(cmd, kwargs)
+            return self._run(cmd, kwargs, sigint_ignored)
 
-    def _run(self, cmd: str, kwargs: dict[str, Any]) -> int | None:
+    def _run(self, cmd: str, kwargs: dict[str, Any], sigint_ignored: bool) -> int | None:
         if not self._available():
             return None
-        request = {"argv": cmd.split(" ")[3:], "cwd": os.fspath(kwargs["cwd"]), "env": kwargs["env"]}
+        request = {
+            "argv": cmd.split(" ")[3:],
+            "cwd": os.fspath(kwargs["cwd"]),
+            "env": kwargs["env"],
+            "sigint_ignored": sigint_ignored,
+        }
         try:
             socket.send_fds(self.sock, [json.dumps(request).encode()], list(STREAMS))
             answer = self._receive()
@@ -161,10 +170,12 @@ def _run_warm(zygote: Zygote, original: Any) -> Any:
     def run(executable: str | None, cmd: str, **kwargs: Any) -> None:
         returncode = None
         if zygote.accepts(cmd, kwargs):  # (waits for the warm process's imports the first time)
+            # DVC starts its subprocess before it ignores SIGINT: the stage inherits this disposition.
+            sigint_ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
             main_thread = threading.current_thread() is threading.main_thread()
             old_handler = signal.signal(signal.SIGINT, signal.SIG_IGN) if main_thread else None
             try:
-                returncode = zygote.run(cmd, kwargs)
+                returncode = zygote.run(cmd, kwargs, sigint_ignored)
             finally:
                 if old_handler is not None:
                     signal.signal(signal.SIGINT, old_handler)
