@@ -163,6 +163,10 @@ def next_identity(params: Params, index: RecordingIndex, offline: bool) -> tuple
         ) from exc
 
 
+def _results_folder() -> tempfile.TemporaryDirectory[str]:
+    return tempfile.TemporaryDirectory(prefix="judgeloop-status-")
+
+
 class StageAbsent(Exception):
     """The project's dvc.yaml has no such stage: its design is not part of this project."""
 
@@ -188,7 +192,7 @@ class Planner:
         self._design: list[str] = []  # the current design's stages dry-run so far
         self.last: StageStatus | None = None  # the stage the dry run is at
         # Each dry-run stage's results, written as they come (dry_results), until the prediction ends.
-        self._folder = tempfile.TemporaryDirectory(prefix="judgeloop-status-")
+        self._folder = _results_folder()
 
     def close(self) -> None:
         self._folder.cleanup()
@@ -198,7 +202,7 @@ class Planner:
         earlier stages count as upstream)."""
         self._design, self.last = [], None
         self.close()  # an earlier design's results are read no more
-        self._folder = tempfile.TemporaryDirectory(prefix="judgeloop-status-")
+        self._folder = _results_folder()
 
     def will_run(self, stage: str) -> StageStatus:
         changed = self.view.changed
