@@ -247,6 +247,29 @@ def test_hang_delays_and_close_does_not_wait_for_it(server: FakeOllama) -> None:
     assert time.monotonic() - started < 2
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_reply_in_progress_when_the_server_dies_never_arrives(server: FakeOllama, stream: bool) -> None:
+    # close() wakes a paused handler so that it can end; it must then write nothing, as a dead
+    # process writes nothing (it used to answer in full before its connection was cut).
+    server.latency_s = 5.0
+    outcome: list[object] = []
+
+    def ask() -> None:
+        try:
+            with httpx.Client(base_url=server.url, timeout=10) as client:
+                outcome.append(chat(client, stream=stream).status_code)
+        except httpx.TransportError as exc:
+            outcome.append(exc)
+
+    asking = threading.Thread(target=ask)
+    asking.start()
+    while server.requests_to("/api/chat") < 1:
+        time.sleep(0.01)
+    server.close()
+    asking.join(10)
+    assert len(outcome) == 1 and isinstance(outcome[0], httpx.TransportError), outcome
+
+
 def test_parallel_slots_queue_the_rest(server: FakeOllama) -> None:
     server.latency_s, server.parallel_slots = 0.1, 2
 

@@ -56,6 +56,9 @@ class LoopbackServer:
         self._cond = threading.Condition()
         self._received: list[Received] = []
         self.requests_total = 0
+        # Set first thing by close(): a handler that wakes from its pause then writes no reply, as a
+        # process that died writes none (waking it before its connection is cut let it answer).
+        self.dead = threading.Event()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._connections: set[socket.socket] = set()
@@ -69,6 +72,7 @@ class LoopbackServer:
     def start(self, port: int = 0) -> Self:
         """Serve on `port` (0: one the system picks). A server closed and started again on its old
         port is a server that died and came back (the fault drill, tests/test_fault_drill.py)."""
+        self.dead.clear()
         server = _Server(("127.0.0.1", port), self.handler)
         server.fake = self
         self._server = server
@@ -81,6 +85,9 @@ class LoopbackServer:
         """Called first by close(): wake whatever a handler waits on, so that it can finish."""
 
     def connected(self, connection: socket.socket) -> None:
+        if self.dead.is_set():  # accepted as close() began: cut like the rest
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
         with self._cond:
             self._connections = {c for c in self._connections if c.fileno() != -1}
             self._connections.add(connection)
@@ -88,6 +95,7 @@ class LoopbackServer:
     def close(self) -> None:
         """Stop listening and cut every open connection, as a server process that dies does (a
         kept-alive connection would otherwise go on being served by its handler thread)."""
+        self.dead.set()
         self.stopping()
         if self._server is not None:
             self._server.shutdown()
@@ -163,9 +171,21 @@ class LoopbackHandler(BaseHTTPRequestHandler, Generic[F]):
     def send_json(self, code: int, payload: Any, headers: dict[str, str] | None = None) -> None:
         self.send_bytes(code, json.dumps(payload).encode(), "application/json", headers)
 
+    def server_died(self) -> bool:
+        """Whether the server was closed while this request was served: then its connection is cut
+        and no reply is written."""
+        if not self.fake.dead.is_set():
+            return False
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
+        return True
+
     def send_bytes(
         self, code: int, data: bytes, content_type: str, headers: dict[str, str] | None = None
     ) -> None:
+        if self.server_died():
+            return
         self.send_response(code)
         for name, value in (headers or {}).items():
             self.send_header(name, value)

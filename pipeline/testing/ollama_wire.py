@@ -266,6 +266,8 @@ class OllamaHandler(LoopbackHandler["FakeOllama"]):
 
     def _ndjson(self, lines: list[dict[str, Any]]) -> None:
         """One JSON object per line, each in its own HTTP chunk, as Ollama flushes them."""
+        if self.server_died():
+            return
         self.send_response(200)
         self.send_header("Content-Type", "application/x-ndjson")
         self.send_header("Transfer-Encoding", "chunked")
