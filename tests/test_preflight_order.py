@@ -32,11 +32,13 @@ def one_remote(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
 
     def refused(url: str, timeout: float) -> str | None:
         seen["probed"].append(url)
-        return seen["refused"]
+        why: str | None = seen["refused"]
+        return why
 
     def stale(root: Path, targets: list[str]) -> set[str]:
         seen["status"] += 1
-        return seen["stale"]
+        stale_stages: set[str] = seen["stale"]
+        return stale_stages
 
     monkeypatch.setattr(preflight, "refused", refused)
     monkeypatch.setattr(preflight, "stale_llm_stages", stale)
