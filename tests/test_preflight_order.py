@@ -52,7 +52,7 @@ def test_every_server_answering_asks_dvc_nothing(one_remote: dict[str, Any]) -> 
 
 def test_a_refusing_server_an_out_of_date_stage_needs_stops_the_run(one_remote: dict[str, Any]) -> None:
     one_remote["refused"] = "connection refused"
-    with pytest.raises(click.ClickException, match="cannot connect to the ollama server at .*design d's"):
+    with pytest.raises(click.ClickException, match=r"cannot connect to the ollama server at .*design d's"):
         preflight.check_servers(["s"])
     assert one_remote["status"] == 1
 
