@@ -13,8 +13,12 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipeline.llm.recordings import text as recordings
+
+if TYPE_CHECKING:
+    from pipeline.llm.recordings.verified_memo import VerifiedMemo
 
 NONE_RECORDED = "no call recorded"
 
@@ -46,13 +50,16 @@ def count_models(identities: Iterable[tuple[str, str, str]]) -> list[ModelUse]:
     return sorted(uses, key=lambda u: (-u.calls, u.label))
 
 
-def recorded_models(recordings_dir: Path, stages: Iterable[str]) -> list[ModelUse]:
+def recorded_models(
+    recordings_dir: Path, stages: Iterable[str], memo: VerifiedMemo | None = None
+) -> list[ModelUse]:
     """The models that made the calls recorded by `stages` under `recordings_dir` (verified: a
-    damaged recording stops the read, naming its line and the fix)."""
+    damaged recording stops the read, naming its line and the fix; content `memo` holds as verified
+    in full is parsed but not verified again, as read_stage reads it)."""
     identities = []
     for stage in sorted(set(stages)):
         directory = recordings.stage_dir(recordings_dir, stage)
-        for loaded in recordings.read_stage(directory):
+        for loaded in recordings.read_stage(directory, memo=memo):
             model = loaded.call.record.model
             identities.append((model.backend, model.name, model.digest))
     return count_models(identities)
@@ -77,6 +84,6 @@ def _one(use: ModelUse, *, with_calls: bool) -> str:
     return use.label + (f" ({'; '.join(notes)})" if notes else "")
 
 
-def design_model(recordings_dir: Path, stages: Iterable[str]) -> str:
-    """model_label of the calls `stages` recorded."""
-    return model_label(recorded_models(recordings_dir, stages))
+def design_model(recordings_dir: Path, stages: Iterable[str], memo: VerifiedMemo | None = None) -> str:
+    """model_label of the calls `stages` recorded (recorded_models)."""
+    return model_label(recorded_models(recordings_dir, stages, memo))

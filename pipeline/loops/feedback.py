@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from statistics import fmean
+from typing import TYPE_CHECKING
 
-from pipeline.data.transcripts import Transcript
 from pipeline.judges.rubric.assessor import ask, transcript_block
 from pipeline.judges.rubric.judge import judge_all
 from pipeline.judges.rubric.prompts import (
@@ -28,11 +28,14 @@ from pipeline.judges.rubric.prompts import (
 )
 from pipeline.judges.rubric.results import Assessment, AssessmentJudgements, MetricJudgement, in_order
 from pipeline.judges.rubric.settings import AssessSettings, JudgeSettings
-from pipeline.llm.session import LLMSession
 from pipeline.llm.types import CallContext, Message, Options
 from pipeline.loops.loop import Budget, Spent, best_round, run_loop
 from pipeline.loops.results import Iteration, Refinement
 from pipeline.loops.settings import RefineSettings
+
+if TYPE_CHECKING:  # named only: the report imports this module without a session or the data
+    from pipeline.data.transcripts import Transcript
+    from pipeline.llm.session import LLMSession
 
 
 def low_metrics(metrics: dict[str, MetricJudgement], settings: RefineSettings) -> tuple[str, ...]:

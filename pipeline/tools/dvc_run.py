@@ -63,13 +63,24 @@ def _without_push_hint() -> Iterator[None]:
         ui.write = write
 
 
-def run_dvc(args: Sequence[str]) -> int:
-    """`dvc ARGS` in this process, with the environment first on the PATH; its exit status. Its
-    `python -m stages ...` commands run warm where they can (pipeline/tools/warm_stages.py)."""
+@contextmanager
+def dvc_started() -> Iterator[None]:
+    """This interpreter's folder first on the PATH, and the warm process for DVC's stage commands
+    (pipeline/tools/warm_stages.py) started, for the time of the `with`: repro and exp enter it
+    before their own work, so that the warm process's imports (a third of a second of CPU) run
+    beside that work rather than beside DVC's start. Set the environment the stages see first:
+    the warm process runs a stage only in the environment it was started in."""
     environment_first()
     from pipeline.tools.warm_stages import warm_stages
 
-    with warm_stages():  # started first: its imports run while DVC's do
+    with warm_stages():
+        yield
+
+
+def run_dvc(args: Sequence[str]) -> int:
+    """`dvc ARGS` in this process, with the environment first on the PATH; its exit status. Its
+    `python -m stages ...` commands run warm where they can (pipeline/tools/warm_stages.py)."""
+    with dvc_started():  # (the one a caller started, if it did: its imports run while DVC's do)
         return _run_dvc(args)
 
 
@@ -200,17 +211,18 @@ def repro(replay: bool, design: str | None, dvc_args: tuple[str, ...]) -> None:
       judgeloop repro --replay              every stage again from the recordings: byte-identical
       judgeloop repro --replay --design rag one design's stages from the recordings
     """
-    from pipeline.tools.design_targets import expand_designs
-
-    dvc_args = tuple(expand_designs(dvc_args, design))
-    args = ["repro", *(["--force"] if replay else []), *dvc_args]
     if replay:
         os.environ["JUDGELOOP_CACHE_MODE"] = "replay"
-    else:
-        from pipeline.tools.preflight import check_servers
+    with dvc_started():  # before the designs are read and the servers tried: see dvc_started
+        from pipeline.tools.design_targets import expand_designs
 
-        check_servers([a for a in dvc_args if not a.startswith("-")])
-    status = run_dvc(args)
+        dvc_args = tuple(expand_designs(dvc_args, design))
+        args = ["repro", *(["--force"] if replay else []), *dvc_args]
+        if not replay:
+            from pipeline.tools.preflight import check_servers
+
+            check_servers([a for a in dvc_args if not a.startswith("-")])
+        status = run_dvc(args)
     if status == 0 and any(not a.startswith("-") for a in dvc_args):
         refresh_index()  # some stages only: the index stage (last of all) did not run
     sys.exit(status)
@@ -292,4 +304,6 @@ def exp(design: str | None, preset: Path | None, dvc_args: tuple[str, ...]) -> N
     if preset is not None:
         dvc_args = (*preset_args(preset), *dvc_args)
     check_set_params(dvc_args)
-    sys.exit(run_experiment(expand_designs(dvc_args, design)))
+    with dvc_started():  # before the outputs are copied aside: see dvc_started
+        status = run_experiment(expand_designs(dvc_args, design))
+    sys.exit(status)

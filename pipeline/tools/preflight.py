@@ -2,9 +2,9 @@
 
 Without this, a server that is down is found by the first stage's first call, which retries with
 backoff (five lines over ten seconds), trips the breaker and names the fix, and the next stage
-does it again. Here one connection per server is tried, at once, and only for the designs whose
-LLM stages DVC finds out of date (a stage whose calls are all recorded runs without a server, but
-an up-to-date stage does not run at all): one line, the server, the fix.
+does it again. Here one connection per server is tried, at once, and a refusal stops the run only
+for the designs whose LLM stages DVC finds out of date (a stage whose calls are all recorded runs
+without a server, but an up-to-date stage does not run at all): one line, the server, the fix.
 """
 
 from __future__ import annotations
@@ -75,18 +75,29 @@ def _remote(design_name: str) -> LLMSettings | None:
 
 
 def check_servers(targets: Sequence[str], root: Path = Path(".")) -> None:
-    """A ClickException, one line, when a server an out-of-date LLM stage needs refuses connections."""
+    """A ClickException, one line, when a server an out-of-date LLM stage needs refuses connections.
+
+    Every server a design asks is tried first (one connection each; a refusal is immediate), and
+    only when one refuses is DVC asked which stages are out of date (`dvc status`: DVC's index
+    and a hash of every dep, a third of a second at the paper's size before the run's own), to say
+    whether a stage that will run needs it; when every server answers, none does."""
     remote = {d.name: llm for d in designs() if (llm := _remote(d.name)) is not None}
     if not remote:
         return
-    stale = stale_llm_stages(root, targets)
     probed: dict[str, str | None] = {}
+    for llm in remote.values():
+        for url in urls(llm):
+            if url not in probed:
+                probed[url] = refused(url, timeout=2.0)
+    if all(why is None for why in probed.values()):
+        return
+    stale = stale_llm_stages(root, targets)
     for design in designs():
         llm = remote.get(design.name)
         if llm is None or not any(s.name in stale for s in design.stages):
             continue
         for url in urls(llm):
-            why = probed[url] if url in probed else probed.setdefault(url, refused(url, timeout=2.0))
+            why = probed[url]
             if why is not None:
                 raise click.ClickException(
                     f"cannot connect to the {llm.backend} server at {url} ({why}), which design "

@@ -32,6 +32,7 @@ from pipeline.experiments.design import Design, Number, load_ref, resolve
 from pipeline.experiments.params import load_params
 from pipeline.experiments.registry import designs
 from pipeline.llm.bounds import MAX_LINE_BYTES, depth_problem
+from pipeline.llm.recordings.verified_memo import VerifiedMemo
 from pipeline.reports.frame import INDEX, frame
 from pipeline.reports.plots import plot_svg, read_rows
 from pipeline.reports.templating import make_environment
@@ -105,7 +106,9 @@ def entry(design: Design[Any], index: Path) -> Entry:
         found.problem = f"its params cannot be read: {exc.message}"
         return found
     try:
-        found.model = design_model(Path(params.cache.recordings), [s.name for s in design.stages])
+        stages = [s.name for s in design.stages]
+        memo = VerifiedMemo.beside(Path(params.cache.dir))  # verified in full before: not again
+        found.model = design_model(Path(params.cache.recordings), stages, memo)
     except JudgeloopError as exc:
         found.problem = f"its recordings cannot be read: {exc.message}"
         return found

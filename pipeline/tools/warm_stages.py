@@ -38,6 +38,7 @@ SWITCH = "JUDGELOOP_WARM_STAGES"
 LOG = "JUDGELOOP_WARM_STAGES_LOG"
 COMMAND = re.compile(r"python -m stages( [A-Za-z0-9_][A-Za-z0-9_.=-]*)+")  # no quoting, no shell syntax
 last = ""  # the last line logged (tests)
+_entered = False  # warm_stages() is in effect (an inner `with` uses the outer one's process)
 KWARGS = {"cwd", "env", "close_fds", "shell"}
 STREAMS = (0, 1, 2)
 
@@ -189,7 +190,14 @@ def _run_warm(zygote: Zygote, original: Any) -> Any:
 
 @contextmanager
 def warm_stages() -> Iterator[None]:
-    """DVC's stage commands run warm where they can, for the time of the `with`."""
+    """DVC's stage commands run warm where they can, for the time of the `with`. Entered again
+    inside itself, the inner `with` uses the process the outer one started: `judgeloop repro`
+    starts it before its own work (its pre-flight, the designs read), so that the warm process's
+    imports run beside those rather than beside DVC's start."""
+    global _entered
+    if _entered:
+        yield
+        return
     zygote = Zygote.start()
     if zygote is None:
         yield
@@ -198,8 +206,10 @@ def warm_stages() -> Iterator[None]:
 
     original = dvc_stage_run._run
     dvc_stage_run._run = _run_warm(zygote, original)
+    _entered = True
     try:
         yield
     finally:
+        _entered = False
         dvc_stage_run._run = original
         zygote.stop()

@@ -21,6 +21,7 @@ from pipeline.experiments.regen.aggregation import LLM_STAGES, compute_metrics, 
 from pipeline.experiments.regen.params import RegenParams, load_rows
 from pipeline.experiments.regen.report import regen_page_chunks
 from pipeline.llm.files import atomic_write_chunks
+from pipeline.llm.recordings.verified_memo import VerifiedMemo
 from pipeline.loops.regenerate import Regeneration
 
 FIX = "re-run the stage that writes it"
@@ -38,7 +39,8 @@ def _write_page(
 ) -> Path:
     """`regenerations`: numbers_only's, for the table; each section reads its item again."""
     page = Path(params.regen_aggregate.html_report)
-    title = f"judgeloop regeneration: {design_model(Path(params.cache.recordings), LLM_STAGES)}"
+    memo = VerifiedMemo.beside(Path(params.cache.dir))  # verified in full before: not again
+    title = f"judgeloop regeneration: {design_model(Path(params.cache.recordings), LLM_STAGES, memo)}"
     items = _same_items(Path(params.regenerate.out), regenerations)
     atomic_write_chunks(page, regen_page_chunks(metrics, regenerations, items, rows, title, page))
     return page

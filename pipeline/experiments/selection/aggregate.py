@@ -15,6 +15,7 @@ from pipeline.experiments.selection.params import SelectionParams
 from pipeline.experiments.selection.report import render_selection_page
 from pipeline.experiments.selection.score import ScoredRequest
 from pipeline.llm.recordings.text import read_stage
+from pipeline.llm.recordings.verified_memo import VerifiedMemo
 
 STAGES = ("select_score", "select_pick")
 Records = list[dict[str, Any]]
@@ -31,7 +32,8 @@ def _summarize(params: SelectionParams) -> tuple[Records, Records, dict[str, Any
 
 
 def _write_page(params: SelectionParams, scored: Records, picks: Records, metrics: dict[str, Any]) -> Path:
-    title = f"judgeloop selection: {design_model(Path(params.cache.recordings), STAGES)}"
+    memo = VerifiedMemo.beside(Path(params.cache.dir))  # verified in full before: not again
+    title = f"judgeloop selection: {design_model(Path(params.cache.recordings), STAGES, memo)}"
     PAGE.write_text(render_selection_page(title, PAGE, metrics, scored, picks), encoding="utf-8")
     return PAGE
 

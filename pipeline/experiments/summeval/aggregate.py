@@ -18,6 +18,7 @@ from pipeline.experiments.summeval.calibration import (
 from pipeline.experiments.summeval.params import SummEvalParams
 from pipeline.experiments.summeval.report import render_summeval_html
 from pipeline.llm.keys import canonical_json
+from pipeline.llm.recordings.verified_memo import VerifiedMemo
 
 
 def _write(path: str, text: str) -> Path:
@@ -28,7 +29,8 @@ def _write(path: str, text: str) -> Path:
 
 
 def _write_page(params: SummEvalParams, rows: ExperimentRows, metrics: dict[str, Any]) -> Path:
-    model = design_model(Path(params.cache.recordings), LLM_STAGES)  # as recorded, not as params say
+    memo = VerifiedMemo.beside(Path(params.cache.dir))  # verified in full before: not again
+    model = design_model(Path(params.cache.recordings), LLM_STAGES, memo)  # as recorded, not as params say
     title = f"judgeloop SummEval calibration: {model}"
     page = Path(params.summeval.html_report)
     return _write(str(page), render_summeval_html(metrics, rows.judgements, rows.humans, title, page))

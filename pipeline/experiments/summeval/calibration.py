@@ -21,6 +21,7 @@ from pipeline.data.recorded_models import recorded_models
 from pipeline.data.summeval import human_ratings, load_summeval, subset
 from pipeline.experiments.summeval.params import SummEvalParams
 from pipeline.experiments.summeval.results import SummEvalJudgement
+from pipeline.llm.recordings.verified_memo import VerifiedMemo
 from pipeline.stats.calibration import MetricCalibration, calibrate, calibration_data
 
 
@@ -78,7 +79,8 @@ def judge_outcomes(judgements: Sequence[SummEvalJudgement]) -> dict[str, dict[st
 def _judge_model(params: SummEvalParams) -> dict[str, Any]:
     """The model its recorded calls name (not params.yaml's): the one that made the most calls, and
     every model with its count when several did."""
-    uses = recorded_models(Path(params.cache.recordings), LLM_STAGES)
+    memo = VerifiedMemo.beside(Path(params.cache.dir))  # verified in full before: not again
+    uses = recorded_models(Path(params.cache.recordings), LLM_STAGES, memo)
     if not uses:
         return {"backend": None, "model": None}
     named: dict[str, Any] = {"backend": uses[0].backend, "model": uses[0].name}

@@ -10,11 +10,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, StringConstraints, create_model
 
-from pipeline.data.transcripts import Transcript
 from pipeline.judges.rubric.prompts import (
     ASSESS_PROMPT,
     DATA_DELIMITED,
@@ -24,9 +23,12 @@ from pipeline.judges.rubric.prompts import (
 )
 from pipeline.judges.rubric.results import Assessment
 from pipeline.judges.rubric.settings import AssessSettings
-from pipeline.llm.session import LLMSession
 from pipeline.llm.structured import StructuredFailure, ask_structured
 from pipeline.llm.types import CallContext, ChatRequest, Message, Options
+
+if TYPE_CHECKING:  # named only: the report imports this module without a session or the data
+    from pipeline.data.transcripts import Transcript
+    from pipeline.llm.session import LLMSession
 
 REQUIRED_SECTIONS = ("assessment", "PHQ8_symptoms", "social_factors", "biological_factors", "risk_factors")
 _COMMENT = re.compile(r"<!--.*?(-->|$)", re.S)

@@ -11,11 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import BaseModel, StringConstraints, create_model
 
-from pipeline.data.transcripts import Transcript
 from pipeline.judges.call_reading import CallReading, of_judgement, of_score
 from pipeline.judges.judgement import Judgement, from_structured
 from pipeline.judges.likert import LIKERT_MAX, LIKERT_MIN, LikertScore
@@ -26,10 +25,12 @@ from pipeline.judges.rubric.settings import JudgeSettings
 from pipeline.judges.samples import combine, sample_options
 from pipeline.judges.scores import DecimalPolicy, Scale, ScoreReading, extract_score
 from pipeline.llm.records import CallRecord
-from pipeline.llm.scheduling import side_by_side
-from pipeline.llm.session import LLMSession
 from pipeline.llm.structured import StructuredResult, ask_structured, read_attempt
 from pipeline.llm.types import CallContext, ChatRequest, Message, Options
+
+if TYPE_CHECKING:  # named only: the report reads replies (reply_reader) without a session or the data
+    from pipeline.data.transcripts import Transcript
+    from pipeline.llm.session import LLMSession
 
 SCALE = Scale(LIKERT_MIN, LIKERT_MAX)
 
@@ -209,6 +210,8 @@ def judge_all(
     stop the others, so replay names every missing call."""
     if settings.samples > 1:
         return _judge_all_sampled(session, transcript, assessment_text, metrics, settings, options, context)
+    from pipeline.llm.scheduling import side_by_side  # (a judge stage, which depends on pipeline/llm whole)
+
     judge = RubricJudge(session, settings, options)
     text = transcript.text
 
@@ -230,6 +233,8 @@ def _judge_all_sampled(
 ) -> dict[str, MetricJudgement]:
     """judge.samples > 1: every metric asked once per sample, each sample with its own seed and
     recorded under its own `sample` label; the samples' scores combined (pipeline.judges.samples)."""
+    from pipeline.llm.scheduling import side_by_side
+
     judges = [RubricJudge(session, settings, sample_options(options, i)) for i in range(settings.samples)]
     text = transcript.text
     asks = [
