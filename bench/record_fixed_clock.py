@@ -1,8 +1,9 @@
 """Record the paper's three LLM stages live on the fake backend under a fixed clock (created_at and
-meta.wall_ns pinned), and print one sha256 over every recording file and one over every output
-file, so that two code versions' recordings and outputs can be compared byte for byte (issue 33: a
-recording cut must leave the bytes alone); with each stage's close, the process's peak so far and
-its anonymous memory then (which stage sets the run's peak).
+meta.wall_ns pinned), and print one sha256 over every recording file, one over every output file
+and one over the run summaries (.judgeloop/runs), so that two code versions' recordings and outputs
+can be compared byte for byte (issue 33: a recording cut must leave the bytes alone); with each
+stage's close, the process's peak so far and its anonymous memory then (which stage sets the
+run's peak).
 
     nice -n 19 .venv/bin/python bench/record_fixed_clock.py /tmp/main-src /tmp/rec-3k
     nice -n 19 .venv/bin/python bench/record_fixed_clock.py . /tmp/rec-3k
@@ -91,7 +92,7 @@ def main(code: Path, root: Path) -> None:
     ended = os.times()
     cpu = ended.user + ended.system - started.user - started.system
     print(f"recorded {calls} calls, {cpu:.1f} s CPU, peak {peak_mb()} MB")
-    for folder in ("recordings", "outputs"):
+    for folder in ("recordings", "outputs", ".judgeloop/runs"):
         count, digest = tree_digest(root / folder)
         print(f"{count} {folder} files, sha256 {digest}")
 
