@@ -98,7 +98,7 @@ class KeyTable(Mapping[str, str]):
         """The packed rows in their keys' order (by the high half, then the low)."""
         if len(self._low) <= SORT_IN_NUMPY_AT:
             high, low = self._high, self._low
-            return iter(sorted(range(len(low)), key=lambda row: (high[row], low[row])))
+            return iter(sorted(range(len(low)), key=lambda row: high[row] << 64 | low[row]))
         import numpy  # (only for a large stage: its import is not every command's)
 
         halves = [
