@@ -270,7 +270,8 @@ class StageRecording:
         with self._lock:
             if isinstance(place, str):
                 self._text[where] = place
-            else:
+            else:  # the line made last wins
+                self._text.pop(where, None)
                 self._calls.set(where, _packed(place, where[-1]))
             for blob, blob_place in blob_places.items():
                 self._blobs.setdefault(blob, blob_place)
@@ -308,7 +309,11 @@ class StageRecording:
     def __len__(self) -> int:
         """How many calls it holds: one for each context and key, as its file will."""
         with self._lock:
-            return len(self._counted) if self._counting else len(self._calls) + len(self._text)
+            return len(self._counted) if self._counting else self._count()
+
+    def _count(self) -> int:
+        """The calls held, each once (a line as text wins over the same call's line kept: about never)."""
+        return len(self._calls) + sum(1 for where in self._text if where not in self._calls)
 
     def _by_shard(self) -> dict[int, array[int]]:
         """Each call's number (as CallPlaces holds it), by its shard's number (a shard that holds only
@@ -425,7 +430,7 @@ class StageRecording:
                     if keep(call):
                         self.add(call)
             with self._lock:
-                count = len(self._calls) + len(self._text)
+                count = self._count()
                 # Each call's number by shard, 8 bytes a call; a small stage's calls in order.
                 calls = self._by_shard() if count > shards.SHARD_AT else {}
                 order = [] if calls else self._ordered(self._calls.numbers())
