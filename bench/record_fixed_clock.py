@@ -1,6 +1,9 @@
 """Record the paper's three LLM stages live on the fake backend under a fixed clock (created_at and
-meta.wall_ns pinned), and print one sha256 over every recording file, so that two code versions'
-recordings can be compared byte for byte (issue 33: a recording cut must leave the bytes alone).
+meta.wall_ns pinned), and print one sha256 over every recording file, one over every output file
+and one over the run summaries (.judgeloop/runs), so that two code versions' recordings and outputs
+can be compared byte for byte (issue 33: a recording cut must leave the bytes alone); with each
+stage's close, the process's peak so far and its anonymous memory then (which stage sets the
+run's peak).
 
     nice -n 19 .venv/bin/python bench/record_fixed_clock.py /tmp/main-src /tmp/rec-3k
     nice -n 19 .venv/bin/python bench/record_fixed_clock.py . /tmp/rec-3k
@@ -38,6 +41,29 @@ class _FixedTime:
         return 1000
 
 
+def anonymous_mb() -> int:
+    """The process's anonymous resident memory, MB (Linux; -1 elsewhere)."""
+    try:
+        lines = Path("/proc/self/smaps_rollup").read_text().splitlines()
+    except OSError:
+        return -1
+    return next((int(line.split()[1]) // 1024 for line in lines if line.startswith("Anonymous:")), -1)
+
+
+def peak_mb() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+
+
+def tree_digest(root: Path) -> tuple[int, str]:
+    """How many files under `root`, and one sha256 over their names and contents."""
+    digest = hashlib.sha256()
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+    for path in files:
+        name = path.relative_to(root).as_posix().encode()
+        digest.update(name + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    return len(files), digest.hexdigest()
+
+
 def main(code: Path, root: Path) -> None:
     sys.path.insert(0, str(code.resolve()))
     import pipeline.llm.records as records
@@ -47,20 +73,28 @@ def main(code: Path, root: Path) -> None:
     assert session.__file__ is not None and session.__file__.startswith(str(code.resolve())), session.__file__
     setattr(records, "datetime", _FixedDatetime)  # noqa: B010 (a module attribute replaced for the run)
     setattr(session, "time", _FixedTime())  # noqa: B010
+    close = session.LLMSession.close
+
+    def closing(self: Any, **options: Any) -> None:
+        before = (anonymous_mb(), peak_mb())
+        close(self, **options)
+        print(
+            f"  {self.stage}: {self.recorded_calls} calls; before its write: anonymous {before[0]} MB, "
+            f"peak {before[1]} MB; after: anonymous {anonymous_mb()} MB, peak {peak_mb()} MB",
+            flush=True,
+        )
+
+    setattr(session.LLMSession, "close", closing)  # noqa: B010
     for made in (".judgeloop", "recordings", "outputs"):
         shutil.rmtree(root / made, ignore_errors=True)
     started = os.times()
     calls = run_stages(root, "auto")
     ended = os.times()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
     cpu = ended.user + ended.system - started.user - started.system
-    print(f"recorded {calls} calls, {cpu:.1f} s CPU, peak {peak} MB")
-    digest = hashlib.sha256()
-    files = sorted(p for p in (root / "recordings").rglob("*") if p.is_file())
-    for path in files:
-        name = path.relative_to(root).as_posix().encode()
-        digest.update(name + b"\0" + hashlib.sha256(path.read_bytes()).digest())
-    print(f"{len(files)} recording files, sha256 {digest.hexdigest()}")
+    print(f"recorded {calls} calls, {cpu:.1f} s CPU, peak {peak_mb()} MB")
+    for folder in ("recordings", "outputs", ".judgeloop/runs"):
+        count, digest = tree_digest(root / folder)
+        print(f"{count} {folder} files, sha256 {digest}")
 
 
 if __name__ == "__main__":

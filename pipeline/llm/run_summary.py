@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.llm.files import atomic_write_chunks
+from pipeline.llm.key_table import KeyTable
 
 PIECES = 4096  # the encoder's pieces joined into one write
 
@@ -33,6 +34,8 @@ class _SortedKeys(dict[str, Any]):
 
     def items(self) -> Iterator[tuple[str, Any]]:  # type: ignore[override]
         keys = self._keys
+        if isinstance(keys, KeyTable):  # sorted as packed numbers, each key's text made as it is read
+            return keys.sorted_items()
         return ((key, keys[key]) for key in sorted(keys))
 
 

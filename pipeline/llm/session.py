@@ -54,6 +54,7 @@ from pipeline.errors import (
 )
 from pipeline.llm.arenas import limit_arenas
 from pipeline.llm.cache.store import CallStore
+from pipeline.llm.key_table import KeyTable
 from pipeline.llm.keys import request_key
 from pipeline.llm.latency import BACKEND_TOTAL, WALL
 from pipeline.llm.llama_pin import foreign_build
@@ -88,7 +89,7 @@ class RunStats:
     hits: int = 0
     model_calls: int = 0
     misses: list[ReplayMissError] = field(default_factory=list)
-    keys: dict[str, str] = field(default_factory=dict)  # key -> "hit" | "miss"
+    keys: KeyTable = field(default_factory=KeyTable)  # key -> "hit" | "miss" (packed: issue 33)
     empty_replies: int = 0  # replies that were empty or only whitespace: failed, never stored
     unreadable_replies: int = 0  # replies holding a lone surrogate: failed, never stored
 
@@ -123,10 +124,8 @@ class LLMSession:
         # mode off), else the latest (a record is read back from the store when asked for).
         self._answered: Recent[CallRecord] = Recent(None if store is None or mode == "off" else RECENT)
         self._served: Recent[CallRecord] = Recent(RECENT)  # looked up and verified, in this session
-        # Keys this session resolved past the cache (sent, unless replay), each to itself: the record
-        # made for it computes its key again, and the run summary and the recording hold this
-        # string, not a second one (issue 33: 85 bytes a call).
-        self._asked: dict[str, str] = {}
+        # Keys this session resolved past the cache (sent, unless replay), packed (issue 33).
+        self._asked = KeyTable()
         self.served = ServedLog()  # every call served, on disk (see `calls`)
         self.recording = recordings.StageRecording(counting=dry_run)
         self.recorded_total: int | None = None  # the calls the stage's recording held once written
@@ -259,7 +258,7 @@ class LLMSession:
             if pending is None:
                 pending = Future()
                 self._inflight[key] = pending
-                self._asked[key] = key
+                self._asked.setdefault(key, "asked")
         if not owner:
             # The same request is already on its way: wait for that reply instead of sending it twice.
             return self._log(RecordedCall(context=context, record=pending.result(), cache_hit=True))
@@ -386,7 +385,7 @@ class LLMSession:
                 self.stats.hits += 1
             else:
                 self.stats.model_calls += 1
-            key = self._asked.get(call.record.key, call.record.key)  # (the string held already)
+            key = call.record.key
             self.stats.keys.setdefault(key, "hit" if call.cache_hit else "miss")
         # A hit the stage's own recording holds keeps its line there (pipeline.llm.recordings.text).
         self.recording.add(call, recorded=self._own_recording() if call.cache_hit else None, key=key)

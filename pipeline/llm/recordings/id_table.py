@@ -8,8 +8,11 @@ arrays, found by open addressing (linear probing from the id's low bits mixed wi
 at most two thirds full: 24 to 48 bytes a block. Block ids are sha256 prefixes, so their bits are
 spread already; ids that are not (any 64-bit number is taken) only cost longer probes.
 
-Not thread-safe: its owner (pipeline.llm.recordings.spool.BlockLines, under StageRecording's lock)
-takes turns.
+The calls of a recording being made are held the same way, by a 64-bit hash of their place in the
+order (pipeline.llm.recordings.call_places).
+
+Not thread-safe: its owners (pipeline.llm.recordings.spool.BlockLines and call_places.CallPlaces,
+under StageRecording's lock) take turns.
 """
 
 from __future__ import annotations
@@ -70,6 +73,11 @@ class IdTable:
             self._grow()
         return value
 
+    def __setitem__(self, number: int, value: int) -> None:
+        """Set `number`'s value, replacing any it had."""
+        if self.setdefault(number, value) != value:
+            self._values[self._find(number)] = value + 1
+
     def _grow(self) -> None:
         ids, values = self._ids, self._values
         self._ids = array("Q", bytes(16 * len(ids)))
@@ -85,3 +93,7 @@ class IdTable:
     def __iter__(self) -> Iterator[int]:
         """The ids held, in no particular order."""
         return (number for number, value in zip(self._ids, self._values, strict=True) if value != _EMPTY)
+
+    def values(self) -> Iterator[int]:
+        """The values held, in no particular order."""
+        return (value - 1 for value in self._values if value != _EMPTY)

@@ -76,6 +76,7 @@ from pipeline.llm.bounds import MAX_LINE_BYTES, depth_problem, long_line
 from pipeline.llm.files import TMP_SUFFIX, atomic_write_chunks, child, locked, refuse_links
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.recordings import layouts, shards
+from pipeline.llm.recordings.call_places import CallPlaces
 from pipeline.llm.recordings.spool import BlockLines, Place, Spool, block_shards
 from pipeline.llm.recordings.verified_memo import IN_PROCESS, VerifiedMemo
 from pipeline.llm.records import CallRecord, RecordedCall
@@ -195,15 +196,31 @@ Where = tuple[Any, ...]  # a call's place in its recording's order: its context'
 # text) or a line of the stage's own recording kept as it is (line n as -1 - n: spool numbers are
 # never negative, and one int each is what a million sources cost least as).
 Source = Place
+_SHARDS: int = 16**shards.SHARD_DIGITS
 
 
-def _kept_source(line: int) -> Source:
+def _kept_source(line: int) -> int:
     return -1 - line
 
 
 def _kept_line(source: Source) -> int | None:
     """The recording's line a source keeps, or None for a line made here."""
     return -1 - source if isinstance(source, int) and source < 0 else None
+
+
+def _packed(source: int, key: str) -> int:
+    """A call's line (a spool number, or a kept line as _kept_source gives it) and its shard as one
+    number at or above 0, as CallPlaces holds it: made line n as 2n, kept line n as 2n + 1, times
+    the shards, plus the shard's number."""
+    line = _kept_line(source)
+    at = 2 * source if line is None else 2 * line + 1
+    return at * _SHARDS + int(shards.shard_of(key), 16)
+
+
+def _unpacked(number: int) -> tuple[Source, int]:
+    """The line and the shard's number of a number _packed made."""
+    at, shard = divmod(number, _SHARDS)
+    return (_kept_source(at >> 1) if at & 1 else at >> 1), shard
 
 
 class StageRecording:
@@ -220,8 +237,11 @@ class StageRecording:
     def __init__(self, *, counting: bool = False) -> None:
         self._counting = counting
         self._spool = Spool()
-        self._made: dict[Where, Place] = {}  # lines made here, in the spool
-        self._kept: dict[Where, int] = {}  # lines of `_recorded` kept as they are, by index
+        # Each call's line, made here (in the spool) or kept (of `_recorded`), by its Where, held as
+        # its hash (CallPlaces: issue 33); a line made here that UTF-8 cannot hold, as its text.
+        self._calls = CallPlaces(self._where_of)
+        self._text: dict[Where, str] = {}
+        self._counted: set[Where] = set()  # counting: each call's Where
         self._blobs = BlockLines()  # blob id -> its blob line, in the spool
         self._recorded: StageIndex | None = None
         self._labels: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]] = {}
@@ -232,12 +252,13 @@ class StageRecording:
         call keeps if it records this very call; `key`: its record's key, as a string the caller holds
         anyway (held here in place of the record's own copy)."""
         where = self._where(call, call.record.key if key is None else key)
-        if call.cache_hit or self._counting:
+        if self._counting:
             with self._lock:
-                if where in self._made or where in self._kept:
-                    return
-                if self._counting:
-                    self._kept[where] = -1
+                self._counted.add(where)
+            return
+        if call.cache_hit:
+            with self._lock:
+                if where in self._text or where in self._calls:
                     return
             if self._keeps(where, call, recorded):
                 return
@@ -247,17 +268,28 @@ class StageRecording:
             new = [blob for blob in blobs if blob not in self._blobs]
         blob_places = {blob: self._spool.put(blob_line(blob, blobs[blob])) for blob in new}
         with self._lock:
-            self._made[where] = place
-            self._kept.pop(where, None)
+            if isinstance(place, str):
+                self._text[where] = place
+            else:  # the line made last wins
+                self._text.pop(where, None)
+                self._calls.set(where, _packed(place, where[-1]))
             for blob, blob_place in blob_places.items():
                 self._blobs.setdefault(blob, blob_place)
 
     def _where(self, call: RecordedCall, key: str) -> Where:
+        return self._where_in(call.context, key)
+
+    def _where_in(self, context: CallContext, key: str) -> Where:
         """The call's place in the order, its labels' tuple shared with every call of the same labels
         (a stage has a few: held once each, not once a call; issue 33)."""
-        *head, labels, attempt = call.context.sort_key()
+        *head, labels, attempt = context.sort_key()
         labels = self._labels.setdefault(labels, labels)  # one step (tuples of str), so thread-safe
         return (*head, labels, attempt, key)
+
+    def _where_of(self, number: int) -> Where:
+        """The Where of the call whose line CallPlaces holds as `number`, read back from that line."""
+        raw = orjson.loads(self._raw(_unpacked(number)[0]))
+        return self._where_in(CallContext.model_validate(raw["context"]), raw["key"])
 
     def _keeps(self, where: Where, call: RecordedCall, recorded: StageIndex | None) -> bool:
         """Whether the call is kept as its line in `recorded` (then noted), not made again."""
@@ -266,7 +298,8 @@ class StageRecording:
             if found is None or self._recorded not in (None, recorded):
                 return False
             self._recorded = recorded
-            self._kept.setdefault(where, found)
+            if where not in self._text:
+                self._calls.setdefault(where, _packed(_kept_source(found), where[-1]))
             return True
 
     def close(self) -> None:
@@ -276,18 +309,39 @@ class StageRecording:
     def __len__(self) -> int:
         """How many calls it holds: one for each context and key, as its file will."""
         with self._lock:
-            return len(self._made) + len(self._kept)
+            return len(self._counted) if self._counting else self._count()
 
-    def _source(self, where: Where) -> Source:
-        """Where the line of a call in the order comes from: made here wins over kept."""
-        place = self._made.get(where)
-        return _kept_source(self._kept[where]) if place is None else place
+    def _count(self) -> int:
+        """The calls held, each once (a line as text wins over the same call's line kept: about never)."""
+        return len(self._calls) + sum(1 for where in self._text if where not in self._calls)
 
-    def _chunks(self, order: list[Where], blocks: array[int]) -> Iterator[str | bytes]:
+    def _by_shard(self) -> dict[int, array[int]]:
+        """Each call's number (as CallPlaces holds it), by its shard's number (a shard that holds only
+        lines as text among them)."""
+        calls: dict[int, array[int]] = {_shard(where): array("Q") for where in self._text}
+        for number in self._calls.numbers():
+            calls.setdefault(number % _SHARDS, array("Q")).append(number)
+        return calls
+
+    def _ordered(self, numbers: Iterable[int], shard: int | None = None) -> list[tuple[Where, Source]]:
+        """Calls (numbers as CallPlaces holds them) with their Wheres, read back from their lines, and
+        the lines made here as text (of `shard`, or all), in the recording's order; a line made here
+        wins over one kept (a Where held both ways, as text and as kept)."""
+        order: list[tuple[Where, Source]] = [
+            (where, text) for where, text in self._text.items() if shard in (None, _shard(where))
+        ]
+        for number in numbers:
+            where = self._where_of(number)
+            if where not in self._text:
+                order.append((where, _unpacked(number)[0]))
+        order.sort(key=_first)
+        return order
+
+    def _chunks(self, order: list[tuple[Where, Source]], blocks: array[int]) -> Iterator[str | bytes]:
         """The recording's text, a line at a time: the calls in order, then every blob by id (a line
         UTF-8 cannot hold stays text, for atomic_write_chunks to refuse, naming its line)."""
-        for where in order:
-            yield self._raw(self._source(where))
+        for _, source in order:
+            yield self._raw(source)
             yield b"\n"
         for number in blocks:
             place = self._blobs.at(number)
@@ -317,16 +371,14 @@ class StageRecording:
             return self._line(place)
         return (self._kept_blob(number) + "\n").encode("utf-8")
 
-    def _write_shards(self, directory: Path, order: list[Where], blocks: array[int]) -> None:
+    def _write_shards(self, directory: Path, calls: dict[int, array[int]], blocks: array[int]) -> None:
         """The stage's calls as shards by key and its blocks as shards by id (pipeline.llm.recordings.shards),
         then its manifest, in one rename; beside each shard of calls, its table of items. What is held
-        for it beyond the order is 4 bytes a call (its place in the order, by shard): a million-call
-        stage's (item, line) pairs and block ids as text were the recording run's peak (issue 33)."""
+        for it is 8 bytes a call (its number, by shard) and one shard's Wheres at a time: a
+        million-call stage's (item, line) pairs and block ids as text were the recording run's peak,
+        then its Wheres (issue 33)."""
         from pipeline.llm.recordings import item_table  # (it reads recordings with this module)
 
-        calls: dict[str, array[int]] = {}  # by shard: each of its calls' place in the order
-        for at, where in enumerate(order):
-            calls.setdefault(shards.shard_of(where[-1]), array("I")).append(at)
         before = set(os.listdir(directory))
         written: list[tuple[str, str]] = []
         tables: list[tuple[str, str]] = []  # each shard of calls' table of items, named last
@@ -335,8 +387,10 @@ class StageRecording:
                 for prefix, (first, end) in block_shards(blocks, shards.SHARD_DIGITS):
                     chunks = (self._blob_bytes(blocks[at]) for at in range(first, end))
                     written.append(shards.write_shard(directory, "blocks", prefix, chunks))
-                for prefix, places in sorted(calls.items()):
-                    lines = ((order[at][1], self._line(self._source(order[at]))) for at in places)
+                for number in sorted(calls):
+                    order = self._ordered(calls.pop(number), number)
+                    lines = ((where[1], self._line(source)) for where, source in order)
+                    prefix = f"{number:0{shards.SHARD_DIGITS}x}"
                     shard, table = item_table.write_calls(directory, prefix, lines)
                     written.append(shard)
                     tables.append(table)
@@ -376,15 +430,16 @@ class StageRecording:
                     if keep(call):
                         self.add(call)
             with self._lock:
-                # The calls' places in the order, each once (a line made wins over one kept), sorted:
-                # 8 bytes a call beside what the recording already holds, not a tuple each.
-                order: list[Where] = list(self._made)
-                order.extend(where for where in self._kept if where not in self._made)
-                order.sort()
+                count = self._count()
+                # Each call's number by shard, 8 bytes a call; a small stage's calls in order.
+                calls = self._by_shard() if count > shards.SHARD_AT else {}
+                order = [] if calls else self._ordered(self._calls.numbers())
                 kept_blobs: set[int] = set()
                 if self._recorded is not None:
-                    for index in self._kept.values():
-                        kept_blobs.update(map(BlockLines.number, blob_refs(self._recorded.line(index))))
+                    for number in self._calls.numbers():
+                        index = _kept_line(_unpacked(number)[0])
+                        if index is not None:
+                            kept_blobs.update(map(BlockLines.number, blob_refs(self._recorded.line(index))))
                 blocks = self._blobs.numbers(kept_blobs)
                 del kept_blobs
             # A temporary file here now is a killed writer's: every live writer waits for the lock.
@@ -397,14 +452,23 @@ class StageRecording:
                 for stale in directory.glob(pattern):
                     stale.unlink(missing_ok=True)
             shards.clear_killed_writer(directory, holding_lock=True)  # its shards, named in a warning
-            if len(order) > shards.SHARD_AT:
-                self._write_shards(directory, order, blocks)
+            if count > shards.SHARD_AT:
+                self._write_shards(directory, calls, blocks)
             else:
                 atomic_write_chunks(directory / CALLS_FILE, self._chunks(order, blocks))
                 shards.drop_unnamed(directory, set())  # a sharded recording before: its shards
             with contextlib.suppress(FileNotFoundError):  # its blocks are in calls.jsonl now
                 (directory / LEGACY_BLOBS_FILE).unlink()
-            return len(order)
+            return count
+
+
+def _shard(where: Where) -> int:
+    """The number of the shard a call of this Where is written to (shards.shard_of its key)."""
+    return int(shards.shard_of(where[-1]), 16)
+
+
+def _first(pair: tuple[Where, Source]) -> Where:
+    return pair[0]
 
 
 def write_stage(
