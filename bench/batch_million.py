@@ -23,11 +23,20 @@ export, run, ingest as a batch round chains them: the export written in a proces
 object store (each of Ray's processes' CPU and peak RSS read every second), then `judgeloop batch
 ingest` of the Ray runner's own results. --prompt-chars sets the transcript's size (20 kB, the
 paper's interviews, by default; a million calls at 20 kB are 40 GB of files).
+
+    nice -n 10 .venv/bin/python bench/batch_million.py --calls 100000 --prompt-chars 2000 \
+        --real-export --against /path/to/main-checkout --pairs 2 --dir /tmp/somewhere
+
+--real-export times `judgeloop batch export` itself (status's dry run of the paper's design over
+N synthetic interviews, pipeline.testing.synthetic: one assessment an interview in the first
+round, then the two files) instead of the bench's own writer; with --against, that checkout's
+code and this one's alternately, their files required byte-identical (sha256).
 Results measured on the shared 2-core machine are in bench/README.md.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import resource
@@ -263,6 +272,65 @@ def exported(root: Path, calls: int, chars: int) -> dict[str, Any]:
     }
 
 
+def real_project(root: Path, calls: int, chars: int) -> None:
+    """The paper's design over `calls` synthetic interviews of `chars` characters each
+    (pipeline.testing.synthetic), on the openai backend with a pinned digest and no DVC project:
+    its first batch round exports one assessment an interview, each prompt holding its transcript."""
+    from pipeline.testing.synthetic import make_project
+
+    make_project(root, calls, chars, ROOT / "params.yaml")
+    params = yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8"))
+    params["llm"].update(backend="openai", model=MODEL, digest=DIGEST, base_url="http://127.0.0.1:9")
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def real_exported(root: Path, calls: int, code: Path = ROOT, folder: str = "batch") -> dict[str, Any]:
+    """`judgeloop batch export` itself (the status dry run's plan, then the files), in a process of
+    its own with `code`'s judgeloop: wall, CPU, peak, and the sha256 of the two files."""
+    shutil.rmtree(root / folder, ignore_errors=True)
+    cli = [sys.executable, "-m", "pipeline.tools.cli", "batch", "export", "--folder", folder]
+    wall, peak, cpu, said = measured(cli, root, code)
+    if not said.splitlines()[-1].startswith(f"{calls} calls"):
+        raise click.ClickException(f"the export did not plan {calls} calls: {said[-2000:]}")
+    return {
+        "export_s": wall,
+        "export_cpu_s": cpu,
+        "export_calls_per_s": calls / wall,
+        "export_calls_per_cpu_s": calls / cpu,
+        "export_peak_mb": peak / 2**20,
+        "manifest_sha256": _sha256(root / folder / MANIFEST_FILE),
+        "requests_sha256": _sha256(root / folder / REQUESTS_FILE),
+        "manifest_mb": (root / folder / MANIFEST_FILE).stat().st_size / 2**20,
+        "requests_mb": (root / folder / REQUESTS_FILE).stat().st_size / 2**20,
+    }
+
+
+def export_pairs(root: Path, calls: int, against: Path, pairs: int) -> list[dict[str, Any]]:
+    """The real export by `against`'s code and this checkout's, alternately (this one first); the
+    files must be byte-identical. Each run printed as it ends."""
+    runs = []
+    for _ in range(pairs):
+        for name, code in (("this", ROOT), ("against", against)):
+            run = {
+                "code": name,
+                "load": os.getloadavg()[0],
+                **real_exported(root, calls, code, f"batch-{name}"),
+            }
+            click.echo(json.dumps(run), err=True)
+            runs.append(run)
+    if len({(r["manifest_sha256"], r["requests_sha256"]) for r in runs}) != 1:
+        raise click.ClickException(f"the exports differ: {json.dumps(runs)}")
+    return runs
+
+
 def ingest_run(root: Path, calls: int) -> dict[str, Any]:
     """The fake batch runner's answers, then `judgeloop batch ingest` in a process of its own."""
     started = time.perf_counter()
@@ -336,6 +404,12 @@ def compare(root: Path, calls: int, against: Path, pairs: int) -> list[dict[str,
     help="A kept folder whose export (one size) is used as it is, and kept.",
 )
 @click.option("--keep", is_flag=True, help="Keep the folders (their paths are printed).")
+@click.option(
+    "--real-export",
+    is_flag=True,
+    help="`judgeloop batch export` itself over the paper's design (one assessment an interview), not "
+    "the bench's writer; with --against, alternately with that checkout's code (byte-identical files).",
+)
 def main(
     sizes: tuple[int, ...],
     prompt_chars: int,
@@ -350,13 +424,22 @@ def main(
     parent: Path | None,
     reuse: Path | None,
     keep: bool,
+    real_export: bool,
 ) -> None:
     for calls in sizes or (10_000,):
         root = reuse or Path(tempfile.mkdtemp(prefix="judgeloop-batch-", dir=parent))
         try:
             row: dict[str, Any] = {"calls": calls, "prompt_chars": prompt_chars, "root": str(root)}
             row["load_before"] = os.getloadavg()
-            if reuse is None:
+            if real_export:
+                if reuse is None:
+                    real_project(root, calls, prompt_chars)
+                if against is not None:
+                    row["export_pairs"] = export_pairs(root, calls, against.resolve(), pairs)
+                    click.echo(json.dumps(row))
+                    continue
+                row.update(real_exported(root, calls))
+            elif reuse is None:
                 row.update(exported(root, calls, prompt_chars))
             click.echo(json.dumps(row), err=True)
             if not no_ingest and not ingest_ray:

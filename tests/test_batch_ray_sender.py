@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import json
 import socket
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -49,8 +50,7 @@ def test_the_stretches_cover_every_line_once_in_order(
 
 def _sender(path: Path, handler: Any) -> RequestSender:
     sender = RequestSender(str(path), "http://test/v1/chat/completions", {}, 4, 2, 0.0, 5.0)
-    sender.client.close()
-    sender.client = httpx.Client(transport=httpx.MockTransport(handler))
+    sender.make_client = lambda: httpx.Client(transport=httpx.MockTransport(handler))  # type: ignore[method-assign]
     return sender
 
 
@@ -110,13 +110,7 @@ def test_a_line_that_is_no_request_stops_the_run_naming_where(tmp_path: Path) ->
         list(sender({"start": [0], "end": [path.stat().st_size]}))
 
 
-def test_a_held_reply_holds_up_no_other_request(tmp_path: Path) -> None:
-    """Over real loopback HTTP: one request's reply is held until the server has received every
-    other request. The worker must go on sending the rest meanwhile (its answers come as they
-    come); in the file's order it waited on the held one with its other connections idle, so the
-    server gave up holding (the configured wait below, not a timing assertion) and answered a 500."""
-    calls = 200
-    path = tmp_path / "requests.jsonl"
+def _loopback_requests(path: Path, calls: int) -> Path:
     lines = [
         orjson.dumps(
             {
@@ -127,6 +121,16 @@ def test_a_held_reply_holds_up_no_other_request(tmp_path: Path) -> None:
         for i in range(calls)
     ]
     path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
+def test_a_held_reply_holds_up_no_other_request(tmp_path: Path) -> None:
+    """Over real loopback HTTP: one request's reply is held until the server has received every
+    other request. The worker must go on sending the rest meanwhile (its answers come as they
+    come); in the file's order it waited on the held one with its other connections idle, so the
+    server gave up holding (the configured wait below, not a timing assertion) and answered a 500."""
+    calls = 200
+    path = _loopback_requests(tmp_path / "requests.jsonl", calls)
 
     def responder(body: dict[str, Any]) -> str:
         if body["messages"][0]["content"] == "q0":
@@ -146,10 +150,69 @@ def test_a_held_reply_holds_up_no_other_request(tmp_path: Path) -> None:
                 for row in zip(*block.values(), strict=True)
             ]
         finally:
-            sender.client.close()
+            sender.close()
     assert sorted(key for key, *_ in rows) == sorted(f"k{i}" for i in range(calls))
     assert {(status, problem) for _, status, _, problem in rows} == {("200", "")}, rows[:3]
     assert server.requests_total == calls  # each sent once: nothing timed out and was asked again
+
+
+def test_no_thread_closes_the_connection_another_thread_is_reading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over real loopback HTTP, with three pauses a loaded machine gives (or a cyclic GC running
+    old senders' finalizers, which lets other threads run): a thread paused between being given a
+    kept-alive connection and sending on it, and again between sending and reading the reply; and
+    a thread paused inside httpcore's check of an idle connection, between "idle" and "readable?"
+    (HTTP11Connection.has_expired, in every thread's pass over the pool). With one client shared by
+    the worker's threads, the checking thread found idle the connection another was given, then
+    found it readable (that request's reply waiting) and closed it under the request: ReadError,
+    EBADF (as in the ray-stall harness: two in 100k calls), or, had the read begun, a wait for the
+    read timeout. Each thread has its own client now, whose pool no other thread checks."""
+    from httpcore._backends.sync import SyncStream
+    from httpcore._sync.connection_pool import ConnectionPool, PoolRequest
+    from httpcore._sync.http11 import HTTP11Connection
+
+    readable, given = SyncStream.get_extra_info, PoolRequest.wait_for_connection
+    sent, passed = HTTP11Connection._send_request_body, ConnectionPool._assign_requests_to_connections
+    first = threading.local()  # the first idle connection a pass checks: paused there
+
+    def paused_pass(self: ConnectionPool) -> Any:
+        first.checked = False
+        return passed(self)
+
+    def paused_check(self: SyncStream, info: str) -> Any:
+        if info == "is_readable" and not getattr(first, "checked", True):
+            first.checked = True
+            time.sleep(0.3)
+        return readable(self, info)
+
+    def paused_start(self: PoolRequest, timeout: float | None = None) -> Any:
+        connection = given(self, timeout)
+        time.sleep(0.1)
+        return connection
+
+    def paused_read(self: HTTP11Connection, request: Any) -> None:
+        sent(self, request)
+        time.sleep(0.5)
+
+    monkeypatch.setattr(ConnectionPool, "_assign_requests_to_connections", paused_pass)
+    monkeypatch.setattr(SyncStream, "get_extra_info", paused_check)
+    monkeypatch.setattr(PoolRequest, "wait_for_connection", paused_start)
+    monkeypatch.setattr(HTTP11Connection, "_send_request_body", paused_read)
+    calls = 24
+    path = _loopback_requests(tmp_path / "requests.jsonl", calls)
+    with FakeOpenAI(responder=lambda body: "answer") as server:
+        sender = RequestSender(str(path), server.url + "/v1/chat/completions", {}, 4, 0, 0.0, 5.0)
+        try:
+            rows = [
+                row
+                for block in sender({"start": [0], "end": [path.stat().st_size]})
+                for row in zip(*block.values(), strict=True)
+            ]
+        finally:
+            sender.close()
+    assert [problem for *_, problem in rows if problem] == [] and len(rows) == calls
+    assert server.requests_total == calls
 
 
 def test_the_fake_server_takes_a_runners_connections_at_once() -> None:

@@ -121,8 +121,11 @@ class LLMSession:
         self._lock = threading.Lock()
         self._inflight: dict[str, Future[CallRecord]] = {}
         # By the model, in this session: all of them where nothing else holds them (no store, or
-        # mode off), else the latest (a record is read back from the store when asked for).
-        self._answered: Recent[CallRecord] = Recent(None if store is None or mode == "off" else RECENT)
+        # mode off), else the latest (a record is read back from the store when asked for). A dry
+        # run keeps the latest too: its "model" answers a placeholder again as asked, and the
+        # planned calls are kept by the dry run's own log (pipeline.tools.status.planned), not here.
+        held = (store is None and not dry_run) or mode == "off"
+        self._answered: Recent[CallRecord] = Recent(None if held else RECENT)
         self._served: Recent[CallRecord] = Recent(RECENT)  # looked up and verified, in this session
         # Keys this session resolved past the cache (sent, unless replay), packed (issue 33).
         self._asked = KeyTable()

@@ -38,6 +38,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -49,7 +50,7 @@ from pipeline.errors import BackendError, ConfigError
 from pipeline.llm.backends.http_errors import body_error
 from pipeline.llm.backends.openai_compat import OpenAICompatBackend, completion_reply
 from pipeline.llm.cache.store import CallStore
-from pipeline.llm.records import CallRecord, RecordedCall
+from pipeline.llm.records import CallRecord
 from pipeline.llm.settings import EngineSettings
 from pipeline.llm.types import ModelIdentity
 from pipeline.tools.batch.manifest import (
@@ -62,6 +63,7 @@ from pipeline.tools.batch.manifest import (
     replacing,
 )
 from pipeline.tools.status.command import predict
+from pipeline.tools.status.planned import PlannedCall
 from pipeline.tools.status.prediction import Prediction
 
 DEFAULT_FOLDER = Path(".judgeloop/batch/export")
@@ -85,50 +87,66 @@ def batch_identity(params: EngineSettings) -> ModelIdentity:
     return ModelIdentity(backend="openai", name=llm.model, digest=llm.digest)
 
 
+class Planned:
+    """The calls a prediction plans for the model, stage after stage (each stage's PlannedCalls, on
+    disk): counted without reading them, read back a call at a time as they are iterated."""
+
+    def __init__(self, prediction: Prediction) -> None:
+        self.stages = [stage.probe.model_calls for stage in prediction.stages if stage.probe]
+
+    def __len__(self) -> int:
+        return sum(map(len, self.stages))
+
+    def __iter__(self) -> Iterator[PlannedCall]:
+        for calls in self.stages:
+            yield from calls
+
+
 @dataclass
 class Export:
     folder: Path
     prediction: Prediction
-    calls: list[RecordedCall]
+    calls: Planned
+    stages: dict[str, int] = field(default_factory=dict)  # calls exported by stage, in their order
 
     def by_stage(self) -> dict[str, int]:
-        return dict(Counter(call.context.stage for call in self.calls))
+        return dict(self.stages)
 
 
-def planned_calls(params: EngineSettings) -> tuple[Prediction, list[RecordedCall]]:
+def planned_calls(params: EngineSettings) -> tuple[Prediction, Planned]:
     """The calls the next `dvc repro` will send to the model, as `judgeloop status` predicts them."""
     identity = batch_identity(params)
     prediction = predict(params, known=(identity, "llm.digest, as batch rounds key replies"))
-    calls = [call for stage in prediction.stages if stage.probe for call in stage.probe.model_calls]
-    return prediction, calls
+    return prediction, Planned(prediction)
 
 
 def export(
     params: EngineSettings,
     folder: Path = DEFAULT_FOLDER,
-    planned: tuple[Prediction, list[RecordedCall]] | None = None,
+    planned: tuple[Prediction, Planned] | None = None,
 ) -> Export:
     """Write the planned calls (planned now, unless given) to `folder`, its earlier export replaced."""
     prediction, calls = planned or planned_calls(params)
     backend = OpenAICompatBackend(params.llm)  # builds bodies; sends nothing
-    # Written line by line (issue 33): a million 20 kB requests are never one string in memory.
+    stages: Counter[str] = Counter()
+    # Written line by line (issue 33): a million 20 kB requests are never one string in memory, and
+    # the plan is read back from the dry run's file a call at a time (pipeline.tools.status.planned).
     try:
         with replacing(folder / REQUESTS_FILE) as requests, replacing(folder / MANIFEST_FILE) as manifest:
             for c in calls:
-                body = backend.request_body(c.record.request)
-                requests.write(
-                    _line({"custom_id": c.record.key, "method": "POST", "url": BATCH_URL, "body": body})
-                )
+                body = backend.request_body(c.request)
+                requests.write(_line({"custom_id": c.key, "method": "POST", "url": BATCH_URL, "body": body}))
                 exported = {
-                    "custom_id": c.record.key,
-                    "model": c.record.model.model_dump(mode="json"),
-                    "request": c.record.request.model_dump(mode="json"),
+                    "custom_id": c.key,
+                    "model": c.model.model_dump(mode="json"),
+                    "request": c.request_json,
                     "context": c.context.describe(),
                 }
                 manifest.write(_line(exported))
+                stages[c.context.stage] += 1
     finally:
         backend.close()
-    return Export(folder, prediction, calls)
+    return Export(folder, prediction, calls, dict(stages))
 
 
 def _line(value: Any) -> bytes:

@@ -18,6 +18,7 @@ system), as it had to be for read_text.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -85,9 +86,39 @@ class RequestSender:
         self.path, self.url, self.max_retries, self.retry_wait_s = path, url, max_retries, retry_wait_s
         self.headers = {"Content-Type": "application/json", **headers}
         self.in_flight = max(1, in_flight)
-        limits = httpx.Limits(max_connections=self.in_flight, max_keepalive_connections=self.in_flight)
-        self.client = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=30.0), limits=limits)
+        self.timeout = httpx.Timeout(timeout_s, connect=30.0)
+        # A client (and its one kept-alive connection) for each of the pool's threads, used by that
+        # thread alone. Shared, httpcore 1.0.9's pool checks each idle connection in any thread's
+        # pass (has_expired: "idle, and readable?" without the connection's lock): a thread
+        # paused between the two (preempted, or running a cyclic GC's finalizers, which let other
+        # threads run) finds readable the connection another thread was given meanwhile and has
+        # sent on (its reply arriving), and closes it under that request: EBADF on its read, or
+        # its poll() never woken until the read timeout (encode/httpcore#1110 is the same race).
+        self._local = threading.local()
+        self._clients: list[httpx.Client] = []
+        self._clients_lock = threading.Lock()
         self.pool = ThreadPoolExecutor(self.in_flight)
+
+    def make_client(self) -> httpx.Client:
+        """A worker thread's own client: one connection, kept alive."""
+        return httpx.Client(
+            timeout=self.timeout, limits=httpx.Limits(max_connections=1, max_keepalive_connections=1)
+        )
+
+    def _client(self) -> httpx.Client:
+        client: httpx.Client | None = getattr(self._local, "client", None)
+        if client is None:
+            client = self._local.client = self.make_client()
+            with self._clients_lock:
+                self._clients.append(client)
+        return client
+
+    def close(self) -> None:
+        """Close every thread's client (the threads are left to end: Ray ends an actor so)."""
+        with self._clients_lock:
+            clients, self._clients = self._clients, []
+        for client in clients:
+            client.close()
 
     def __call__(self, batch: dict[str, Any]) -> Iterator[dict[str, list[str]]]:
         """Every stretch of the batch (start and end columns) answered, a block at a time."""
@@ -135,7 +166,7 @@ class RequestSender:
             if attempt:
                 time.sleep(self.retry_wait_s * 2 ** (attempt - 1))
             try:
-                response = self.client.post(self.url, content=content, headers=self.headers)
+                response = self._client().post(self.url, content=content, headers=self.headers)
             except httpx.HTTPError as exc:  # a transport failure: the connection, a timeout
                 problem = f"{type(exc).__name__}: {exc}"
                 continue
@@ -148,8 +179,8 @@ class RequestSender:
     def __del__(self) -> None:  # Ray ends an actor without a call of ours: its threads and sockets go
         if (pool := getattr(self, "pool", None)) is not None:
             pool.shutdown(wait=False, cancel_futures=True)
-        if (client := getattr(self, "client", None)) is not None:
-            client.close()
+        if getattr(self, "_clients", None) is not None:
+            self.close()
 
 
 def _block(answers: list[tuple[str, str, str, str]]) -> dict[str, list[str]]:

@@ -95,7 +95,7 @@ def run_rounds(
         rounds.append(current)
         echo(current.describe())
         for call in calls if verbose else ():
-            echo(f"  {call.context.describe()} key {call.record.key}")
+            echo(f"  {call.context.describe()} key {call.key}")
         runner.run(where / REQUESTS_FILE, where / RESULTS_FILE)
         current.ingested = ingested = ingest(params, where / RESULTS_FILE, where)
         echo(f"  {ingested.summary()}")

@@ -59,6 +59,7 @@ from pipeline.tools.design_targets import check_design
 from pipeline.tools.status.dry_results import KEPT, DryResults, KnownResults, staged_work
 from pipeline.tools.status.dvc_files import stages_and_status
 from pipeline.tools.status.dvc_hashes import one_hash_per_path
+from pipeline.tools.status.key_set import KeySet
 from pipeline.tools.status.prediction import Prediction, StageStatus
 from pipeline.tools.status.probe import probe_stage
 
@@ -186,7 +187,7 @@ class Planner:
         self.params, self.view, self.every_stage = params, view, every_stage
         self.identity, self.index = identity, index  # identity: the current design's, found when first asked
         self.statuses: dict[str, StageStatus] = {}
-        self.counted: set[str] = set()
+        self.counted = KeySet()  # each planned call's key, 16 bytes of it (issue 33)
         self.moved: dict[str, bool] = {}  # stage -> its output will change
         self.unknown: dict[str, set[str]] = {}  # stage -> items whose new output is not known
         self._design: list[str] = []  # the current design's stages dry-run so far

@@ -38,6 +38,8 @@ from pipeline.llm.records import RecordedCall
 from pipeline.llm.served_log import LineLog, given_fields
 from pipeline.llm.session import LLMSession, RecordingIndex
 from pipeline.llm.types import Backend, CallContext, ChatReply, ChatRequest, ModelIdentity
+from pipeline.tools.status.key_set import Counted
+from pipeline.tools.status.planned import PlanLog, PlannedCalls
 
 MARK = "<judgeloop-status: reply not known yet"
 
@@ -168,7 +170,7 @@ class StageProbe(Generic[R]):
     recorded: int = 0  # calls answered by the recordings or the local cache
     local_only: int = 0  # of those, in the local cache but not in the recordings (a clone lacks them)
     repeats: int = 0  # the same request as a model call counted earlier: a cache hit in the real run
-    model_calls: list[RecordedCall] = field(default_factory=list)  # certain model calls, with context
+    model_calls: PlannedCalls = field(default_factory=PlannedCalls)  # certain model calls, on disk
     stopped: list[str] = field(default_factory=list)  # items whose later calls depend on an unknown reply
     unknown_output: list[str] = field(default_factory=list)  # finished, but the output holds an unknown reply
     known: list[R] = field(default_factory=list)  # the results the next stage can be fed
@@ -188,7 +190,7 @@ def probe_stage(
     identity: ModelIdentity,
     index: RecordingIndex,
     cache_dir: Path,
-    counted: set[str],
+    counted: Counted,
     asked: Callable[[str], bool] | None = None,
     model_call: threading.Event | None = None,
 ) -> StageProbe[R]:
@@ -213,18 +215,16 @@ def probe_stage(
         dry_run=True,
     )
     served = DryLog()
-    # The calls the probe answered with a placeholder, whole (a batch exports their requests), and
-    # each one's place in the experiment's order, once for every time it was answered.
-    placeheld: dict[tuple[object, ...], RecordedCall] = {}
-    unknown_calls: list[tuple[object, ...]] = []
+    # The calls the probe answered with a placeholder, whole (a batch exports their requests), on
+    # disk, each one's place in the experiment's order kept for every time it was answered
+    # (pipeline.tools.status.planned: a few bytes a call, not its request).
+    planned = PlanLog()
 
     def note(call: RecordedCall) -> None:  # from the worker that made the call, as the session logs it
         dry = DryCall.of(call)
         served.append(dry)
         if dry.unknown:
-            place = (*call.context.sort_key(), call.record.key)
-            placeheld.setdefault(place, call)
-            unknown_calls.append(place)
+            planned.add(call)
 
     session.observe(note)
     try:
@@ -235,13 +235,7 @@ def probe_stage(
     probe.recorded, probe.local_only = served.tally(backend.from_local)
     # In the order of the experiment, not of arrival: an item's independent calls run side by side.
     # (Only the placeholders' order counts: which of a request's answers is the model call.)
-    for place in sorted(unknown_calls):
-        key = placeheld[place].record.key
-        if key in counted:
-            probe.repeats += 1
-        else:
-            counted.add(key)
-            probe.model_calls.append(placeheld[place])
+    probe.model_calls, probe.repeats = planned.done(counted)
     finished = {output.item_of(r) for r in results}
     probe.stopped = [item for item in items if item not in finished]
     unknown = {output.item_of(r) for r in results if MARK in output.text_of(r)}

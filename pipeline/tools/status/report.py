@@ -57,7 +57,7 @@ def render_text(prediction: Prediction, verbose: bool) -> str:
                 f"not known yet: {', '.join(status.left_out)}"
             )
         if verbose:
-            lines += [f"{pad}new: {c.context.describe()} key {c.record.key}" for c in probe.model_calls]
+            lines += [f"{pad}new: {c.context.describe()} key {c.key}" for c in probe.model_calls]
     lines.append(summary_line(prediction))
     return "\n".join(lines) + "\n"
 
@@ -82,8 +82,7 @@ def as_json(prediction: Prediction) -> dict[str, Any]:
                 "stopped_items": probe.stopped,
                 "unpredictable_items": status.left_out,
                 "new_calls": [
-                    {"context": c.context.model_dump(mode="json"), "key": c.record.key}
-                    for c in probe.model_calls
+                    {"context": c.context.model_dump(mode="json"), "key": c.key} for c in probe.model_calls
                 ],
             }
         stages.append(entry)
