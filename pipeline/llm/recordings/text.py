@@ -60,6 +60,7 @@ import hashlib
 import os
 import re
 import threading
+import weakref
 from array import array
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -223,6 +224,18 @@ def _unpacked(number: int) -> tuple[Source, int]:
     return (_kept_source(at >> 1) if at & 1 else at >> 1), shard
 
 
+def _weakly(method: Callable[[int], Where]) -> Callable[[int], Where]:
+    """`method` through a weak reference to its object, which must outlive every call."""
+    reference = weakref.WeakMethod(method)
+
+    def call(number: int) -> Where:
+        bound = reference()
+        assert bound is not None, "a recording's calls read after the recording was let go of"
+        return bound(number)
+
+    return call
+
+
 class StageRecording:
     """One stage's recording, built a call at a time, its lines on disk until it is written (Spool).
 
@@ -239,7 +252,9 @@ class StageRecording:
         self._spool = Spool()
         # Each call's line, made here (in the spool) or kept (of `_recorded`), by its Where, held as
         # its hash (CallPlaces: issue 33); a line made here that UTF-8 cannot hold, as its text.
-        self._calls = CallPlaces(self._where_of)
+        # A weak reference: a bound method would make a cycle, so that a recording let go of (a dry
+        # run's, in status or batch export) held its calls until the cyclic GC ran.
+        self._calls = CallPlaces(_weakly(self._where_of))
         self._text: dict[Where, str] = {}
         self._counted: set[Where] = set()  # counting: each call's Where
         self._blobs = BlockLines()  # blob id -> its blob line, in the spool
