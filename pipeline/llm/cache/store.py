@@ -53,7 +53,7 @@ import os
 import re
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -113,6 +113,11 @@ SETTINGS: dict[str, Any] = {
     # pages (the key's index path and its row), which 1 MB a connection keeps hot.
     "sqlite_cache_size": 256,
 }
+# The page cache of a tool's connections while it reads the whole store (CallStore.inspect_in_order):
+# 16,384 pages, 64 MB a database at most, filled only as pages are read. At 964k calls the blocks'
+# database is 1.2 GB, the inner pages of its table and key index about 1,400; a tool holds one
+# connection to each database, not a replay's ~17 threads of them.
+WHOLE_READ_PAGES = 16_384
 
 
 @dataclass(frozen=True)
@@ -315,6 +320,9 @@ class CallStore:
             raise Damage(f"holds {exc}") from exc
         if raw is None:
             return None
+        return self._decoded(key, raw, request, upgrade)
+
+    def _decoded(self, key: str, raw: bytes, request: ChatRequest | None, upgrade: bool) -> CallRecord:
         if not raw.startswith((MAGIC, WHOLE_REQUEST)):
             return self._read_unsealed(key, raw, upgrade)
         header_end = raw.find(b"\n", _SEAL_END + 1)
@@ -378,6 +386,58 @@ class CallStore:
         if identity is None:
             identity = self._identities[seen] = ModelIdentity.model_validate(model)
         return identity
+
+    def inspect_in_order(self) -> Generator[tuple[str | ForeignKey, CallRecord | None, str | None]]:
+        """(key, record, problem) as `inspect` gives them, for every entry (foreign ones too), in the
+        order they were stored (see `entries`), for the tools that read the whole store (`cache
+        verify`, `cache export`).
+
+        Read a page of rows a statement (pipeline.llm.cache.bulk.rows_in_order), not a key listed,
+        then looked up: a lookup searched the key index and read the row's table page again, which
+        at a million entries SQLite's page cache of 1 MB no longer held (issue 33). And while the
+        tool reads, this thread's connections hold WHOLE_READ_PAGES pages, not 256: every record's
+        request is rebuilt from its blocks, about six lookups by id in the blocks' index a record,
+        whose inner pages then stay held (at 964k calls, 12.6 -> 5.6 file reads a record)."""
+        self.flush()
+        with self._roomy_pages():
+            after = 0
+            while True:
+                with database_errors(self.db_path):
+                    rows = bulk.rows_in_order(self._cache, after)
+                if not rows:
+                    return
+                for rowid, stored_key, raw_key, mode, filename, value in rows:
+                    after = rowid
+                    key = self._cache.disk.get(stored_key, raw_key)
+                    yield key, *self._inspect_row(key, mode, filename, value)
+
+    @guarded
+    def _inspect_row(
+        self, key: str | ForeignKey, mode: int, filename: str | None, value: Any
+    ) -> tuple[CallRecord | None, str | None]:
+        if isinstance(key, ForeignKey):
+            return self.inspect(key)
+        try:
+            return self._decoded(key, self._cache.disk.fetch(mode, filename, value, False), None, False), None
+        except RefusedValue as exc:
+            return None, f"holds {exc}"
+        except Damage as exc:
+            return None, str(exc)
+
+    @contextlib.contextmanager
+    def _roomy_pages(self) -> Iterator[None]:
+        """This thread's connections with WHOLE_READ_PAGES of page cache, then as before (a
+        connection closed meanwhile is left closed)."""
+        with database_errors(self.db_path):
+            connections = [cache._con for cache in (self._cache, self.blocks.cache)]
+            for connection in connections:
+                connection.execute(f"PRAGMA cache_size = {WHOLE_READ_PAGES}")
+        try:
+            yield
+        finally:
+            for connection in connections:
+                with contextlib.suppress(sqlite3.Error):  # closed: nothing to put back
+                    connection.execute(f"PRAGMA cache_size = {SETTINGS['sqlite_cache_size']}")
 
     @guarded
     def get_raw(self, key: str) -> bytes | None:
