@@ -113,11 +113,13 @@ SETTINGS: dict[str, Any] = {
     # pages (the key's index path and its row), which 1 MB a connection keeps hot.
     "sqlite_cache_size": 256,
 }
-# The page cache of a tool's connections while it reads the whole store (CallStore.inspect_in_order):
-# 16,384 pages, 64 MB a database at most, filled only as pages are read. At 964k calls the blocks'
-# database is 1.2 GB, the inner pages of its table and key index about 1,400; a tool holds one
-# connection to each database, not a replay's ~17 threads of them.
-WHOLE_READ_PAGES = 16_384
+# The page cache of the blocks' connection while a tool reads the whole store
+# (CallStore.inspect_in_order): 65,536 pages, 256 MB at most, filled only as pages are read. Each
+# record's request is rebuilt from its blocks, 6 to 30 lookups by id in the blocks' key index, whose
+# pages 256 held at 96k calls and not at 964k (a 3.3M-block index of about 130 MB): an assessment
+# record then read 43 pages from the file against 24.5 at 96k, and 5.6 with this (bench/README,
+# "cache verify's growth"). A tool holds one connection to it, not a replay's ~17 threads of them.
+WHOLE_READ_PAGES = 65_536
 
 
 @dataclass(frozen=True)
@@ -395,9 +397,8 @@ class CallStore:
         Read a page of rows a statement (pipeline.llm.cache.bulk.rows_in_order), not a key listed,
         then looked up: a lookup searched the key index and read the row's table page again, which
         at a million entries SQLite's page cache of 1 MB no longer held (issue 33). And while the
-        tool reads, this thread's connections hold WHOLE_READ_PAGES pages, not 256: every record's
-        request is rebuilt from its blocks, about six lookups by id in the blocks' index a record,
-        whose inner pages then stay held (at 964k calls, 12.6 -> 5.6 file reads a record)."""
+        tool reads, this thread's connection to the blocks holds WHOLE_READ_PAGES pages, not 256:
+        every record's request is rebuilt from its blocks, 6 to 30 lookups by id in their index."""
         self.flush()
         with self._roomy_pages():
             after = 0
@@ -426,10 +427,10 @@ class CallStore:
 
     @contextlib.contextmanager
     def _roomy_pages(self) -> Iterator[None]:
-        """This thread's connections with WHOLE_READ_PAGES of page cache, then as before (a
+        """This thread's connection to the blocks with WHOLE_READ_PAGES of page cache, then as before (a
         connection closed meanwhile is left closed)."""
         with database_errors(self.db_path):
-            connections = [cache._con for cache in (self._cache, self.blocks.cache)]
+            connections = [self.blocks.cache._con]  # the records themselves are read in order
             for connection in connections:
                 connection.execute(f"PRAGMA cache_size = {WHOLE_READ_PAGES}")
         try:
