@@ -186,13 +186,10 @@ def local_records(store: CallStore) -> Iterator[tuple[str | ForeignKey, CallReco
     """(key, record or None, problem or None) for every local entry, foreign ones too: read as the
     store reads a hit (seal and key), then verified in full with its stored request (not a
     caller's), so an edited request shows too."""
-    # The keys first (small), then one record at a time: a caller may delete as it goes (verify
-    # --repair), which a live cursor over the database would not survive, and the records, each
-    # with its 20 kB request, are not all held at once (issue 33).
-    for key in list(store.entries()):  # as stored: an item's calls together, and their blocks
-        record, problem = store.inspect(key)
-        if record is None and problem is None:  # deleted by another process since entries() listed it
-            continue
+    # A page of rows at a time, as stored (an item's calls together, and their blocks): a caller may
+    # delete as it goes (verify --repair), which a live cursor over the database would not survive,
+    # and the records, each with its 20 kB request, are not all held at once (issue 33).
+    for key, record, problem in store.inspect_in_order():
         if record is not None:
             problem = record.problem()
         yield key, record, problem

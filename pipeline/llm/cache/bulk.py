@@ -26,6 +26,13 @@ from collections.abc import Iterable, Sequence
 import diskcache
 
 IN_BATCH = 500  # keys a SELECT ... IN asks for at once (SQLite allows 999 parameters, or more)
+PAGE_ROWS = 100  # rows a page of `rows_in_order` reads in one statement (diskcache's own iteration's page)
+# The columns `Cache.get` reads of a row, with its rowid and key, for rows not expired (judgeloop
+# never sets an expiry; a row that has one is skipped as `get` skips it once it is past).
+_IN_ORDER = (
+    "SELECT rowid, key, raw, mode, filename, value FROM Cache"
+    " WHERE rowid > ? AND (expire_time IS NULL OR expire_time > ?) ORDER BY rowid LIMIT ?"
+)
 _INSERT = (
     "INSERT OR IGNORE INTO Cache("
     " key, raw, store_time, expire_time, access_time, access_count, tag, size, mode, filename, value"
@@ -66,3 +73,15 @@ def add_new(cache: diskcache.Cache, rows: Iterable[tuple[str, bytes]], held: set
             now = time.time()
             small.append((key, now, now, diskcache.core.MODE_RAW, value))
         cache._con.executemany(_INSERT, small)
+
+
+Row = tuple[int, object, int, int, str | None, object]  # rowid, stored key, raw, mode, filename, value
+
+
+def rows_in_order(cache: diskcache.Cache, after: int) -> list[Row]:
+    """The next page of rows stored after rowid `after`, in the order they were stored, each with
+    what `Cache.get` reads of it (decoded by the cache's Disk, as `get` does, by the caller): one
+    statement a page, seeking by rowid, where a `get` a key costs a statement and a search of the
+    key index each, and reads again the table page the listing of keys read (issue 33). Not a live
+    cursor: a caller may delete rows between pages."""
+    return list(cache._sql(_IN_ORDER, (after, time.time(), PAGE_ROWS)).fetchall())

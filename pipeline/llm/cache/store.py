@@ -53,7 +53,7 @@ import os
 import re
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -113,6 +113,13 @@ SETTINGS: dict[str, Any] = {
     # pages (the key's index path and its row), which 1 MB a connection keeps hot.
     "sqlite_cache_size": 256,
 }
+# The page cache of the blocks' connection while a tool reads the whole store
+# (CallStore.inspect_in_order): 65,536 pages, 256 MB at most, filled only as pages are read. Each
+# record's request is rebuilt from its blocks, 6 to 30 lookups by id in the blocks' key index, whose
+# pages 256 held at 96k calls and not at 964k (a 3.3M-block index of about 130 MB): an assessment
+# record then read 43 pages from the file against 24.5 at 96k, and 5.6 with this (bench/README,
+# "cache verify's growth"). A tool holds one connection to it, not a replay's ~17 threads of them.
+WHOLE_READ_PAGES = 65_536
 
 
 @dataclass(frozen=True)
@@ -315,6 +322,9 @@ class CallStore:
             raise Damage(f"holds {exc}") from exc
         if raw is None:
             return None
+        return self._decoded(key, raw, request, upgrade)
+
+    def _decoded(self, key: str, raw: bytes, request: ChatRequest | None, upgrade: bool) -> CallRecord:
         if not raw.startswith((MAGIC, WHOLE_REQUEST)):
             return self._read_unsealed(key, raw, upgrade)
         header_end = raw.find(b"\n", _SEAL_END + 1)
@@ -378,6 +388,57 @@ class CallStore:
         if identity is None:
             identity = self._identities[seen] = ModelIdentity.model_validate(model)
         return identity
+
+    def inspect_in_order(self) -> Generator[tuple[str | ForeignKey, CallRecord | None, str | None]]:
+        """(key, record, problem) as `inspect` gives them, for every entry (foreign ones too), in the
+        order they were stored (see `entries`), for the tools that read the whole store (`cache
+        verify`, `cache export`).
+
+        Read a page of rows a statement (pipeline.llm.cache.bulk.rows_in_order), not a key listed,
+        then looked up: a lookup searched the key index and read the row's table page again, which
+        at a million entries SQLite's page cache of 1 MB no longer held (issue 33). And while the
+        tool reads, this thread's connection to the blocks holds WHOLE_READ_PAGES pages, not 256:
+        every record's request is rebuilt from its blocks, 6 to 30 lookups by id in their index."""
+        self.flush()
+        with self._roomy_pages():
+            after = 0
+            while True:
+                with database_errors(self.db_path):
+                    rows = bulk.rows_in_order(self._cache, after)
+                if not rows:
+                    return
+                for rowid, stored_key, raw_key, mode, filename, value in rows:
+                    after = rowid
+                    key = self._cache.disk.get(stored_key, raw_key)
+                    yield key, *self._inspect_row(key, mode, filename, value)
+
+    @guarded
+    def _inspect_row(
+        self, key: str | ForeignKey, mode: int, filename: str | None, value: Any
+    ) -> tuple[CallRecord | None, str | None]:
+        if isinstance(key, ForeignKey):
+            return self.inspect(key)
+        try:
+            return self._decoded(key, self._cache.disk.fetch(mode, filename, value, False), None, False), None
+        except RefusedValue as exc:
+            return None, f"holds {exc}"
+        except Damage as exc:
+            return None, str(exc)
+
+    @contextlib.contextmanager
+    def _roomy_pages(self) -> Iterator[None]:
+        """This thread's connection to the blocks with WHOLE_READ_PAGES of page cache, then as before (a
+        connection closed meanwhile is left closed)."""
+        with database_errors(self.db_path):
+            connections = [self.blocks.cache._con]  # the records themselves are read in order
+            for connection in connections:
+                connection.execute(f"PRAGMA cache_size = {WHOLE_READ_PAGES}")
+        try:
+            yield
+        finally:
+            for connection in connections:
+                with contextlib.suppress(sqlite3.Error):  # closed: nothing to put back
+                    connection.execute(f"PRAGMA cache_size = {SETTINGS['sqlite_cache_size']}")
 
     @guarded
     def get_raw(self, key: str) -> bytes | None:
