@@ -18,12 +18,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import orjson
+
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.files import TMP_SUFFIX
 from pipeline.llm.recordings import offsets, shards
 from pipeline.llm.recordings import text as recordings
 from pipeline.llm.recordings.offsets import FileRead, LazyBlobs, LineTable, OpenFiles, hash_file
 from pipeline.llm.recordings.pins import MAX_FILE_BYTES, Pins
+from pipeline.llm.recordings.verified_memo import VerifiedMemo, files_digest
 
 BLOB_OPENING = b'{"blob":'
 
@@ -111,7 +114,7 @@ class _Scan:
                 continue
             entry = recordings.blob_entry(text, f"{path}:{line_number}", self.blob_problems)
             if entry is not None:
-                self.blobs.at[entry[0]] = self.blobs.table.add(number, offset, body, line_number)
+                self.blobs.place(entry[0], number, offset, body, line_number, len(entry[1]))
         self.md5s[path.name] = read.md5
         self.hashes.append((path.name, read.sha256))
         if sha is not None and read.sha256 != sha:
@@ -167,3 +170,65 @@ def scan_folder(directory: Path, pins: Pins | None = None) -> ScannedRecording:
         scan.files.close()
         raise
     return ScannedRecording(scan.calls, scan.blobs, scan.hashes)
+
+
+@dataclass
+class _Hashed(_Scan):
+    """A scan that only hashes each file (as _Scan hashes it: the same names and sha256s, in the
+    same order) and reads the models of its call lines, placing no line and checking no block: for
+    content the verified memo holds, whose lines and blocks were checked in full before."""
+
+    models: set[tuple[str, str, str]] = field(default_factory=set)
+
+    def _stream(
+        self, path: Path, *, holds_calls: bool, sha: str | None = None, opened: int | None = None
+    ) -> None:
+        number = self.files.open(path) if opened is None else opened  # FileNotFoundError: read whole
+        fd = self.files.fd(number)
+        if os.fstat(fd).st_size > recordings.MAX_RECORDING_BYTES:
+            raise _NotAsVerified(path)
+        sha256, md5 = hashlib.sha256(), hashlib.md5()
+        with open(fd, "rb", buffering=offsets.READ_BUFFER, closefd=False) as stream:
+            stream.seek(0)
+            if holds_calls:
+                for raw in stream:
+                    sha256.update(raw)
+                    md5.update(raw)
+                    if not raw.startswith(BLOB_OPENING):
+                        model = orjson.loads(raw)["model"]
+                        self.models.add((str(model["backend"]), str(model["name"]), str(model["digest"])))
+            else:
+                while chunk := stream.read(offsets.READ_BUFFER):
+                    sha256.update(chunk)
+                    md5.update(chunk)
+        self.md5s[path.name] = md5.hexdigest()
+        self.hashes.append((path.name, sha256.hexdigest()))
+        if sha is not None and sha256.hexdigest() != sha:
+            raise _NotAsVerified(path)
+
+
+class _NotAsVerified(Exception):
+    """A file a verified recording could not hold (read whole instead, which names what is wrong)."""
+
+
+def verified_models(
+    directory: Path, pins: Pins | None, memo: VerifiedMemo
+) -> frozenset[tuple[str, str, str]] | None:
+    """The models (backend, name, digest) of a stage's recording whose content `memo` holds as verified
+    in full, read without placing its lines or checking its blocks again: every file hashed as
+    scan_folder hashes it, the folder checked against its pin and for strays, each call line's model
+    read. None where the memo does not hold this content, or anything is not as a verified recording
+    is (the caller then reads it with scan_folder, which verifies it and names what is wrong)."""
+    recordings.refuse_linked(directory)
+    scan = _Hashed(directory)
+    try:
+        scan.run(os.listdir(directory))
+        if pins is not None:
+            scan.check_pin(pins)
+        if scan.problems or memo.holds_digest(files_digest(scan.hashes)) is not None:
+            return None
+        return frozenset(scan.models)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, _NotAsVerified, CorruptRecordError):
+        return None
+    finally:
+        scan.files.close()
