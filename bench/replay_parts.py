@@ -64,6 +64,12 @@ PARTS: tuple[tuple[int, str, str, str], ...] = (
     (1, "files hashed, lines placed (scan_folder)", "pipeline.llm.recordings.stage_index", "scan_folder"),
     (1, "each call line verified (trusted_call)", "pipeline.llm.recordings.text", "trusted_call"),
     (2, "key and checksum (CallRecord.problem)", "pipeline.llm.records", "CallRecord.problem"),
+    (
+        0,
+        "a recording read for its models (verified_models)",
+        "pipeline.llm.recordings.index",
+        "verified_models",
+    ),
     (0, "the local cache seeded (CallStore.flush)", "pipeline.llm.cache.store", "CallStore.flush"),
     (
         0,
@@ -115,6 +121,8 @@ def install(timers: Timers) -> None:
         owner: Any = module
         for part in owners:
             owner = getattr(owner, part)
+        if not hasattr(owner, name):
+            continue  # not in this code (an older judgeloop's)
         original = (
             owner.__dict__.get(name, getattr(owner, name))
             if isinstance(owner, type)

@@ -49,6 +49,9 @@ class _Scan:
     blob_problems: list[str] = field(default_factory=list)
     md5s: dict[str, str] = field(default_factory=dict)
     hashes: list[tuple[str, str]] = field(default_factory=list)
+    # Whether the folder's pin in dvc.lock is checked (over each file's md5): an md5 costs about
+    # three times a sha256, and nothing else reads it.
+    pinned: bool = True
 
     def __post_init__(self) -> None:
         self.calls = LineTable(self.files)
@@ -106,7 +109,7 @@ class _Scan:
         if size > recordings.MAX_RECORDING_BYTES:
             fix = f"Fix: restore the file from git (git checkout -- {path}), or re-record the stage."
             raise CorruptRecordError(f"{path}: {size / 2**30:.1f} GiB, more than a recording holds. {fix}")
-        for line_number, offset, body, text in offsets.stream_lines(path, fd, read):
+        for line_number, offset, body, text in offsets.stream_lines(path, fd, read, md5=self.pinned):
             if text is None:
                 continue
             if holds_calls and not body.startswith(BLOB_OPENING):
@@ -160,7 +163,7 @@ def scan_folder(directory: Path, pins: Pins | None = None) -> ScannedRecording:
     checked against its pin (`pins`, when given) and for strays; CorruptRecordError (or
     LockMismatchError) for what cannot be trusted, in the order a whole read raised it."""
     recordings.refuse_linked(directory)
-    scan = _Scan(directory)
+    scan = _Scan(directory, pinned=pins is not None and pins.needs_hashes(directory))
     try:
         scan.run(os.listdir(directory))
         if pins is not None:
@@ -175,10 +178,10 @@ def scan_folder(directory: Path, pins: Pins | None = None) -> ScannedRecording:
 @dataclass
 class _Hashed(_Scan):
     """A scan that only hashes each file (as _Scan hashes it: the same names and sha256s, in the
-    same order) and reads the models of its call lines, placing no line and checking no block: for
-    content the verified memo holds, whose lines and blocks were checked in full before."""
+    same order), placing no line and checking no block: for content the verified memo holds, whose
+    lines and blocks were checked in full before. Its call files are noted for their models."""
 
-    models: set[tuple[str, str, str]] = field(default_factory=set)
+    call_files: list[int] = field(default_factory=list)
 
     def _stream(
         self, path: Path, *, holds_calls: bool, sha: str | None = None, opened: int | None = None
@@ -187,24 +190,30 @@ class _Hashed(_Scan):
         fd = self.files.fd(number)
         if os.fstat(fd).st_size > recordings.MAX_RECORDING_BYTES:
             raise _NotAsVerified(path)
-        sha256, md5 = hashlib.sha256(), hashlib.md5()
-        with open(fd, "rb", buffering=offsets.READ_BUFFER, closefd=False) as stream:
-            stream.seek(0)
-            if holds_calls:
-                for raw in stream:
-                    sha256.update(raw)
-                    md5.update(raw)
-                    if not raw.startswith(BLOB_OPENING):
-                        model = orjson.loads(raw)["model"]
-                        self.models.add((str(model["backend"]), str(model["name"]), str(model["digest"])))
-            else:
-                while chunk := stream.read(offsets.READ_BUFFER):
-                    sha256.update(chunk)
+        sha256, md5 = hashlib.sha256(), hashlib.md5() if self.pinned else None
+        with open(fd, "rb", closefd=False) as stream:
+            while chunk := stream.read(offsets.READ_BUFFER):
+                sha256.update(chunk)
+                if md5 is not None:
                     md5.update(chunk)
-        self.md5s[path.name] = md5.hexdigest()
+        self.md5s[path.name] = "" if md5 is None else md5.hexdigest()
         self.hashes.append((path.name, sha256.hexdigest()))
         if sha is not None and sha256.hexdigest() != sha:
             raise _NotAsVerified(path)
+        if holds_calls:
+            self.call_files.append(number)
+
+    def models(self) -> frozenset[tuple[str, str, str]]:
+        """The models of the call lines of the files hashed (read again: the memo holds them)."""
+        found: set[tuple[str, str, str]] = set()
+        for number in self.call_files:
+            with open(self.files.fd(number), "rb", buffering=offsets.READ_BUFFER, closefd=False) as stream:
+                stream.seek(0)
+                for raw in stream:
+                    if not raw.startswith(BLOB_OPENING):
+                        model = orjson.loads(raw)["model"]
+                        found.add((str(model["backend"]), str(model["name"]), str(model["digest"])))
+        return frozenset(found)
 
 
 class _NotAsVerified(Exception):
@@ -220,14 +229,14 @@ def verified_models(
     read. None where the memo does not hold this content, or anything is not as a verified recording
     is (the caller then reads it with scan_folder, which verifies it and names what is wrong)."""
     recordings.refuse_linked(directory)
-    scan = _Hashed(directory)
+    scan = _Hashed(directory, pinned=pins is not None and pins.needs_hashes(directory))
     try:
         scan.run(os.listdir(directory))
         if pins is not None:
             scan.check_pin(pins)
         if scan.problems or memo.holds_digest(files_digest(scan.hashes)) is not None:
             return None
-        return frozenset(scan.models)
+        return scan.models()
     except (OSError, ValueError, KeyError, TypeError, AttributeError, _NotAsVerified, CorruptRecordError):
         return None
     finally:

@@ -272,24 +272,26 @@ class FileRead:
 Placed = tuple[int, int, bytes, str | None]  # a line's number, offset, bytes and text
 
 
-def stream_lines(path: Path, fd: int, read: FileRead) -> Iterator[Placed]:
+def stream_lines(path: Path, fd: int, read: FileRead, *, md5: bool = True) -> Iterator[Placed]:
     """(line number, offset, bytes, text) for each line of the file open at `fd`, split at "\\n"
     only; text None for a line that is too long or not UTF-8 (its problem noted in `read`, the first
-    one kept). The file's sha256 and md5 are taken over exactly the bytes read, into `read`."""
+    one kept). The file's sha256 and (unless `md5` is False: "" then) md5 are taken over exactly the
+    bytes read, into `read`."""
     fix = FIX.format(path=path)
-    sha, md5 = hashlib.sha256(), hashlib.md5()
+    sha, digest_md5 = hashlib.sha256(), hashlib.md5() if md5 else None
     with open(fd, "rb", buffering=READ_BUFFER, closefd=False) as stream:
         stream.seek(0)
         offset, number = 0, 0
         while raw := stream.readline():
             number += 1
             sha.update(raw)
-            md5.update(raw)
+            if digest_md5 is not None:
+                digest_md5.update(raw)
             body = raw[:-1] if raw.endswith(b"\n") else raw
             text = _decoded(body, path, number, fix, read)
             yield number, offset, body, text
             offset += len(raw)
-    read.sha256, read.md5 = sha.hexdigest(), md5.hexdigest()
+    read.sha256, read.md5 = sha.hexdigest(), "" if digest_md5 is None else digest_md5.hexdigest()
 
 
 def _decoded(body: bytes, path: Path, number: int, fix: str, read: FileRead) -> str | None:
