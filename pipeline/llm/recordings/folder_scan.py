@@ -18,12 +18,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import orjson
+
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.files import TMP_SUFFIX
 from pipeline.llm.recordings import offsets, shards
 from pipeline.llm.recordings import text as recordings
 from pipeline.llm.recordings.offsets import FileRead, LazyBlobs, LineTable, OpenFiles, hash_file
 from pipeline.llm.recordings.pins import MAX_FILE_BYTES, Pins
+from pipeline.llm.recordings.verified_memo import VerifiedMemo, files_digest
 
 BLOB_OPENING = b'{"blob":'
 
@@ -46,6 +49,9 @@ class _Scan:
     blob_problems: list[str] = field(default_factory=list)
     md5s: dict[str, str] = field(default_factory=dict)
     hashes: list[tuple[str, str]] = field(default_factory=list)
+    # Whether the folder's pin in dvc.lock is checked (over each file's md5): an md5 costs about
+    # three times a sha256, and nothing else reads it.
+    pinned: bool = True
 
     def __post_init__(self) -> None:
         self.calls = LineTable(self.files)
@@ -103,7 +109,7 @@ class _Scan:
         if size > recordings.MAX_RECORDING_BYTES:
             fix = f"Fix: restore the file from git (git checkout -- {path}), or re-record the stage."
             raise CorruptRecordError(f"{path}: {size / 2**30:.1f} GiB, more than a recording holds. {fix}")
-        for line_number, offset, body, text in offsets.stream_lines(path, fd, read):
+        for line_number, offset, body, text in offsets.stream_lines(path, fd, read, md5=self.pinned):
             if text is None:
                 continue
             if holds_calls and not body.startswith(BLOB_OPENING):
@@ -111,7 +117,7 @@ class _Scan:
                 continue
             entry = recordings.blob_entry(text, f"{path}:{line_number}", self.blob_problems)
             if entry is not None:
-                self.blobs.at[entry[0]] = self.blobs.table.add(number, offset, body, line_number)
+                self.blobs.place(entry[0], number, offset, body, line_number, len(entry[1]))
         self.md5s[path.name] = read.md5
         self.hashes.append((path.name, read.sha256))
         if sha is not None and read.sha256 != sha:
@@ -157,7 +163,7 @@ def scan_folder(directory: Path, pins: Pins | None = None) -> ScannedRecording:
     checked against its pin (`pins`, when given) and for strays; CorruptRecordError (or
     LockMismatchError) for what cannot be trusted, in the order a whole read raised it."""
     recordings.refuse_linked(directory)
-    scan = _Scan(directory)
+    scan = _Scan(directory, pinned=pins is not None and pins.needs_hashes(directory))
     try:
         scan.run(os.listdir(directory))
         if pins is not None:
@@ -167,3 +173,71 @@ def scan_folder(directory: Path, pins: Pins | None = None) -> ScannedRecording:
         scan.files.close()
         raise
     return ScannedRecording(scan.calls, scan.blobs, scan.hashes)
+
+
+@dataclass
+class _Hashed(_Scan):
+    """A scan that only hashes each file (as _Scan hashes it: the same names and sha256s, in the
+    same order), placing no line and checking no block: for content the verified memo holds, whose
+    lines and blocks were checked in full before. Its call files are noted for their models."""
+
+    call_files: list[int] = field(default_factory=list)
+
+    def _stream(
+        self, path: Path, *, holds_calls: bool, sha: str | None = None, opened: int | None = None
+    ) -> None:
+        number = self.files.open(path) if opened is None else opened  # FileNotFoundError: read whole
+        fd = self.files.fd(number)
+        if os.fstat(fd).st_size > recordings.MAX_RECORDING_BYTES:
+            raise _NotAsVerified(path)
+        sha256, md5 = hashlib.sha256(), hashlib.md5() if self.pinned else None
+        with open(fd, "rb", closefd=False) as stream:
+            while chunk := stream.read(offsets.READ_BUFFER):
+                sha256.update(chunk)
+                if md5 is not None:
+                    md5.update(chunk)
+        self.md5s[path.name] = "" if md5 is None else md5.hexdigest()
+        self.hashes.append((path.name, sha256.hexdigest()))
+        if sha is not None and sha256.hexdigest() != sha:
+            raise _NotAsVerified(path)
+        if holds_calls:
+            self.call_files.append(number)
+
+    def models(self) -> frozenset[tuple[str, str, str]]:
+        """The models of the call lines of the files hashed (read again: the memo holds them)."""
+        found: set[tuple[str, str, str]] = set()
+        for number in self.call_files:
+            with open(self.files.fd(number), "rb", buffering=offsets.READ_BUFFER, closefd=False) as stream:
+                stream.seek(0)
+                for raw in stream:
+                    if not raw.startswith(BLOB_OPENING):
+                        model = orjson.loads(raw)["model"]
+                        found.add((str(model["backend"]), str(model["name"]), str(model["digest"])))
+        return frozenset(found)
+
+
+class _NotAsVerified(Exception):
+    """A file a verified recording could not hold (read whole instead, which names what is wrong)."""
+
+
+def verified_models(
+    directory: Path, pins: Pins | None, memo: VerifiedMemo
+) -> frozenset[tuple[str, str, str]] | None:
+    """The models (backend, name, digest) of a stage's recording whose content `memo` holds as verified
+    in full, read without placing its lines or checking its blocks again: every file hashed as
+    scan_folder hashes it, the folder checked against its pin and for strays, each call line's model
+    read. None where the memo does not hold this content, or anything is not as a verified recording
+    is (the caller then reads it with scan_folder, which verifies it and names what is wrong)."""
+    recordings.refuse_linked(directory)
+    scan = _Hashed(directory, pinned=pins is not None and pins.needs_hashes(directory))
+    try:
+        scan.run(os.listdir(directory))
+        if pins is not None:
+            scan.check_pin(pins)
+        if scan.problems or memo.holds_digest(files_digest(scan.hashes)) is not None:
+            return None
+        return scan.models()
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, _NotAsVerified, CorruptRecordError):
+        return None
+    finally:
+        scan.files.close()

@@ -31,11 +31,12 @@ from weakref import WeakValueDictionary
 
 from pipeline.errors import CorruptRecordError, JudgeloopError
 from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings.folder_scan import verified_models
 from pipeline.llm.recordings.pins import Pins
 from pipeline.llm.recordings.stage_index import StageIndex, index_stage
-from pipeline.llm.recordings.verified_memo import VerifiedMemo
+from pipeline.llm.recordings.verified_memo import IN_PROCESS, VerifiedMemo
 from pipeline.llm.records import CallRecord
-from pipeline.llm.types import ModelIdentity
+from pipeline.llm.types import ChatRequest, ModelIdentity
 
 
 @dataclass
@@ -52,12 +53,13 @@ class StageCalls:
     def damage(self) -> str | None:
         return None if self.error is None else self.error.message
 
-    def get(self, key: str) -> CallRecord | None:
+    def get(self, key: str, request: ChatRequest | None = None) -> CallRecord | None:
+        """`request`: the request `key` was derived from, where the caller holds it (StageIndex.call)."""
         if self.index is None:
             return None
         record = self._alive.get(key)
         if record is None:
-            call = self.index.call(key)
+            call = self.index.call(key, request)
             if call is None:
                 return None
             record = self._alive[key] = call.record
@@ -157,13 +159,14 @@ class RecordingIndex:
                 self._every_stage_read = True
             return dict(sorted(self._stages.items()))
 
-    def own(self, key: str, stage: str) -> CallRecord | None:
-        """The call from `stage`'s own recording; CorruptRecordError if that recording is damaged."""
+    def own(self, key: str, stage: str, request: ChatRequest | None = None) -> CallRecord | None:
+        """The call from `stage`'s own recording; CorruptRecordError if that recording is damaged.
+        `request`: the request `key` was derived from, where the caller holds it (StageIndex.call)."""
         calls = self.stage(stage)
         if calls.error is not None:
             kind = type(calls.error) if isinstance(calls.error, CorruptRecordError) else CorruptRecordError
             raise kind(f"the recording of stage '{stage}' cannot be used: {calls.error.message}")
-        return calls.get(key)
+        return calls.get(key, request)
 
     def elsewhere(self, key: str) -> CallRecord | None:
         """The call from any other stage's recording that can be trusted, in stage order."""
@@ -224,10 +227,29 @@ class RecordingIndex:
             found |= {m for m in models if m.backend == backend and m.name == name}
         return found
 
+    def _verified_models(self, directory: Path) -> set[ModelIdentity] | None:
+        """A stage's models, noted, where the memo holds its recording as verified in full: read
+        without placing its lines, for a session that only needs the model's identity from it (a
+        replay's every stage reads every other stage's recording for it: issue 33). None otherwise."""
+        if not recordings.has_recording(directory):
+            return None
+        try:
+            recordings.stage_dir(self.root, directory.name)
+        except JudgeloopError:
+            return None
+        found = verified_models(directory, self.pins, self.memo or IN_PROCESS)
+        if found is None:
+            return None
+        models = {ModelIdentity(backend=b, name=n, digest=d) for b, n, d in found}
+        with self._lock:
+            return self._noted.setdefault(directory.name, models)
+
     def _models_of(self, directory: Path, *, keep: bool) -> set[ModelIdentity]:
         with self._lock:
             calls = self._stages.get(directory.name)
             noted = self._noted.get(directory.name)
+        if calls is None and noted is None and not keep and not self.hold_one:
+            noted = self._verified_models(directory)
         if calls is None and noted is None:
             read = self._read(directory)
             with self._lock:

@@ -172,11 +172,17 @@ class LazyBlobs(dict[str, str]):
     again for each of its calls)."""
 
     CACHE_CHARS = 8 * 2**20
+    LENGTHS_KEPT = 1 << 14
 
     def __init__(self, table: LineTable) -> None:
         super().__init__()
         self.table = table
         self.at = BlockPlaces()  # blob id -> its line in `table` (packed: pipeline.llm.recordings.key_places)
+        # Each line's text's length in characters, by its index in `table`, taken as it was checked
+        # against its id when scanned: a served line's blocks are then found in the request a caller
+        # holds, without reading them back (StageIndex.call_with).
+        self.chars = array("I")
+        self._lengths: dict[str, int] = {}
         self._chars = 0
         self._lock = threading.Lock()
 
@@ -204,6 +210,25 @@ class LazyBlobs(dict[str, str]):
             self._chars -= len(text)
         for blob in dropped:
             dict.__delitem__(self, blob)
+
+    def place(self, blob: str, file: int, offset: int, data: bytes, number: int, chars: int) -> None:
+        """Place the blob line of `blob` (its bytes `data`, its text `chars` characters long)."""
+        self.at[blob] = self.table.add(file, offset, data, number)
+        self.chars.append(chars)
+
+    def length(self, blob: str) -> int | None:
+        """The length in characters of the text of `blob` (None: not a block of this recording).
+        The last LENGTHS_KEPT asked for are kept by id (an item's calls ask for the same blocks)."""
+        chars = self._lengths.get(blob)
+        if chars is None:
+            found = self.at.get(blob)
+            if found is None or found >= len(self.chars):
+                return None
+            chars = self.chars[found]
+            if len(self._lengths) >= self.LENGTHS_KEPT:
+                self._lengths = {}  # (a new dict, not cleared: another thread may be reading it)
+            self._lengths[blob] = chars
+        return chars
 
     def __contains__(self, blob: object) -> bool:
         return blob in self.at
@@ -247,24 +272,26 @@ class FileRead:
 Placed = tuple[int, int, bytes, str | None]  # a line's number, offset, bytes and text
 
 
-def stream_lines(path: Path, fd: int, read: FileRead) -> Iterator[Placed]:
+def stream_lines(path: Path, fd: int, read: FileRead, *, md5: bool = True) -> Iterator[Placed]:
     """(line number, offset, bytes, text) for each line of the file open at `fd`, split at "\\n"
     only; text None for a line that is too long or not UTF-8 (its problem noted in `read`, the first
-    one kept). The file's sha256 and md5 are taken over exactly the bytes read, into `read`."""
+    one kept). The file's sha256 and (unless `md5` is False: "" then) md5 are taken over exactly the
+    bytes read, into `read`."""
     fix = FIX.format(path=path)
-    sha, md5 = hashlib.sha256(), hashlib.md5()
+    sha, digest_md5 = hashlib.sha256(), hashlib.md5() if md5 else None
     with open(fd, "rb", buffering=READ_BUFFER, closefd=False) as stream:
         stream.seek(0)
         offset, number = 0, 0
         while raw := stream.readline():
             number += 1
             sha.update(raw)
-            md5.update(raw)
+            if digest_md5 is not None:
+                digest_md5.update(raw)
             body = raw[:-1] if raw.endswith(b"\n") else raw
             text = _decoded(body, path, number, fix, read)
             yield number, offset, body, text
             offset += len(raw)
-    read.sha256, read.md5 = sha.hexdigest(), md5.hexdigest()
+    read.sha256, read.md5 = sha.hexdigest(), "" if digest_md5 is None else digest_md5.hexdigest()
 
 
 def _decoded(body: bytes, path: Path, number: int, fix: str, read: FileRead) -> str | None:

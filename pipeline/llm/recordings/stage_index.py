@@ -31,8 +31,9 @@ from typing import Any
 import orjson
 
 from pipeline.errors import CorruptRecordError
+from pipeline.llm.blocks import Laid
 from pipeline.llm.keys import KEY_RECIPE, canonical_json
-from pipeline.llm.recordings import shards
+from pipeline.llm.recordings import layouts, shards
 from pipeline.llm.recordings import text as recordings
 from pipeline.llm.recordings.block_places import block_lines_start, placed_blocks, sharded_blocks
 from pipeline.llm.recordings.folder_scan import scan_folder
@@ -40,7 +41,8 @@ from pipeline.llm.recordings.key_places import places
 from pipeline.llm.recordings.offsets import LazyBlobs, LineTable
 from pipeline.llm.recordings.pins import Pins
 from pipeline.llm.recordings.verified_memo import IN_PROCESS, VerifiedMemo, files_digest
-from pipeline.llm.records import RecordedCall
+from pipeline.llm.records import CallRecord, RecordedCall
+from pipeline.llm.types import CallContext, ChatRequest
 
 
 def _context_item(line: str) -> str | None:
@@ -202,19 +204,55 @@ class StageIndex:
         line = self.line(found)
         return recordings.parse_call_line(line, self.blobs, self.lines.where(found), verified=True).current()
 
-    def call(self, key: str) -> RecordedCall | None:
+    def call(self, key: str, request: ChatRequest | None = None) -> RecordedCall | None:
         """The recorded call of this key, parsed from the line that was verified (None: not here).
         The line's own key must be the one asked for: a place that names another line, however it
-        came to, serves nothing."""
+        came to, serves nothing. `request`: the request the caller derived `key` from (call_with)."""
         found = self.at.get(key)
         if found is None:
             return None
-        call = self.call_at(found)
+        call = None if request is None else self.call_with(found, key, request)
+        if call is None:
+            call = self.call_at(found)
         if call.record.key != key:
             raise CorruptRecordError(
                 f"{self.lines.where(found)}: holds call {call.record.key}, not {key} as the recording's "
                 "index placed it, so it is not served. Fix: run again (the recording is read anew)."
             )
+        return call
+
+    def call_with(self, found: int, key: str, request: ChatRequest) -> RecordedCall | None:
+        """The recorded call of the line at `found`, for a caller holding `request`, from which it
+        derived `key`: the line's request is not rebuilt from its blocks, which would read each one
+        back from its file (about 14 us a block, ~24 blocks a judge call); the record is served
+        with the caller's request instead. None where this does not apply (call_at then parses the
+        line whole).
+
+        Why that is the recorded call: the line's bytes are those verified (checked against their
+        digest as they are read back), and verification derived the line's key from its request as
+        the blocks rebuild it; `key` is today's key of that line, and the caller's request hashes to
+        it, so its messages are the recorded ones (a 128-bit key over each message's text, as a hit
+        in the local cache trusts it: pipeline.llm.cache.store). What the key spells loosely is
+        compared as written: the request's fields besides its messages as canonical JSON (the key
+        writes -0.0 as 0.0), each message's role and literal parts, and the length of its text. The
+        messages' layout (each block's text cut from the caller's text by its length, taken when
+        its line was checked against its id) is kept for the cache's seed, as a parse keeps it."""
+        line = self.line(found)
+        try:
+            raw = orjson.loads(line)
+            if raw.get("recipe", KEY_RECIPE) != KEY_RECIPE or raw.get("key") != key:
+                return None
+            fields = raw["request"]
+            layout = _laid_out(fields.pop("messages"), request, self.blobs)
+            if layout is None or canonical_json(fields) != _request_fields(request):
+                return None
+            context = CallContext.model_validate(raw.pop("context"))
+            call = RecordedCall(
+                context=context, record=CallRecord.model_validate({**raw, "request": request})
+            )
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None  # not as the writer writes a line: parsed whole, which names what is wrong
+        layouts.SERVED.put(call.record.request, layout)
         return call
 
     def every_call(self) -> Iterator[RecordedCall]:
@@ -223,6 +261,48 @@ class StageIndex:
         for found, line in self.lines.by_item():
             where = self.lines.where(found)
             yield recordings.parse_call_line(line, self.blobs, where, verified=True).current()
+
+
+def _request_fields(request: ChatRequest) -> str:
+    """A request's fields besides its messages, as a recording line writes them (canonical JSON)."""
+    return canonical_json(request.model_dump(mode="json", exclude={"messages"}))
+
+
+def _laid_out(messages: list[Any], request: ChatRequest, blobs: LazyBlobs) -> list[Laid] | None:
+    """Each of the line's messages laid out over the caller's message of the same place (its literal
+    parts as written, each block its text's length of the caller's text), as unpack_content lays a
+    message out; None where they do not line up (another count, role, part or length)."""
+    if len(messages) != len(request.messages):
+        return None
+    layout: list[Laid] = []
+    for written, message in zip(messages, request.messages, strict=True):
+        content = message.content
+        parts = written["content"]
+        if written["role"] != message.role or len(written) != 2:
+            return None
+        if isinstance(parts, str):
+            if parts != content:
+                return None
+            layout.append(content)
+            continue
+        laid: list[str | tuple[str]] = []
+        at = 0
+        for part in parts:
+            if isinstance(part, str):
+                if not content.startswith(part, at):
+                    return None
+                laid.append(part)
+                at += len(part)
+                continue
+            chars = blobs.length(part["blob"]) if len(part) == 1 else None
+            if chars is None:
+                return None
+            laid.append((content[at : at + chars],))
+            at += chars
+        if at != len(content):
+            return None
+        layout.append(laid)
+    return layout
 
 
 def _identity(model: Any) -> Identity:
