@@ -223,18 +223,21 @@ def repro(replay: bool, design: str | None, dvc_args: tuple[str, ...]) -> None:
 
             check_servers([a for a in dvc_args if not a.startswith("-")])
         status = run_dvc(args)
-    if status == 0 and any(not a.startswith("-") for a in dvc_args):
-        refresh_index()  # some stages only: the index stage (last of all) did not run
+    targets = [a for a in dvc_args if not a.startswith("-")]
+    if status == 0 and targets:  # some stages only: the index stage (last of all) did not run
+        refresh_index(ran=targets if len(targets) == len(dvc_args) else ())  # with an option: none known
     sys.exit(status)
 
 
-def refresh_index(root: Path = Path(".")) -> None:
+def refresh_index(root: Path = Path("."), ran: Sequence[str] = ()) -> None:
     """outputs/index.html written again after a run of some stages, naming every design whose stages
-    DVC finds out of date, with the command that brings it up to date."""
+    DVC finds out of date, with the command that brings it up to date. `ran`: the targets of the
+    `dvc repro` (with no option but --force) that has just succeeded, whose stages it has brought up
+    to date (DVC is not asked about them again: pipeline.tools.index_refresh)."""
     from pipeline.tools.index_refresh import stale_designs
     from pipeline.tools.report_index import write_index
 
-    stale = stale_designs(root)
+    stale = stale_designs(root, ran)
     written = write_index(stale=stale)
     said = f"; out of date: {', '.join(f'{name} (`{cmd}`)' for name, cmd in stale.items())}" if stale else ""
     click.echo(f"index: wrote {written}{said}", err=True)
