@@ -148,3 +148,30 @@ def test_with_a_dvc_option_every_design_stage_may_be_asked(project: dict[str, An
     _repro(option, "p2")
     assert project["stale"] == _stale_by_full_status()
     assert "p1" in project["asked"]
+
+
+def test_the_refresh_parses_no_yaml_the_run_read_as_it_is_now(
+    project: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The refresh runs in the run's environment (pipeline.tools.dvc_lockfile): DVC's index is built
+    again from the dvc.yaml and dvc.lock the run read, not parsed again (a replay writes the same
+    lock); before, both were parsed again after every run."""
+    import dvc.utils.strictyaml
+
+    parsed: list[str] = []
+    load, stale_designs = dvc.utils.strictyaml.load, index_refresh.stale_designs
+
+    def parsing(path: str, *args: Any, **kwargs: Any) -> Any:
+        parsed.append(Path(path).name)
+        return load(path, *args, **kwargs)
+
+    def refreshing(*args: Any, **kwargs: Any) -> dict[str, str]:
+        parsed.append("(refresh)")
+        return stale_designs(*args, **kwargs)
+
+    monkeypatch.setattr(dvc.utils.strictyaml, "load", parsing)
+    monkeypatch.setattr(index_refresh, "stale_designs", refreshing)
+    _repro("--replay", "--design", "one")
+    run, _, refresh = " ".join(parsed).partition("(refresh)")
+    assert "dvc.yaml" in run and "dvc.lock" in run and refresh.split() == []
+    assert project["stale"] == _stale_by_full_status() == {}
