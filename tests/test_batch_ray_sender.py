@@ -124,6 +124,20 @@ def _loopback_requests(path: Path, calls: int) -> Path:
     return path
 
 
+def _send_all(path: Path, server: FakeOpenAI, *, timeout: float) -> list[tuple[Any, ...]]:
+    """Every request of `path` sent to `server` by one worker (4 at once, none asked again): its
+    results rows (custom_id, status, reply, problem), as they come."""
+    sender = RequestSender(str(path), server.url + "/v1/chat/completions", {}, 4, 0, 0.0, timeout)
+    try:
+        return [
+            row
+            for block in sender({"start": [0], "end": [path.stat().st_size]})
+            for row in zip(*block.values(), strict=True)
+        ]
+    finally:
+        sender.close()
+
+
 def test_a_held_reply_holds_up_no_other_request(tmp_path: Path) -> None:
     """Over real loopback HTTP: one request's reply is held until the server has received every
     other request. The worker must go on sending the rest meanwhile (its answers come as they
@@ -142,15 +156,7 @@ def test_a_held_reply_holds_up_no_other_request(tmp_path: Path) -> None:
         return "answer"
 
     with FakeOpenAI(responder=responder) as server:
-        sender = RequestSender(str(path), server.url + "/v1/chat/completions", {}, 4, 0, 0.0, 60.0)
-        try:
-            rows = [
-                row
-                for block in sender({"start": [0], "end": [path.stat().st_size]})
-                for row in zip(*block.values(), strict=True)
-            ]
-        finally:
-            sender.close()
+        rows = _send_all(path, server, timeout=60.0)
     assert sorted(key for key, *_ in rows) == sorted(f"k{i}" for i in range(calls))
     assert {(status, problem) for _, status, _, problem in rows} == {("200", "")}, rows[:3]
     assert server.requests_total == calls  # each sent once: nothing timed out and was asked again
@@ -202,15 +208,7 @@ def test_no_thread_closes_the_connection_another_thread_is_reading(
     calls = 24
     path = _loopback_requests(tmp_path / "requests.jsonl", calls)
     with FakeOpenAI(responder=lambda body: "answer") as server:
-        sender = RequestSender(str(path), server.url + "/v1/chat/completions", {}, 4, 0, 0.0, 5.0)
-        try:
-            rows = [
-                row
-                for block in sender({"start": [0], "end": [path.stat().st_size]})
-                for row in zip(*block.values(), strict=True)
-            ]
-        finally:
-            sender.close()
+        rows = _send_all(path, server, timeout=5.0)
     assert [problem for *_, problem in rows if problem] == [] and len(rows) == calls
     assert server.requests_total == calls
 

@@ -8,7 +8,9 @@ The bounds are on traced bytes (tracemalloc) against the number of calls, never 
 
 from __future__ import annotations
 
+import gc
 import tracemalloc
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -101,6 +103,24 @@ def test_the_same_bytes_when_every_call_shares_a_hash_with_others(
     assert _files(tmp_path / "colliding") == _files(tmp_path / "python")
 
 
+def test_a_recording_let_go_of_is_freed_without_the_cyclic_gc() -> None:
+    """A recording (a dry run's, in status or batch export) goes when its last reference does: its
+    CallPlaces holds nothing of it (a bound method of it made a cycle that kept every call's place
+    until the cyclic GC ran)."""
+    recording = recordings.StageRecording()
+    for call in _calls(40):
+        recording.add(call)
+    assert len(recording) == 40
+    gone = weakref.ref(recording)
+    gc.disable()
+    try:
+        recording.close()
+        del recording
+        assert gone() is None
+    finally:
+        gc.enable()
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(
@@ -114,21 +134,21 @@ def test_call_places_read_as_a_dict_whatever_the_hashes(ops: list[tuple[str, int
     as one hash for every Where (each Where read back from what is held for it, as from its line)."""
     wheres: dict[int, tuple[Any, ...]] = {}  # number held -> the Where it was held for
 
-    places = call_places.CallPlaces(wheres.__getitem__)
+    places = call_places.CallPlaces()
     places._hash = lambda where: hash(where) % hashes  # type: ignore[method-assign]
     model: dict[tuple[Any, ...], int] = {}
     for op, at, value in ops:
         where = ("judge", f"item-{at}", at % 4, "", (), 0, f"key-{at}")
         number = value * 64 + at  # each number names one Where, as a line does
         if op == "get":
-            assert places.get(where) == model.get(where)
+            assert places.get(where, wheres.__getitem__) == model.get(where)
             continue
         wheres[number] = where
         if op == "set":
-            places.set(where, number)
+            places.set(where, number, wheres.__getitem__)
             model[where] = number
         else:
-            places.setdefault(where, number)
+            places.setdefault(where, number, wheres.__getitem__)
             model.setdefault(where, number)
     assert len(places) == len(model)
     assert sorted(places.numbers()) == sorted(model.values())

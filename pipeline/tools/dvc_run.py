@@ -85,12 +85,24 @@ def run_dvc(args: Sequence[str]) -> int:
 
 
 def _run_dvc(args: Sequence[str]) -> int:
-    from dvc.cli import main as dvc_main
+    with _dvc_in_process():
+        return _dvc_main(args)
 
+
+@contextmanager
+def _dvc_in_process() -> Iterator[None]:
+    """What DVC runs in this process under: its push hint left out, dvc.yaml and dvc.lock remembered
+    as read and written (pipeline.tools.dvc_lockfile), the cyclic GC run less often."""
     from pipeline.tools.dvc_lockfile import remembered_yaml
 
     with _without_push_hint(), remembered_yaml(), _fewer_collections():
-        status: int = dvc_main(list(args))
+        yield
+
+
+def _dvc_main(args: Sequence[str]) -> int:
+    from dvc.cli import main as dvc_main
+
+    status: int = dvc_main(list(args))
     return status
 
 
@@ -217,24 +229,37 @@ def repro(replay: bool, design: str | None, dvc_args: tuple[str, ...]) -> None:
         from pipeline.tools.design_targets import expand_designs
 
         dvc_args = tuple(expand_designs(dvc_args, design))
-        args = ["repro", *(["--force"] if replay else []), *dvc_args]
+        targets = [a for a in dvc_args if not a.startswith("-")]
         if not replay:
             from pipeline.tools.preflight import check_servers
 
-            check_servers([a for a in dvc_args if not a.startswith("-")])
-        status = run_dvc(args)
-    if status == 0 and any(not a.startswith("-") for a in dvc_args):
-        refresh_index()  # some stages only: the index stage (last of all) did not run
+            check_servers(targets)
+        status = _repro_and_refresh(["--force"] if replay else [], dvc_args, targets)
     sys.exit(status)
 
 
-def refresh_index(root: Path = Path(".")) -> None:
+def _repro_and_refresh(force: list[str], dvc_args: Sequence[str], targets: list[str]) -> int:
+    """`dvc repro` and, after a run of some stages (`targets`: the index stage, last of all, did not
+    run), the index written again: with no DVC option but --force, knowing the targets' stages up to
+    date (refresh_index). In the run's environment, so that DVC's index is built again from the
+    dvc.yaml and dvc.lock the run read (pipeline.tools.dvc_lockfile), not parsed again where the
+    text is the same (issue 31)."""
+    with _dvc_in_process():
+        status = _dvc_main(["repro", *force, *dvc_args])
+        if status == 0 and targets:
+            refresh_index(ran=targets if len(targets) == len(dvc_args) else ())
+    return status
+
+
+def refresh_index(root: Path = Path("."), ran: Sequence[str] = ()) -> None:
     """outputs/index.html written again after a run of some stages, naming every design whose stages
-    DVC finds out of date, with the command that brings it up to date."""
+    DVC finds out of date, with the command that brings it up to date. `ran`: the targets of the
+    `dvc repro` (with no option but --force) that has just succeeded, whose stages it has brought up
+    to date (DVC is not asked about them again: pipeline.tools.index_refresh)."""
     from pipeline.tools.index_refresh import stale_designs
     from pipeline.tools.report_index import write_index
 
-    stale = stale_designs(root)
+    stale = stale_designs(root, ran)
     written = write_index(stale=stale)
     said = f"; out of date: {', '.join(f'{name} (`{cmd}`)' for name, cmd in stale.items())}" if stale else ""
     click.echo(f"index: wrote {written}{said}", err=True)

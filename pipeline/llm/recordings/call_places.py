@@ -16,6 +16,11 @@ Python's hash of a Where (a tuple of str and int) is 64 bits and the same for eq
 process, which is all the table needs: nothing hashed here leaves the process. Two different Wheres
 of one hash (about one chance in 10^7 at a million calls) are both kept, the second in a dict.
 
+The Where is read back by a function its owner passes to each call that may need it (`where_of`),
+not one it keeps: kept, a bound method of its owner made a cycle (owner -> CallPlaces -> owner), so
+that a recording let go of (a dry run's, in status or batch export) held its calls until the cyclic
+GC ran.
+
 Not thread-safe: its owner (StageRecording, under its lock) takes turns.
 """
 
@@ -31,50 +36,49 @@ Where = tuple[Any, ...]  # (pipeline.llm.recordings.text.Where)
 _MASK64 = 2**64 - 1
 
 
+WhereOf = Callable[[int], Where]  # the Where of the call whose line a number names, read from that line
+
+
 class CallPlaces:
     """Where -> a number (at or above 0) naming its line, holding each Where as its hash; `where_of`
-    reads a Where back from the number held for it."""
+    (given to each call that may need it) reads a Where back from the number held for it."""
 
-    def __init__(self, where_of: Callable[[int], Where]) -> None:
-        self._where_of = where_of
+    def __init__(self) -> None:
         self._table = IdTable()  # the Where's hash -> its number
         self._others: dict[Where, int] = {}  # Wheres whose hash a different Where holds in _table
 
     def _hash(self, where: Where) -> int:
         return hash(where) & _MASK64
 
-    def _held(self, where: Where, digest: int) -> int | None:
+    def _held(self, where: Where, digest: int, where_of: WhereOf) -> int | None:
         """The number `_table` holds for `where` itself, or None (its hash free, or another Where's)."""
         number = self._table.get(digest)
-        if number is None or self._where_of(number) != where:
+        if number is None or where_of(number) != where:
             return None
         return number
 
-    def get(self, where: Where) -> int | None:
+    def get(self, where: Where, where_of: WhereOf) -> int | None:
         digest = self._hash(where)
         if digest not in self._table:
             return None
-        held = self._held(where, digest)
+        held = self._held(where, digest, where_of)
         return held if held is not None else self._others.get(where)
-
-    def __contains__(self, where: Where) -> bool:
-        return self.get(where) is not None
 
     def __len__(self) -> int:
         return len(self._table) + len(self._others)
 
-    def set(self, where: Where, number: int) -> None:
+    def set(self, where: Where, number: int, where_of: WhereOf) -> None:
         """Hold `number` for `where`, replacing any it had."""
         digest = self._hash(where)
-        if digest not in self._table or self._held(where, digest) is not None:
+        if digest not in self._table or self._held(where, digest, where_of) is not None:
             self._table[digest] = number
         else:
             self._others[where] = number
 
-    def setdefault(self, where: Where, number: int) -> None:
+    def setdefault(self, where: Where, number: int, where_of: WhereOf) -> None:
         """Hold `number` for `where` unless it has one already."""
-        if self.get(where) is None:
-            self.set(where, number)
+        if self.get(where, where_of) is None:
+            self.set(where, number, where_of)
 
     def numbers(self) -> Iterator[int]:
         """The number held for each Where, in no particular order."""

@@ -17,6 +17,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import orjson
 
@@ -158,21 +159,35 @@ class _Scan:
             )
 
 
+_S = TypeVar("_S", bound=_Scan)
+
+
 def scan_folder(directory: Path, pins: Pins | None = None) -> ScannedRecording:
     """A stage's recording scanned (see the module): its placed lines, every file hashed, the folder
     checked against its pin (`pins`, when given) and for strays; CorruptRecordError (or
     LockMismatchError) for what cannot be trusted, in the order a whole read raised it."""
     recordings.refuse_linked(directory)
-    scan = _Scan(directory, pinned=pins is not None and pins.needs_hashes(directory))
+    scan = _checked(_Scan(directory, pinned=pins is not None and pins.needs_hashes(directory)), pins)
     try:
-        scan.run(os.listdir(directory))
-        if pins is not None:
-            scan.check_pin(pins)
         scan.raise_problems()
     except BaseException:
         scan.files.close()
         raise
     return ScannedRecording(scan.calls, scan.blobs, scan.hashes)
+
+
+def _checked(scan: _S, pins: Pins | None) -> _S:
+    """`scan` run over its folder's files and the folder checked against its pin (`pins`, when
+    given), in the order a whole read checked them (see the module); its files closed if that
+    raises. The problems it notes are the caller's to raise or act on."""
+    try:
+        scan.run(os.listdir(scan.directory))
+        if pins is not None:
+            scan.check_pin(pins)
+    except BaseException:
+        scan.files.close()
+        raise
+    return scan
 
 
 @dataclass
@@ -231,10 +246,7 @@ def verified_models(
     recordings.refuse_linked(directory)
     scan = _Hashed(directory, pinned=pins is not None and pins.needs_hashes(directory))
     try:
-        scan.run(os.listdir(directory))
-        if pins is not None:
-            scan.check_pin(pins)
-        if scan.problems or memo.holds_digest(files_digest(scan.hashes)) is not None:
+        if _checked(scan, pins).problems or memo.holds_digest(files_digest(scan.hashes)) is not None:
             return None
         return scan.models()
     except (OSError, ValueError, KeyError, TypeError, AttributeError, _NotAsVerified, CorruptRecordError):

@@ -60,7 +60,6 @@ import hashlib
 import os
 import re
 import threading
-import weakref
 from array import array
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -224,18 +223,6 @@ def _unpacked(number: int) -> tuple[Source, int]:
     return (_kept_source(at >> 1) if at & 1 else at >> 1), shard
 
 
-def _weakly(method: Callable[[int], Where]) -> Callable[[int], Where]:
-    """`method` through a weak reference to its object, which must outlive every call."""
-    reference = weakref.WeakMethod(method)
-
-    def call(number: int) -> Where:
-        bound = reference()
-        assert bound is not None, "a recording's calls read after the recording was let go of"
-        return bound(number)
-
-    return call
-
-
 class StageRecording:
     """One stage's recording, built a call at a time, its lines on disk until it is written (Spool).
 
@@ -252,9 +239,7 @@ class StageRecording:
         self._spool = Spool()
         # Each call's line, made here (in the spool) or kept (of `_recorded`), by its Where, held as
         # its hash (CallPlaces: issue 33); a line made here that UTF-8 cannot hold, as its text.
-        # A weak reference: a bound method would make a cycle, so that a recording let go of (a dry
-        # run's, in status or batch export) held its calls until the cyclic GC ran.
-        self._calls = CallPlaces(_weakly(self._where_of))
+        self._calls = CallPlaces()
         self._text: dict[Where, str] = {}
         self._counted: set[Where] = set()  # counting: each call's Where
         self._blobs = BlockLines()  # blob id -> its blob line, in the spool
@@ -273,7 +258,7 @@ class StageRecording:
             return
         if call.cache_hit:
             with self._lock:
-                if where in self._text or where in self._calls:
+                if where in self._text or self._holds(where):
                     return
             if self._keeps(where, call, recorded):
                 return
@@ -287,7 +272,7 @@ class StageRecording:
                 self._text[where] = place
             else:  # the line made last wins
                 self._text.pop(where, None)
-                self._calls.set(where, _packed(place, where[-1]))
+                self._calls.set(where, _packed(place, where[-1]), self._where_of)
             for blob, blob_place in blob_places.items():
                 self._blobs.setdefault(blob, blob_place)
 
@@ -306,6 +291,10 @@ class StageRecording:
         raw = orjson.loads(self._raw(_unpacked(number)[0]))
         return self._where_in(CallContext.model_validate(raw["context"]), raw["key"])
 
+    def _holds(self, where: Where) -> bool:
+        """Whether a line made here in the spool, or kept, is held for the call."""
+        return self._calls.get(where, self._where_of) is not None
+
     def _keeps(self, where: Where, call: RecordedCall, recorded: StageIndex | None) -> bool:
         """Whether the call is kept as its line in `recorded` (then noted), not made again."""
         found = None if recorded is None else recorded.verbatim_at(call)
@@ -314,7 +303,7 @@ class StageRecording:
                 return False
             self._recorded = recorded
             if where not in self._text:
-                self._calls.setdefault(where, _packed(_kept_source(found), where[-1]))
+                self._calls.setdefault(where, _packed(_kept_source(found), where[-1]), self._where_of)
             return True
 
     def close(self) -> None:
@@ -328,7 +317,7 @@ class StageRecording:
 
     def _count(self) -> int:
         """The calls held, each once (a line as text wins over the same call's line kept: about never)."""
-        return len(self._calls) + sum(1 for where in self._text if where not in self._calls)
+        return len(self._calls) + sum(1 for where in self._text if not self._holds(where))
 
     def _by_shard(self) -> dict[int, array[int]]:
         """Each call's number (as CallPlaces holds it), by its shard's number (a shard that holds only
