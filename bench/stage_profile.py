@@ -15,6 +15,9 @@ into a temporary git + DVC project and measures, in cache mode replay (no model)
   `make replay` runs), against the sum of the stage processes: DVC's own share;
 * `judgeloop check`, every stage in one process.
 
+An LLM stage's head in a live run (its process's start to its first request to the model, the
+backend's build and pre-flight included, which a replay never reaches) is bench/stage_head.py's.
+
 The machine is shared: wall times vary with its load, CPU times less. Run it twice (the verified
 recordings' memo, .judgeloop/verified, is empty on the first run and full on the second; so is
 DVC's hash cache) and compare runs made in the same minute.

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -314,12 +315,22 @@ def _said_once(stage: str, stopped: JudgeloopError | None, raised: BaseException
         click.echo(f"{stage}: the dry run had stopped: {stopped.message}", err=True)
 
 
+def without_httpx_cli() -> None:
+    """httpx imports its command-line client as it is imported, and with it rich and pygments where
+    they are installed (DVC installs them): about 25 ms of CPU before each LLM stage's first request
+    (bench/stage_head.py). No stage runs that client: marked absent (Python's own way to stop an
+    import), httpx defines the stub it defines without them. The HTTP client is the same. Done as an
+    LLM stage starts, not on import: only the stage's own process is told."""
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+
+
 def run_llm_step(
     design: Design[Any], stage: Stage, step: LLMStep[Any, Any, Any], params: EngineSettings
 ) -> None:
     from pipeline.llm.progress import StageProgress
     from pipeline.llm.stage import recorded_session  # only a stage that calls a model imports the engine
 
+    without_httpx_cli()
     began = time.monotonic()
     inputs = step.inputs(params, FileUpstream(design, params))
     path = design.results_path(stage.name, params)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import logging
+import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit, urlunsplit
+from urllib.request import getproxies
 
 import httpx
 import orjson
@@ -98,9 +100,21 @@ def make_client(settings: LLMSettings, transport: httpx.BaseTransport | None) ->
     # A token in the base URL's query (a proxy's ?api_key=...) goes with every request: httpx would
     # otherwise drop the path when it joins one to a base URL with a query.
     base, query = without_query(settings.base_url)
+    if transport is None and urlsplit(base).scheme == "http" and not getproxies():
+        transport = plain_http_transport(limits)
     return httpx.Client(
         base_url=base, params=httpx.QueryParams(query), timeout=timeout, limits=limits, transport=transport
     )
+
+
+def plain_http_transport(limits: httpx.Limits) -> httpx.HTTPTransport:
+    """httpx's own transport for a plain-HTTP server, less the certificate store httpx loads for
+    every client (certifi's, about 40 ms of CPU at each stage's first request: bench/stage_head.py),
+    which no http:// request reads. Its TLS context trusts no certificate, so a TLS connection
+    through it fails rather than goes unverified. Only without a proxy in the environment: httpx
+    reads the environment's proxies only for a client it makes the transport of, so with one
+    the client is made as before."""
+    return httpx.HTTPTransport(verify=ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT), limits=limits)
 
 
 def without_query(url: str) -> tuple[str, str]:
