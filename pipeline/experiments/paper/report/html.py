@@ -34,6 +34,7 @@ from pipeline.data.recorded_calls import recorded_calls
 from pipeline.data.recorded_stages import StageRecords
 from pipeline.errors import ConfigError
 from pipeline.experiments.paper.aggregation import LLM_STAGES, PAPER_FIGURE2, unscored_why
+from pipeline.experiments.paper.report.call_markup import call_div
 from pipeline.experiments.paper.report.items import ItemBuilder, mean, options_line, options_text
 from pipeline.experiments.paper.report.markup import exact, pre, shared_pre
 from pipeline.experiments.paper.report.texts import PageTexts
@@ -54,8 +55,9 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 @cache
 def environment() -> jinja2.Environment:
     env = make_environment(TEMPLATES, exact=exact, slug=slug)
-    # A placed text's <pre> (.markup): called by the templates, written in Python for speed.
-    env.globals.update(pre=pre, shared_pre=shared_pre)
+    # A placed text's <pre> (.markup) and a call's <div> (.call_markup): called by the templates,
+    # written in Python for speed.
+    env.globals.update(pre=pre, shared_pre=shared_pre, call_div=call_div)
     return env
 
 

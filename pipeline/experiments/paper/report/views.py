@@ -1,5 +1,5 @@
 """What the report's templates are given for one item (templates/item.html.j2 and
-calls.html.j2) and for its row on the index (report.html.j2): plain frozen data, every string still to
+.call_markup) and for its row on the index (report.html.j2): plain frozen data, every string still to
 be escaped by the template, the sparklines already SVG (marked safe: drawn by pipeline.reports.svg,
 which escapes their labels)."""
 
