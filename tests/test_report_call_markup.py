@@ -56,7 +56,8 @@ def calls(draw: st.DrawFn) -> tuple[list[CallView], set[str]]:
             continue
         model = ModelIdentity(backend=draw(ODD), name=draw(ODD), digest="d")
         contents = draw(st.lists(ODD | st.just("line\n" * 30), min_size=1, max_size=3))
-        request = ChatRequest(messages=tuple(Message(role="user", content=c) for c in contents))
+        roles = st.sampled_from(["system", "user", "assistant"])
+        request = ChatRequest(messages=tuple(Message(role=draw(roles), content=c) for c in contents))
         record = CallRecord.new(model, request, ChatReply(text=draw(ODD)))
         messages = tuple(
             MessageView(m.role, texts.place(m.content, f"{ident}-m{j}", "message"), draw(st.booleans()))
