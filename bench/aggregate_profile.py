@@ -13,7 +13,10 @@ and DVC folders, recordings, results, the verified memo), and there, in cache mo
 2. the stage under cProfile, timed by process_time: the functions with the most time of their own;
 3. the stage process alone, then `dvc repro -s --force aggregate`, alternated: wall and CPU (user +
    system) of each; the difference is DVC's share of the stage in a run (its start, the stage's
-   deps checked, its outs hashed, dvc.lock rewritten, its exit).
+   deps checked, its outs hashed, dvc.lock rewritten, its exit). Two parts of that share beside
+   it: `dvc stage list` (DVC's start and its load of every stage of dvc.yaml and dvc.lock, which
+   a whole `dvc repro` pays once, not per stage), and dvc.lock's round trip as DVC rewrites it
+   after each stage (read for update and written back, in one process: the lock's size).
 
 bench/report_phases.py splits the stage's own time by phase; this one places the stage in DVC.
 The machine is shared: compare CPU, alternate the checkouts, say the load.
@@ -49,6 +52,15 @@ except SystemExit:
     pass
 profiler.disable()
 profiler.dump_stats(OUT)
+"""
+LOCK_ROUND_TRIP = r"""
+import io, time
+from dvc.utils.serialize._yaml import _dump, parse_yaml_for_update
+text = open("dvc.lock", encoding="utf-8").read()
+start = time.process_time()
+for _ in range(5):
+    _dump(parse_yaml_for_update(text, "dvc.lock"), io.StringIO())
+print((time.process_time() - start) / 5)
 """
 IMPORT_LINE = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)")
 
@@ -133,6 +145,10 @@ def main(project: Path, base: Path | None, runs: int, top: int) -> None:
                 dvc_wall, dvc_cpu = timed(
                     [sys.executable, "-m", "dvc", "repro", "-s", "--force", "aggregate"], folder
                 )
+                _, list_cpu = timed([sys.executable, "-m", "dvc", "stage", "list"], folder)
+                lock = subprocess.run(
+                    [sys.executable, "-c", LOCK_ROUND_TRIP], cwd=folder, check=True, capture_output=True
+                )
                 for label, value in (
                     ("stage process, wall", stage_wall),
                     ("stage process, CPU", stage_cpu),
@@ -140,6 +156,8 @@ def main(project: Path, base: Path | None, runs: int, top: int) -> None:
                     ("dvc repro -s aggregate, CPU", dvc_cpu),
                     ("DVC's share, wall", dvc_wall - stage_wall),
                     ("DVC's share, CPU", dvc_cpu - stage_cpu),
+                    ("  dvc stage list (start, load), CPU", list_cpu),
+                    ("  dvc.lock round trip, CPU", float(lock.stdout)),
                 ):
                     row.setdefault(label, []).append(value)
                 for module, micros in imports(folder).items():
@@ -147,11 +165,11 @@ def main(project: Path, base: Path | None, runs: int, top: int) -> None:
             load = Path("/proc/loadavg").read_text().split()[0]
             click.echo(f"run {n + 1} of {runs} done, load {load}")
         click.echo(
-            f"{'seconds (min-max of ' + str(runs) + ' runs)':34s}" + "".join(f"{n:>16s}" for n in names)
+            f"{'seconds (min-max of ' + str(runs) + ' runs)':38s}" + "".join(f"{n:>16s}" for n in names)
         )
         for label in table[names[0]]:
             cells = "".join(f"{min(table[n][label]):>9.3f}-{max(table[n][label]):.3f}" for n in names)
-            click.echo(f"{label:34s}{cells}")
+            click.echo(f"{label:38s}{cells}")
         for name in names:
             found = imported[name]
             ours = found.pop("ours")

@@ -4,12 +4,15 @@ the same width estimate the layout uses (tests/test_report_browser.py checks it 
 from __future__ import annotations
 
 import re
+from html import escape
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline.experiments.paper.aggregation import PAPER_FIGURE2
-from pipeline.reports.svg import figure2_svg, text_width
+from pipeline.reports.svg import _n, figure2_svg, sparkline_svg, text_width
 
 WORST = {"mean": 1.0, "sd": 2.1234, "n": 123456789, "unscored": 987654321}
 NONE = {"mean": None, "sd": None, "n": 0, "unscored": 123456789012}
@@ -61,3 +64,56 @@ def test_a_longer_label_widens_the_drawing_rather_than_leaving_it() -> None:
     long = figure2_svg(FIGURES[1], PAPER_FIGURE2)
     size = re.compile(r'viewBox="0 0 ([\d.]+)')
     assert float(size.search(long).group(1)) > float(size.search(short).group(1))  # type: ignore[union-attr]
+
+
+def reference_sparkline(scores: list[int | None], kept: int, label: str) -> str:
+    """sparkline_svg as it was before each drawing was kept for the process (issue 31)."""
+    width, height, pad = 96.0, 30.0, 4.0
+    step = (width - 2 * pad) / max(len(scores) - 1, 1)
+
+    def point(i: int, s: int) -> tuple[str, str]:
+        y = height - pad - (s - 1) / 4 * (height - 2 * pad)
+        return _n(pad + i * step), _n(y)
+
+    runs: list[list[tuple[str, str]]] = [[]]
+    for i, s in enumerate(scores):
+        if s is None:
+            runs.append([])
+        else:
+            runs[-1].append(point(i, s))
+    out = [
+        f'<svg class="spark" viewBox="0 0 {_n(width)} {_n(height)}" width="{_n(width)}" '
+        f'height="{_n(height)}" role="img" xmlns="http://www.w3.org/2000/svg">',
+        f"<title>{escape(label)}</title>",
+        f'<line class="grid" x1="0" y1="{_n(pad)}" x2="{_n(width)}" y2="{_n(pad)}"/>',
+        f'<line class="grid" x1="0" y1="{_n(height - pad)}" x2="{_n(width)}" y2="{_n(height - pad)}"/>',
+    ]
+    for run in runs:
+        if len(run) > 1:
+            out.append(f'<polyline points="{" ".join(f"{x},{y}" for x, y in run)}"/>')
+    for i, s in enumerate(scores):
+        alone = (i == 0 or scores[i - 1] is None) and (i == len(scores) - 1 or scores[i + 1] is None)
+        if s is not None and (alone or i == kept):
+            x, y = point(i, s)
+            ring = ' class="kept" r="3.2"' if i == kept else ' r="2"'
+            out.append(f'<circle cx="{x}" cy="{y}"{ring}/>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.none() | st.integers(1, 5), max_size=6),
+    st.integers(0, 6),
+    st.text(max_size=20),
+)
+def test_a_sparkline_is_drawn_as_before(scores: list[int | None], kept: int, label: str) -> None:
+    assert sparkline_svg(scores, kept, label) == reference_sparkline(scores, kept, label)
+    assert sparkline_svg(tuple(scores), kept, label) == reference_sparkline(scores, kept, label)
+
+
+def test_the_same_sparkline_is_drawn_once_a_process() -> None:
+    # Items' short runs of scores repeat (hundreds of sparklines at 133 items, few distinct ones).
+    first = sparkline_svg([3, None, 4], 2, "coherence")
+    assert sparkline_svg([3, None, 4], 2, "coherence") is first
+    assert sparkline_svg([3, None, 4], 0, "coherence") is not first

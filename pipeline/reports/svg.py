@@ -10,6 +10,7 @@ chart and the tables beside it. The report marks this SVG safe, so every label i
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from html import escape
 from typing import Any
 
@@ -135,9 +136,28 @@ def figure2_svg(
     return "\n".join(out)
 
 
+_SPARK_WIDTH, _SPARK_HEIGHT, _SPARK_PAD = 96.0, 30.0, 4.0
+# A sparkline's frame, the same in every one (its title between the two parts).
+_SPARK_OPEN = (
+    f'<svg class="spark" viewBox="0 0 {_n(_SPARK_WIDTH)} {_n(_SPARK_HEIGHT)}" width="{_n(_SPARK_WIDTH)}" '
+    f'height="{_n(_SPARK_HEIGHT)}" role="img" xmlns="http://www.w3.org/2000/svg">'
+)
+_SPARK_GRID = (
+    f'<line class="grid" x1="0" y1="{_n(_SPARK_PAD)}" x2="{_n(_SPARK_WIDTH)}" y2="{_n(_SPARK_PAD)}"/>'
+    f'<line class="grid" x1="0" y1="{_n(_SPARK_HEIGHT - _SPARK_PAD)}" x2="{_n(_SPARK_WIDTH)}" '
+    f'y2="{_n(_SPARK_HEIGHT - _SPARK_PAD)}"/>'
+)
+
+
 def sparkline_svg(scores: Sequence[int | None], kept: int, label: str) -> str:
-    """Scores over iterations on a fixed 1-5 scale; a gap where a score is missing; kept ringed."""
-    width, height, pad = 96.0, 30.0, 4.0
+    """Scores over iterations on a fixed 1-5 scale; a gap where a score is missing; kept ringed.
+    Drawn once a process for each (scores, kept, label): items' short runs of scores repeat."""
+    return _sparkline(tuple(scores), kept, label)
+
+
+@lru_cache(maxsize=4096)
+def _sparkline(scores: tuple[int | None, ...], kept: int, label: str) -> str:
+    width, height, pad = _SPARK_WIDTH, _SPARK_HEIGHT, _SPARK_PAD
     step = (width - 2 * pad) / max(len(scores) - 1, 1)
 
     def point(i: int, s: int) -> tuple[str, str]:
@@ -150,13 +170,7 @@ def sparkline_svg(scores: Sequence[int | None], kept: int, label: str) -> str:
             runs.append([])
         else:
             runs[-1].append(point(i, s))
-    out = [
-        f'<svg class="spark" viewBox="0 0 {_n(width)} {_n(height)}" width="{_n(width)}" '
-        f'height="{_n(height)}" role="img" xmlns="http://www.w3.org/2000/svg">',
-        f"<title>{escape(label)}</title>",
-        f'<line class="grid" x1="0" y1="{_n(pad)}" x2="{_n(width)}" y2="{_n(pad)}"/>',
-        f'<line class="grid" x1="0" y1="{_n(height - pad)}" x2="{_n(width)}" y2="{_n(height - pad)}"/>',
-    ]
+    out = [_SPARK_OPEN, f"<title>{escape(label)}</title>", _SPARK_GRID]
     for run in runs:
         if len(run) > 1:
             out.append(f'<polyline points="{" ".join(f"{x},{y}" for x, y in run)}"/>')

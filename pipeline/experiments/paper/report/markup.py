@@ -26,7 +26,12 @@ def exact(text: str) -> Markup:
     (quotes and > need no escape outside attributes, and prompts are full of them), and a carriage
     return as a character reference, which the HTML parser would otherwise read as a newline: a
     prompt must read back character for character."""
-    return Markup(text.replace("&", "&amp;").replace("<", "&lt;").replace("\r", "&#13;"))
+    return Markup(_escaped(text))
+
+
+def _escaped(text: str) -> str:
+    """exact's text as a plain str: pre joins many of them and marks the whole element once."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace("\r", "&#13;")
 
 
 def pre(
@@ -43,7 +48,7 @@ def pre(
     if with_id or p.id in referenced:
         out.append(f' id="{escape(p.id)}"')
     out.append(">\n" if p.lead[:1] == "\n" else ">")
-    out.append(exact(p.lead))
+    out.append(_escaped(p.lead))
     core = p.core_id in referenced
     if core:
         out.append(f'<span id="{escape(p.core_id)}">')
@@ -51,12 +56,12 @@ def pre(
         if s.target:
             out.append(f'<a href="#{escape(s.target)}">{escape(s.text)}</a>')
         elif s.home in referenced:
-            out.append(f'<span id="{escape(s.home)}">{exact(s.text)}</span>')
+            out.append(f'<span id="{escape(s.home)}">{_escaped(s.text)}</span>')
         else:
-            out.append(exact(s.text))
+            out.append(_escaped(s.text))
     if core:
         out.append("</span>")
-    out.append(exact(p.trail))
+    out.append(_escaped(p.trail))
     out.append("</pre>")
     return Markup("".join(out))
 
