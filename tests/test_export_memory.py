@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
+from pipeline.llm.key_table import KeyTable
 from pipeline.llm.keys import request_key
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.session import LLMSession, RecordingIndex
 from pipeline.llm.types import CallContext, ChatReply, ChatRequest, Message, ModelIdentity, Options
 from pipeline.tools.status import planned
 from pipeline.tools.status.dry_results import KEPT, Kept
-from pipeline.tools.status.key_set import KeySet
 from pipeline.tools.status.planned import PlanLog
 from pipeline.tools.status.probe import placeholder, probe_stage
 
@@ -96,7 +96,7 @@ def test_the_plan_on_disk_is_the_old_plan_in_its_order(monkeypatch: pytest.Monke
     log = PlanLog()
     for call in answers:
         log.add(call)
-    counted = KeySet()
+    counted = KeyTable()
     for key in counted_before:
         counted.add(key)
     calls, repeats = log.done(counted)
@@ -110,10 +110,10 @@ def test_the_plan_on_disk_is_the_old_plan_in_its_order(monkeypatch: pytest.Monke
     calls.close()
 
 
-def test_the_key_set_is_a_set_of_keys() -> None:
+def test_the_key_table_is_a_set_of_keys() -> None:
     keys = [request_key(MODEL, _request(i)) for i in range(5000)]  # past a few doublings
     odd = ["not a key", keys[0].upper(), keys[1][:-1], keys[2].split(":")[0] + ":" + "0" * 32]
-    held, plain = KeySet(), set()
+    held, plain = KeyTable(), set()
     for key in [*keys[::2], *odd[:2]]:
         held.add(key)
         plain.add(key)
@@ -144,7 +144,7 @@ def _probe(tmp_path: Path, calls: int, items: int) -> Any:
         identity=MODEL,
         index=index,
         cache_dir=tmp_path / "no-cache",
-        counted=KeySet(),
+        counted=KeyTable(),
     )
 
 

@@ -57,7 +57,7 @@ def test_the_index_holds_no_transcript(tmp_path: Path) -> None:
     _mixed(tmp_path)
     index = index_transcripts(DataSettings(transcripts="data"), tmp_path)
     held = [v for v in vars(index).values() if isinstance(v, Transcript)]
-    held += [w for w in index._where.values() if isinstance(w, Transcript)]
+    held += [v for v in vars(index._places).values() if isinstance(v, Transcript)]
     assert not held
     assert index.get("7") is not index.get("7")  # read again each time, not kept
 

@@ -50,6 +50,7 @@ from pipeline.experiments.params import Params, load_params
 from pipeline.experiments.registry import DEFAULT as DEFAULT_DESIGN
 from pipeline.experiments.registry import designs, load_design
 from pipeline.experiments.steps import LLMStep, Output
+from pipeline.llm.key_table import KeyTable
 from pipeline.llm.recordings.store import missing_here
 from pipeline.llm.recordings.verified_memo import VerifiedMemo
 from pipeline.llm.session import LLMSession, RecordingIndex, resolve_identity
@@ -59,7 +60,6 @@ from pipeline.tools.design_targets import check_design
 from pipeline.tools.status.dry_results import KEPT, DryResults, KnownResults, staged_work
 from pipeline.tools.status.dvc_files import stages_and_status
 from pipeline.tools.status.dvc_hashes import one_hash_per_path
-from pipeline.tools.status.key_set import KeySet
 from pipeline.tools.status.prediction import Prediction, StageStatus
 from pipeline.tools.status.probe import probe_stage
 
@@ -187,7 +187,7 @@ class Planner:
         self.params, self.view, self.every_stage = params, view, every_stage
         self.identity, self.index = identity, index  # identity: the current design's, found when first asked
         self.statuses: dict[str, StageStatus] = {}
-        self.counted = KeySet()  # each planned call's key, 16 bytes of it (issue 33)
+        self.counted = KeyTable()  # each planned call's key, 16 bytes of it (issue 33)
         self.moved: dict[str, bool] = {}  # stage -> its output will change
         self.unknown: dict[str, set[str]] = {}  # stage -> items whose new output is not known
         self._design: list[str] = []  # the current design's stages dry-run so far
