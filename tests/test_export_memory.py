@@ -166,3 +166,45 @@ def test_a_dry_run_keeps_a_few_bytes_a_planned_call_not_its_request(tmp_path: Pa
     first = next(iter(probe.model_calls))  # read back from disk: the request as asked
     assert (first.context.item, first.context.label("metric")) == ("0", "0")
     assert first.key == request_key(MODEL, first.request) and len(first.request.messages[0].content) > 4000
+
+
+# A dry-run session's own bookkeeping of each call (issue 33): it kept each key twice (run
+# statistics, keys asked) and each call's place in a recording it never writes, about 250 bytes a
+# call to the dry run's end; now only its served log's place of each call (8 bytes, its line on disk).
+SESSION_BYTES_A_CALL = 64
+SESSION_FIXED_BYTES = 2 << 20  # its latest answers and lookups (512 to 1,024 of each), whenever taken
+
+
+def test_a_dry_run_session_keeps_no_key_or_place_of_each_call(tmp_path: Path) -> None:
+    from pipeline.tools.status.probe import ProbeBackend
+
+    backend = ProbeBackend(MODEL, tmp_path / "no-cache")
+    session = LLMSession(
+        stage="judge",
+        mode="auto",
+        store=None,
+        index=RecordingIndex(tmp_path / "recordings"),
+        recordings_dir=Path(),
+        identity=lambda: MODEL,
+        backend=lambda: backend,
+        runs_dir=None,
+        dry_run=True,
+    )
+
+    def ask(first: int, count: int) -> None:
+        for i in range(first, first + count):
+            request = ChatRequest(messages=(Message(role="user", content=f"call {i}"),), options=Options())
+            session.chat(request, CallContext(stage="judge", item=str(i % 50)).at(metric=str(i % 4)))
+
+    calls = 20_000
+    ask(0, 1000)  # past the latest answers it keeps (512): what it holds at once, whatever the run
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        ask(1000, calls)
+        held = tracemalloc.get_traced_memory()[0] - base
+    finally:
+        tracemalloc.stop()
+    session.close(write_recording=False)
+    assert len(session.served) == 1000 + calls and session.stats.model_calls == 1000 + calls
+    assert held <= SESSION_FIXED_BYTES + SESSION_BYTES_A_CALL * calls, f"{held / calls:.0f} bytes a call"

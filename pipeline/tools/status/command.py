@@ -233,7 +233,7 @@ class Planner:
         """Dry-run a stage that runs; its results the next stage can be fed. decides_on_unknown: the
         step takes a decision on a reply without sending it back (LLMStep.decides_on_unknown)."""
         upstream = self.view.upstream.get(status.stage, tuple(self._design))
-        left_out = set().union(*(self.unknown.get(u, set()) for u in upstream))
+        left_out = _union([self.unknown.get(u, set()) for u in upstream])
         results = DryResults(output, Path(self._folder.name) / f"{len(self.statuses)}-{path.name}")
         probe = probe_stage(
             status.stage,
@@ -249,10 +249,22 @@ class Planner:
         blind = decides_on_unknown and bool(probe.unknown_output)
         status.probe, status.left_out = probe, sorted(left_out)
         status.exact = not probe.stopped and not left_out and not blind
-        self.unknown[status.stage] = set(probe.stopped) | set(probe.unknown_output) | left_out
+        self.unknown[status.stage] = _union([set(probe.stopped), set(probe.unknown_output), left_out])
         self.moved[status.stage] = bool(self.unknown[status.stage]) or results.differs_from(path)
         self._design.append(status.stage)
-        return results.known()
+        known = results.known()
+        # What the prediction shows is counted and listed by now; a stage's results themselves (an
+        # item and a flag each) would be held to its end, every stage's (issue 33).
+        probe.results, probe.known = [], []
+        return known
+
+
+def _union(sets: list[set[str]]) -> set[str]:
+    """The items of all `sets`: the largest of them where it holds the others (none is changed once
+    made), so that a stage whose unknown items are its upstream's shares their set, not a copy of a
+    set of every item (issue 33: the first round of a design, where every item's output is unknown)."""
+    largest = max(sets, key=len, default=set())
+    return largest if all(part <= largest for part in sets) else set().union(*sets)
 
 
 class PlannedUpstream:
