@@ -120,7 +120,8 @@ def test_the_key_table_is_a_set_of_keys() -> None:
         held.add(key)  # twice: once
     assert len(held) == len(plain)
     assert [k in held for k in keys + odd] == [k in plain for k in keys + odd]
-    assert 3 not in held
+    number: object = 3
+    assert number not in held
 
 
 # -- what a dry run holds per planned call ---------------------------------------------------------
@@ -207,4 +208,5 @@ def test_a_dry_run_session_keeps_no_key_or_place_of_each_call(tmp_path: Path) ->
         tracemalloc.stop()
     session.close(write_recording=False)
     assert len(session.served) == 1000 + calls and session.stats.model_calls == 1000 + calls
+    assert session.recorded_calls == 0 and not session.stats.keys  # a dry run makes no line, no summary
     assert held <= SESSION_FIXED_BYTES + SESSION_BYTES_A_CALL * calls, f"{held / calls:.0f} bytes a call"
