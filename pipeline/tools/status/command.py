@@ -314,6 +314,9 @@ def dry_run(design: Design[Any], plan: Planner) -> None:
             step.output,
             step.decides_on_unknown(params),
         )
+        # Let go of the stage's inputs (its index of the interviews, say) before the next stage
+        # makes its own: not two held at once (issue 33).
+        del inputs
         if known is not None:
             upstream.known[stage.name] = known
 
