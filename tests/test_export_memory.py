@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
+from pipeline.llm.key_table import KeyTable
 from pipeline.llm.keys import request_key
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.session import LLMSession, RecordingIndex
 from pipeline.llm.types import CallContext, ChatReply, ChatRequest, Message, ModelIdentity, Options
 from pipeline.tools.status import planned
 from pipeline.tools.status.dry_results import KEPT, Kept
-from pipeline.tools.status.key_set import KeySet
 from pipeline.tools.status.planned import PlanLog
 from pipeline.tools.status.probe import placeholder, probe_stage
 
@@ -96,7 +96,7 @@ def test_the_plan_on_disk_is_the_old_plan_in_its_order(monkeypatch: pytest.Monke
     log = PlanLog()
     for call in answers:
         log.add(call)
-    counted = KeySet()
+    counted = KeyTable()
     for key in counted_before:
         counted.add(key)
     calls, repeats = log.done(counted)
@@ -110,17 +110,18 @@ def test_the_plan_on_disk_is_the_old_plan_in_its_order(monkeypatch: pytest.Monke
     calls.close()
 
 
-def test_the_key_set_is_a_set_of_keys() -> None:
+def test_the_key_table_is_a_set_of_keys() -> None:
     keys = [request_key(MODEL, _request(i)) for i in range(5000)]  # past a few doublings
     odd = ["not a key", keys[0].upper(), keys[1][:-1], keys[2].split(":")[0] + ":" + "0" * 32]
-    held, plain = KeySet(), set()
+    held, plain = KeyTable(), set()
     for key in [*keys[::2], *odd[:2]]:
         held.add(key)
         plain.add(key)
         held.add(key)  # twice: once
     assert len(held) == len(plain)
     assert [k in held for k in keys + odd] == [k in plain for k in keys + odd]
-    assert 3 not in held
+    number: object = 3
+    assert number not in held
 
 
 # -- what a dry run holds per planned call ---------------------------------------------------------
@@ -144,7 +145,7 @@ def _probe(tmp_path: Path, calls: int, items: int) -> Any:
         identity=MODEL,
         index=index,
         cache_dir=tmp_path / "no-cache",
-        counted=KeySet(),
+        counted=KeyTable(),
     )
 
 
@@ -166,3 +167,46 @@ def test_a_dry_run_keeps_a_few_bytes_a_planned_call_not_its_request(tmp_path: Pa
     first = next(iter(probe.model_calls))  # read back from disk: the request as asked
     assert (first.context.item, first.context.label("metric")) == ("0", "0")
     assert first.key == request_key(MODEL, first.request) and len(first.request.messages[0].content) > 4000
+
+
+# A dry-run session's own bookkeeping of each call (issue 33): it kept each key twice (run
+# statistics, keys asked) and each call's place in a recording it never writes, about 250 bytes a
+# call to the dry run's end; now only its served log's place of each call (8 bytes, its line on disk).
+SESSION_BYTES_A_CALL = 64
+SESSION_FIXED_BYTES = 2 << 20  # its latest answers and lookups (512 to 1,024 of each), whenever taken
+
+
+def test_a_dry_run_session_keeps_no_key_or_place_of_each_call(tmp_path: Path) -> None:
+    from pipeline.tools.status.probe import ProbeBackend
+
+    backend = ProbeBackend(MODEL, tmp_path / "no-cache")
+    session = LLMSession(
+        stage="judge",
+        mode="auto",
+        store=None,
+        index=RecordingIndex(tmp_path / "recordings"),
+        recordings_dir=Path(),
+        identity=lambda: MODEL,
+        backend=lambda: backend,
+        runs_dir=None,
+        dry_run=True,
+    )
+
+    def ask(first: int, count: int) -> None:
+        for i in range(first, first + count):
+            request = ChatRequest(messages=(Message(role="user", content=f"call {i}"),), options=Options())
+            session.chat(request, CallContext(stage="judge", item=str(i % 50)).at(metric=str(i % 4)))
+
+    calls = 20_000
+    ask(0, 1000)  # past the latest answers it keeps (512): what it holds at once, whatever the run
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        ask(1000, calls)
+        held = tracemalloc.get_traced_memory()[0] - base
+    finally:
+        tracemalloc.stop()
+    session.close(write_recording=False)
+    assert len(session.served) == 1000 + calls and session.stats.model_calls == 1000 + calls
+    assert session.recorded_calls == 0 and not session.stats.keys  # a dry run makes no line, no summary
+    assert held <= SESSION_FIXED_BYTES + SESSION_BYTES_A_CALL * calls, f"{held / calls:.0f} bytes a call"

@@ -72,14 +72,6 @@ def test_a_line_that_cannot_be_written_leaves_the_old_recording_whole(tmp_path: 
     assert not list(directory.glob(".*.tmp"))
 
 
-def test_a_dry_run_counts_its_calls_and_makes_no_line(tmp_path: Path) -> None:
-    calls = make_calls(1, n=3)
-    recording = recordings.StageRecording(counting=True)
-    for call in [*calls, calls[0]]:
-        recording.add(_hit(call))
-    assert len(recording) == 3
-
-
 def test_a_spool_places_each_line_by_its_number_and_gives_back_its_bytes() -> None:
     from pipeline.llm.recordings.spool import Spool
 

@@ -57,7 +57,7 @@ def test_the_index_holds_no_transcript(tmp_path: Path) -> None:
     _mixed(tmp_path)
     index = index_transcripts(DataSettings(transcripts="data"), tmp_path)
     held = [v for v in vars(index).values() if isinstance(v, Transcript)]
-    held += [w for w in index._where.values() if isinstance(w, Transcript)]
+    held += [v for v in vars(index._places).values() if isinstance(v, Transcript)]
     assert not held
     assert index.get("7") is not index.get("7")  # read again each time, not kept
 
@@ -161,3 +161,50 @@ def test_the_index_checks_a_csv_from_its_rows_as_the_turns_would_be_checked(
     except InputError as exc:
         got = str(exc)
     assert got == expected
+
+
+# What an index holds a transcript (issue 33): a million interviews' index was about 1.8 GB held
+# through every stage (a Path, a dataclass, a stamp tuple and a set of speakers an item). Its row
+# now: the file's name under the folder, five numbers; the process's memo of checked files (a
+# digest, the id and the speakers shared) is counted with it. Bounds on traced bytes, never time;
+# what pathlib allocates is left out (the interpreter's table of interned names, which a Path's
+# parts pass through, may grow by a megabyte at any time; no Path is held now).
+INDEX_BYTES_A_TRANSCRIPT = 600
+INDEX_FIXED_BYTES = 256 << 10
+
+
+def test_an_index_holds_a_few_hundred_bytes_a_transcript_not_a_path_each(tmp_path: Path) -> None:
+    import gc
+    import pathlib
+    import tracemalloc
+
+    import pipeline.data.transcripts as transcripts
+
+    count = 3000
+    for n in range(10_000, 10_000 + count):  # as DAIC-WOZ lays them out: a folder each
+        (tmp_path / "data" / f"{n}_P").mkdir(parents=True)
+        (tmp_path / "data" / f"{n}_P" / f"{n}_TRANSCRIPT.csv").write_text(
+            _HEAD + f"1\t2\tEllie\thello {n}\n2\t3\tParticipant\tfine <sync> thanks\n"
+        )
+    settings = DataSettings(transcripts="data", drop_markers=True)
+    transcripts._checked.clear()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        index = index_transcripts(settings, tmp_path)
+        gc.collect()
+        after = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    not_pathlib = [
+        tracemalloc.Filter(False, pathlib.__file__),
+        tracemalloc.Filter(False, tracemalloc.__file__),
+    ]
+    held = sum(s.size_diff for s in after.filter_traces(not_pathlib).compare_to(before, "filename"))
+    assert len(index) == count and index.ids[0] == "10000"
+    assert held <= INDEX_FIXED_BYTES + INDEX_BYTES_A_TRANSCRIPT * count, (
+        f"{held / count:.0f} bytes a transcript"
+    )
+    assert index.by_id["10001"].text.endswith("Participant : fine thanks")
+    assert index[-1].item_id == str(10_000 + count - 1) and "nope" not in index.by_id

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from array import array
+from bisect import bisect_left
+from collections.abc import Container, Iterator, Mapping, Sequence
 from hashlib import sha256
 from pathlib import Path
 from typing import overload
@@ -31,12 +32,13 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from pipeline.data.input_files import InputWarning, decode, read_lines, read_text, shown_path
 from pipeline.data.labels import listed_participants
 from pipeline.data.settings import DataSettings
+from pipeline.data.transcript_places import SEARCHED as SEARCHED
+from pipeline.data.transcript_places import Places, found
 from pipeline.errors import ConfigError, InputError
 
 # The person assessed, compared case-insensitively: DAIC-WOZ and our AnnoMI conversion say
 # "Participant"; AnnoMI itself and hand-written transcripts tend to say "client" or "patient".
 PARTICIPANT_SPEAKERS = frozenset({"participant", "client", "patient", "subject"})
-SEARCHED = ("*_TRANSCRIPT.csv", "*/*_TRANSCRIPT.csv", "*.txt", "*.jsonl")
 # Annotations, not speech: <sync>, <synch>, <laughter>, [laughter], [unintelligible 00:01:33].
 _MARKER = re.compile(r"<[^<>\n]{1,40}>|\[[^\[\]\n]{1,40}\]")
 _SPEAKER_LINE = re.compile(r"\s*([^:\s][^:]{0,39}?)\s*:(.*)")
@@ -92,27 +94,18 @@ def load_transcripts(settings: DataSettings, root: Path = Path(".")) -> list[Tra
     return list(index_transcripts(settings, root))
 
 
-@dataclass(frozen=True)
-class _Where:
-    """Where one transcript lies: its file, and for JSONL its line's number and byte span."""
-
-    path: Path
-    shown: str
-    line: int | None
-    span: tuple[int, int] | None
-    stamp: tuple[int, int]  # the file's size and modification time when it was indexed
-
-
 class Transcripts(Sequence[Transcript]):
     """The transcripts a design reads, in item-id order, each read from its file when asked for and
     not kept (issue 33: 100k interviews held as turns took 17 GB). Every one was read and checked
     once when the index was made, so a bad input is refused before any item runs; a transcript is
-    the same object, field for field, as `load_transcripts` gave when it held them all."""
+    the same object, field for field, as `load_transcripts` gave when it held them all. Where each
+    lies is packed (pipeline.data.transcript_places), a row an id, and an id is found by its place
+    in the order (the ids are sorted, none twice), not through a dict."""
 
-    def __init__(self, settings: DataSettings, ids: list[str], where: dict[str, _Where]) -> None:
+    def __init__(self, settings: DataSettings, ids: list[str], places: Places) -> None:
         self._settings = settings
         self.ids = ids
-        self._where = where
+        self._places = places
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -123,18 +116,30 @@ class Transcripts(Sequence[Transcript]):
     def __getitem__(self, index: slice) -> list[Transcript]: ...
     def __getitem__(self, index: int | slice) -> Transcript | list[Transcript]:
         if isinstance(index, slice):
-            return [self.get(item_id) for item_id in self.ids[index]]
-        return self.get(self.ids[index])
+            return [self._read(row) for row in range(len(self.ids))[index]]
+        return self._read(range(len(self.ids))[index])
+
+    def row(self, item_id: object) -> int:
+        """`item_id`'s place in `ids` (a KeyError for an id not indexed)."""
+        if isinstance(item_id, str):
+            at = bisect_left(self.ids, _id_order(item_id), key=_id_order)
+            if at < len(self.ids) and self.ids[at] == item_id:
+                return at
+        raise KeyError(item_id)
 
     def get(self, item_id: str) -> Transcript:
         """The transcript of `item_id` (a KeyError for an id not indexed), read and cleaned now."""
-        where = self._where[item_id]
-        if _stamp(where.path) != where.stamp:
-            problem = f"the file changed since it was read for item '{item_id}' at the stage's start"
+        return self._read(self.row(item_id))
+
+    def _read(self, row: int) -> Transcript:
+        places = self._places
+        path, shown, line = places.path(row), places.shown(row), places.line(row)
+        if _stamp(path) != places.stamp(row):
+            problem = f"the file changed since it was read for item '{self.ids[row]}' at the stage's start"
             fix = "leave the inputs as they are while a stage runs"
-            raise InputError(where.shown, where.line, problem, fix)
-        transcript = _read_one(where)
-        return _named(_clean(transcript, self._settings, where.line), self._settings)
+            raise InputError(shown, line, problem, fix)
+        transcript = _read_one(path, shown, line, places.span(row))
+        return _named(_clean(transcript, self._settings, line), self._settings)
 
     @property
     def by_id(self) -> Mapping[str, Transcript]:
@@ -145,11 +150,8 @@ class Transcripts(Sequence[Transcript]):
 class _ById(Mapping[str, Transcript]):
     def __init__(self, transcripts: Transcripts) -> None:
         self._transcripts = transcripts
-        self._ids = frozenset(transcripts.ids)
 
     def __getitem__(self, item_id: str) -> Transcript:
-        if item_id not in self._ids:
-            raise KeyError(item_id)
         return self._transcripts.get(item_id)
 
     def __iter__(self) -> Iterator[str]:
@@ -164,81 +166,140 @@ def index_transcripts(settings: DataSettings, root: Path = Path(".")) -> Transcr
     of item id -> file (and JSONL line) in item-id order; `load_transcripts` with nothing held."""
     if settings.limit is not None and settings.limit < 0:
         raise ConfigError(f"data.limit is {settings.limit}. Fix: a count of 0 or more, or null for all.")
-    found: dict[str, _Where] = {}
-    speakers: dict[str, frozenset[str]] = {}
-    shared: dict[frozenset[str], frozenset[str]] = {}
-    for path in _discover(root / settings.transcripts, root):
-        for item_id, where, said in _index_file(path, shown_path(path, root), settings, found):
-            found[item_id] = where
-            speakers[item_id] = shared.setdefault(said, said)
-    ordered = sorted(found, key=_id_order)
-    if settings.labels is not None:
-        ordered = _listed(ordered, settings, root)
-    chosen = ordered if settings.limit is None else ordered[: settings.limit]
-    _warn_unnamed_speakers([speakers[item_id] for item_id in chosen], settings)
-    return Transcripts(settings, chosen, {item_id: found[item_id] for item_id in chosen})
+    folder = root / settings.transcripts
+    indexing = _Indexing(Places(folder, root))
+    for file in found(folder, root):
+        path = folder / file if file else folder
+        shown, stamp = shown_path(path, root), _stamp(path)
+        for item_id, (line, span), said in _index_file(path, shown, stamp, settings, indexing):
+            indexing.add(item_id, file, shown, stamp, line, span, said)
+    return indexing.done(settings, root)
 
 
-# Files this process has read and checked for an index: (name, sha256 of the file's bytes, the
-# cleaning settings) -> each transcript's id, JSONL line and span, and speakers once cleaned. A
+class _Indexing(Mapping[str, tuple[str, "int | None"]]):
+    """An index being made: a row a transcript as its file was read (Places), its id and speakers.
+    By id, where the transcript lies (its file's name shown, its line), for an error naming it."""
+
+    def __init__(self, places: Places) -> None:
+        self.places = places
+        self.ids: list[str] = []
+        self._seen: set[str] = set()
+        self._speakers: dict[frozenset[str], int] = {}  # each distinct set of speakers: its number
+        self._said = array("q")  # by row: its speakers' number
+
+    def add(
+        self,
+        item_id: str,
+        file: str,
+        shown: str,
+        stamp: tuple[int, int],
+        line: int | None,
+        span: tuple[int, int] | None,
+        said: frozenset[str],
+    ) -> None:
+        self.places.add(file, shown, stamp, line, span)
+        self.ids.append(item_id)
+        self._seen.add(item_id)
+        self._said.append(self._speakers.setdefault(said, len(self._speakers)))
+
+    def __contains__(self, item_id: object) -> bool:
+        return item_id in self._seen
+
+    def __getitem__(self, item_id: str) -> tuple[str, int | None]:
+        row = self.places.first(lambda row: self.ids[row] == item_id) if item_id in self._seen else None
+        if row is None:
+            raise KeyError(item_id)
+        return self.places.shown(row), self.places.line(row)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.ids)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def done(self, settings: DataSettings, root: Path) -> Transcripts:
+        """The index: its ids in item-id order, only those data.labels lists, up to data.limit."""
+        ids = self.ids
+        rows = sorted(range(len(ids)), key=lambda row: _id_order(ids[row]))
+        if settings.labels is not None:
+            listed = _listed([ids[row] for row in rows], settings, root)
+            rows = [row for row in rows if ids[row] in listed]
+        chosen = rows if settings.limit is None else rows[: settings.limit]
+        by_number = list(self._speakers)
+        _warn_unnamed_speakers(
+            [by_number[number] for number in {self._said[row] for row in chosen}], settings
+        )
+        return Transcripts(settings, [ids[row] for row in chosen], self.places.rows(chosen))
+
+
+# Files this process has read and checked for an index: a digest of (name, the cleaning settings,
+# the file's bytes) -> each transcript's id, JSONL line and span, and speakers once cleaned. A
 # stage's items, status' dry run of each stage and the bench's in-process stages index the same
 # files again; a file whose bytes were checked with the same cleaning is then only hashed (issue 33).
-# Ids, lines and speakers only, never the text; cleared past _CHECKED_FILES.
-_Checked = list[tuple[str, int | None, tuple[int, int] | None, frozenset[str]]]
-_checked: dict[tuple[str, str, bool, bool], _Checked] = {}
+# Ids, lines and speakers only (each distinct set of speakers once), never the text; cleared past
+# _CHECKED_FILES.
+_Checked = tuple[tuple[str, int | None, tuple[int, int] | None, frozenset[str]], ...]
+_checked: dict[bytes, _Checked] = {}
+_speaker_sets: dict[frozenset[str], frozenset[str]] = {}
 _CHECKED_FILES = 200_000
+_At = tuple[int | None, tuple[int, int] | None]  # a transcript's JSONL line and byte span, or none
+
+
+def _checked_key(path: Path, settings: DataSettings) -> bytes:
+    name = path.name.encode("utf-8", "surrogatepass")
+    digest = sha256(len(name).to_bytes(4, "little") + name)
+    digest.update(bytes([settings.drop_markers, settings.participant_only]))
+    digest.update(path.read_bytes())
+    return digest.digest()
 
 
 def _index_file(
-    path: Path, shown: str, settings: DataSettings, found: Mapping[str, _Where]
-) -> Iterator[tuple[str, _Where, frozenset[str]]]:
+    path: Path,
+    shown: str,
+    stamp: tuple[int, int],
+    settings: DataSettings,
+    found: Mapping[str, tuple[str, int | None]],
+) -> Iterator[tuple[str, _At, frozenset[str]]]:
     """Each transcript of the file: its id, where it lies, its speakers once cleaned; read and
-    checked (ids unique against `found`, cleaning leaves turns), or only hashed when this process
-    checked the same bytes under the same name and cleaning before."""
-    stamp = _stamp(path)
-    key = (
-        path.name,
-        sha256(path.read_bytes()).hexdigest(),
-        settings.drop_markers,
-        settings.participant_only,
-    )
+    checked (ids unique against `found`), or only hashed when this process checked the same bytes
+    under the same name and cleaning before. `stamp`: the file's, taken before it was hashed."""
+    key = _checked_key(path, settings)
     remembered = _checked.get(key)
     if remembered is not None:
         for item_id, line, span, said in remembered:
             _unique(item_id, shown, line, found)
-            yield item_id, _Where(path, shown, line, span, stamp), said
+            yield item_id, (line, span), said
         return
-    seen: _Checked = []
-    for item_id, where, said in _checked_transcripts(path, shown, settings, found):
-        seen.append((item_id, where.line, where.span, said))
-        yield item_id, where, said
+    seen: list[tuple[str, int | None, tuple[int, int] | None, frozenset[str]]] = []
+    for item_id, (line, span), said in _checked_transcripts(path, shown, settings, found):
+        seen.append((item_id, line, span, _speaker_sets.setdefault(said, said)))
+        yield item_id, (line, span), said
     if _stamp(path) == stamp:  # unchanged since it was hashed: the bytes hashed are the bytes read
         if len(_checked) >= _CHECKED_FILES:
             _checked.clear()
-        _checked[key] = seen
+            _speaker_sets.clear()
+        _checked[key] = tuple(seen)
 
 
 def _checked_transcripts(
-    path: Path, shown: str, settings: DataSettings, found: Mapping[str, _Where]
-) -> Iterator[tuple[str, _Where, frozenset[str]]]:
+    path: Path, shown: str, settings: DataSettings, found: Mapping[str, tuple[str, int | None]]
+) -> Iterator[tuple[str, _At, frozenset[str]]]:
     """The file's transcripts read and checked: ids, where each lies, speakers once cleaned. A
     .csv file (one DAIC-WOZ transcript) is checked from its rows without building its ~250 turns,
     which its item builds when it runs (issue 33): the same checks and errors, in the same order."""
     if path.suffix.lower() != ".csv":
-        for transcript, where in _read_indexed(path, shown):
-            _unique(transcript.item_id, shown, where.line, found)
-            cleaned = _clean(transcript, settings, where.line)
-            yield transcript.item_id, where, frozenset(turn.speaker for turn in cleaned.turns)
+        for transcript, line, span in _read_indexed(path, shown):
+            _unique(transcript.item_id, shown, line, found)
+            cleaned = _clean(transcript, settings, line)
+            yield transcript.item_id, (line, span), frozenset(turn.speaker for turn in cleaned.turns)
         return
-    stamp = _stamp(path)
     daic = path.name.lower().endswith(_DAIC)
     item_id = path.name[: -len(_DAIC)] if daic else path.stem
     rows = _daic_rows(read_lines(path, shown), shown)
     _check_whole(item_id, bool(rows), shown, None)
     _unique(item_id.strip(), shown, None, found)
     pairs = [(str(row["speaker"]), str(row["text"])) for row in rows]
-    where = _Where(path, shown, None, None, stamp)
-    yield item_id.strip(), where, _cleaned_speakers(pairs, settings, shown)
+    yield item_id.strip(), (None, None), _cleaned_speakers(pairs, settings, shown)
 
 
 def _cleaned_speakers(pairs: list[tuple[str, str]], settings: DataSettings, source: str) -> frozenset[str]:
@@ -261,11 +322,12 @@ def _nothing_left(speakers: set[str], source: str, line: int | None) -> InputErr
     return InputError(source, line, problem, fix)
 
 
-def _unique(item_id: str, shown: str, line: int | None, found: Mapping[str, _Where]) -> None:
+def _unique(item_id: str, shown: str, line: int | None, found: Mapping[str, tuple[str, int | None]]) -> None:
+    """`found`: the ids indexed so far, each with its file's name shown and its line."""
     if item_id in found:
-        first = found[item_id]
-        problem = f"item id '{item_id}' is already used by {first.shown}"
-        problem += f":{first.line}" if first.line is not None else ""
+        first_shown, first_line = found[item_id]
+        problem = f"item id '{item_id}' is already used by {first_shown}"
+        problem += f":{first_line}" if first_line is not None else ""
         raise InputError(shown, line, problem, "give each transcript its own id")
 
 
@@ -296,8 +358,8 @@ def _warn_unnamed_speakers(said: list[frozenset[str]], settings: DataSettings) -
     )
 
 
-def _listed(item_ids: list[str], settings: DataSettings, root: Path) -> list[str]:
-    """Only the participants data.labels lists (pipeline.data.labels), each of whom needs a transcript."""
+def _listed(item_ids: list[str], settings: DataSettings, root: Path) -> Container[str]:
+    """The participants data.labels lists (pipeline.data.labels), each of whom needs a transcript."""
     listed = listed_participants(settings, root)
     have = set(item_ids)
     missing = [item_id for item_id in listed if item_id not in have]
@@ -307,7 +369,7 @@ def _listed(item_ids: list[str], settings: DataSettings, root: Path) -> list[str
         more += ", ...)" if len(missing) > 6 else (")" if more else "")
         problem = f"participant {missing[0]}{more} has no transcript in {settings.transcripts}"
         raise InputError(shown, line, problem, "add the transcript, or delete the row from the label file")
-    return [item_id for item_id in item_ids if item_id in listed]
+    return listed
 
 
 def _id_order(item_id: str) -> tuple[int, int, str]:
@@ -316,46 +378,11 @@ def _id_order(item_id: str) -> tuple[int, int, str]:
     return (0, int(item_id), item_id) if numeric else (1, 0, item_id)
 
 
-def _wanted(path: Path, nested: bool) -> bool:
-    name = path.name.lower()
-    return name.endswith(_DAIC) or (not nested and path.suffix.lower() in (".txt", ".jsonl"))
-
-
-def _discover(path: Path, root: Path) -> list[Path]:
-    shown = shown_path(path, root)
-    if not path.exists():
-        raise InputError(
-            shown, None, "no such file or folder", "point data.transcripts in params.yaml at one"
-        )
-    if path.is_file():
-        if path.name.startswith("._") or path.suffix.lower() not in (".csv", ".txt", ".jsonl"):
-            raise InputError(shown, None, "not a transcript file", "use NNN_TRANSCRIPT.csv, *.txt or *.jsonl")
-        return [path]
-    candidates = [(p, False) for p in sorted(path.iterdir())]
-    for folder in sorted(p for p in path.iterdir() if p.is_dir()):
-        candidates += [(p, True) for p in sorted(folder.iterdir())]
-    chosen: list[Path] = []
-    for candidate, nested in candidates:
-        name = candidate.name
-        if not candidate.is_file():
-            continue
-        if name == ".DS_Store" or (name.startswith("._") and _wanted(Path(name[2:]), nested)):
-            message = f"{shown_path(candidate, root)}: skipped a macOS metadata file, not a transcript"
-            warnings.warn(message, InputWarning, stacklevel=3)
-        elif not name.startswith("._") and _wanted(candidate, nested):
-            chosen.append(candidate)
-    if not chosen:
-        problem = "no transcripts in this folder; looked for " + ", ".join(SEARCHED)
-        raise InputError(shown, None, problem, "add transcripts in one of those layouts, or point elsewhere")
-    return chosen
-
-
-def _read_indexed(path: Path, shown: str) -> Iterator[tuple[Transcript, _Where]]:
+def _read_indexed(path: Path, shown: str) -> Iterator[tuple[Transcript, int | None, tuple[int, int] | None]]:
     """Each transcript of the file with where it lies, one at a time (a JSONL file's lines are
-    parsed as they are reached, and each line's byte span is kept to read it again alone)."""
-    stamp = _stamp(path)
+    parsed as they are reached, and each line's number and byte span are kept to read it again alone)."""
     if path.suffix.lower() != ".jsonl":
-        yield _read_file(path, shown), _Where(path, shown, None, None, stamp)
+        yield _read_file(path, shown), None, None
         return
     text = read_text(path, shown)  # as read_lines reads it, with each line's "\r" kept to count bytes
     if not text.strip():
@@ -367,7 +394,7 @@ def _read_indexed(path: Path, shown: str) -> Iterator[tuple[Transcript, _Where]]
         line = raw_line.removesuffix("\r")
         if line.strip():
             transcript, _ = _read_record(line, shown, number)
-            yield transcript, _Where(path, shown, number, (offset, size), stamp)
+            yield transcript, number, (offset, size)
         offset += size + len(b"\n")
 
 
@@ -376,15 +403,16 @@ def _stamp(path: Path) -> tuple[int, int]:
     return status.st_size, status.st_mtime_ns
 
 
-def _read_one(where: _Where) -> Transcript:
-    """The transcript `where` names, read again from its file (a JSONL line alone, by its bytes)."""
-    if where.span is None or where.line is None:
-        return _read_file(where.path, where.shown)
-    start, size = where.span
-    with where.path.open("rb") as raw:
+def _read_one(path: Path, shown: str, line: int | None, span: tuple[int, int] | None) -> Transcript:
+    """The transcript at `line` and `span` of the file, read again (a JSONL line alone, by its
+    bytes), or the file's one transcript."""
+    if span is None or line is None:
+        return _read_file(path, shown)
+    start, size = span
+    with path.open("rb") as raw:
         raw.seek(start)
-        line = decode(raw.read(size), where.shown).removesuffix("\r")
-    return _read_record(line, where.shown, where.line)[0]
+        text = decode(raw.read(size), shown).removesuffix("\r")
+    return _read_record(text, shown, line)[0]
 
 
 def _read_file(path: Path, shown: str) -> Transcript:

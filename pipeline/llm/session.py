@@ -111,7 +111,11 @@ class LLMSession:
     ) -> None:
         limit_arenas()  # before the stage's threads allocate (pipeline.llm.arenas)
         self.stage, self.mode, self.store, self.index = stage, mode, store, index
-        self.dry_run = dry_run  # its recording is never written: no line is made before it would be
+        # A dry run (pipeline.tools.status.probe) is never recorded, leaves no run statistics and
+        # is asked by no one which keys it sent, so it keeps none of that bookkeeping of its calls:
+        # no key in `stats.keys` or `asked`, no call in its recording (issue 33: about 500 bytes a
+        # call, held to the dry run's end). Its calls are the dry run's own log's (probe.DryLog).
+        self.dry_run = dry_run
         self.too_long = too_long
         self.recordings_dir, self.runs_dir = recordings_dir, runs_dir
         self._identity_factory, self._backend_factory = identity, backend
@@ -130,7 +134,7 @@ class LLMSession:
         # Keys this session resolved past the cache (sent, unless replay), packed (issue 33).
         self._asked = KeyTable()
         self.served = ServedLog()  # every call served, on disk (see `calls`)
-        self.recording = recordings.StageRecording(counting=dry_run)
+        self.recording = recordings.StageRecording()  # (a dry run's stays empty)
         self.recorded_total: int | None = None  # the calls the stage's recording held once written
         self._recorded_this_run: int | None = None  # set when written: the file adds earlier calls
         self.stats = RunStats()
@@ -180,7 +184,7 @@ class LLMSession:
     @property
     def recorded_calls(self) -> int:
         """This run's calls as its recording holds them (and `judgeloop audit` lists them): one per
-        context and key, however often the same call was served."""
+        context and key, however often the same call was served (a dry run records none: 0)."""
         return len(self.recording) if self._recorded_this_run is None else self._recorded_this_run
 
     @property
@@ -203,7 +207,8 @@ class LLMSession:
 
     def asked(self, key: str) -> bool:
         """Whether this session went past its cache for `key` (to the model, or a replay miss):
-        added before the request is sent, so before its reply can reach the store."""
+        added before the request is sent, so before its reply can reach the store (a dry run keeps
+        none: False)."""
         return key in self._asked
 
     def key_for(self, request: ChatRequest) -> str:
@@ -261,7 +266,8 @@ class LLMSession:
             if pending is None:
                 pending = Future()
                 self._inflight[key] = pending
-                self._asked.setdefault(key, "asked")
+                if not self.dry_run:
+                    self._asked.add(key)
         if not owner:
             # The same request is already on its way: wait for that reply instead of sending it twice.
             return self._log(RecordedCall(context=context, record=pending.result(), cache_hit=True))
@@ -389,9 +395,11 @@ class LLMSession:
             else:
                 self.stats.model_calls += 1
             key = call.record.key
-            self.stats.keys.setdefault(key, "hit" if call.cache_hit else "miss")
-        # A hit the stage's own recording holds keeps its line there (pipeline.llm.recordings.text).
-        self.recording.add(call, recorded=self._own_recording() if call.cache_hit else None, key=key)
+            if not self.dry_run:
+                self.stats.keys.setdefault(key, "hit" if call.cache_hit else "miss")
+        if not self.dry_run:
+            # A hit the stage's own recording holds keeps its line there (pipeline.llm.recordings.text).
+            self.recording.add(call, recorded=self._own_recording() if call.cache_hit else None, key=key)
         for observer in self._observers:
             observer(call)
         return call

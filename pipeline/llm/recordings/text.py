@@ -230,18 +230,15 @@ class StageRecording:
     place is kept. A cache hit that the stage's own recording holds as it is (context and record:
     StageIndex.verbatim_at) keeps that line instead, by its number: packing a 20 kB prompt into blocks
     costs ten times the hit itself, and the same call gives the same line. The same call (context and
-    key) added twice is one line; a line made for it wins over one kept. `counting`: only how many
-    calls (a dry run, never written).
+    key) added twice is one line; a line made for it wins over one kept.
     """
 
-    def __init__(self, *, counting: bool = False) -> None:
-        self._counting = counting
+    def __init__(self) -> None:
         self._spool = Spool()
         # Each call's line, made here (in the spool) or kept (of `_recorded`), by its Where, held as
         # its hash (CallPlaces: issue 33); a line made here that UTF-8 cannot hold, as its text.
         self._calls = CallPlaces()
         self._text: dict[Where, str] = {}
-        self._counted: set[Where] = set()  # counting: each call's Where
         self._blobs = BlockLines()  # blob id -> its blob line, in the spool
         self._recorded: StageIndex | None = None
         self._labels: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]] = {}
@@ -252,10 +249,6 @@ class StageRecording:
         call keeps if it records this very call; `key`: its record's key, as a string the caller holds
         anyway (held here in place of the record's own copy)."""
         where = self._where(call, call.record.key if key is None else key)
-        if self._counting:
-            with self._lock:
-                self._counted.add(where)
-            return
         if call.cache_hit:
             with self._lock:
                 if where in self._text or self._holds(where):
@@ -313,7 +306,7 @@ class StageRecording:
     def __len__(self) -> int:
         """How many calls it holds: one for each context and key, as its file will."""
         with self._lock:
-            return len(self._counted) if self._counting else self._count()
+            return self._count()
 
     def _count(self) -> int:
         """The calls held, each once (a line as text wins over the same call's line kept: about never)."""

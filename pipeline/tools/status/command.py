@@ -50,6 +50,7 @@ from pipeline.experiments.params import Params, load_params
 from pipeline.experiments.registry import DEFAULT as DEFAULT_DESIGN
 from pipeline.experiments.registry import designs, load_design
 from pipeline.experiments.steps import LLMStep, Output
+from pipeline.llm.key_table import KeyTable
 from pipeline.llm.recordings.store import missing_here
 from pipeline.llm.recordings.verified_memo import VerifiedMemo
 from pipeline.llm.session import LLMSession, RecordingIndex, resolve_identity
@@ -59,7 +60,6 @@ from pipeline.tools.design_targets import check_design
 from pipeline.tools.status.dry_results import KEPT, DryResults, KnownResults, staged_work
 from pipeline.tools.status.dvc_files import stages_and_status
 from pipeline.tools.status.dvc_hashes import one_hash_per_path
-from pipeline.tools.status.key_set import KeySet
 from pipeline.tools.status.prediction import Prediction, StageStatus
 from pipeline.tools.status.probe import probe_stage
 
@@ -187,7 +187,7 @@ class Planner:
         self.params, self.view, self.every_stage = params, view, every_stage
         self.identity, self.index = identity, index  # identity: the current design's, found when first asked
         self.statuses: dict[str, StageStatus] = {}
-        self.counted = KeySet()  # each planned call's key, 16 bytes of it (issue 33)
+        self.counted = KeyTable()  # each planned call's key, 16 bytes of it (issue 33)
         self.moved: dict[str, bool] = {}  # stage -> its output will change
         self.unknown: dict[str, set[str]] = {}  # stage -> items whose new output is not known
         self._design: list[str] = []  # the current design's stages dry-run so far
@@ -233,7 +233,7 @@ class Planner:
         """Dry-run a stage that runs; its results the next stage can be fed. decides_on_unknown: the
         step takes a decision on a reply without sending it back (LLMStep.decides_on_unknown)."""
         upstream = self.view.upstream.get(status.stage, tuple(self._design))
-        left_out = set().union(*(self.unknown.get(u, set()) for u in upstream))
+        left_out = _union([self.unknown.get(u, set()) for u in upstream])
         results = DryResults(output, Path(self._folder.name) / f"{len(self.statuses)}-{path.name}")
         probe = probe_stage(
             status.stage,
@@ -249,10 +249,22 @@ class Planner:
         blind = decides_on_unknown and bool(probe.unknown_output)
         status.probe, status.left_out = probe, sorted(left_out)
         status.exact = not probe.stopped and not left_out and not blind
-        self.unknown[status.stage] = set(probe.stopped) | set(probe.unknown_output) | left_out
+        self.unknown[status.stage] = _union([set(probe.stopped), set(probe.unknown_output), left_out])
         self.moved[status.stage] = bool(self.unknown[status.stage]) or results.differs_from(path)
         self._design.append(status.stage)
-        return results.known()
+        known = results.known()
+        # What the prediction shows is counted and listed by now; a stage's results themselves (an
+        # item and a flag each) would be held to its end, every stage's (issue 33).
+        probe.results, probe.known = [], []
+        return known
+
+
+def _union(sets: list[set[str]]) -> set[str]:
+    """The items of all `sets`: the largest of them where it holds the others (none is changed once
+    made), so that a stage whose unknown items are its upstream's shares their set, not a copy of a
+    set of every item (issue 33: the first round of a design, where every item's output is unknown)."""
+    largest = max(sets, key=len, default=set())
+    return largest if all(part <= largest for part in sets) else set().union(*sets)
 
 
 class PlannedUpstream:
@@ -302,6 +314,9 @@ def dry_run(design: Design[Any], plan: Planner) -> None:
             step.output,
             step.decides_on_unknown(params),
         )
+        # Let go of the stage's inputs (its index of the interviews, say) before the next stage
+        # makes its own: not two held at once (issue 33).
+        del inputs
         if known is not None:
             upstream.known[stage.name] = known
 

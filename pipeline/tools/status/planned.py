@@ -12,7 +12,7 @@ places held in memory (a place is the context's sort_key and the key; two answer
 keep the first to arrive, as a dict's setdefault did), and a call counts as a model call at the
 first place its key takes, once in the whole prediction (`counted`): later ones are repeats, which
 the real run finds in its cache. What is held per planned call is the line's end and its number in
-the order, 16 bytes, and its key counted (pipeline.tools.status.key_set: about 32); a call is read
+the order, 16 bytes, and its key counted (pipeline.llm.key_table: about 32); a call is read
 back, and its request built again, as it is iterated.
 """
 
@@ -25,7 +25,7 @@ import threading
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 import orjson
 
@@ -33,7 +33,6 @@ from pipeline.llm.line_file import LineFile
 from pipeline.llm.records import RecordedCall
 from pipeline.llm.served_log import given_fields
 from pipeline.llm.types import CallContext, ChatRequest, ModelIdentity
-from pipeline.tools.status.key_set import Counted
 
 RUN = 1 << 15  # places sorted in memory at a time (about 300 bytes each), then spilled
 READ_AT_ONCE = 1 << 16  # bytes of a run read in one pread while merging
@@ -74,6 +73,14 @@ def _line(call: RecordedCall) -> bytes:
             record.request.model_dump(mode="json"),
         ]
     )
+
+
+class Counted(Protocol):
+    """What a prediction asks of the keys it counted: a set[str] will do, or a KeyTable (packed)."""
+
+    def __contains__(self, key: object) -> bool: ...
+
+    def add(self, key: str) -> None: ...
 
 
 Place = tuple[Any, ...]  # a context's sort_key and the key (lists, once read back from a run)

@@ -38,8 +38,7 @@ from pipeline.llm.records import RecordedCall
 from pipeline.llm.served_log import LineLog, given_fields
 from pipeline.llm.session import LLMSession, RecordingIndex
 from pipeline.llm.types import Backend, CallContext, ChatReply, ChatRequest, ModelIdentity
-from pipeline.tools.status.key_set import Counted
-from pipeline.tools.status.planned import PlanLog, PlannedCalls
+from pipeline.tools.status.planned import Counted, PlanLog, PlannedCalls
 
 MARK = "<judgeloop-status: reply not known yet"
 
