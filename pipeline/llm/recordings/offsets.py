@@ -109,10 +109,6 @@ class LineTable:
     def text(self, index: int) -> str:
         """The line at `index`, read from its file and checked against the digest taken when the
         file was hashed; CorruptRecordError, naming the file and line, if it changed since."""
-        return self.raw(index).decode("utf-8")
-
-    def raw(self, index: int) -> bytes:
-        """The line at `index` as its bytes, read and checked as `text` reads and checks it."""
         length = self.length[index]
         data = os.pread(self.files.fd(self.file[index]), length, self.offset[index])
         start = index * DIGEST_BYTES
@@ -122,7 +118,7 @@ class LineTable:
                 f"{self.where(index)}: changed on disk since the recording was read and checked, so it "
                 f"is not served. {FIX.format(path=path)}"
             )
-        return data
+        return data.decode("utf-8")
 
     def by_item(self) -> Iterator[tuple[int, str]]:
         """Every line once, as (index, text read and checked as `text` does): each file's lines in

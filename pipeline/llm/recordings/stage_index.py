@@ -255,44 +255,12 @@ class StageIndex:
         layouts.SERVED.put(call.record.request, layout)
         return call
 
-    def blob_line(self, blob: str) -> bytes:
-        """The line recordings.blob_line writes for a block of this recording (without its "\\n"):
-        the block's own line as read back (checked against its digest), where it is that line
-        already, without its text decoded, held in the blocks' cache or written again (a replay
-        rewrites every block line of its stage); else written from the block's text. KeyError for a
-        block the recording does not hold."""
-        found = self.blobs.at.get(blob)
-        if found is not None and not dict.__contains__(self.blobs, blob):
-            data = self.blobs.table.raw(found)
-            if _written_as_is(blob, data):
-                return data
-        return recordings.blob_line(blob, self.blobs[blob]).encode("utf-8")
-
     def every_call(self) -> Iterator[RecordedCall]:
         """Every call line's call, each read and parsed when reached: each file's in its order, the
         files' merged by item, so that an item's blocks are read back once (LineTable.by_item)."""
         for found, line in self.lines.by_item():
             where = self.lines.where(found)
             yield recordings.parse_call_line(line, self.blobs, where, verified=True).current()
-
-
-# The line breaks recordings.line_safe writes as escapes, as UTF-8 (each only ever that character).
-_RAW_BREAKS = ("\x85".encode(), "\u2028".encode(), "\u2029".encode())
-
-
-def _written_as_is(blob: str, data: bytes) -> bool:
-    """Whether a block line's bytes are those recordings.blob_line writes for it: canonical JSON
-    (orjson's, as canonical_json writes two strings) of the block and its text, with none of the
-    line breaks line_safe escapes."""
-    try:
-        entry = orjson.loads(data)
-        text = entry["text"]
-        if entry.keys() != {"blob", "text"} or entry["blob"] != blob or not isinstance(text, str):
-            return False
-        written = orjson.dumps({"blob": blob, "text": text}, option=orjson.OPT_SORT_KEYS)
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return False
-    return written == data and not any(mark in data for mark in _RAW_BREAKS)
 
 
 def _request_fields(request: ChatRequest) -> str:

@@ -371,10 +371,10 @@ class StageRecording:
             return line_safe(self._recorded.line(kept))
         return self._spool.get(source)
 
-    def _kept_blob(self, number: int) -> bytes:
-        """The blob line of a block of the stage's recording as read for this run (StageIndex.blob_line)."""
+    def _kept_blob(self, number: int) -> str:
         assert self._recorded is not None
-        return self._recorded.blob_line(f"{number:016x}")
+        blob = f"{number:016x}"
+        return blob_line(blob, self._recorded.blobs[blob])
 
     def _line(self, source: Source) -> bytes:
         line = self._raw(source)
@@ -384,7 +384,7 @@ class StageRecording:
         place = self._blobs.at(number)
         if place is not None:
             return self._line(place)
-        return self._kept_blob(number) + b"\n"
+        return (self._kept_blob(number) + "\n").encode("utf-8")
 
     def _write_shards(self, directory: Path, calls: dict[int, array[int]], blocks: array[int]) -> None:
         """The stage's calls as shards by key and its blocks as shards by id (pipeline.llm.recordings.shards),
