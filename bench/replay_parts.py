@@ -6,10 +6,12 @@ project), with each part's function wrapped by a timer of the calling thread's C
 
 cProfile costs about four times the replay itself here, most of it in the many small functions of
 the design's own Python, so its shares overstate them; a timer around a few dozen functions costs
-about a microsecond a call of each. Each part's time is inclusive (a part inside another is counted
-in both: the table's indentation shows which holds which). The project, and the replay around the
-timers (the local cache deleted first, as million.py's replay step does; the recordings checked
-byte-identical after), are replay_profile.py's: bench/common.py.
+about a microsecond a call of each (still several times a short function's own cost: read the
+table for its shape; a part's real share is the whole process's CPU with that part switched off,
+bench/README.md, "Replay CPU: what each part really costs"). Each part's time is inclusive (a part
+inside another is counted in both: the table's indentation shows which holds which). The project,
+and the replay around the timers (the local cache deleted first, as million.py's replay step does;
+the recordings checked byte-identical after), are replay_profile.py's: bench/common.py.
 """
 
 from __future__ import annotations
