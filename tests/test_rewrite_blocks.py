@@ -106,7 +106,10 @@ def test_a_call_line_is_refused_for_its_depth_exactly_as_the_walk_finds(levels: 
     nested: object = "x"
     for _ in range(levels):
         nested = [nested]
-    line = orjson.dumps({"context": {"stage": "judge"}, "deep": nested}).decode()
+    # One object and `levels` arrays, all on one path: as many openings as its depth, so that a
+    # bound one too loose lets the first line too deep through unwalked.
+    line = orjson.dumps({"deep": nested}).decode()
+    assert line.count("{") + line.count("[") == levels + 1
     walked = depth_problem(orjson.loads(line))
     with pytest.raises(CorruptRecordError) as raised:
         recordings.parse_call_line(line, {}, "calls.jsonl:1")
