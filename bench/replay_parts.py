@@ -2,21 +2,22 @@
 stages replayed in this process (as bench/replay_profile.py does, on bench/million.py's synthetic
 project), with each part's function wrapped by a timer of the calling thread's CPU time.
 
-    .venv/bin/python bench/replay_parts.py --root /tmp/replay-10k   # a project replay_profile.py made
+    .venv/bin/python bench/replay_parts.py --root /tmp/replay-10k   # made there first if new (--calls)
 
 cProfile costs about four times the replay itself here, most of it in the many small functions of
 the design's own Python, so its shares overstate them; a timer around a few dozen functions costs
-about a microsecond a call of each. Each part's time is inclusive (a part inside another is counted
-in both: the table's indentation shows which holds which). The local cache is deleted first, as
-million.py's replay step does, and the recordings must come back byte-identical.
+about a microsecond a call of each (still several times a short function's own cost: read the
+table for its shape; a part's real share is the whole process's CPU with that part switched off,
+bench/README.md, "Replay CPU: what each part really costs"). Each part's time is inclusive (a part
+inside another is counted in both: the table's indentation shows which holds which). The project,
+and the replay around the timers (the local cache deleted first, as million.py's replay step does;
+the recordings checked byte-identical after), are replay_profile.py's: bench/common.py.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
-import os
-import shutil
 import sys
 import threading
 import time
@@ -29,8 +30,7 @@ import click
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.replay_profile import snapshot
-from pipeline.testing.synthetic import run_stages
+from bench.common import replay_project, synthetic_project
 
 # (indent, label, module, attribute path): each wrapped where it is defined and wherever a module
 # imported it by name.
@@ -136,31 +136,21 @@ def install(timers: Timers) -> None:
                     setattr(other, name, wrapped)
 
 
-def cpu() -> float:
-    usage = os.times()
-    return usage.user + usage.system
-
-
 @click.command()
-@click.option("--root", type=click.Path(file_okay=False, exists=True, path_type=Path), required=True)
-def main(root: Path) -> None:
+@click.option("--calls", type=int, default=10_000, show_default=True, help="Calls, when --root is new.")
+@click.option("--chars", type=int, default=20_000, show_default=True, help="Characters an interview.")
+@click.option("--root", type=click.Path(file_okay=False, path_type=Path), required=True)
+def main(calls: int, chars: int, root: Path) -> None:
+    synthetic_project(root, calls, chars)  # (recorded before the parts are timed)
     # Import what the stages import before wrapping, so that names imported by name are found.
     from pipeline.experiments.paper import assess, judge, refine  # noqa: F401
     from pipeline.judges.rubric import prompts  # noqa: F401
 
     timers = Timers()
     install(timers)
-    before = snapshot(root / "recordings")
-    shutil.rmtree(root / ".judgeloop", ignore_errors=True)
-    started, wall = cpu(), time.perf_counter()
-    replayed = run_stages(root, "replay")
-    spent, wall = cpu() - started, time.perf_counter() - wall
-    if snapshot(root / "recordings") != before:
-        raise click.ClickException("the replay did not give the recorded calls back byte-identically")
-    click.echo(
-        f"replayed {replayed} calls: {spent:.2f} s of CPU ({replayed / spent:,.0f} calls per CPU s), "
-        f"{wall:.2f} s of wall; load {os.getloadavg()[0]:.1f}"
-    )
+    result = replay_project(root)
+    replayed = result.calls
+    click.echo(result.line())
     click.echo(
         f"    {'part (thread CPU, inclusive)':<60} {'calls':>8} {'s':>7} {'us/call':>8} {'us/replayed':>11}"
     )

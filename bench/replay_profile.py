@@ -15,27 +15,18 @@ time (user + system of this process) and, with the profile, its top functions by
 from __future__ import annotations
 
 import cProfile
-import os
 import pstats
-import shutil
 import sys
 import threading
 import time
-from contextlib import nullcontext
 from pathlib import Path
 
 import click
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.common import replay_project, synthetic_project
 from pipeline.llm import scheduling
-from pipeline.testing.synthetic import items_for, make_project, run_stages
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def snapshot(folder: Path) -> dict[str, bytes]:
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*.jsonl"))}
 
 
 class ThreadProfiles:
@@ -103,11 +94,6 @@ def parts(stats: pstats.Stats) -> str:
     return "\n".join(rows)
 
 
-def cpu() -> float:
-    usage = os.times()
-    return usage.user + usage.system
-
-
 @click.command()
 @click.option("--calls", type=int, default=10_000, show_default=True, help="Calls, when --root is new.")
 @click.option("--chars", type=int, default=20_000, show_default=True, help="Characters an interview.")
@@ -121,28 +107,10 @@ def cpu() -> float:
 )
 @click.option("--top", type=int, default=45, show_default=True, help="Functions shown, by cumulative time.")
 def main(calls: int, chars: int, root: Path, profile: bool, warm_cache: bool, top: int) -> None:
-    if not (root / "recordings").is_dir():
-        root.mkdir(parents=True, exist_ok=True)
-        make_project(root, items_for(calls), chars, ROOT / "params.yaml")
-        started = cpu()
-        recorded = run_stages(root, "auto")
-        click.echo(f"recorded {recorded} calls in {cpu() - started:.1f} s of CPU")
-    before = snapshot(root / "recordings")
-    if not warm_cache:
-        shutil.rmtree(root / ".judgeloop", ignore_errors=True)
+    synthetic_project(root, calls, chars)
     profiler = ThreadProfiles() if profile else None
-    load = os.getloadavg()[0]
-    started, wall = cpu(), time.perf_counter()
-    with profiler or nullcontext():
-        replayed = run_stages(root, "replay")
-    spent, wall = cpu() - started, time.perf_counter() - wall
-    if snapshot(root / "recordings") != before:
-        raise click.ClickException("the replay did not give the recorded calls back byte-identically")
-    click.echo(
-        f"replayed {replayed} calls: {spent:.2f} s of CPU ({replayed / spent:,.0f} calls per CPU s), "
-        f"{wall:.2f} s of wall; load {load:.1f} -> {os.getloadavg()[0]:.1f}"
-        + (" (under cProfile)" if profiler is not None else "")
-    )
+    replayed = replay_project(root, warm_cache=warm_cache, around=profiler)
+    click.echo(replayed.line(" (under cProfile)" if profiler is not None else ""))
     if profiler is not None:
         stats = profiler.stats()
         click.echo(parts(stats))

@@ -72,7 +72,7 @@ from pydantic import ValidationError
 from pipeline.errors import CorruptRecordError, UnwritableTextError
 from pipeline.llm.blocks import Laid, Part, pack_parts
 from pipeline.llm.blocks import split_blocks as split_blocks  # the rule, shared with the cache (re-exported)
-from pipeline.llm.bounds import MAX_LINE_BYTES, depth_problem, long_line
+from pipeline.llm.bounds import MAX_DEPTH, MAX_LINE_BYTES, depth_problem, long_line
 from pipeline.llm.files import TMP_SUFFIX, atomic_write_chunks, child, locked, refuse_links
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.recordings import layouts, shards
@@ -649,8 +649,10 @@ def parse_call_line(
     local cache's seed (pipeline.llm.recordings.layouts)."""
     try:
         raw = orjson.loads(line)
-        if not verified and (deep := depth_problem(raw)) is not None:  # before anything walks it
-            raise ValueError(deep)  # (pipeline.llm.bounds)
+        # Before anything walks it (pipeline.llm.bounds); a line with no more openings than the
+        # limit cannot nest past it (each object or array opens with one), so is not walked.
+        if not verified and _may_nest_past(line) and (deep := depth_problem(raw)) is not None:
+            raise ValueError(deep)
         context = CallContext.model_validate(raw.pop("context"))
         layout: list[Laid] | None = [] if verified else None
         for message in raw["request"]["messages"]:
@@ -666,6 +668,13 @@ def parse_call_line(
             f"{where}: not a recorded call ({_why(exc)}). Fix: restore the file from git "
             f"(git checkout -- {where.rsplit(':', 1)[0]}), or re-record the stage."
         ) from exc
+
+
+def _may_nest_past(line: str, limit: int = MAX_DEPTH) -> bool:
+    """Whether a JSON line could hold values nested deeper than `limit`: not when it holds no more
+    than `limit` of "{" and "[" (every object and array opens with one; those inside strings only
+    add to the count)."""
+    return line.count("{") + line.count("[") > limit
 
 
 def _why(exc: Exception) -> str:
