@@ -208,3 +208,33 @@ def test_an_index_holds_a_few_hundred_bytes_a_transcript_not_a_path_each(tmp_pat
     )
     assert index.by_id["10001"].text.endswith("Participant : fine thanks")
     assert index[-1].item_id == str(10_000 + count - 1) and "nope" not in index.by_id
+
+
+def test_a_full_memo_of_checked_files_keeps_what_it_holds_for_the_next_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every stage indexes the files in the same order. A memo cleared when full found none of them
+    again past its size (at a million interviews, each stage checked every file anew); one that keeps
+    what it holds finds as many as it holds."""
+    import pipeline.data.transcripts as transcripts
+
+    for n in range(5):
+        (tmp_path / "data").mkdir(exist_ok=True)
+        (tmp_path / "data" / f"{n}.txt").write_text(f"Ellie: hello {n}\nParticipant: fine\n")
+    checked: list[str] = []
+    check = transcripts._checked_transcripts
+
+    def counted(path: Path, *args: object, **kwargs: object) -> object:
+        checked.append(path.name)
+        return check(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(transcripts, "_checked_transcripts", counted)
+    monkeypatch.setattr(transcripts, "_CHECKED_FILES", 3)
+    monkeypatch.setattr(transcripts, "_checked", {})
+    settings = DataSettings(transcripts="data")
+    first = index_transcripts(settings, tmp_path)
+    assert checked == [f"{n}.txt" for n in range(5)]
+    checked.clear()
+    again = index_transcripts(settings, tmp_path)
+    assert checked == ["3.txt", "4.txt"]  # the three the memo holds are only hashed
+    assert again.ids == first.ids and [t.text for t in again] == [t.text for t in first]

@@ -236,8 +236,10 @@ class _Indexing(Mapping[str, tuple[str, "int | None"]]):
 # the file's bytes) -> each transcript's id, JSONL line and span, and speakers once cleaned. A
 # stage's items, status' dry run of each stage and the bench's in-process stages index the same
 # files again; a file whose bytes were checked with the same cleaning is then only hashed (issue 33).
-# Ids, lines and speakers only (each distinct set of speakers once), never the text; cleared past
-# _CHECKED_FILES.
+# Ids, lines and speakers only (each distinct set of speakers once), never the text. Full at
+# _CHECKED_FILES, it keeps what it holds and takes no more: every stage reads the files in the same
+# order, so a memo cleared when full held, at each pass, only the last files of the one before,
+# which the next pass reaches last, after clearing them (a million files: no file found again).
 _Checked = tuple[tuple[str, int | None, tuple[int, int] | None, frozenset[str]], ...]
 _checked: dict[bytes, _Checked] = {}
 _speaker_sets: dict[frozenset[str], frozenset[str]] = {}
@@ -272,12 +274,10 @@ def _index_file(
         return
     seen: list[tuple[str, int | None, tuple[int, int] | None, frozenset[str]]] = []
     for item_id, (line, span), said in _checked_transcripts(path, shown, settings, found):
-        seen.append((item_id, line, span, _speaker_sets.setdefault(said, said)))
+        shared = _speaker_sets.setdefault(said, said) if len(_checked) < _CHECKED_FILES else said
+        seen.append((item_id, line, span, shared))
         yield item_id, (line, span), said
-    if _stamp(path) == stamp:  # unchanged since it was hashed: the bytes hashed are the bytes read
-        if len(_checked) >= _CHECKED_FILES:
-            _checked.clear()
-            _speaker_sets.clear()
+    if _stamp(path) == stamp and len(_checked) < _CHECKED_FILES:  # (the bytes hashed were those read)
         _checked[key] = tuple(seen)
 
 
