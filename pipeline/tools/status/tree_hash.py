@@ -17,7 +17,8 @@ caller asks DVC:
 - a `.dvcignore` or `.dvc` entry anywhere in the folder, or `.git`/`.hg` (DVC's own ignores, a
   sub-repository, a .dvcignore read mid-walk or refused in a collected folder), and an ignored
   folder that holds a `.dvc` (DVC checks every subfolder, ignored or not, for a sub-repository);
-- a symbolic link, a special file, a folder that cannot be read, a name that is not UTF-8;
+- a symbolic link, a special file, a folder that cannot be read, a name that is not UTF-8 or
+  holds a newline;
 - a file the state database does not hold, or holds for other bytes (DVC would hash it and save
   its hash: that side effect stays DVC's), or under another hash name (legacy `md5-dos2unix`);
 - no file at all, a folder outside the repository, a path DVC would not walk as it is given
@@ -175,6 +176,10 @@ def _plain_name(name: str) -> None:
         name.encode("utf-8")
     except UnicodeEncodeError as error:
         raise Unusual(f"{name!r}: not UTF-8") from error
+    if "\n" in name:
+        # DVC matches its ignore rules by regexes on the path, whose `.` and `$` treat a newline
+        # apart: under a folder named "\n", DVC hashes a `.tmp` that `*.tmp` should have ignored.
+        raise Unusual(f"{name!r}: a newline, which DVC's ignore matching reads otherwise")
 
 
 def _answers_either_case(path: str) -> bool:
