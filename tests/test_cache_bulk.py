@@ -11,7 +11,8 @@ import diskcache
 
 from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.cache import bulk
-from pipeline.llm.cache.store import SETTINGS, CallStore, SafeDisk
+from pipeline.llm.cache.safe_disk import SETTINGS, SafeDisk
+from pipeline.llm.cache.store import CallStore
 from pipeline.llm.records import CallRecord
 from pipeline.llm.types import ChatRequest, Message
 

@@ -12,7 +12,8 @@ import diskcache
 
 from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.cache import bulk
-from pipeline.llm.cache.store import SETTINGS, WHOLE_READ_PAGES, CallStore, ForeignKey
+from pipeline.llm.cache.safe_disk import SETTINGS, ForeignKey
+from pipeline.llm.cache.store import WHOLE_READ_PAGES, CallStore
 from pipeline.llm.records import CallRecord
 from pipeline.llm.types import ChatRequest, Message
 from pipeline.tools.inventory import local_records

@@ -12,8 +12,9 @@ import pytest
 
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.backends.fake import FakeBackend
+from pipeline.llm.cache.safe_disk import SETTINGS
 from pipeline.llm.cache.schema import PINNED, PINNED_VERSION, derived_schema
-from pipeline.llm.cache.store import SETTINGS, CallStore
+from pipeline.llm.cache.store import CallStore
 from pipeline.llm.records import CallRecord
 from tests.helpers import request
 

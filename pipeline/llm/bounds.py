@@ -1,7 +1,7 @@
 """Limits on what a reader of someone else's file parses: nesting depth, YAML aliases, line length.
 
-Every file judgeloop reads may come from someone else (pipeline.llm.cache.store's docstring), and a parser
-given no bound can be made to crash or hang by a file a few kilobytes long:
+Every file judgeloop reads may come from someone else (pipeline.llm.cache.safe_disk's docstring), and
+a parser given no bound can be made to crash or hang by a file a few kilobytes long:
 
 - depth: orjson refuses JSON nested past 1,024 levels by itself, but a value 900 levels deep parses,
   and then every recursive walk over it (json.dumps for a checksum, pydantic, a report) raises

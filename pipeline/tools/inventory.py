@@ -18,7 +18,8 @@ import orjson
 from pipeline.errors import JudgeloopError
 from pipeline.experiments.params import Params
 from pipeline.llm.bounds import depth_problem
-from pipeline.llm.cache.store import CallStore, ForeignKey
+from pipeline.llm.cache.safe_disk import ForeignKey
+from pipeline.llm.cache.store import CallStore
 from pipeline.llm.recordings import text as recordings
 from pipeline.llm.recordings.pins import Pins
 from pipeline.llm.recordings.stage_index import index_stage

@@ -27,7 +27,8 @@ from tqdm import tqdm
 
 from pipeline.errors import CorruptRecordError, JudgeloopError, UnsafeNameError
 from pipeline.experiments.params import Params, load_params
-from pipeline.llm.cache.store import CallStore, ForeignKey
+from pipeline.llm.cache.safe_disk import ForeignKey
+from pipeline.llm.cache.store import CallStore
 from pipeline.llm.files import safe_name
 from pipeline.llm.keys import KEY_PREFIX, content_digest
 from pipeline.llm.recordings import text as recordings
