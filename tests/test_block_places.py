@@ -173,7 +173,7 @@ KILLED_WRITER = """
 import os, signal, sys
 from pathlib import Path
 from pipeline.llm.recordings import shards
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import stage_writer
 from tests.test_recordings_shards import _calls
 
 shards.SHARD_AT = 8
