@@ -19,7 +19,7 @@ from pathlib import Path
 
 import click
 
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import key_reader, stage_folders
 from pipeline.llm.recordings.stage_index import read_items
 from pipeline.testing.synthetic import audit_one_judgement
 from pipeline.tools.audit.command import iter_calls
@@ -62,12 +62,12 @@ def main(root: Path, repeat: int) -> None:
     items = sum(1 for _ in (root / "data").glob("*_P"))
     item, _ = audit_one_judgement(items)
     folder = root / "recordings"
-    stages = recordings.stage_dirs(folder)
+    stages = stage_folders.stage_dirs(folder)
     key = first_judgement(folder / "judge", item)
-    click.echo(f"{root}: {items} items, item {item}, key {key}, code {recordings.__file__}")
+    click.echo(f"{root}: {items} items, item {item}, key {key}, code {key_reader.__file__}")
 
     def by_key() -> int:
-        return sum(1 for d in stages for _ in recordings.read_keys(d, [key], verify=False, scan_whole=False))
+        return sum(1 for d in stages for _ in key_reader.read_keys(d, [key], verify=False, scan_whole=False))
 
     # by item as audit reads them (iter_calls: through the tables of items where a checkout has them)
     def judge_item() -> int:

@@ -5,7 +5,7 @@ verify it (the seal, sha256 of the stored header, and the key it names: pipeline
 and validate its header, log the call. The raw get = diskcache.Cache.get(key) of the same stored
 bytes, key already known. "verified read" is the store's part alone (read, seal, key, header),
 given the key; "recording" is what writing the stage's recording then costs per call it holds (a
-hit's line is made when the stage is written, not on the hit: pipeline.llm.recordings.text), unless
+hit's line is made when the stage is written, not on the hit: pipeline.llm.recordings.stage_writer), unless
 the session is also waiting on its model: the session timed here answered every call first, so its
 hits pack their lines as they come. "rerun hit" is a fresh session's hit, as a rerun's stage
 process has: every call found in the local cache, its line made when the stage is written.

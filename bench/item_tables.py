@@ -23,8 +23,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline.llm.files import locked
-from pipeline.llm.recordings import item_table, shards
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import item_table, line_checks, shards, stage_folders
 
 
 def _lines(path: Path) -> Iterator[tuple[str, bytes]]:
@@ -35,9 +34,9 @@ def _lines(path: Path) -> Iterator[tuple[str, bytes]]:
 
 def add_tables(directory: Path) -> int:
     """The tables written for one stage's folder (0: one file, or tables there already)."""
-    manifest = directory / recordings.CALLS_FILE
+    manifest = directory / stage_folders.CALLS_FILE
     with locked(directory):
-        text = recordings.recording_text(manifest)
+        text = line_checks.recording_text(manifest)
         if not shards.is_manifest(text):
             return 0
         entries = shards.manifest_entries(manifest, text)
@@ -60,7 +59,7 @@ def add_tables(directory: Path) -> int:
 @click.argument("root", type=click.Path(file_okay=False, exists=True, path_type=Path))
 def main(root: Path) -> None:
     """ROOT: a synthetic run's folder (bench/million.py --keep)."""
-    for directory in recordings.stage_dirs(root / "recordings"):
+    for directory in stage_folders.stage_dirs(root / "recordings"):
         cpu = time.process_time()
         added = add_tables(directory)
         click.echo(f"{directory.name:<10} {added:3d} tables  CPU {time.process_time() - cpu:6.2f} s")

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline.experiments.registry import designs
 from pipeline.llm.llama_pin import foreign_build
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import stage_folders, stage_reader
 from pipeline.llm.records import CallRecord
 from pipeline.llm.rerun import live_backend, rerun
 from pipeline.llm.settings import EngineSettings, load_settings
@@ -47,11 +47,11 @@ def embedded_calls(
 ) -> dict[str, list[CallRecord]]:
     """Per stage, its recorded calls the embedded model made (each key once)."""
     out: dict[str, list[CallRecord]] = {}
-    for directory in recordings.stage_dirs(recordings_dir):
+    for directory in stage_folders.stage_dirs(recordings_dir):
         if stages and directory.name not in stages:
             continue
         seen: dict[str, CallRecord] = {}
-        for loaded in recordings.read_stage(directory):
+        for loaded in stage_reader.read_stage(directory):
             record = loaded.call.record
             if record.model.backend == "embedded" and record.reply.too_long is None:
                 seen.setdefault(record.key, record)

@@ -34,7 +34,7 @@ import click
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline.llm import session as llm_session
-from pipeline.llm.recordings.text import StageRecording
+from pipeline.llm.recordings.stage_writer import StageRecording
 from pipeline.testing.synthetic import items_for, make_project, run_stages
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -40,7 +40,7 @@ PARTS: tuple[tuple[int, str, str, str], ...] = (
     (1, "the lookup (LLMSession.lookup)", "pipeline.llm.session", "LLMSession.lookup"),
     (2, "the line served (StageIndex.call)", "pipeline.llm.recordings.stage_index", "StageIndex.call"),
     (3, "read back, digest checked (LineTable.text)", "pipeline.llm.recordings.offsets", "LineTable.text"),
-    (3, "parsed (parse_call_line)", "pipeline.llm.recordings.text", "parse_call_line"),
+    (3, "parsed (parse_call_line)", "pipeline.llm.recordings.line_checks", "parse_call_line"),
     (
         4,
         "blocks read back (LazyBlobs.__missing__)",
@@ -48,7 +48,12 @@ PARTS: tuple[tuple[int, str, str, str], ...] = (
         "LazyBlobs.__missing__",
     ),
     (2, "handed to the cache's seed (CallStore.seed)", "pipeline.llm.cache.store", "CallStore.seed"),
-    (1, "added to the recording (StageRecording.add)", "pipeline.llm.recordings.text", "StageRecording.add"),
+    (
+        1,
+        "added to the recording (StageRecording.add)",
+        "pipeline.llm.recordings.stage_writer",
+        "StageRecording.add",
+    ),
     (
         2,
         "its line found (StageIndex.verbatim_at)",
@@ -62,7 +67,7 @@ PARTS: tuple[tuple[int, str, str, str], ...] = (
         "index_stage",
     ),
     (1, "files hashed, lines placed (scan_folder)", "pipeline.llm.recordings.stage_index", "scan_folder"),
-    (1, "each call line verified (trusted_call)", "pipeline.llm.recordings.text", "trusted_call"),
+    (1, "each call line verified (trusted_call)", "pipeline.llm.recordings.line_checks", "trusted_call"),
     (2, "key and checksum (CallRecord.problem)", "pipeline.llm.records", "CallRecord.problem"),
     (
         0,
@@ -74,7 +79,7 @@ PARTS: tuple[tuple[int, str, str, str], ...] = (
     (
         0,
         "the recording written (StageRecording.write)",
-        "pipeline.llm.recordings.text",
+        "pipeline.llm.recordings.stage_writer",
         "StageRecording.write",
     ),
     (0, "interviews indexed (index_transcripts)", "pipeline.data.transcripts", "index_transcripts"),

@@ -40,7 +40,7 @@ from pipeline.judges.rubric.judge import judge_prompt
 from pipeline.judges.rubric.prompts import ASSESS_PROMPT, SCORE_REMINDER, SYSTEM_PROMPT
 from pipeline.judges.rubric.results import Assessment, MetricJudgement
 from pipeline.judges.rubric.settings import AssessSettings, JudgeSettings
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import stage_writer
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext, ChatReply, ChatRequest, Message, ModelIdentity, Options
 from pipeline.loops.feedback import low_metrics, regeneration_prompt
@@ -255,7 +255,7 @@ class Experiment:
         refinements = [self.item(n) for n in range(self.args.items)]
         write_jsonl(root / "outputs" / "refinement.jsonl", refinements)
         for stage, calls in self.calls.items():
-            recordings.write_stage(root / "recordings" / stage, calls)
+            stage_writer.write_stage(root / "recordings" / stage, calls)
         return refinements
 
 

@@ -7,7 +7,7 @@ naming its interview, so that interviews share no block), written as one stage's
 recording with shards.SHARD_AT above N (one file) and as it is (shards past 4,096 calls). For each
 layout, each step in a process of its own (CPU user+sys and peak RSS from wait4): write the stage,
 read it whole and verified (index_stage, what a session or status does), read one call
-(recordings.read_keys, what a reader of one key does), then a rerun that changes one call (its
+(key_reader.read_keys, what a reader of one key does), then a rerun that changes one call (its
 interview's text, the others as recorded: every record made at one time, as a rerun's cache hits
 keep theirs): the bytes rewritten (files whose content changed) and the bytes on disk.
 """
@@ -28,7 +28,7 @@ import sys, time
 from pathlib import Path
 from bench.common import judge_request, transcript
 from pipeline.llm.backends.fake import FakeBackend
-from pipeline.llm.recordings import shards, text as recordings
+from pipeline.llm.recordings import key_reader, shards, stage_writer
 from pipeline.llm.recordings.stage_index import index_stage
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext
@@ -46,7 +46,7 @@ def call(i, salt=""):
     record = record.model_copy(update={"checksum": record.expected_checksum()})
     return RecordedCall(context=ctx, record=record)
 if step in ("write", "rerun"):
-    recording = recordings.StageRecording()
+    recording = stage_writer.StageRecording()
     for i in range(calls):
         recording.add(call(i, " changed" if step == "rerun" and i == calls // 2 else ""))
     recording.write(directory)
@@ -54,7 +54,7 @@ elif step == "read":
     print(len(index_stage(directory)), file=sys.stderr)
 elif step == "one":
     key = call(calls // 3).record.key
-    assert len(list(recordings.read_keys(directory, [key]))) == 1
+    assert len(list(key_reader.read_keys(directory, [key]))) == 1
 """
 
 

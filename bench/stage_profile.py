@@ -82,7 +82,7 @@ PHASES = {
     "verify records": ("pipeline/llm/records.py", "problem"),
     "pin hash": ("pipeline/llm/recordings/pins.py", "problem"),
     "run": ("stages/runner.py", "run_stage"),  # the whole stage after its imports
-    "write recording": ("pipeline/llm/recordings/text.py", "write"),
+    "write recording": ("pipeline/llm/recordings/stage_writer.py", "write"),
     "write results": ("pipeline/data/jsonl.py", "write_jsonl"),
 }
 

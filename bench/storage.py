@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import judge_requests, transcript
 from pipeline.llm.backends.fake import FakeBackend
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import stage_writer
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext
 
@@ -34,7 +34,7 @@ def main() -> None:
             len(c.record.request.model_dump_json()) + len(c.record.reply.model_dump_json()) for c in calls
         )
         with tempfile.TemporaryDirectory() as tmp:
-            recordings.write_stage(Path(tmp), calls)
+            stage_writer.write_stage(Path(tmp), calls)
             stored = sum(p.stat().st_size for p in Path(tmp).iterdir())
         print(f"{n:<6} {raw / n:>14.0f} {stored / n:>18.0f}  {raw / stored:5.1f}x smaller")
 

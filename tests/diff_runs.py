@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from click.testing import CliRunner
 
-from pipeline.llm.recordings.text import LoadedCall
+from pipeline.llm.recordings.stage_reader import LoadedCall
 from pipeline.tools.cli import main
 
 K = TypeVar("K", bound=Hashable)

@@ -16,7 +16,7 @@ from pipeline.experiments.selection.pick import run_pick
 from pipeline.experiments.selection.pools import request_pools
 from pipeline.experiments.selection.score import ScoredRequest, run_score
 from pipeline.llm.backends.fake import FakeBackend
-from pipeline.llm.recordings.text import read_stage
+from pipeline.llm.recordings.stage_reader import read_stage
 from pipeline.llm.session import LLMSession
 from pipeline.llm.types import Backend, ChatRequest
 from pipeline.testing.sessions import folder_session

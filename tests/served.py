@@ -12,7 +12,7 @@ from tenacity import wait_none
 from pipeline.llm.backends.ollama import OllamaBackend
 from pipeline.llm.backends.openai_compat import OpenAICompatBackend
 from pipeline.llm.cache.store import CallStore
-from pipeline.llm.recordings.text import read_stage
+from pipeline.llm.recordings.stage_reader import read_stage
 from pipeline.llm.session import LLMSession
 from pipeline.llm.settings import LLMSettings
 from pipeline.llm.types import Backend

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pipeline.llm.recordings.text import write_stage
+from pipeline.llm.recordings.stage_writer import write_stage
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.terminal import framed
 from pipeline.llm.types import CallContext, ChatReply, ChatRequest, Message, ModelIdentity

@@ -1,5 +1,5 @@
 """`judgeloop audit --key`: one call by its key, read from the one shard of its stage that holds it
-(recordings.read_keys), shown as the other filters show it."""
+(key_reader.read_keys), shown as the other filters show it."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ from click.testing import CliRunner
 
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.backends.fake import FakeBackend
-from pipeline.llm.recordings import shards
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import key_reader, line_checks, shards, stage_folders, stage_reader, stage_writer
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext
 from pipeline.tools.cli import main
@@ -68,7 +67,7 @@ def _stage(directory: Path, stage: str, n: int) -> list[RecordedCall]:
         calls.append(
             RecordedCall(context=context, record=CallRecord.new(fake.identity(), req, fake.chat(req)))
         )
-    recordings.write_stage(directory / stage, calls)
+    stage_writer.write_stage(directory / stage, calls)
     return calls
 
 
@@ -91,13 +90,13 @@ def test_a_key_is_read_from_one_shard_of_calls_in_each_stage(
 
     monkeypatch.setattr(shards, "shard_bytes", counting)
     parsed: list[str] = []
-    real_parse = recordings.parse_call_line
+    real_parse = line_checks.parse_call_line
 
     def parsing(line: str, *args: object, **kwargs: bool) -> RecordedCall:
         parsed.append(line)
         return real_parse(line, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(recordings, "parse_call_line", parsing)
+    monkeypatch.setattr(line_checks, "parse_call_line", parsing)
     wanted = judged[17].record.key
     [shown] = jsonl("--key", wanted, "--recordings", str(root))
     assert shown["key"] == wanted and shown["context"] == judged[17].context.model_dump(mode="json")
@@ -116,7 +115,7 @@ def test_an_edited_record_found_by_key_is_shown_untrusted(
 ) -> None:
     root = tmp_path / "recordings"
     [call] = _stage(root, "judge", 1)
-    path = root / "judge" / recordings.CALLS_FILE
+    path = root / "judge" / stage_folders.CALLS_FILE
     text = path.read_text(encoding="utf-8")
     assert text.count(call.record.reply.text) == 1
     path.write_text(text.replace(call.record.reply.text, "Score: 5"), encoding="utf-8")
@@ -132,21 +131,21 @@ def test_read_keys_in_one_file_parses_only_the_lines_of_its_keys(
     calls = _stage(tmp_path, "judge", 6)
     directory = tmp_path / "judge"
     parsed: list[str] = []
-    real_parse = recordings.parse_call_line
+    real_parse = line_checks.parse_call_line
 
     def parsing(line: str, *args: object, **kwargs: bool) -> RecordedCall:
         parsed.append(line)
         return real_parse(line, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(recordings, "parse_call_line", parsing)
+    monkeypatch.setattr(line_checks, "parse_call_line", parsing)
     wanted = [calls[4].record.key, calls[1].record.key]
-    found = list(recordings.read_keys(directory, wanted, scan_whole=False))
+    found = list(key_reader.read_keys(directory, wanted, scan_whole=False))
     assert sorted(c.call.record.key for c in found) == sorted(wanted) and len(parsed) == 2
-    whole = {c.call.record.key: c for c in recordings.read_stage(directory)}
+    whole = {c.call.record.key: c for c in stage_reader.read_stage(directory)}
     assert all(
         c.call == whole[c.call.record.key].call and c.line == whole[c.call.record.key].line for c in found
     )
-    assert list(recordings.read_keys(directory, ["jl2:" + "0" * 32], scan_whole=False)) == []
+    assert list(key_reader.read_keys(directory, ["jl2:" + "0" * 32], scan_whole=False)) == []
 
 
 @pytest.mark.parametrize("sharded", [False, True])
@@ -167,7 +166,7 @@ def test_read_keys_finds_a_block_line_not_as_written_by_reading_whole(
             out += line + "\n"
         return out.encode("utf-8")
 
-    manifest = directory / recordings.CALLS_FILE
+    manifest = directory / stage_folders.CALLS_FILE
     if sharded:  # each block shard written again under its new content's name, and named so
         named = []
         for name, sha in shards.parse_manifest(manifest, manifest.read_text(encoding="utf-8")):
@@ -180,35 +179,35 @@ def test_read_keys_finds_a_block_line_not_as_written_by_reading_whole(
         shards.commit(manifest, named)
     else:
         manifest.write_bytes(redone(manifest.read_text(encoding="utf-8")))
-    [found] = recordings.read_keys(directory, [wanted.record.key], scan_whole=False)
+    [found] = key_reader.read_keys(directory, [wanted.record.key], scan_whole=False)
     assert found.call == wanted
 
 
 def test_read_keys_in_one_file_checks_the_blocks_it_reads(tmp_path: Path) -> None:
     [call] = _stage(tmp_path, "judge", 1)
     directory = tmp_path / "judge"
-    path = directory / recordings.CALLS_FILE
+    path = directory / stage_folders.CALLS_FILE
     lines = path.read_text(encoding="utf-8").splitlines()
     edited = [line.replace("sleep", "SLEEP", 1) if line.startswith('{"blob":') else line for line in lines]
     assert edited != lines
     path.write_text("".join(line + "\n" for line in edited), encoding="utf-8")
     with pytest.raises(CorruptRecordError, match="does not hash to its id"):
-        list(recordings.read_keys(directory, [call.record.key], scan_whole=False))
-    [unverified] = recordings.read_keys(directory, [call.record.key], verify=False, scan_whole=False)
+        list(key_reader.read_keys(directory, [call.record.key], scan_whole=False))
+    [unverified] = key_reader.read_keys(directory, [call.record.key], verify=False, scan_whole=False)
     assert unverified.call.record.problem() is not None  # shown, marked, by audit
     (directory / "calls-0-0123456789abcdef.jsonl").write_text("", encoding="utf-8")
     with pytest.raises(CorruptRecordError):
-        list(recordings.read_keys(directory, [call.record.key], verify=False, scan_whole=False))
+        list(key_reader.read_keys(directory, [call.record.key], verify=False, scan_whole=False))
 
 
 def test_read_keys_in_one_file_refuses_a_line_it_reads_that_is_not_utf8(tmp_path: Path) -> None:
     calls = _stage(tmp_path, "judge", 3)
-    path = tmp_path / "judge" / recordings.CALLS_FILE
+    path = tmp_path / "judge" / stage_folders.CALLS_FILE
     data = path.read_bytes()
     mark = f'"key":"{calls[1].record.key}"'.encode()
     at = data.index(mark)
     path.write_bytes(data[:at] + b"\xff" + data[at:])
     with pytest.raises(CorruptRecordError, match=r"calls\.jsonl:\d+: byte 0xff is not UTF-8"):
-        list(recordings.read_keys(path.parent, [calls[1].record.key], verify=False, scan_whole=False))
-    [other] = recordings.read_keys(path.parent, [calls[0].record.key], verify=False, scan_whole=False)
+        list(key_reader.read_keys(path.parent, [calls[1].record.key], verify=False, scan_whole=False))
+    [other] = key_reader.read_keys(path.parent, [calls[0].record.key], verify=False, scan_whole=False)
     assert other.call == calls[0]  # a line it does not read is not its concern

@@ -35,7 +35,7 @@ from pipeline.experiments.registry import designs
 from pipeline.llm import settings
 from pipeline.llm.backends import register_backend
 from pipeline.llm.backends.fake import FakeBackend
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import line_checks
 from pipeline.testing.structured_responder import structured_responder
 from pipeline.tools.cli import main
 from stages.runner import run_stage
@@ -333,7 +333,7 @@ def test_labels_params_and_recordings_broken_stop_the_stage_naming_file_line_and
     if kind_name == "params" and corruption == "oversized":
         monkeypatch.setattr(settings, "MAX_PARAMS_BYTES", target.stat().st_size - 1)
     if kind_name == "recordings" and corruption == "oversized":
-        monkeypatch.setattr(recordings, "MAX_RECORDING_BYTES", target.stat().st_size - 1)
+        monkeypatch.setattr(line_checks, "MAX_RECORDING_BYTES", target.stat().st_size - 1)
     before = tree(project, "outputs", "recordings")
     line = (
         corrupt(target, kind, corruption, monkeypatch)
@@ -435,7 +435,7 @@ def test_a_broken_unpinned_recording_is_named_by_file_and_line(
     assert CliRunner().invoke(main, batch).exit_code == 0
     recording = tmp_path / "recordings" / "judge_evaluate" / "calls.jsonl"
     if corruption == "oversized":
-        monkeypatch.setattr(recordings, "MAX_RECORDING_BYTES", recording.stat().st_size - 1)
+        monkeypatch.setattr(line_checks, "MAX_RECORDING_BYTES", recording.stat().st_size - 1)
     expected = (
         corrupt(recording, KINDS["rag-rows"], corruption, monkeypatch) if corruption != "oversized" else None
     )

@@ -16,8 +16,15 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.errors import CorruptRecordError
-from pipeline.llm.recordings import block_places, shards, stage_index
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import (
+    block_places,
+    key_reader,
+    line_format,
+    shards,
+    stage_index,
+    stage_reader,
+    stage_writer,
+)
 from pipeline.llm.recordings.stage_index import index_stage, read_items
 from pipeline.llm.records import RecordedCall
 from pipeline.tools.cli import main
@@ -29,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def _recorded(tmp_path: Path, n: int = 60) -> tuple[Path, list[RecordedCall]]:
     calls = _calls(n)
     directory = tmp_path / "judge"
-    recordings.write_stage(directory, calls)
+    stage_writer.write_stage(directory, calls)
     return directory, calls
 
 
@@ -44,11 +51,11 @@ def test_a_key_is_read_with_its_blocks_placed_not_their_shards_whole(
     directory, calls = _recorded(tmp_path)
     for wanted in (calls[3], calls[41]):
         whole_reads.clear()
-        found = list(recordings.read_keys(directory, [wanted.record.key], scan_whole=False))
+        found = list(key_reader.read_keys(directory, [wanted.record.key], scan_whole=False))
         assert [loaded.call for loaded in found] == [wanted]
         assert whole_reads == [found[0].path.name]  # its shard of calls only: no block shard whole
         unverified = list(
-            recordings.read_keys(directory, [wanted.record.key], verify=False, scan_whole=False)
+            key_reader.read_keys(directory, [wanted.record.key], verify=False, scan_whole=False)
         )
         assert [(u.path, u.line, u.call) for u in unverified] == [(f.path, f.line, f.call) for f in found]
 
@@ -94,7 +101,7 @@ def test_a_block_edited_in_place_is_refused(
 ) -> None:
     directory, calls = _recorded(tmp_path)
     wanted = calls[5]
-    blob = recordings.blob_refs(recordings.call_to_line(wanted, {}))[0]
+    blob = line_format.blob_refs(line_format.call_to_line(wanted, {}))[0]
     shard = _block_shard(directory, blob)
     data = shard.read_bytes()
     at = data.index(b'{"blob":"' + blob.encode())
@@ -104,9 +111,9 @@ def test_a_block_edited_in_place_is_refused(
     with pytest.raises(
         CorruptRecordError, match=rf"{shard.name}:{number}: blob {blob} does not hash to its id"
     ):
-        list(recordings.read_keys(directory, [wanted.record.key], scan_whole=False))
+        list(key_reader.read_keys(directory, [wanted.record.key], scan_whole=False))
     # audit reads unverified: the call is shown, and its record fails its checksum (so it is marked)
-    [shown] = recordings.read_keys(directory, [wanted.record.key], verify=False, scan_whole=False)
+    [shown] = key_reader.read_keys(directory, [wanted.record.key], verify=False, scan_whole=False)
     assert shown.call.record.problem() is not None
     assert not [name for name in whole_reads if name.startswith("blocks-")]
 
@@ -129,11 +136,11 @@ def test_swapped_block_lines_are_read_whole_and_refused(tmp_path: Path, small_th
     (directory / name).write_bytes(b"\n".join(lines) + b"\n")
     refused = served = 0
     for call in calls:
-        refs = set(recordings.blob_refs(recordings.call_to_line(call, {})))
+        refs = set(line_format.blob_refs(line_format.call_to_line(call, {})))
         if not any(shards.prefix_of(name) == ("blocks", shards.shard_of(blob)) for blob in refs):
             continue
         try:
-            [found] = recordings.read_keys(directory, [call.record.key], scan_whole=False)
+            [found] = key_reader.read_keys(directory, [call.record.key], scan_whole=False)
         except CorruptRecordError as exc:
             assert f"{name}: does not hash to the sha256 calls.jsonl gives it" in str(exc)
             refused += 1
@@ -155,24 +162,24 @@ def test_a_shard_gone_falls_back_to_the_whole_read_that_names_it(
     tmp_path: Path, small_threshold: None
 ) -> None:
     directory, calls = _recorded(tmp_path)
-    blob = recordings.blob_refs(recordings.call_to_line(calls[0], {}))[0]
+    blob = line_format.blob_refs(line_format.call_to_line(calls[0], {}))[0]
     shard = _block_shard(directory, blob)
     shard.unlink()
     with pytest.raises(CorruptRecordError, match=rf"{shard.name}: named by calls.jsonl but missing"):
-        list(recordings.read_keys(directory, [calls[0].record.key], verify=False, scan_whole=False))
+        list(key_reader.read_keys(directory, [calls[0].record.key], verify=False, scan_whole=False))
 
 
 KILLED_WRITER = """
 import os, signal, sys
 from pathlib import Path
 from pipeline.llm.recordings import shards
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import stage_writer
 from tests.test_recordings_shards import _calls
 
 shards.SHARD_AT = 8
 where = sys.argv[2]
 setattr(shards, where, lambda *args: os.kill(os.getpid(), signal.SIGKILL))  # before it, or after the rename
-recordings.write_stage(Path(sys.argv[1]), _calls(50, salt="-again"))
+stage_writer.write_stage(Path(sys.argv[1]), _calls(50, salt="-again"))
 """
 
 
@@ -199,7 +206,7 @@ def test_a_writer_killed_by_sigkill_leaves_shards_the_next_reader_deletes(
     assert sorted(index.at) == sorted(c.record.key for c in expected)
     assert not (directory / shards.JOURNAL).exists()
     assert not [p for p in directory.iterdir() if p.name.startswith(".")]
-    assert len(list(recordings.read_stage(directory))) == len(expected)  # and no stray is left to refuse
+    assert len(list(stage_reader.read_stage(directory))) == len(expected)  # and no stray is left to refuse
 
 
 def test_a_look_alike_not_in_a_journal_is_still_refused(tmp_path: Path, small_threshold: None) -> None:
@@ -208,7 +215,7 @@ def test_a_look_alike_not_in_a_journal_is_still_refused(tmp_path: Path, small_th
     (directory / "calls-0-0123456789abcdef.jsonl").write_bytes((directory / name).read_bytes())
     (directory / shards.JOURNAL).write_text("calls-1-0123456789abcdef.jsonl\n")  # it lists another
     with pytest.raises(CorruptRecordError, match=r"calls-0-0123456789abcdef\.jsonl: looks like a shard"):
-        list(recordings.read_stage(directory))
+        list(stage_reader.read_stage(directory))
     assert (directory / "calls-0-0123456789abcdef.jsonl").is_file()
 
 
@@ -225,9 +232,9 @@ def test_the_next_writer_deletes_what_a_killed_writer_left_and_names_it(
     left = set(_shard_files(directory)) - set(before)
     assert left
     with caplog.at_level(logging.WARNING, logger=shards.__name__):
-        recordings.write_stage(directory, _calls(45, salt="-third"))  # no read first
+        stage_writer.write_stage(directory, _calls(45, salt="-third"))  # no read first
     assert all(name in caplog.text for name in left)
-    assert len(list(recordings.read_stage(directory))) == 45
+    assert len(list(stage_reader.read_stage(directory))) == 45
     assert not (directory / shards.JOURNAL).exists()
 
 

@@ -12,11 +12,12 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 
 from pipeline.errors import CorruptRecordError
+from pipeline.llm import blocks
 from pipeline.llm.blocks import MAX_BLOCK, MIN_BLOCK, split_blocks
 from pipeline.llm.bounds import MAX_LINE_BYTES
 from pipeline.llm.cache.blocks import BlockStore, block_id, pack_request
 from pipeline.llm.cache.store import SEED_BATCH, WHOLE_REQUEST, CallStore, seal
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import stage_writer
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.session import LLMSession
 from pipeline.llm.types import CallContext
@@ -48,7 +49,7 @@ def blocks_line_by_line(text: str) -> list[str]:
 def test_the_blocks_are_the_recordings_blocks(parts: list[str]) -> None:
     text = "".join(parts)
     assert split_blocks(text) == blocks_line_by_line(text)
-    assert recordings.split_blocks is split_blocks  # one rule for both rooms
+    assert blocks.split_blocks is split_blocks  # one rule for both rooms
     assert "".join(split_blocks(text)) == text
 
 
@@ -206,7 +207,7 @@ def test_a_replay_seeds_the_local_cache_which_then_serves_offline(tmp_path: Path
     close), whole and verifiable: with the recordings gone, the cache alone still serves them."""
     requests = [prompt(f"metric {i}", interview()) for i in range(12)]
     context = CallContext(stage="judge", item="1")
-    recordings.write_stage(
+    stage_writer.write_stage(
         tmp_path / "recordings" / "judge", [RecordedCall(context=context, record=record(r)) for r in requests]
     )
 

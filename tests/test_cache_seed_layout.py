@@ -20,8 +20,7 @@ from pipeline.llm.cache import blocks as cache_blocks
 from pipeline.llm.cache.blocks import laid_text, pack_laid, pack_text
 from pipeline.llm.cache.store import CallStore
 from pipeline.llm.keys import canonical_json
-from pipeline.llm.recordings import layouts
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import layouts, line_format, stage_folders, stage_reader, stage_writer
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.session import LLMSession, RecordingIndex
 from pipeline.llm.types import CallContext, ChatRequest
@@ -35,9 +34,9 @@ SLOW_OK = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, H
 def recording_layout(text: str) -> Laid:
     """The layout a recording's line gives `text`, as its writer packs it and its reader lays it out."""
     blobs: dict[str, str] = {}
-    content = recordings.pack_content(text, blobs)
+    content = line_format.pack_content(text, blobs)
     layout: list[Laid] = []
-    assert recordings.unpack_content(content, blobs, "x:1", layout) == text
+    assert line_format.unpack_content(content, blobs, "x:1", layout) == text
     return layout[0]
 
 
@@ -90,7 +89,7 @@ def session(root: Path, recordings_dir: str = "recordings") -> LLMSession:
 def recorded(tmp_path: Path, n: int = 6) -> tuple[list[ChatRequest], list[CallRecord]]:
     requests = [prompt(f"metric {i}", interview()) for i in range(n)]
     records = [record(r) for r in requests]
-    recordings.write_stage(
+    stage_writer.write_stage(
         tmp_path / "recordings" / "judge", [RecordedCall(context=CONTEXT, record=r) for r in records]
     )
     return requests, records
@@ -132,13 +131,13 @@ def test_a_replay_seeds_from_the_recordings_blocks_the_bytes_a_live_call_writes(
 def relaid(path: Path, lay: object) -> None:
     """Each call line of the recording rewritten with its messages laid out by `lay(text)`: the
     checksum (over the text) still holds."""
-    blobs = recordings.split_recording(path.parent).blobs
+    blobs = stage_reader.split_recording(path.parent).blobs
     out = []
     for line in path.read_text().splitlines():
         entry = orjson.loads(line)
         if "blob" not in entry:
             for message in entry["request"]["messages"]:
-                text = recordings.unpack_content(message["content"], blobs, "x")
+                text = line_format.unpack_content(message["content"], blobs, "x")
                 message["content"] = lay(text)  # type: ignore[operator]
             line = canonical_json(entry)
         out.append(line)
@@ -154,7 +153,7 @@ def relaid(path: Path, lay: object) -> None:
 )
 def test_a_recording_cut_another_way_still_seeds_a_live_calls_bytes(tmp_path: Path, lay: object) -> None:
     requests, records = recorded(tmp_path)
-    relaid(tmp_path / "recordings" / "judge" / recordings.CALLS_FILE, lay)
+    relaid(tmp_path / "recordings" / "judge" / stage_folders.CALLS_FILE, lay)
     replay = session(tmp_path)
     assert [replay.chat(r, CONTEXT).record for r in requests] == records  # it verifies: same text
     replay.close(write_recording=False)
@@ -164,7 +163,7 @@ def test_a_recording_cut_another_way_still_seeds_a_live_calls_bytes(tmp_path: Pa
 @pytest.mark.parametrize("renamed", [False, True], ids=["block edited", "block edited and renamed to match"])
 def test_a_tampered_recording_block_is_not_seeded(tmp_path: Path, renamed: bool) -> None:
     requests, _ = recorded(tmp_path)
-    path = tmp_path / "recordings" / "judge" / recordings.CALLS_FILE
+    path = tmp_path / "recordings" / "judge" / stage_folders.CALLS_FILE
     text = path.read_text()
     blob_at = text.index('\n{"blob":') + 1
     line_end = text.index("\n", blob_at)
@@ -172,7 +171,7 @@ def test_a_tampered_recording_block_is_not_seeded(tmp_path: Path, renamed: bool)
     old = entry["blob"]
     entry["text"] = entry["text"].replace("weekend", "weekday", 1)
     if renamed:  # the block hashes to its id, and the calls refer to it: their checksums then fail
-        entry["blob"] = recordings.blob_id(entry["text"])
+        entry["blob"] = line_format.blob_id(entry["text"])
     text = text[:blob_at] + canonical_json(entry) + text[line_end:]
     path.write_text(text.replace(f'"blob":"{old}"', f'"blob":"{entry["blob"]}"'))
     replay = session(tmp_path)

@@ -20,7 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline.llm.canonical import canonical_bytes, canonical_json, json_canonical
-from pipeline.llm.recordings.text import read_stage, split_recording, stage_dirs
+from pipeline.llm.recordings.stage_folders import stage_dirs
+from pipeline.llm.recordings.stage_reader import read_stage, split_recording
 from pipeline.llm.records import CallRecord
 
 ROOT = Path(__file__).resolve().parents[1]

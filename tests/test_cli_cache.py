@@ -14,7 +14,8 @@ from click.testing import CliRunner
 from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.cache.store import CallStore
 from pipeline.llm.keys import KEY_PREFIX, recipe1_key
-from pipeline.llm.recordings.text import read_all, read_stage, write_stage
+from pipeline.llm.recordings.stage_reader import read_all, read_stage
+from pipeline.llm.recordings.stage_writer import write_stage
 from pipeline.llm.records import CallRecord
 from pipeline.llm.types import ChatReply
 from pipeline.tools.cli import main

@@ -12,7 +12,7 @@ from pipeline.data.recorded_calls import first_by_key, recorded_calls
 from pipeline.errors import CorruptRecordError, InputError, UnwritableTextError
 from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.keys import canonical_json
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import stage_folders, stage_writer
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext
 from tests.helpers import request
@@ -59,9 +59,9 @@ def test_recorded_calls_by_key_from_every_stage_or_one(tmp_path: Path) -> None:
         _call("assess", "Assess."),
     )
     assert judge.record.key == refine.record.key  # the same request, recorded by two stages
-    recordings.write_stage(tmp_path / "judge", [judge])
-    recordings.write_stage(tmp_path / "refine", [refine])
-    recordings.write_stage(tmp_path / "assess", [assess])
+    stage_writer.write_stage(tmp_path / "judge", [judge])
+    stage_writer.write_stage(tmp_path / "refine", [refine])
+    stage_writer.write_stage(tmp_path / "assess", [assess])
     every = recorded_calls(tmp_path)
     assert set(every) == {judge.record.key, assess.record.key}
     assert every[judge.record.key] == judge  # the first copy by stage name, as a replay is served
@@ -72,8 +72,8 @@ def test_recorded_calls_by_key_from_every_stage_or_one(tmp_path: Path) -> None:
 
 def test_a_record_edited_by_hand_stops_a_verified_read_only(tmp_path: Path) -> None:
     call = _call("judge", "Judge it.")
-    recordings.write_stage(tmp_path / "judge", [call])
-    calls = tmp_path / "judge" / recordings.CALLS_FILE
+    stage_writer.write_stage(tmp_path / "judge", [call])
+    calls = tmp_path / "judge" / stage_folders.CALLS_FILE
     calls.write_text(calls.read_text().replace("Judge it.", "Judge it!"))
     with pytest.raises(CorruptRecordError, match="cannot be trusted"):
         recorded_calls(tmp_path)

@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.llm.backends.fake import FakeBackend
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import stage_reader
 from pipeline.llm.types import ChatRequest
 from pipeline.testing.judge_responder import experiment_responder
 from pipeline.tools.cli import main
@@ -71,7 +71,7 @@ def record(
 def judged_scores(root: Path) -> dict[tuple[str, int, str], int | None]:
     """Each judge question's score as its last attempt's reply states it, straight from the recordings."""
     last: dict[tuple[str, int, str], tuple[int, str]] = {}
-    for loaded in recordings.read_all(root / "recordings"):
+    for loaded in stage_reader.read_all(root / "recordings"):
         context = loaded.call.context
         metric = context.label("metric")
         if metric is None or context.step is None:

@@ -25,8 +25,8 @@ from pipeline.experiments.regen.params import RegenParams, load_rows
 from pipeline.experiments.regen.regenerate import run_regenerate
 from pipeline.judges.quality import evaluator
 from pipeline.llm.backends.fake import FakeBackend
-from pipeline.llm.recordings import text as recordings
-from pipeline.llm.recordings.text import LoadedCall
+from pipeline.llm.recordings import stage_reader
+from pipeline.llm.recordings.stage_reader import LoadedCall
 from pipeline.llm.types import ChatReply, ChatRequest
 from tests import diff_runs
 from tests.diff_runs import assert_counted_as_recorded, last_replies
@@ -109,7 +109,7 @@ def graded(root: Path) -> dict[tuple[str, int, str], int]:
         return (context.item, context.step)
 
     grades: dict[tuple[str, int, str], int] = {}
-    for (item, step), text in last_replies(recordings.read_all(root / "recordings"), evaluation).items():
+    for (item, step), text in last_replies(stage_reader.read_all(root / "recordings"), evaluation).items():
         reply = json.loads(text)
         grades[(item, step, "quality")] = reply["quality_score"]
         grades[(item, step, "confidence")] = reply["confidence_score"]

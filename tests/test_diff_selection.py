@@ -23,8 +23,8 @@ from pipeline.experiments.selection import judging
 from pipeline.experiments.selection.files import PICKS, SCORES
 from pipeline.experiments.selection.score import SCORED
 from pipeline.llm.backends.fake import FakeBackend
-from pipeline.llm.recordings import text as recordings
-from pipeline.llm.recordings.text import LoadedCall
+from pipeline.llm.recordings import stage_reader
+from pipeline.llm.recordings.stage_reader import LoadedCall
 from pipeline.llm.types import ChatRequest
 from pipeline.tools.cli import main
 from tests import diff_runs
@@ -71,7 +71,7 @@ def rated(root: Path) -> dict[tuple[str, str], int]:
         context = loaded.call.context
         return (f"{context.item}/{context.label('candidate')}", str(context.label("criterion")))
 
-    replies = last_replies(recordings.read_stage(root / "recordings" / "select_score"), rating)
+    replies = last_replies(stage_reader.read_stage(root / "recordings" / "select_score"), rating)
     return {key: json.loads(text)["rating"] for key, text in replies.items()}
 
 

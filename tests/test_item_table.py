@@ -14,8 +14,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from pipeline.llm.recordings import item_table, shards, stage_index
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import item_table, shards, stage_folders, stage_index, stage_reader, stage_writer
 from pipeline.llm.recordings.stage_index import read_items
 from pipeline.llm.records import RecordedCall
 from pipeline.tools.cli import main
@@ -26,7 +25,7 @@ Found = list[tuple[Path, int, RecordedCall]]
 
 def _recorded(tmp_path: Path, n: int = 200) -> Path:
     directory = tmp_path / "judge"
-    recordings.write_stage(directory, _calls(n))
+    stage_writer.write_stage(directory, _calls(n))
     return directory
 
 
@@ -43,7 +42,7 @@ def _tabled(directory: Path, items: set[str]) -> Found | None:
 
 
 def _entries(directory: Path) -> list[tuple[str, str]]:
-    manifest = directory / recordings.CALLS_FILE
+    manifest = directory / stage_folders.CALLS_FILE
     return shards.manifest_entries(manifest, manifest.read_text(encoding="utf-8"))
 
 
@@ -56,7 +55,7 @@ def _rename_in_manifest(directory: Path, old: str, data: bytes) -> str:
     (directory / old).unlink()
     (directory / new).write_bytes(data)
     entries = [(new, sha) if name == old else (name, s) for name, s in _entries(directory)]
-    (directory / recordings.CALLS_FILE).write_text(shards.manifest_text(entries), encoding="utf-8")
+    (directory / stage_folders.CALLS_FILE).write_text(shards.manifest_text(entries), encoding="utf-8")
     return new
 
 
@@ -94,9 +93,9 @@ def test_the_writer_names_a_table_of_items_for_each_shard_of_calls(
     assert calls == tables and len(calls) > 1
     assert [shards.prefix_of(n)[0] for n, _ in entries][-len(tables) :] == ["items"] * len(tables)  # last
     # whole readers leave them out: parse_manifest names the shards it always named
-    manifest = directory / recordings.CALLS_FILE
+    manifest = directory / stage_folders.CALLS_FILE
     assert not [n for n, _ in shards.parse_manifest(manifest, manifest.read_text()) if n.startswith("items-")]
-    assert len(list(recordings.read_stage(directory))) == 200
+    assert len(list(stage_reader.read_stage(directory))) == 200
     for name, _ in entries:
         if name.startswith("items-"):
             head = json.loads((directory / name).read_text().splitlines()[0])
@@ -247,7 +246,7 @@ def test_without_a_usable_table_the_item_is_read_as_before_without_error(
         entries = [(n, s) for n, s in _entries(directory) if not n.startswith("items-")]
         for name in tables:
             (directory / name).unlink()
-        (directory / recordings.CALLS_FILE).write_text(shards.manifest_text(entries), encoding="utf-8")
+        (directory / stage_folders.CALLS_FILE).write_text(shards.manifest_text(entries), encoding="utf-8")
     assert _tabled(directory, {"903"}) is None
     result = CliRunner().invoke(
         main, ["audit", "--recordings", str(tmp_path), "--item", "903", "--format", "jsonl"]
@@ -255,16 +254,16 @@ def test_without_a_usable_table_the_item_is_read_as_before_without_error(
     assert result.exit_code == 0, result.output
     assert len(result.output.splitlines()) == len(before) == 40
     if how == "older":  # and it replays as it did
-        assert len(list(recordings.read_stage(directory))) == 200
+        assert len(list(stage_reader.read_stage(directory))) == 200
 
 
 def test_a_rerun_keeps_unchanged_tables_and_drops_the_old_ones(tmp_path: Path, small_threshold: None) -> None:
     calls = _calls(200)
     directory = tmp_path / "judge"
-    recordings.write_stage(directory, calls)
+    stage_writer.write_stage(directory, calls)
     first = _shard_files(directory)
     calls[0] = _calls(1, salt="changed")[0]
-    recordings.write_stage(directory, calls)
+    stage_writer.write_stage(directory, calls)
     second = _shard_files(directory)
     named = {n for n, _ in _entries(directory)}
     assert set(second) == named  # no table the manifest does not name is left
@@ -276,6 +275,6 @@ def test_a_rerun_keeps_unchanged_tables_and_drops_the_old_ones(tmp_path: Path, s
 def test_a_recording_rewritten_in_one_file_leaves_no_table(tmp_path: Path, small_threshold: None) -> None:
     directory = _recorded(tmp_path)
     assert [n for n in _shard_files(directory) if n.startswith("items-")]
-    recordings.write_stage(directory, _calls(8))  # at the threshold: one file again
-    assert [p.name for p in directory.iterdir()] == [recordings.CALLS_FILE]
+    stage_writer.write_stage(directory, _calls(8))  # at the threshold: one file again
+    assert [p.name for p in directory.iterdir()] == [stage_folders.CALLS_FILE]
     assert _tabled(directory, {"901"}) is None

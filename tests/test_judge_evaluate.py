@@ -18,7 +18,7 @@ from pipeline.judges.structured.dimensions import judge_score_model
 from pipeline.judges.structured.judge import ScoredDimensions, UnscoredDimensions
 from pipeline.llm.backends import register_backend
 from pipeline.llm.backends.fake import FakeBackend
-from pipeline.llm.recordings.text import read_stage
+from pipeline.llm.recordings.stage_reader import read_stage
 from pipeline.llm.settings import in_flight
 from pipeline.llm.types import ChatReply
 from pipeline.testing.fake_ollama import FakeOllama

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from pipeline.experiments.rag.settings import RagSettings
 from pipeline.judges.structured.dimensions import judge_score_model
-from pipeline.llm.recordings.text import read_stage
+from pipeline.llm.recordings.stage_reader import read_stage
 from pipeline.tools.cli import main
 from tests.conftest import ROOT
 

@@ -22,7 +22,7 @@ from pipeline.experiments.paper.aggregate import judge_stability
 from pipeline.experiments.paper.params import load_paper_params
 from pipeline.judges.samples import combine, only_seeds_differ, sample_seed
 from pipeline.llm.backends.fake import FakeBackend
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import stage_reader
 from pipeline.llm.types import ChatRequest, Options
 from pipeline.loops.results import read_refinements
 from pipeline.stats.stability import stability
@@ -57,7 +57,7 @@ def record(
 def judge_calls(root: Path) -> list[Any]:
     return [
         loaded.call
-        for loaded in recordings.read_all(root / "recordings")
+        for loaded in stage_reader.read_all(root / "recordings")
         if loaded.call.context.label("role") == "judge"
     ]
 

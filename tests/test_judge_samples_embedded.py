@@ -13,7 +13,7 @@ from pipeline.data.transcripts import Transcript, Turn
 from pipeline.experiments.paper.params import PaperParams
 from pipeline.judges.rubric.judge import judge_all
 from pipeline.judges.samples import sample_seed
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import stage_reader
 from pipeline.llm.session import open_session
 from pipeline.llm.types import CallContext
 
@@ -55,7 +55,7 @@ def sampled(root: Path) -> list[tuple[int, str]]:
     )
     session.close()
     assert judged["coherence"].samples is not None and len(judged["coherence"].samples) == 3
-    calls = [loaded.call for loaded in recordings.read_all(root / "recordings")]
+    calls = [loaded.call for loaded in stage_reader.read_all(root / "recordings")]
     calls.sort(key=lambda c: c.context.label("sample") or "")
     return [(c.record.request.options.seed, c.record.reply.text) for c in calls]
 

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 import pytest
 
 from pipeline.llm.llama_pin import cpu_message, foreign_build, missing_cpu_flags
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import stage_reader
 from pipeline.llm.records import RecordedCall
 from pipeline.llm.rerun import Rerun, live_backend, reply_bytes, rerun
 from pipeline.llm.settings import EngineSettings, load_settings
@@ -45,7 +45,7 @@ OTHER_DESIGNS_STAGES = ("rag_judge", "regen_generate", "select_score", "summeval
 
 
 def _calls(stage: str) -> list[RecordedCall]:
-    calls = [loaded.call for loaded in recordings.read_stage(ROOT / "recordings" / stage)]
+    calls = [loaded.call for loaded in stage_reader.read_stage(ROOT / "recordings" / stage)]
     return sorted(calls, key=lambda call: call.context.sort_key())
 
 

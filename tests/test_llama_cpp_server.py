@@ -31,7 +31,7 @@ for module in ("llama_cpp.server.app", "fastapi", "uvicorn", "sse_starlette", "s
 from pipeline.llm.backends.embedded import default_model_path  # noqa: E402
 from pipeline.llm.backends.openai_compat import OpenAICompatBackend  # noqa: E402
 from pipeline.llm.keys import request_key  # noqa: E402
-from pipeline.llm.recordings.text import read_stage  # noqa: E402
+from pipeline.llm.recordings.stage_reader import read_stage  # noqa: E402
 from pipeline.llm.settings import LLMSettings  # noqa: E402
 from pipeline.llm.types import ChatRequest, Message, ModelIdentity, Options  # noqa: E402
 from pipeline.tools.cli import main  # noqa: E402

@@ -11,7 +11,7 @@ import pytest
 from pipeline.llm.cache.store import CallStore
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.logprobs import FLOOR, read_wire_logprobs
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import stage_reader, stage_writer
 from pipeline.llm.types import CallContext, ChatReply, ChatRequest, Message, TokenLogprob, TopLogprob
 from tests.helpers import make_session
 
@@ -36,13 +36,13 @@ def test_they_survive_the_cache_and_a_recording_round_trip(tmp_path: Path) -> No
     call = session.chat(ask(5), CTX)
     assert call.record.reply.logprobs
     session.close()
-    loaded = [c.call for c in recordings.read_stage(tmp_path / "recordings" / "judge")]
+    loaded = [c.call for c in stage_reader.read_stage(tmp_path / "recordings" / "judge")]
     assert [c.record for c in loaded] == [call.record]  # read_stage verifies the checksum too
     store = CallStore(tmp_path / "cache")
     assert store.get(call.record.key) == call.record
     store.close()
     # A fresh clone replays them with no model.
-    recordings.write_stage(tmp_path / "clone" / "recordings" / "judge", loaded)
+    stage_writer.write_stage(tmp_path / "clone" / "recordings" / "judge", loaded)
     replay, fake = make_session(tmp_path / "clone", "replay")
     assert replay.chat(ask(5), CTX).record.reply.logprobs == call.record.reply.logprobs
     assert fake.calls == []
@@ -131,7 +131,7 @@ def test_the_garbage_collector_does_not_walk_them() -> None:
 @pytest.mark.parametrize("stage", ["rag_judge", "summeval_judge", "judge"])
 def test_committed_recordings_with_them_still_verify(stage: str) -> None:
     # Their checksums cover the JSON written when they were recorded: the shape may not change.
-    loaded = [c.call for c in recordings.read_stage(ROOT / "recordings" / stage)]  # verifies each
+    loaded = [c.call for c in stage_reader.read_stage(ROOT / "recordings" / stage)]  # verifies each
     with_logprobs = [c for c in loaded if c.record.reply.logprobs]
     assert with_logprobs
     for call in with_logprobs:

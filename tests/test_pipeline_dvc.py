@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import stage_reader, stage_writer
 from pipeline.llm.recordings.pins import dir_md5
 from tests.conftest import ROOT
 
@@ -160,7 +160,7 @@ def test_replay_refuses_an_edited_recording_until_dvc_commit_relocks_it(project:
 
     # A reply edited and its checksum recomputed: every record verifies, the lock does not match.
     directory = project / "recordings" / "judge"
-    calls = [loaded.call for loaded in recordings.read_stage(directory)]
+    calls = [loaded.call for loaded in stage_reader.read_stage(directory)]
     last = max(calls, key=lambda c: c.context.attempt)  # a last attempt: no later prompt quotes it
     verdict = json.loads(last.record.reply.text)  # the demo's judge answers {"explanation", "score"}
     verdict["explanation"] = "EDITED " + verdict["explanation"]
@@ -168,7 +168,7 @@ def test_replay_refuses_an_edited_recording_until_dvc_commit_relocks_it(project:
         update={"reply": last.record.reply.model_copy(update={"text": json.dumps(verdict)})}
     )
     forged = forged.model_copy(update={"checksum": forged.expected_checksum()})
-    recordings.write_stage(
+    stage_writer.write_stage(
         directory, [dataclasses.replace(c, record=forged) if c is last else c for c in calls]
     )
     env = {**os.environ, "JUDGELOOP_CACHE_MODE": "replay"}

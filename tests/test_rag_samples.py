@@ -23,7 +23,7 @@ from pipeline.experiments.rag.params import RagParams
 from pipeline.judges.samples import combine, sample_seed
 from pipeline.judges.structured.judge import ScoredDimensions
 from pipeline.llm.backends.fake import FakeBackend
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import stage_reader
 from pipeline.llm.settings import CacheMode
 from pipeline.llm.types import ChatReply, ChatRequest
 from pipeline.tools.cli import main
@@ -79,7 +79,7 @@ def record(root: Path, options: dict[str, Any] | None = None, respond: Any = see
 
 
 def calls(root: Path) -> list[Any]:
-    return [loaded.call for loaded in recordings.read_stage(root / "recordings" / "rag_judge")]
+    return [loaded.call for loaded in stage_reader.read_stage(root / "recordings" / "rag_judge")]
 
 
 def test_one_sample_makes_exactly_the_requests_and_files_of_before(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from pipeline.data.recorded_calls import call_counts, first_by_key, stage_calls
 from pipeline.data.recorded_models import count_models
 from pipeline.data.recorded_stages import StageRecords
 from pipeline.errors import CorruptRecordError
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import stage_folders
 from pipeline.llm.recordings.verified_memo import VerifiedMemo
 from tests.conftest import ROOT
 
@@ -48,7 +48,7 @@ def test_a_header_is_the_parsed_calls_model_and_options() -> None:
 def test_a_header_of_a_line_changed_since_it_was_read_is_refused(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "recordings" / "judge", tmp_path / "judge")
     held = StageRecords.read(tmp_path, ["judge"], VerifiedMemo.beside(tmp_path / "cache"))
-    calls = tmp_path / "judge" / recordings.CALLS_FILE
+    calls = tmp_path / "judge" / stage_folders.CALLS_FILE
     text = calls.read_text(encoding="utf-8")
     damaged = text.replace('"temperature":0.0', '"temperature":0.5', 1)
     assert damaged != text and len(damaged) == len(text)
@@ -60,7 +60,7 @@ def test_a_header_of_a_line_changed_since_it_was_read_is_refused(tmp_path: Path)
 
 def test_a_damaged_recording_is_refused(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "recordings" / "judge", tmp_path / "judge")
-    calls = tmp_path / "judge" / recordings.CALLS_FILE
+    calls = tmp_path / "judge" / stage_folders.CALLS_FILE
     text = calls.read_text(encoding="utf-8")
     damaged = text.replace('"score', '"sc0re', 1)
     assert damaged != text

@@ -20,8 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.llm.backends.fake import FakeBackend
-from pipeline.llm.recordings import call_places, shards
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import call_places, shards, stage_writer
 from pipeline.llm.recordings.stage_index import index_stage
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext
@@ -51,7 +50,7 @@ def _calls(n: int, stage: str = "judge") -> Iterator[RecordedCall]:
 
 
 def test_a_recording_being_made_holds_a_few_bytes_a_call_and_writes_a_shard_at_a_time(tmp_path: Path) -> None:
-    recording = recordings.StageRecording()
+    recording = stage_writer.StageRecording()
     calls = _calls(CALLS)
     recording.add(next(calls))  # the spool's file and the tables made before the measure starts
     tracemalloc.start()
@@ -83,11 +82,11 @@ def test_the_same_bytes_when_every_call_shares_a_hash_with_others(
     made and kept lines, a call added twice, a hit kept: the same files as with Python's hash."""
     monkeypatch.setattr(shards, "SHARD_AT", shard_at)
     calls = list(_calls(40))
-    recordings.write_stage(tmp_path / "before", calls[:25])
+    stage_writer.write_stage(tmp_path / "before", calls[:25])
     recorded = index_stage(tmp_path / "before")
 
     def record(directory: Path) -> None:
-        recording = recordings.StageRecording()
+        recording = stage_writer.StageRecording()
         for call in calls[:20]:  # replayed: kept as the recording's lines
             recording.add(
                 RecordedCall(context=call.context, record=call.record, cache_hit=True), recorded=recorded
@@ -107,7 +106,7 @@ def test_a_recording_let_go_of_is_freed_without_the_cyclic_gc() -> None:
     """A recording (a dry run's, in status or batch export) goes when its last reference does: its
     CallPlaces holds nothing of it (a bound method of it made a cycle that kept every call's place
     until the cyclic GC ran)."""
-    recording = recordings.StageRecording()
+    recording = stage_writer.StageRecording()
     for call in _calls(40):
         recording.add(call)
     assert len(recording) == 40

@@ -9,8 +9,14 @@ from pathlib import Path
 import pytest
 
 from pipeline.errors import CorruptRecordError
-from pipeline.llm.recordings import text as recordings
-from pipeline.llm.recordings import verified_memo
+from pipeline.llm.recordings import (
+    line_checks,
+    line_format,
+    stage_folders,
+    stage_reader,
+    stage_writer,
+    verified_memo,
+)
 from pipeline.llm.recordings.index import RecordingIndex
 from pipeline.llm.recordings.stage_index import index_stage, read_items
 from pipeline.llm.records import RecordedCall
@@ -32,26 +38,26 @@ def _stage(root: Path) -> tuple[Path, list[RecordedCall]]:
     old = calls[0]
     calls[0] = RecordedCall(context=old.context, record=_as_written_by_recipe_1(old.record))
     directory = root / "judge"
-    recordings.write_stage(directory, calls)
+    stage_writer.write_stage(directory, calls)
     return directory, calls
 
 
 def _parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The `where` of every call line parsed from now on."""
     seen: list[str] = []
-    real = recordings.parse_call_line
+    real = line_checks.parse_call_line
 
     def counted(line: str, blobs: dict[str, str], where: str, *, verified: bool = False) -> RecordedCall:
         seen.append(where)
         return real(line, blobs, where, verified=verified)
 
-    monkeypatch.setattr(recordings, "parse_call_line", counted)
+    monkeypatch.setattr(line_checks, "parse_call_line", counted)
     return seen
 
 
 def test_a_stage_index_serves_what_read_stage_reads_verified_now_or_remembered(tmp_path: Path) -> None:
     directory, _ = _stage(tmp_path)
-    expected = {loaded.call.record.key: loaded.call.record for loaded in recordings.read_stage(directory)}
+    expected = {loaded.call.record.key: loaded.call.record for loaded in stage_reader.read_stage(directory)}
     verified_memo.forget_in_process()
     first = index_stage(directory)  # verified line by line now
     second = index_stage(directory)  # remembered: scanned only
@@ -79,7 +85,7 @@ def test_a_remembered_recording_is_scanned_not_parsed_and_a_lookup_parses_one_li
 def test_content_changed_after_it_was_remembered_is_verified_again_and_refused(tmp_path: Path) -> None:
     directory, calls = _stage(tmp_path)
     index_stage(directory)
-    path = directory / recordings.CALLS_FILE
+    path = directory / stage_folders.CALLS_FILE
     reply = calls[2].record.reply.text
     path.write_text(path.read_text().replace(reply, reply + " edited", 1))
     with pytest.raises(CorruptRecordError, match=r"calls\.jsonl:\d+: call .* checksum does not match"):
@@ -92,7 +98,7 @@ def test_content_changed_after_it_was_remembered_is_verified_again_and_refused(t
 
 def test_audit_of_one_item_parses_only_its_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     directory, _ = _stage(tmp_path)
-    every = [loaded.call for loaded in recordings.read_stage(directory, verify=False)]
+    every = [loaded.call for loaded in stage_reader.read_stage(directory, verify=False)]
     parsed = _parses(monkeypatch)
     found = [loaded.call for loaded in read_items(directory, {"901"})]
     assert found == [call for call in every if call.context.item == "901"] and len(found) == 2
@@ -101,7 +107,7 @@ def test_audit_of_one_item_parses_only_its_lines(tmp_path: Path, monkeypatch: py
 
 def test_audit_of_one_item_names_a_line_that_is_not_json(tmp_path: Path) -> None:
     directory, _ = _stage(tmp_path)
-    path = directory / recordings.CALLS_FILE
+    path = directory / stage_folders.CALLS_FILE
     path.write_text("{not json\n" + path.read_text())
     with pytest.raises(CorruptRecordError, match=r"calls\.jsonl:1: not a recorded call"):
         list(read_items(directory, {"901"}))
@@ -112,7 +118,7 @@ def test_gc_keys_from_remembered_recordings_equal_a_full_read_and_damage_is_coun
     problems: list[str] = []
     expected = {call.record.key for _, _, call in recorded_calls(tmp_path, problems)}
     assert problems == [] and recorded_keys(tmp_path, problems) == expected and problems == []
-    path = directory / recordings.CALLS_FILE
+    path = directory / stage_folders.CALLS_FILE
     lines = path.read_text().split("\n")
     path.write_text("\n".join([lines[0], "{not json", lines[1], "{also not json", *lines[2:]]))
     recorded_keys(tmp_path, problems)
@@ -121,20 +127,20 @@ def test_gc_keys_from_remembered_recordings_equal_a_full_read_and_damage_is_coun
 
 def _counted_packing(monkeypatch: pytest.MonkeyPatch) -> list[RecordedCall]:
     packed: list[RecordedCall] = []
-    real = recordings.call_to_line
+    real = line_format.call_to_line
 
     def counted(call: RecordedCall, blobs: dict[str, str]) -> str:
         packed.append(call)
         return real(call, blobs)
 
-    monkeypatch.setattr(recordings, "call_to_line", counted)
+    monkeypatch.setattr(stage_writer, "call_to_line", counted)
     return packed
 
 
 def test_a_replay_keeps_its_recordings_lines_instead_of_packing_them_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    recorded = tmp_path / "recordings" / "judge" / recordings.CALLS_FILE
+    recorded = tmp_path / "recordings" / "judge" / stage_folders.CALLS_FILE
     session, _ = make_session(tmp_path, "auto")
     asked = [
         (request(f"Judge {i}.\n{TRANSCRIPT}"), CallContext(stage="judge", item=f"90{i}")) for i in range(4)
@@ -156,7 +162,7 @@ def test_a_replay_keeps_its_recordings_lines_instead_of_packing_them_again(
     again.close()
     assert [call.context.item for call in packed] == ["999"]
     assert recorded.read_bytes() != before
-    assert len(list(recordings.read_stage(recorded.parent))) == 5
+    assert len(list(stage_reader.read_stage(recorded.parent))) == 5
 
 
 def test_a_memo_that_does_not_write_is_consulted_and_left_as_it_was(
@@ -181,7 +187,7 @@ def test_an_index_that_holds_one_stage_serves_what_one_holding_all_serves(tmp_pa
     keys noted, a call another stage recorded served from that stage read again (issue 33)."""
     calls = _calls(6)
     for name, part in (("assess", calls[:2]), ("judge", calls[2:4]), ("refine", calls[4:])):
-        recordings.write_stage(tmp_path / name, part)
+        stage_writer.write_stage(tmp_path / name, part)
     every, one = RecordingIndex(tmp_path), RecordingIndex(tmp_path, hold_one=True)
     model = calls[0].record.model
     assert one.identities("fake", model.name) == every.identities("fake", model.name)

@@ -17,8 +17,7 @@ from pipeline.data.recorded_models import count_models
 from pipeline.data.recorded_stages import StageRecords
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.backends.fake import FakeBackend
-from pipeline.llm.recordings import shards
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import shards, stage_folders, stage_writer
 from pipeline.llm.recordings.index import RecordingIndex
 from pipeline.llm.recordings.offsets import LazyBlobs, LineTable
 from pipeline.llm.recordings.stage_index import index_stage
@@ -62,7 +61,7 @@ def _edit_in_place(path: Path, old: bytes, new: bytes) -> None:
 
 def test_every_call_is_served_from_its_place(tmp_path: Path) -> None:
     calls = _calls(12)
-    recordings.write_stage(tmp_path / "judge", calls)
+    stage_writer.write_stage(tmp_path / "judge", calls)
     index = index_stage(tmp_path / "judge")
     assert len(index) == 12 and all(index.call(c.record.key) == c for c in calls)
     assert sorted(c.record.key for c in index.every_call()) == sorted(c.record.key for c in calls)
@@ -73,13 +72,13 @@ def test_a_line_edited_after_it_was_verified_is_never_served(tmp_path: Path) -> 
     line would pass a checksum check of its own: its digest no longer matches, and it is refused."""
     calls = _calls(12)
     directory = tmp_path / "judge"
-    recordings.write_stage(directory, calls)
+    stage_writer.write_stage(directory, calls)
     index = index_stage(directory)
     target = calls[3].record
     found = index.at[target.key]
     line = index.line(found).encode()
     at = index.lines.offset[found] + line.index(target.reply.text.encode()[:8])
-    with (directory / recordings.CALLS_FILE).open("r+b") as out:  # one byte of the reply, in place
+    with (directory / stage_folders.CALLS_FILE).open("r+b") as out:  # one byte of the reply, in place
         out.seek(at)
         out.write(b"#")
     with pytest.raises(CorruptRecordError, match=r"calls\.jsonl:\d+: changed on disk since"):
@@ -90,10 +89,10 @@ def test_a_line_edited_after_it_was_verified_is_never_served(tmp_path: Path) -> 
 def test_a_shared_block_edited_after_it_was_verified_is_never_served(tmp_path: Path) -> None:
     calls = _calls(6)
     directory = tmp_path / "judge"
-    recordings.write_stage(directory, calls)
+    stage_writer.write_stage(directory, calls)
     index = index_stage(directory)
     index.blobs.clear_cache()  # as if let go of: the next call reads its blocks from the file
-    _edit_in_place(directory / recordings.CALLS_FILE, b"about sleep and mood", b"about sleep and MOOD")
+    _edit_in_place(directory / stage_folders.CALLS_FILE, b"about sleep and mood", b"about sleep and MOOD")
     with pytest.raises(CorruptRecordError, match="changed on disk since"):
         index.call(calls[0].record.key)
 
@@ -102,7 +101,7 @@ def test_a_place_that_names_another_line_serves_nothing(tmp_path: Path) -> None:
     """The index is not believed on its own: a key placed at another call's line (its offset,
     length and digest all that line's) is refused by the line's own key."""
     calls = _calls(6)
-    recordings.write_stage(tmp_path / "judge", calls)
+    stage_writer.write_stage(tmp_path / "judge", calls)
     index = index_stage(tmp_path / "judge")
     first, second = calls[0].record.key, calls[1].record.key
     # (a packed table is read-only: a dict placed instead)
@@ -113,7 +112,7 @@ def test_a_place_that_names_another_line_serves_nothing(tmp_path: Path) -> None:
 
 def test_a_place_past_its_line_is_refused(tmp_path: Path) -> None:
     calls = _calls(6)
-    recordings.write_stage(tmp_path / "judge", calls)
+    stage_writer.write_stage(tmp_path / "judge", calls)
     index = index_stage(tmp_path / "judge")
     found = index.at[calls[2].record.key]
     index.lines.offset[found] += 1  # a byte off: another stretch of the file, another digest
@@ -126,7 +125,7 @@ def test_a_sharded_recording_is_served_by_shard_and_a_tampered_shard_refused(
 ) -> None:
     calls = _calls(40)
     directory = tmp_path / "judge"
-    recordings.write_stage(directory, calls)
+    stage_writer.write_stage(directory, calls)
     index = index_stage(directory)
     assert all(index.call(c.record.key) == c for c in calls)
     files = {index.lines.files.paths[index.lines.file[found]].name for found in index.at.values()}
@@ -152,8 +151,8 @@ def test_the_index_and_the_report_hold_no_line(tmp_path: Path) -> None:
     200 calls of ~6 kB lines (1.2 MB of text) are held in well under 200 bytes of lines a call."""
     calls = _calls(200, reply_chars=6_000)
     directory = tmp_path / "judge"
-    recordings.write_stage(directory, calls)
-    text_bytes = (directory / recordings.CALLS_FILE).stat().st_size
+    stage_writer.write_stage(directory, calls)
+    text_bytes = (directory / stage_folders.CALLS_FILE).stat().st_size
     assert text_bytes > 200 * 6_000
     del calls
     gc.collect()
@@ -194,7 +193,7 @@ def test_a_sharded_recording_is_verified_and_read_an_item_at_a_time(
                 RecordedCall(context=CallContext(stage="judge", item=f"{n:03d}", step=step), record=record)
             )
     directory = tmp_path / "judge"
-    recordings.write_stage(directory, calls)
+    stage_writer.write_stage(directory, calls)
     monkeypatch.setattr(LazyBlobs, "CACHE_CHARS", 2 * max(len(t) for t in items))
     reads: list[int] = []
     text = LineTable.text
@@ -222,7 +221,7 @@ def test_the_report_counts_calls_without_reading_their_blocks(
     those of the calls parsed whole, and once the recording is known verified (the memo), counting
     reads none of its blocks back from the file."""
     calls = _calls(12)
-    recordings.write_stage(tmp_path / "judge", calls)
+    stage_writer.write_stage(tmp_path / "judge", calls)
     StageRecords.read(tmp_path, ["judge"])  # verified in full once: this process remembers it
     reads: list[int] = []
     text = LineTable.text

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.errors import UnwritableTextError
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import line_format, stage_folders, stage_writer
 from pipeline.llm.recordings.stage_index import index_stage
 from pipeline.llm.records import RecordedCall
 from pipeline.llm.types import CallContext
@@ -20,8 +20,8 @@ from tests.test_trust_recordings import make_calls
 def _held_whole(calls: list[RecordedCall]) -> bytes:
     """The recording as it was written before it was spooled: every line held, sorted, joined."""
     blobs: dict[str, str] = {}
-    lines = {(*c.context.sort_key(), c.record.key): recordings.call_to_line(c, blobs) for c in calls}
-    text = [lines[k] for k in sorted(lines)] + [recordings.blob_line(b, blobs[b]) for b in sorted(blobs)]
+    lines = {(*c.context.sort_key(), c.record.key): line_format.call_to_line(c, blobs) for c in calls}
+    text = [lines[k] for k in sorted(lines)] + [line_format.blob_line(b, blobs[b]) for b in sorted(blobs)]
     return "".join(line + "\n" for line in text).encode()
 
 
@@ -31,16 +31,16 @@ def _hit(call: RecordedCall) -> RecordedCall:
 
 def test_a_spooled_recording_is_byte_for_byte_the_recording_held_whole(tmp_path: Path) -> None:
     calls = make_calls(1, n=12) + make_calls(2, n=5)
-    recordings.write_stage(tmp_path / "judge", reversed(calls))
-    assert (tmp_path / "judge" / recordings.CALLS_FILE).read_bytes() == _held_whole(calls)
+    stage_writer.write_stage(tmp_path / "judge", reversed(calls))
+    assert (tmp_path / "judge" / stage_folders.CALLS_FILE).read_bytes() == _held_whole(calls)
 
 
 def test_a_replay_keeps_its_lines_adds_new_ones_and_writes_the_same_bytes(tmp_path: Path) -> None:
     directory = tmp_path / "judge"
     first, second = make_calls(1, n=8), make_calls(2, n=3)
-    recordings.write_stage(directory, first)
+    stage_writer.write_stage(directory, first)
     recorded = index_stage(directory)
-    recording = recordings.StageRecording()
+    recording = stage_writer.StageRecording()
     for call in first[:6]:  # replayed: kept as the recording's lines
         recording.add(_hit(call), recorded=recorded)
     moved = RecordedCall(context=CallContext(stage="judge", item="elsewhere"), record=first[6].record)
@@ -49,10 +49,10 @@ def test_a_replay_keeps_its_lines_adds_new_ones_and_writes_the_same_bytes(tmp_pa
         recording.add(call)
     assert recorded.verbatim_at(_hit(first[0])) is not None and recorded.verbatim_at(moved) is None
     assert recording.write(directory) == 10
-    assert (directory / recordings.CALLS_FILE).read_bytes() == _held_whole([*first[:6], moved, *second])
+    assert (directory / stage_folders.CALLS_FILE).read_bytes() == _held_whole([*first[:6], moved, *second])
     assert len(recording) == 10  # and it writes again, the same
     recording.write(tmp_path / "again")
-    assert (tmp_path / "again" / recordings.CALLS_FILE).read_bytes() == _held_whole(
+    assert (tmp_path / "again" / stage_folders.CALLS_FILE).read_bytes() == _held_whole(
         [*first[:6], moved, *second]
     )
 
@@ -60,15 +60,15 @@ def test_a_replay_keeps_its_lines_adds_new_ones_and_writes_the_same_bytes(tmp_pa
 def test_a_line_that_cannot_be_written_leaves_the_old_recording_whole(tmp_path: Path) -> None:
     directory = tmp_path / "judge"
     calls = make_calls(1, n=4)
-    recordings.write_stage(directory, calls)
-    before = (directory / recordings.CALLS_FILE).read_bytes()
+    stage_writer.write_stage(directory, calls)
+    before = (directory / stage_folders.CALLS_FILE).read_bytes()
     bad = RecordedCall(context=CallContext(stage="judge", item="9\ud800"), record=calls[0].record)
-    recording = recordings.StageRecording()
+    recording = stage_writer.StageRecording()
     for call in [*calls, bad]:
         recording.add(call)
     with pytest.raises(UnwritableTextError, match=r"calls\.jsonl: not written: line \d+ would hold a lone"):
         recording.write(directory)
-    assert (directory / recordings.CALLS_FILE).read_bytes() == before
+    assert (directory / stage_folders.CALLS_FILE).read_bytes() == before
     assert not list(directory.glob(".*.tmp"))
 
 

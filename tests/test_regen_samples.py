@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from pipeline.judges.likert import to_unit
 from pipeline.judges.samples import combine, sample_seed
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import stage_reader
 from pipeline.llm.types import ChatReply, ChatRequest
 from pipeline.tools.cli import main
 from tests.test_diff_regen import ROWS, record, responder
@@ -43,7 +43,7 @@ def _no_model(request: ChatRequest) -> ChatReply:
 def evaluations(root: Path) -> list[Any]:
     return [
         loaded.call
-        for loaded in recordings.read_all(root / "recordings")
+        for loaded in stage_reader.read_all(root / "recordings")
         if loaded.call.context.label("role") == "evaluate"
     ]
 

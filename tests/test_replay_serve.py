@@ -17,8 +17,7 @@ import pytest
 
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.cache.blocks import pack_laid
-from pipeline.llm.recordings import layouts, verified_memo
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import layouts, stage_folders, stage_writer, verified_memo
 from pipeline.llm.recordings.folder_scan import verified_models
 from pipeline.llm.recordings.index import RecordingIndex
 from pipeline.llm.recordings.stage_index import StageIndex, index_stage
@@ -38,7 +37,7 @@ def _fresh_memo() -> Iterator[None]:
 def _stage(root: Path, n: int = 6) -> tuple[Path, list[RecordedCall]]:
     calls = _calls(n)
     directory = root / "judge"
-    recordings.write_stage(directory, calls)
+    stage_writer.write_stage(directory, calls)
     return directory, calls
 
 
@@ -134,7 +133,7 @@ def test_a_session_replays_the_same_calls_and_seeds_the_same_cache(tmp_path: Pat
         verified_memo.forget_in_process()
         root = tmp_path / f"run-{with_request}"
         (root / "recordings").mkdir(parents=True)
-        recordings.write_stage(root / "recordings" / "judge", calls)
+        stage_writer.write_stage(root / "recordings" / "judge", calls)
         session, backend = make_session(root, "replay")
         if not with_request:
             session.index.own = _without_request(session.index.own)  # type: ignore[method-assign]
@@ -175,7 +174,7 @@ def test_what_a_full_read_refuses_is_refused_after_the_memo_holds_it(tmp_path: P
     if damage == "stray":
         (directory / "calls-0-0000000000000000.jsonl").write_text("{}\n", encoding="utf-8")
     else:
-        path = directory / recordings.CALLS_FILE
+        path = directory / stage_folders.CALLS_FILE
         path.write_bytes(path.read_bytes().replace(b'"created_at":"2', b'"created_at":"3', 1))
     assert verified_models(directory, None, IN_PROCESS) is None
     index = RecordingIndex(tmp_path)

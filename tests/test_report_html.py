@@ -16,7 +16,7 @@ from pipeline.experiments.paper.report.items import recover_transcript
 from pipeline.judges.rubric.judge import judge_prompt
 from pipeline.judges.rubric.prompts import ASSESS_PROMPT, JSON_JUDGE_FORMAT, REFINE_PROMPT, SYSTEM_PROMPT
 from pipeline.judges.rubric.results import Assessment, MetricJudgement
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import stage_writer
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext, ChatReply, ChatRequest, Message, ModelIdentity, Options
 from pipeline.loops.feedback import feedback_text, low_metrics
@@ -360,7 +360,7 @@ def test_load_records_reads_the_recordings(tmp_path: Path) -> None:
         RecordedCall(context=CallContext(stage="judge", item=str(i)), record=r)
         for i, r in enumerate(records.values())
     ]
-    recordings.write_stage(tmp_path / "judge", calls)
+    stage_writer.write_stage(tmp_path / "judge", calls)
     assert load_records(tmp_path) == records
 
 

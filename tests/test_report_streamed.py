@@ -172,7 +172,7 @@ def test_the_recorded_calls_read_packed_give_the_same_index_and_pages(tmp_path: 
     bench/README.md "The report's memory"): with a call cited by two items, a call in two stages'
     recordings and calls no recording has, the report is byte for byte the one from a plain dict."""
     from pipeline.data.recorded_stages import StageRecords
-    from pipeline.llm.recordings.text import write_stage
+    from pipeline.llm.recordings.stage_writer import write_stage
     from pipeline.llm.records import RecordedCall
     from pipeline.llm.types import CallContext
 

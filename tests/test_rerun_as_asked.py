@@ -16,7 +16,7 @@ from pipeline.judges.quality.results import EvaluationReply
 from pipeline.judges.rubric.assessor import sections_model
 from pipeline.judges.rubric.judge import rubric_reply_model
 from pipeline.llm.keys import canonical_json
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import stage_folders, stage_reader
 from pipeline.llm.rerun import as_asked, schema_in_field_order
 from pipeline.llm.structured import schema_for
 from pipeline.llm.types import ChatRequest, Message, Options
@@ -91,8 +91,8 @@ def test_unnamed_properties_follow_the_required_ones_and_nothing_is_lost() -> No
 def test_every_recorded_structured_reply_lists_its_fields_in_the_asked_order() -> None:
     """What the pipeline asked, seen in what the grammar made the model write: across every design."""
     checked = 0
-    for directory in recordings.stage_dirs(ROOT / "recordings"):
-        for loaded in recordings.read_stage(directory):
+    for directory in stage_folders.stage_dirs(ROOT / "recordings"):
+        for loaded in stage_reader.read_stage(directory):
             record = loaded.call.record
             if not isinstance(record.request.format, dict) or record.model.backend != "embedded":
                 continue

@@ -1,5 +1,5 @@
 """A replay's rewrite of its stage's recording (issue 33): a block line kept from the recording in
-another spelling of the same JSON is written as recordings.blob_line writes every block line, so a
+another spelling of the same JSON is written as line_format.blob_line writes every block line, so a
 rewrite gives the writer's bytes whatever the file held; and a call line is walked for its depth
 only when it could nest past the limit, with the walk's verdict."""
 
@@ -13,8 +13,7 @@ import pytest
 
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.bounds import MAX_DEPTH, depth_problem
-from pipeline.llm.recordings import text as recordings
-from pipeline.llm.recordings import verified_memo
+from pipeline.llm.recordings import line_checks, line_format, stage_folders, stage_writer, verified_memo
 from pipeline.llm.types import CallContext
 from tests.helpers import make_session, request
 from tests.test_recordings import TRANSCRIPT
@@ -39,7 +38,7 @@ def _recorded(tmp_path: Path, transcript: str = TRANSCRIPT) -> tuple[Path, list[
     for req, ctx in asked:
         session.chat(req, ctx)  # type: ignore[arg-type]
     session.close()
-    return tmp_path / "recordings" / "judge" / recordings.CALLS_FILE, asked
+    return tmp_path / "recordings" / "judge" / stage_folders.CALLS_FILE, asked
 
 
 def _replayed(tmp_path: Path, asked: list[tuple[object, CallContext]]) -> None:
@@ -57,13 +56,13 @@ def _replayed(tmp_path: Path, asked: list[tuple[object, CallContext]]) -> None:
 def _blob_lines_made(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The ids of the block lines written from their text from now on."""
     made: list[str] = []
-    real = recordings.blob_line
+    real = line_format.blob_line
 
     def counted(blob: str, text: str) -> str:
         made.append(blob)
         return real(blob, text)
 
-    monkeypatch.setattr(recordings, "blob_line", counted)
+    monkeypatch.setattr(stage_writer, "blob_line", counted)
     return made
 
 
@@ -112,6 +111,6 @@ def test_a_call_line_is_refused_for_its_depth_exactly_as_the_walk_finds(levels: 
     assert line.count("{") + line.count("[") == levels + 1
     walked = depth_problem(orjson.loads(line))
     with pytest.raises(CorruptRecordError) as raised:
-        recordings.parse_call_line(line, {}, "calls.jsonl:1")
+        line_checks.parse_call_line(line, {}, "calls.jsonl:1")
     assert ("nested more than" in raised.value.message) == (walked is not None)
     assert (walked is not None) == (levels + 1 > MAX_DEPTH)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import stage_folders, stage_reader
 from pipeline.testing.synthetic import audit_one_judgement, items_for, make_project, run_stages
 from pipeline.tools.cli import main
 from tests.conftest import ROOT
@@ -51,9 +51,9 @@ def test_the_paper_at_ten_thousand_calls_records_replays_audits_and_collects(
     made = run_stages(tmp_path, "auto")
     assert made >= CALLS * 0.8, made  # the shape gives the calls it was sized for
     recorded = _snapshot(tmp_path)
-    stages = {d.name for d in recordings.stage_dirs(tmp_path / "recordings")}
+    stages = {d.name for d in stage_folders.stage_dirs(tmp_path / "recordings")}
     assert stages == {"assess", "judge", "refine"}
-    refine = [c for c in recordings.read_stage(tmp_path / "recordings" / "refine")]
+    refine = [c for c in stage_reader.read_stage(tmp_path / "recordings" / "refine")]
     assert any((c.call.context.step or 0) >= 1 for c in refine)  # refinement rounds ran
 
     # A collaborator with the recordings alone: no local cache, replay mode, nothing to the model.

@@ -23,7 +23,7 @@ from pipeline.experiments.selection.params import SelectionParams
 from pipeline.experiments.selection.score import SCORED
 from pipeline.judges.samples import combine, sample_seed
 from pipeline.llm.backends.fake import FakeBackend
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import stage_reader
 from pipeline.llm.types import ChatRequest
 from pipeline.tools.cli import main
 from tests.selection_run import by_name, run_selection, track_names
@@ -57,7 +57,7 @@ def record(root: Path, llm: dict[str, Any] | None = None, **selection: Any) -> S
 
 
 def rating_calls(root: Path) -> list[Any]:
-    return [loaded.call for loaded in recordings.read_stage(root / "recordings" / "select_score")]
+    return [loaded.call for loaded in stage_reader.read_stage(root / "recordings" / "select_score")]
 
 
 def test_one_sample_makes_exactly_the_requests_and_files_of_before(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from pipeline.experiments.selection.files import PICKS, SCORES
 from pipeline.experiments.selection.judging import RatingReply
 from pipeline.experiments.selection.report import render_selection_page
 from pipeline.llm.backends.ollama import OllamaBackend
-from pipeline.llm.recordings.text import read_all, read_stage
+from pipeline.llm.recordings.stage_reader import read_all, read_stage
 from pipeline.llm.records import RecordedCall
 from pipeline.llm.settings import LLMSettings
 from pipeline.llm.types import ChatRequest, Message

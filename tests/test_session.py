@@ -12,7 +12,7 @@ import pytest
 from pipeline.errors import CorruptRecordError, ReplayIncompleteError, ReplayMissError, TransientBackendError
 from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.cache.store import CallStore, seal
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import stage_reader, stage_writer
 from pipeline.llm.settings import in_flight
 from pipeline.llm.types import CallContext, ChatRequest
 from tests.helpers import make_session, request
@@ -225,7 +225,7 @@ def test_the_recording_holds_each_call_once_in_order_whatever_order_calls_finish
     session.chat(request("item 900"), contexts[0])  # the same call again: one line
     session.close()
     written = (tmp_path / "recordings" / "judge" / "calls.jsonl").read_bytes()
-    calls = [c.call for c in recordings.read_stage(tmp_path / "recordings" / "judge")]
+    calls = [c.call for c in stage_reader.read_stage(tmp_path / "recordings" / "judge")]
     assert [c.context.item for c in calls] == [c.item for c in contexts]
-    recordings.write_stage(tmp_path / "again", calls)  # the batch writer gives the same bytes
+    stage_writer.write_stage(tmp_path / "again", calls)  # the batch writer gives the same bytes
     assert (tmp_path / "again" / "calls.jsonl").read_bytes() == written

@@ -14,7 +14,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from pipeline.llm.recordings.text import CALLS_FILE, split_recording
+from pipeline.llm.recordings.stage_folders import CALLS_FILE
+from pipeline.llm.recordings.stage_reader import split_recording
 from pipeline.tools.cli import main
 from tests.conftest import ROOT
 

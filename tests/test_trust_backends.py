@@ -13,7 +13,7 @@ from tenacity import wait_none
 from pipeline.errors import EmptyReplyError, ModelChangedError
 from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.backends.ollama import OllamaBackend
-from pipeline.llm.recordings.text import read_stage
+from pipeline.llm.recordings.stage_reader import read_stage
 from pipeline.llm.runner import run_items
 from pipeline.llm.session import EMPTY_REPLY_ATTEMPTS
 from pipeline.llm.types import CallContext

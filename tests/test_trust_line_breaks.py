@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline.llm.backends.fake import FakeBackend
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import line_format, stage_folders, stage_reader, stage_writer
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext, ChatReply
 from tests.helpers import request
@@ -28,8 +28,8 @@ def call_with(prompt: str, reply: str, item: str = "901") -> RecordedCall:
 
 
 def round_trip(directory: Path, calls: list[RecordedCall]) -> list[RecordedCall]:
-    recordings.write_stage(directory, calls)
-    return [loaded.call for loaded in recordings.read_stage(directory)]
+    stage_writer.write_stage(directory, calls)
+    return [loaded.call for loaded in stage_reader.read_stage(directory)]
 
 
 def test_every_line_break_character_round_trips(tmp_path: Path) -> None:
@@ -54,13 +54,13 @@ def test_a_long_prompt_with_separators_in_its_shared_blocks_round_trips(tmp_path
 def test_the_file_holds_no_raw_separator_and_later_runs_add_to_it(tmp_path: Path) -> None:
     directory = tmp_path / "judge"
     first = call_with("one\u2028two", "three\u2029four\x85five", item="901")
-    recordings.write_stage(directory, [first])
-    data = (directory / recordings.CALLS_FILE).read_bytes()
+    stage_writer.write_stage(directory, [first])
+    data = (directory / stage_folders.CALLS_FILE).read_bytes()
     assert all(c.encode() not in data for c in ODD_BREAKS)
     assert data.decode().splitlines() == data.decode().split("\n")[:-1]  # any reader splits it right
     second = call_with("another\u2028prompt", "reply", item="902")
-    recordings.write_stage(directory, [second], keep=lambda call: True)  # an additive run reads it first
-    assert {c.call.record.key for c in recordings.read_stage(directory)} == {
+    stage_writer.write_stage(directory, [second], keep=lambda call: True)  # an additive run reads it first
+    assert {c.call.record.key for c in stage_reader.read_stage(directory)} == {
         first.record.key,
         second.record.key,
     }
@@ -70,21 +70,21 @@ def test_a_file_written_with_raw_separators_is_still_read(tmp_path: Path) -> Non
     """A recording written before the escape (raw U+2028 in its JSON strings) reads back whole."""
     directory = tmp_path / "judge"
     call = call_with("one\u2028two\x85three", "four\u2029five")
-    recordings.write_stage(directory, [call])
-    path = directory / recordings.CALLS_FILE
+    stage_writer.write_stage(directory, [call])
+    path = directory / stage_folders.CALLS_FILE
     raw = (
         path.read_text().replace("\\u2028", "\u2028").replace("\\u2029", "\u2029").replace("\\u0085", "\x85")
     )
     assert "\u2028" in raw
     path.write_text(raw)
-    assert [c.call.record for c in recordings.read_stage(directory)] == [call.record]
+    assert [c.call.record for c in stage_reader.read_stage(directory)] == [call.record]
 
 
 def test_recordings_without_separators_keep_their_bytes(tmp_path: Path) -> None:
     """The escape touches only lines holding one of the three: every other line is as before."""
     call = call_with("plain\r\nprompt\x0bwith\x1ccontrols", "plain reply")
     blobs: dict[str, str] = {}
-    line = recordings.call_to_line(call, blobs)
+    line = line_format.call_to_line(call, blobs)
     from pipeline.llm.keys import canonical_json
 
     record = call.record.model_dump(mode="json")

@@ -14,7 +14,7 @@ import pytest
 from pipeline.errors import CorruptRecordError, UnsafeNameError
 from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.cache.store import CallStore
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import stage_folders, stage_reader, stage_writer
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext
 from tests.helpers import request
@@ -143,29 +143,29 @@ def calls() -> list[RecordedCall]:
 
 def test_a_stage_folder_linked_to_another_stage_is_refused(tmp_path: Path) -> None:
     root = tmp_path / "recordings"
-    recordings.write_stage(root / "assess", calls())
-    before = (root / "assess" / recordings.CALLS_FILE).read_bytes()
+    stage_writer.write_stage(root / "assess", calls())
+    before = (root / "assess" / stage_folders.CALLS_FILE).read_bytes()
     (root / "judge").symlink_to(root / "assess")
     with pytest.raises(UnsafeNameError, match=r"judge.*symbolic link"):
-        recordings.write_stage(root / "judge", calls())
+        stage_writer.write_stage(root / "judge", calls())
     with pytest.raises(UnsafeNameError, match=r"judge.*symbolic link"):
-        list(recordings.read_stage(root / "judge"))
-    assert (root / "assess" / recordings.CALLS_FILE).read_bytes() == before
+        list(stage_reader.read_stage(root / "judge"))
+    assert (root / "assess" / stage_folders.CALLS_FILE).read_bytes() == before
 
 
-@pytest.mark.parametrize("name", [recordings.CALLS_FILE, recordings.LEGACY_BLOBS_FILE, "sub/x.jsonl"])
+@pytest.mark.parametrize("name", [stage_folders.CALLS_FILE, stage_folders.LEGACY_BLOBS_FILE, "sub/x.jsonl"])
 def test_a_link_inside_a_stage_folder_is_refused(tmp_path: Path, outside: Path, name: str) -> None:
     root = tmp_path / "recordings"
-    recordings.write_stage(root / "judge", calls())
+    stage_writer.write_stage(root / "judge", calls())
     link = root / "judge" / name
     link.parent.mkdir(exist_ok=True)
     link.unlink(missing_ok=True)
     (outside / "calls.jsonl").write_text("")
     link.symlink_to(outside / "calls.jsonl")
     with pytest.raises(UnsafeNameError, match=rf"{name}.*symbolic link.*Fix: remove the link"):
-        list(recordings.read_stage(root / "judge"))
+        list(stage_reader.read_stage(root / "judge"))
     with pytest.raises(UnsafeNameError):
-        recordings.write_stage(root / "judge", calls())
+        stage_writer.write_stage(root / "judge", calls())
     assert (outside / "calls.jsonl").read_text() == ""
 
 

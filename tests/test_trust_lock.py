@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from pipeline.errors import LockMismatchError
 from pipeline.llm.backends.fake import FakeBackend
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import stage_reader, stage_writer
 from pipeline.llm.recordings.pins import LOCK_FILE, Pins, dir_md5
 from pipeline.llm.records import RecordedCall
 from pipeline.tools.cli import main
@@ -54,7 +54,7 @@ def lock_recordings(root: Path) -> None:
 def forge_a_reply(root: Path) -> str:
     """A judge's reply edited, and its checksum recomputed: the record verifies."""
     directory = root / "recordings" / "judge"
-    calls = [loaded.call for loaded in recordings.read_stage(directory)]
+    calls = [loaded.call for loaded in stage_reader.read_stage(directory)]
     target = next(c for c in calls if c.record.reply.text.endswith("Score: 2"))
     reply = target.record.reply.model_copy(
         update={"text": target.record.reply.text.replace("Score: 2", "Score: 5")}
@@ -62,12 +62,12 @@ def forge_a_reply(root: Path) -> str:
     forged = target.record.model_copy(update={"reply": reply})
     forged = forged.model_copy(update={"checksum": forged.expected_checksum()})
     assert forged.verify()
-    recordings.write_stage(
+    stage_writer.write_stage(
         directory, [c if c is not target else RecordedCall(c.context, forged) for c in calls]
     )
     assert [
         loaded.call.record
-        for loaded in recordings.read_stage(directory)
+        for loaded in stage_reader.read_stage(directory)
         if loaded.call.record.key == forged.key
     ] == [forged]
     return forged.key

@@ -13,8 +13,7 @@ import yaml
 
 from pipeline.errors import CorruptRecordError, LockMismatchError
 from pipeline.llm.backends.fake import FakeBackend
-from pipeline.llm.recordings import offsets
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import offsets, stage_folders, stage_writer
 from pipeline.llm.recordings.index import RecordingIndex
 from pipeline.llm.recordings.pins import LOCK_FILE, Pins, dir_md5
 from pipeline.llm.records import CallRecord, RecordedCall
@@ -32,7 +31,7 @@ def call(reply: str, stage: str = "judge") -> RecordedCall:
 
 def project(root: Path, *, dvc_yaml: bool = True) -> None:
     for stage in STAGES:
-        recordings.write_stage(root / "recordings" / stage, [call(f"Score: 2 from {stage}", stage)])
+        stage_writer.write_stage(root / "recordings" / stage, [call(f"Score: 2 from {stage}", stage)])
     if dvc_yaml:
         pipeline = {
             "stages": {
@@ -65,7 +64,7 @@ def lock_as(root: Path, outs: dict[str, list[str]], md5: dict[str, str] | None =
 
 def forge(root: Path) -> str:
     """Replace the judge's recording with a forged reply (checksum recomputed): the md5 it now has."""
-    recordings.write_stage(root / "recordings" / "judge", [call("Score: 5 forged")])
+    stage_writer.write_stage(root / "recordings" / "judge", [call("Score: 5 forged")])
     return dir_md5(root / "recordings" / "judge")
 
 
@@ -142,10 +141,10 @@ def test_a_file_swapped_between_the_check_and_the_read_is_never_served(
     through the descriptor the pass opened (a file renamed over it is not read), and each line
     checked against its digest (a file written in place is refused, never served)."""
     project(tmp_path)
-    calls_file = tmp_path / "recordings" / "judge" / recordings.CALLS_FILE
+    calls_file = tmp_path / "recordings" / "judge" / stage_folders.CALLS_FILE
     forged_dir = tmp_path / "forged"
-    recordings.write_stage(forged_dir, [call("Score: 5 forged")])
-    forged_bytes = (forged_dir / recordings.CALLS_FILE).read_bytes()
+    stage_writer.write_stage(forged_dir, [call("Score: 5 forged")])
+    forged_bytes = (forged_dir / stage_folders.CALLS_FILE).read_bytes()
     real_stream = offsets.stream_lines
     swapped: list[Path] = []
 
@@ -156,7 +155,7 @@ def test_a_file_swapped_between_the_check_and_the_read_is_never_served(
         if path == calls_file and not swapped:  # swapped just after it was hashed
             swapped.append(path)
             if how == "renamed over":
-                (forged_dir / recordings.CALLS_FILE).replace(calls_file)
+                (forged_dir / stage_folders.CALLS_FILE).replace(calls_file)
             else:
                 with calls_file.open("r+b") as out:
                     out.write(forged_bytes)

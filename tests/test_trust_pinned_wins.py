@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from pipeline.experiments.params import load_params
 from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.cache.store import CallStore
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import stage_reader
 from pipeline.llm.records import CallRecord
 from pipeline.llm.session import open_session
 from pipeline.llm.types import CallContext, ChatReply
@@ -32,7 +32,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def plant_another_reply(root: Path, stage: str = "judge") -> CallRecord:
     """A local entry for one of the stage's recorded calls, with another reply, sealed and valid."""
-    recorded = next(iter(recordings.read_stage(root / "recordings" / stage))).call.record
+    recorded = next(iter(stage_reader.read_stage(root / "recordings" / stage))).call.record
     forged = CallRecord.new(recorded.model, recorded.request, ChatReply(text="Score: 5 (planted)"))
     assert forged.key == recorded.key and forged.verify()
     store = CallStore(root / CACHE)
@@ -55,7 +55,7 @@ def test_auto_mode_serves_the_recordings_reply_not_a_planted_local_one(project: 
 def recorded_context(root: Path, record: CallRecord) -> CallContext:
     return next(
         loaded.call.context
-        for loaded in recordings.read_stage(root / "recordings" / "judge")
+        for loaded in stage_reader.read_stage(root / "recordings" / "judge")
         if loaded.call.record.key == record.key
     )
 

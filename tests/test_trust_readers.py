@@ -19,7 +19,9 @@ from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.bounds import MAX_LINE_BYTES, check_yaml, depth_problem
 from pipeline.llm.cache.store import MAGIC, CallStore, seal
 from pipeline.llm.recordings.pins import Pins
-from pipeline.llm.recordings.text import CALLS_FILE, read_stage, write_stage
+from pipeline.llm.recordings.stage_folders import CALLS_FILE
+from pipeline.llm.recordings.stage_reader import read_stage
+from pipeline.llm.recordings.stage_writer import write_stage
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.redact import redact, redact_url, remember
 from pipeline.llm.settings import LLMSettings

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from pipeline.errors import CorruptRecordError, UnsafeNameError
 from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.files import atomic_write
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import stage_reader, stage_writer
 from pipeline.llm.recordings.index import RecordingIndex
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext
@@ -92,7 +92,7 @@ def judge_batches(root: Path, names: tuple[str, ...], *, at_once: bool, mode: st
 
 
 def recorded_items(root: Path) -> list[str]:
-    return sorted({c.call.context.item for c in recordings.read_stage(root / "recordings" / "batches")})
+    return sorted({c.call.context.item for c in stage_reader.read_stage(root / "recordings" / "batches")})
 
 
 @pytest.mark.parametrize("at_once", [False, True], ids=["one-after-the-other", "at-once"])
@@ -126,7 +126,7 @@ def test_twelve_processes_adding_to_one_stage_lose_no_call(tmp_path: Path) -> No
 
     def add(calls: list[RecordedCall]) -> None:
         for call in calls:  # one write per call: many turns at the folder's lock
-            recordings.write_stage(stage, [call], keep=lambda _: True)
+            stage_writer.write_stage(stage, [call], keep=lambda _: True)
 
     workers = [FORK.Process(target=add, args=(calls,)) for calls in runs]
     for worker in workers:
@@ -134,7 +134,7 @@ def test_twelve_processes_adding_to_one_stage_lose_no_call(tmp_path: Path) -> No
     for worker in workers:
         worker.join(60)
     assert [w.exitcode for w in workers] == [0] * 12
-    assert {c.call.record.key for c in recordings.read_stage(stage)} == set().union(*map(keys_of, runs))
+    assert {c.call.record.key for c in stage_reader.read_stage(stage)} == set().union(*map(keys_of, runs))
 
 
 # -- names that become paths -------------------------------------------------------------------------
@@ -170,7 +170,7 @@ def test_a_stage_name_from_a_merged_recording_cannot_lead_export_out(
         RecordedCall(context=CallContext(stage="../../escaped", item="1"), record=c.record)
         for c in make_calls(7)
     ]
-    recordings.write_stage(theirs, escaping)
+    stage_writer.write_stage(theirs, escaping)
     code, out = cli("cache", "merge", str(theirs.parent), "--ours")
     assert code == 0, out
     code, out = cli("cache", "seed")  # the local cache holds their calls too, as if made here
@@ -181,7 +181,7 @@ def test_a_stage_name_from_a_merged_recording_cannot_lead_export_out(
 
     # A stage folder that is a link out of their recordings is refused too.
     elsewhere = tmp_path / "elsewhere" / "calls"
-    recordings.write_stage(elsewhere, make_calls(8))
+    stage_writer.write_stage(elsewhere, make_calls(8))
     (theirs.parent / "linked").symlink_to(elsewhere)
     code, out = cli("cache", "merge", str(theirs.parent), "--ours")
     assert code == 1 and "leads outside" in out
@@ -214,7 +214,7 @@ def test_a_session_refuses_a_stage_name_that_is_not_a_plain_name(tmp_path: Path)
 def _write_forever(directory: Path, versions: list[list[RecordedCall]]) -> None:
     built = []
     for calls in versions:  # the lines made first, as a stage makes them while it runs
-        recording = recordings.StageRecording()
+        recording = stage_writer.StageRecording()
         for call in calls:
             recording.add(call)
         built.append(recording)
@@ -228,7 +228,7 @@ def test_fifty_kills_mid_write_leave_every_stage_whole(tmp_path: Path) -> None:
     root = tmp_path / "recordings"
     versions = [make_calls(version, n=40) for version in range(3)]
     other = make_calls(9, n=5, stage="refine")
-    recordings.write_stage(root / "refine", other)
+    stage_writer.write_stage(root / "refine", other)
     rng = random.Random(20)
     outcomes: dict[str, int] = {}
     for _ in range(50):

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.cache.store import MAGIC, CallStore
-from pipeline.llm.recordings.text import read_stage
+from pipeline.llm.recordings.stage_reader import read_stage
 from pipeline.llm.records import CallRecord
 from pipeline.llm.types import ChatReply
 from pipeline.tools.cli import main

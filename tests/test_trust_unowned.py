@@ -13,7 +13,7 @@ import yaml
 from click.testing import CliRunner
 
 from pipeline.experiments.paper.report.html import load_records
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import stage_reader, stage_writer
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import ChatReply
 from pipeline.tools.cli import main
@@ -31,10 +31,10 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def plant_folder(root: Path, name: str = "aaa") -> CallRecord:
     """A folder beside the stages' (sorting first), holding a judge call with another reply."""
-    loaded = next(iter(recordings.read_stage(root / "recordings" / "judge")))
+    loaded = next(iter(stage_reader.read_stage(root / "recordings" / "judge")))
     real = loaded.call.record
     forged = CallRecord.new(real.model, real.request, ChatReply(text="Score: 5 (planted)"))
-    recordings.write_stage(root / "recordings" / name, [RecordedCall(loaded.call.context, forged)])
+    stage_writer.write_stage(root / "recordings" / name, [RecordedCall(loaded.call.context, forged)])
     return real
 
 

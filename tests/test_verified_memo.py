@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.errors import CorruptRecordError
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import stage_folders, stage_reader, stage_writer
 from pipeline.llm.recordings.verified_memo import VerifiedMemo, digest, forget_in_process
 from pipeline.llm.records import CallRecord
 from tests.test_recordings import _calls
@@ -40,13 +40,13 @@ def counted(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[list[st
 
 
 def read(directory: Path, memo: VerifiedMemo) -> list[str]:
-    return [loaded.call.record.reply.text for loaded in recordings.read_stage(directory, memo=memo)]
+    return [loaded.call.record.reply.text for loaded in stage_reader.read_stage(directory, memo=memo)]
 
 
 def test_a_recording_verified_once_is_parsed_but_not_verified_again(
     counted: list[str], tmp_path: Path
 ) -> None:
-    recordings.write_stage(tmp_path / "judge", _calls(3))
+    stage_writer.write_stage(tmp_path / "judge", _calls(3))
     memo = VerifiedMemo(tmp_path / "verified")
     first = read(tmp_path / "judge", memo)
     assert len(counted) == 3
@@ -54,14 +54,14 @@ def test_a_recording_verified_once_is_parsed_but_not_verified_again(
     assert read(tmp_path / "judge", VerifiedMemo(tmp_path / "verified")) == first
     assert len(counted) == 3
     # Its entry is an HMAC under this user's key, not the content's digest itself.
-    parts = recordings.split_recording(tmp_path / "judge")
+    parts = stage_reader.split_recording(tmp_path / "judge")
     assert [p.name for p in (tmp_path / "verified").iterdir()] != [digest(parts)]
 
 
 def test_an_edited_recording_is_verified_in_full_and_refused(counted: list[str], tmp_path: Path) -> None:
-    recordings.write_stage(tmp_path / "judge", _calls(2))
+    stage_writer.write_stage(tmp_path / "judge", _calls(2))
     read(tmp_path / "judge", VerifiedMemo(tmp_path / "verified"))
-    path = tmp_path / "judge" / recordings.CALLS_FILE
+    path = tmp_path / "judge" / stage_folders.CALLS_FILE
     lines = path.read_text().splitlines()
     row = json.loads(lines[0])
     row["reply"]["text"] = "Score: 5"
@@ -74,8 +74,8 @@ def test_an_edited_recording_is_verified_in_full_and_refused(counted: list[str],
 def test_a_forged_or_foreign_memo_vouches_for_nothing(
     counted: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    recordings.write_stage(tmp_path / "judge", _calls(2))
-    path = tmp_path / "judge" / recordings.CALLS_FILE
+    stage_writer.write_stage(tmp_path / "judge", _calls(2))
+    path = tmp_path / "judge" / stage_folders.CALLS_FILE
     lines = path.read_text().splitlines()
     row = json.loads(lines[0])
     row["reply"]["text"] = "Score: 5"
@@ -84,11 +84,11 @@ def test_a_forged_or_foreign_memo_vouches_for_nothing(
     # Someone without the key names an entry after the edited content's digest.
     forged = tmp_path / "verified"
     forged.mkdir()
-    (forged / digest(recordings.split_recording(tmp_path / "judge"))).touch()
+    (forged / digest(stage_reader.split_recording(tmp_path / "judge"))).touch()
     with pytest.raises(CorruptRecordError, match="checksum"):
         read(tmp_path / "judge", VerifiedMemo(forged))
     # A memo another user's judgeloop wrote (another key) is not this user's either.
-    recordings.write_stage(tmp_path / "rag", _calls(2))
+    stage_writer.write_stage(tmp_path / "rag", _calls(2))
     read(tmp_path / "rag", VerifiedMemo(tmp_path / "theirs"))
     shutil.copytree(tmp_path / "theirs", tmp_path / "mine")
     from pipeline.llm.recordings import verified_memo

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import stage_folders, stage_writer
 from pipeline.llm.records import RecordedCall
 from pipeline.tools.cache import command
 from pipeline.tools.cache.verified_stages import stage_entries
@@ -26,8 +26,8 @@ def _tolerant(root: Path, monkeypatch: pytest.MonkeyPatch) -> Found:
 
 
 def _stages(root: Path, judge: list[RecordedCall], refine: list[RecordedCall]) -> None:
-    recordings.write_stage(root / "judge", judge)
-    recordings.write_stage(root / "refine", refine)
+    stage_writer.write_stage(root / "judge", judge)
+    stage_writer.write_stage(root / "refine", refine)
 
 
 @pytest.mark.parametrize("sharded", [True, False])
@@ -50,7 +50,7 @@ def test_a_call_that_does_not_verify_sends_its_stage_to_the_tolerant_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _stages(tmp_path, _calls(6), _calls(6, salt=" refine"))
-    path = tmp_path / "refine" / recordings.CALLS_FILE
+    path = tmp_path / "refine" / stage_folders.CALLS_FILE
     lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
     raw = json.loads(lines[2])
     raw["reply"]["text"] += " edited"

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
 
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import stage_folders, stage_reader
 from pipeline.llm.recordings.verified_memo import VerifiedMemo
 from pipeline.llm.records import RecordedCall
 from pipeline.llm.types import PROMPT_TOO_LONG, CallContext
@@ -31,16 +31,16 @@ def recorded_calls(
     """Every call recorded under `path` by key: `path` is a recordings folder (every stage in it,
     or only the folders of `stages`: a report reads its own stages' recordings, never a folder no
     stage owns) or one stage's folder; nothing recorded there, none. verify=True: a record whose
-    checksum fails stops the read (recordings.read_stage says how to fix it); verify=False reads it
+    checksum fails stops the read (stage_reader.read_stage says how to fix it); verify=False reads it
     as it is."""
-    if (path / recordings.CALLS_FILE).is_file():
+    if (path / stage_folders.CALLS_FILE).is_file():
         folders = [path]
     elif stages is not None:
-        folders = [d for d in map(partial(recordings.stage_dir, path), sorted(stages)) if d.is_dir()]
+        folders = [d for d in map(partial(stage_folders.stage_dir, path), sorted(stages)) if d.is_dir()]
     else:
-        folders = recordings.stage_dirs(path)
+        folders = stage_folders.stage_dirs(path)
     return first_by_key(
-        loaded.call for stage in folders for loaded in recordings.read_stage(stage, verify=verify)
+        loaded.call for stage in folders for loaded in stage_reader.read_stage(stage, verify=verify)
     )
 
 
@@ -79,7 +79,7 @@ def stage_call_counts(recordings_dir: Path, stages: Iterable[str]) -> dict[str, 
     """call_counts of each stage's recording under `recordings_dir` (none recorded: all zero)."""
     return {
         stage: call_counts(
-            loaded.call for loaded in recordings.read_stage(recordings.stage_dir(recordings_dir, stage))
+            loaded.call for loaded in stage_reader.read_stage(stage_folders.stage_dir(recordings_dir, stage))
         )
         for stage in sorted(stages)
     }
@@ -96,7 +96,7 @@ def stage_calls(
     return {
         stage: [
             loaded.call
-            for loaded in recordings.read_stage(recordings.stage_dir(recordings_dir, stage), memo=memo)
+            for loaded in stage_reader.read_stage(stage_folders.stage_dir(recordings_dir, stage), memo=memo)
         ]
         for stage in sorted(set(stages))
     }

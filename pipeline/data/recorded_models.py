@@ -3,7 +3,7 @@
 A report never names its model from params.yaml: `llm` may have changed since its stages ran (or
 point at another design's model), and an audit tool that mislabels its evidence is worse than none.
 The model a report names is the one its stages' recordings hold (recordings/<stage>/calls.jsonl,
-read and verified by pipeline.llm.recordings.text); where they hold several, the label says so, each
+read and verified by pipeline.llm.recordings.stage_reader); where they hold several, the label says so, each
 model with its number of calls, most used first.
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import stage_folders, stage_reader
 
 if TYPE_CHECKING:
     from pipeline.llm.recordings.verified_memo import VerifiedMemo
@@ -58,8 +58,8 @@ def recorded_models(
     in full is parsed but not verified again, as read_stage reads it)."""
     identities = []
     for stage in sorted(set(stages)):
-        directory = recordings.stage_dir(recordings_dir, stage)
-        for loaded in recordings.read_stage(directory, memo=memo):
+        directory = stage_folders.stage_dir(recordings_dir, stage)
+        for loaded in stage_reader.read_stage(directory, memo=memo):
             model = loaded.call.record.model
             identities.append((model.backend, model.name, model.digest))
     return count_models(identities)

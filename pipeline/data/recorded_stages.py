@@ -25,7 +25,7 @@ import orjson
 from pipeline.data.recorded_calls import call_counts, counted_calls
 from pipeline.data.recorded_models import ModelUse, count_models
 from pipeline.llm.keys import KEY_RECIPE
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import stage_folders
 from pipeline.llm.recordings.stage_index import StageIndex, index_stage
 from pipeline.llm.recordings.verified_memo import VerifiedMemo
 from pipeline.llm.records import CallRecord, RecordedCall
@@ -62,8 +62,8 @@ class StageRecords(Mapping[str, CallRecord]):
         counts: dict[str, dict[str, int]] = {}
         models: Counter[tuple[str, str, str]] = Counter()
         for stage in sorted(set(stages)):
-            directory = recordings.stage_dir(recordings_dir, stage)
-            if not recordings.has_recording(directory):
+            directory = stage_folders.stage_dir(recordings_dir, stage)
+            if not stage_folders.has_recording(directory):
                 counts[stage] = call_counts(())
                 continue
             index = indexes[stage] = index_stage(directory, memo=memo)

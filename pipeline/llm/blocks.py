@@ -3,7 +3,7 @@ gives the same blocks whatever prompt surrounds it.
 
 A line whose CRC-32 (of its UTF-8 bytes, line break included) is 0 mod 8 ends a block once the
 block holds MIN_BLOCK characters; a block ends in any case at the line that brings it to MAX_BLOCK.
-Lines are str.splitlines' (keepends). This is the recordings' rule (pipeline.llm.recordings.text,
+Lines are str.splitlines' (keepends). This is the recordings' rule (pipeline.llm.recordings.line_format,
 which imports it), so both give the same blocks for the same text. Here a block's lines are
 found by bisection over the lines' ends, and only the lines that could end it are hashed (those
 past MIN_BLOCK characters, up to the first marked one), rather than every line.
@@ -20,7 +20,7 @@ MIN_BLOCK = 256
 MAX_BLOCK = 8192
 
 Part = str | dict[str, str]
-# A message's text as a recording's line lays it out (pipeline.llm.recordings.text): one string, or
+# A message's text as a recording's line lays it out (pipeline.llm.recordings.line_format): one string, or
 # its parts in order, each literal text or a 1-tuple holding a stored block's text (checked against
 # its id there). The local cache is seeded from it (pipeline.llm.cache.blocks.pack_laid) without
 # cutting the text again, where the layout is the one split_blocks gives.

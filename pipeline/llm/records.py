@@ -1,7 +1,7 @@
 """A stored call: the exact request, the reply, which model answered, and when.
 
 The same record lives in the local diskcache (one JSON value per key) and, with its context, in
-the text recordings under recordings/ (see pipeline.llm.recordings.text). `key` addresses the request;
+the text recordings under recordings/ (see pipeline.llm.recordings.line_format). `key` addresses the request;
 `checksum` (sha256) covers the whole record, so a reply edited by hand is caught by `verify()` too.
 
 A record keeps the key recipe it was written under (pipeline.llm.keys): an older one still

@@ -59,8 +59,7 @@ from pipeline.llm.keys import request_key
 from pipeline.llm.latency import BACKEND_TOTAL, WALL
 from pipeline.llm.llama_pin import foreign_build
 from pipeline.llm.recent import RECENT, Recent
-from pipeline.llm.recordings import layouts
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import layouts, stage_folders, stage_writer
 from pipeline.llm.recordings.index import RecordingIndex
 from pipeline.llm.recordings.pins import Pins
 from pipeline.llm.recordings.stage_index import StageIndex
@@ -134,7 +133,7 @@ class LLMSession:
         # Keys this session resolved past the cache (sent, unless replay), packed (issue 33).
         self._asked = KeyTable()
         self.served = ServedLog()  # every call served, on disk (see `calls`)
-        self.recording = recordings.StageRecording()  # (a dry run's stays empty)
+        self.recording = stage_writer.StageRecording()  # (a dry run's stays empty)
         self.recorded_total: int | None = None  # the calls the stage's recording held once written
         self._recorded_this_run: int | None = None  # set when written: the file adds earlier calls
         self.stats = RunStats()
@@ -398,7 +397,8 @@ class LLMSession:
             if not self.dry_run:
                 self.stats.keys.setdefault(key, "hit" if call.cache_hit else "miss")
         if not self.dry_run:
-            # A hit the stage's own recording holds keeps its line there (pipeline.llm.recordings.text).
+            # A hit the stage's own recording holds keeps its line there
+            # (pipeline.llm.recordings.stage_writer).
             self.recording.add(call, recorded=self._own_recording() if call.cache_hit else None, key=key)
         for observer in self._observers:
             observer(call)
@@ -445,10 +445,10 @@ class LLMSession:
         self, *, write_recording: bool = True, keep: Callable[[RecordedCall], bool] | None = None
     ) -> None:
         """Write the stage's recording (replacing it, or beside the calls `keep` accepts: see
-        pipeline.llm.recordings.text) and the run's summary; release the backend and the store."""
+        pipeline.llm.recordings.stage_writer) and the run's summary; release the backend and the store."""
         self._recorded_this_run = len(self.recording)
         if write_recording:
-            directory = recordings.stage_dir(self.recordings_dir, self.stage)
+            directory = stage_folders.stage_dir(self.recordings_dir, self.stage)
             self.recorded_total = self.recording.write(directory, keep)
         self.recording.close()  # its spooled lines: written, or never to be
         if self.runs_dir is not None:
@@ -507,7 +507,7 @@ def open_session(
 
     cache_dir = root / params.cache.dir
     recordings_dir = root / params.cache.recordings
-    recordings.stage_dir(recordings_dir, stage)  # the stage names a folder: a plain name only
+    stage_folders.stage_dir(recordings_dir, stage)  # the stage names a folder: a plain name only
     built: list[Backend] = []
 
     def backend() -> Backend:

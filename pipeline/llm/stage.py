@@ -9,8 +9,8 @@ from pathlib import Path
 import click
 
 from pipeline.errors import ConfigError
+from pipeline.llm.recordings.stage_folders import has_recording
 from pipeline.llm.recordings.store import absent, absent_message
-from pipeline.llm.recordings.text import has_recording
 from pipeline.llm.session import LLMSession, open_session
 from pipeline.llm.settings import EngineSettings
 

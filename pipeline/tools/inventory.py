@@ -1,9 +1,9 @@
 """What is stored where, read without side effects: the runs' summaries, the recordings line by
 line, the local store entry by entry.
 
-The pipeline writes all three (LLMSession.close, recordings.write_stage, CallStore.put); the
+The pipeline writes all three (LLMSession.close, stage_writer.write_stage, CallStore.put); the
 `judgeloop` commands read them here, so they keep no books of their own. Unlike
-recordings.read_all, which stops a stage at its first untrusted call, the scan below reports every
+stage_reader.read_all, which stops a stage at its first untrusted call, the scan below reports every
 bad line and goes on: a tool that checks or repairs must see all of them.
 """
 
@@ -20,7 +20,7 @@ from pipeline.experiments.params import Params
 from pipeline.llm.bounds import depth_problem
 from pipeline.llm.cache.safe_disk import ForeignKey
 from pipeline.llm.cache.store import CallStore
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import line_checks, stage_folders, stage_reader
 from pipeline.llm.recordings.pins import Pins
 from pipeline.llm.recordings.stage_index import index_stage
 from pipeline.llm.recordings.verified_memo import VerifiedMemo
@@ -110,12 +110,12 @@ class Scan:
 def recorded_calls(
     root: Path, problems: list[str], pins: Pins | None = None, untrusted: set[tuple[Path, int]] | None = None
 ) -> Iterator[tuple[Path, int, RecordedCall]]:
-    """Like recordings.read_all, but appends each bad line (and each folder that is not a plain
+    """Like stage_reader.read_all, but appends each bad line (and each folder that is not a plain
     name, or does not match its pin in dvc.lock) to `problems` and goes on, instead of stopping at
     the first. Streams: one stage's recording is in memory at a time, and no call is kept, so a tool
     that only counts or collects keys stays small however many calls there are (issue 33). A call
     that does not verify is still yielded, and its (file, line) added to `untrusted` if given."""
-    for directory in recordings.stage_dirs(root):
+    for directory in stage_folders.stage_dirs(root):
         yield from _stage_calls(root, directory, problems, pins, untrusted)
 
 
@@ -128,14 +128,14 @@ def _stage_calls(
 ) -> Iterator[tuple[Path, int, RecordedCall]]:
     """recorded_calls of one stage folder."""
     try:
-        recordings.stage_dir(root, directory.name)
+        stage_folders.stage_dir(root, directory.name)
     except JudgeloopError as exc:
         problems.append(f"{directory}: {exc.message}")
         return
     if pins is not None and (mismatch := pins.problem(directory)) is not None:
         problems.append(mismatch)
     try:
-        parts = recordings.split_recording(directory)
+        parts = stage_reader.split_recording(directory)
     except JudgeloopError as exc:  # a symbolic link, a file too large or not UTF-8
         problems.append(exc.message)
         return
@@ -144,7 +144,7 @@ def _stage_calls(
         path, line_number = parts.located(number)  # the shard and its line, in a sharded recording
         where = f"{path}:{line_number}"
         try:
-            call = recordings.parse_call_line(line, parts.blobs, where)
+            call = line_checks.parse_call_line(line, parts.blobs, where)
         except JudgeloopError as exc:
             problems.append(exc.message)  # already names the file and line
             continue
@@ -167,9 +167,9 @@ def recorded_keys(root: Path, problems: list[str], memo: VerifiedMemo | None = N
     full before is scanned for its keys, not parsed (issue 33: gc at a million calls). A stage that cannot be
     trusted is read again tolerantly, each of its problems appended to `problems`."""
     keys: set[str] = set()
-    for directory in recordings.stage_dirs(root):
+    for directory in stage_folders.stage_dirs(root):
         try:
-            recordings.stage_dir(root, directory.name)
+            stage_folders.stage_dir(root, directory.name)
             keys |= index_stage(directory, memo=memo).at.keys()
         except JudgeloopError:
             keys |= {call.record.key for _, _, call in _stage_calls(root, directory, problems)}

@@ -21,7 +21,7 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from pipeline.llm.bounds import MAX_LINE_BYTES
-from pipeline.llm.recordings.text import CALLS_FILE, LEGACY_BLOBS_FILE
+from pipeline.llm.recordings.stage_folders import CALLS_FILE, LEGACY_BLOBS_FILE
 from pipeline.tools.cli import main
 from pipeline.tools.diff.runs import read_run
 from tests.fuzz.support import ROOT, clear_or_correct, committed, encoded, fuzz, inputs, mixed_texts

@@ -7,7 +7,7 @@ The model, the dimensions and weights, and the prompt mode come from params.yaml
 `rag`), like the pipeline's. Every call goes through the cache and is recorded under
 recordings/<stage>/ (`--stage`, default judge_evaluate; a plain name), so `judgeloop audit --stage
 judge_evaluate` shows it, and a batch run again (after an interruption, say) makes no call it
-already made. Runs add to the stage's recording, they never replace it (pipeline.llm.recordings.text):
+already made. Runs add to the stage's recording, they never replace it (pipeline.llm.recordings.stage_writer):
 two batches into one `--stage`, one after the other or at once, both keep every call, and a single
 answer judged again under the same item replaces only that item's earlier calls.
 
@@ -43,7 +43,7 @@ from pipeline.llm.files import safe_name
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.progress import StageProgress
 from pipeline.llm.recordings.owners import pipeline_stages
-from pipeline.llm.recordings.text import STAGE_FIX
+from pipeline.llm.recordings.stage_folders import STAGE_FIX
 from pipeline.llm.records import RecordedCall
 from pipeline.llm.session import LLMSession, open_session
 

@@ -14,7 +14,7 @@ from pipeline.experiments.selection.files import METRICS, PAGE, PICKS, SCORES
 from pipeline.experiments.selection.params import SelectionParams
 from pipeline.experiments.selection.report import render_selection_page
 from pipeline.experiments.selection.score import ScoredRequest
-from pipeline.llm.recordings.text import read_stage
+from pipeline.llm.recordings.stage_reader import read_stage
 from pipeline.llm.recordings.verified_memo import VerifiedMemo
 
 STAGES = ("select_score", "select_pick")

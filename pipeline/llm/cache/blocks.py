@@ -6,7 +6,7 @@ Each message's text is cut into blocks of whole lines at content-defined boundar
 zlib-compressed, in the cache's block store, under its id: the first 32 hex digits (128 bits) of the
 sha256 of its UTF-8 bytes; the message becomes a list of literal strings and {"b": id} references
 (a short text stays one string). The recordings pack their blocks the same way, in their own file and format
-(pipeline.llm.recordings.text); the two rooms share nothing but the rule.
+(pipeline.llm.recordings.line_format); the two rooms share nothing but the rule.
 
 Nothing here is trusted on its own. A block is checked against its id when read (a damaged or
 edited block is refused, never joined into a request); a record whose request is rebuilt from

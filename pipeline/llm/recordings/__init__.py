@@ -1,6 +1,13 @@
 """The trusted record: every call a stage made, as text under recordings/, pinned by dvc.lock.
 
-    text.py          a stage's recording (JSONL + shared blocks): write, read, verify every record
+    line_format.py   a call and a shared block as one canonical JSON line each (the format itself)
+    line_checks.py   a recording's text and each line read back and refused unless it can be trusted
+    line_search.py   a recording's lines found in its bytes by what they hold, without splitting it
+    stage_folders.py a stage's folder: its file names, its name checked, links refused
+    stage_writer.py  a stage's calls gathered as it runs, then written in one step (StageRecording)
+    stage_reader.py  a stage's recording read whole: split into lines and blocks, every call verified
+    key_reader.py    the calls of some keys, read without reading the whole recording when it can
+    call_places.py   the calls of a recording being made, each held as a hash and its line's number
     shards.py        a large stage's recording in 16 shards by key, under a manifest renamed in one step
     stage_index.py   a stage's recording held as its lines' places, each call read and parsed when served
     folder_scan.py   one pass over a stage's folder: each file hashed (pin, shards, memo), its lines placed

@@ -10,14 +10,14 @@ that starts at or after a middle offset, compare its id, halve. About twenty rea
 find a block in a shard of a million, with no index to write, keep in step or trust.
 
 Nothing found so is trusted for where it was found: the line found must open with the id asked
-for and its text must hash to that id (blocks are content-addressed, recordings.blob_entry), so a
+for and its text must hash to that id (blocks are content-addressed, line_checks.blob_entry), so a
 block at a wrong place, swapped, or edited in place is never served as another. A block not found
 so (a shard out of order, a line not as written, a file gone) is not taken as missing: the reader
 then reads that shard whole and checks it against the sha256 its manifest gives it, as before,
 which names what is wrong. What this does not check, and a whole read did, is the shard's other
 bytes: a reader that must vouch for the whole stage (a replay, pinned by dvc.lock) still reads and
 hashes every shard (pipeline.llm.recordings.folder_scan); the readers of a few calls that use this
-(recordings.read_keys, stage_index.read_items) verify each call they serve by its checksum.
+(key_reader.read_keys, stage_index.read_items) verify each call they serve by its checksum.
 """
 
 from __future__ import annotations
@@ -29,17 +29,16 @@ from pathlib import Path
 import orjson
 
 from pipeline.llm.bounds import MAX_LINE_BYTES
-from pipeline.llm.recordings import shards
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import line_checks, line_format, line_search, shards
 
 OPENING = b'{"blob":"'
-ID_LENGTH = 16  # recordings.blob_id: 16 hex digits
+ID_LENGTH = 16  # line_format.blob_id: 16 hex digits
 CHUNK = 1 << 14  # bytes read a time while looking for a line's end
 
 
 def _line_from(fd: int, start: int, size: int) -> bytes:
     """The line (without its "\\n") that starts at `start`; at most MAX_LINE_BYTES + 1 bytes of it
-    (a longer one is refused by its reader, recordings._decoded)."""
+    (a longer one is refused by its reader, line_checks.decoded_line)."""
     parts: list[bytes] = []
     held = 0
     at = start
@@ -138,7 +137,7 @@ def placed_blocks(
 ) -> bool:
     """Add to `blobs` the blocks `wanted` from the block shard at `path` (or the blocks of a
     recording in one file, from `start` on), each found by bisecting and checked against its id (one
-    that fails is noted in `problems`, naming its line, as recordings.split_recording notes it);
+    that fails is noted in `problems`, naming its line, as stage_reader.split_recording notes it);
     False when one is not found so (the caller then reads the shard whole)."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
@@ -158,7 +157,7 @@ def placed_blocks(
                 blobs[blob] = text
                 continue
             where = f"{path}:{line_number(fd, at)}"  # counted only for a bad line
-            entry = recordings.blob_entry(recordings._decoded(line, where), where, problems)
+            entry = line_checks.blob_entry(line_checks.decoded_line(line, where), where, problems)
             if entry is not None:
                 blobs[entry[0]] = entry[1]
         return True
@@ -178,7 +177,7 @@ def _text_of(line: bytes, blob: str) -> str | None:
     if not isinstance(entry, dict):
         return None
     text = entry.get("text")
-    if entry.get("blob") != blob or not isinstance(text, str) or recordings.blob_id(text) != blob:
+    if entry.get("blob") != blob or not isinstance(text, str) or line_format.blob_id(text) != blob:
         return None
     return text
 
@@ -195,6 +194,6 @@ def sharded_blocks(directory: Path, named: list[tuple[str, str]], refs: set[str]
         if not wanted or placed_blocks(directory / name, wanted, blobs, problems):
             continue
         data = shards.shard_bytes(directory, name, sha, None)
-        if not recordings._blocks_opening(directory / name, data, wanted, blobs, problems):
+        if not line_search.blocks_by_opening(directory / name, data, wanted, blobs, problems):
             return None
     return blobs

@@ -1,8 +1,8 @@
 """The calls of a recording being made, each held as 16 to 48 bytes, not as its place in the order (issue 33).
 
-A stage's recording is written in its calls' order (pipeline.llm.recordings.text.Where: the context's
-sort key, then the key), one line a call, the same call (context and key) once. Holding each call's
-Where as a tuple in a dict, with its line's place, cost about 190 bytes a call: at a million calls
+A stage's recording is written in its calls' order (Where, below: the context's sort key, then the
+key), one line a call, the same call (context and key) once. Holding each call's Where as a tuple
+in a dict, with its line's place, cost about 190 bytes a call: at a million calls
 the largest thing left that a recording run held per call. A call's Where can always be read back
 from its line (its context and its key are in it), and that line is on disk already (the spool, or
 the stage's own recording for a line kept as it is). So CallPlaces holds only a 64-bit hash of each
@@ -29,9 +29,46 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from pipeline.llm.recordings import shards
 from pipeline.llm.recordings.id_table import IdTable
+from pipeline.llm.recordings.spool import Place
 
-Where = tuple[Any, ...]  # (pipeline.llm.recordings.text.Where)
+Where = tuple[Any, ...]  # a call's place in its recording's order: its context's sort key, then its key
+# Where a written line comes from: a line made here (its Place in the spool: a number from 0, or
+# text) or a line of the stage's own recording kept as it is (line n as -1 - n: spool numbers are
+# never negative, and one int each is what a million sources cost least as).
+Source = Place
+SHARDS: int = 16**shards.SHARD_DIGITS
+
+
+def kept_source(line: int) -> int:
+    return -1 - line
+
+
+def kept_line(source: Source) -> int | None:
+    """The recording's line a source keeps, or None for a line made here."""
+    return -1 - source if isinstance(source, int) and source < 0 else None
+
+
+def packed(source: int, key: str) -> int:
+    """A call's line (a spool number, or a kept line as kept_source gives it) and its shard as one
+    number at or above 0, as CallPlaces holds it: made line n as 2n, kept line n as 2n + 1, times
+    the shards, plus the shard's number."""
+    line = kept_line(source)
+    at = 2 * source if line is None else 2 * line + 1
+    return at * SHARDS + int(shards.shard_of(key), 16)
+
+
+def unpacked(number: int) -> tuple[Source, int]:
+    """The line and the shard's number of a number packed made."""
+    at, shard = divmod(number, SHARDS)
+    return (kept_source(at >> 1) if at & 1 else at >> 1), shard
+
+
+def shard_number(where: Where) -> int:
+    """The number of the shard a call of this Where is written to (shards.shard_of its key)."""
+    return int(shards.shard_of(where[-1]), 16)
+
 
 _MASK64 = 2**64 - 1
 

@@ -2,7 +2,7 @@
 place and digest kept (pipeline.llm.recordings.offsets), never the lines themselves (issue 33).
 
 What the pass checks, and in which order its problems are raised, is what reading the folder whole
-checked (pipeline.llm.recordings.pins.Pins.pinned_files, then text.split_recording): a symbolic
+checked (pipeline.llm.recordings.pins.Pins.pinned_files, then stage_reader.split_recording): a symbolic
 link first; then the folder against its pin in dvc.lock, over the md5 of the bytes this pass read;
 then each file's problems (a shard that does not hash to its manifest's sha256 or is missing, a
 stray, a line too long or not UTF-8); then a blob line that does not hash to its id. The calls
@@ -23,8 +23,7 @@ import orjson
 
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.files import TMP_SUFFIX
-from pipeline.llm.recordings import offsets, shards
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import line_checks, offsets, shards, stage_folders
 from pipeline.llm.recordings.offsets import FileRead, LazyBlobs, LineTable, OpenFiles, hash_file
 from pipeline.llm.recordings.pins import MAX_FILE_BYTES, Pins
 from pipeline.llm.recordings.verified_memo import VerifiedMemo, files_digest
@@ -59,7 +58,7 @@ class _Scan:
         self.blobs = LazyBlobs(LineTable(self.files))
 
     def run(self, names: list[str]) -> None:
-        path = self.directory / recordings.CALLS_FILE
+        path = self.directory / stage_folders.CALLS_FILE
         try:
             opened = self.files.open(path)  # read once: the file whose opening says what it is
         except FileNotFoundError:
@@ -71,7 +70,7 @@ class _Scan:
             return
         self._noted(lambda: shards.refuse_strays(self.directory, names, set()))
         self._stream(path, holds_calls=True, opened=opened)
-        legacy = self.directory / recordings.LEGACY_BLOBS_FILE
+        legacy = self.directory / stage_folders.LEGACY_BLOBS_FILE
         if legacy.is_file():
             self._stream(legacy, holds_calls=False)
 
@@ -87,7 +86,7 @@ class _Scan:
         self.md5s[path.name] = hashlib.md5(data).hexdigest()
         self.hashes.append((path.name, hashlib.sha256(data).hexdigest()))
         try:
-            named = shards.parse_manifest(path, recordings.recording_text(path, data))
+            named = shards.parse_manifest(path, line_checks.recording_text(path, data))
         except CorruptRecordError as exc:  # raised once the folder's pin is checked, which comes first
             self.problems.append(exc)
             return
@@ -107,7 +106,7 @@ class _Scan:
         fd = self.files.fd(number)
         read = FileRead()
         size = os.fstat(fd).st_size
-        if size > recordings.MAX_RECORDING_BYTES:
+        if size > line_checks.MAX_RECORDING_BYTES:
             fix = f"Fix: restore the file from git (git checkout -- {path}), or re-record the stage."
             raise CorruptRecordError(f"{path}: {size / 2**30:.1f} GiB, more than a recording holds. {fix}")
         for line_number, offset, body, text in offsets.stream_lines(path, fd, read, md5=self.pinned):
@@ -116,7 +115,7 @@ class _Scan:
             if holds_calls and not body.startswith(BLOB_OPENING):
                 self.calls.add(number, offset, body, line_number)
                 continue
-            entry = recordings.blob_entry(text, f"{path}:{line_number}", self.blob_problems)
+            entry = line_checks.blob_entry(text, f"{path}:{line_number}", self.blob_problems)
             if entry is not None:
                 self.blobs.place(entry[0], number, offset, body, line_number, len(entry[1]))
         self.md5s[path.name] = read.md5
@@ -166,7 +165,7 @@ def scan_folder(directory: Path, pins: Pins | None = None) -> ScannedRecording:
     """A stage's recording scanned (see the module): its placed lines, every file hashed, the folder
     checked against its pin (`pins`, when given) and for strays; CorruptRecordError (or
     LockMismatchError) for what cannot be trusted, in the order a whole read raised it."""
-    recordings.refuse_linked(directory)
+    stage_folders.refuse_linked(directory)
     scan = _checked(_Scan(directory, pinned=pins is not None and pins.needs_hashes(directory)), pins)
     try:
         scan.raise_problems()
@@ -203,7 +202,7 @@ class _Hashed(_Scan):
     ) -> None:
         number = self.files.open(path) if opened is None else opened  # FileNotFoundError: read whole
         fd = self.files.fd(number)
-        if os.fstat(fd).st_size > recordings.MAX_RECORDING_BYTES:
+        if os.fstat(fd).st_size > line_checks.MAX_RECORDING_BYTES:
             raise _NotAsVerified(path)
         sha256, md5 = hashlib.sha256(), hashlib.md5() if self.pinned else None
         with open(fd, "rb", closefd=False) as stream:
@@ -243,7 +242,7 @@ def verified_models(
     scan_folder hashes it, the folder checked against its pin and for strays, each call line's model
     read. None where the memo does not hold this content, or anything is not as a verified recording
     is (the caller then reads it with scan_folder, which verifies it and names what is wrong)."""
-    recordings.refuse_linked(directory)
+    stage_folders.refuse_linked(directory)
     scan = _Hashed(directory, pinned=pins is not None and pins.needs_hashes(directory))
     try:
         if _checked(scan, pins).problems or memo.holds_digest(files_digest(scan.hashes)) is not None:

@@ -30,7 +30,7 @@ from pathlib import Path
 from weakref import WeakValueDictionary
 
 from pipeline.errors import CorruptRecordError, JudgeloopError
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import stage_folders
 from pipeline.llm.recordings.folder_scan import verified_models
 from pipeline.llm.recordings.pins import Pins
 from pipeline.llm.recordings.stage_index import StageIndex, index_stage
@@ -106,9 +106,9 @@ class RecordingIndex:
 
     def _read(self, directory: Path) -> StageCalls:
         try:
-            recordings.stage_dir(self.root, directory.name)
-            recordings.refuse_linked(directory)
-            if not recordings.has_recording(directory):
+            stage_folders.stage_dir(self.root, directory.name)
+            stage_folders.refuse_linked(directory)
+            if not stage_folders.has_recording(directory):
                 self.pins.check(directory)
                 return StageCalls()
             # One pass hashes each file and places its lines: the bytes checked against the pin are
@@ -123,7 +123,7 @@ class RecordingIndex:
             calls = self._stages.get(name)
             if calls is None:
                 directory = self.root / name
-                has = recordings.has_recording(directory)
+                has = stage_folders.has_recording(directory)
                 calls = self._read(directory) if has else StageCalls()
                 if self.hold_one:
                     self._let_go()
@@ -153,7 +153,7 @@ class RecordingIndex:
     def _every_stage(self) -> dict[str, StageCalls]:
         with self._lock:
             if not self._every_stage_read:
-                for directory in recordings.stage_dirs(self.root):
+                for directory in stage_folders.stage_dirs(self.root):
                     if directory.name not in self._stages:
                         self._stages[directory.name] = self._read(directory)
                 self._every_stage_read = True
@@ -184,7 +184,7 @@ class RecordingIndex:
     def _elsewhere_unheld(self, key: str) -> CallRecord | None:
         """(hold_one) elsewhere, holding no other stage: a stage not read yet is read and noted, and
         the stage whose noted keys have the key is read again for its call and let go of."""
-        for directory in recordings.stage_dirs(self.root):
+        for directory in stage_folders.stage_dirs(self.root):
             with self._lock:
                 calls = self._stages.get(directory.name)
                 keys = self._noted_keys.get(directory.name)
@@ -221,7 +221,7 @@ class RecordingIndex:
         its recording read again only if a lookup needs it (a scan, once the memo holds it), so that
         a session holds its own stage's recording, not the whole run's (issue 33)."""
         found: set[ModelIdentity] = set()
-        for directory in recordings.stage_dirs(self.root):
+        for directory in stage_folders.stage_dirs(self.root):
             keep = hold_only is None or directory.name == hold_only
             models = self._models_of(directory, keep=keep)
             found |= {m for m in models if m.backend == backend and m.name == name}
@@ -231,10 +231,10 @@ class RecordingIndex:
         """A stage's models, noted, where the memo holds its recording as verified in full: read
         without placing its lines, for a session that only needs the model's identity from it (a
         replay's every stage reads every other stage's recording for it: issue 33). None otherwise."""
-        if not recordings.has_recording(directory):
+        if not stage_folders.has_recording(directory):
             return None
         try:
-            recordings.stage_dir(self.root, directory.name)
+            stage_folders.stage_dir(self.root, directory.name)
         except JudgeloopError:
             return None
         found = verified_models(directory, self.pins, self.memo or IN_PROCESS)

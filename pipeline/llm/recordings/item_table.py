@@ -55,8 +55,7 @@ import orjson
 
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.keys import canonical_json
-from pipeline.llm.recordings import shards
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import line_checks, line_format, shards, stage_folders, stage_reader
 from pipeline.llm.recordings.block_places import sharded_blocks
 
 FORMAT = 1  # the table's layout, in its opening: another is not read (the whole read instead)
@@ -214,7 +213,7 @@ def _item_lines(path: Path, fd: int, table: _Table, wanted: Collection[str]) -> 
             raise _Unusable
         for offset, line in enumerate(data[:-1].split(b"\n")):
             where = f"{path}:{number + offset}"
-            found.append((path, number + offset, recordings._decoded(line, where), run.item))
+            found.append((path, number + offset, line_checks.decoded_line(line, where), run.item))
     return found
 
 
@@ -239,35 +238,35 @@ def _tabled_lines(directory: Path, entries: list[tuple[str, str]], wanted: Colle
     return lines
 
 
-def tabled_items(directory: Path, items: Collection[str]) -> list[recordings.LoadedCall] | None:
+def tabled_items(directory: Path, items: Collection[str]) -> list[stage_reader.LoadedCall] | None:
     """The calls of `items` in a sharded stage's recording, read through its tables of items (see
     the module), unverified as read_stage(verify=False) leaves them (audit shows each call's own
     verification); None where the tables cannot be used: a recording in one file, one written before
     the tables, a table missing or not matching (then the caller reads the shards whole)."""
     wanted = set(items)
-    path = directory / recordings.CALLS_FILE
-    if not wanted or not recordings.has_recording(directory):
+    path = directory / stage_folders.CALLS_FILE
+    if not wanted or not stage_folders.has_recording(directory):
         return None
-    recordings.refuse_linked(directory)
+    stage_folders.refuse_linked(directory)
     with path.open("rb") as opening:
         if not shards.is_manifest(opening.read(len(shards.MANIFEST_OPENING)).decode("utf-8", "replace")):
             return None
     try:
-        entries = shards.manifest_entries(path, recordings.recording_text(path))
+        entries = shards.manifest_entries(path, line_checks.recording_text(path))
         named = [(name, sha) for name, sha in entries if not name.startswith(shards.TABLE_KIND)]
         shards.refuse_strays(directory, os.listdir(directory), {name for name, _ in named})
         lines = _tabled_lines(directory, entries, wanted)
-        refs = {blob for _, _, line, _ in lines for blob in recordings.blob_refs(line)}
+        refs = {blob for _, _, line, _ in lines for blob in line_format.blob_refs(line)}
         blobs = sharded_blocks(directory, named, refs)
         return None if blobs is None else [_checked(line, blobs) for line in lines]
     except (_Unusable, CorruptRecordError):
         return None  # read whole, which names what is wrong
 
 
-def _checked(found: Line, blobs: dict[str, str]) -> recordings.LoadedCall:
+def _checked(found: Line, blobs: dict[str, str]) -> stage_reader.LoadedCall:
     """A line of a run parsed: a call of the run's item, whose key falls in the line's shard."""
     path, number, line, item = found
-    call = recordings.parse_call_line(line, blobs, f"{path}:{number}")
+    call = line_checks.parse_call_line(line, blobs, f"{path}:{number}")
     if call.context.item != item or shards.prefix_of(path.name)[1] != shards.shard_of(call.record.key):
         raise _Unusable
-    return recordings.LoadedCall(path, number, call)
+    return stage_reader.LoadedCall(path, number, call)

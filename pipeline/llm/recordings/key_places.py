@@ -94,7 +94,7 @@ def places(first_lines: dict[str, int]) -> Mapping[str, int]:
         return first_lines
 
 
-_BLOCK_ID = re.compile(r"[0-9a-f]{16}")  # as pipeline.llm.recordings.text.blob_id writes one
+_BLOCK_ID = re.compile(r"[0-9a-f]{16}")  # as pipeline.llm.recordings.line_format.blob_id writes one
 
 
 class BlockPlaces(Mapping[str, int]):

@@ -24,7 +24,7 @@ appended to dvc.lock with a forged md5 let a forged recording through (and a rep
 the real entry to it).
 
 What is hashed is what is read. `pinned_files` reads each file of the folder once, hashes those
-bytes and hands the same bytes to the reader (pipeline.llm.recordings.text); a session's reader
+bytes and hands the same bytes to the reader (pipeline.llm.recordings.stage_reader); a session's reader
 (pipeline.llm.recordings.folder_scan) streams each file once, hashing it as it places its lines, and
 gives `check_hashes` those md5s; each line it serves later is checked against a digest of the bytes
 hashed. Either way a file swapped between the check and the read is never served.
@@ -51,7 +51,7 @@ from pipeline.llm.recordings.owners import (
 )
 
 LOCK_FILE = "dvc.lock"
-MAX_FILE_BYTES = 4 * 2**30  # as pipeline.llm.recordings.text.MAX_RECORDING_BYTES: more is no recording
+MAX_FILE_BYTES = 4 * 2**30  # as pipeline.llm.recordings.line_checks.MAX_RECORDING_BYTES: more is no recording
 
 
 def folder_files(directory: Path) -> dict[str, bytes]:

@@ -1,6 +1,6 @@
 """A large stage's recording in shards, by its calls' keys (issue 33, proposal 3).
 
-A stage's recording is one file (pipeline.llm.recordings.text), rewritten whole by every rerun, moved
+A stage's recording is one file (pipeline.llm.recordings.line_format), rewritten whole by every rerun, moved
 whole by git and DVC, and read whole by a reader that wants one call. Past SHARD_AT calls a stage
 is written instead as
 
@@ -16,7 +16,7 @@ is written instead as
 Sixteen shards of calls, by the key's first hex digit: a rerun that changes a few calls rewrites
 (and git or DVC moves) only their shards, and a reader that wants one key reads the manifest, one
 sixteenth of the calls and the blocks its line refers to, each found where it lies in its block
-shard, sorted by id (recordings.read_keys, pipeline.llm.recordings.block_places). The blocks
+shard, sorted by id (key_reader.read_keys, pipeline.llm.recordings.block_places). The blocks
 have shards of their own, by id, so that a transcript judged by calls in every shard is still stored
 once (with a block each shard of calls holding its own, bytes grew with the number of shards a
 transcript's calls fall in: up to 16x); a rerun whose calls bring new blocks rewrites their shards too.
@@ -83,7 +83,7 @@ LOOKS_LIKE_SHARD = re.compile(
     r"(calls|blocks)-.*\.jsonl", re.IGNORECASE
 )  # a file a person could take for a shard
 JOURNAL = ".shards-writing" + TMP_SUFFIX  # what a writer at work adds and drops (see the module)
-MANIFEST_FILE = "calls.jsonl"  # as pipeline.llm.recordings.text.CALLS_FILE
+MANIFEST_FILE = "calls.jsonl"  # as pipeline.llm.recordings.stage_folders.CALLS_FILE
 FIX = "Fix: restore the stage's folder from git (git checkout -- {folder}), or re-record the stage."
 
 

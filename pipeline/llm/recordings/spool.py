@@ -4,10 +4,11 @@ A stage of a million calls made its recording as a dict of packed lines (and its
 the stage was written, then joined into one string and encoded: memory of the order of the
 recording's text, three times over at the end. A Spool writes each line (and each shared block's
 line, once) to a temporary file as it is made and keeps, per call, only where it lies; the stage's
-recording is then written from it in its sorted order (pipeline.llm.recordings.text.StageRecording.write),
-a line at a time, through the same temporary-file-and-rename as before (pipeline.llm.files), so the
-bytes are the same as when it was held whole. A line that cannot be encoded (a lone surrogate) is
-kept as text, so that the write refuses it as it always did, leaving the old recording whole.
+recording is then written from it in its sorted order
+(pipeline.llm.recordings.stage_writer.StageRecording.write), a line at a time, through the same
+temporary-file-and-rename as before (pipeline.llm.files), so the bytes are the same as when it was
+held whole. A line that cannot be encoded (a lone surrogate) is kept as text, so that the write
+refuses it as it always did, leaving the old recording whole.
 
 A line's place is its number in the spool: the lines lie in a pipeline.llm.line_file.LineFile, which
 keeps where each line's bytes end in an array (8 bytes a line), not an (offset, length) tuple (about
@@ -57,7 +58,7 @@ _HEX16 = re.compile(r"[0-9a-f]{16}")
 
 
 class BlockLines:
-    """Each distinct block's line in a spool, by the block's id (pipeline.llm.recordings.text.blob_id:
+    """Each distinct block's line in a spool, by the block's id (pipeline.llm.recordings.line_format.blob_id:
     16 lowercase hex digits), held as that id's number in a packed table (IdTable: 24 to 48 bytes a
     block, not a dict's 115 or its text's): a recording being made holds about six blocks a judge
     call (issue 33). Sorting the numbers sorts the ids (same length, same digits)."""

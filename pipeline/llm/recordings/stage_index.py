@@ -1,7 +1,7 @@
 """A stage's recording held as the places of its lines, each call read and parsed only when it is
 served (issues 31, 33).
 
-recordings.read_stage builds every call of a recording (its prompts unpacked from the shared
+stage_reader.read_stage builds every call of a recording (its prompts unpacked from the shared
 blocks): at tens of thousands of calls, about 150 kB a call in memory, and most of a stage's fixed
 cost when every recording is read for the model's identity. A StageIndex keeps a map of key ->
 line and, for each line, its file, offset, length and digest (pipeline.llm.recordings.offsets):
@@ -33,8 +33,15 @@ import orjson
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.blocks import Laid
 from pipeline.llm.keys import KEY_RECIPE, canonical_json
-from pipeline.llm.recordings import layouts, shards
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import (
+    layouts,
+    line_checks,
+    line_format,
+    line_search,
+    shards,
+    stage_folders,
+    stage_reader,
+)
 from pipeline.llm.recordings.block_places import block_lines_start, placed_blocks, sharded_blocks
 from pipeline.llm.recordings.folder_scan import scan_folder
 from pipeline.llm.recordings.key_places import places
@@ -55,26 +62,26 @@ def _context_item(line: str) -> str | None:
         return None
 
 
-def read_items(directory: Path, items: Collection[str]) -> Iterator[recordings.LoadedCall]:
+def read_items(directory: Path, items: Collection[str]) -> Iterator[stage_reader.LoadedCall]:
     """The calls of `items` in a stage's recording, unverified (read_stage(verify=False), for audit):
     the other lines are only scanned for their context's item, not parsed, so the calls of one item
     in a large recording cost a JSON read of each line. A line that cannot be scanned is parsed, and
     so named if damaged. A recording whose lines open as the writer writes them is searched as bytes
     for the items as written instead, and only those lines and their blocks are read (_placed_items)."""
-    if not recordings.has_recording(directory):
+    if not stage_folders.has_recording(directory):
         return
     found = _placed_items(directory, set(items))
     if found is not None:
         yield from found
         return
-    parts = recordings.split_recording(directory)
+    parts = stage_reader.split_recording(directory)
     wanted = set(items)
     for number, line in parts.calls:
         item = _context_item(line)
         if item is None or item in wanted:
-            call = recordings.parse_call_line(line, parts.blobs, parts.where(number))
+            call = line_checks.parse_call_line(line, parts.blobs, parts.where(number))
             if call.context.item in wanted:
-                yield recordings.LoadedCall(*parts.located(number), call)
+                yield stage_reader.LoadedCall(*parts.located(number), call)
 
 
 CALL_OPENING = b'{"checksum":"'  # how the writer opens every call line (canonical JSON, keys sorted)
@@ -82,7 +89,7 @@ BLOCK_OPENING = b'{"blob":"'  # and every block line
 Lines = list[tuple[Path, int, str]]  # a file, a line's number there, the line
 
 
-def _placed_items(directory: Path, wanted: set[str]) -> list[recordings.LoadedCall] | None:
+def _placed_items(directory: Path, wanted: set[str]) -> list[stage_reader.LoadedCall] | None:
     """read_items without parsing every line: the recording's call lines searched as bytes for each
     item as the writer writes it in a line's context (`"item":"903"`: a quote inside a JSON string is
     escaped, so only the JSON's own keys read so), only those lines decoded and parsed, and only their
@@ -93,15 +100,15 @@ def _placed_items(directory: Path, wanted: set[str]) -> list[recordings.LoadedCa
     holding a line not opened as the writer opens one (then read_items reads it whole, as before)."""
     if "" in wanted:
         return None  # a context without an item is written without one: nothing to search for
-    path = directory / recordings.CALLS_FILE
-    recordings.refuse_linked(directory)
+    path = directory / stage_folders.CALLS_FILE
+    stage_folders.refuse_linked(directory)
     with path.open("rb") as opening:
         head = opening.read(len(shards.MANIFEST_OPENING)).decode("utf-8", "replace")
-    marks = [recordings.line_safe(canonical_json({"item": item}))[1:-1].encode("utf-8") for item in wanted]
+    marks = [line_format.line_safe(canonical_json({"item": item}))[1:-1].encode("utf-8") for item in wanted]
     lines: Lines | None
     blobs: dict[str, str] | None
     if shards.is_manifest(head):
-        named = shards.parse_manifest(path, recordings.recording_text(path))
+        named = shards.parse_manifest(path, line_checks.recording_text(path))
         shards.refuse_strays(directory, os.listdir(directory), {name for name, _ in named})
         held = (
             (directory / name, shards.shard_bytes(directory, name, sha, None))
@@ -112,7 +119,7 @@ def _placed_items(directory: Path, wanted: set[str]) -> list[recordings.LoadedCa
         blobs = None if lines is None else sharded_blocks(directory, named, _refs(lines))
     else:
         names = os.listdir(directory)
-        if recordings.LEGACY_BLOBS_FILE in names or path.stat().st_size > recordings.MAX_RECORDING_BYTES:
+        if stage_folders.LEGACY_BLOBS_FILE in names or path.stat().st_size > line_checks.MAX_RECORDING_BYTES:
             return None  # read whole, which says what is wrong with a large one
         shards.refuse_strays(directory, names, set())
         data = path.read_bytes()
@@ -121,21 +128,21 @@ def _placed_items(directory: Path, wanted: set[str]) -> list[recordings.LoadedCa
         refs = set() if lines is None else _refs(lines)
         if lines is None or not (
             placed_blocks(path, refs, blobs, [], block_lines_start(data))
-            or recordings._blocks_opening(path, data, refs, blobs, [])
+            or line_search.blocks_by_opening(path, data, refs, blobs, [])
         ):
             return None
     if lines is None or blobs is None:
         return None
     out = []
     for source, number, text in lines:
-        call = recordings.parse_call_line(text, blobs, f"{source}:{number}")
+        call = line_checks.parse_call_line(text, blobs, f"{source}:{number}")
         if call.context.item in wanted:
-            out.append(recordings.LoadedCall(source, number, call))
+            out.append(stage_reader.LoadedCall(source, number, call))
     return out
 
 
 def _refs(lines: Lines) -> set[str]:
-    return {blob for _, _, line in lines for blob in recordings.blob_refs(line)}
+    return {blob for _, _, line in lines for blob in line_format.blob_refs(line)}
 
 
 def _item_lines(files: Iterable[tuple[Path, bytes]], marks: list[bytes]) -> Lines | None:
@@ -147,9 +154,9 @@ def _item_lines(files: Iterable[tuple[Path, bytes]], marks: list[bytes]) -> Line
         opened = sum(data.startswith(o) + data.count(b"\n" + o) for o in (CALL_OPENING, BLOCK_OPENING))
         if opened != count:
             return None
-        for number, held in recordings._lines_holding(data, marks):
+        for number, held in line_search.lines_holding(data, marks):
             if not held.startswith(BLOCK_OPENING):
-                lines.append((path, number, recordings._decoded(held, f"{path}:{number}")))
+                lines.append((path, number, line_checks.decoded_line(held, f"{path}:{number}")))
     return lines
 
 
@@ -192,17 +199,17 @@ class StageIndex:
         line = self.line(found)
         context = call.context.model_dump(mode="json", exclude_defaults=True)
         opening = f'{{"checksum":"{call.record.checksum}","context":{canonical_json(context)},'
-        if recordings.line_safe(line).startswith(recordings.line_safe(opening)):
+        if line_format.line_safe(line).startswith(line_format.line_safe(opening)):
             return found
         if f'"checksum":"{call.record.checksum}"' not in line:
             return None
-        same = recordings.parse_call_line(line, self.blobs, self.lines.where(found))
+        same = line_checks.parse_call_line(line, self.blobs, self.lines.where(found))
         return found if same.record == call.record and same.context == call.context else None
 
     def call_at(self, found: int) -> RecordedCall:
         """The recorded call of the line at `found`, parsed from the bytes that were verified."""
         line = self.line(found)
-        return recordings.parse_call_line(line, self.blobs, self.lines.where(found), verified=True).current()
+        return line_checks.parse_call_line(line, self.blobs, self.lines.where(found), verified=True).current()
 
     def call(self, key: str, request: ChatRequest | None = None) -> RecordedCall | None:
         """The recorded call of this key, parsed from the line that was verified (None: not here).
@@ -260,7 +267,7 @@ class StageIndex:
         files' merged by item, so that an item's blocks are read back once (LineTable.by_item)."""
         for found, line in self.lines.by_item():
             where = self.lines.where(found)
-            yield recordings.parse_call_line(line, self.blobs, where, verified=True).current()
+            yield line_checks.parse_call_line(line, self.blobs, where, verified=True).current()
 
 
 def _request_fields(request: ChatRequest) -> str:
@@ -319,7 +326,7 @@ def _indexed(line: str, blobs: LazyBlobs, where: str) -> tuple[str, Identity]:
             return raw["key"], _identity(raw["model"])
     except (ValueError, KeyError, TypeError, AttributeError):
         pass  # not as verified content reads: parsed in full below, which names what is wrong
-    record = recordings.parse_call_line(line, blobs, where).current().record
+    record = line_checks.parse_call_line(line, blobs, where).current().record
     return record.key, _identity(record.model.model_dump())
 
 
@@ -343,8 +350,8 @@ def index_stage(directory: Path, *, pins: Pins | None = None, memo: VerifiedMemo
         if unverified is None:
             key, model = _indexed(line, blobs, lines.where(found))
         else:
-            place = recordings.RecordingLines(lines.files.paths[lines.file[found]], [], blobs, [])
-            record = recordings.trusted_call(line, place, lines.number[found]).record
+            place = stage_reader.RecordingLines(lines.files.paths[lines.file[found]], [], blobs, [])
+            record = line_checks.trusted_call(line, place, lines.number[found]).record
             key, model = record.key, _identity(record.model.model_dump())
         at.setdefault(key, found)
         models.add(model)

@@ -24,7 +24,7 @@ import yaml
 
 from pipeline.llm.bounds import check_yaml
 from pipeline.llm.recordings.pins import LOCK_FILE
-from pipeline.llm.recordings.text import has_recording
+from pipeline.llm.recordings.stage_folders import has_recording
 
 RecordingsStore = Literal["git", "dvc"]
 STORES: tuple[RecordingsStore, ...] = ("git", "dvc")

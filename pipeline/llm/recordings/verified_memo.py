@@ -1,14 +1,14 @@
 """Recordings verified once, remembered by the hash of exactly what was verified.
 
-Reading a stage's recording verifies every record in it: its key derived again from its request,
-its checksum computed again over the whole record (pipeline.llm.recordings.text.read_stage). That is most
-of the cost of reading a recording, and a replay reads each recording in several processes (its
-own stage, the later stages that look a call up elsewhere, the report). The memo remembers that
-a recording was verified in full, keyed by the sha256 of what was verified: every call line as
-parsed (with its number) and every blob, and the verifier itself (see below). A later read of the
-same recording still reads, splits and parses every line, and hashes all of it; only when that
-hash is remembered does it skip deriving each key and checksum again. Any other content, one byte
-changed, is a new hash and is verified in full.
+Reading a stage's recording verifies every record in it: its key derived again from its request, its
+checksum computed again over the whole record (pipeline.llm.recordings.stage_reader.read_stage).
+That is most of the cost of reading a recording, and a replay reads each recording in several
+processes (its own stage, the later stages that look a call up elsewhere, the report). The memo
+remembers that a recording was verified in full, keyed by the sha256 of what was verified: every
+call line as parsed (with its number) and every blob, and the verifier itself (see below). A later
+read of the same recording still reads, splits and parses every line, and hashes all of it; only
+when that hash is remembered does it skip deriving each key and checksum again. Any other content,
+one byte changed, is a new hash and is verified in full.
 
 What the memo holds is local state, as untrusted as any file: a folder (`.judgeloop/verified/`
 beside the local cache, or JUDGELOOP_VERIFIED_DIR) of empty files, written only after a full
@@ -43,7 +43,7 @@ from pipeline.llm import keys, records, types
 from pipeline.llm.keys import RECIPES
 
 if TYPE_CHECKING:
-    from pipeline.llm.recordings.text import RecordingLines
+    from pipeline.llm.recordings.stage_reader import RecordingLines
 
 MEMO_FORMAT = 2  # 2: a recording's digest covers its files' sha256s (what a scan by offsets hashes)
 ENV = "JUDGELOOP_VERIFIED_DIR"

@@ -32,12 +32,12 @@ from pipeline.experiments.params import Params, load_params
 from pipeline.experiments.registry import designs
 from pipeline.judges.call_reading import CallReader, CallReading
 from pipeline.llm.keys import canonical_json
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import key_reader, stage_folders, stage_reader
 from pipeline.llm.recordings.item_table import tabled_items
 from pipeline.llm.recordings.owners import recording_owners
 from pipeline.llm.recordings.stage_index import read_items
+from pipeline.llm.recordings.stage_reader import LoadedCall
 from pipeline.llm.recordings.store import missing_here
-from pipeline.llm.recordings.text import LoadedCall
 from pipeline.llm.records import RecordedCall
 from pipeline.llm.settings import params_path
 from pipeline.llm.terminal import framed, shown
@@ -79,10 +79,10 @@ def iter_calls(
     `items`: only these items' calls: in a sharded recording with tables of items, only their lines
     read (pipeline.llm.recordings.item_table); otherwise the others' lines scanned, not parsed.
     `keys`: only these keys' calls, each looked up where its key puts it (in a sharded recording,
-    the one shard of calls that holds it and the block shards its line names: recordings.read_keys),
+    the one shard of calls that holds it and the block shards its line names: key_reader.read_keys),
     so that auditing one call of a million reads a sixteenth of its stage, not every line."""
     wanted = set(stages)
-    found = {d.name: d for d in recordings.stage_dirs(root)}
+    found = {d.name: d for d in stage_folders.stage_dirs(root)}
     unknown = wanted - found.keys()
     not_here = missing_here(root, tuple(sorted(unknown))) if unknown or not found else None
     if not_here is not None:  # pinned in dvc.lock, not pulled (cache.recordings_store: dvc)
@@ -105,11 +105,11 @@ def iter_calls(
 def _stage_calls(directory: Path, items: Collection[str], keys: Collection[str]) -> Iterator[LoadedCall]:
     # verify=False: an edited record is exactly what an auditor wants to see; it is marked instead.
     if keys:
-        return recordings.read_keys(directory, keys, verify=False, scan_whole=False)
+        return key_reader.read_keys(directory, keys, verify=False, scan_whole=False)
     if items:  # through the stage's tables of items where they can be used; else every line scanned
         tabled = tabled_items(directory, items)
         return iter(tabled) if tabled is not None else read_items(directory, items)
-    return recordings.read_stage(directory, verify=False)
+    return stage_reader.read_stage(directory, verify=False)
 
 
 def load_calls(root: Path, stages: Iterable[str] = ()) -> list[RecordedCall]:
@@ -125,7 +125,7 @@ def unowned_folders(root: Path, runs: dict[str, RunSummary]) -> dict[str, str]:
     owned = {path.name for path in owners}
     return {
         d.name: f"{d} is owned by no stage of dvc.yaml and no judgeloop run here wrote it (not pinned)"
-        for d in recordings.stage_dirs(root)
+        for d in stage_folders.stage_dirs(root)
         if d.name not in owned and d.name not in runs
     }
 
@@ -360,7 +360,7 @@ def audit(
     marks = Marks()
     untrusted = unowned_folders(ctx.obj, runs)
     if hit is not None:
-        seen = stages or tuple(sorted(d.name for d in recordings.stage_dirs(ctx.obj)))
+        seen = stages or tuple(sorted(d.name for d in stage_folders.stage_dirs(ctx.obj)))
         without = [s for s in seen if s not in runs]
         if len(without) == len(seen):
             raise JudgeloopError(

@@ -9,7 +9,7 @@
     export   write the local store out as recordings (for a collaborator, or another clone)
 
 Nothing here keeps books of its own: the local store is pipeline.llm.cache.store.CallStore, the
-recordings are pipeline.llm.recordings.text, and "the last run" is the runs/<stage>.json summary that
+recordings are pipeline.llm.recordings.line_format, and "the last run" is the runs/<stage>.json summary that
 LLMSession.close writes next to the cache directory (all read through pipeline.tools.inventory).
 """
 
@@ -31,7 +31,7 @@ from pipeline.llm.cache.safe_disk import ForeignKey
 from pipeline.llm.cache.store import CallStore
 from pipeline.llm.files import safe_name
 from pipeline.llm.keys import KEY_PREFIX, content_digest
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import stage_folders, stage_reader, stage_writer
 from pipeline.llm.recordings.pins import Pins
 from pipeline.llm.recordings.verified_memo import VerifiedMemo
 from pipeline.llm.records import CallRecord, RecordedCall
@@ -66,7 +66,7 @@ def _line_key(line: str) -> str | None:
 
 def _plain_names(ctx: click.Context, param: click.Parameter, names: tuple[str, ...]) -> tuple[str, ...]:
     try:
-        return tuple(safe_name(name, "--stage", recordings.STAGE_FIX) for name in names)
+        return tuple(safe_name(name, "--stage", stage_folders.STAGE_FIX) for name in names)
     except UnsafeNameError as exc:
         raise click.BadParameter(exc.message, ctx, param) from exc
 
@@ -107,8 +107,8 @@ def _local_stats(params: Params) -> dict[str, Any] | None:
 
 def _recording_stats(params: Params) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for directory in recordings.stage_dirs(Path(params.cache.recordings)):
-        lines = [line for _, line in recordings.split_recording(directory).calls]
+    for directory in stage_folders.stage_dirs(Path(params.cache.recordings)):
+        lines = [line for _, line in stage_reader.split_recording(directory).calls]
         keys = {_line_key(line) for line in lines} - {None}
         size = sum(p.stat().st_size for p in directory.iterdir() if p.is_file())
         out[directory.name] = {"calls": len(lines), "unique_keys": len(keys), "bytes": size}
@@ -262,7 +262,7 @@ def recorded_checksums(root: Path, pins: Pins | None) -> tuple[dict[str, Recorde
     whole is read tolerantly, for every problem; the count of calls read and every problem found."""
     found = RecordedScan()
     recorded: dict[str, Recorded] = {}
-    for directory in recordings.stage_dirs(root):
+    for directory in stage_folders.stage_dirs(root):
         streamed = stage_entries(root, directory, pins, _recorded)
         if streamed is not None:
             entries, found_calls = streamed
@@ -431,7 +431,7 @@ def seed(recordings_dir: Path | None, replace: bool) -> None:
     store = CallStore(Path(params.cache.dir))
     counts = {"new": 0, "already present": 0, "replaced": 0, "kept local (differs)": 0}
     seen: set[str] = set()
-    for loaded in recordings.read_all(source):
+    for loaded in stage_reader.read_all(source):
         record = loaded.call.record
         if record.key in seen:
             continue
@@ -490,9 +490,9 @@ def export(out_dir: Path, stages: tuple[str, ...]) -> None:
                 out.setdefault(context.stage, []).append(RecordedCall(context=context, record=record))
     store.close()
     # Checked before anything is written: a stage name read from a recording must not lead out.
-    targets = {stage: recordings.stage_dir(out_dir, stage) for stage in out}
+    targets = {stage: stage_folders.stage_dir(out_dir, stage) for stage in out}
     for stage, calls in sorted(out.items()):
-        recordings.write_stage(targets[stage], calls)
+        stage_writer.write_stage(targets[stage], calls)
         echo(f"{stage}: {len(calls)} calls -> {targets[stage]}")
     if skipped:
         echo(f"skipped {skipped} local entries that do not verify (see `judgeloop cache verify`)")

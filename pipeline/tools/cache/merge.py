@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pipeline.data.recorded_calls import first_by_key
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import stage_folders, stage_reader, stage_writer
 from pipeline.llm.records import RecordedCall
 
 Prefer = Literal["ours", "theirs"]
@@ -49,8 +49,8 @@ def read_stages(root: Path) -> dict[str, list[RecordedCall]]:
     # verify=True: a record that cannot be trusted must not travel into someone else's recordings.
     # Each folder's name is checked: it names the folder written on our side.
     return {
-        d.name: [lc.call for lc in recordings.read_stage(recordings.stage_dir(root, d.name))]
-        for d in recordings.stage_dirs(root)
+        d.name: [lc.call for lc in stage_reader.read_stage(stage_folders.stage_dir(root, d.name))]
+        for d in stage_folders.stage_dirs(root)
     }
 
 
@@ -95,5 +95,5 @@ def merge_into(target: Path, other: Path, prefer: Prefer = "ours") -> MergeResul
     """Merge `other` into `target` and write every stage back (sorted, so the bytes are deterministic)."""
     result = merge_calls(read_stages(target), read_stages(other), prefer)
     for stage in result.stages:
-        recordings.write_stage(recordings.stage_dir(target, stage.stage), stage.calls)
+        stage_writer.write_stage(stage_folders.stage_dir(target, stage.stage), stage.calls)
     return result

@@ -25,8 +25,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from pipeline.errors import JudgeloopError
-from pipeline.llm.recordings import shards
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import line_checks, shards, stage_folders
 from pipeline.llm.recordings.folder_scan import ScannedRecording, scan_folder
 from pipeline.llm.recordings.pins import Pins
 from pipeline.llm.records import CallRecord
@@ -45,7 +44,7 @@ def stage_entries(
     recording's order within its file), and the number of call lines; None where the stage cannot be
     trusted whole (the caller reads it tolerantly, for its problems)."""
     try:
-        recordings.stage_dir(root, directory.name)
+        stage_folders.stage_dir(root, directory.name)
         scanned = _scanned(directory, pins)
     except JudgeloopError:
         return None
@@ -72,7 +71,7 @@ def _entries(
     # An item's calls together, so that its blocks are read back once (LineTable.by_item); a key's
     # lines are in one file (the shards are cut by key), each file in its order: its first line wins.
     for found, line in lines.by_item():
-        call = recordings.parse_call_line(line, blobs, lines.where(found))
+        call = line_checks.parse_call_line(line, blobs, lines.where(found))
         if call.record.problem() is not None:
             raise Untrusted(lines.where(found))
         record = call.current().record  # under today's key recipe, as the pipeline reads it

@@ -30,7 +30,7 @@ from pipeline.experiments.design import load_ref
 from pipeline.experiments.judgements import Judgement, RunFiles
 from pipeline.experiments.registry import designs
 from pipeline.llm.keys import KEY_RECIPE
-from pipeline.llm.recordings import text as recordings
+from pipeline.llm.recordings import line_checks, stage_folders, stage_reader
 from pipeline.llm.records import RecordedCall
 from pipeline.llm.types import CallContext
 
@@ -48,8 +48,8 @@ class VerifiedCalls(Mapping[str, RecordedCall]):
     def __init__(self, folder: Path) -> None:
         self._found: dict[str, tuple[str, dict[str, Any], Mapping[str, str], str]] = {}
         self._verified: dict[str, RecordedCall] = {}
-        for stage in recordings.stage_dirs(folder):
-            parts = recordings.split_recording(stage)
+        for stage in stage_folders.stage_dirs(folder):
+            parts = stage_reader.split_recording(stage)
             if parts.problems:
                 raise JudgeloopError(
                     f"{parts.problems[0]}. Fix: restore the file from git, or re-record the stage."
@@ -69,7 +69,7 @@ class VerifiedCalls(Mapping[str, RecordedCall]):
 
     @staticmethod
     def _verify(line: str, blobs: Mapping[str, str], where: str) -> RecordedCall:
-        call = recordings.parse_call_line(line, blobs, where)
+        call = line_checks.parse_call_line(line, blobs, where)
         problem = call.record.problem()
         if problem is not None:
             raise JudgeloopError(
