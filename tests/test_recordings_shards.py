@@ -231,11 +231,6 @@ def test_a_reader_of_one_key_reads_one_shard(
     assert [c.call for c in key_reader.read_keys(small, [calls[2].record.key])] == [calls[2]]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="read_keys counts the lines found, not the keys: a key found on two lines hides another "
-    "not found as written (found by text-split, left for the integrator)",
-)
 def test_read_keys_finds_a_call_under_an_older_recipe_beside_a_key_recorded_twice(
     tmp_path: Path, small_threshold: None
 ) -> None:

@@ -9,9 +9,12 @@ it (line_checks).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
+
+import orjson
 
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.recordings import block_places, line_checks, shards
@@ -83,7 +86,7 @@ def _key_lines(
             data = shards.shard_bytes(directory, name, sha, None)
             for number, held in lines_holding(data, [mark.encode("utf-8") for mark in marks]):
                 lines.append((directory / name, number, decoded_line(held, f"{directory / name}:{number}")))
-    if complete and len(lines) < len(wanted):
+    if complete and not wanted <= _shown_keys(lines):  # a key on two lines may hide one not found
         return None
     refs = {blob for _, _, line in lines for blob in blob_refs(line)}
     blocks = {("blocks", shards.shard_of(blob)) for blob in refs}
@@ -140,3 +143,16 @@ def _found_blocks(path: Path, blobs: dict[str, str], problems: list[str], verify
 
 def _marks(keys: Iterable[str]) -> list[str]:
     return [f'"key":"{key}"' for key in keys]
+
+
+def _shown_keys(lines: list[tuple[Path, int, str]]) -> set[str]:
+    """The record keys of the found lines. A line's text may hold a key's mark elsewhere (a label
+    named "key"), so each is parsed; a line that does not parse shows none, and the reader then
+    reads the whole recording, which names what is wrong with it."""
+    shown: set[str] = set()
+    for _, _, line in lines:
+        with contextlib.suppress(orjson.JSONDecodeError, TypeError, KeyError):
+            key = orjson.loads(line)["key"]
+            if isinstance(key, str):
+                shown.add(key)
+    return shown
