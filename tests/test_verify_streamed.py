@@ -12,17 +12,17 @@ import pytest
 
 from pipeline.llm.recordings import stage_folders, stage_writer
 from pipeline.llm.records import RecordedCall
-from pipeline.tools.cache import command
+from pipeline.tools.cache import recorded_sums
 from pipeline.tools.cache.verified_stages import stage_entries
 from tests.test_recordings_shards import _calls
 
-Found = tuple[dict[str, command.Recorded], command.RecordedScan]
+Found = tuple[dict[str, recorded_sums.Recorded], recorded_sums.RecordedScan]
 
 
 def _tolerant(root: Path, monkeypatch: pytest.MonkeyPatch) -> Found:
     with monkeypatch.context() as patch:
-        patch.setattr(command, "stage_entries", lambda *args: None)
-        return command.recorded_checksums(root, None)
+        patch.setattr(recorded_sums, "stage_entries", lambda *args: None)
+        return recorded_sums.recorded_checksums(root, None)
 
 
 def _stages(root: Path, judge: list[RecordedCall], refine: list[RecordedCall]) -> None:
@@ -39,7 +39,7 @@ def test_a_healthy_recording_gives_what_the_tolerant_read_gave(
     # One call recorded by both stages: the first stage's place is kept, as before.
     _stages(tmp_path, judge, [*_calls(n, salt=" refine"), judge[3]])
     assert (len(list((tmp_path / "judge").iterdir())) > 1) is sharded
-    streamed = command.recorded_checksums(tmp_path, None)
+    streamed = recorded_sums.recorded_checksums(tmp_path, None)
     assert streamed == _tolerant(tmp_path, monkeypatch)
     recorded, found = streamed
     assert found.calls == 2 * n + 1 and not found.problems
@@ -58,7 +58,7 @@ def test_a_call_that_does_not_verify_sends_its_stage_to_the_tolerant_read(
     path.write_text("".join(lines), encoding="utf-8")
     assert stage_entries(tmp_path, tmp_path / "refine", None, lambda *args: args) is None
     assert stage_entries(tmp_path, tmp_path / "judge", None, lambda *args: args) is not None
-    recorded, found = command.recorded_checksums(tmp_path, None)
+    recorded, found = recorded_sums.recorded_checksums(tmp_path, None)
     assert (recorded, found) == _tolerant(tmp_path, monkeypatch)
     assert len(found.problems) == 1 and f"{path}:3" in found.problems[0]
     assert found.calls == 12 and len(recorded) == 11
@@ -71,6 +71,6 @@ def test_a_damaged_shard_sends_its_stage_to_the_tolerant_read(
     shard = next(p for p in sorted((tmp_path / "judge").iterdir()) if p.name.startswith("calls-"))
     shard.write_bytes(shard.read_bytes().replace(b'"judge"', b'"judgE"', 1))
     assert stage_entries(tmp_path, tmp_path / "judge", None, lambda *args: args) is None
-    recorded, found = command.recorded_checksums(tmp_path, None)
+    recorded, found = recorded_sums.recorded_checksums(tmp_path, None)
     assert (recorded, found) == _tolerant(tmp_path, monkeypatch)
     assert found.problems

@@ -2,7 +2,7 @@
 (issue 33).
 
 verify re-derives every recorded call's key and keeps, of each, its place and two digests
-(pipeline.tools.cache.command.Recorded). Read tolerantly (pipeline.tools.inventory.recorded_calls),
+(pipeline.tools.cache.recorded_sums.Recorded). Read tolerantly (pipeline.tools.inventory.recorded_calls),
 a stage's recording is held whole while it is checked: every shard's text and every block of the
 stage as a string. At a million calls the refinement stage's recording is several GB, so verify's
 peak was that stage's size (over 8 GB at 964,327 calls).
