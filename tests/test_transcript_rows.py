@@ -64,7 +64,9 @@ def _daic(draw: st.DrawFn) -> str:
     rows = []
     for _ in range(draw(st.integers(0, 5))):
         if draw(st.integers(0, 9)) == 0:
-            rows.append(draw(st.sampled_from(["", "  ", "a\tb", "1\t2\tEllie\thi\textra"])))
+            rows.append(
+                draw(st.sampled_from(["", "  ", "a\tb", "1\t2\tEllie\thi\textra", " \t\x1c\t \t", "\t\t"]))
+            )
             continue
         fields = []
         for name in header.lower().split("\t"):
@@ -198,7 +200,7 @@ def test_the_generated_folders_reach_both_outcomes(tmp_path: Path) -> None:
     compare nothing but messages)."""
     seen: set[str] = set()
 
-    @settings(max_examples=150, deadline=None, database=None)
+    @settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
     @given(files=_folder(), chosen=_SETTINGS)
     def collect(files: dict[str, str], chosen: DataSettings) -> None:
         _write(tmp_path, files)
