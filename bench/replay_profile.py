@@ -69,8 +69,8 @@ class ThreadProfiles:
 
 # The parts of a replayed call, each by the function that holds it (file, name): cumulative time.
 PARTS = (
-    ("interviews read (index and each item)", "pipeline/data/transcripts.py", "_read_file"),
-    ("Transcript.text rendered", "pipeline/data/transcripts.py", "render"),
+    ("interviews read (index and each item)", "pipeline/data/transcript_files.py", "read_file"),
+    ("Transcript.text rendered", "pipeline/data/transcript_text.py", "render"),
     ("recordings verified (index_stage)", "pipeline/llm/recordings/stage_index.py", "index_stage"),
     ("a hit's line parsed (StageIndex.call)", "pipeline/llm/recordings/stage_index.py", "call"),
     ("local cache seeded (flush)", "pipeline/llm/cache/store.py", "flush"),

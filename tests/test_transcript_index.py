@@ -94,19 +94,19 @@ def test_a_file_checked_before_in_this_process_is_only_hashed_and_changed_bytes_
     """Status' dry runs and the bench's in-process stages index the same files again (issue 33): the
     same bytes under the same name and cleaning are not parsed again, and give the same index; other
     bytes, or other cleaning, are read and checked in full, their errors naming the file and line."""
-    import pipeline.data.transcripts as transcripts
+    import pipeline.data.transcript_memo as memo
+    from pipeline.data.transcript_files import read_indexed
 
     folder = _mixed(tmp_path)
     settings = DataSettings(transcripts=str(folder), drop_markers=True)
     first = load_transcripts(settings, tmp_path)
     parsed: list[str] = []
-    read_indexed = transcripts._read_indexed
 
     def counted(path: Path, shown: str) -> object:
         parsed.append(path.name)
         return read_indexed(path, shown)
 
-    monkeypatch.setattr(transcripts, "_read_indexed", counted)
+    monkeypatch.setattr(memo, "read_indexed", counted)
     assert load_transcripts(settings, tmp_path) == first
     assert parsed == []
     with pytest.raises(InputError, match=r"more\.jsonl:4: no turns left after"):
@@ -143,19 +143,22 @@ _CSVS = {
 def test_the_index_checks_a_csv_from_its_rows_as_the_turns_would_be_checked(
     tmp_path: Path, name: str, drop_markers: bool, participant_only: bool
 ) -> None:
-    """The index checks a DAIC-WOZ file without building its turns (issue 33): the same speakers
-    once cleaned, and the same error, as the transcript read and cleaned in full."""
-    import pipeline.data.transcripts as transcripts
+    """The index checks a DAIC-WOZ file from its rows, no turn made (issue 33): the same speakers
+    once cleaned, and the same error, as the transcript read, its turns made and cleaned."""
+    from pipeline.data.transcript_files import read_file
+    from pipeline.data.transcript_memo import checked_transcripts
+    from pipeline.data.transcript_text import Transcript, clean
 
     (tmp_path / name).write_text(_CSVS[name])
     settings = DataSettings(transcripts=".", drop_markers=drop_markers, participant_only=participant_only)
     try:
-        full = transcripts._read_file(tmp_path / name, name)
-        expected: object = frozenset(t.speaker for t in transcripts._clean(full, settings, None).turns)
+        rows = read_file(tmp_path / name, name)
+        full = Transcript(item_id=rows.item_id, turns=rows.turns, source=rows.source)
+        expected: object = frozenset(t.speaker for t in clean(full, settings, None).turns)
     except InputError as exc:
         expected = str(exc)
     try:
-        [(item_id, _, said)] = transcripts._checked_transcripts(tmp_path / name, name, settings, {})
+        [(item_id, _, said)] = checked_transcripts(tmp_path / name, name, settings, {})
         got: object = said
         assert item_id == full.item_id
     except InputError as exc:
@@ -178,7 +181,7 @@ def test_an_index_holds_a_few_hundred_bytes_a_transcript_not_a_path_each(tmp_pat
     import pathlib
     import tracemalloc
 
-    import pipeline.data.transcripts as transcripts
+    import pipeline.data.transcript_memo as memo
 
     count = 3000
     for n in range(10_000, 10_000 + count):  # as DAIC-WOZ lays them out: a folder each
@@ -187,7 +190,7 @@ def test_an_index_holds_a_few_hundred_bytes_a_transcript_not_a_path_each(tmp_pat
             _HEAD + f"1\t2\tEllie\thello {n}\n2\t3\tParticipant\tfine <sync> thanks\n"
         )
     settings = DataSettings(transcripts="data", drop_markers=True)
-    transcripts._checked.clear()
+    memo.checked.clear()
     gc.collect()
     tracemalloc.start()
     try:
@@ -216,21 +219,21 @@ def test_a_full_memo_of_checked_files_keeps_what_it_holds_for_the_next_pass(
     """Every stage indexes the files in the same order. A memo cleared when full found none of them
     again past its size (at a million interviews, each stage checked every file anew); one that keeps
     what it holds finds as many as it holds."""
-    import pipeline.data.transcripts as transcripts
+    import pipeline.data.transcript_memo as memo
 
     for n in range(5):
         (tmp_path / "data").mkdir(exist_ok=True)
         (tmp_path / "data" / f"{n}.txt").write_text(f"Ellie: hello {n}\nParticipant: fine\n")
     checked: list[str] = []
-    check = transcripts._checked_transcripts
+    check = memo.checked_transcripts
 
     def counted(path: Path, *args: object, **kwargs: object) -> object:
         checked.append(path.name)
         return check(path, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(transcripts, "_checked_transcripts", counted)
-    monkeypatch.setattr(transcripts, "_CHECKED_FILES", 3)
-    monkeypatch.setattr(transcripts, "_checked", {})
+    monkeypatch.setattr(memo, "checked_transcripts", counted)
+    monkeypatch.setattr(memo, "CHECKED_FILES", 3)
+    monkeypatch.setattr(memo, "checked", {})
     settings = DataSettings(transcripts="data")
     first = index_transcripts(settings, tmp_path)
     assert checked == [f"{n}.txt" for n in range(5)]

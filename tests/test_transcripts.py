@@ -463,20 +463,20 @@ _FIELD = st.text(
 @settings(max_examples=400, deadline=None)
 @given(_FIELD, _FIELD)
 def test_daic_times_read_as_seconds_reads_them(start: str, stop: str) -> None:
-    """A DAIC row's times: the fast float() path gives what _seconds gives, the error included."""
-    from pipeline.data.transcripts import _read_daic, _seconds
+    """A DAIC row's times: the fast float() path gives what seconds() gives, the error included."""
+    from pipeline.data.transcript_files import daic_rows, seconds
 
     lines = ["start_time\tstop_time\tspeaker\tvalue", f"{start}\t{stop}\tEllie\thello"]
     try:
         expected: object = (
-            _seconds([start], 0, "start_time", "t.csv", 2),
-            _seconds([stop], 0, "stop_time", "t.csv", 2),
+            seconds([start], 0, "start_time", "t.csv", 2),
+            seconds([stop], 0, "stop_time", "t.csv", 2),
         )
     except InputError as exc:
         expected = str(exc)
     try:
-        (turn,) = _read_daic(lines, "t.csv")
-        got: object = (turn.start, turn.stop)
+        [(_, _, start_read, stop_read)] = daic_rows(lines, "t.csv")
+        got: object = (start_read, stop_read)
     except InputError as exc:
         got = str(exc)
     assert repr(got) == repr(expected)  # repr: a NaN read is a NaN either way

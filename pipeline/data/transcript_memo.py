@@ -1,0 +1,78 @@
+"""Transcript files this process has read and checked for an index, remembered by their bytes.
+
+A stage's items, status' dry run of each stage and the bench's in-process stages index the same
+files again; a file whose bytes were checked under the same name and cleaning is then only hashed
+(issue 33). Remembered: a digest of (name, the cleaning settings, the file's bytes) -> each
+transcript's id, JSONL line and span, and speakers once cleaned (each distinct set of speakers
+once); never the text. Full at CHECKED_FILES, the memo keeps what it holds and takes no more: every
+stage reads the files in the same order, so a memo cleared when full held, at each pass, only the
+last files of the one before, which the next pass reaches last, after clearing them (a million
+files: no file found again).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from hashlib import sha256
+from pathlib import Path
+
+from pipeline.data.settings import DataSettings
+from pipeline.data.transcript_files import At, read_indexed, stamp
+from pipeline.data.transcript_text import clean
+from pipeline.errors import InputError
+
+_Checked = tuple[tuple[str, int | None, tuple[int, int] | None, frozenset[str]], ...]
+checked: dict[bytes, _Checked] = {}
+_speaker_sets: dict[frozenset[str], frozenset[str]] = {}
+CHECKED_FILES = 200_000
+# Where each id indexed so far lies: its file's name shown, and its JSONL line.
+Found = Mapping[str, tuple[str, int | None]]
+
+
+def _checked_key(path: Path, settings: DataSettings) -> bytes:
+    name = path.name.encode("utf-8", "surrogatepass")
+    digest = sha256(len(name).to_bytes(4, "little") + name)
+    digest.update(bytes([settings.drop_markers, settings.participant_only]))
+    digest.update(path.read_bytes())
+    return digest.digest()
+
+
+def index_file(
+    path: Path, shown: str, when: tuple[int, int], settings: DataSettings, found: Found
+) -> Iterator[tuple[str, At, frozenset[str]]]:
+    """Each transcript of the file: its id, where it lies, its speakers once cleaned; read and
+    checked (ids unique against `found`), or only hashed when this process checked the same bytes
+    under the same name and cleaning before. `when`: the file's stamp, taken before it was hashed."""
+    key = _checked_key(path, settings)
+    remembered = checked.get(key)
+    if remembered is not None:
+        for item_id, line, span, said in remembered:
+            unique(item_id, shown, line, found)
+            yield item_id, (line, span), said
+        return
+    seen: list[tuple[str, int | None, tuple[int, int] | None, frozenset[str]]] = []
+    for item_id, (line, span), said in checked_transcripts(path, shown, settings, found):
+        shared = _speaker_sets.setdefault(said, said) if len(checked) < CHECKED_FILES else said
+        seen.append((item_id, line, span, shared))
+        yield item_id, (line, span), said
+    if stamp(path) == when and len(checked) < CHECKED_FILES:  # (the bytes hashed were those read)
+        checked[key] = tuple(seen)
+
+
+def checked_transcripts(
+    path: Path, shown: str, settings: DataSettings, found: Found
+) -> Iterator[tuple[str, At, frozenset[str]]]:
+    """The file's transcripts read and checked: ids (unique against `found`), where each lies,
+    speakers once cleaned. A DAIC-WOZ or text file's turns are rows, no models (issue 33)."""
+    for transcript, (line, span) in read_indexed(path, shown):
+        unique(transcript.item_id, shown, line, found)
+        yield transcript.item_id, (line, span), clean(transcript, settings, line).speakers
+
+
+def unique(item_id: str, shown: str, line: int | None, found: Found) -> None:
+    """An InputError if `item_id` was indexed already, naming where it was first."""
+    if item_id in found:
+        first_shown, first_line = found[item_id]
+        problem = f"item id '{item_id}' is already used by {first_shown}"
+        problem += f":{first_line}" if first_line is not None else ""
+        raise InputError(shown, line, problem, "give each transcript its own id")
