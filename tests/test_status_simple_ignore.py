@@ -14,7 +14,7 @@ from pipeline.tools.status.simple_ignore import simple_matcher
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("dvc") is None, reason="needs DVC")
 
 ROOT = "/r"
-literal = st.text(st.sampled_from("abc.xé_ -"), min_size=1, max_size=4)
+literal = st.text(st.sampled_from("abc.xé_ -ſKE\u0301\u2028"), min_size=1, max_size=4)
 simple_rules = st.one_of(
     literal,
     literal.map(lambda s: s + "/"),
@@ -24,11 +24,18 @@ simple_rules = st.one_of(
 any_rules = st.one_of(
     simple_rules, st.sampled_from(["!a", "a/b", "/a", "**/a", "a*", "[ab]", "?", "a\\*", "*", "a b/"])
 )
-name = st.text(st.sampled_from("abc.xé_ -*"), min_size=1, max_size=6).filter(lambda n: n not in {".", ".."})
-# Names built from the rules' own literals, so that many entries are ignored.
-near = st.builds(lambda head, tail: head + tail, st.sampled_from(["", "a", "x.", "é"]), literal).filter(
+# Characters a regex or a gitignore rule could read apart: every line break but "\n" (which
+# tree_hash refuses, see test_a_newline_above_is_where_dvc_and_the_names_differ), globs, escapes,
+# comment and negation marks, spaces, look-alikes that case-fold or normalize to the rules' own
+# ("ſ" folds to "s", "K" is the Kelvin sign, "e\u0301" is "é" decomposed) and an undecodable byte.
+ODD = "\r\x0b\x0c\x1c\x85\u2028\u2029\t\\[]?!#*ſKİßE\u0301\udcff\x00"
+name = st.text(st.sampled_from("abc.xé_ -*" + ODD), min_size=1, max_size=6).filter(
     lambda n: n not in {".", ".."}
 )
+# Names built from the rules' own literals, so that many entries are ignored.
+near = st.builds(
+    lambda head, tail: head + tail, st.sampled_from(["", "a", "x.", "é", "\r", "\u2028", "\x85"]), literal
+).filter(lambda n: n not in {".", ".."})
 names = st.one_of(name, near)
 
 
@@ -61,6 +68,21 @@ def test_the_decision_is_dvcs_or_none(
             return
         root = f"{root}/{part}"
     assert match(entry, is_dir) == pattern.matches(root, entry, is_dir)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("walked", "entry"),
+    [("/r/\n", "x.tmp"), ("/r", "x.tmp\n"), ("/r/a\nb/c", "x.tmp")],
+)
+def test_a_newline_is_where_dvc_and_the_names_differ(walked: str, entry: str) -> None:
+    """DVC's rule regexes (`^(?:.+/)?[^/]*\\.tmp(?:/|$)`) read a newline apart: `.` does not match it
+    and `$` matches before it. The only character where the name's own suffix and DVC disagree
+    (no other differs, above: every other line break, globs, look-alikes), so tree_hash refuses a
+    name with a newline rather than this matcher answering for one."""
+    pattern = dvc_patterns(["*.tmp"])
+    match = simple_matcher(pattern, walked)
+    assert match is not None
+    assert match(entry, False) != pattern.matches(walked, entry, False)  # type: ignore[attr-defined]
 
 
 def test_simple_rules_are_answered_and_others_are_not() -> None:

@@ -93,14 +93,34 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
     """The file's lines as str.splitlines() of its whole text numbers them, read a line at a time:
     a chunk up to each b"\n" is split again as splitlines splits (\r, \x85, \u2028, ...), which
     cuts the whole text at the same places, so a reader never holds the file whole."""
-    if not path.exists():
-        raise InputError(str(path), None, "file not found", "run the stage that writes it first (dvc repro)")
+    check_results_file(path)
     number = 0
     with path.open("rb") as handle:
         for chunk in handle:
-            for line in chunk.decode("utf-8").splitlines():
+            for line in decoded(chunk, path, number + 1).splitlines():
                 number += 1
                 yield number, line
+
+
+def check_results_file(path: Path) -> None:
+    """InputError, naming the file, where there is no results file to read at `path`."""
+    if not path.exists():
+        raise InputError(str(path), None, "file not found", "run the stage that writes it first (dvc repro)")
+    if not path.is_file():
+        raise InputError(
+            str(path), None, "not a file", "move it away and run the stage that writes it (dvc repro)"
+        )
+
+
+def decoded(chunk: bytes, path: Path, number: int) -> str:
+    """A results file's chunk (up to and with a b"\n", its first line numbered `number`) as text;
+    InputError naming the file and the line where it is not UTF-8, as no stage writes it."""
+    try:
+        return chunk.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        number += len((chunk[: exc.start].decode("utf-8") + "x").splitlines()) - 1  # breaks before it
+        why = f"byte 0x{chunk[exc.start]:02x} is not UTF-8, which a stage never writes"
+        raise InputError(str(path), number, why, "re-run the stage that writes it") from None
 
 
 def iter_jsonl(path: Path, model: type[R]) -> Iterator[R]:

@@ -18,7 +18,7 @@ from typing import Generic
 
 from pydantic import ValidationError
 
-from pipeline.data.jsonl import R
+from pipeline.data.jsonl import R, check_results_file, decoded
 from pipeline.errors import InputError
 
 FIX = "re-run the stage that writes it"
@@ -38,12 +38,11 @@ def _digest(line: str) -> bytes:
 
 def _placed_lines(path: Path) -> Iterator[tuple[Place, str]]:
     """jsonl._lines with each line's place."""
-    if not path.exists():
-        raise InputError(str(path), None, "file not found", "run the stage that writes it first (dvc repro)")
+    check_results_file(path)
     number = offset = 0
     with path.open("rb") as handle:
         for chunk in handle:
-            for part, line in enumerate(chunk.decode("utf-8").splitlines()):
+            for part, line in enumerate(decoded(chunk, path, number + 1).splitlines()):
                 number += 1
                 yield Place(offset, part, number, _digest(line)), line
             offset += len(chunk)
@@ -85,7 +84,7 @@ def read_at(path: Path, place: Place, model: type[R]) -> R:
     what the scan that found the place saw."""
     with path.open("rb") as handle:
         handle.seek(place.offset)
-        lines = handle.readline().decode("utf-8").splitlines()
+        lines = decoded(handle.readline(), path, place.number - place.part).splitlines()
     line = lines[place.part] if place.part < len(lines) else None
     if line is None or _digest(line) != place.digest:
         raise InputError(str(path), place.number, "changed while it was being read", FIX)

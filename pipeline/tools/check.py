@@ -31,7 +31,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import click
@@ -74,7 +74,22 @@ def read_lock(root: Path) -> dict[str, LockedStage]:
     stages = data.get("stages") if isinstance(data, dict) else None
     if not isinstance(stages, dict):
         raise click.ClickException(f"{lock}: no stages. Fix: git checkout -- {LOCK_FILE}")
-    return {str(name): _locked_stage(str(name), stage) for name, stage in stages.items()}
+    locked = {str(name): _locked_stage(str(name), stage) for name, stage in stages.items()}
+    for stage in locked.values():
+        for out in stage.outs:
+            if not _inside_the_project(out.path):
+                raise click.ClickException(
+                    f"{lock}: stage {stage.name!r} names the out {out.path!r}, which is not a path inside "
+                    f"the project, so its hash is not read. Fix: git checkout -- {LOCK_FILE}"
+                )
+    return locked
+
+
+def _inside_the_project(path: str) -> bool:
+    """A relative path that stays in the folder it is read from (its out is hashed there): not
+    absolute, no '..', no NUL (which no file name holds)."""
+    parts = PurePosixPath(path).parts
+    return bool(parts) and not PurePosixPath(path).is_absolute() and ".." not in parts and "\0" not in path
 
 
 def _entries(stage: Any, kind: str) -> list[dict[str, Any]]:

@@ -29,7 +29,7 @@ from typing import Any
 import click
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from pipeline.data.input_files import read_lines, refuse_surrogates
+from pipeline.data.input_files import decode, read_lines, refuse_surrogates
 from pipeline.data.rag_rows import RagRow
 from pipeline.errors import InputError, UnsafeNameError
 from pipeline.experiments.params import require_params_file
@@ -92,9 +92,19 @@ def read_answer(path: Path) -> RAGAnswer:
         ) from exc
 
 
+def _context(path: Path) -> str:
+    """A context file's text as given (a byte order mark kept, as the prompt always held it); an
+    InputError naming the line of a byte that is not UTF-8."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return decode(data, str(path))  # raises: the same bytes, named with their line
+
+
 def single_row(question: str, answer_file: Path, context_files: tuple[Path, ...], item: str | None) -> RagRow:
     answer = read_answer(answer_file)
-    contexts = tuple(p.read_text(encoding="utf-8") for p in context_files)
+    contexts = tuple(_context(p) for p in context_files)
     # The context files name the sources the judge reads; without them, the RAGAnswer's own ids.
     source_ids = tuple(p.name for p in context_files) if context_files else tuple(answer.sources_used)
     digest = hashlib.sha256(canonical_json([question, answer.answer, contexts]).encode()).hexdigest()[:10]

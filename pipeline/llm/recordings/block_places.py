@@ -23,6 +23,7 @@ hashes every shard (pipeline.llm.recordings.folder_scan); the readers of a few c
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -144,7 +145,10 @@ def placed_blocks(
     except OSError:
         return False  # the whole read names what is wrong (missing, a link)
     try:
-        size = os.fstat(fd).st_size
+        facts = os.fstat(fd)
+        if not stat.S_ISREG(facts.st_mode):
+            return False  # a folder opens, then fails each read: the whole read names it
+        size = facts.st_size
         found: list[tuple[str, int, bytes]] = []
         for blob in sorted(set(wanted)):
             place = place_of(fd, size, blob, start)

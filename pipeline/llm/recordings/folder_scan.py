@@ -103,6 +103,9 @@ class _Scan:
             fix = shards.FIX.format(folder=self.directory)
             self.problems.append(shards.MissingShardError(f"{path}: named by calls.jsonl but missing. {fix}"))
             return
+        except CorruptRecordError as exc:  # a folder where the shard should be: noted, as a missing one
+            self.problems.append(exc)
+            return
         fd = self.files.fd(number)
         read = FileRead()
         size = os.fstat(fd).st_size

@@ -18,13 +18,18 @@ with that reason, while every other stage goes on replaying from its own recordi
 damaged recording is served.
 
 A session looks in its own stage's recording first, then in the others (a call asked again in a
-later stage, say), in stage order; so a recording added beside the pipeline's cannot take the
-place of a stage's own calls.
+later stage, say): those dvc.lock pins first, then any other folder, each group by name; so a
+recording added beside the pipeline's (a folder no stage owns, which no pin covers, such as
+`JUDGE` beside `judge`, which sorts before it) cannot take the place of a stage's own calls, nor
+of a call another stage recorded; and while a pinned recording is damaged, no unpinned folder
+answers at all (the calls the damaged one held are unknown, and one of them must not be answered
+by whatever such a folder holds for its key).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from weakref import WeakValueDictionary
@@ -102,6 +107,8 @@ class RecordingIndex:
         self._noted: dict[str, set[ModelIdentity]] = {}  # models of the stages read but not held
         self._noted_keys: dict[str, frozenset[str]] = {}  # with hold_one: their keys
         self._every_stage_read = False
+        self._order: dict[str, int] = {}  # each stage's place in lookup order, once every stage is read
+        self._unpinned_names: dict[str, bool] = {}
         self._lock = threading.Lock()
 
     def _read(self, directory: Path) -> StageCalls:
@@ -150,14 +157,32 @@ class RecordingIndex:
             calls = self._stages.get(name)
         return None if calls is None else calls.index
 
+    def _stage_dirs(self) -> list[Path]:
+        """The stages' folders in lookup order: those dvc.lock pins first, then the others (an
+        unpinned folder's call for a key could be anyone's), each group by name."""
+        return sorted(stage_folders.stage_dirs(self.root), key=self._unpinned)
+
+    def _unpinned(self, directory: Path) -> bool:
+        unpinned = self._unpinned_names.get(directory.name)
+        if unpinned is None:  # asked once a folder (a lookup elsewhere may walk them at each miss)
+            # A link (refused when read) counts as pinned: resolved, it would name another folder's pin.
+            unpinned = self.pins.pin(directory) is None and not directory.is_symlink()
+            self._unpinned_names[directory.name] = unpinned
+        return unpinned
+
     def _every_stage(self) -> dict[str, StageCalls]:
         with self._lock:
             if not self._every_stage_read:
-                for directory in stage_folders.stage_dirs(self.root):
+                order = self._stage_dirs()
+                for directory in order:
                     if directory.name not in self._stages:
                         self._stages[directory.name] = self._read(directory)
+                self._order = {directory.name: number for number, directory in enumerate(order)}
                 self._every_stage_read = True
-            return dict(sorted(self._stages.items()))
+            last = len(self._order)
+            return dict(
+                sorted(self._stages.items(), key=lambda item: (self._order.get(item[0], last), item[0]))
+            )
 
     def own(self, key: str, stage: str, request: ChatRequest | None = None) -> CallRecord | None:
         """The call from `stage`'s own recording; CorruptRecordError if that recording is damaged.
@@ -172,11 +197,23 @@ class RecordingIndex:
         """The call from any other stage's recording that can be trusted, in stage order."""
         if self.hold_one:
             return self._elsewhere_unheld(key)
-        for calls in self._every_stage().values():
+        for calls in self._answering(self._every_stage().items()):
             record = calls.get(key)
             if record is not None:
                 return record
         return None
+
+    def _answering(self, stages: Iterable[tuple[str, StageCalls]]) -> Iterator[StageCalls]:
+        """`stages` (in lookup order) that may answer another stage's lookup: a folder dvc.lock does
+        not pin only while every pinned one is whole, since a call a damaged pinned recording holds
+        would otherwise be answered by whatever an unpinned folder holds for its key."""
+        pinned_damaged = False
+        for name, calls in stages:
+            unpinned = self._unpinned(self.root / name)
+            if unpinned and pinned_damaged:
+                return
+            pinned_damaged |= not unpinned and calls.error is not None
+            yield calls
 
     def lookup(self, key: str, stage: str) -> CallRecord | None:
         return self.own(key, stage) or self.elsewhere(key)
@@ -184,7 +221,10 @@ class RecordingIndex:
     def _elsewhere_unheld(self, key: str) -> CallRecord | None:
         """(hold_one) elsewhere, holding no other stage: a stage not read yet is read and noted, and
         the stage whose noted keys have the key is read again for its call and let go of."""
-        for directory in stage_folders.stage_dirs(self.root):
+        pinned_damaged = False
+        for directory in self._stage_dirs():
+            if pinned_damaged and self._unpinned(directory):
+                return None  # as _answering: no unpinned answer while a pinned recording is damaged
             with self._lock:
                 calls = self._stages.get(directory.name)
                 keys = self._noted_keys.get(directory.name)
@@ -197,13 +237,14 @@ class RecordingIndex:
                 calls = self._read(directory)
             if calls is not None and (record := calls.get(key)) is not None:
                 return record
+            pinned_damaged |= calls is not None and calls.error is not None and not self._unpinned(directory)
         return None
 
     @property
     def by_key(self) -> dict[str, CallRecord]:
         """Every trusted recorded call, the first by stage order for a key recorded twice."""
         merged: dict[str, CallRecord] = {}
-        for calls in self._every_stage().values():
+        for calls in self._answering(self._every_stage().items()):
             for key in calls.keys() - merged.keys():
                 if (record := calls.get(key)) is not None:
                     merged[key] = record

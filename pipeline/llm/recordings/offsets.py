@@ -22,6 +22,7 @@ import contextlib
 import hashlib
 import heapq
 import os
+import stat
 import threading
 import weakref
 from array import array
@@ -64,9 +65,16 @@ class OpenFiles:
         self._finalizer = weakref.finalize(self, _close_all, self._fds)
 
     def open(self, path: Path) -> int:
-        """Open `path` (never through a symbolic link) and number it; OSError as os.open raises it."""
+        """Open `path` (never through a symbolic link) and number it; OSError as os.open raises it,
+        CorruptRecordError where it is not a file (a folder opens for reading, then fails each read)."""
         flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
         fd = os.open(path, flags)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            fix = (
+                f"Fix: restore the stage's folder from git (git checkout -- {path.parent}), or re-record it."
+            )
+            raise CorruptRecordError(f"{path}: not a file (a folder or another kind of entry). {fix}")
         self._fds.append(fd)
         self.paths.append(path)
         return len(self.paths) - 1

@@ -75,6 +75,18 @@ def out_path(out: Any) -> str | None:
     return None
 
 
+def resolved_out(project: Path, out: str, source: Path) -> Path:
+    """project/out resolved; LockMismatchError, naming `source` (the file that names it), for a
+    path no filesystem can hold (a NUL in it, which YAML can write as "\\0")."""
+    try:
+        return (project / out).resolve()
+    except (ValueError, OSError, RuntimeError) as exc:
+        raise LockMismatchError(
+            f"{source}: names the out {out!r}, which is not a path ({exc}), so the recordings it pins "
+            f"cannot be checked. Fix: restore it from git (git checkout -- {source.name})."
+        ) from None
+
+
 def pipeline_stages(project: Path) -> set[str] | None:
     """The stage names project/dvc.yaml defines; None without a dvc.yaml."""
     path = project / PIPELINE_FILE
@@ -93,7 +105,7 @@ def recording_owners(project: Path, recordings: Path) -> dict[Path, str] | None:
     owners: dict[Path, str] = {}
     for name, stage in stages_of(load_yaml(path, "the recordings its stages own")).items():
         for out in filter(None, map(out_path, outs_of(stage))):
-            resolved = (project / out).resolve()
+            resolved = resolved_out(project, out, path)
             if resolved.parent == inside:
                 owners[resolved] = str(name)
     return owners

@@ -47,6 +47,7 @@ from pipeline.llm.recordings.owners import (
     out_path,
     outs_of,
     recording_owners,
+    resolved_out,
     stages_of,
 )
 
@@ -146,7 +147,7 @@ class Pins:
             entries = [(out, path) for out in outs_of(stage) if (path := out_path(out)) is not None]
             paths = [path for _, path in entries]
             for out, path in entries:
-                resolved = (lock.parent / path).resolve()
+                resolved = resolved_out(lock.parent, path, lock)
                 if resolved.parent != inside or isinstance(pins.get(resolved), _Refused):
                     continue
                 owner = owners.get(resolved) if owners is not None else resolved.name

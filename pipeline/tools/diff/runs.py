@@ -18,7 +18,6 @@ from collections import ChainMap
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from os.path import normpath
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -173,24 +172,42 @@ def _write_member(tar: tarfile.TarFile, member: tarfile.TarInfo, into: Path, com
     Debian 12's python3, a supported Python, is 3.11.2. Links are written (not refused here) so that
     the readers meet them and refuse them by their own rule, naming the file.
     """
-    parts = PurePosixPath(member.name).parts
-    escapes = not parts or member.name.startswith("/") or ".." in parts
-    if member.issym():
-        target = PurePosixPath(member.name).parent / member.linkname
-        escapes = escapes or member.linkname.startswith("/") or normpath(target).startswith("..")
-    if escapes or not (member.isdir() or member.isfile() or member.issym()):
+    path = into.joinpath(*PurePosixPath(member.name).parts)
+    fix = "Fix: diff a revision whose tracked files are plain files."
+    if _not_plain(member, path, into):
         raise JudgeloopError(
             f"revision {commit[:12]} holds {member.name!r}, which is not a plain file or folder inside "
-            "the run. Fix: diff a revision whose tracked files are plain files."
+            f"the run. {fix}"
         )
-    path = into.joinpath(*parts)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if member.isdir():
-        path.mkdir(exist_ok=True)
-    elif member.issym():
-        path.symlink_to(member.linkname)
-    elif (source := tar.extractfile(member)) is not None:  # (a regular file: always)
-        path.write_bytes(source.read())
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if member.isdir():
+            path.mkdir(exist_ok=True)
+        elif member.issym():
+            path.symlink_to(member.linkname)
+        elif (source := tar.extractfile(member)) is not None:  # (a regular file: always)
+            path.write_bytes(source.read())
+    except OSError as exc:  # a name given twice, as a file and as a folder (a tree git would flag)
+        raise JudgeloopError(
+            f"revision {commit[:12]} holds {member.name!r}, which cannot be written where an earlier "
+            f"entry of the revision lies ({exc.strerror}). {fix}"
+        ) from None
+
+
+def _not_plain(member: tarfile.TarInfo, path: Path, into: Path) -> bool:
+    """Whether `member` (to be written at `path`) is not a folder, a file or a link down the run, or
+    would be written through a link: an earlier member may have made a folder on its way a link, or
+    its own path one (a tree that names an entry twice), and mkdir or write_bytes would follow it."""
+    parts = PurePosixPath(member.name).parts
+    if not parts or member.name.startswith("/") or ".." in parts:
+        return True
+    if not (member.isdir() or member.isfile() or member.issym()):
+        return True
+    # A link only downward: its ".." is read from where it physically lies, which an earlier link on
+    # its way (a duplicate entry "a" -> ".", then "a/b" -> "..") can move out of the run.
+    if member.issym() and (member.linkname.startswith("/") or ".." in PurePosixPath(member.linkname).parts):
+        return True
+    return any(folder.is_symlink() for folder in [path, *path.parents] if into in folder.parents)
 
 
 @contextmanager
