@@ -35,7 +35,9 @@ def read_keys(
     shard read whole, checked against its hash), the folder checked for strays: a reader of one call
     of a million reads a sixteenth of the calls and a few kB of blocks, and parses that call's line
     only. A recording in one file is read whole, its calls filtered, as is a sharded one whose lines
-    do not show these keys as written (a line under an older key recipe).
+    do not show these keys as written (a line under an older key recipe). Not yet seen: a key shown
+    as written that is also recorded under an older recipe, at another item (its line in another
+    shard), is served from its shown lines only (an xfail in tests/test_recordings_shards.py).
 
     `scan_whole=False`: a key whose line does not show it as written is taken as not recorded here,
     and a recording in one file has only the lines that show a key parsed. For a reader that asks

@@ -130,7 +130,3 @@ def file_lines(text: str) -> list[str]:
     if lines[-1] == "":
         lines.pop()
     return lines
-
-
-def is_blob(entry: Any) -> bool:
-    return isinstance(entry, dict) and "blob" in entry

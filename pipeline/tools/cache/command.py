@@ -9,8 +9,9 @@
     export   write the local store out as recordings (for a collaborator, or another clone)
 
 Nothing here keeps books of its own: the local store is pipeline.llm.cache.store.CallStore, the
-recordings are pipeline.llm.recordings.line_format, and "the last run" is the runs/<stage>.json summary that
-LLMSession.close writes next to the cache directory (all read through pipeline.tools.inventory).
+recordings are pipeline.llm.recordings (read by stage_reader, written by stage_writer), and "the
+last run" is the runs/<stage>.json summary that LLMSession.close writes next to the cache directory
+(all read through pipeline.tools.inventory; what verify holds the store against: recorded_sums).
 """
 
 from __future__ import annotations
