@@ -67,7 +67,7 @@ def main(root: Path, repeat: int) -> None:
     click.echo(f"{root}: {items} items, item {item}, key {key}, code {key_reader.__file__}")
 
     def by_key() -> int:
-        return sum(1 for d in stages for _ in key_reader.read_keys(d, [key], verify=False, scan_whole=False))
+        return sum(1 for d in stages for _ in key_reader.read_keys(d, [key], verify=False))
 
     # by item as audit reads them (iter_calls: through the tables of items where a checkout has them)
     def judge_item() -> int:

@@ -139,13 +139,13 @@ def test_read_keys_in_one_file_parses_only_the_lines_of_its_keys(
 
     monkeypatch.setattr(line_checks, "parse_call_line", parsing)
     wanted = [calls[4].record.key, calls[1].record.key]
-    found = list(key_reader.read_keys(directory, wanted, scan_whole=False))
+    found = list(key_reader.read_keys(directory, wanted))
     assert sorted(c.call.record.key for c in found) == sorted(wanted) and len(parsed) == 2
     whole = {c.call.record.key: c for c in stage_reader.read_stage(directory)}
     assert all(
         c.call == whole[c.call.record.key].call and c.line == whole[c.call.record.key].line for c in found
     )
-    assert list(key_reader.read_keys(directory, ["jl2:" + "0" * 32], scan_whole=False)) == []
+    assert list(key_reader.read_keys(directory, ["jl2:" + "0" * 32])) == []
 
 
 @pytest.mark.parametrize("sharded", [False, True])
@@ -179,7 +179,7 @@ def test_read_keys_finds_a_block_line_not_as_written_by_reading_whole(
         shards.commit(manifest, named)
     else:
         manifest.write_bytes(redone(manifest.read_text(encoding="utf-8")))
-    [found] = key_reader.read_keys(directory, [wanted.record.key], scan_whole=False)
+    [found] = key_reader.read_keys(directory, [wanted.record.key])
     assert found.call == wanted
 
 
@@ -192,12 +192,12 @@ def test_read_keys_in_one_file_checks_the_blocks_it_reads(tmp_path: Path) -> Non
     assert edited != lines
     path.write_text("".join(line + "\n" for line in edited), encoding="utf-8")
     with pytest.raises(CorruptRecordError, match="does not hash to its id"):
-        list(key_reader.read_keys(directory, [call.record.key], scan_whole=False))
-    [unverified] = key_reader.read_keys(directory, [call.record.key], verify=False, scan_whole=False)
+        list(key_reader.read_keys(directory, [call.record.key]))
+    [unverified] = key_reader.read_keys(directory, [call.record.key], verify=False)
     assert unverified.call.record.problem() is not None  # shown, marked, by audit
     (directory / "calls-0-0123456789abcdef.jsonl").write_text("", encoding="utf-8")
     with pytest.raises(CorruptRecordError):
-        list(key_reader.read_keys(directory, [call.record.key], verify=False, scan_whole=False))
+        list(key_reader.read_keys(directory, [call.record.key], verify=False))
 
 
 def test_read_keys_in_one_file_refuses_a_line_it_reads_that_is_not_utf8(tmp_path: Path) -> None:
@@ -208,6 +208,6 @@ def test_read_keys_in_one_file_refuses_a_line_it_reads_that_is_not_utf8(tmp_path
     at = data.index(mark)
     path.write_bytes(data[:at] + b"\xff" + data[at:])
     with pytest.raises(CorruptRecordError, match=r"calls\.jsonl:\d+: byte 0xff is not UTF-8"):
-        list(key_reader.read_keys(path.parent, [calls[1].record.key], verify=False, scan_whole=False))
-    [other] = key_reader.read_keys(path.parent, [calls[0].record.key], verify=False, scan_whole=False)
+        list(key_reader.read_keys(path.parent, [calls[1].record.key], verify=False))
+    [other] = key_reader.read_keys(path.parent, [calls[0].record.key], verify=False)
     assert other.call == calls[0]  # a line it does not read is not its concern

@@ -51,12 +51,10 @@ def test_a_key_is_read_with_its_blocks_placed_not_their_shards_whole(
     directory, calls = _recorded(tmp_path)
     for wanted in (calls[3], calls[41]):
         whole_reads.clear()
-        found = list(key_reader.read_keys(directory, [wanted.record.key], scan_whole=False))
+        found = list(key_reader.read_keys(directory, [wanted.record.key]))
         assert [loaded.call for loaded in found] == [wanted]
         assert whole_reads == [found[0].path.name]  # its shard of calls only: no block shard whole
-        unverified = list(
-            key_reader.read_keys(directory, [wanted.record.key], verify=False, scan_whole=False)
-        )
+        unverified = list(key_reader.read_keys(directory, [wanted.record.key], verify=False))
         assert [(u.path, u.line, u.call) for u in unverified] == [(f.path, f.line, f.call) for f in found]
 
 
@@ -111,9 +109,9 @@ def test_a_block_edited_in_place_is_refused(
     with pytest.raises(
         CorruptRecordError, match=rf"{shard.name}:{number}: blob {blob} does not hash to its id"
     ):
-        list(key_reader.read_keys(directory, [wanted.record.key], scan_whole=False))
+        list(key_reader.read_keys(directory, [wanted.record.key]))
     # audit reads unverified: the call is shown, and its record fails its checksum (so it is marked)
-    [shown] = key_reader.read_keys(directory, [wanted.record.key], verify=False, scan_whole=False)
+    [shown] = key_reader.read_keys(directory, [wanted.record.key], verify=False)
     assert shown.call.record.problem() is not None
     assert not [name for name in whole_reads if name.startswith("blocks-")]
 
@@ -140,7 +138,7 @@ def test_swapped_block_lines_are_read_whole_and_refused(tmp_path: Path, small_th
         if not any(shards.prefix_of(name) == ("blocks", shards.shard_of(blob)) for blob in refs):
             continue
         try:
-            [found] = key_reader.read_keys(directory, [call.record.key], scan_whole=False)
+            [found] = key_reader.read_keys(directory, [call.record.key])
         except CorruptRecordError as exc:
             assert f"{name}: does not hash to the sha256 calls.jsonl gives it" in str(exc)
             refused += 1
@@ -166,7 +164,7 @@ def test_a_shard_gone_falls_back_to_the_whole_read_that_names_it(
     shard = _block_shard(directory, blob)
     shard.unlink()
     with pytest.raises(CorruptRecordError, match=rf"{shard.name}: named by calls.jsonl but missing"):
-        list(key_reader.read_keys(directory, [calls[0].record.key], verify=False, scan_whole=False))
+        list(key_reader.read_keys(directory, [calls[0].record.key], verify=False))
 
 
 KILLED_WRITER = """

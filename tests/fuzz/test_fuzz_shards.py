@@ -174,7 +174,7 @@ def test_a_sharded_recording_folder(sandbox: Path, seed: dict[str, bytes], data:
         clear_or_correct(lambda: split_recording(folder))
     _verified(lambda: [index.call(key) for index in [index_stage(folder)] for key in KEYS])
     _verified(lambda: list(read_keys(folder, KEYS[:3])))
-    _verified(lambda: list(read_keys(folder, KEYS[-2:], scan_whole=False)))
+    _verified(lambda: list(read_keys(folder, KEYS[-2:])))
     clear_or_correct(lambda: list(read_items(folder, {"901", "", "9\u0660\u0661"})))  # audit: unverified
     only_inside(sandbox.parent, sandbox)
 

@@ -9,12 +9,9 @@ it (line_checks).
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
-
-import orjson
 
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.recordings import block_places, line_checks, shards
@@ -22,27 +19,22 @@ from pipeline.llm.recordings.line_checks import decoded_line, recording_text, tr
 from pipeline.llm.recordings.line_format import blob_refs
 from pipeline.llm.recordings.line_search import blocks_by_opening, lines_holding
 from pipeline.llm.recordings.stage_folders import CALLS_FILE, LEGACY_BLOBS_FILE, has_recording, refuse_linked
-from pipeline.llm.recordings.stage_reader import LoadedCall, RecordingLines, read_stage, whole_recording
+from pipeline.llm.recordings.stage_reader import LoadedCall, RecordingLines, whole_recording
 
 
-def read_keys(
-    directory: Path, keys: Collection[str], *, verify: bool = True, scan_whole: bool = True
-) -> Iterator[LoadedCall]:
-    """The calls of `keys` in a stage's recording (verified as read_stage verifies them). A sharded
-    recording (pipeline.llm.recordings.shards) is read as its manifest, the shards of those keys'
-    calls, each checked against its hash, and the blocks their lines refer to, each found where it
-    lies and checked against its id (pipeline.llm.recordings.block_places; a block not found so: its
-    shard read whole, checked against its hash), the folder checked for strays: a reader of one call
-    of a million reads a sixteenth of the calls and a few kB of blocks, and parses that call's line
-    only. A recording in one file is read whole, its calls filtered, as is a sharded one whose lines
-    do not show these keys as written (a line under an older key recipe). Not yet seen: a key shown
-    as written that is also recorded under an older recipe, at another item (its line in another
-    shard), is served from its shown lines only (an xfail in tests/test_recordings_shards.py).
+def read_keys(directory: Path, keys: Collection[str], *, verify: bool = True) -> Iterator[LoadedCall]:
+    """The calls in a stage's recording whose lines show one of `keys` as written (verified as
+    read_stage verifies them, unless verify=False). A sharded recording
+    (pipeline.llm.recordings.shards) is read as its manifest, the shards of those keys' calls, each
+    checked against its hash, and the blocks their lines refer to, each found where it lies and
+    checked against its id (pipeline.llm.recordings.block_places; a block not found so: its shard
+    read whole, checked against its hash), the folder checked for strays: a reader of one call of a
+    million reads a sixteenth of the calls and a few kB of blocks, and parses that call's line only.
+    A recording in one file is searched as bytes, and only the lines found are parsed.
 
-    `scan_whole=False`: a key whose line does not show it as written is taken as not recorded here,
-    and a recording in one file has only the lines that show a key parsed. For a reader that asks
-    every stage for a key most of them do not hold (audit --key, which reads unverified, so a line
-    under an older recipe keeps its old key to it anyway)."""
+    A call recorded under an older key recipe shows its old key: it is found by that key (read
+    unverified, as `audit --key` reads, it keeps it), not by today's, under which read_stage, which
+    re-derives every key, serves it. For every call of a stage, read_stage."""
     if not has_recording(directory):
         return
     refuse_linked(directory)
@@ -50,16 +42,9 @@ def read_keys(
     with (directory / CALLS_FILE).open("rb") as opening:  # a manifest, or the calls in one file?
         sharded = shards.is_manifest(opening.read(len(shards.MANIFEST_OPENING)).decode("utf-8", "replace"))
     if sharded:
-        manifest = recording_text(directory / CALLS_FILE)
-        found = _key_lines(directory, manifest, wanted, verify=verify, complete=scan_whole)
+        lines, parts = _key_lines(directory, recording_text(directory / CALLS_FILE), wanted, verify=verify)
     else:
-        found = None if scan_whole else _file_key_lines(directory, wanted, verify)
-    if found is None:
-        yield from (
-            loaded for loaded in read_stage(directory, verify=verify) if loaded.call.record.key in wanted
-        )
-        return
-    lines, parts = found
+        lines, parts = _file_key_lines(directory, wanted, verify)
     for shard, number, line in lines:
         if verify:
             call = trusted_call(line, RecordingLines(shard, [], parts.blobs, []), number)
@@ -72,12 +57,9 @@ def read_keys(
 Found = tuple[list[tuple[Path, int, str]], RecordingLines]
 
 
-def _key_lines(
-    directory: Path, manifest: str, wanted: set[str], *, verify: bool = True, complete: bool = True
-) -> Found | None:
-    """The lines of `wanted` keys in a sharded recording (shard, line number, line), with the blocks
-    they refer to; None when a key is not found as written and `complete` (then the reader reads the
-    whole)."""
+def _key_lines(directory: Path, manifest: str, wanted: set[str], *, verify: bool = True) -> Found:
+    """The lines that show `wanted` keys in a sharded recording (shard, line number, line), with the
+    blocks they refer to."""
     named = shards.parse_manifest(directory / CALLS_FILE, manifest)
     shards.refuse_strays(directory, os.listdir(directory), {name for name, _ in named})
     marks = _marks(wanted)
@@ -88,8 +70,6 @@ def _key_lines(
             data = shards.shard_bytes(directory, name, sha, None)
             for number, held in lines_holding(data, [mark.encode("utf-8") for mark in marks]):
                 lines.append((directory / name, number, decoded_line(held, f"{directory / name}:{number}")))
-    if complete and not wanted <= _shown_keys(lines):  # a key on two lines may hide one not found
-        return None
     refs = {blob for _, _, line in lines for blob in blob_refs(line)}
     blocks = {("blocks", shards.shard_of(blob)) for blob in refs}
     chosen = [(name, sha) for name, sha in named if shards.prefix_of(name) in blocks]
@@ -145,16 +125,3 @@ def _found_blocks(path: Path, blobs: dict[str, str], problems: list[str], verify
 
 def _marks(keys: Iterable[str]) -> list[str]:
     return [f'"key":"{key}"' for key in keys]
-
-
-def _shown_keys(lines: list[tuple[Path, int, str]]) -> set[str]:
-    """The record keys of the found lines. A line's text may hold a key's mark elsewhere (a label
-    named "key"), so each is parsed; a line that does not parse shows none, and the reader then
-    reads the whole recording, which names what is wrong with it."""
-    shown: set[str] = set()
-    for _, _, line in lines:
-        with contextlib.suppress(orjson.JSONDecodeError, TypeError, KeyError):
-            key = orjson.loads(line)["key"]
-            if isinstance(key, str):
-                shown.add(key)
-    return shown

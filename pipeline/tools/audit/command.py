@@ -105,7 +105,7 @@ def iter_calls(
 def _stage_calls(directory: Path, items: Collection[str], keys: Collection[str]) -> Iterator[LoadedCall]:
     # verify=False: an edited record is exactly what an auditor wants to see; it is marked instead.
     if keys:
-        return key_reader.read_keys(directory, keys, verify=False, scan_whole=False)
+        return key_reader.read_keys(directory, keys, verify=False)
     if items:  # through the stage's tables of items where they can be used; else every line scanned
         tabled = tabled_items(directory, items)
         return iter(tabled) if tabled is not None else read_items(directory, items)
