@@ -11,7 +11,10 @@ is where it does not: a symlink, a folder outside the project).
 
 The files are found as pipeline.data.transcripts always found them (`found`): the folder's files by
 name, then those one folder down, by folder and name; a name each, never a Path each (a million
-Paths were about 0.5 GB while the index was made).
+Paths were about 0.5 GB while the index was made). What each entry is comes with the folder's
+listing (os.scandir), so that a link, and only a link, costs a stat and a realpath: a transcript is
+read only inside the folder (a link that leads out would put another file's text into prompts and
+recordings). The folder itself may be a link; it is where it leads.
 """
 
 from __future__ import annotations

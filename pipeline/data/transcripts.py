@@ -164,8 +164,8 @@ class _Indexing(Mapping[str, tuple[str, "int | None", str]]):
 
     def __getitem__(self, item_id: str) -> tuple[str, int | None, str]:
         composed = _composed(item_id)
-        found = composed in self._seen
-        row = self.places.first(lambda row: _composed(self.ids[row]) == composed) if found else None
+        seen = composed in self._seen
+        row = self.places.first(lambda row: _composed(self.ids[row]) == composed) if seen else None
         if row is None:
             raise KeyError(item_id)
         return self.places.shown(row), self.places.line(row), self.ids[row]
