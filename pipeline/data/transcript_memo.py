@@ -25,8 +25,9 @@ _Checked = tuple[tuple[str, int | None, tuple[int, int] | None, frozenset[str]],
 checked: dict[bytes, _Checked] = {}
 _speaker_sets: dict[frozenset[str], frozenset[str]] = {}
 CHECKED_FILES = 200_000
-# Where each id indexed so far lies: its file's name shown, and its JSONL line.
-Found = Mapping[str, tuple[str, int | None]]
+# Where each id indexed so far lies: its file's name shown, its JSONL line, and the id as spelled there
+# (ids compare in Unicode's composed form: pipeline.data.transcripts).
+Found = Mapping[str, tuple[str, int | None, str]]
 
 
 def _checked_key(path: Path, settings: DataSettings) -> bytes:
@@ -70,9 +71,21 @@ def checked_transcripts(
 
 
 def unique(item_id: str, shown: str, line: int | None, found: Found) -> None:
-    """An InputError if `item_id` was indexed already, naming where it was first."""
+    """An InputError if `item_id` was indexed already, or one that looks the same, naming where."""
     if item_id in found:
-        first_shown, first_line = found[item_id]
-        problem = f"item id '{item_id}' is already used by {first_shown}"
-        problem += f":{first_line}" if first_line is not None else ""
-        raise InputError(shown, line, problem, "give each transcript its own id")
+        first_shown, first_line, first_id = found[item_id]
+        first = first_shown + (f":{first_line}" if first_line is not None else "")
+        fix = "give each transcript its own id"
+        if first_id == item_id:
+            raise InputError(shown, line, f"item id '{item_id}' is already used by {first}", fix)
+        fix = "keep one of the two if they are one interview copied twice, or " + fix
+        problem = (
+            f"item id '{item_id}' ({_code_points(item_id)}) looks the same as '{first_id}' "
+            f"({_code_points(first_id)}) of {first}: one name in two Unicode spellings"
+        )
+        raise InputError(shown, line, problem, fix)
+
+
+def _code_points(text: str) -> str:
+    shown = " ".join(f"U+{ord(c):04X}" for c in text[:16])
+    return shown + (" ..." if len(text) > 16 else "")

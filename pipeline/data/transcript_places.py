@@ -11,7 +11,10 @@ is where it does not: a symlink, a folder outside the project).
 
 The files are found as pipeline.data.transcripts always found them (`found`): the folder's files by
 name, then those one folder down, by folder and name; a name each, never a Path each (a million
-Paths were about 0.5 GB while the index was made).
+Paths were about 0.5 GB while the index was made). What each entry is comes with the folder's
+listing (os.scandir), so that a link, and only a link, costs a stat and a realpath: a transcript is
+read only inside the folder (a link that leads out would put another file's text into prompts and
+recordings). The folder itself may be a link; it is where it leads.
 """
 
 from __future__ import annotations
@@ -35,14 +38,29 @@ def _wanted(name: str, nested: bool) -> bool:
     return lower.endswith(_DAIC) or (not nested and lower.endswith((".txt", ".jsonl")))
 
 
-def _sorted_names(folder: Path) -> list[str]:
-    """The folder's entries' names, sorted as its Paths sort (within one folder: by name)."""
-    return sorted(os.listdir(folder))
+_FILE, _FOLDER, _NEITHER = 0, 1, 2  # what an entry is, a link followed
+
+
+def _listing(folder: Path) -> list[tuple[str, int, bool]]:
+    """The folder's entries by name (as its Paths sort, within one folder), each with what it is and
+    whether it is a link: from the folder's own listing, so that only a link costs a stat."""
+    listed = []
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            try:
+                kind = _FILE if entry.is_file() else _FOLDER if entry.is_dir() else _NEITHER
+            except OSError:  # a link in a loop
+                kind = _NEITHER
+            listed.append((entry.name, kind, entry.is_symlink()))
+    listed.sort()
+    return listed
 
 
 def found(path: Path, root: Path) -> list[str]:
     """The transcript files under `path`, each as its name under it ("" for `path` itself), in the
-    order they are read; a macOS metadata file is skipped with a warning."""
+    order they are read; a macOS metadata file is skipped with a warning. `path` may itself be a
+    link (data/interviews -> /mnt/data): what lies under where it leads is inside; a link in it that
+    leads out of it is refused, and so is a name that is not UTF-8 or is a transcript's but not a file."""
     shown = shown_path(path, root)
     if not path.exists():
         fix = "point data.transcripts in params.yaml at one"
@@ -51,30 +69,71 @@ def found(path: Path, root: Path) -> list[str]:
         if path.name.startswith("._") or path.suffix.lower() not in (".csv", ".txt", ".jsonl"):
             raise InputError(shown, None, "not a transcript file", "use NNN_TRANSCRIPT.csv, *.txt or *.jsonl")
         return [""]
-    top = _sorted_names(path)
-    folders = [name for name in top if (path / name).is_dir()]
-    chosen: list[str] = []
-    for name in top:
-        _choose(path, root, name, False, chosen)
-    for folder in folders:
-        for name in _sorted_names(path / folder):
-            _choose(path, root, f"{folder}/{name}", True, chosen)
-    if not chosen:
+    searched = _Searched(path, root)
+    top = _listing(path)
+    for name, kind, link in top:
+        searched.choose(name, kind, link, nested=False)
+    for folder, kind, folder_link in top:
+        if kind == _FOLDER:
+            for name, kind_in, link in _listing(path / folder):
+                searched.choose(f"{folder}/{name}", kind_in, link or folder_link, nested=True)
+    if not searched.chosen:
         problem = "no transcripts in this folder; looked for " + ", ".join(SEARCHED)
         raise InputError(shown, None, problem, "add transcripts in one of those layouts, or point elsewhere")
-    return chosen
+    return searched.chosen
 
 
-def _choose(path: Path, root: Path, relative: str, nested: bool, chosen: list[str]) -> None:
-    name = relative.rsplit("/", 1)[-1]
-    candidate = path / relative
-    if not candidate.is_file():
-        return
-    if name == ".DS_Store" or (name.startswith("._") and _wanted(name[2:], nested)):
-        message = f"{shown_path(candidate, root)}: skipped a macOS metadata file, not a transcript"
-        warnings.warn(message, InputWarning, stacklevel=4)  # the caller of index_transcripts
-    elif not name.startswith("._") and _wanted(name, nested):
-        chosen.append(relative)
+class _Searched:
+    """The transcript files found so far under `path`, each checked as it is chosen."""
+
+    def __init__(self, path: Path, root: Path) -> None:
+        self.path, self.root = path, root
+        self.real = os.path.realpath(path)  # where a link in it must lead, the folder's own link followed
+        self.chosen: list[str] = []
+
+    def choose(self, relative: str, kind: int, link: bool, nested: bool) -> None:
+        name = relative.rsplit("/", 1)[-1]
+        if name.startswith("._"):
+            if kind == _FILE and _wanted(name[2:], nested):
+                self._skipped(relative)
+        elif name == ".DS_Store" and kind == _FILE:
+            self._skipped(relative)
+        elif _wanted(name, nested):
+            self._check(relative, kind, link)
+            self.chosen.append(relative)
+
+    def _skipped(self, relative: str) -> None:
+        message = (
+            f"{shown_path(self.path / relative, self.root)}: skipped a macOS metadata file, not a transcript"
+        )
+        warnings.warn(message, InputWarning, stacklevel=5)  # the caller of index_transcripts
+
+    def _check(self, relative: str, kind: int, link: bool) -> None:
+        """An InputError unless the entry named like a transcript is one to read: its name UTF-8 (it
+        becomes an item id, written into prompts and records), inside the folder, and a file."""
+        if not relative.isascii():
+            try:
+                relative.encode("utf-8")
+            except UnicodeEncodeError:  # a byte that is not UTF-8, which os.scandir kept as a lone surrogate
+                named = os.fsencode(self.path / relative).decode("utf-8", "backslashreplace")
+                fix = "rename it with a UTF-8 name (e.g. convmv -f latin1 -t utf-8 --notest), or move it out"
+                raise InputError(named, None, "the file's name is not UTF-8", fix) from None
+        # A link, or a file in a linked folder, that leads out would put another file's text in prompts.
+        target = os.path.realpath(self.path / relative) if link else None
+        outside = target is not None and os.path.commonpath([self.real, target]) != self.real
+        if kind == _FILE and not outside:
+            return
+        shown = f"{shown_path(self.path, self.root)}/{relative}"  # (made only for an error: it resolves)
+        if outside:
+            problem = f"a link to {target}, outside the folder ({self.real}), which alone is read"
+            fix = f"copy the file in, in place of the link: cp --remove-destination '{target}' '{shown}'"
+        elif kind == _FOLDER:
+            problem = "a folder named like a transcript file (as a tool that writes a folder of parts makes)"
+            fix = "put the transcript file itself here, or rename the folder or move it out"
+        else:
+            problem = "named like a transcript, but not a file (a link to nothing, or a pipe)"
+            fix = "restore the file it stands for, or delete it"
+        raise InputError(shown, None, problem, fix)
 
 
 class Places:

@@ -22,6 +22,7 @@ files this process has checked already: .transcript_memo; where each transcript 
 
 from __future__ import annotations
 
+import unicodedata
 import warnings
 from array import array
 from bisect import bisect_left
@@ -130,14 +131,16 @@ def index_transcripts(settings: DataSettings, root: Path = Path(".")) -> Transcr
     return indexing.done(settings, root)
 
 
-class _Indexing(Mapping[str, tuple[str, "int | None"]]):
+class _Indexing(Mapping[str, tuple[str, "int | None", str]]):
     """An index being made: a row a transcript as its file was read (Places), its id and speakers.
-    By id, where the transcript lies (its file's name shown, its line), for an error naming it."""
+    By id, where the transcript of that id lies (its file's name shown, its line) and the id as it
+    is spelled there, for an error naming it: ids compare in Unicode's composed form (NFC), so that
+    `é` written as one code point and as `e` and an accent, which look the same, are one id."""
 
     def __init__(self, places: Places) -> None:
         self.places = places
         self.ids: list[str] = []
-        self._seen: set[str] = set()
+        self._seen: set[str] = set()  # each id in its composed form
         self._speakers: dict[frozenset[str], int] = {}  # each distinct set of speakers: its number
         self._said = array("q")  # by row: its speakers' number
 
@@ -153,17 +156,19 @@ class _Indexing(Mapping[str, tuple[str, "int | None"]]):
     ) -> None:
         self.places.add(file, shown, stamp, line, span)
         self.ids.append(item_id)
-        self._seen.add(item_id)
+        self._seen.add(_composed(item_id))
         self._said.append(self._speakers.setdefault(said, len(self._speakers)))
 
     def __contains__(self, item_id: object) -> bool:
-        return item_id in self._seen
+        return isinstance(item_id, str) and _composed(item_id) in self._seen
 
-    def __getitem__(self, item_id: str) -> tuple[str, int | None]:
-        row = self.places.first(lambda row: self.ids[row] == item_id) if item_id in self._seen else None
+    def __getitem__(self, item_id: str) -> tuple[str, int | None, str]:
+        composed = _composed(item_id)
+        seen = composed in self._seen
+        row = self.places.first(lambda row: _composed(self.ids[row]) == composed) if seen else None
         if row is None:
             raise KeyError(item_id)
-        return self.places.shown(row), self.places.line(row)
+        return self.places.shown(row), self.places.line(row), self.ids[row]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.ids)
@@ -216,6 +221,10 @@ def _listed(item_ids: list[str], settings: DataSettings, root: Path) -> Containe
         problem = f"participant {missing[0]}{more} has no transcript in {settings.transcripts}"
         raise InputError(shown, line, problem, "add the transcript, or delete the row from the label file")
     return listed
+
+
+def _composed(item_id: str) -> str:
+    return item_id if item_id.isascii() else unicodedata.normalize("NFC", item_id)
 
 
 def _id_order(item_id: str) -> tuple[int, int, str]:
