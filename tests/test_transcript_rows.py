@@ -197,10 +197,17 @@ def test_rows_read_render_and_refuse_as_the_models_did(
 
 def test_the_generated_folders_reach_both_outcomes(tmp_path: Path) -> None:
     """The property above sees good folders and bad ones (a strategy that only made errors would
-    compare nothing but messages)."""
+    compare nothing but messages). Derandomized: a draw of 150 folders with none that loads is
+    rare but possible, and this asks about the strategy, not about one run's luck."""
     seen: set[str] = set()
 
-    @settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(
+        max_examples=150,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
     @given(files=_folder(), chosen=_SETTINGS)
     def collect(files: dict[str, str], chosen: DataSettings) -> None:
         _write(tmp_path, files)
