@@ -143,8 +143,9 @@ def serve_fake_openai(conn: Connection) -> None:
 
 
 # RayRunner.run in a process of its own, so that wait4 gives its CPU and peak memory. Ray's own
-# processes (GCS, raylet, workers) are not all this one's children to be waited for: a thread reads
-# each one's CPU and peak RSS (/proc's VmHWM) every second while they run, and the sum of their RSS.
+# processes (GCS, raylet, workers, the senders: Ray Data's MapWorkers) are not all this one's children
+# to be waited for: a thread reads each one's CPU and peak RSS (/proc's VmHWM) every second while they
+# run, and the sum of their RSS.
 # A local Ray of --ray-cpus CPUs and an object store of --object-store-mb (the machine is shared).
 RAY_STEP = """
 import contextlib, json, resource, sys, threading, time
@@ -158,6 +159,8 @@ stop = threading.Event()
 
 def kind(p):
     name = p.name()
+    if name.startswith("ray::MapWorker"):
+        return "sender"
     if name.startswith("ray::"):
         return "worker"
     return name if name in ("raylet", "gcs_server") else "other"
@@ -174,7 +177,9 @@ def sample():
     for child in psutil.Process().children(recursive=True):
         with contextlib.suppress(psutil.Error, OSError):
             times = child.cpu_times()
-            entry = seen.setdefault(child.pid, [kind(child), 0.0, 0])
+            # its kind by its latest name: a worker is "python" until it has taken its title
+            entry = seen.setdefault(child.pid, ["other", 0.0, 0])
+            entry[0] = kind(child)
             entry[1] = times.user + times.system
             entry[2] = max(entry[2], hwm(child.pid))
             rss += child.memory_info().rss
