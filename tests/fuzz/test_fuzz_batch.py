@@ -13,7 +13,6 @@ from typing import Any
 
 import orjson
 import pytest
-import yaml
 from hypothesis import event, given
 from hypothesis import strategies as st
 
@@ -25,9 +24,10 @@ from pipeline.llm.types import ChatRequest, ModelIdentity
 from pipeline.testing.fake_batch import answer
 from pipeline.testing.fake_openai import FakeOpenAI
 from pipeline.testing.judge_responder import experiment_responder
-from pipeline.tools.batch.exchange import batch_identity, export, ingest
+from pipeline.tools.batch.exchange import batch_identity, ingest
 from pipeline.tools.batch.manifest import MANIFEST_FILE, REQUESTS_FILE
-from tests.fuzz.support import ROOT, clear_or_correct, committed, fuzz, inputs, mixed_texts, only_inside
+from tests.fuzz.batch_export import export_two_calls
+from tests.fuzz.support import clear_or_correct, fuzz, inputs, mixed_texts, only_inside
 
 
 class Export:
@@ -46,14 +46,7 @@ class Export:
 def exported(sandbox: Path) -> Export:
     """An export of the default experiment's first two calls (as tests/test_batch.py makes it),
     and the fake job's answers."""
-    shutil.copytree(ROOT / "data" / "demo", sandbox / "data" / "demo", dirs_exist_ok=True)
-    params: dict[str, Any] = yaml.safe_load(committed("params.yaml"))
-    params["llm"].update({"backend": "openai", "model": "test-model", "digest": "rev-1"})
-    params["llm"]["base_url"] = "http://127.0.0.1:9"
-    params["data"]["limit"] = 2
-    (sandbox / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
-    folder = sandbox / "pristine"
-    export(load_params(sandbox / "params.yaml"), folder)
+    folder = export_two_calls(sandbox, "pristine")
     server = FakeOpenAI(responder=experiment_responder, max_model_len=65536)
     lines = [orjson.loads(line) for line in (folder / REQUESTS_FILE).read_bytes().splitlines()]
     results = b"".join(orjson.dumps(answer(server, line, n)) + b"\n" for n, line in enumerate(lines, 1))

@@ -8,12 +8,10 @@ import shutil
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import click
 import orjson
 import pytest
-import yaml
 from hypothesis import event, given
 from hypothesis import strategies as st
 
@@ -32,8 +30,9 @@ from pipeline.llm.types import CallContext, ChatReply, ChatRequest, Message, Mod
 from pipeline.testing.fake_batch import answer
 from pipeline.testing.fake_openai import FakeOpenAI
 from pipeline.testing.judge_responder import experiment_responder
-from pipeline.tools.batch.exchange import export, ingest
+from pipeline.tools.batch.exchange import ingest
 from pipeline.tools.batch.manifest import REQUESTS_FILE
+from tests.fuzz.batch_export import export_two_calls
 from tests.fuzz.support import (
     LINE_BREAKS,
     ROOT,
@@ -203,15 +202,7 @@ def test_params_yaml(sandbox: Path, data: bytes) -> None:
 @pytest.fixture(scope="module")
 def exported(sandbox: Path) -> Path:
     """An export of the default experiment's first two calls, as tests/test_batch.py makes it."""
-    shutil.copytree(ROOT / "data" / "demo", sandbox / "data" / "demo", dirs_exist_ok=True)
-    params: dict[str, Any] = yaml.safe_load(committed("params.yaml"))
-    params["llm"].update({"backend": "openai", "model": "test-model", "digest": "rev-1"})
-    params["llm"]["base_url"] = "http://127.0.0.1:9"
-    params["data"]["limit"] = 2
-    (sandbox / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
-    folder = sandbox / "batch"
-    export(load_params(sandbox / "params.yaml"), folder)
-    return folder
+    return export_two_calls(sandbox, "batch")
 
 
 def _answers(folder: Path) -> bytes:
