@@ -55,12 +55,16 @@ def peak_mb() -> int:
 
 
 def tree_digest(root: Path) -> tuple[int, str]:
-    """How many files under `root`, and one sha256 over their names and contents."""
+    """How many files under `root`, and one sha256 over their names and contents. Each file is
+    hashed in chunks, not read whole: at 1M calls outputs/'s refinement.jsonl is 3.2 GB, and reading
+    it whole set the process's ru_maxrss (3.7 GB against the run's 852 MB) after the run was over."""
     digest = hashlib.sha256()
     files = sorted(p for p in root.rglob("*") if p.is_file())
     for path in files:
         name = path.relative_to(root).as_posix().encode()
-        digest.update(name + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+        with path.open("rb") as file:
+            content = hashlib.file_digest(file, "sha256").digest()
+        digest.update(name + b"\0" + content)
     return len(files), digest.hexdigest()
 
 
