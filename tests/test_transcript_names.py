@@ -199,3 +199,19 @@ def test_an_entry_named_like_a_transcript_that_is_not_a_file_is_refused(tmp_path
         InputError, match=r"^data/301_TRANSCRIPT.csv: named like a transcript, but not a file"
     ):
         _load(tmp_path)
+
+
+def test_a_label_id_spelled_in_another_unicode_form_than_its_transcript_says_so(tmp_path: Path) -> None:
+    """A label file's id in NFC against a transcript named in NFD: the error names the transcript's
+    spelling, not only "has no transcript"."""
+    composed, decomposed = "\u00e9", "e\u0301"
+    _daic(tmp_path / "data" / f"{decomposed}_TRANSCRIPT.csv")
+    (tmp_path / "data" / "split.csv").write_text(f"Participant_ID\n{composed}\n", encoding="utf-8")
+    settings = DataSettings(transcripts="data", labels="data/split.csv")
+    with pytest.raises(InputError) as raised:
+        load_transcripts(settings, tmp_path)
+    assert raised.value.problem == (
+        f"participant {composed} has no transcript in data: the transcript {decomposed!r} spells that id "
+        "in another Unicode form"
+    )
+    assert "as the transcript's name spells it" in str(raised.value)

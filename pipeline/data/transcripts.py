@@ -219,7 +219,12 @@ def _listed(item_ids: list[str], settings: DataSettings, root: Path) -> Containe
         more = f" (and {len(missing) - 1} more: {', '.join(missing[1:6])}" if len(missing) > 1 else ""
         more += ", ...)" if len(missing) > 6 else (")" if more else "")
         problem = f"participant {missing[0]}{more} has no transcript in {settings.transcripts}"
-        raise InputError(shown, line, problem, "add the transcript, or delete the row from the label file")
+        fix = "add the transcript, or delete the row from the label file"
+        look_alike = {_composed(item_id): item_id for item_id in item_ids}.get(_composed(missing[0]))
+        if look_alike is not None:  # the same name in another Unicode spelling (NFC against NFD)
+            problem += f": the transcript {look_alike!r} spells that id in another Unicode form"
+            fix = "write the id in the label file as the transcript's name spells it"
+        raise InputError(shown, line, problem, fix)
     return listed
 
 
