@@ -11,22 +11,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy import stats
 
-from pipeline.stats.agreement import (
-    LEVELS,
-    STATISTICS,
-    Pair,
+from pipeline.stats.bootstrap import group_resamples
+from pipeline.stats.classification import (
     _resampled_rows,
     auroc,
     auroc_estimate,
-    average_ranks,
     balanced_accuracy,
-    correlate,
-    correlation,
-    group_resamples,
     held_out_balanced_accuracy,
-    judge_human_alpha,
-    ordinal_alpha,
 )
+from pipeline.stats.correlation import LEVELS, STATISTICS, Pair, average_ranks, correlate, correlation
+from pipeline.stats.reliability import judge_human_alpha, ordinal_alpha
 
 
 def pairs_from(rows: list[tuple[str, str, float, float]]) -> list[Pair]:

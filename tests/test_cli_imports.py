@@ -53,7 +53,7 @@ def test_calibrate_still_gets_numpy_when_it_runs() -> None:
 
 @pytest.mark.parametrize(("design", "stage"), [("summeval", "summeval_calibrate"), ("rag", "rag_aggregate")])
 def test_a_report_stage_imports_no_scipy(design: str, stage: str) -> None:
-    """Its bootstraps' statistics are computed without scipy (pipeline.stats.agreement): importing
+    """Its bootstraps' statistics are computed without scipy (pipeline.stats.correlation): importing
     scipy.stats cost each of these stages about 0.5 s of a replay."""
     code = f"from stages.runner import load\nload({design!r}, {stage!r})"
     assert "scipy" not in imported_after(code)
@@ -61,7 +61,7 @@ def test_a_report_stage_imports_no_scipy(design: str, stage: str) -> None:
 
 def test_kendall_past_the_pairwise_limit_still_gets_scipy() -> None:
     code = (
-        "import numpy as np\nfrom pipeline.stats.agreement import PAIRWISE_KENDALL_LIMIT, correlation\n"
+        "import numpy as np\nfrom pipeline.stats.correlation import PAIRWISE_KENDALL_LIMIT, correlation\n"
         "x = np.arange(PAIRWISE_KENDALL_LIMIT + 1.0)\ncorrelation('kendall', x, x[::-1].copy())"
     )
     assert "scipy" in imported_after(code)

@@ -12,17 +12,15 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.stats.agreement import (
-    Pair,
+from pipeline.stats.bootstrap import distinct_resamples, group_resamples
+from pipeline.stats.classification import (
     _resampled_rows,
     auroc,
     auroc_estimate,
     balanced_accuracy,
-    correlate,
-    distinct_resamples,
-    group_resamples,
     held_out_balanced_accuracy,
 )
+from pipeline.stats.correlation import Pair, correlate
 from pipeline.stats.counted import counted_auroc, counted_balanced_accuracy
 
 
@@ -108,9 +106,11 @@ def test_correlate_once_per_distinct_resample_is_correlate_per_resample(monkeypa
         for s in range(4)
     ]
     fast = correlate(pairs, resamples=1000, seed=0)
-    import pipeline.stats.agreement as agreement
+    import pipeline.stats.correlation as correlation_module
 
-    monkeypatch.setattr(agreement, "distinct_resamples", lambda r: (r, np.arange(r.shape[0], dtype=np.int64)))
+    monkeypatch.setattr(
+        correlation_module, "distinct_resamples", lambda r: (r, np.arange(r.shape[0], dtype=np.int64))
+    )
     slow = correlate(pairs, resamples=1000, seed=0)
     for level, result in slow.items():
         for statistic, estimate in result.estimates.items():

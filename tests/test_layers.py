@@ -46,7 +46,7 @@ def _with_import(tmp_path: Path, module: str, imported: str) -> subprocess.Compl
     ("module", "imported"),
     [
         ("pipeline.llm.session", "pipeline.judges.rubric.settings"),  # the engine naming a design
-        ("pipeline.judges.rubric.judge", "pipeline.stats.agreement"),  # judges and stats are siblings
+        ("pipeline.judges.rubric.judge", "pipeline.stats.correlation"),  # judges and stats are siblings
         ("pipeline.stats.calibration", "pipeline.judges.likert"),
         ("pipeline.reports.pages", "pipeline.testing.fake_ollama"),  # the library running on a fake
         ("pipeline.tools.status.command", "pipeline.testing.judge_responder"),

@@ -12,7 +12,7 @@ import pytest
 from pipeline.data.summeval import documents, human_ratings, load_summeval, subset
 from pipeline.errors import InputError
 from pipeline.experiments.summeval.prompts import DIMENSIONS, rubric_prompt
-from pipeline.stats.agreement import ordinal_alpha
+from pipeline.stats.reliability import ordinal_alpha
 from tests.conftest import ROOT, shared_dir
 
 DEMO = ROOT / "data" / "summeval-demo"

@@ -14,18 +14,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from pipeline.data.ratings import HumanRatings, JudgedItem
-from pipeline.stats.agreement import (
-    LEVELS,
-    STATISTICS,
-    Estimate,
-    Level,
-    LevelResult,
-    Pair,
-    alpha_undefined,
-    correlate,
-    judge_human_alpha,
-    ordinal_alpha,
-)
+from pipeline.stats.bootstrap import Estimate
+from pipeline.stats.correlation import LEVELS, STATISTICS, Level, LevelResult, Pair, correlate
+from pipeline.stats.reliability import alpha_undefined, judge_human_alpha, ordinal_alpha
 from pipeline.stats.scales import Scale, scale_difference, scale_of
 
 ScoreKind = Literal["score", "weighted_score"]

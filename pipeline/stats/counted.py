@@ -6,7 +6,7 @@ whole number: each positive row counts the negatives below it twice and those eq
 and, for the balanced accuracy, the true positives, true negatives and the two classes' sizes. A
 row drawn k times counts k times in each, so the numbers are matrix products of the draws' counts
 with the data's (integer arithmetic, exact). The last float operations are those of `auroc` and
-`balanced_accuracy` on the gathered rows (pipeline.stats.agreement), in the same order on the same
+`balanced_accuracy` on the gathered rows (pipeline.stats.classification), in the same order on the same
 values, so each resample's value is the same to the last bit (tests/test_counted_stats.py)."""
 
 from __future__ import annotations

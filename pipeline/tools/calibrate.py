@@ -9,7 +9,8 @@
                        step; the bootstrap's resamples and seed default to the design's params,
                        so the table is the one in its metrics file
 
-The statistics are pipeline/stats/agreement.py's; the joining, pipeline/stats/calibration.py's.
+The statistics are pipeline/stats/correlation.py's and reliability.py's; the joining,
+pipeline/stats/calibration.py's.
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ from pipeline.experiments.design import CalibrationRows, load_ref
 from pipeline.experiments.params import require_params_file
 from pipeline.experiments.registry import designs
 from pipeline.llm.keys import canonical_json
-from pipeline.stats.agreement import LEVELS, STATISTICS, Estimate
+from pipeline.stats.bootstrap import Estimate
 from pipeline.stats.calibration import MetricCalibration, ScoreCalibration, calibration_data
 from pipeline.stats.calibration import calibrate as calibrate_rows
+from pipeline.stats.correlation import LEVELS, STATISTICS
 
 SCORES_FIX = (
     'write one JSON object per line: {"item": "...", "group": "...", "system": "...", '

@@ -4,7 +4,7 @@ with the human labels, and whether the judge's confidence predicts disagreement 
 Agreement, per binary human label and per 0-1 score (each dimension, the weighted overall, the
 simple mean, and the log-probability-weighted overall where every row has one): AUROC with a
 bootstrap 95% interval over rows, and the balanced accuracy at a threshold chosen on a random half
-of the rows, measured on the other half (pipeline.stats.agreement). Failed judgements are left out
+of the rows, measured on the other half (pipeline.stats.classification). Failed judgements are left out
 of every statistic and counted; a statistic that cannot be computed (one class absent, a constant
 score) is null with the reason, never a number.
 
@@ -28,7 +28,8 @@ from pipeline.experiments.rag.judge import RagJudgement
 from pipeline.experiments.rag.settings import RagSettings
 from pipeline.judges.likert import LIKERT_VALUES
 from pipeline.judges.structured.judge import ScoredDimensions
-from pipeline.stats.agreement import Estimate, auroc_estimate, held_out_balanced_accuracy
+from pipeline.stats.bootstrap import Estimate
+from pipeline.stats.classification import auroc_estimate, held_out_balanced_accuracy
 
 DIGITS = 4
 

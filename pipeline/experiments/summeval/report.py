@@ -17,7 +17,7 @@ from pipeline.experiments.summeval.results import SummEvalJudgement
 from pipeline.judges.likert import LIKERT_VALUES, to_unit
 from pipeline.reports.frame import frame
 from pipeline.reports.templating import make_environment
-from pipeline.stats.agreement import LEVELS, STATISTICS
+from pipeline.stats.correlation import LEVELS, STATISTICS
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
