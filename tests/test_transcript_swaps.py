@@ -214,3 +214,16 @@ def test_without_proc_a_path_that_is_not_the_file_opened_is_refused(
         transcript_open._refuse_outside(fd, folder / "300.txt", os.fstat(fd), str(folder), "data/300.txt")
     finally:
         os.close(fd)
+
+
+def test_an_interview_replaced_by_a_link_in_a_loop_is_refused_naming_it(tmp_path: Path) -> None:
+    """An entry that cannot be opened for another reason than being gone (here a link to itself):
+    a clear error naming the file, not an OSError's traceback."""
+    folder = _folder(tmp_path)
+    index = index_transcripts(DataSettings(transcripts="data"), tmp_path)
+    (folder / "301.txt").unlink()
+    (folder / "301.txt").symlink_to("301.txt")
+    with pytest.raises(
+        InputError, match=r"^data/301\.txt: cannot be read \(Too many levels of symbolic links\)"
+    ):
+        index.get("301")

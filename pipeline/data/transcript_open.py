@@ -103,7 +103,7 @@ def _refuse_not_a_file(
     mode = status.st_mode
     if stat.S_ISREG(mode):
         return
-    kind = "a folder" if stat.S_ISDIR(mode) else "a pipe" if stat.S_ISFIFO(mode) else "not a regular file"
+    kind = "a folder" if stat.S_ISDIR(mode) else "a pipe" if stat.S_ISFIFO(mode) else "a device or a socket"
     raise InputError(shown, line, f"it is now {kind}, not a transcript file: it was replaced {since}", fix)
 
 
