@@ -227,3 +227,39 @@ def test_an_interview_replaced_by_a_link_in_a_loop_is_refused_naming_it(tmp_path
         InputError, match=r"^data/301\.txt: cannot be read \(Too many levels of symbolic links\)"
     ):
         index.get("301")
+
+
+def test_the_memo_remembers_what_the_bytes_it_hashed_hold_even_if_the_file_changes_while_indexed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The memo of checked files (pipeline.data.transcript_memo) is keyed by a file's bytes. Hashed
+    from one read and parsed from another, a file rewritten between the two (its size and time set
+    back) was remembered under the bytes it no longer held: an index of those bytes later was
+    served another file's ids. One read now gives both."""
+    import pipeline.data.transcript_memo as memo
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    first = b'{"id": "x", "text": "Ellie: one"}\n{"id": "y", "text": "Ellie: two"}\n'
+    other = first.replace(b'"x"', b'"p"').replace(b'"y"', b'"q"')
+    entry = folder / "a.jsonl"
+    entry.write_bytes(first)
+    status = entry.stat()
+
+    def rewritten(content: bytes) -> None:
+        entry.write_bytes(content)
+        os.utime(entry, ns=(status.st_atime_ns, status.st_mtime_ns))
+
+    checked = memo.checked_transcripts
+
+    def changed_while_indexed(*args: object, **kwargs: object) -> object:
+        rewritten(other)  # after the memo's hash of the file, before its parse
+        return checked(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(memo, "checked", {})
+    monkeypatch.setattr(memo, "checked_transcripts", changed_while_indexed)
+    settings = DataSettings(transcripts="data")
+    assert index_transcripts(settings, tmp_path).ids == ["x", "y"]  # the bytes hashed, as parsed
+    monkeypatch.setattr(memo, "checked_transcripts", checked)
+    rewritten(first)
+    assert index_transcripts(settings, tmp_path).ids == ["x", "y"]  # from the memo: what those bytes hold
