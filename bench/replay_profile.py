@@ -76,7 +76,7 @@ PARTS = (
     ("local cache seeded (flush)", "pipeline/llm/cache/store.py", "flush"),
     ("  of which requests packed", "pipeline/llm/cache/blocks.py", "pack_request"),
     ("  of which packed from recording blocks", "pipeline/llm/cache/blocks.py", "pack_laid"),
-    ("calls added to the recording", "pipeline/llm/recordings/stage_writer.py", "add"),
+    ("calls added to the recording", "pipeline/llm/recordings/stage_calls.py", "add"),
     ("recordings written", "pipeline/llm/recordings/stage_writer.py", "write"),
     ("the assessor's quote check", "pipeline/judges/rubric/assessor.py", "unverified_quotes"),
     ("the cache key", "pipeline/llm/keys.py", "request_key"),

@@ -12,6 +12,7 @@ from pipeline.errors import CorruptRecordError
 from pipeline.llm.recordings import (
     line_checks,
     line_format,
+    stage_calls,
     stage_folders,
     stage_reader,
     stage_writer,
@@ -133,7 +134,7 @@ def _counted_packing(monkeypatch: pytest.MonkeyPatch) -> list[RecordedCall]:
         packed.append(call)
         return real(call, blobs)
 
-    monkeypatch.setattr(stage_writer, "call_to_line", counted)
+    monkeypatch.setattr(stage_calls, "call_to_line", counted)
     return packed
 
 

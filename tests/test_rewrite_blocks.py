@@ -13,7 +13,7 @@ import pytest
 
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.bounds import MAX_DEPTH, depth_problem
-from pipeline.llm.recordings import line_checks, line_format, stage_folders, stage_writer, verified_memo
+from pipeline.llm.recordings import line_checks, line_format, stage_calls, stage_folders, verified_memo
 from pipeline.llm.types import CallContext
 from tests.helpers import make_session, request
 from tests.test_recordings import TRANSCRIPT
@@ -62,7 +62,7 @@ def _blob_lines_made(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         made.append(blob)
         return real(blob, text)
 
-    monkeypatch.setattr(stage_writer, "blob_line", counted)
+    monkeypatch.setattr(stage_calls, "blob_line", counted)
     return made
 
 

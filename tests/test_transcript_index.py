@@ -102,9 +102,9 @@ def test_a_file_checked_before_in_this_process_is_only_hashed_and_changed_bytes_
     first = load_transcripts(settings, tmp_path)
     parsed: list[str] = []
 
-    def counted(path: Path, shown: str) -> object:
+    def counted(path: Path, shown: str, data: bytes) -> object:
         parsed.append(path.name)
-        return read_indexed(path, shown)
+        return read_indexed(path, shown, data)
 
     monkeypatch.setattr(memo, "read_indexed", counted)
     assert load_transcripts(settings, tmp_path) == first
@@ -152,13 +152,14 @@ def test_the_index_checks_a_csv_from_its_rows_as_the_turns_would_be_checked(
     (tmp_path / name).write_text(_CSVS[name])
     settings = DataSettings(transcripts=".", drop_markers=drop_markers, participant_only=participant_only)
     try:
-        rows = read_file(tmp_path / name, name)
+        rows = read_file(tmp_path / name, name, (tmp_path / name).read_bytes())
         full = Transcript(item_id=rows.item_id, turns=rows.turns, source=rows.source)
         expected: object = frozenset(t.speaker for t in clean(full, settings, None).turns)
     except InputError as exc:
         expected = str(exc)
     try:
-        [(item_id, _, said)] = checked_transcripts(tmp_path / name, name, settings, {})
+        data = (tmp_path / name).read_bytes()
+        [(item_id, _, said)] = checked_transcripts(tmp_path / name, name, settings, {}, data)
         got: object = said
         assert item_id == full.item_id
     except InputError as exc:

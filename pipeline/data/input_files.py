@@ -49,7 +49,11 @@ def decode(data: bytes, shown: str) -> str:
 def read_text(path: Path, shown: str) -> str:
     """The file as UTF-8 text, once its size is checked. `shown` names it in errors."""
     check_size(path.stat().st_size, shown)
-    data = path.read_bytes()
+    return checked_text(path.read_bytes(), shown)
+
+
+def checked_text(data: bytes, shown: str) -> str:
+    """A file's bytes, read once their size was checked, as UTF-8 text (read_text)."""
     if (long := long_line(data)) is not None:  # refused before decoding and splitting copy it
         raise InputError(
             shown,
@@ -62,7 +66,11 @@ def read_text(path: Path, shown: str) -> str:
 
 def read_lines(path: Path, shown: str) -> list[str]:
     """The file's lines, without a UTF-8 byte order mark or line ends. `shown` names it in errors."""
-    text = read_text(path, shown)
+    return text_lines(read_text(path, shown), shown)
+
+
+def text_lines(text: str, shown: str) -> list[str]:
+    """A file's text (read_text) as its lines, as read_lines gives them."""
     if not text.strip():
         raise InputError(shown, 1, "the file is empty", "delete it, or export it again")
     return [line.removesuffix("\r") for line in text.split("\n")]

@@ -1,8 +1,9 @@
-"""A transcript file read and checked: its transcripts, or an error naming the file, line and fix.
+"""A transcript file's bytes read and checked: its transcripts, or an error naming the file, line and fix.
 
 A DAIC-WOZ or plain-text file's turns are checked as its lines are read and kept as rows
 (pipeline.data.transcript_text: no `Turn` model made, issue 33); a JSONL line is validated against
-its schema as a model, as untrusted JSON is everywhere. Formats: see pipeline.data.transcripts.
+its schema as a model, as untrusted JSON is everywhere. Formats: see pipeline.data.transcripts. The
+bytes are read through one descriptor, the file's identity with them (pipeline.data.transcript_open).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from pipeline.data.input_files import decode, read_lines, read_text
+from pipeline.data.input_files import checked_text, decode, text_lines
 from pipeline.data.transcript_text import Row, Transcript, Turn
 from pipeline.errors import InputError
 
@@ -33,27 +34,22 @@ class _Record(BaseModel):
     text: str | None = None
 
 
-def stamp(path: Path) -> tuple[int, int]:
-    status = path.stat()
-    return status.st_size, status.st_mtime_ns
-
-
 def item_id_of(path: Path) -> str:
     """A DAIC-WOZ or plain-text file's item id, as its name gives it (not yet stripped)."""
     return path.name[: -len(DAIC)] if path.name.lower().endswith(DAIC) else path.stem
 
 
-def read_indexed(path: Path, shown: str) -> Iterator[tuple[Transcript, At]]:
-    """Each transcript of the file with where it lies, one at a time (a JSONL file's lines are
-    parsed as they are reached, and each line's number and byte span are kept to read it again alone)."""
+def read_indexed(path: Path, shown: str, data: bytes) -> Iterator[tuple[Transcript, At]]:
+    """Each transcript of the file `path` names, its bytes `data`, with where it lies, one at a time
+    (a JSONL file's lines are parsed as they are reached, and each line's number and byte span are
+    kept to read it again alone)."""
     if path.suffix.lower() != ".jsonl":
-        yield read_file(path, shown), (None, None)
+        yield read_file(path, shown, data), (None, None)
         return
-    text = read_text(path, shown)  # as read_lines reads it, with each line's "\r" kept to count bytes
+    text = checked_text(data, shown)  # as text_lines reads it, with each line's "\r" kept to count bytes
     if not text.strip():
         raise InputError(shown, 1, "the file is empty", "delete it, or export it again")
-    with path.open("rb") as raw:
-        offset = len(_BOM) if raw.read(len(_BOM)) == _BOM else 0
+    offset = len(_BOM) if data.startswith(_BOM) else 0
     for number, raw_line in enumerate(text.split("\n"), start=1):
         size = len(raw_line.encode("utf-8"))
         line = raw_line.removesuffix("\r")
@@ -62,21 +58,17 @@ def read_indexed(path: Path, shown: str) -> Iterator[tuple[Transcript, At]]:
         offset += size + len(b"\n")
 
 
-def read_one(path: Path, shown: str, line: int | None, span: tuple[int, int] | None) -> Transcript:
-    """The transcript at `line` and `span` of the file, read again (a JSONL line alone, by its
-    bytes), or the file's one transcript."""
-    if span is None or line is None:
-        return read_file(path, shown)
-    start, size = span
-    with path.open("rb") as raw:
-        raw.seek(start)
-        text = decode(raw.read(size), shown).removesuffix("\r")
-    return read_record(text, shown, line)
+def read_one(path: Path, shown: str, line: int | None, data: bytes) -> Transcript:
+    """The transcript at `line` of the file, read again: `data` is the JSONL line's bytes alone
+    (its span), or the file's of its one transcript (line None)."""
+    if line is None:
+        return read_file(path, shown, data)
+    return read_record(decode(data, shown).removesuffix("\r"), shown, line)
 
 
-def read_file(path: Path, shown: str) -> Transcript:
-    """A DAIC-WOZ or plain-text transcript: one a file."""
-    lines = read_lines(path, shown)
+def read_file(path: Path, shown: str, data: bytes) -> Transcript:
+    """A DAIC-WOZ or plain-text transcript, one a file: the file `path` names, its bytes `data`."""
+    lines = text_lines(checked_text(data, shown), shown)
     timed = path.suffix.lower() == ".csv"
     rows = daic_rows(lines, shown) if timed else speaker_lines(lines, shown, None)
     return _transcript(item_id_of(path), rows, shown, None, timed)

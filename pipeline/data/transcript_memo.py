@@ -2,7 +2,10 @@
 
 A stage's items, status' dry run of each stage and the bench's in-process stages index the same
 files again; a file whose bytes were checked under the same name and cleaning is then only hashed
-(issue 33). Remembered: a digest of (name, the cleaning settings, the file's bytes) -> each
+(issue 33). The bytes hashed are those parsed, read once through one descriptor
+(pipeline.data.transcript_open), so a file changed between two looks cannot be remembered under
+another file's bytes, and a changed file is never served from here. Remembered: a digest of (name,
+the cleaning settings, the file's bytes) -> each
 transcript's id, JSONL line and span, and speakers once cleaned (each distinct set of speakers
 once); never the text. Full at CHECKED_FILES, the memo keeps what it holds and takes no more: every
 stage reads the files in the same order, so a memo cleared when full held, at each pass, only the
@@ -17,7 +20,7 @@ from hashlib import sha256
 from pathlib import Path
 
 from pipeline.data.settings import DataSettings
-from pipeline.data.transcript_files import At, read_indexed, stamp
+from pipeline.data.transcript_files import At, read_indexed
 from pipeline.data.transcript_text import clean
 from pipeline.errors import InputError
 
@@ -30,21 +33,21 @@ CHECKED_FILES = 200_000
 Found = Mapping[str, tuple[str, int | None, str]]
 
 
-def _checked_key(path: Path, settings: DataSettings) -> bytes:
+def _checked_key(path: Path, settings: DataSettings, data: bytes) -> bytes:
     name = path.name.encode("utf-8", "surrogatepass")
     digest = sha256(len(name).to_bytes(4, "little") + name)
     digest.update(bytes([settings.drop_markers, settings.participant_only]))
-    digest.update(path.read_bytes())
+    digest.update(data)
     return digest.digest()
 
 
 def index_file(
-    path: Path, shown: str, when: tuple[int, int], settings: DataSettings, found: Found
+    path: Path, shown: str, data: bytes, settings: DataSettings, found: Found
 ) -> Iterator[tuple[str, At, frozenset[str]]]:
-    """Each transcript of the file: its id, where it lies, its speakers once cleaned; read and
-    checked (ids unique against `found`), or only hashed when this process checked the same bytes
-    under the same name and cleaning before. `when`: the file's stamp, taken before it was hashed."""
-    key = _checked_key(path, settings)
+    """Each transcript of the file `path` names, its bytes `data`: its id, where it lies, its
+    speakers once cleaned; read and checked (ids unique against `found`), or only hashed when this
+    process checked the same bytes under the same name and cleaning before."""
+    key = _checked_key(path, settings, data)
     remembered = checked.get(key)
     if remembered is not None:
         for item_id, line, span, said in remembered:
@@ -52,20 +55,21 @@ def index_file(
             yield item_id, (line, span), said
         return
     seen: list[tuple[str, int | None, tuple[int, int] | None, frozenset[str]]] = []
-    for item_id, (line, span), said in checked_transcripts(path, shown, settings, found):
+    for item_id, (line, span), said in checked_transcripts(path, shown, settings, found, data):
         shared = _speaker_sets.setdefault(said, said) if len(checked) < CHECKED_FILES else said
         seen.append((item_id, line, span, shared))
         yield item_id, (line, span), said
-    if stamp(path) == when and len(checked) < CHECKED_FILES:  # (the bytes hashed were those read)
+    if len(checked) < CHECKED_FILES:
         checked[key] = tuple(seen)
 
 
 def checked_transcripts(
-    path: Path, shown: str, settings: DataSettings, found: Found
+    path: Path, shown: str, settings: DataSettings, found: Found, data: bytes
 ) -> Iterator[tuple[str, At, frozenset[str]]]:
-    """The file's transcripts read and checked: ids (unique against `found`), where each lies,
-    speakers once cleaned. A DAIC-WOZ or text file's turns are rows, no models (issue 33)."""
-    for transcript, (line, span) in read_indexed(path, shown):
+    """The file's transcripts read from its bytes `data` and checked: ids (unique against `found`),
+    where each lies, speakers once cleaned. A DAIC-WOZ or text file's turns are rows, no models
+    (issue 33)."""
+    for transcript, (line, span) in read_indexed(path, shown, data):
         unique(transcript.item_id, shown, line, found)
         yield transcript.item_id, (line, span), clean(transcript, settings, line).speakers
 

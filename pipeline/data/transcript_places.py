@@ -1,10 +1,11 @@
 """Where each transcript of an index lies, packed: about 150 bytes a transcript, not 1.8 kB (issue 33).
 
 An index of transcripts (pipeline.data.transcripts.Transcripts) holds, for each item, where to read
-it again: its file, the file's size and modification time when it was read, and for a JSONL line its
-number and byte span. As a Path and a dataclass a transcript, with the name shown in messages, that
-was about 1.8 kB an item (tracemalloc, 10k interviews of one file each), held through every stage's
-dry run and run: 1.8 GB at a million interviews. Here a transcript's file is its name under the
+it again: its file, the file's identity when it was read (device, inode, size, modification and
+change times: pipeline.data.transcript_open), and for a JSONL line its number and byte span. As a
+Path and a dataclass a transcript, with the name shown in messages, that was about 1.8 kB an item
+(tracemalloc, 10k interviews of one file each), held through every stage's dry run and run: 1.8 GB
+at a million interviews. Here a transcript's file is its name under the
 folder searched (one str, the same object for the transcripts of one JSONL file), the numbers lie in
 arrays, and the name shown is made from the folder's when that gives the same text (it is kept as it
 is where it does not: a symlink, a folder outside the project).
@@ -26,6 +27,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from pipeline.data.input_files import InputWarning, shown_path
+from pipeline.data.transcript_open import Identity
 from pipeline.errors import InputError
 
 SEARCHED = ("*_TRANSCRIPT.csv", "*/*_TRANSCRIPT.csv", "*.txt", "*.jsonl")
@@ -137,7 +139,7 @@ class _Searched:
 
 
 class Places:
-    """A row a transcript: its file (a name under `folder`), stamp, and JSONL line and byte span."""
+    """A row a transcript: its file (a name under `folder`), identity, and JSONL line and byte span."""
 
     def __init__(self, folder: Path, root: Path) -> None:
         self.folder, self.root = folder, root
@@ -145,19 +147,22 @@ class Places:
         self._prefix = "" if shown == "." else f"{shown}/"  # a file's name shown, but for its name
         self._files: list[str] = []  # by row: the file's name under `folder`
         self._shown: dict[int, str] = {}  # by row: a name shown that is not the folder's and the file's
-        self._numbers = array("q")  # by row: size, mtime_ns, line, span's start, span's size
+        self._numbers = array("q")  # by row: size, mtime_ns, ctime_ns, line, span's start, span's size
+        self._inodes = array("Q")  # by row: the file's device and inode
 
     def __len__(self) -> int:
         return len(self._files)
 
     def add(
-        self, file: str, shown: str, stamp: tuple[int, int], line: int | None, span: tuple[int, int] | None
+        self, file: str, shown: str, identity: Identity, line: int | None, span: tuple[int, int] | None
     ) -> None:
         if shown != self._shown_as(file):
             self._shown[len(self._files)] = shown
         self._files.append(file)
         start, size = (_NONE, _NONE) if span is None else span
-        self._numbers.extend((*stamp, _NONE if line is None else line, start, size))
+        device, inode, *times = identity
+        self._inodes.extend((device, inode))
+        self._numbers.extend((*times, _NONE if line is None else line, start, size))
 
     def _shown_as(self, file: str) -> str:
         return f"{self._prefix}{file}" if file else self._prefix.removesuffix("/") or "."
@@ -171,27 +176,29 @@ class Places:
         held = self._shown.get(row)
         return self._shown_as(self._files[row]) if held is None else held
 
-    def stamp(self, row: int) -> tuple[int, int]:
-        return self._numbers[5 * row], self._numbers[5 * row + 1]
+    def identity(self, row: int) -> Identity:
+        at, numbers = 6 * row, self._numbers
+        return self._inodes[2 * row], self._inodes[2 * row + 1], numbers[at], numbers[at + 1], numbers[at + 2]
 
     def line(self, row: int) -> int | None:
-        line = self._numbers[5 * row + 2]
+        line = self._numbers[6 * row + 3]
         return None if line == _NONE else line
 
     def span(self, row: int) -> tuple[int, int] | None:
-        start, size = self._numbers[5 * row + 3], self._numbers[5 * row + 4]
+        start, size = self._numbers[6 * row + 4], self._numbers[6 * row + 5]
         return None if start == _NONE else (start, size)
 
     def rows(self, rows: Iterable[int]) -> Places:
         """These rows, in this order, as a table of their own."""
         taken = Places.__new__(Places)
         taken.folder, taken.root, taken._prefix = self.folder, self.root, self._prefix
-        taken._files, taken._shown, taken._numbers = [], {}, array("q")
+        taken._files, taken._shown, taken._numbers, taken._inodes = [], {}, array("q"), array("Q")
         for row in rows:
             if row in self._shown:
                 taken._shown[len(taken._files)] = self._shown[row]
             taken._files.append(self._files[row])
-            taken._numbers.extend(self._numbers[5 * row : 5 * row + 5])
+            taken._numbers.extend(self._numbers[6 * row : 6 * row + 6])
+            taken._inodes.extend(self._inodes[2 * row : 2 * row + 2])
         return taken
 
     def first(self, wanted: Callable[[int], bool]) -> int | None:

@@ -17,11 +17,13 @@ as a quoted field), fields are stripped, and a turn that reads "NA" or "null" st
 
 Here: the index of a design's transcripts, each read again when its item runs. A transcript and
 its rendered text: pipeline.data.transcript_text; a file read and checked: .transcript_files; the
-files this process has checked already: .transcript_memo; where each transcript lies: .transcript_places.
+files this process has checked already: .transcript_memo; where each transcript lies: .transcript_places;
+a file opened, and read again only if it is the file the index read: .transcript_open.
 """
 
 from __future__ import annotations
 
+import os
 import unicodedata
 import warnings
 from array import array
@@ -33,8 +35,9 @@ from typing import overload
 from pipeline.data.input_files import InputWarning, shown_path
 from pipeline.data.labels import listed_participants
 from pipeline.data.settings import DataSettings
-from pipeline.data.transcript_files import read_one, stamp
+from pipeline.data.transcript_files import read_one
 from pipeline.data.transcript_memo import index_file
+from pipeline.data.transcript_open import Identity, read_again, read_listed
 from pipeline.data.transcript_places import SEARCHED as SEARCHED
 from pipeline.data.transcript_places import Places, found
 from pipeline.data.transcript_text import PARTICIPANT_SPEAKERS as PARTICIPANT_SPEAKERS
@@ -89,11 +92,8 @@ class Transcripts(Sequence[Transcript]):
     def _read(self, row: int) -> Transcript:
         places = self._places
         path, shown, line = places.path(row), places.shown(row), places.line(row)
-        if stamp(path) != places.stamp(row):
-            problem = f"the file changed since it was read for item '{self.ids[row]}' at the stage's start"
-            fix = "leave the inputs as they are while a stage runs"
-            raise InputError(shown, line, problem, fix)
-        transcript = read_one(path, shown, line, places.span(row))
+        data = read_again(path, shown, line, places.identity(row), places.span(row), self.ids[row])
+        transcript = read_one(path, shown, line, data)
         return clean(transcript, self._settings, line).named(self._settings)
 
     @property
@@ -123,11 +123,16 @@ def index_transcripts(settings: DataSettings, root: Path = Path(".")) -> Transcr
         raise ConfigError(f"data.limit is {settings.limit}. Fix: a count of 0 or more, or null for all.")
     folder = root / settings.transcripts
     indexing = _Indexing(Places(folder, root))
-    for file in found(folder, root):
+    files = found(folder, root)
+    inside = None if files == [""] else os.path.realpath(folder)  # a file named itself is trusted
+    listed = shown_path(folder, root)
+    for file in files:
         path = folder / file if file else folder
-        shown, when = shown_path(path, root), stamp(path)
-        for item_id, (line, span), said in index_file(path, shown, when, settings, indexing):
-            indexing.add(item_id, file, shown, when, line, span, said)
+        shown = shown_path(path, root)
+        # What lies there now, asked of the descriptor read; an error names the entry as listed.
+        data, identity = read_listed(path, f"{listed}/{file}" if file else shown, inside)
+        for item_id, (line, span), said in index_file(path, shown, data, settings, indexing):
+            indexing.add(item_id, file, shown, identity, line, span, said)
     return indexing.done(settings, root)
 
 
@@ -149,12 +154,12 @@ class _Indexing(Mapping[str, tuple[str, "int | None", str]]):
         item_id: str,
         file: str,
         shown: str,
-        stamp: tuple[int, int],
+        identity: Identity,
         line: int | None,
         span: tuple[int, int] | None,
         said: frozenset[str],
     ) -> None:
-        self.places.add(file, shown, stamp, line, span)
+        self.places.add(file, shown, identity, line, span)
         self.ids.append(item_id)
         self._seen.add(_composed(item_id))
         self._said.append(self._speakers.setdefault(said, len(self._speakers)))

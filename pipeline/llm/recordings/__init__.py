@@ -4,7 +4,8 @@
     line_checks.py   a recording's text and each line read back and refused unless it can be trusted
     line_search.py   a recording's lines found in its bytes by what they hold, without splitting it
     stage_folders.py a stage's folder: its file names, its name checked, links refused
-    stage_writer.py  a stage's calls gathered as it runs, then written in one step (StageRecording)
+    stage_calls.py   a stage's calls gathered as it runs, each held by its line's place, read back in order
+    stage_writer.py  a stage's recording written in one step: one file, or shards (StageRecording)
     stage_reader.py  a stage's recording read whole: split into lines and blocks, every call verified
     key_reader.py    the calls of some keys, read without reading the whole recording when it can
     call_places.py   the calls of a recording being made, each held as a hash and its line's number

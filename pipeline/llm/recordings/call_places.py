@@ -21,7 +21,7 @@ not one it keeps: kept, a bound method of its owner made a cycle (owner -> CallP
 that a recording let go of (a dry run's, in status or batch export) held its calls until the cyclic
 GC ran.
 
-Not thread-safe: its owner (StageRecording, under its lock) takes turns.
+Not thread-safe: its owner (StageCalls, under its lock) takes turns.
 """
 
 from __future__ import annotations
