@@ -22,7 +22,7 @@ import click
 from pipeline.llm.recordings import key_reader, stage_folders
 from pipeline.llm.recordings.stage_index import read_items
 from pipeline.testing.synthetic import audit_one_judgement
-from pipeline.tools.audit.command import iter_calls
+from pipeline.tools.audit.calls import iter_calls
 
 
 def rchar() -> int:

@@ -45,17 +45,17 @@ def main(calls: int, root: Path, out: Path | None) -> None:
     from click.testing import CliRunner
 
     from pipeline.tools.cli import main as cli
-    from pipeline.tools.status import command
+    from pipeline.tools.status import planner
 
     err = open("/dev/stderr", "w", buffering=1)  # noqa: SIM115 (CliRunner takes sys.stderr over)
-    probe_stage = getattr(command, "probe_stage")  # noqa: B009 (patched below: not exported)
+    probe_stage = getattr(planner, "probe_stage")  # noqa: B009 (patched below: not exported)
 
     def probed(stage: str, *args: Any, **options: Any) -> Any:
         probe = probe_stage(stage, *args, **options)
         print(f"  {stage}: {rollup()} MB; peak {peak_mb()} MB\n    {malloc_split()}", file=err)
         return probe
 
-    setattr(command, "probe_stage", probed)  # noqa: B010
+    setattr(planner, "probe_stage", probed)  # noqa: B010
     os.chdir(root)
     started, wall = os.times(), time.perf_counter()
     result = CliRunner().invoke(cli, ["status", "--all", "--offline"], catch_exceptions=False)

@@ -32,7 +32,7 @@
                                     after it was locked; refused until restored or re-locked
 
 Errors are never cached: only a successful reply becomes a record, or the refusal of a prompt too
-long for the context window (pipeline.llm.session), which the same model and window always repeat.
+long for the context window (pipeline.llm.asking), which the same model and window always repeat.
 """
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ class ReplayIncompleteError(CacheError):
         damaged: Sequence[str] = (),
         cause: str | None = None,
     ) -> None:
-        """cause: why, when known, with its fix (pipeline.llm.session: the stage never ran under
+        """cause: why, when known, with its fix (pipeline.llm.why_missing: the stage never ran under
         these params, or it did and these calls are new)."""
         lines = [f"  - {m.context.describe() if m.context else '?'}  key {m.key}" for m in misses]
         left_out = "".join(f"\nLeft out, so not searched: {reason}" for reason in damaged)

@@ -22,7 +22,9 @@ from pipeline.llm.session import RecordingIndex
 from pipeline.llm.types import CallContext
 from pipeline.tools.cli import main
 from pipeline.tools.status import command as status_command
-from pipeline.tools.status.command import NOT_LOOKED_UP, DvcView, recorded_identity
+from pipeline.tools.status.command import NOT_LOOKED_UP
+from pipeline.tools.status.dvc_state import DvcView
+from pipeline.tools.status.identities import recorded_identity
 from tests.conftest import ROOT
 from tests.helpers import make_session, request
 from tests.project import MODEL, ONE_ROUND, recorded_project, run_pipeline, scripted, write_data, write_params

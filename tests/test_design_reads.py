@@ -19,7 +19,7 @@ from pipeline.judges.rubric.judge import SCALE
 from pipeline.judges.scores import extract_score
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext, ChatReply, ChatRequest, Message, ModelIdentity, Options
-from pipeline.tools.audit.command import readers, score_of
+from pipeline.tools.audit.formats import readers, score_of
 from pipeline.tools.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -77,7 +77,7 @@ def test_status_in_auto_mode_says_what_the_server_said_not_replay_mode(tmp_path:
     from pipeline.errors import ConfigError
     from pipeline.llm.recordings.index import RecordingIndex
     from pipeline.llm.settings import CacheSettings, EngineSettings
-    from pipeline.tools.status.command import next_identity
+    from pipeline.tools.status.identities import next_identity
 
     with socket.socket() as free:
         free.bind(("127.0.0.1", 0))

@@ -102,7 +102,7 @@ def test_a_live_call_on_another_build_is_reported_once_per_run(
         }
     )
     session = open_session(params, "judge", root=tmp_path, backend_factory=lambda: OtherBuild())
-    with caplog.at_level(logging.WARNING, logger="pipeline.llm.session"):
+    with caplog.at_level(logging.WARNING, logger="pipeline.llm.asking"):
         for n in range(3):
             request = ChatRequest(messages=(Message(role="user", content=f"q{n}"),))
             session.chat(request, CallContext(stage="judge", item=str(n)))

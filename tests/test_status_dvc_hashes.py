@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.tools.status.command import dvc_view
+from pipeline.tools.status.dvc_state import dvc_view
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("dvc") is None, reason="needs DVC")
 

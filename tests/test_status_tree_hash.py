@@ -366,7 +366,7 @@ def test_status_hashes_the_data_folder_without_dvcs_walk(
 ) -> None:
     from dvc import output
 
-    from pipeline.tools.status.command import dvc_view
+    from pipeline.tools.status.dvc_state import dvc_view
 
     built: list[str] = []
     original = output.Output._build

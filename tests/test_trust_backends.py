@@ -11,11 +11,11 @@ import pytest
 from tenacity import wait_none
 
 from pipeline.errors import EmptyReplyError, ModelChangedError
+from pipeline.llm.asking import EMPTY_REPLY_ATTEMPTS
 from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.backends.ollama import OllamaBackend
 from pipeline.llm.recordings.stage_reader import read_stage
 from pipeline.llm.runner import run_items
-from pipeline.llm.session import EMPTY_REPLY_ATTEMPTS
 from pipeline.llm.types import CallContext
 from pipeline.testing.fake_ollama import DEFAULT_MODELS, FakeOllama, Fault, default_responder
 from pipeline.testing.fake_openai import FakeOpenAI

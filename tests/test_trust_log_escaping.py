@@ -25,7 +25,7 @@ try:
 except BaseException:
     pass
 logging.getLogger("pipeline.llm.backends.http_errors").warning("attempt 1 failed (HTTP 500: %s)", "{HOSTILE}")
-logging.getLogger("pipeline.llm.session").warning("item {HOSTILE}: the model's reply was empty")
+logging.getLogger("pipeline.llm.asking").warning("item {HOSTILE}: the model's reply was empty")
 warnings.warn("transcripts/" + hostile + ".csv: skipped", UserWarning)
 """
 ENTRIES = {

@@ -7,7 +7,7 @@ portably, for x86-64-v3 (AVX2, FMA, F16C: any x86 machine of the last decade; Ar
 switches). The Makefile reads VERSION and CMAKE_ARGS from this file (with sed: it runs before any
 environment exists), pyproject's `embedded` extra and requirements/lock.txt name the same version
 (tests/test_llama_pin.py checks all three), and the embedded backend compares each live reply's
-build with BUILD (pipeline.llm.session says once per run when they differ; the cache key does not
+build with BUILD (pipeline.llm.asking says once per run when they differ; the cache key does not
 hold the build, so a replay needs none).
 
 Run as a script (`python -I pipeline/llm/llama_pin.py --check-cpu`, what `make install`

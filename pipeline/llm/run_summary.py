@@ -1,4 +1,5 @@
-"""A stage run's summary (.judgeloop/runs/STAGE.json), written as it is encoded (issue 33).
+"""A stage run's statistics (RunStats, kept by its session) and its summary
+(.judgeloop/runs/STAGE.json), written as it is encoded (issue 33).
 
 The summary names every key the run served, sorted. Built whole (a sorted copy of the keys, then
 one string, through json's pure-Python encoder, which an indented dump uses and which holds every
@@ -12,13 +13,42 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipeline.errors import ReplayMissError
 from pipeline.llm.files import atomic_write_chunks
 from pipeline.llm.key_table import KeyTable
 
 PIECES = 4096  # the encoder's pieces joined into one write
+
+
+@dataclass
+class RunStats:
+    hits: int = 0
+    model_calls: int = 0
+    misses: list[ReplayMissError] = field(default_factory=list)
+    keys: KeyTable = field(default_factory=KeyTable)  # key -> "hit" | "miss" (packed: issue 33)
+    empty_replies: int = 0  # replies that were empty or only whitespace: failed, never stored
+    unreadable_replies: int = 0  # replies holding a lone surrogate: failed, never stored
+
+
+def stats_summary(stage: str, mode: str, stats: RunStats) -> dict[str, Any]:
+    """The summary of a stage's run, but its keys (`write_summary` writes `stats.keys` in their place)."""
+    summary: dict[str, Any] = {
+        "stage": stage,
+        "mode": mode,
+        "hits": stats.hits,
+        "model_calls": stats.model_calls,
+        "replay_misses": len(stats.misses),
+        "keys": None,  # its place: every key served, sorted as it is written
+    }
+    if stats.empty_replies:  # absent when none: a summary reads as it always did
+        summary["empty_replies"] = stats.empty_replies
+    if stats.unreadable_replies:
+        summary["unreadable_replies"] = stats.unreadable_replies
+    return summary
 
 
 class _SortedKeys(dict[str, Any]):

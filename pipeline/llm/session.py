@@ -12,15 +12,9 @@ Cache modes (params `cache.mode`, env JUDGELOOP_CACHE_MODE):
     refresh  call the model for every request and overwrite what was stored
     off      call the model for every request and store nothing locally (recordings still written)
 
-A prompt too long for the model's context window (PromptTruncatedError from the backend) is, by
-default (`llm.too_long: unscored`), recorded as that call's reply: a refusal with no text, done_reason
-`prompt_too_long` and the backend's words in its meta, logged with the item it belongs to. The
-judges read it as a failure of kind `too_long` (no re-ask: a re-ask is longer still), so the item
-is recorded unscored with the reason and counted, the stage goes on, and a replay takes the same
-course. A refusal is no transport error: the same prompt never fits the same model and window, both
-in its key. (An OpenAI-compatible server's context is not in the key: after serving the model with
-a longer one, run with JUDGELOOP_CACHE_MODE=refresh.) `llm.too_long: fail` stops the stage at the
-first such prompt instead, naming the item.
+A reply that is empty is re-asked, and a prompt too long for the model's context window refused
+or recorded as a refusal (`llm.too_long`), as pipeline.llm.asking says; a replay's missing calls
+are listed with what they say (pipeline.llm.why_missing).
 
 Nothing is served unverified: a local hit is checked against its seal and key (pipeline.llm.cache.store),
 a recorded one was verified in full when its stage's recording was read, and that recording
@@ -40,24 +34,16 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.errors import (
-    ConfigError,
-    CorruptRecordError,
-    EmptyReplyError,
-    PromptTruncatedError,
-    ReplayIncompleteError,
-    ReplayMissError,
-    UnreadableReplyError,
-)
+from pipeline.errors import CorruptRecordError, ReplayIncompleteError, ReplayMissError
 from pipeline.llm.arenas import limit_arenas
+from pipeline.llm.asking import ModelAsker
 from pipeline.llm.cache.store import CallStore
 from pipeline.llm.key_table import KeyTable
 from pipeline.llm.keys import request_key
 from pipeline.llm.latency import BACKEND_TOTAL, WALL
-from pipeline.llm.llama_pin import foreign_build
+from pipeline.llm.model_identity import resolve_identity
 from pipeline.llm.recent import RECENT, Recent
 from pipeline.llm.recordings import layouts, stage_folders, stage_writer
 from pipeline.llm.recordings.index import RecordingIndex
@@ -65,32 +51,18 @@ from pipeline.llm.recordings.pins import Pins
 from pipeline.llm.recordings.stage_index import StageIndex
 from pipeline.llm.recordings.verified_memo import VerifiedMemo
 from pipeline.llm.records import CallRecord, RecordedCall, ServedCall
-from pipeline.llm.run_summary import write_summary
+from pipeline.llm.run_summary import RunStats, stats_summary, write_summary
 from pipeline.llm.scheduling import RankedGate
 from pipeline.llm.served_log import ServedLog
 from pipeline.llm.settings import CacheMode, EngineSettings, TooLong, in_flight
-from pipeline.llm.terminal import shown
-from pipeline.llm.types import Backend, CallContext, ChatReply, ChatRequest, ModelIdentity
+from pipeline.llm.types import Backend, CallContext, ChatRequest, ModelIdentity
+from pipeline.llm.why_missing import why_missing
 
 __all__ = ["RUNS_DIR", "LLMSession", "RecordingIndex", "RunStats", "open_session", "resolve_identity"]
 
 log = logging.getLogger(__name__)
 
 RUNS_DIR = "runs"
-# How many times a call whose reply is empty (or only whitespace) is asked in all, for a backend
-# that returns one rather than raising EmptyReplyError itself (the HTTP backends retry within
-# llm.max_retries): a sampling model may answer the next time; a greedy one never will.
-EMPTY_REPLY_ATTEMPTS = 3
-
-
-@dataclass
-class RunStats:
-    hits: int = 0
-    model_calls: int = 0
-    misses: list[ReplayMissError] = field(default_factory=list)
-    keys: KeyTable = field(default_factory=KeyTable)  # key -> "hit" | "miss" (packed: issue 33)
-    empty_replies: int = 0  # replies that were empty or only whitespace: failed, never stored
-    unreadable_replies: int = 0  # replies holding a lone surrogate: failed, never stored
 
 
 class LLMSession:
@@ -115,7 +87,6 @@ class LLMSession:
         # no key in `stats.keys` or `asked`, no call in its recording (issue 33: about 500 bytes a
         # call, held to the dry run's end). Its calls are the dry run's own log's (probe.DryLog).
         self.dry_run = dry_run
-        self.too_long = too_long
         self.recordings_dir, self.runs_dir = recordings_dir, runs_dir
         self._identity_factory, self._backend_factory = identity, backend
         self._identity: ModelIdentity | None = None
@@ -137,8 +108,13 @@ class LLMSession:
         self.recorded_total: int | None = None  # the calls the stage's recording held once written
         self._recorded_this_run: int | None = None  # set when written: the file adds earlier calls
         self.stats = RunStats()
+        self._asker = ModelAsker(stage=stage, too_long=too_long, lock=self._lock, stats=self.stats)
         self._observers: list[Callable[[RecordedCall], None]] = []
-        self._build_said = False  # a live call on another llama.cpp build is reported once
+
+    @property
+    def too_long(self) -> TooLong:
+        """What a prompt too long for the context window does (pipeline.llm.asking)."""
+        return self._asker.too_long
 
     @property
     def calls(self) -> list[RecordedCall]:
@@ -309,82 +285,18 @@ class LLMSession:
         backend = self.backend  # built (a model loaded) before the clock starts: not the call's time
         with self.gate.place():  # waiting for a turn is not the call's time either
             started = time.perf_counter_ns()
-            reply = self._answer(backend, request, context)
+            reply = self._asker.answer(backend, request, context)
             elapsed = time.perf_counter_ns() - started
         if BACKEND_TOTAL not in reply.meta:
             # A backend that does not time itself: keep the call's wall time (latency budgets read
             # it back in replay; pipeline.llm.latency). Meta is not in the key.
             reply = reply.model_copy(update={"meta": {**reply.meta, WALL: elapsed}})
-        self._check_build(reply)
+        self._asker.check_build(reply)
         record = CallRecord.new(self.identity, request, reply)
         if self.store is not None and self.mode != "off":
             self.store.put(record)
         self._answered.put(key, record)
         return RecordedCall(context=context, record=record, cache_hit=False)
-
-    def _check_build(self, reply: ChatReply) -> None:
-        """Say once per run when a live call ran on another llama.cpp build than the pinned one:
-        its replies may differ from the recordings' under the same key (pipeline.llm.llama_pin)."""
-        if self._build_said:
-            return
-        differs = foreign_build(reply.meta)
-        if differs is not None:
-            self._build_said = True
-            log.warning(
-                "stage %s: this live call ran on another llama.cpp build than the pinned one: %s. Its "
-                "replies may differ from the committed recordings' under the same keys (a new measurement, "
-                "not a rerun); `make install` in a new environment installs the pinned build.",
-                self.stage,
-                differs,
-            )
-
-    def _answer(self, backend: Backend, request: ChatRequest, context: CallContext) -> ChatReply:
-        """The backend's reply. One that is empty or only whitespace is a failed call, whichever
-        backend gave it: asked again (EMPTY_REPLY_ATTEMPTS in all), counted, never stored or
-        recorded; EmptyReplyError when no attempt gave text."""
-        for attempt in range(1, EMPTY_REPLY_ATTEMPTS + 1):
-            try:
-                reply = backend.chat(request)
-            except PromptTruncatedError as exc:
-                return self._refused(exc, context)
-            except UnreadableReplyError:
-                self._count_unreadable()
-                raise
-            except EmptyReplyError:
-                self._count_empty()
-                raise
-            if reply.text.strip() or reply.too_long is not None:
-                return reply
-            self._count_empty()
-            where = shown(context.describe(), one_line=True)  # an item id comes from a data file
-            log.warning("%s: the model's reply was empty (attempt %d)", where, attempt)
-        raise EmptyReplyError(
-            f"{context.describe()}: the model's reply was empty (or only whitespace) {EMPTY_REPLY_ATTEMPTS} "
-            "times: a failed call, stored nowhere. Fix: check the model and its prompt (a greedy model "
-            "answers the same every time); the stage resumes from the cache when run again."
-        )
-
-    def _count_empty(self) -> None:
-        with self._lock:
-            self.stats.empty_replies += 1
-
-    def _count_unreadable(self) -> None:
-        with self._lock:
-            self.stats.unreadable_replies += 1
-
-    def _refused(self, exc: PromptTruncatedError, context: CallContext) -> ChatReply:
-        """A prompt too long for the context window: llm.too_long says whether that stops the
-        stage, naming the item, or is recorded as this call's reply, a refusal without text, so
-        the item is recorded unscored with the reason and a replay takes the same course."""
-        said = exc.message.rstrip(". ") + "."
-        if self.too_long == "fail":
-            raise PromptTruncatedError(
-                f"{context.describe()}: {said} The stage stopped at it (llm.too_long: fail); with "
-                "llm.too_long: unscored such an item is recorded unscored, counted, and the others go on.",
-                item=context.item,
-            ) from exc
-        log.warning("%s: %s Recorded unscored (llm.too_long: unscored).", context.describe(), said)
-        return ChatReply.refused_as_too_long(exc.message)
 
     def _log(self, call: RecordedCall) -> RecordedCall:
         with self._lock:
@@ -411,35 +323,11 @@ class LLMSession:
     def raise_for_misses(self) -> None:
         if self.stats.misses:
             raise ReplayIncompleteError(
-                self.stage, self.stats.misses, self.index.damaged(), self._why_missing()
+                self.stage,
+                self.stats.misses,
+                self.index.damaged(),
+                why_missing(self.index, self.stage, self.recordings_dir, self._identity),
             )
-
-    def _why_missing(self) -> str | None:
-        """Whether the stage never ran under this model (its recording holds none of its calls) or
-        ran and these calls are new (a prompt or a param changed since), with the fix for each."""
-        own = self.index.stage(self.stage)
-        if own.error is not None or self._identity is None:
-            return None
-        wanted = self._identity
-        recorded = {f"{m.backend}:{m.name}" for m in own.models}
-        if not recorded:
-            return (
-                f"Cause: stage '{self.stage}' was never recorded here (no {self.recordings_dir}/"
-                f"{self.stage}/). Fix: fetch the recordings/ folder it was run with, or run it "
-                f"where the model is served: `./judgeloop repro {self.stage}`."
-            )
-        if f"{wanted.backend}:{wanted.name}" not in recorded:
-            return (
-                f"Cause: stage '{self.stage}' never ran under these params: its recording holds calls "
-                f"by {', '.join(sorted(recorded))}, and llm names {wanted.backend}:{wanted.name}. "
-                f"Fix: run it where that model is served (`./judgeloop repro {self.stage}`), or put "
-                "the llm params back as they were when it ran (git checkout -- params.yaml)."
-            )
-        return (
-            f"Cause: stage '{self.stage}' ran under this model, but these calls are new (a prompt, a "
-            f"param or the data changed since). Fix: record them where the model is served: "
-            f"`./judgeloop repro {self.stage}`."
-        )
 
     def close(
         self, *, write_recording: bool = True, keep: Callable[[RecordedCall], bool] | None = None
@@ -452,48 +340,12 @@ class LLMSession:
             self.recorded_total = self.recording.write(directory, keep)
         self.recording.close()  # its spooled lines: written, or never to be
         if self.runs_dir is not None:
-            summary = {
-                "stage": self.stage,
-                "mode": self.mode,
-                "hits": self.stats.hits,
-                "model_calls": self.stats.model_calls,
-                "replay_misses": len(self.stats.misses),
-                "keys": None,  # its place: every key served, sorted as it is written
-            }
-            if self.stats.empty_replies:  # absent when none: a summary reads as it always did
-                summary["empty_replies"] = self.stats.empty_replies
-            if self.stats.unreadable_replies:
-                summary["unreadable_replies"] = self.stats.unreadable_replies
+            summary = stats_summary(self.stage, self.mode, self.stats)
             write_summary(self.runs_dir / f"{self.stage}.json", summary, self.stats.keys)
         if self._backend is not None:
             self._backend.close()
         if self.store is not None:
             self.store.close()
-
-
-def resolve_identity(
-    params: EngineSettings, index: RecordingIndex, backend: Callable[[], Backend], stage: str | None = None
-) -> ModelIdentity:
-    """The model's identity: the backend's, or in replay mode the recordings' (read for it, `stage`'s
-    own held for its lookups)."""
-    llm = params.llm
-    if params.cache.mode != "replay":
-        return backend().identity()
-    if llm.digest:
-        return ModelIdentity(backend=llm.backend, name=llm.model, digest=llm.digest)
-    recorded = index.identities(llm.backend, llm.model, hold_only=stage)
-    if len(recorded) == 1:
-        return next(iter(recorded))
-    if not recorded:
-        raise ConfigError(
-            f"replay mode: no recorded call was made by {llm.backend} model '{llm.model}', so its identity "
-            f"is unknown. Fix: check llm.backend/llm.model in params.yaml, or fetch the recordings/ folder."
-        )
-    digests = ", ".join(sorted(i.digest for i in recorded))
-    raise ConfigError(
-        f"replay mode: recordings hold several versions of '{llm.model}' ({digests}). "
-        "Fix: pin the one to replay with llm.digest in params.yaml."
-    )
 
 
 def open_session(

@@ -126,7 +126,7 @@ StructuredResult = Structured[T] | StructuredFailure
 
 def check_reply(reply: ChatReply, model: type[T], key: str = "") -> T | Problem:
     """The reply as a validated `model`, or why not; a cut or runaway reply is not parsed, nor is a
-    prompt refused as too long for the context window (pipeline.llm.session)."""
+    prompt refused as too long for the context window (pipeline.llm.asking)."""
     if (refused := reply.too_long) is not None:
         return Problem("too_long", refused, key)
     if _RUNAWAY.search(reply.text):

@@ -18,7 +18,7 @@ A placeholder is never a usable reply (no score, no XML sections), so the pipeli
 that depends on an unknown reply is caught. A step that takes a decision on a reply without
 sending it back says so (LLMStep.decides_on_unknown: refine with refine.unscored_triggers=false
 lets an unscored metric pass, so the loop may stop where a real reply would have continued), and
-pipeline.tools.status.command then counts the items holding a placeholder as a lower bound.
+pipeline.tools.status.planner then counts the items holding a placeholder as a lower bound.
 """
 
 from __future__ import annotations

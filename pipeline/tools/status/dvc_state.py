@@ -1,0 +1,64 @@
+"""What DVC says of the project for `judgeloop status` (pipeline.tools.status.command): which stages
+are out of date, and why, and which stages each stage reads the outputs of (its stage graph)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipeline.tools.status.dvc_files import stages_and_status
+from pipeline.tools.status.dvc_hashes import one_hash_per_path
+
+__all__ = ["DvcView", "dvc_view"]
+
+
+def _describe(changes: Any) -> str:
+    parts = []
+    for entry in changes if isinstance(changes, list) else [changes]:
+        if not isinstance(entry, dict):
+            parts.append(str(entry))
+            continue
+        for kind, paths in entry.items():
+            if isinstance(paths, dict):
+                named = [f"{p} ({', '.join(v)})" if isinstance(v, dict) else str(p) for p, v in paths.items()]
+                parts.append(f"{kind}: {', '.join(named)}")
+            else:
+                parts.append(f"{kind}: {paths}")
+    return "; ".join(parts) or "out of date"
+
+
+@dataclass
+class DvcView:
+    """What DVC says of the project: which stages are out of date (None: it cannot say, and why),
+    and which stages each stage reads the outputs of (its stage graph, so a new design's stages
+    are seen without code here knowing them)."""
+
+    changed: dict[str, str] | None
+    how: str
+    upstream: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+def dvc_view() -> DvcView:
+    try:
+        from dvc.exceptions import DvcException, NotDvcRepoError
+        from dvc.repo import Repo, lock_repo
+    except ImportError:
+        return DvcView(None, "DVC is not installed")
+    try:
+        # Under one lock, the graph and the status share one index: Repo.status, locked on its own,
+        # drops the index and collects it again (the whole workspace walked twice: issue 33). A
+        # folder several stages name is hashed once (pipeline.tools.status.dvc_hashes), and the stages
+        # are read from dvc.yaml without a walk of the workspace where git shows no other stage
+        # file (pipeline.tools.status.dvc_files).
+        with Repo(".") as repo, lock_repo(repo), one_hash_per_path():
+            graph, status = stages_and_status(repo)
+            upstream = {
+                str(stage.addressing): tuple(str(s.addressing) for s in graph.successors(stage))
+                for stage in graph.nodes
+            }
+    except NotDvcRepoError:
+        return DvcView(None, "not a DVC project")
+    except DvcException as exc:
+        return DvcView(None, f"dvc status failed: {exc}")
+    changed = {str(name).rsplit(":", 1)[-1]: _describe(c) for name, c in status.items()}
+    return DvcView(changed, "dvc status", upstream)
