@@ -15,6 +15,7 @@ second core this process may run on, and enough pages to outweigh the fork.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import signal
 import sys
@@ -39,20 +40,29 @@ def write_shares(folder: Path, pages: Pages, count: int) -> None:
         return
     sys.stdout.flush()
     sys.stderr.flush()
-    child = os.fork()
-    if child == 0:  # pragma: no cover (the forked process: coverage does not follow it)
-        code = 1
-        try:
-            _write(folder, pages((1, 2)))
-            code = 0
-        finally:
-            os._exit(code)
+    # What the process holds so far out of the collector's sight while the two run: a collection
+    # walks every object it tracks, which would copy the whole heap into the forked process. (A
+    # caller's own freeze, pipeline.tools.dvc_run's, is left as it was.)
+    frozen_before = gc.get_freeze_count() > 0
+    gc.freeze()
     try:
-        _write(folder, pages((0, 2)))
-    except BaseException:
-        _stop(child)
-        raise
-    _, status = os.waitpid(child, 0)
+        child = os.fork()
+        if child == 0:  # pragma: no cover (the forked process: coverage does not follow it)
+            code = 1
+            try:
+                _write(folder, pages((1, 2)))
+                code = 0
+            finally:
+                os._exit(code)
+        try:
+            _write(folder, pages((0, 2)))
+        except BaseException:
+            _stop(child)
+            raise
+        _, status = os.waitpid(child, 0)
+    finally:
+        if not frozen_before:
+            gc.unfreeze()
     if os.waitstatus_to_exitcode(status) != 0:
         _write(folder, pages((1, 2)))  # its share again here: what failed there is raised here
 
