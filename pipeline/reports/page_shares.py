@@ -7,9 +7,9 @@ results itself and rendering only its share, so the pages are the bytes one proc
 second process is forked (it has the first pass's rows, the records and the templates already) and
 leaves by os._exit, running none of the parent's exit handlers and flushing none of its buffers.
 Anything it fails at, the parent does again itself, so that a failure is raised (and its pages left
-behind) as a run in one process raises it. A fork is taken only where it is safe and can pay: a
-POSIX fork, no other thread running (a lock another thread held would stay held in the child), a
-second core this process may run on, and enough pages to outweigh the fork.
+behind) as a run in one process raises it. A fork is taken only where it is safe and can pay: no
+other thread running (a lock another thread held would stay held in the child), a
+second core this process may run on (Linux only), and enough pages to outweigh the fork.
 """
 
 from __future__ import annotations
@@ -80,10 +80,13 @@ def _stop(child: int) -> None:
 
 
 def _forks(count: int) -> bool:
-    return count >= MIN_PAGES and hasattr(os, "fork") and threading.active_count() == 1 and _cores() >= 2
+    return count >= MIN_PAGES and threading.active_count() == 1 and _cores() >= 2
 
 
 def _cores() -> int:
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+    """The cores this process may run on, where a fork is known safe here: on Linux. (macOS forks,
+    but a process that has loaded some of its frameworks may not, which is why Python's own
+    multiprocessing spawns there.)"""
+    if not sys.platform.startswith("linux"):
+        return 1
+    return len(os.sched_getaffinity(0))
