@@ -18,7 +18,6 @@ import contextlib
 import resource
 import sys
 from array import array
-from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -76,15 +75,11 @@ def _report(items: int, index_html: str) -> None:
 _write_pages = html.write_pages  # type: ignore[attr-defined]
 
 
-def _write(index: Path, index_html: str, pages: Iterable[tuple[str, str]]) -> Path:
-    def counted() -> Iterator[tuple[str, str]]:
-        items = 0
-        for page in pages:
-            items += 1
-            yield page
-        _report(max(items, 1), index_html)
-
-    return _write_pages(index, index_html, counted())
+def _write(index: Path, index_html: str, pages: Any, count: int) -> Path:
+    # The pages of a share each (pipeline.reports.page_shares): this process's peak is the one reported.
+    folder = _write_pages(index, index_html, pages, count)
+    _report(max(count, 1), index_html)
+    return folder
 
 
 html._IndexScan.__init__ = _kept  # type: ignore[method-assign]

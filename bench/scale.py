@@ -245,17 +245,51 @@ profiler.dump_stats(f".judgeloop/profile-{sys.argv[-1]}-{mode}.prof")
 """
 
 
-def project(root: Path, servers: list[SlotServer], items: int | None, profile: bool = False) -> None:
+# --trace: each stage as DVC runs it, its process's start (the kernel's, to about 10 ms), its exit
+# (os._exit, or the interpreter's end) and its CPU written to .judgeloop/trace.jsonl (a process
+# that ends some other way leaves no line). Not with --judgeloop: warm stages run only the exact
+# `python -m stages ARGS` command.
+TRACED = """import atexit, json, os, resource, sys, time
+def started():
+    ticks = int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19])
+    uptime = float(open("/proc/uptime").read().split()[0])  # btime is whole seconds: too coarse
+    return time.time() - uptime + ticks / os.sysconf("SC_CLK_TCK")
+def ended(code=0):
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    line = {"stage": sys.argv[-1], "start": started(), "end": time.time(), "code": code,
+            "user": usage.ru_utime, "sys": usage.ru_stime}
+    os.makedirs(".judgeloop", exist_ok=True)
+    with open(".judgeloop/trace.jsonl", "a") as out:
+        out.write(json.dumps(line) + "\\n")
+real_exit = os._exit
+def traced_exit(code):
+    ended(code)
+    real_exit(code)
+os._exit = traced_exit
+atexit.register(ended)
+import runpy
+sys.argv = ["stages", *sys.argv[1:]]
+runpy.run_module("stages", run_name="__main__", alter_sys=True)
+"""
+
+
+def project(
+    root: Path, servers: list[SlotServer], items: int | None, profile: bool = False, trace: bool = False
+) -> None:
     for name in ("pipeline", "stages"):
         shutil.copytree(ROOT / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("dvc.yaml", ".dvcignore"):
         shutil.copy(ROOT / name, root / name)
-    if profile:
-        (root / "profiled_stage.py").write_text(PROFILED)
-        dvc_yaml = (root / "dvc.yaml").read_text()
-        (root / "dvc.yaml").write_text(
-            dvc_yaml.replace("cmd: python -m stages ", "cmd: python profiled_stage.py ")
-        )
+    for wanted, script, text in (
+        (profile, "profiled_stage.py", PROFILED),
+        (trace, "traced_stage.py", TRACED),
+    ):
+        if wanted:
+            (root / script).write_text(text)
+            dvc_yaml = (root / "dvc.yaml").read_text()
+            (root / "dvc.yaml").write_text(
+                dvc_yaml.replace("cmd: python -m stages ", f"cmd: python {script} ")
+            )
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params["llm"].update(llm_params(servers))
     params["data"].update(transcripts=str(corpus()), limit=items)
@@ -286,7 +320,9 @@ def served(servers: list[SlotServer]) -> tuple[int, float]:
     return sum(c for c, _ in counts), sum(b for _, b in counts)
 
 
-def run_dvc(root: Path, servers: list[SlotServer], *args: str, **env_vars: str) -> tuple[float, list[Mark]]:
+def run_dvc(
+    root: Path, servers: list[SlotServer], *args: str, **env_vars: str
+) -> tuple[float, list[Mark], float]:
     """`dvc repro aggregate`, its stages' starts marked as DVC announces them."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **env_vars}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -321,7 +357,7 @@ def run_dvc(root: Path, servers: list[SlotServer], *args: str, **env_vars: str) 
         f"load {Path('/proc/loadavg').read_text().split()[0]}"
     )
     marks.append(Mark(elapsed, "end", *served(servers), time.time()))
-    return elapsed, marks
+    return elapsed, marks, children.ru_utime + children.ru_stime - cpu_before
 
 
 def gaps(marks: list[Mark], servers: list[SlotServer]) -> None:
@@ -386,6 +422,37 @@ def lost_time(marks: list[Mark], servers: list[SlotServer]) -> None:
     click.echo(f"  the servers' CPU: {cpu:.1f} s")
 
 
+def timeline(root: Path, marks: list[Mark], servers: list[SlotServer], cpu: float) -> None:
+    """--trace: each stage's wall split at its process's start and exit and its first request and
+    last reply (time.time()), and each stage process's CPU; what is left of the CPU is DVC's."""
+    traced = {
+        line["stage"]: line
+        for line in map(json.loads, (root / ".judgeloop" / "trace.jsonl").read_text().splitlines())
+    }
+    arrived = sorted(t for s in servers for t in s.times()[0])
+    answered = sorted(t for s in servers for t in s.times()[1])
+    click.echo(
+        f"{'stage':10s} {'dvc before':>10s} {'head':>6s} {'calls':>6s} {'close':>6s} {'stage':>6s}"
+        f" {'dvc after':>9s} {'CPU':>5s}   (seconds; stage = process start to exit)"
+    )
+    stage_cpu = 0.0
+    for mark, after in itertools.pairwise(marks[1:]):
+        line = traced.get(mark.stage)
+        if line is None:
+            continue
+        inside = [t for t in arrived if mark.wall <= t < after.wall]
+        done = [t for t in answered if mark.wall <= t < after.wall]
+        first, last = (inside[0], done[-1]) if inside and done else (line["start"], line["start"])
+        cpu_s = line["user"] + line["sys"]
+        stage_cpu += cpu_s
+        click.echo(
+            f"{mark.stage:10s} {line['start'] - mark.wall:10.2f} {first - line['start']:6.2f}"
+            f" {last - first:6.2f} {line['end'] - last:6.2f} {line['end'] - line['start']:6.2f}"
+            f" {after.wall - line['end']:9.2f} {cpu_s:5.2f}"
+        )
+    click.echo(f"  CPU: the stage processes {stage_cpu:.2f} s, DVC {cpu - stage_cpu:.2f} s")
+
+
 def run_in_process(root: Path, servers: list[SlotServer]) -> tuple[float, list[Mark]]:
     """The three LLM stages one after the other in this process: what the loop costs without DVC."""
     from pipeline.data.transcripts import load_transcripts
@@ -444,6 +511,9 @@ def report(elapsed: float, marks: list[Mark], slots: int) -> None:
     "--judgeloop", is_flag=True, help="Run `judgeloop repro aggregate` rather than `dvc repro aggregate`."
 )
 @click.option(
+    "--trace", is_flag=True, help="Each stage's start, exit and CPU beside its calls (not with --judgeloop)."
+)
+@click.option(
     "--profile", is_flag=True, help="Each stage and DVC under cProfile (.judgeloop/profile-*.prof; --keep)."
 )
 def main(
@@ -454,6 +524,7 @@ def main(
     median: float,
     fixed: bool,
     profile: bool,
+    trace: bool,
     no_replay: bool,
     judgeloop: bool,
 ) -> None:
@@ -474,7 +545,7 @@ def main(
         for process in processes:
             process.__enter__()
         try:
-            project(root, processes, items, profile)
+            project(root, processes, items, profile, trace and not judgeloop)
             n = items or len(list(corpus().glob("*_TRANSCRIPT.csv")))
             ms = f"{MEDIAN_S * 1000:.0f} ms"
             shape = f"latency fixed ({ms})" if FIXED else f"latency log-normal (median {ms})"
@@ -486,12 +557,14 @@ def main(
             if in_process:
                 elapsed, marks = run_in_process(root, processes)
             else:
-                elapsed, marks = run_dvc(root, processes, *dumped)
+                elapsed, marks, cpu = run_dvc(root, processes, *dumped)
             if not in_process:
                 gaps(marks, processes)
                 lost_time(marks, processes)
+                if trace and not judgeloop:
+                    timeline(root, marks, processes, cpu)
                 if not no_replay:
-                    replayed, _ = run_dvc(root, processes, "--force", JUDGELOOP_CACHE_MODE="replay")
+                    replayed, _, _ = run_dvc(root, processes, "--force", JUDGELOOP_CACHE_MODE="replay")
         finally:
             for process in processes:
                 process.__exit__()

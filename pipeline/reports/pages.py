@@ -14,10 +14,11 @@ import hashlib
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from pipeline.errors import ConfigError
+from pipeline.reports.page_shares import Pages, write_shares
 
 # Long enough to recognise the id, short enough that the whole name stays far below the 255 bytes file
 # systems allow.
@@ -68,10 +69,11 @@ def _ours(folder: Path) -> bool:
     )
 
 
-def write_pages(index: Path, index_html: str, pages: Iterable[tuple[str, str]]) -> Path:
-    """Write the index at `index` and exactly `pages` ((file name, page), each written as it comes, so that
-    a caller may render them one at a time) in its folder; returns the folder. A folder there that holds
-    anything but item pages is someone else's: it is left alone."""
+def write_pages(index: Path, index_html: str, pages: Pages, count: int) -> Path:
+    """Write the index at `index` and exactly the `count` item pages `pages` gives ((file name, page) of
+    a share of the items, each written as it comes, so that a caller may render them one at a time; by
+    two processes where that pays, pipeline.reports.page_shares) in its folder; returns the folder. A
+    folder there that holds anything but item pages is someone else's: it is left alone."""
     folder = index.parent / pages_folder(index.name)
     if folder.exists() and not (folder.is_dir() and _ours(folder)):
         raise ConfigError(
@@ -84,8 +86,7 @@ def write_pages(index: Path, index_html: str, pages: Iterable[tuple[str, str]]) 
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", suffix=".tmp", dir=folder.parent))
     staging.chmod(0o755)  # mkdtemp's 0700 would hide the pages from other readers of a shared folder
     try:
-        for name, html in pages:
-            (staging / name).write_text(html, encoding="utf-8")
+        write_shares(staging, pages, count)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)  # a page that failed to render leaves nothing aside
         raise

@@ -219,5 +219,16 @@ def report(names: tuple[str, ...], figures: Path | None) -> None:
         echo(f"figures: wrote {_written(write_figures(figures))}")
 
 
+def program() -> None:
+    """The judgeloop program (`judgeloop`, `python -m pipeline.tools.cli`): main, then out without the
+    interpreter's teardown after a command that allows it (pipeline.tools.program_exit)."""
+    from pipeline.tools.program_exit import leave
+
+    try:
+        main(prog_name="judgeloop")
+    except SystemExit as done:
+        leave(done)
+
+
 if __name__ == "__main__":
-    main(prog_name="judgeloop")
+    program()

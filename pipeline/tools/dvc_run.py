@@ -235,6 +235,7 @@ def repro(replay: bool, design: str | None, dvc_args: tuple[str, ...]) -> None:
 
             check_servers(targets)
         status = _repro_and_refresh(["--force"] if replay else [], dvc_args, targets)
+    _closed()
     sys.exit(status)
 
 
@@ -331,4 +332,13 @@ def exp(design: str | None, preset: Path | None, dvc_args: tuple[str, ...]) -> N
     check_set_params(dvc_args)
     with dvc_started():  # before the outputs are copied aside: see dvc_started
         status = run_experiment(expand_designs(dvc_args, design))
+    _closed()
     sys.exit(status)
+
+
+def _closed() -> None:
+    """DVC has run and closed its repository, the warm process is stopped and every file written is
+    closed: the program may leave without the interpreter's teardown (pipeline.tools.program_exit)."""
+    from pipeline.tools.program_exit import allow
+
+    allow()

@@ -44,6 +44,7 @@ from pipeline.llm.records import CallRecord
 from pipeline.llm.types import ModelIdentity, Options
 from pipeline.loops.results import Refinement
 from pipeline.reports.frame import home_link, page_assets
+from pipeline.reports.page_shares import WHOLE, Pages, Share
 from pipeline.reports.pages import PageStems, pages_folder, slug, write_pages
 from pipeline.reports.svg import figure2_svg
 from pipeline.reports.templating import make_environment
@@ -277,9 +278,10 @@ def _rendered(
     index_name: str = "report.html",
     home: str | None = None,
     read: ReplyReader | None = None,
-) -> tuple[str, str, Iterator[tuple[str, str]]]:
+) -> tuple[str, str, _Pages]:
     """The index page, the item pages' folder, and the item pages (file name, page), each rendered when
-    reached, so that a writer holds one page at a time. `refinements` is read twice, an item at a
+    reached, so that a writer holds one page at a time (a share of them each, where two processes
+    write them: pipeline.reports.page_shares). `refinements` is read twice, an item at a
     time: once for what the pages share (the index's rows, the calls' models and options), then for
     the pages; a list or a RefinementFile (pipeline.loops.results), never a one-pass iterator.
     `records` maps call keys to calls (see load_records, or pipeline.data.recorded_stages),
@@ -299,25 +301,31 @@ def _rendered(
     options = scan.option_names()
     show_model = len(scan.models) > 1
     assets = page_assets()
-    pages = (
-        (
-            f"{row.id}.html",
-            _item_page(
-                r,
-                row.id,
-                records,
-                options,
-                read,
-                title=f"Item {r.item} · {title}",
-                report_title=title,
-                index_href=f"../{quote(index_name)}#{row.id}",
-                show_model=show_model,
-                home=None if home is None else f"../{home}",
-                **assets,
-            ),
-        )
-        for r, row in _same_items(refinements, scan.rows)
-    )
+
+    def pages(share: Share = WHOLE) -> Iterator[tuple[str, str]]:
+        """The pages of the items at the positions in `share`, rendered when reached; the results are
+        read again whole (_same_items checks every item against the first pass)."""
+        part, parts = share
+        for n, (r, row) in enumerate(_same_items(refinements, scan.rows)):
+            if n % parts != part:
+                continue
+            yield (
+                f"{row.id}.html",
+                _item_page(
+                    r,
+                    row.id,
+                    records,
+                    options,
+                    read,
+                    title=f"Item {r.item} · {title}",
+                    report_title=title,
+                    index_href=f"../{quote(index_name)}#{row.id}",
+                    show_model=show_model,
+                    home=None if home is None else f"../{home}",
+                    **assets,
+                ),
+            )
+
     appendix = PageTexts()
     index = (
         environment()
@@ -335,7 +343,16 @@ def _rendered(
             **assets,
         )
     )
-    return index, folder, pages
+    return index, folder, _Pages(pages, tuple(f"{row.id}.html" for row in scan.rows))
+
+
+@dataclass(frozen=True)
+class _Pages:
+    """The item pages, rendered when reached: a share of them (`render`), and every page's file name
+    in the items' order."""
+
+    render: Pages
+    names: tuple[str, ...]
 
 
 def render_report(
@@ -349,7 +366,7 @@ def render_report(
 ) -> RenderedReport:
     """The report's pages, held together (see _rendered for the arguments)."""
     index, folder, pages = _rendered(refinements, summary, records, title, index_name, home, read)
-    return RenderedReport(index, folder, dict(pages))
+    return RenderedReport(index, folder, dict(pages.render(WHOLE)))
 
 
 @dataclass(frozen=True)
@@ -374,12 +391,5 @@ def write_report(
     5 kB a call). The aggregate stage and `judgeloop report` both write it this way, `read` bound to
     the run's judge settings."""
     html, folder, pages = _rendered(refinements, summary, records, title, index.name, home_link(index), read)
-    names: list[str] = []
-
-    def named() -> Iterator[tuple[str, str]]:
-        for name, page in pages:
-            names.append(name)
-            yield name, page
-
-    write_pages(index, html, named())
-    return WrittenReport(html, folder, tuple(names))
+    write_pages(index, html, pages.render, len(pages.names))
+    return WrittenReport(html, folder, pages.names)

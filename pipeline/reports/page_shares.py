@@ -1,0 +1,92 @@
+"""The item pages written by two processes where the machine has a second core: the report's pages
+are its stage's main work (bench/README.md, "The paper's aggregate stage"), each page a function of
+its own item alone, and while the stage runs nothing else of the pipeline does (DVC waits for it).
+
+The pages are dealt out by position (a process takes every other item), each process reading the
+results itself and rendering only its share, so the pages are the bytes one process writes. The
+second process is forked (it has the first pass's rows, the records and the templates already) and
+leaves by os._exit, running none of the parent's exit handlers and flushing none of its buffers.
+Anything it fails at, the parent does again itself, so that a failure is raised (and its pages left
+behind) as a run in one process raises it. A fork is taken only where it is safe and can pay: no
+other thread running (a lock another thread held would stay held in the child), a
+second core this process may run on (Linux only), and enough pages to outweigh the fork.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+# (part, parts): the items at the positions p with p % parts == part.
+Share = tuple[int, int]
+WHOLE: Share = (0, 1)
+# A page costs about 3-4 ms of CPU at the paper's scale; forking a stage's process a few ms.
+MIN_PAGES = 16
+
+Pages = Callable[[Share], Iterable[tuple[str, str]]]
+
+
+def write_shares(folder: Path, pages: Pages, count: int) -> None:
+    """Every item page (`pages(share)`: that share's (file name, page) in the items' order) written
+    into `folder`, by two processes where that pays (see the module's docstring), else by this one."""
+    if not _forks(count):
+        _write(folder, pages(WHOLE))
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # What the process holds so far out of the collector's sight while the two run: a collection
+    # walks every object it tracks, which would copy the whole heap into the forked process. (A
+    # caller's own freeze, pipeline.tools.dvc_run's, is left as it was.)
+    frozen_before = gc.get_freeze_count() > 0
+    gc.freeze()
+    try:
+        child = os.fork()
+        if child == 0:  # pragma: no cover (the forked process: coverage does not follow it)
+            code = 1
+            try:
+                _write(folder, pages((1, 2)))
+                code = 0
+            finally:
+                os._exit(code)
+        try:
+            _write(folder, pages((0, 2)))
+        except BaseException:
+            _stop(child)
+            raise
+        _, status = os.waitpid(child, 0)
+    finally:
+        if not frozen_before:
+            gc.unfreeze()
+    if os.waitstatus_to_exitcode(status) != 0:
+        _write(folder, pages((1, 2)))  # its share again here: what failed there is raised here
+
+
+def _write(folder: Path, pages: Iterable[tuple[str, str]]) -> None:
+    for name, html in pages:
+        (folder / name).write_text(html, encoding="utf-8")
+
+
+def _stop(child: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(child, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(child, 0)
+
+
+def _forks(count: int) -> bool:
+    return count >= MIN_PAGES and threading.active_count() == 1 and _cores() >= 2
+
+
+def _cores() -> int:
+    """The cores this process may run on, where a fork is known safe here: on Linux. (macOS forks,
+    but a process that has loaded some of its frameworks may not, which is why Python's own
+    multiprocessing spawns there.)"""
+    if not sys.platform.startswith("linux"):
+        return 1
+    return len(os.sched_getaffinity(0))

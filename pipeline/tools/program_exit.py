@@ -1,0 +1,41 @@
+"""The judgeloop program's exit after a command that has closed everything it opened: without the
+interpreter's teardown, which frees every object and module one by one (DVC's 750 modules and its
+index after `judgeloop repro`: 0.1-0.5 s, bench/README.md, issue 31), as a stage's process leaves
+(stages/__main__.py) and a warm stage's (stages/zygote.py's _finish, whose steps this takes).
+
+A command says so (`allow`) once DVC has run and it has closed its repository, the warm process
+and its files; the program's entry (pipeline.tools.cli's `program`) then leaves by `leave`: the
+threads joined, atexit's functions run, the streams flushed, and out with the status, which is all
+of the interpreter's exit that a program sees. A command that fails, or never allows it, exits as
+Python does; so does any command run inside another program (click's test runner, a notebook),
+which never reaches `program`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import sys
+import threading
+
+_allowed = False
+
+
+def allow() -> None:
+    """This command has closed everything it opened: the program may leave without the teardown."""
+    global _allowed
+    _allowed = True
+
+
+def leave(done: SystemExit) -> None:
+    """Leave as `done` asks: by os._exit after a successful command that allowed it, else as
+    Python does (re-raising `done`)."""
+    if not (_allowed and done.code in (0, None)):
+        raise done
+    threading._shutdown()  # type: ignore[attr-defined]  # what Py_FinalizeEx calls first
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a closed or broken stream, as at a normal exit
+            stream.flush()
+    os._exit(0)
