@@ -3,7 +3,7 @@ meta.wall_ns pinned), and print one sha256 over every recording file, one over e
 and one over the run summaries (.judgeloop/runs), so that two code versions' recordings and outputs
 can be compared byte for byte (issue 33: a recording cut must leave the bytes alone); with each
 stage's close, the process's peak so far and its anonymous memory then (which stage sets the
-run's peak).
+run's peak), and the run's CPU and wall so far (each stage's own, by difference).
 
     nice -n 19 .venv/bin/python bench/record_fixed_clock.py /tmp/main-src /tmp/rec-3k
     nice -n 19 .venv/bin/python bench/record_fixed_clock.py . /tmp/rec-3k
@@ -78,13 +78,17 @@ def main(code: Path, root: Path) -> None:
     setattr(records, "datetime", _FixedDatetime)  # noqa: B010 (a module attribute replaced for the run)
     setattr(session, "time", _FixedTime())  # noqa: B010
     close = session.LLMSession.close
+    begun = os.times()
 
     def closing(self: Any, **options: Any) -> None:
         before = (anonymous_mb(), peak_mb())
         close(self, **options)
+        now = os.times()
         print(
             f"  {self.stage}: {self.recorded_calls} calls; before its write: anonymous {before[0]} MB, "
-            f"peak {before[1]} MB; after: anonymous {anonymous_mb()} MB, peak {peak_mb()} MB",
+            f"peak {before[1]} MB; after: anonymous {anonymous_mb()} MB, peak {peak_mb()} MB; "
+            f"run so far {now.user + now.system - begun.user - begun.system:.1f} s CPU, "
+            f"{now.elapsed - begun.elapsed:.1f} s wall",
             flush=True,
         )
 

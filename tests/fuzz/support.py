@@ -123,6 +123,20 @@ def clear_or_correct(read: Callable[[], T]) -> T | click.ClickException:
             return exc
 
 
+def keys_shown(stage: Path) -> None:
+    """A stage's keys as a lookup elsewhere first reads them (pipeline.llm.recordings.stage_keys),
+    which must never raise, and must show every key its verified index serves: a key it left out
+    would be passed over in a lookup that reading the recording whole would answer."""
+    from pipeline.llm.recordings.stage_index import StageIndex, index_stage
+    from pipeline.llm.recordings.stage_keys import recorded_keys
+
+    with time_bound():
+        shown = recorded_keys(stage)
+    index = clear_or_correct(lambda: index_stage(stage))
+    if shown is not None and isinstance(index, StageIndex):
+        assert set(index.at) <= set(shown), "a key the verified recording serves is not shown"
+
+
 def only_inside(sandbox: Path, project: Path) -> None:
     """Nothing was written beside the project, in the sandbox that holds it."""
     assert sorted(p.name for p in sandbox.iterdir()) == [project.name], sorted(sandbox.iterdir())

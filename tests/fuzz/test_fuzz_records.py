@@ -41,6 +41,7 @@ from tests.fuzz.support import (
     encoded,
     fuzz,
     inputs,
+    keys_shown,
     only_inside,
     texts,
     time_bound,
@@ -77,6 +78,7 @@ def test_a_whole_recording_file(sandbox: Path, data: bytes) -> None:
     clear_or_correct(lambda: split_recording(stage))
     # The lazy readers (issues 31, 33): the stage's index, a lookup of each key, audit's item scan.
     clear_or_correct(lambda: [index.call(key) for index in [index_stage(stage)] for key in index.at])
+    keys_shown(stage)
     clear_or_correct(lambda: list(read_items(stage, {"903", ""})))
     only_inside(sandbox.parent, sandbox)
 

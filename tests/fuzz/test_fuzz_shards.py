@@ -30,7 +30,7 @@ from pipeline.llm.recordings.stage_index import index_stage, read_items
 from pipeline.llm.recordings.stage_reader import read_stage, split_recording
 from pipeline.llm.recordings.stage_writer import write_stage
 from pipeline.llm.records import RecordedCall
-from tests.fuzz.support import clear_or_correct, fuzz, inputs, only_inside
+from tests.fuzz.support import clear_or_correct, fuzz, inputs, keys_shown, only_inside
 from tests.test_recordings_shards import _calls
 
 CALLS = _calls(24)
@@ -173,6 +173,7 @@ def test_a_sharded_recording_folder(sandbox: Path, seed: dict[str, bytes], data:
     if has_recording(folder):  # its callers ask first (read_stage, read_items)
         clear_or_correct(lambda: split_recording(folder))
     _verified(lambda: [index.call(key) for index in [index_stage(folder)] for key in KEYS])
+    keys_shown(folder)
     _verified(lambda: list(read_keys(folder, KEYS[:3])))
     _verified(lambda: list(read_keys(folder, KEYS[-2:])))
     clear_or_correct(lambda: list(read_items(folder, {"901", "", "9\u0660\u0661"})))  # audit: unverified

@@ -20,6 +20,7 @@
     folder_scan.py   one pass over a stage's folder: each file hashed (pin, shards, memo), its lines placed
     offsets.py       lines by file, offset and digest, read back and checked when served (blocks too)
     index.py         RecordingIndex: every recorded call by key, stage by stage, for a session
+    stage_keys.py    a stage's keys as written, unverified: which other recording a lookup must read
     verified_memo.py recordings verified once, remembered by the hash of what was verified
     pins.py          each stage's recording pinned by dvc.lock: an edit shows and is refused
     owners.py        which recordings folders belong to which stage of dvc.yaml

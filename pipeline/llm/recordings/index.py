@@ -1,8 +1,10 @@
 """Every recorded call under recordings/, by key, for a session to serve: verified, stage by stage.
 
 Each stage's recording is read (and every record verified: key re-derived, checksum checked) once
-per session, when first needed: a session's own stage's at its first call, the others' only when
-a call is in neither (pipeline.llm.session), or when the model's identity is read from them. It is
+per session, when first needed: a session's own stage's at its first call, another's when a call in
+neither the own recording nor the local cache (pipeline.llm.session) shows its key there (each other
+stage is first read for its keys alone, unverified, only to know which to read:
+pipeline.llm.recordings.stage_keys), or when the model's identity is read from them. It is
 kept as the places of its lines (pipeline.llm.recordings.stage_index.StageIndex: key -> file, offset
 and digest of its line), and a call is read from its file, checked against its digest and parsed
 only when it is served, so holding a stage's recording costs about 40 bytes a call and its key,
@@ -29,7 +31,7 @@ by whatever such a folder holds for its key).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from weakref import WeakValueDictionary
@@ -39,6 +41,7 @@ from pipeline.llm.recordings import stage_folders
 from pipeline.llm.recordings.folder_scan import verified_models
 from pipeline.llm.recordings.pins import Pins
 from pipeline.llm.recordings.stage_index import StageIndex, index_stage
+from pipeline.llm.recordings.stage_keys import recorded_keys
 from pipeline.llm.recordings.verified_memo import IN_PROCESS, VerifiedMemo
 from pipeline.llm.records import CallRecord
 from pipeline.llm.types import ChatRequest, ModelIdentity
@@ -108,6 +111,8 @@ class RecordingIndex:
         self._noted_keys: dict[str, frozenset[str]] = {}  # with hold_one: their keys
         self._every_stage_read = False
         self._order: dict[str, int] = {}  # each stage's place in lookup order, once every stage is read
+        self._lookup_dirs: list[Path] | None = None  # the stages' folders in lookup order, once listed
+        self._keys: dict[str, Mapping[str, int]] = {}  # stages read for their keys only (stage_keys)
         self._unpinned_names: dict[str, bool] = {}
         self._lock = threading.Lock()
 
@@ -194,14 +199,65 @@ class RecordingIndex:
         return calls.get(key, request)
 
     def elsewhere(self, key: str) -> CallRecord | None:
-        """The call from any other stage's recording that can be trusted, in stage order."""
+        """The call from any other stage's recording that can be trusted, in stage order. A stage
+        is first read for its keys only (pipeline.llm.recordings.stage_keys): one that does not show
+        the key is passed over unread (issue 33: in a recording run no later stage's call is in an
+        earlier one's recording), and one that shows it is read and verified whole before it answers."""
         if self.hold_one:
             return self._elsewhere_unheld(key)
-        for calls in self._answering(self._every_stage().items()):
+        for calls in self._answering(self._showing(key)):
             record = calls.get(key)
             if record is not None:
                 return record
         return None
+
+    def _showing(self, key: str) -> Iterator[tuple[str, StageCalls]]:
+        """The stages in lookup order that may hold `key`, each read whole (verified) when reached:
+        a stage whose keys do not show it is passed over, except that every pinned stage passed over
+        is read whole before the first unpinned folder that shows it, since an unpinned folder answers
+        only while every pinned recording is whole (_answering)."""
+        passed: list[Path] = []  # pinned stages not read whole
+        for directory in self._lookup_order():
+            unpinned = self._unpinned(directory)
+            if not self._shows(directory, key):
+                if not unpinned:
+                    passed.append(directory)
+                continue
+            if unpinned:
+                for pinned in passed:
+                    yield pinned.name, self._whole(pinned)
+                passed = []
+            yield directory.name, self._whole(directory)
+
+    def _lookup_order(self) -> list[Path]:
+        with self._lock:
+            if self._lookup_dirs is None:  # listed once (a lookup elsewhere may come at each miss)
+                self._lookup_dirs = self._stage_dirs()
+            return self._lookup_dirs
+
+    def _shows(self, directory: Path, key: str) -> bool:
+        """Whether a stage may hold `key`: one read whole (or damaged) always may; another is read
+        for its keys, once (one not readable so is read whole now)."""
+        with self._lock:
+            if directory.name in self._stages:
+                return True
+            keys = self._keys.get(directory.name)
+            if keys is None:
+                keys = recorded_keys(directory)
+                if keys is None:
+                    self._stages[directory.name] = self._read(directory)
+                    return True
+                self._keys[directory.name] = keys
+            return key in keys
+
+    def _whole(self, directory: Path) -> StageCalls:
+        """A stage's recording read whole and verified (once), in place of its keys."""
+        with self._lock:
+            calls = self._stages.get(directory.name)
+            if calls is None:
+                calls = self._stages[directory.name] = self._read(directory)
+            self._keys.pop(directory.name, None)
+            return calls
 
     def _answering(self, stages: Iterable[tuple[str, StageCalls]]) -> Iterator[StageCalls]:
         """`stages` (in lookup order) that may answer another stage's lookup: a folder dvc.lock does
@@ -251,7 +307,10 @@ class RecordingIndex:
         return merged
 
     def damaged(self) -> list[str]:
-        """Why each recording read so far was left out."""
+        """Why each recording read so far was left out; those read for their keys only (by a lookup
+        elsewhere they did not answer) are read whole first, so that a damaged one is named too."""
+        for name in list(self._keys):
+            self._whole(self.root / name)
         with self._lock:
             return [calls.damage for _, calls in sorted(self._stages.items()) if calls.damage is not None]
 
