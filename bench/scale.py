@@ -499,6 +499,34 @@ def report(elapsed: float, marks: list[Mark], slots: int) -> None:
         click.echo(f"  through refine (every call answered): {last.at:.2f} s, {ideal / last.at:.1%} of ideal")
 
 
+def measure(
+    root: Path,
+    processes: list[SlotServer],
+    in_process: bool,
+    profile: bool,
+    trace: bool,
+    judgeloop: bool,
+    no_replay: bool,
+) -> tuple[float, list[Mark], float | None]:
+    """The run (in this process, or through DVC with its gaps, lost time and --trace's timeline),
+    then its replay unless --no-replay: the run's seconds and marks, and the replay's seconds."""
+    if in_process:
+        elapsed, marks = run_in_process(root, processes)
+        return elapsed, marks, None
+    # --profile: DVC itself too (its reading of dvc.yaml and dvc.lock, its hashing and locking
+    # between stages), in .judgeloop/profile-dvc.prof.
+    dumped = ("--cprofile-dump", ".judgeloop/profile-dvc.prof") if profile and not judgeloop else ()
+    elapsed, marks, cpu = run_dvc(root, processes, *dumped)
+    gaps(marks, processes)
+    lost_time(marks, processes)
+    if trace and not judgeloop:
+        timeline(root, marks, processes, cpu)
+    if no_replay:
+        return elapsed, marks, None
+    replayed, _, _ = run_dvc(root, processes, "--force", JUDGELOOP_CACHE_MODE="replay")
+    return elapsed, marks, replayed
+
+
 @click.command()
 @click.option("--servers", default="4", show_default=True, help="Slots of each server, e.g. 4,4,2.")
 @click.option("--items", type=int, default=None, help="The first N interviews (default: all 133).")
@@ -551,25 +579,14 @@ def main(
             shape = f"latency fixed ({ms})" if FIXED else f"latency log-normal (median {ms})"
             load = Path("/proc/loadavg").read_text().split()[0]
             click.echo(f"{n} interviews, servers with {servers} slots, {shape}, load {load}")
-            # --profile: DVC itself too (its reading of dvc.yaml and dvc.lock, its hashing and locking
-            # between stages), in .judgeloop/profile-dvc.prof.
-            dumped = ("--cprofile-dump", ".judgeloop/profile-dvc.prof") if profile and not judgeloop else ()
-            if in_process:
-                elapsed, marks = run_in_process(root, processes)
-            else:
-                elapsed, marks, cpu = run_dvc(root, processes, *dumped)
-            if not in_process:
-                gaps(marks, processes)
-                lost_time(marks, processes)
-                if trace and not judgeloop:
-                    timeline(root, marks, processes, cpu)
-                if not no_replay:
-                    replayed, _, _ = run_dvc(root, processes, "--force", JUDGELOOP_CACHE_MODE="replay")
+            elapsed, marks, replayed = measure(
+                root, processes, in_process, profile, trace, judgeloop, no_replay
+            )
         finally:
             for process in processes:
                 process.__exit__()
     report(elapsed, marks, sum(slots))
-    if not (in_process or no_replay):
+    if replayed is not None:
         click.echo(f"the same stages replayed (every call a cache hit): {replayed:.2f} s")
 
 
