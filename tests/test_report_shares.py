@@ -169,6 +169,31 @@ def test_a_failure_here_stops_the_forked_process_and_leaves_nothing(
     assert _children() == before  # and the forked process is gone, waited for (no zombie)
 
 
+def test_the_failure_raised_is_the_first_one_process_meets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, renderers: Path, forks: list[int]
+) -> None:
+    """Item 1 (the forked process's share) and item 4 (this one's) both fail: one process meets item
+    1 first and raises its error, so the two processes raise that one too, not this share's own."""
+    refinements, summary, records = _many()
+    page, failing = html._item_page, {refinements[1].item, refinements[4].item}
+
+    def failing_at(r: Refinement, *args: Any, **kwargs: Any) -> str:
+        if r.item in failing:
+            raise RuntimeError(f"cannot render item {r.item}")
+        return page(r, *args, **kwargs)
+
+    monkeypatch.setattr(html, "_item_page", failing_at)
+    with monkeypatch.context() as one:
+        one.setattr(page_shares, "_cores", lambda: 1)
+        with pytest.raises(RuntimeError, match=f"item {refinements[1].item}$"):
+            write_report(tmp_path / "alone" / "report.html", refinements, summary, records, "t")
+    assert forks == []
+    with pytest.raises(RuntimeError, match=f"item {refinements[1].item}$"):
+        write_report(tmp_path / "shared" / "report.html", refinements, summary, records, "t")
+    assert len(forks) == 1  # it had forked
+    assert not (tmp_path / "shared").exists() or not any((tmp_path / "shared").iterdir())
+
+
 def _children() -> set[str]:
     """This process's child processes, live or not yet waited for (Linux's /proc)."""
     tasks = Path("/proc/self/task")

@@ -54,11 +54,12 @@ def write_shares(folder: Path, pages: Pages, count: int) -> None:
                 code = 0
             finally:
                 os._exit(code)
-        try:
-            _write(folder, pages((0, 2)))
-        except BaseException:
-            _stop(child)
-            raise
+        failed = _written(folder, pages((0, 2)), child)
+        if failed is not None:
+            # The failure one process meets first, which may be of an earlier page of the other
+            # share: the pages again here, in the items' order, up to it (this one if none is).
+            _write(folder, pages(WHOLE))
+            raise failed
         _, status = os.waitpid(child, 0)
     finally:
         if not frozen_before:
@@ -70,6 +71,20 @@ def write_shares(folder: Path, pages: Pages, count: int) -> None:
 def _write(folder: Path, pages: Iterable[tuple[str, str]]) -> None:
     for name, html in pages:
         (folder / name).write_text(html, encoding="utf-8")
+
+
+def _written(folder: Path, pages: Iterable[tuple[str, str]], child: int) -> Exception | None:
+    """This process's share written, or the error it failed at, the forked process then stopped
+    (stopped too, and the exception raised, on an interrupt)."""
+    try:
+        _write(folder, pages)
+    except Exception as failed:
+        _stop(child)
+        return failed
+    except BaseException:
+        _stop(child)
+        raise
+    return None
 
 
 def _stop(child: int) -> None:
