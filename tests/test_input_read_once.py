@@ -1,6 +1,6 @@
-"""A data file a person gave us (labels, catalogs, ratings) is read through the descriptor whose size
-was checked (pipeline.data.input_files.read_text): a file replaced by a larger one after a look at its
-path is never read whole past the limit."""
+"""A data file a person gave us (labels, catalogs, ratings; SummEval's annotations) is read through the
+descriptor whose size was checked (pipeline.data.input_files.read_text, pipeline.data.summeval): a
+file replaced by a larger one after a look at its path is never read whole past the limit."""
 
 from __future__ import annotations
 
@@ -9,12 +9,16 @@ from typing import Any
 
 import pytest
 
-from pipeline.data import input_files
+from pipeline.data import input_files, summeval
 from pipeline.errors import InputError
 
 
-def test_the_size_checked_is_that_of_the_bytes_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("reader", ["read_text", "summeval"])
+def test_the_size_checked_is_that_of_the_bytes_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reader: str
+) -> None:
     monkeypatch.setattr(input_files, "MAX_INPUT_BYTES", 64)
+    monkeypatch.setattr(summeval, "MAX_INPUT_BYTES", 64)
     path = tmp_path / "labels.csv"
     path.write_text("id,score\n1,2\n", encoding="utf-8")
     looked = Path.stat
@@ -27,7 +31,10 @@ def test_the_size_checked_is_that_of_the_bytes_read(tmp_path: Path, monkeypatch:
 
     monkeypatch.setattr(Path, "stat", looked_then_replaced)
     try:
-        text = input_files.read_text(path, "labels.csv")
+        if reader == "summeval":
+            text = "\n".join(summeval._lines(path))
+        else:
+            text = input_files.read_text(path, "labels.csv")
     except InputError as refused:
         assert "more than the 64 judgeloop reads" in str(refused)
     else:
