@@ -69,7 +69,9 @@ class ThreadProfiles:
 
 # The parts of a replayed call, each by the function that holds it (file, name): cumulative time.
 PARTS = (
-    ("interviews read (index and each item)", "pipeline/data/transcript_files.py", "read_file"),
+    ("interviews parsed (index and each item)", "pipeline/data/transcript_files.py", "read_file"),
+    ("interviews opened and read for the index", "pipeline/data/transcript_open.py", "read_listed"),
+    ("interviews opened and read for each item", "pipeline/data/transcript_open.py", "read_again"),
     ("Transcript.text rendered", "pipeline/data/transcript_text.py", "render"),
     ("recordings verified (index_stage)", "pipeline/llm/recordings/stage_index.py", "index_stage"),
     ("a hit's line parsed (StageIndex.call)", "pipeline/llm/recordings/stage_index.py", "call"),

@@ -120,7 +120,7 @@ PHASES = {
     "recording pinned? (dvc.lock)": ("pipeline/llm/stage.py", "check_recordings_here"),
     "session opened": ("pipeline/llm/session.py", "open_session"),
     "dry run, to the first send": ("stages/runner.py", "dry_run"),
-    "identity (backend + GET /api/tags)": ("pipeline/llm/session.py", "resolve_identity"),
+    "identity (backend + GET /api/tags)": ("pipeline/llm/model_identity.py", "resolve_identity"),
     "backend built (httpx, client)": ("pipeline/llm/backends/__init__.py", "make_backend"),
     "other recordings read (first miss)": ("pipeline/llm/recordings/index.py", "_read"),
     "scores read (dry run's placeholders)": ("pipeline/judges/scores/extract.py", "extract_score"),

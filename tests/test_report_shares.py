@@ -5,6 +5,7 @@ a failure raised as one process raises it, and no fork where it is not safe or c
 from __future__ import annotations
 
 import os
+import signal
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -167,6 +168,80 @@ def test_a_failure_here_stops_the_forked_process_and_leaves_nothing(
     assert list(tmp_path.iterdir()) == [renderers]
     assert len(forks) == 1  # it had forked
     assert _children() == before  # and the forked process is gone, waited for (no zombie)
+
+
+def test_the_failure_raised_is_the_first_one_process_meets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, renderers: Path, forks: list[int]
+) -> None:
+    """Item 1 (the forked process's share) and item 4 (this one's) both fail: one process meets item
+    1 first and raises its error, so the two processes raise that one too, not this share's own."""
+    refinements, summary, records = _many()
+    page, failing = html._item_page, {refinements[1].item, refinements[4].item}
+
+    def failing_at(r: Refinement, *args: Any, **kwargs: Any) -> str:
+        if r.item in failing:
+            raise RuntimeError(f"cannot render item {r.item}")
+        return page(r, *args, **kwargs)
+
+    monkeypatch.setattr(html, "_item_page", failing_at)
+    with monkeypatch.context() as one:
+        one.setattr(page_shares, "_cores", lambda: 1)
+        with pytest.raises(RuntimeError, match=f"item {refinements[1].item}$"):
+            write_report(tmp_path / "alone" / "report.html", refinements, summary, records, "t")
+    assert forks == []
+    with pytest.raises(RuntimeError, match=f"item {refinements[1].item}$"):
+        write_report(tmp_path / "shared" / "report.html", refinements, summary, records, "t")
+    assert len(forks) == 1  # it had forked
+    assert not (tmp_path / "shared").exists() or not any((tmp_path / "shared").iterdir())
+
+
+def test_no_process_to_be_had_writes_the_pages_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, renderers: Path
+) -> None:
+    """A fork refused (a limit on processes, no memory) is no failure: one process writes them all."""
+    refinements, summary, records = _many()
+
+    def refused() -> int:
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", refused)
+    (tmp_path / "shared").mkdir()
+    written = write_report(tmp_path / "shared" / "report.html", refinements, summary, records, "t")
+    assert set(_pids(renderers)) == {os.getpid()}
+    alone, folder = _alone(tmp_path, monkeypatch, refinements, summary, records, "t")
+    assert written == alone
+    assert _files(tmp_path / "shared") == _files(folder)
+
+
+def test_an_interrupt_in_the_forked_process_never_returns_into_this_ones_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, renderers: Path
+) -> None:
+    """An interrupt the forked process meets at once, before it stands in its own guarded code, is
+    handled there (it leaves; this process writes its share): it never runs this process's callers'
+    cleanup, which would remove the pages being written, and go on into the caller's code."""
+    refinements, summary, records = _many()
+    parent, fork, came_back = os.getpid(), os.fork, tmp_path / "came-back"
+
+    def interrupted_at_once() -> int:
+        child = fork()
+        if child == 0:
+            signal.raise_signal(signal.SIGINT)
+        return child
+
+    monkeypatch.setattr(os, "fork", interrupted_at_once)
+    (tmp_path / "shared").mkdir()
+    try:
+        written = write_report(tmp_path / "shared" / "report.html", refinements, summary, records, "t")
+    except BaseException:
+        if os.getpid() != parent:  # pragma: no cover (the forked process, come back here)
+            came_back.touch()
+            os._exit(99)
+        raise
+    assert not came_back.exists()
+    monkeypatch.setattr(os, "fork", fork)
+    alone, folder = _alone(tmp_path, monkeypatch, refinements, summary, records, "t")
+    assert written == alone
+    assert _files(tmp_path / "shared") == _files(folder)
 
 
 def _children() -> set[str]:

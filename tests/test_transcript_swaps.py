@@ -263,3 +263,32 @@ def test_the_memo_remembers_what_the_bytes_it_hashed_hold_even_if_the_file_chang
     monkeypatch.setattr(memo, "checked_transcripts", checked)
     rewritten(first)
     assert index_transcripts(settings, tmp_path).ids == ["x", "y"]  # from the memo: what those bytes hold
+
+
+@pytest.mark.parametrize("when", ["while indexed", "when its item runs"])
+def test_an_interview_written_while_it_is_read_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, when: str
+) -> None:
+    """Its identity is asked of the descriptor before the read and again after: bytes read while a
+    writer was at work on the file (here, between the look and the read) are refused, not used,
+    neither indexed nor parsed as the item's."""
+    import pipeline.data.transcript_open as transcript_open
+
+    folder = _folder(tmp_path)
+    settings = DataSettings(transcripts="data")
+    index = None if when == "while indexed" else index_transcripts(settings, tmp_path)
+    read = transcript_open._read
+
+    def written_meanwhile(fd: int, size: int) -> bytes:
+        if os.readlink(f"/proc/self/fd/{fd}").endswith("301.txt"):
+            entry = folder / "301.txt"
+            with entry.open("r+b") as writer:  # rewritten in place, its size kept
+                writer.write(b"Ellie: howdy")
+            os.utime(entry, ns=(10**9, 10**9))  # a time of its own, whatever the clock's tick
+        return read(fd, size)
+
+    if not Path("/proc/self/fd").is_dir():
+        pytest.skip("no /proc to tell which file a descriptor holds")
+    monkeypatch.setattr(transcript_open, "_read", written_meanwhile)
+    with pytest.raises(InputError, match=r"^data/301\.txt: the file changed while it was read"):
+        (index or index_transcripts(settings, tmp_path)).get("301")

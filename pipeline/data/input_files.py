@@ -7,6 +7,7 @@ file (a database dump, a model's weights) would otherwise fill the memory, minut
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,9 +48,14 @@ def decode(data: bytes, shown: str) -> str:
 
 
 def read_text(path: Path, shown: str) -> str:
-    """The file as UTF-8 text, once its size is checked. `shown` names it in errors."""
-    check_size(path.stat().st_size, shown)
-    return checked_text(path.read_bytes(), shown)
+    """The file as UTF-8 text, once its size is checked. `shown` names it in errors. The size checked
+    is that of the file opened, and no more bytes than it allows are read: a file replaced or grown
+    after a look at its path is not read whole."""
+    with path.open("rb") as file:
+        check_size(os.fstat(file.fileno()).st_size, shown)
+        data = file.read(MAX_INPUT_BYTES + 1)
+    check_size(len(data), shown)
+    return checked_text(data, shown)
 
 
 def checked_text(data: bytes, shown: str) -> str:

@@ -37,6 +37,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,17 +102,19 @@ def corpus_file(path: Path) -> Path:
 
 def _lines(path: Path) -> list[str]:
     shown = str(path)
-    check_size(path.stat().st_size, shown)
-    data = path.read_bytes()
-    if path.suffix == ".gz":
-        try:
-            with gzip.open(path) as unpacked:  # read no more than the limit: a gzip bomb stops there
-                data = unpacked.read(MAX_INPUT_BYTES + 1)
-        except (OSError, EOFError) as exc:
-            raise InputError(
-                shown, None, f"not a gzip file ({exc})", "give the annotations as .jsonl or .jsonl.gz"
-            ) from None
-        check_size(len(data), shown)
+    with path.open("rb") as file:  # one open: the size checked is the file read (and unpacked)
+        check_size(os.fstat(file.fileno()).st_size, shown)
+        if path.suffix == ".gz":
+            try:
+                with gzip.open(file) as unpacked:  # read no more than the limit: a gzip bomb stops there
+                    data = unpacked.read(MAX_INPUT_BYTES + 1)
+            except (OSError, EOFError) as exc:
+                raise InputError(
+                    shown, None, f"not a gzip file ({exc})", "give the annotations as .jsonl or .jsonl.gz"
+                ) from None
+        else:
+            data = file.read(MAX_INPUT_BYTES + 1)
+    check_size(len(data), shown)
     text = decode(data, shown)
     if not text.strip():
         raise InputError(shown, 1, "the file is empty", "restore it, or point summeval.corpus elsewhere")

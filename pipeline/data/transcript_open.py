@@ -17,6 +17,10 @@ of the path is a race, so each read opens the file once and asks the descriptor 
   and change times. The change time (st_ctime) is set by the kernel at every write, rename and
   os.utime, and no call sets it back: a file rewritten in place, its old size and time set back,
   is caught too.
+
+Each read asks the descriptor again once it has read (one more fstat): a file written while it is
+read, its bytes part old and part new, is refused too, not indexed or parsed. (The kernel keeps
+those times at its clock tick, a few ms: a write within the tick of the look may go unseen.)
 """
 
 from __future__ import annotations
@@ -49,7 +53,10 @@ def read_listed(path: Path, shown: str, inside: str | None) -> tuple[bytes, Iden
         if inside is not None:
             _refuse_outside(fd, path, status, inside, shown)
         check_size(status.st_size, shown)
-        return _read(fd, status.st_size), _identity(status)
+        identity = _identity(status)
+        data = _read(fd, status.st_size)
+        _unchanged_while_read(fd, identity, shown)
+        return data, identity
     finally:
         os.close(fd)
 
@@ -72,12 +79,24 @@ def read_again(
             )
             raise InputError(shown, line, f"{problem} {since}", _STAGE_FIX)
         if span is None:
-            return _read(fd, status.st_size)
-        start, size = span
-        os.lseek(fd, start, os.SEEK_SET)
-        return _read(fd, size)
+            data = _read(fd, status.st_size)
+        else:
+            start, size = span
+            os.lseek(fd, start, os.SEEK_SET)
+            data = _read(fd, size)
+        _unchanged_while_read(fd, held, shown, line)
+        return data
     finally:
         os.close(fd)
+
+
+def _unchanged_while_read(fd: int, identity: Identity, shown: str, line: int | None = None) -> None:
+    """An InputError if the file changed between the look at its descriptor and the end of the read
+    (something writing it meanwhile): the bytes read may be part old, part new."""
+    if _identity(os.fstat(fd)) != identity:
+        raise InputError(
+            shown, line, "the file changed while it was read (something is writing it)", _STAGE_FIX
+        )
 
 
 def _opened(path: Path, shown: str, since: str, line: int | None = None) -> int:

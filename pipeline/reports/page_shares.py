@@ -6,10 +6,13 @@ The pages are dealt out by position (a process takes every other item), each pro
 results itself and rendering only its share, so the pages are the bytes one process writes. The
 second process is forked (it has the first pass's rows, the records and the templates already) and
 leaves by os._exit, running none of the parent's exit handlers and flushing none of its buffers.
-Anything it fails at, the parent does again itself, so that a failure is raised (and its pages left
-behind) as a run in one process raises it. A fork is taken only where it is safe and can pay: no
-other thread running (a lock another thread held would stay held in the child), a
-second core this process may run on (Linux only), and enough pages to outweigh the fork.
+Anything it fails at, the parent does again itself, and a failure of the parent's own share has
+the pages rendered again in the items' order up to the first failure, so that the failure raised is
+the one a run in one process raises. A fork refused (no process to be had) leaves the parent writing
+every page; an interrupt is held back across the fork, so that the forked process meets it only
+where it leaves by os._exit, never in its callers' code. A fork is taken only where it is safe and
+can pay: no other thread running (a lock another thread held would stay held in the child), a second
+core this process may run on (Linux only), and enough pages to outweigh the fork.
 """
 
 from __future__ import annotations
@@ -45,22 +48,33 @@ def write_shares(folder: Path, pages: Pages, count: int) -> None:
     # caller's own freeze, pipeline.tools.dvc_run's, is left as it was.)
     frozen_before = gc.get_freeze_count() > 0
     gc.freeze()
+    # An interrupt is held back until each process stands where it is handled: one in the forked
+    # process before that must never return into this process's code (its callers' cleanup).
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
-        child = os.fork()
+        try:
+            child = os.fork()
+        except OSError:  # no process to be had (a limit on processes, memory): this one writes all
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            _write(folder, pages(WHOLE))
+            return
         if child == 0:  # pragma: no cover (the forked process: coverage does not follow it)
             code = 1
             try:
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
                 _write(folder, pages((1, 2)))
                 code = 0
             finally:
                 os._exit(code)
-        try:
-            _write(folder, pages((0, 2)))
-        except BaseException:
-            _stop(child)
-            raise
+        failed = _written(folder, pages((0, 2)), child, mask)
+        if failed is not None:
+            # The failure one process meets first, which may be of an earlier page of the other
+            # share: the pages again here, in the items' order, up to it (this one if none is).
+            _write(folder, pages(WHOLE))
+            raise failed
         _, status = os.waitpid(child, 0)
     finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # (let through already, unless this raised first)
         if not frozen_before:
             gc.unfreeze()
     if os.waitstatus_to_exitcode(status) != 0:
@@ -70,6 +84,23 @@ def write_shares(folder: Path, pages: Pages, count: int) -> None:
 def _write(folder: Path, pages: Iterable[tuple[str, str]]) -> None:
     for name, html in pages:
         (folder / name).write_text(html, encoding="utf-8")
+
+
+def _written(
+    folder: Path, pages: Iterable[tuple[str, str]], child: int, mask: set[int | signal.Signals]
+) -> Exception | None:
+    """This process's share written (its signals let through again, `mask`), or the error it failed
+    at, the forked process then stopped (stopped too, and the exception raised, on an interrupt)."""
+    try:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        _write(folder, pages)
+    except Exception as failed:
+        _stop(child)
+        return failed
+    except BaseException:
+        _stop(child)
+        raise
+    return None
 
 
 def _stop(child: int) -> None:
