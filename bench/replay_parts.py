@@ -72,7 +72,7 @@ PARTS: tuple[tuple[int, str, str, str], ...] = (
     (
         0,
         "a recording read for its models (verified_models)",
-        "pipeline.llm.recordings.index",
+        "pipeline.llm.recordings.recorded_models",
         "verified_models",
     ),
     (0, "the local cache seeded (CallStore.flush)", "pipeline.llm.cache.store", "CallStore.flush"),

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.llm.recordings import index as index_module
-from pipeline.llm.recordings import line_checks, stage_folders, stage_writer, verified_memo
+from pipeline.llm.recordings import line_checks, stage_folders, stage_read, stage_writer, verified_memo
 from pipeline.llm.recordings.index import RecordingIndex
 from pipeline.llm.recordings.pins import Pins
 from pipeline.llm.recordings.stage_index import StageIndex, index_stage
@@ -76,7 +75,7 @@ def whole(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         read.append(directory.name)
         return index_stage(directory, **options)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(index_module, "index_stage", counting)
+    monkeypatch.setattr(stage_read, "index_stage", counting)
     return read
 
 

@@ -20,6 +20,10 @@
     folder_scan.py   one pass over a stage's folder: each file hashed (pin, shards, memo), its lines placed
     offsets.py       lines by file, offset and digest, read back and checked when served (blocks too)
     index.py         RecordingIndex: every recorded call by key, stage by stage, for a session
+    stage_read.py    a stage's recording as the index reads it: its calls by key, or why none may be used
+    lookup_order.py  the lookup in the other stages' recordings: pinned first, which may answer
+    recorded_models.py the models that made a stage's recorded calls (the model's identity)
+    hold_one.py      `judgeloop status`'s index: one stage's recording held at a time
     stage_keys.py    a stage's keys as written, unverified: which other recording a lookup must read
     verified_memo.py recordings verified once, remembered by the hash of what was verified
     pins.py          each stage's recording pinned by dvc.lock: an edit shows and is refused

@@ -1,0 +1,96 @@
+"""A stage's recording as an index reads it: its calls by key, verified, or why none may be used.
+
+A stage's recording that cannot be trusted (a bad line, a blob that does not hash to its id, a folder
+that does not match its pin in dvc.lock, a symbolic link, a name that is not a plain name) is left
+out as a whole, and remembered with its reason (file and line). Nothing of a damaged recording is
+served. StagesRead is the state every part of RecordingIndex (pipeline.llm.recordings.index) shares:
+the stages it has read, the models of those it let go of, and the one way it reads a stage.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from weakref import WeakValueDictionary
+
+from pipeline.errors import JudgeloopError
+from pipeline.llm.recordings import stage_folders
+from pipeline.llm.recordings.pins import Pins
+from pipeline.llm.recordings.stage_index import StageIndex, index_stage
+from pipeline.llm.recordings.verified_memo import VerifiedMemo
+from pipeline.llm.records import CallRecord
+from pipeline.llm.types import ChatRequest, ModelIdentity
+
+
+@dataclass
+class StageCalls:
+    """One stage's recorded calls by key (verified, parsed when served), or why none may be used."""
+
+    index: StageIndex | None = None
+    error: JudgeloopError | None = None
+    # The records served and still held (by a session, a status probe): served again as the same
+    # object rather than parsed into a copy, while nothing holds one it costs nothing.
+    _alive: WeakValueDictionary[str, CallRecord] = field(default_factory=WeakValueDictionary, repr=False)
+
+    @property
+    def damage(self) -> str | None:
+        return None if self.error is None else self.error.message
+
+    def get(self, key: str, request: ChatRequest | None = None) -> CallRecord | None:
+        """`request`: the request `key` was derived from, where the caller holds it (StageIndex.call)."""
+        if self.index is None:
+            return None
+        record = self._alive.get(key)
+        if record is None:
+            call = self.index.call(key, request)
+            if call is None:
+                return None
+            record = self._alive[key] = call.record
+        return record
+
+    def keys(self) -> set[str]:
+        return set() if self.index is None else set(self.index.at)
+
+    @property
+    def models(self) -> set[ModelIdentity]:
+        """The models that made the calls (each a model of a verified call)."""
+        if self.index is None:
+            return set()
+        return {ModelIdentity(backend=b, name=n, digest=d) for b, n, d in self.index.models}
+
+    @property
+    def by_key(self) -> dict[str, CallRecord]:
+        """Every call, parsed: for a test or a small tool; a session looks up one key (get)."""
+        return {key: record for key in sorted(self.keys()) if (record := self.get(key)) is not None}
+
+
+class StagesRead:
+    """The stages a RecordingIndex has read, and how it reads one (set in RecordingIndex.__init__)."""
+
+    root: Path
+    pins: Pins
+    memo: VerifiedMemo | None
+    hold_one: bool
+    _stages: dict[str, StageCalls]
+    _noted: dict[str, set[ModelIdentity]]
+    _noted_keys: dict[str, frozenset[str]]
+    _lock: threading.Lock
+
+    def _read(self, directory: Path) -> StageCalls:
+        try:
+            stage_folders.stage_dir(self.root, directory.name)
+            stage_folders.refuse_linked(directory)
+            if not stage_folders.has_recording(directory):
+                self.pins.check(directory)
+                return StageCalls()
+            # One pass hashes each file and places its lines: the bytes checked against the pin are
+            # those verified, and each line served is checked against them (stage_index.index_stage).
+            return StageCalls(index_stage(directory, pins=self.pins, memo=self.memo))
+        except JudgeloopError as exc:
+            return StageCalls(error=exc)
+
+    def _note(self, name: str, calls: StageCalls) -> None:
+        self._noted[name] = calls.models
+        if self.hold_one:
+            self._noted_keys[name] = frozenset(calls.keys())
