@@ -17,7 +17,7 @@ whole, with its reason: the session whose own stage it is fails with that reason
 stage goes on replaying from its own recording.
 
 RecordingIndex is put together from one module an idea:
-    stage_read.py       a stage's recording read, its calls by key or why none may be used (StageCalls)
+    stage_read.py       a stage's recording read, its calls by key or why none may be used (ReadRecording)
     lookup_order.py     the lookup in the other stages' recordings: its order, which may answer
     recorded_models.py  the models that made the recorded calls (the model's identity)
     hold_one.py         `judgeloop status`'s mode: one stage's recording held at a time
@@ -34,12 +34,12 @@ from pipeline.llm.recordings import stage_folders
 from pipeline.llm.recordings.hold_one import HoldOne
 from pipeline.llm.recordings.pins import Pins
 from pipeline.llm.recordings.stage_index import StageIndex
-from pipeline.llm.recordings.stage_read import StageCalls
+from pipeline.llm.recordings.stage_read import ReadRecording
 from pipeline.llm.recordings.verified_memo import VerifiedMemo
 from pipeline.llm.records import CallRecord
 from pipeline.llm.types import ChatRequest, ModelIdentity
 
-__all__ = ["RecordingIndex", "StageCalls"]
+__all__ = ["ReadRecording", "RecordingIndex"]
 
 
 class RecordingIndex(HoldOne):
@@ -59,7 +59,7 @@ class RecordingIndex(HoldOne):
         self.pins = pins if pins is not None else Pins()
         self.memo = memo  # recordings verified in full before (pipeline.llm.recordings.verified_memo)
         self.hold_one = hold_one
-        self._stages: dict[str, StageCalls] = {}
+        self._stages: dict[str, ReadRecording] = {}
         self._noted: dict[str, set[ModelIdentity]] = {}  # models of the stages read but not held
         self._noted_keys: dict[str, frozenset[str]] = {}  # with hold_one: their keys
         self._every_stage_read = False
@@ -69,14 +69,14 @@ class RecordingIndex(HoldOne):
         self._unpinned_names: dict[str, bool] = {}
         self._lock = threading.Lock()
 
-    def stage(self, name: str) -> StageCalls:
+    def stage(self, name: str) -> ReadRecording:
         """One stage's calls (none for a stage with no recording), read when first asked for."""
         with self._lock:
             calls = self._stages.get(name)
             if calls is None:
                 directory = self.root / name
                 has = stage_folders.has_recording(directory)
-                calls = self._read(directory) if has else StageCalls()
+                calls = self._read(directory) if has else ReadRecording()
                 if self.hold_one:
                     self._let_go()
                 calls = self._stages[name] = calls

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pipeline.llm.recordings import stage_folders
 from pipeline.llm.recordings.stage_keys import recorded_keys
-from pipeline.llm.recordings.stage_read import StageCalls, StagesRead
+from pipeline.llm.recordings.stage_read import ReadRecording, StagesRead
 from pipeline.llm.records import CallRecord
 
 
@@ -43,7 +43,7 @@ class LookupOrder(StagesRead):
             self._unpinned_names[directory.name] = unpinned
         return unpinned
 
-    def _every_stage(self) -> dict[str, StageCalls]:
+    def _every_stage(self) -> dict[str, ReadRecording]:
         with self._lock:
             if not self._every_stage_read:
                 order = self._stage_dirs()
@@ -57,7 +57,7 @@ class LookupOrder(StagesRead):
                 sorted(self._stages.items(), key=lambda item: (self._order.get(item[0], last), item[0]))
             )
 
-    def _showing(self, key: str) -> Iterator[tuple[str, StageCalls]]:
+    def _showing(self, key: str) -> Iterator[tuple[str, ReadRecording]]:
         """The stages in lookup order that may hold `key`, each read whole (verified) when reached:
         a stage whose keys do not show it is passed over, except that every pinned stage passed over
         is read whole before the first unpinned folder that shows it, since an unpinned folder answers
@@ -96,7 +96,7 @@ class LookupOrder(StagesRead):
                 self._keys[directory.name] = keys
             return key in keys
 
-    def _whole(self, directory: Path) -> StageCalls:
+    def _whole(self, directory: Path) -> ReadRecording:
         """A stage's recording read whole and verified (once), in place of its keys."""
         with self._lock:
             calls = self._stages.get(directory.name)
@@ -105,7 +105,7 @@ class LookupOrder(StagesRead):
             self._keys.pop(directory.name, None)
             return calls
 
-    def _answering(self, stages: Iterable[tuple[str, StageCalls]]) -> Iterator[StageCalls]:
+    def _answering(self, stages: Iterable[tuple[str, ReadRecording]]) -> Iterator[ReadRecording]:
         """`stages` (in lookup order) that may answer another stage's lookup: a folder dvc.lock does
         not pin only while every pinned one is whole, since a call a damaged pinned recording holds
         would otherwise be answered by whatever an unpinned folder holds for its key."""

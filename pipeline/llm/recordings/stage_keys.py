@@ -2,7 +2,7 @@
 recordings a lookup elsewhere must read and verify whole (issue 33).
 
 A session that misses its own stage's recording and the local cache looks the call up in the other
-stages' (pipeline.llm.recordings.index). Reading one as a StageIndex hashes every file, checks the
+stages' (pipeline.llm.recordings.lookup_order). Reading one as a StageIndex hashes every file, checks the
 folder's pin and verifies every call: at a million calls, judge's 457k-call recording alone took
 84 CPU s and 422 MB at its peak. In a recording run none of refine's calls is in them. So each
 other stage is first read here for its keys only: each call line's key as written, one line at a

@@ -24,7 +24,7 @@ from pipeline.llm.types import ChatRequest, ModelIdentity
 
 
 @dataclass
-class StageCalls:
+class ReadRecording:
     """One stage's recorded calls by key (verified, parsed when served), or why none may be used."""
 
     index: StageIndex | None = None
@@ -72,25 +72,25 @@ class StagesRead:
     pins: Pins
     memo: VerifiedMemo | None
     hold_one: bool
-    _stages: dict[str, StageCalls]
+    _stages: dict[str, ReadRecording]
     _noted: dict[str, set[ModelIdentity]]
     _noted_keys: dict[str, frozenset[str]]
     _lock: threading.Lock
 
-    def _read(self, directory: Path) -> StageCalls:
+    def _read(self, directory: Path) -> ReadRecording:
         try:
             stage_folders.stage_dir(self.root, directory.name)
             stage_folders.refuse_linked(directory)
             if not stage_folders.has_recording(directory):
                 self.pins.check(directory)
-                return StageCalls()
+                return ReadRecording()
             # One pass hashes each file and places its lines: the bytes checked against the pin are
             # those verified, and each line served is checked against them (stage_index.index_stage).
-            return StageCalls(index_stage(directory, pins=self.pins, memo=self.memo))
+            return ReadRecording(index_stage(directory, pins=self.pins, memo=self.memo))
         except JudgeloopError as exc:
-            return StageCalls(error=exc)
+            return ReadRecording(error=exc)
 
-    def _note(self, name: str, calls: StageCalls) -> None:
+    def _note(self, name: str, calls: ReadRecording) -> None:
         self._noted[name] = calls.models
         if self.hold_one:
             self._noted_keys[name] = frozenset(calls.keys())
