@@ -4,8 +4,12 @@ joined, atexit, streams flushed, the status), and anything else exits as Python 
 
 from __future__ import annotations
 
+import atexit
+import io
+import os
 import subprocess
 import sys
+import threading
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -32,6 +36,21 @@ if sys.argv[2] == "allow":
     program_exit.allow()
 try:
     raise SystemExit(int(sys.argv[1]))
+except SystemExit as done:
+    program_exit.leave(done)
+"""
+
+
+# Written, never flushed, into a pipe whose reader is gone: the flush at the exit fails.
+CLOSED_PIPE = """
+import sys
+from pipeline.tools import program_exit
+
+sys.stdout.write("buffered")
+if sys.argv[1] == "allow":
+    program_exit.allow()
+try:
+    raise SystemExit(0)
 except SystemExit as done:
     program_exit.leave(done)
 """
@@ -85,3 +104,93 @@ def test_repro_that_raises_does_not_allow_it(monkeypatch: pytest.MonkeyPatch) ->
     result = CliRunner().invoke(dvc_run.repro, ["--replay", "aggregate"])
     assert isinstance(result.exception, RuntimeError)
     assert not program_exit._allowed
+
+
+@pytest.mark.parametrize("allowed", [True, False])
+def test_a_closed_output_pipe_exits_120_as_python_does(allowed: bool) -> None:
+    """`judgeloop repro | head -1`: stdout's flush fails at the exit, which Python's exit gives 120."""
+    read, write = os.pipe()
+    os.close(read)
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", CLOSED_PIPE, "allow" if allowed else "no"],
+            cwd=ROOT,
+            env=env,
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(write)
+    assert done.returncode == 120  # Py_RunMain's status where the exit's flush fails
+    assert "BrokenPipeError" in done.stderr
+
+
+class _Exited(Exception):
+    pass
+
+
+class _Stream(io.StringIO):
+    def __init__(self, fails: bool) -> None:
+        super().__init__()
+        self.fails = fails
+
+    def flush(self) -> None:
+        if self.fails:
+            raise OSError("the stream is gone")
+
+
+@pytest.fixture
+def leaving(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`leave` allowed, its exit raising _Exited(status) and the steps before it (this process's
+    threads and atexit functions are pytest's) doing nothing."""
+
+    def exit_(status: int) -> None:
+        raise _Exited(status)
+
+    monkeypatch.setattr(program_exit, "_allowed", True)
+    monkeypatch.setattr(threading, "_shutdown", lambda: None)
+    monkeypatch.setattr(atexit, "_run_exitfuncs", lambda: None)
+    monkeypatch.setattr(os, "_exit", exit_)
+
+
+@pytest.mark.usefixtures("leaving")
+@pytest.mark.parametrize(
+    ("out_fails", "err_fails", "status"), [(False, False, 0), (True, False, 120), (False, True, 120)]
+)
+def test_a_failed_flush_of_either_stream_exits_120(
+    monkeypatch: pytest.MonkeyPatch, out_fails: bool, err_fails: bool, status: int
+) -> None:
+    out, err = _Stream(out_fails), _Stream(err_fails)
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setattr(sys, "stderr", err)
+    with pytest.raises(_Exited) as exited:
+        program_exit.leave(SystemExit(0))
+    assert exited.value.args == (status,)
+    assert ("the stream is gone" in err.getvalue()) == out_fails  # stdout's told, stderr's not
+
+
+@pytest.mark.usefixtures("leaving")
+def test_a_closed_or_missing_stream_is_left_as_python_leaves_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    closed = _Stream(fails=True)
+    closed.close()
+    monkeypatch.setattr(sys, "stdout", closed)
+    monkeypatch.setattr(sys, "stderr", None)
+    with pytest.raises(_Exited) as exited:
+        program_exit.leave(SystemExit(None))
+    assert exited.value.args == (0,)
+
+
+@pytest.mark.usefixtures("leaving")
+@pytest.mark.parametrize(("module", "name"), [(threading, "_shutdown"), (atexit, "_run_exitfuncs")])
+def test_a_python_without_the_private_steps_exits_its_own_way(
+    monkeypatch: pytest.MonkeyPatch, module: object, name: str
+) -> None:
+    monkeypatch.delattr(module, name)
+    done = SystemExit(0)
+    with pytest.raises(SystemExit) as raised:
+        program_exit.leave(done)
+    assert raised.value is done

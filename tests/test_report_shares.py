@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -270,3 +271,46 @@ def test_no_fork_with_a_thread_running_few_pages_or_one_core(
     write_report(tmp_path / "one" / "report.html", refinements, summary, records, "t")
     assert set(_pids(renderers)) == {os.getpid()}
     assert forks == []
+
+
+@pytest.mark.parametrize(
+    ("cpu_max", "cores"),
+    [
+        ("100000 100000\n", 1),
+        ("50000 100000\n", 1),  # less than a core: still one
+        ("150000 100000\n", 1),  # rounded down
+        ("400000 100000\n", 4),
+        ("max 100000\n", None),  # no quota
+        ("", None),  # not understood: no quota
+        ("100000 0\n", None),
+        (None, None),  # no file (cgroup v1, none mounted)
+    ],
+)
+def test_a_cgroup_cpu_quota_pays_for_its_whole_cores(
+    tmp_path: Path, cpu_max: str | None, cores: int | None
+) -> None:
+    path = tmp_path / "cpu.max"
+    if cpu_max is not None:
+        path.write_text(cpu_max, encoding="ascii")
+    assert page_shares._quota_cores(path) == cores
+
+
+def test_an_unreadable_cpu_quota_is_none(tmp_path: Path) -> None:
+    assert page_shares._quota_cores(tmp_path) is None  # a folder: reading it fails
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forks on Linux only")
+@pytest.mark.parametrize(
+    ("cpu_max", "forked"), [("100000 100000\n", 0), ("200000 100000\n", 1), ("max 100000\n", 1)]
+)
+def test_no_fork_where_the_containers_quota_pays_for_one_core(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, forks: list[int], cpu_max: str, forked: int
+) -> None:
+    """Four cores this process may run on (its affinity), as many as its cgroup's quota pays for."""
+    quota = tmp_path / "cpu.max"
+    quota.write_text(cpu_max, encoding="ascii")
+    monkeypatch.setattr(page_shares, "CPU_MAX", quota, raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    refinements, summary, records = _many()
+    write_report(tmp_path / "report.html", refinements, summary, records, "t")
+    assert len(forks) == forked

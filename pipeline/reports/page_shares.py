@@ -12,7 +12,8 @@ the one a run in one process raises. A fork refused (no process to be had) leave
 every page; an interrupt is held back across the fork, so that the forked process meets it only
 where it leaves by os._exit, never in its callers' code. A fork is taken only where it is safe and
 can pay: no other thread running (a lock another thread held would stay held in the child), a second
-core this process may run on (Linux only), and enough pages to outweigh the fork.
+core this process may run on and its container pays for (Linux only: its affinity and its cgroup's
+CPU quota), and enough pages to outweigh the fork.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from pathlib import Path
 # (part, parts): the items at the positions p with p % parts == part.
 Share = tuple[int, int]
 WHOLE: Share = (0, 1)
+# The CPU quota of the container (cgroup v2): "QUOTA PERIOD", QUOTA microseconds of CPU each PERIOD.
+CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
 # A page costs about 3-4 ms of CPU at the paper's scale; forking a stage's process a few ms.
 MIN_PAGES = 16
 
@@ -115,9 +118,21 @@ def _forks(count: int) -> bool:
 
 
 def _cores() -> int:
-    """The cores this process may run on, where a fork is known safe here: on Linux. (macOS forks,
-    but a process that has loaded some of its frameworks may not, which is why Python's own
-    multiprocessing spawns there.)"""
+    """The cores this process may run on and its container pays for, where a fork is known safe
+    here: on Linux. (macOS forks, but a process that has loaded some of its frameworks may not,
+    which is why Python's own multiprocessing spawns there.)"""
     if not sys.platform.startswith("linux"):
         return 1
-    return len(os.sched_getaffinity(0))
+    cores = len(os.sched_getaffinity(0))
+    paid = _quota_cores(CPU_MAX)
+    return cores if paid is None else min(cores, paid)
+
+
+def _quota_cores(cpu_max: Path) -> int | None:
+    """The whole cores a cgroup v2 CPU quota pays for (at least one), or None where there is none:
+    "max", or no file to read (cgroup v1, no cgroup mounted) or one not understood."""
+    try:
+        quota, period = cpu_max.read_text(encoding="ascii").split()
+        return max(1, int(quota) // int(period))
+    except (OSError, ValueError, ZeroDivisionError):  # "max" among them: int() refuses it
+        return None
