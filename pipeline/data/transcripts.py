@@ -30,13 +30,13 @@ from collections.abc import Container, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import overload
 
-from pipeline.data.input_files import InputWarning, shown_path
+from pipeline.data.input_files import InputWarning
 from pipeline.data.labels import listed_participants
 from pipeline.data.settings import DataSettings
 from pipeline.data.transcript_files import read_one, stamp
 from pipeline.data.transcript_memo import index_file
 from pipeline.data.transcript_places import SEARCHED as SEARCHED
-from pipeline.data.transcript_places import Places, found
+from pipeline.data.transcript_places import Places, ShownNames, listed
 from pipeline.data.transcript_text import PARTICIPANT_SPEAKERS as PARTICIPANT_SPEAKERS
 from pipeline.data.transcript_text import Transcript as Transcript
 from pipeline.data.transcript_text import Turn as Turn
@@ -123,9 +123,11 @@ def index_transcripts(settings: DataSettings, root: Path = Path(".")) -> Transcr
         raise ConfigError(f"data.limit is {settings.limit}. Fix: a count of 0 or more, or null for all.")
     folder = root / settings.transcripts
     indexing = _Indexing(Places(folder, root))
-    for file in found(folder, root):
+    files = listed(folder, root)
+    shown_as = ShownNames(folder, root, files.linked)  # no realpath a file (issue 33)
+    for file in files.files:
         path = folder / file if file else folder
-        shown, when = shown_path(path, root), stamp(path)
+        shown, when = shown_as(file), stamp(path)
         for item_id, (line, span), said in index_file(path, shown, when, settings, indexing):
             indexing.add(item_id, file, shown, when, line, span, said)
     return indexing.done(settings, root)
