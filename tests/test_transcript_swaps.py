@@ -15,7 +15,7 @@ import pytest
 
 import pipeline.data.transcripts as transcripts
 from pipeline.data.settings import DataSettings
-from pipeline.data.transcript_places import found
+from pipeline.data.transcript_places import Listed, listed
 from pipeline.data.transcripts import Transcripts, index_transcripts
 from pipeline.errors import InputError
 
@@ -120,13 +120,13 @@ def test_an_interview_swapped_after_the_index_was_made_is_refused_when_its_item_
 
 def _swapped_after_listing(
     monkeypatch: pytest.MonkeyPatch, swap: Callable[[Path], object]
-) -> Callable[[Path, Path], list[str]]:
-    def then_swapped(path: Path, root: Path) -> list[str]:
-        names = found(path, root)
+) -> Callable[[Path, Path], Listed]:
+    def then_swapped(path: Path, root: Path) -> Listed:
+        files = listed(path, root)
         swap(path)
-        return names
+        return files
 
-    monkeypatch.setattr(transcripts, "found", then_swapped)
+    monkeypatch.setattr(transcripts, "listed", then_swapped)
     return then_swapped
 
 

@@ -25,6 +25,7 @@ import warnings
 from array import array
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import NamedTuple
 
 from pipeline.data.input_files import InputWarning, shown_path
 from pipeline.data.transcript_open import Identity
@@ -63,6 +64,19 @@ def found(path: Path, root: Path) -> list[str]:
     order they are read; a macOS metadata file is skipped with a warning. `path` may itself be a
     link (data/interviews -> /mnt/data): what lies under where it leads is inside; a link in it that
     leads out of it is refused, and so is a name that is not UTF-8 or is a transcript's but not a file."""
+    return listed(path, root).files
+
+
+class Listed(NamedTuple):
+    """The transcript files `found` (their order), and those of them reached through a link (a link
+    itself, or a file in a linked folder)."""
+
+    files: list[str]
+    linked: set[str]
+
+
+def listed(path: Path, root: Path) -> Listed:
+    """`found`'s files, and which of them are reached through a link (ShownNames names them)."""
     shown = shown_path(path, root)
     if not path.exists():
         fix = "point data.transcripts in params.yaml at one"
@@ -70,7 +84,7 @@ def found(path: Path, root: Path) -> list[str]:
     if path.is_file():
         if path.name.startswith("._") or path.suffix.lower() not in (".csv", ".txt", ".jsonl"):
             raise InputError(shown, None, "not a transcript file", "use NNN_TRANSCRIPT.csv, *.txt or *.jsonl")
-        return [""]
+        return Listed([""], set())
     searched = _Searched(path, root)
     top = _listing(path)
     for name, kind, link in top:
@@ -82,7 +96,31 @@ def found(path: Path, root: Path) -> list[str]:
     if not searched.chosen:
         problem = "no transcripts in this folder; looked for " + ", ".join(SEARCHED)
         raise InputError(shown, None, problem, "add transcripts in one of those layouts, or point elsewhere")
-    return searched.chosen
+    return Listed(searched.chosen, searched.linked)
+
+
+class ShownNames:
+    """Each file's name in messages, as shown_path gives it (relative to the project where its
+    realpath lies in it), without a realpath a file where none is needed (issue 33): shown_path
+    resolved every component of every interview's path, the project's folders and the interviews
+    folder's one-entry-an-interview listing included, at every stage's index; a tenth of the
+    export's CPU, and more at a million interviews, whose folder's entries no longer stay in the
+    kernel's caches. A file reached through no link lies where the folder's realpath and its name
+    say, so its name is the folder's shown name and its own; a linked one is resolved as before, and
+    so is every file of a folder whose realpath is not in the project (it could hold the project)."""
+
+    def __init__(self, folder: Path, root: Path, linked: set[str]) -> None:
+        self.folder, self.root, self.linked = folder, root, linked
+        try:
+            inside = Path(os.path.realpath(folder)).relative_to(os.path.realpath(root)).as_posix()
+        except ValueError:
+            inside = None
+        self._prefix = None if inside is None else "" if inside == "." else f"{inside}/"
+
+    def __call__(self, file: str) -> str:
+        if self._prefix is None or not file or file in self.linked:
+            return shown_path(self.folder / file if file else self.folder, self.root)
+        return f"{self._prefix}{file}"
 
 
 class _Searched:
@@ -92,6 +130,7 @@ class _Searched:
         self.path, self.root = path, root
         self.real = os.path.realpath(path)  # where a link in it must lead, the folder's own link followed
         self.chosen: list[str] = []
+        self.linked: set[str] = set()  # those chosen that are links or lie in a linked folder
 
     def choose(self, relative: str, kind: int, link: bool, nested: bool) -> None:
         name = relative.rsplit("/", 1)[-1]
@@ -103,6 +142,8 @@ class _Searched:
         elif _wanted(name, nested):
             self._check(relative, kind, link)
             self.chosen.append(relative)
+            if link:
+                self.linked.add(relative)
 
     def _skipped(self, relative: str) -> None:
         message = (

@@ -39,7 +39,7 @@ from pipeline.data.transcript_files import read_one
 from pipeline.data.transcript_memo import index_file
 from pipeline.data.transcript_open import Identity, read_again, read_listed
 from pipeline.data.transcript_places import SEARCHED as SEARCHED
-from pipeline.data.transcript_places import Places, found
+from pipeline.data.transcript_places import Places, ShownNames, listed
 from pipeline.data.transcript_text import PARTICIPANT_SPEAKERS as PARTICIPANT_SPEAKERS
 from pipeline.data.transcript_text import Transcript as Transcript
 from pipeline.data.transcript_text import Turn as Turn
@@ -123,14 +123,15 @@ def index_transcripts(settings: DataSettings, root: Path = Path(".")) -> Transcr
         raise ConfigError(f"data.limit is {settings.limit}. Fix: a count of 0 or more, or null for all.")
     folder = root / settings.transcripts
     indexing = _Indexing(Places(folder, root))
-    files = found(folder, root)
-    inside = None if files == [""] else os.path.realpath(folder)  # a file named itself is trusted
-    listed = shown_path(folder, root)
-    for file in files:
+    files = listed(folder, root)
+    inside = None if files.files == [""] else os.path.realpath(folder)  # a file named itself is trusted
+    shown_folder = shown_path(folder, root)
+    shown_as = ShownNames(folder, root, files.linked)  # no realpath a file (issue 33)
+    for file in files.files:
         path = folder / file if file else folder
-        shown = shown_path(path, root)
+        shown = shown_as(file)
         # What lies there now, asked of the descriptor read; an error names the entry as listed.
-        data, identity = read_listed(path, f"{listed}/{file}" if file else shown, inside)
+        data, identity = read_listed(path, f"{shown_folder}/{file}" if file else shown, inside)
         for item_id, (line, span), said in index_file(path, shown, data, settings, indexing):
             indexing.add(item_id, file, shown, identity, line, span, said)
     return indexing.done(settings, root)
