@@ -20,7 +20,10 @@ its stage runs: Ctrl-C reaches the child (same process group), which stops as a 
 child's SIGINT is what a cold stage's would be: Python's handler, or ignored where the caller
 ignored it (a cold stage inherits SIG_IGN across exec).
 
-Only the standard library is imported here, before `stages.runner`.
+Only the standard library is imported here before `stages.runner`, and pipeline.fast_exit (itself
+standard-library-only), which `python -m stages` also imports before it. The child leaves by that
+exit, as a cold stage's process does: threads joined, atexit, streams flushed (120 where that
+fails), the stage's status, and SIGINT after an uncaught KeyboardInterrupt.
 """
 
 from __future__ import annotations
@@ -33,6 +36,12 @@ import signal
 import socket
 import sys
 import threading
+
+from pipeline.fast_exit import leave_now  # the standard library only, as `python -m stages` first
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 PREFIX = "DVC_"  # DVC_ROOT, DVC_STAGE, DVC_EXP_*: set by DVC for each stage; no module reads them at import
 STREAMS = 3
@@ -74,23 +83,9 @@ def _exit_code(done: SystemExit) -> int:
     return 1
 
 
-def _finish(code: int, interrupted: bool) -> None:
-    """The interpreter's exit as far as a program sees it: threads joined, atexit, streams flushed."""
-    threading._shutdown()  # type: ignore[attr-defined]  # what Py_FinalizeEx calls first
-    import atexit
-
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):  # a closed or broken stream, as at a normal exit
-            stream.flush()
-    if interrupted:  # an uncaught KeyboardInterrupt ends Python by SIGINT
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)
-    os._exit(code)
-
-
 def child(request: dict[str, object], fds: list[int]) -> None:
-    """In the forked child: become `python -m stages ARGS...` and run it; never returns."""
+    """In the forked child: become `python -m stages ARGS...` and run it; never returns (it raises
+    SystemExit or KeyboardInterrupt only for Python's own exit, where the fast one is missing)."""
     import runpy
     import types
 
@@ -120,7 +115,12 @@ def child(request: dict[str, object], fds: list[int]) -> None:
         tb = error.__traceback__.tb_next if error.__traceback__ else None
         sys.excepthook(type(error), error.with_traceback(tb), tb)
         code, interrupted = 1, isinstance(error, KeyboardInterrupt)
-    _finish(code, interrupted)
+    leave_now(code, interrupted=interrupted)  # the stage's own exit, as a cold stage's
+    # A Python without the fast exit's steps: out to its own exit, past the warm process's loop.
+    if interrupted:
+        sys.excepthook = lambda *args: None  # told above; Python then ends by SIGINT
+        raise KeyboardInterrupt
+    raise SystemExit(code)
 
 
 def _wait(pid: int, sock: socket.socket) -> int:
@@ -136,6 +136,19 @@ def _wait(pid: int, sock: socket.socket) -> int:
                 return os.waitpid(pid, 0)[1]
     finally:
         os.close(pidfd)
+
+
+def _forked(sock: socket.socket, request: dict[str, object], fds: list[int]) -> NoReturn:
+    """The forked child, never back into the warm process's loop: out by the stage's exit, or by
+    Python's own where `child` raises it (a Python without the fast exit's steps)."""
+    try:
+        sock.close()
+        child(request, fds)
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except BaseException:
+        os._exit(70)
+    os._exit(70)
 
 
 def serve(sock: socket.socket) -> None:
@@ -158,11 +171,7 @@ def serve(sock: socket.socket) -> None:
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            try:
-                sock.close()
-                child(request, fds)
-            finally:
-                os._exit(70)  # never back into this loop
+            _forked(sock, request, fds)
         for fd in fds:
             os.close(fd)
         sock.send(f"started {pid}".encode())

@@ -1,12 +1,14 @@
-"""The judgeloop program leaves without the interpreter's teardown after `repro` or `exp` succeeds
-(pipeline.tools.program_exit, issue 31): what a program sees of an exit still happens (threads
-joined, atexit, streams flushed, the status), and anything else exits as Python does."""
+"""The judgeloop program and a stage's process leave without the interpreter's teardown after a
+success (pipeline.fast_exit, by pipeline.tools.program_exit and stages/__main__.py; issue 31): what a
+program sees of an exit still happens (threads joined, atexit, streams flushed, the status), and
+anything else exits as Python does. A warm stage's exit: tests/test_warm_stages.py."""
 
 from __future__ import annotations
 
 import atexit
 import io
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -16,6 +18,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from pipeline import fast_exit
 from pipeline.tools import dvc_run, program_exit
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -194,3 +197,94 @@ def test_a_python_without_the_private_steps_exits_its_own_way(
     with pytest.raises(SystemExit) as raised:
         program_exit.leave(done)
     assert raised.value is done
+
+
+# A stage's process (stages/__main__.py, the real one) over a runner of its own: a success leaves by
+# the same fast exit, a failure as Python does.
+STAGE_RUNNER = """
+import atexit, sys, threading, time
+
+said = sys.stderr if sys.argv[1] == "closed-pipe" else sys.stdout
+
+class Held:
+    def __del__(self):  # run by the interpreter's teardown, which frees the module's names
+        print("torn down", file=said, flush=True)
+
+held = Held()
+
+def main():
+    atexit.register(lambda: print("atexit ran", file=said, flush=True))
+    threading.Thread(target=lambda: (time.sleep(0.2), print("thread joined", file=said, flush=True))).start()
+    sys.stdout.write("buffered, no newline")
+    if sys.argv[1] == "no-private-steps":
+        del atexit._run_exitfuncs  # (Python's own exit calls threading._shutdown itself)
+    raise SystemExit(3 if sys.argv[1] == "fail" else 0)
+"""
+
+
+def _stage(tmp_path: Path, how: str, stdout: int = subprocess.PIPE) -> subprocess.CompletedProcess[str]:
+    for name in ("stages/__init__.py", "stages/__main__.py", "pipeline/__init__.py", "pipeline/fast_exit.py"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_bytes((ROOT / name).read_bytes())
+    (tmp_path / "stages" / "runner.py").write_text(STAGE_RUNNER)
+    env = {
+        name: value for name, value in os.environ.items() if name not in ("PYTHONUNBUFFERED", "PYTHONPATH")
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "stages", how],
+        cwd=tmp_path,
+        env=env,
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_a_stage_that_succeeds_leaves_by_the_fast_exit_with_atexit_run(tmp_path: Path) -> None:
+    done = _stage(tmp_path, "ok")
+    assert done.returncode == 0, done.stderr
+    assert "torn down" not in done.stdout
+    for seen in ("buffered, no newline", "thread joined", "atexit ran"):
+        assert seen in done.stdout
+
+
+@pytest.mark.parametrize("how", ["fail", "no-private-steps"])
+def test_a_stage_that_fails_or_lacks_the_private_steps_exits_as_python_does(tmp_path: Path, how: str) -> None:
+    done = _stage(tmp_path, how)
+    assert done.returncode == (3 if how == "fail" else 0), done.stderr
+    for seen in ("buffered, no newline", "thread joined", "atexit ran", "torn down"):
+        assert seen in done.stdout
+
+
+def test_a_stage_whose_output_pipe_is_closed_exits_120_as_python_does(tmp_path: Path) -> None:
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = _stage(tmp_path, "closed-pipe", stdout=write)
+    finally:
+        os.close(write)
+    assert done.returncode == 120
+    assert done.stderr.splitlines() == [  # told as Python's exit tells it, not raised from the stage
+        "thread joined",
+        "atexit ran",
+        "Exception ignored on flushing sys.stdout:",
+        "BrokenPipeError: [Errno 32] Broken pipe",
+    ]
+
+
+@pytest.mark.usefixtures("leaving")
+def test_an_interrupted_exit_ends_by_sigint_after_the_flush(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After an uncaught KeyboardInterrupt (a warm stage's, stages/zygote.py): SIGINT, as Py_RunMain's
+    exit_sigint, whatever the flush; 130 where the signal does not end the process."""
+    killed: list[tuple[int, int]] = []
+    out = _Stream(fails=True)
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setattr(sys, "stderr", _Stream(fails=False))
+    monkeypatch.setattr(signal, "signal", lambda number, handler: None)
+    monkeypatch.setattr(os, "kill", lambda pid, number: killed.append((pid, number)))
+    with pytest.raises(_Exited) as exited:
+        fast_exit.leave_now(1, interrupted=True)
+    assert killed == [(os.getpid(), signal.SIGINT)]
+    assert exited.value.args == (130,)

@@ -30,7 +30,8 @@ import random, threading
 IMPORTED_WITH = {"argv": list(__import__("sys").argv), "random": random.random()}
 """
 MAIN = """
-import json, os, random, sys, threading, time
+import atexit, json, os, random, sys, threading, time
+import pipeline.fast_exit  # as stages/__main__.py imports it, before the runner
 from stages.runner import IMPORTED_WITH
 
 main = sys.modules["__main__"]
@@ -47,9 +48,14 @@ with open(sys.argv[1], "w") as out:
     json.dump(seen, out, indent=1, sort_keys=True)
 print(f"stage {sys.argv[2]} on stdout")
 print(f"stage {sys.argv[2]} on stderr", file=sys.stderr)
+atexit.register(lambda: print(f"stage {sys.argv[2]}: atexit ran"))
+if sys.argv[2].endswith("-own-exit"):  # a Python without the fast exit's private steps
+    del atexit._run_exitfuncs
 if sys.argv[2] == "fail":
     raise ValueError("the stage failed, as asked")
-if sys.argv[2] == "exit3":
+if sys.argv[2].startswith("interrupt"):
+    raise KeyboardInterrupt
+if sys.argv[2].startswith("exit3"):
     sys.exit(3)
 if sys.argv[2] == "message":
     sys.exit("a message, not a number")
@@ -66,6 +72,9 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "stages" / "runner.py").write_text(RUNNER)
     (tmp_path / "stages" / "__main__.py").write_text(MAIN)
     shutil.copy(ROOT / "stages" / "zygote.py", tmp_path / "stages" / "zygote.py")
+    (tmp_path / "pipeline").mkdir()
+    (tmp_path / "pipeline" / "__init__.py").write_text("")
+    shutil.copy(ROOT / "pipeline" / "fast_exit.py", tmp_path / "pipeline" / "fast_exit.py")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.delenv("PYTHONPATH", raising=False)
@@ -103,7 +112,10 @@ def _seen(path: Path) -> dict[str, Any]:
     return seen
 
 
-@pytest.mark.parametrize("ending", ["ok", "fail", "exit3", "message"])
+ENDINGS = {"ok": 0, "fail": 1, "exit3": 3, "message": 1, "interrupt": -signal.SIGINT}
+
+
+@pytest.mark.parametrize("ending", [*ENDINGS, "exit3-own-exit", "interrupt-own-exit"])
 def test_a_warm_stage_sees_what_a_cold_one_sees_and_ends_alike(
     project: Path, zygote: Zygote, capfd: pytest.CaptureFixture[str], ending: str
 ) -> None:
@@ -111,7 +123,8 @@ def test_a_warm_stage_sees_what_a_cold_one_sees_and_ends_alike(
     cold_out = capfd.readouterr()
     warm_code = zygote.run(f"python -m stages {project / 'warm.json'} {ending}", _kwargs(project))
     warm_out = capfd.readouterr()
-    assert warm_code == cold_code == {"ok": 0, "fail": 1, "exit3": 3, "message": 1}[ending], warm_stages.last
+    expected = ENDINGS[ending.removesuffix("-own-exit")]
+    assert warm_code == cold_code == expected, warm_stages.last
     assert warm_out.out == cold_out.out
     assert warm_out.err.replace("warm.json", "cold.json") == cold_out.err  # the traceback too
     cold, warm = _seen(project / "cold.json"), _seen(project / "warm.json")
@@ -219,6 +232,48 @@ def test_a_killed_caller_leaves_no_stage_running(project: Path) -> None:
     else:
         os.kill(stage, 9)
         raise AssertionError("the stage outlived its caller")
+
+
+CLOSED_PIPE_CALLER = """
+import json, os, subprocess, sys
+from pipeline.tools.warm_stages import Zygote
+zygote = Zygote.start()
+env = {**os.environ, "DVC_STAGE": "s"}
+kwargs = {"cwd": os.getcwd(), "env": env, "close_fds": True}
+codes = {}
+for ending in ("ok", "exit3", "interrupt"):
+    args = [sys.argv[1], ending]
+    codes[ending] = [
+        zygote.run(" ".join(["python -m stages", *args]), kwargs),
+        subprocess.run(["python", "-m", "stages", *args], env=env).returncode,
+    ]
+zygote.stop()
+print(json.dumps(codes), file=sys.stderr)
+"""
+
+
+def test_a_warm_stage_whose_output_pipe_is_closed_ends_as_a_cold_one(project: Path) -> None:
+    """Its stdout a pipe whose reader has gone (`judgeloop repro | head -1`): the exit's flush fails,
+    which Python's exit gives 120 whatever the stage's code; an interrupt still ends by SIGINT."""
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
+    env["PYTHONPATH"] = str(ROOT)
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", CLOSED_PIPE_CALLER, str(project / "s.json")],
+            cwd=project,
+            env=env,
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(write)
+    codes = json.loads(done.stderr.splitlines()[-1])
+    assert codes == {"ok": [120, 120], "exit3": [120, 120], "interrupt": [-signal.SIGINT] * 2}, done.stderr
 
 
 def _judgeloop(root: Path, *args: str, check: bool = True, **env: str) -> subprocess.CompletedProcess[str]:
