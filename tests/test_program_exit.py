@@ -20,6 +20,7 @@ from click.testing import CliRunner
 
 from pipeline import fast_exit
 from pipeline.tools import dvc_run, program_exit
+from tests.children import run_child
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -112,22 +113,14 @@ def test_repro_that_raises_does_not_allow_it(monkeypatch: pytest.MonkeyPatch) ->
 @pytest.mark.parametrize("allowed", [True, False])
 def test_a_closed_output_pipe_exits_120_as_python_does(allowed: bool) -> None:
     """`judgeloop repro | head -1`: stdout's flush fails at the exit, which Python's exit gives 120."""
-    read, write = os.pipe()
-    os.close(read)
     env = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", CLOSED_PIPE, "allow" if allowed else "no"],
-            cwd=ROOT,
-            env=env,
-            stdout=write,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-    finally:
-        os.close(write)
+    done = run_child(
+        [sys.executable, "-c", CLOSED_PIPE, "allow" if allowed else "no"],
+        cwd=ROOT,
+        env=env,
+        timeout=60,
+        stdout_closed=True,
+    )
     assert done.returncode == 120  # Py_RunMain's status where the exit's flush fails
     assert "BrokenPipeError" in done.stderr
 
@@ -222,7 +215,7 @@ def main():
 """
 
 
-def _stage(tmp_path: Path, how: str, stdout: int = subprocess.PIPE) -> subprocess.CompletedProcess[str]:
+def _stage(tmp_path: Path, how: str, *, stdout_closed: bool = False) -> subprocess.CompletedProcess[str]:
     for name in ("stages/__init__.py", "stages/__main__.py", "pipeline/__init__.py", "pipeline/fast_exit.py"):
         (tmp_path / name).parent.mkdir(exist_ok=True)
         (tmp_path / name).write_bytes((ROOT / name).read_bytes())
@@ -230,15 +223,8 @@ def _stage(tmp_path: Path, how: str, stdout: int = subprocess.PIPE) -> subproces
     env = {
         name: value for name, value in os.environ.items() if name not in ("PYTHONUNBUFFERED", "PYTHONPATH")
     }
-    return subprocess.run(
-        [sys.executable, "-m", "stages", how],
-        cwd=tmp_path,
-        env=env,
-        stdout=stdout,
-        stderr=subprocess.PIPE,
-        text=True,
-        timeout=60,
-        check=False,
+    return run_child(
+        [sys.executable, "-m", "stages", how], cwd=tmp_path, env=env, timeout=60, stdout_closed=stdout_closed
     )
 
 
@@ -259,12 +245,7 @@ def test_a_stage_that_fails_or_lacks_the_private_steps_exits_as_python_does(tmp_
 
 
 def test_a_stage_whose_output_pipe_is_closed_exits_120_as_python_does(tmp_path: Path) -> None:
-    read, write = os.pipe()
-    os.close(read)
-    try:
-        done = _stage(tmp_path, "closed-pipe", stdout=write)
-    finally:
-        os.close(write)
+    done = _stage(tmp_path, "closed-pipe", stdout_closed=True)
     assert done.returncode == 120
     assert done.stderr.splitlines() == [  # told as Python's exit tells it, not raised from the stage
         "thread joined",

@@ -21,6 +21,7 @@ import yaml
 from pipeline.tools import warm_stages
 from pipeline.tools.warm_stages import Zygote
 from stages.zygote import refusal
+from tests.children import run_child
 from tests.conftest import ROOT
 
 # A `stages` package of its own: the runner leaves state a fork could inherit wrongly; __main__
@@ -257,21 +258,13 @@ def test_a_warm_stage_whose_output_pipe_is_closed_ends_as_a_cold_one(project: Pa
     which Python's exit gives 120 whatever the stage's code; an interrupt still ends by SIGINT."""
     env = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
     env["PYTHONPATH"] = str(ROOT)
-    read, write = os.pipe()
-    os.close(read)
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", CLOSED_PIPE_CALLER, str(project / "s.json")],
-            cwd=project,
-            env=env,
-            stdout=write,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-    finally:
-        os.close(write)
+    done = run_child(
+        [sys.executable, "-c", CLOSED_PIPE_CALLER, str(project / "s.json")],
+        cwd=project,
+        env=env,
+        timeout=120,
+        stdout_closed=True,
+    )
     codes = json.loads(done.stderr.splitlines()[-1])
     assert codes == {"ok": [120, 120], "exit3": [120, 120], "interrupt": [-signal.SIGINT] * 2}, done.stderr
 
