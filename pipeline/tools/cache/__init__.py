@@ -1,2 +1,2 @@
-"""`judgeloop cache`: stats, verify, gc, seed, export (command.py) and merge (merge.py) of the local
-cache and the recordings."""
+"""`judgeloop cache`: the group (command.py) and one module per command: stats, verify, gc, merge
+(merge_command.py over merge.py), seed, export."""
