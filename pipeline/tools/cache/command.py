@@ -40,5 +40,9 @@ def cache() -> None:
     """
 
 
-for command in (stats, verify, gc, merge, seed, export):
-    cache.add_command(command)
+cache.add_command(stats)
+cache.add_command(verify)
+cache.add_command(gc)
+cache.add_command(merge)
+cache.add_command(seed)
+cache.add_command(export)
