@@ -4,6 +4,7 @@ file replaced by a larger one after a look at its path is never read whole past 
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,6 @@ def test_the_size_checked_is_that_of_the_bytes_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reader: str
 ) -> None:
     monkeypatch.setattr(input_files, "MAX_INPUT_BYTES", 64)
-    monkeypatch.setattr(summeval, "MAX_INPUT_BYTES", 64)
     path = tmp_path / "labels.csv"
     path.write_text("id,score\n1,2\n", encoding="utf-8")
     looked = Path.stat
@@ -47,3 +47,13 @@ def test_a_file_past_the_limit_is_refused_naming_it(tmp_path: Path, monkeypatch:
     path.write_text("id,score\n" + "1,2\n" * 100, encoding="utf-8")
     with pytest.raises(InputError, match=r"labels\.csv.*409 bytes, more than the 64"):
         input_files.read_text(path, "labels.csv")
+
+
+def test_bytes_past_the_limit_are_refused_on_what_was_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file that grows between the look at its descriptor and the read (or a gzip file that
+    unpacks past the limit) is refused on what was read: no more than the limit and one byte read."""
+    monkeypatch.setattr(input_files, "MAX_INPUT_BYTES", 64)
+    stream = io.BytesIO(b"1,2\n" * 100)
+    with pytest.raises(InputError, match="more than the 64"):
+        input_files.read_limited(stream, "labels.csv")
+    assert stream.tell() == 65

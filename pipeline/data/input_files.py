@@ -7,9 +7,11 @@ file (a database dump, a model's weights) would otherwise fill the memory, minut
 
 from __future__ import annotations
 
+import io
 import os
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -47,14 +49,28 @@ def decode(data: bytes, shown: str) -> str:
         raise InputError(shown, line, f"byte 0x{data[exc.start]:02x} is not UTF-8", fix) from None
 
 
+@contextmanager
+def opened(path: Path, shown: str) -> Iterator[io.BufferedReader]:
+    """The file opened once, its size checked on what was opened (not on the path, which may be
+    replaced or grown after a look at it); read it with `read_limited`."""
+    with path.open("rb") as file:
+        check_size(os.fstat(file.fileno()).st_size, shown)
+        yield file
+
+
+def read_limited(stream: io.BufferedIOBase, shown: str) -> bytes:
+    """The stream's bytes, no more than the limit allows (checked again on what was read)."""
+    data = stream.read(MAX_INPUT_BYTES + 1)
+    check_size(len(data), shown)
+    return data
+
+
 def read_text(path: Path, shown: str) -> str:
     """The file as UTF-8 text, once its size is checked. `shown` names it in errors. The size checked
     is that of the file opened, and no more bytes than it allows are read: a file replaced or grown
     after a look at its path is not read whole."""
-    with path.open("rb") as file:
-        check_size(os.fstat(file.fileno()).st_size, shown)
-        data = file.read(MAX_INPUT_BYTES + 1)
-    check_size(len(data), shown)
+    with opened(path, shown) as file:
+        data = read_limited(file, shown)
     return checked_text(data, shown)
 
 

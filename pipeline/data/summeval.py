@@ -37,13 +37,12 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pipeline.data.input_files import MAX_INPUT_BYTES, check_size, decode, refuse_surrogates
+from pipeline.data.input_files import decode, opened, read_limited, refuse_surrogates
 from pipeline.data.ratings import HumanRatings
 from pipeline.errors import InputError
 
@@ -102,19 +101,17 @@ def corpus_file(path: Path) -> Path:
 
 def _lines(path: Path) -> list[str]:
     shown = str(path)
-    with path.open("rb") as file:  # one open: the size checked is the file read (and unpacked)
-        check_size(os.fstat(file.fileno()).st_size, shown)
+    with opened(path, shown) as file:  # one open: the size checked is the file read (and unpacked)
         if path.suffix == ".gz":
             try:
                 with gzip.open(file) as unpacked:  # read no more than the limit: a gzip bomb stops there
-                    data = unpacked.read(MAX_INPUT_BYTES + 1)
+                    data = read_limited(unpacked, shown)
             except (OSError, EOFError) as exc:
                 raise InputError(
                     shown, None, f"not a gzip file ({exc})", "give the annotations as .jsonl or .jsonl.gz"
                 ) from None
         else:
-            data = file.read(MAX_INPUT_BYTES + 1)
-    check_size(len(data), shown)
+            data = read_limited(file, shown)
     text = decode(data, shown)
     if not text.strip():
         raise InputError(shown, 1, "the file is empty", "restore it, or point summeval.corpus elsewhere")
