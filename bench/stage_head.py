@@ -122,7 +122,7 @@ PHASES = {
     "dry run, to the first send": ("stages/runner.py", "dry_run"),
     "identity (backend + GET /api/tags)": ("pipeline/llm/model_identity.py", "resolve_identity"),
     "backend built (httpx, client)": ("pipeline/llm/backends/__init__.py", "make_backend"),
-    "other recordings read (first miss)": ("pipeline/llm/recordings/stage_read.py", "_read"),
+    "other recordings read (first miss)": ("pipeline/llm/recordings/stage_read.py", "read"),
     "scores read (dry run's placeholders)": ("pipeline/judges/scores/extract.py", "extract_score"),
 }
 

@@ -78,7 +78,7 @@ REPLAY = {"JUDGELOOP_CACHE_MODE": "replay"}
 # Phases, by (file ending, function): their cumulative time in a stage's profile.
 PHASES = {
     "dry run": ("pipeline/tools/status/probe.py", "probe_stage"),
-    "read recordings": ("pipeline/llm/recordings/stage_read.py", "_read"),
+    "read recordings": ("pipeline/llm/recordings/stage_read.py", "read"),
     "verify records": ("pipeline/llm/records.py", "problem"),
     "pin hash": ("pipeline/llm/recordings/pins.py", "problem"),
     "run": ("stages/runner.py", "run_stage"),  # the whole stage after its imports

@@ -192,11 +192,11 @@ def test_an_index_that_holds_one_stage_serves_what_one_holding_all_serves(tmp_pa
     every, one = RecordingIndex(tmp_path), RecordingIndex(tmp_path, hold_one=True)
     model = calls[0].record.model
     assert one.identities("fake", model.name) == every.identities("fake", model.name)
-    assert not one._stages  # identities read every stage and held none
+    assert not one._stages.held  # identities read every stage and held none
     for stage in ("assess", "judge", "refine"):
         for call in calls:
             key = call.record.key
             assert one.lookup(key, stage) == every.lookup(key, stage)
-        assert [name for name, held in one._stages.items() if held.index is not None] == [stage]
+        assert [name for name, held in one._stages.held.items() if held.index is not None] == [stage]
     assert one.lookup("0" * 64, "judge") is None
     assert one.damaged() == every.damaged() == []

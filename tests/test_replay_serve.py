@@ -164,7 +164,7 @@ def test_a_verified_recording_gives_its_models_without_placing_its_lines(tmp_pat
     index = RecordingIndex(tmp_path)
     model = calls[0].record.model
     assert index.identities("fake", model.name, hold_only="assess") == {model}
-    assert "judge" not in index._stages and index._noted["judge"] == {model}
+    assert "judge" not in index._stages.held and index._stages.noted["judge"] == {model}
 
 
 @pytest.mark.parametrize("damage", ["stray", "edited"])

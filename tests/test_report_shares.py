@@ -4,11 +4,16 @@ a failure raised as one process raises it, and no fork where it is not safe or c
 
 from __future__ import annotations
 
+import _thread
+import contextlib
+import errno
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +26,8 @@ from pipeline.experiments.paper.report import html
 from pipeline.experiments.paper.report.html import WrittenReport, write_report
 from pipeline.loops.results import Refinement
 from pipeline.reports import page_shares
+from pipeline.reports.cpu_quota import PROC
+from tests.test_cpu_quota import cgroup, fake_proc, v1_mount, v2_mount
 from tests.test_report_html import METRICS, build_sample
 
 ITEMS = page_shares.MIN_PAGES + 3  # an odd count: the shares differ by one page
@@ -46,7 +53,7 @@ def renderers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         return page(r, *args, **kwargs)
 
     monkeypatch.setattr(html, "_item_page", logged)
-    monkeypatch.setattr(page_shares, "_cores", lambda: 2)
+    monkeypatch.setattr(page_shares, "_cores", lambda _proc: 2)
     return log
 
 
@@ -74,9 +81,10 @@ def ran_elsewhere(request: pytest.FixtureRequest) -> bool:
     """True where this test has just run, and passed, in a pytest process of its own. The writer
     rightly forks only where no other thread runs (a lock another thread held would stay held in
     the forked process), and a test run after others may find their threads alive in this process
-    (a server a session-wide fixture keeps): a test that needs the real fork then runs alone in a
-    fresh process, rather than passing or failing on what ran before it."""
-    if threading.active_count() == 1 or os.environ.get(_FRESH):
+    (a server a session-wide fixture keeps; a BLAS pool numpy started, which only the kernel's
+    count of threads shows): a test that needs the real fork then runs alone in a fresh process,
+    rather than passing or failing on what ran before it."""
+    if page_shares._alone(PROC) or os.environ.get(_FRESH):
         return False
     alone = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", request.node.nodeid],
@@ -107,7 +115,7 @@ def _files(folder: Path) -> dict[str, bytes]:
 def _alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *args: Any) -> tuple[WrittenReport, Path]:
     """The report as one process writes it."""
     with monkeypatch.context() as one:
-        one.setattr(page_shares, "_cores", lambda: 1)
+        one.setattr(page_shares, "_cores", lambda _proc: 1)
         alone = tmp_path / "alone"
         alone.mkdir()
         return write_report(alone / "report.html", *args), alone
@@ -222,7 +230,7 @@ def test_the_failure_raised_is_the_first_one_process_meets(
 
     monkeypatch.setattr(html, "_item_page", failing_at)
     with monkeypatch.context() as one:
-        one.setattr(page_shares, "_cores", lambda: 1)
+        one.setattr(page_shares, "_cores", lambda _proc: 1)
         with pytest.raises(RuntimeError, match=f"item {refinements[1].item}$"):
             write_report(tmp_path / "alone" / "report.html", refinements, summary, records, "t")
     assert forks == []
@@ -307,57 +315,208 @@ def test_no_fork_with_a_thread_running_few_pages_or_one_core(
         thread.join()
     few = refinements[: page_shares.MIN_PAGES - 1]
     write_report(tmp_path / "few" / "report.html", few, compute_metrics(few, METRICS), records, "t")
-    monkeypatch.setattr(page_shares, "_cores", lambda: 1)
+    monkeypatch.setattr(page_shares, "_cores", lambda _proc: 1)
     write_report(tmp_path / "one" / "report.html", refinements, summary, records, "t")
     assert set(_pids(renderers)) == {os.getpid()}
     assert forks == []
 
 
-@pytest.mark.parametrize(
-    ("cpu_max", "cores"),
-    [
-        ("100000 100000\n", 1),
-        ("50000 100000\n", 1),  # less than a core: still one
-        ("150000 100000\n", 1),  # rounded down
-        ("400000 100000\n", 4),
-        ("max 100000\n", None),  # no quota
-        ("", None),  # not understood: no quota
-        ("100000 0\n", None),
-        (None, None),  # no file (cgroup v1, none mounted)
-    ],
-)
-def test_a_cgroup_cpu_quota_pays_for_its_whole_cores(
-    tmp_path: Path, cpu_max: str | None, cores: int | None
+def _one_python_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Python's own count of threads 1, whatever other tests left running: for the checks that
+    read a fake /proc and fork nothing."""
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})  # four cores to run on
+
+
+@pytest.mark.parametrize(("tasks", "forks"), [(["7"], True), (["7", "8"], False), ([], False), (None, False)])
+def test_no_fork_with_a_thread_python_does_not_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tasks: list[str] | None, forks: bool
 ) -> None:
-    path = tmp_path / "cpu.max"
-    if cpu_max is not None:
-        path.write_text(cpu_max, encoding="ascii")
-    assert page_shares._quota_cores(path) == cores
+    """The kernel's list of the process's threads (/proc/self/task) must hold this one alone: a BLAS
+    pool or a C extension's thread, which Python's threading does not see, stops the fork; so does
+    a /proc whose list cannot be read (here: empty, or none)."""
+    _one_python_thread(monkeypatch)
+    proc = fake_proc(tmp_path, {"": "/"}, [])  # no cgroup mounted: no quota
+    shutil.rmtree(proc / "self" / "task")
+    for task in tasks or []:
+        (proc / "self" / "task" / task).mkdir(parents=True)
+    if tasks == []:
+        (proc / "self" / "task").mkdir()
+    assert page_shares._forks(page_shares.MIN_PAGES, proc) is forks
 
 
-def test_an_unreadable_cpu_quota_is_none(tmp_path: Path) -> None:
-    assert page_shares._quota_cores(tmp_path) is None  # a folder: reading it fails
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forks on Linux only")
 @pytest.mark.parametrize(
-    ("cpu_max", "forked"), [("100000 100000\n", 0), ("200000 100000\n", 1), ("max 100000\n", 1)]
+    ("quota", "forks"),
+    [("max 100000\n", True), ("200000 100000\n", True), ("100000 100000\n", False), ("0 1\n", False)],
 )
-def test_no_fork_where_the_containers_quota_pays_for_one_core(
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    forks: list[int],
-    cpu_max: str,
-    forked: int,
-    ran_elsewhere: bool,
+def test_no_fork_where_a_quota_above_the_process_pays_for_one_core(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, quota: str, forks: bool
 ) -> None:
-    """Four cores this process may run on (its affinity), as many as its cgroup's quota pays for."""
+    """Four cores to run on; a quota two cgroups above the process's own (cgroup v2), or one not
+    understood (no fork: an unread quota may be one core)."""
+    _one_python_thread(monkeypatch)
+    mount = tmp_path / "cg"
+    cgroup(mount / "a", cpu_max=quota)
+    cgroup(mount / "a" / "b" / "c", cpu_max="max 100000\n")
+    proc = fake_proc(tmp_path, {"": "/a/b/c"}, [v2_mount(mount)])
+    assert page_shares._forks(page_shares.MIN_PAGES, proc) is forks
+
+
+def test_no_fork_where_a_v1_quota_on_a_parent_pays_for_one_core(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _one_python_thread(monkeypatch)
+    mount = tmp_path / "cpu"
+    cgroup(mount / "docker", quota="100000\n", period="100000\n")
+    cgroup(mount / "docker" / "abc", quota="-1\n", period="100000\n")
+    proc = fake_proc(tmp_path, {"cpu,cpuacct": "/docker/abc"}, [v1_mount(mount)])
+    assert page_shares._forks(page_shares.MIN_PAGES, proc) is False
+    (mount / "docker" / "cpu.cfs_quota_us").write_text("-1\n")
+    assert page_shares._forks(page_shares.MIN_PAGES, proc) is True
+
+
+def test_no_fork_with_a_thread_started_outside_threading(
+    tmp_path: Path, renderers: Path, forks: list[int], ran_elsewhere: bool
+) -> None:
+    """A thread threading never hears of (started by _thread, as a C extension's is started
+    outside Python altogether), alive while the report is written: this process writes every page."""
     if ran_elsewhere:
         return
-    quota = tmp_path / "cpu.max"
-    quota.write_text(cpu_max, encoding="ascii")
-    monkeypatch.setattr(page_shares, "CPU_MAX", quota, raising=False)
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
     refinements, summary, records = _many()
-    write_report(tmp_path / "report.html", refinements, summary, records, "t")
-    assert len(forks) == forked
+    held = _thread.allocate_lock()
+    held.acquire()
+    started = _thread.allocate_lock()
+    started.acquire()
+
+    def waiting() -> None:
+        started.release()
+        held.acquire()
+
+    _thread.start_new_thread(waiting, ())
+    started.acquire()
+    try:
+        assert threading.active_count() == 1  # threading does not see it
+        write_report(tmp_path / "report.html", refinements, summary, records, "t")
+    finally:
+        held.release()
+    assert forks == []
+    assert set(_pids(renderers)) == {os.getpid()}
+
+
+class _Hung(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _hang_guard(stopping: list[int]) -> Iterator[None]:
+    """A wait that never ends (the code before the forked process had a bound) failed rather than
+    hung, after a minute, and the forked processes `stopping` stopped if still running."""
+
+    def hung(signum: int, frame: object) -> None:
+        raise _Hung("the stage waited for the forked process for a minute")
+
+    before = signal.signal(signal.SIGALRM, hung)
+    signal.setitimer(signal.ITIMER_REAL, 60)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
+        _stopped(stopping)
+
+
+def _stopped(forks: list[int]) -> None:
+    for child in forks:
+        with contextlib.suppress(ProcessLookupError, ChildProcessError):
+            os.kill(child, signal.SIGKILL)
+            os.waitpid(child, 0)
+
+
+@pytest.mark.parametrize("pidfd", [True, False])
+def test_a_forked_process_that_hangs_is_stopped_and_its_share_written_here(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    renderers: Path,
+    forks: list[int],
+    pidfd: bool,
+    ran_elsewhere: bool,
+) -> None:
+    """The forked process hangs at its first page: once this process's share is written and the
+    wait's bound has passed, it is stopped and waited for (no zombie), its pages written here, the
+    same bytes; with the kernel's descriptor of a process, and without (asked every few ms)."""
+    if ran_elsewhere:
+        return
+    refinements, summary, records = _many()
+    parent, page = os.getpid(), html._item_page
+
+    def hanging_there(r: Refinement, *args: Any, **kwargs: Any) -> str:
+        if os.getpid() != parent:
+            time.sleep(3600)
+        return page(r, *args, **kwargs)
+
+    monkeypatch.setattr(html, "_item_page", hanging_there)
+    monkeypatch.setattr(page_shares, "MIN_WAIT_S", 0.2, raising=False)
+    monkeypatch.setattr(page_shares, "WAIT_FACTOR", 1, raising=False)
+    if not pidfd:
+        monkeypatch.setattr(os, "pidfd_open", _no_pidfd, raising=False)
+    before = _children()
+    (tmp_path / "shared").mkdir()
+    with _hang_guard(forks):
+        written = write_report(tmp_path / "shared" / "report.html", refinements, summary, records, "t")
+    assert len(forks) == 1 and _children() == before
+    items = [r.item for r in refinements]
+    assert _pids(renderers)[parent] == items[0::2] + items[1::2]  # its share again, here
+    assert "had not ended" in caplog.text
+    alone, folder = _alone(tmp_path, monkeypatch, refinements, summary, records, "t")
+    assert written == alone
+    assert _files(tmp_path / "shared") == _files(folder)
+
+
+def _no_pidfd(pid: int, flags: int = 0) -> int:
+    raise OSError(errno.ENOSYS, "Function not implemented")
+
+
+def test_without_a_process_descriptor_the_forked_process_is_waited_for_all_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, renderers: Path, forks: list[int], ran_elsewhere: bool
+) -> None:
+    if ran_elsewhere:
+        return
+    monkeypatch.setattr(os, "pidfd_open", _no_pidfd, raising=False)
+    refinements, summary, records = _many()
+    (tmp_path / "shared").mkdir()
+    written = write_report(tmp_path / "shared" / "report.html", refinements, summary, records, "t")
+    assert len(forks) == 1 and len(_pids(renderers)) == 2  # the forked process wrote its share
+    alone, folder = _alone(tmp_path, monkeypatch, refinements, summary, records, "t")
+    assert written == alone
+    assert _files(tmp_path / "shared") == _files(folder)
+
+
+def test_an_interrupt_while_waiting_stops_the_forked_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, renderers: Path, forks: list[int], ran_elsewhere: bool
+) -> None:
+    """An interrupt (here: the guard's, a second after this process's last page) while this
+    process waits for a forked process that hangs: it is raised, and the forked process stopped and
+    waited for, not left running."""
+    if ran_elsewhere:
+        return
+    refinements, summary, records = _many()
+    parent, page, last = os.getpid(), html._item_page, refinements[-1 if len(refinements) % 2 else -2].item
+
+    def hanging_there(r: Refinement, *args: Any, **kwargs: Any) -> str:
+        if os.getpid() != parent:
+            time.sleep(3600)
+        if r.item == last:
+            signal.setitimer(signal.ITIMER_REAL, 1.0)
+        return page(r, *args, **kwargs)
+
+    monkeypatch.setattr(html, "_item_page", hanging_there)
+    monkeypatch.setattr(page_shares, "MIN_WAIT_S", 3600.0, raising=False)
+    before = _children()
+    try:
+        with pytest.raises(_Hung), _hang_guard(stopping=[]):  # what is left running is seen below
+            write_report(tmp_path / "report.html", refinements, summary, records, "t")
+        assert len(forks) == 1
+        assert _children() == before
+    finally:
+        _stopped(forks)

@@ -10,30 +10,52 @@ Anything it fails at, the parent does again itself, and a failure of the parent'
 the pages rendered again in the items' order up to the first failure, so that the failure raised is
 the one a run in one process raises. A fork refused (no process to be had) leaves the parent writing
 every page; an interrupt is held back across the fork, so that the forked process meets it only
-where it leaves by os._exit, never in its callers' code. A fork is taken only where it is safe and
-can pay: no other thread running (a lock another thread held would stay held in the child), a second
-core this process may run on and its container pays for (Linux only: its affinity and its cgroup's
-CPU quota), and enough pages to outweigh the fork.
+where it leaves by os._exit, never in its callers' code.
+
+A fork is taken only where it is safe and can pay: no other thread in the process (a lock another
+thread held would stay held in the child): none of Python's threading, and none started outside it
+(a BLAS or OpenMP pool, a C extension's own), which only the kernel's list of the process's threads
+shows (Linux's /proc; without it, no fork); a second core this process may run on and its
+container pays for (Linux only: its affinity and the smallest CPU quota on its cgroups,
+pipeline.reports.cpu_quota); and enough pages to outweigh the fork.
+
+A forked process that hangs (a lock it inherited after all, a read that never returns) must not
+hang the stage: it has as much to do as this one (at most a page more), so once this process's
+share is written it is given WAIT_FACTOR times as long again as that share took (at least
+MIN_WAIT_S seconds); a process not ended by then is stopped and its share written here, as for one
+that failed. A slow process taken for hung costs its share written twice, never other bytes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
+import itertools
+import logging
 import os
+import select
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
+
+from pipeline.reports import cpu_quota
 
 # (part, parts): the items at the positions p with p % parts == part.
 Share = tuple[int, int]
 WHOLE: Share = (0, 1)
-# The CPU quota of the container (cgroup v2): "QUOTA PERIOD", QUOTA microseconds of CPU each PERIOD.
-CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
 # A page costs about 3-4 ms of CPU at the paper's scale; forking a stage's process a few ms.
 MIN_PAGES = 16
+# How long a forked process not yet ended is waited for, after this process's share is written: its
+# time for that share, WAIT_FACTOR times over, and at least MIN_WAIT_S seconds (a loaded machine may
+# keep one process waiting for the CPU for a while; taking a slow process for a hung one costs its
+# share written again, waiting for a hung one costs this long).
+WAIT_FACTOR = 4
+MIN_WAIT_S = 2.0
+
+_log = logging.getLogger(__name__)
 
 Pages = Callable[[Share], Iterable[tuple[str, str]]]
 
@@ -69,18 +91,19 @@ def write_shares(folder: Path, pages: Pages, count: int) -> None:
                 code = 0
             finally:
                 os._exit(code)
+        started = time.monotonic()
         failed = _written(folder, pages((0, 2)), child, mask)
         if failed is not None:
             # The failure one process meets first, which may be of an earlier page of the other
             # share: the pages again here, in the items' order, up to it (this one if none is).
             _write(folder, pages(WHOLE))
             raise failed
-        _, status = os.waitpid(child, 0)
+        status = _waited(child, max(MIN_WAIT_S, WAIT_FACTOR * (time.monotonic() - started)))
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # (let through already, unless this raised first)
         if not frozen_before:
             gc.unfreeze()
-    if os.waitstatus_to_exitcode(status) != 0:
+    if status is None or os.waitstatus_to_exitcode(status) != 0:
         _write(folder, pages((1, 2)))  # its share again here: what failed there is raised here
 
 
@@ -113,26 +136,74 @@ def _stop(child: int) -> None:
         os.waitpid(child, 0)
 
 
-def _forks(count: int) -> bool:
-    return count >= MIN_PAGES and threading.active_count() == 1 and _cores() >= 2
+def _waited(child: int, seconds: float) -> int | None:
+    """The forked process's wait status once it has ended, or None where it has not ended within
+    `seconds`: it is then stopped (as it is where this process is interrupted while waiting)."""
+    try:
+        ended = _ended(child, time.monotonic() + seconds)
+    except BaseException:
+        _stop(child)
+        raise
+    if not ended:
+        _log.warning(
+            "the second page writer had not ended %.1f s after this one; its pages written here", seconds
+        )
+        _stop(child)
+        return None
+    return os.waitpid(child, 0)[1]
 
 
-def _cores() -> int:
+def _ended(child: int, deadline: float) -> bool:
+    """Whether the forked process has ended by `deadline` (left to be waited for): told by the
+    kernel through a descriptor of the process (Linux 5.3), else asked every few milliseconds."""
+    try:
+        process = os.pidfd_open(child)
+    except OSError:  # no pidfd to be had: an older kernel, a sandbox's filter
+        return _polled(child, deadline)
+    try:
+        ready = select.poll()
+        ready.register(process, select.POLLIN)
+        return bool(ready.poll(max(0.0, deadline - time.monotonic()) * 1000))
+    finally:
+        os.close(process)
+
+
+def _polled(child: int, deadline: float) -> bool:
+    pause = 0.001
+    while os.waitid(os.P_PID, child, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(pause)
+        pause = min(2 * pause, 0.05)
+    return True
+
+
+def _forks(count: int, proc: Path = cpu_quota.PROC) -> bool:
+    """`proc`: where /proc is (a test's own)."""
+    return count >= MIN_PAGES and _alone(proc) and _cores(proc) >= 2
+
+
+def _alone(proc: Path) -> bool:
+    """No thread in this process but this one: Python's own count, and the kernel's (which sees the
+    threads started outside Python's threading too), counted no further than two."""
+    if threading.active_count() != 1:
+        return False
+    try:
+        with os.scandir(proc / "self" / "task") as tasks:
+            return len(list(itertools.islice(tasks, 2))) == 1
+    except OSError:  # no /proc: the other threads cannot be counted
+        return False
+
+
+def _cores(proc: Path = cpu_quota.PROC) -> int:
     """The cores this process may run on and its container pays for, where a fork is known safe
     here: on Linux. (macOS forks, but a process that has loaded some of its frameworks may not,
-    which is why Python's own multiprocessing spawns there.)"""
+    which is why Python's own multiprocessing spawns there.) A quota not read is taken for one core."""
     if not sys.platform.startswith("linux"):
         return 1
     cores = len(os.sched_getaffinity(0))
-    paid = _quota_cores(CPU_MAX)
-    return cores if paid is None else min(cores, paid)
-
-
-def _quota_cores(cpu_max: Path) -> int | None:
-    """The whole cores a cgroup v2 CPU quota pays for (at least one), or None where there is none:
-    "max", or no file to read (cgroup v1, no cgroup mounted) or one not understood."""
     try:
-        quota, period = cpu_max.read_text(encoding="ascii").split()
-        return max(1, int(quota) // int(period))
-    except (OSError, ValueError, ZeroDivisionError):  # "max" among them: int() refuses it
-        return None
+        paid = cpu_quota.cores_paid(proc)
+    except cpu_quota.Unreadable:
+        return 1
+    return cores if paid is None else min(cores, paid)

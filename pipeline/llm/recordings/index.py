@@ -16,8 +16,10 @@ and the bytes that match the folder's pin in dvc.lock are the bytes verified and
 whole, with its reason: the session whose own stage it is fails with that reason, while every other
 stage goes on replaying from its own recording.
 
-RecordingIndex is put together from one module an idea:
-    stage_read.py       a stage's recording read, its calls by key or why none may be used (ReadRecording)
+RecordingIndex is put together from parts, one module an idea, each given the stages read
+(StagesRead: what every part works on, under its one lock) and holding only its own state:
+    stage_read.py       a stage's recording read, its calls by key or why none may be used (ReadRecording),
+                        and the stages read (StagesRead)
     lookup_order.py     the lookup in the other stages' recordings: its order, which may answer
     recorded_models.py  the models that made the recorded calls (the model's identity)
     hold_one.py         `judgeloop status`'s mode: one stage's recording held at a time
@@ -25,16 +27,16 @@ RecordingIndex is put together from one module an idea:
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Mapping
 from pathlib import Path
 
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.recordings import stage_folders
 from pipeline.llm.recordings.hold_one import HoldOne
+from pipeline.llm.recordings.lookup_order import LookupOrder
 from pipeline.llm.recordings.pins import Pins
+from pipeline.llm.recordings.recorded_models import RecordedModels
 from pipeline.llm.recordings.stage_index import StageIndex
-from pipeline.llm.recordings.stage_read import ReadRecording
+from pipeline.llm.recordings.stage_read import ReadRecording, StagesRead
 from pipeline.llm.recordings.verified_memo import VerifiedMemo
 from pipeline.llm.records import CallRecord
 from pipeline.llm.types import ChatRequest, ModelIdentity
@@ -42,7 +44,7 @@ from pipeline.llm.types import ChatRequest, ModelIdentity
 __all__ = ["ReadRecording", "RecordingIndex"]
 
 
-class RecordingIndex(HoldOne):
+class RecordingIndex:
     def __init__(
         self,
         root: Path,
@@ -55,37 +57,46 @@ class RecordingIndex(HoldOne):
         stage in turn: issue 33). Reading a stage's lets go of the one held before, keeping its
         models and keys; a call another stage recorded is served from that stage read again (a scan,
         once the memo holds it), not held."""
-        self.root = root
-        self.pins = pins if pins is not None else Pins()
-        self.memo = memo  # recordings verified in full before (pipeline.llm.recordings.verified_memo)
-        self.hold_one = hold_one
-        self._stages: dict[str, ReadRecording] = {}
-        self._noted: dict[str, set[ModelIdentity]] = {}  # models of the stages read but not held
-        self._noted_keys: dict[str, frozenset[str]] = {}  # with hold_one: their keys
-        self._every_stage_read = False
-        self._order: dict[str, int] = {}  # each stage's place in lookup order, once every stage is read
-        self._lookup_dirs: list[Path] | None = None  # the stages' folders in lookup order, once listed
-        self._keys: dict[str, Mapping[str, int]] = {}  # stages read for their keys only (stage_keys)
-        self._unpinned_names: dict[str, bool] = {}
-        self._lock = threading.Lock()
+        self._stages = StagesRead(root, pins if pins is not None else Pins(), memo, hold_one=hold_one)
+        self._lookup = LookupOrder(self._stages)
+        self._models = RecordedModels(self._stages)
+        self._hold = HoldOne(self._stages, self._lookup, self._models)
+
+    @property
+    def root(self) -> Path:
+        return self._stages.root
+
+    @property
+    def pins(self) -> Pins:
+        return self._stages.pins
+
+    @property
+    def memo(self) -> VerifiedMemo | None:
+        """Recordings verified in full before (pipeline.llm.recordings.verified_memo)."""
+        return self._stages.memo
+
+    @property
+    def hold_one(self) -> bool:
+        return self._stages.hold_one
 
     def stage(self, name: str) -> ReadRecording:
         """One stage's calls (none for a stage with no recording), read when first asked for."""
-        with self._lock:
-            calls = self._stages.get(name)
+        stages = self._stages
+        with stages.lock:
+            calls = stages.held.get(name)
             if calls is None:
-                directory = self.root / name
+                directory = stages.root / name
                 has = stage_folders.has_recording(directory)
-                calls = self._read(directory) if has else ReadRecording()
-                if self.hold_one:
-                    self._let_go()
-                calls = self._stages[name] = calls
+                calls = stages.read(directory) if has else ReadRecording()
+                if stages.hold_one:
+                    self._hold.let_go()
+                calls = stages.held[name] = calls
             return calls
 
     def read_already(self, name: str) -> StageIndex | None:
         """A stage's recording if this index has read it (and could trust it), else None: unread."""
-        with self._lock:
-            calls = self._stages.get(name)
+        with self._stages.lock:
+            calls = self._stages.held.get(name)
         return None if calls is None else calls.index
 
     def own(self, key: str, stage: str, request: ChatRequest | None = None) -> CallRecord | None:
@@ -103,12 +114,21 @@ class RecordingIndex(HoldOne):
         the key is passed over unread (issue 33: in a recording run no later stage's call is in an
         earlier one's recording), and one that shows it is read and verified whole before it answers."""
         if self.hold_one:
-            return self._elsewhere_unheld(key)
-        for calls in self._answering(self._showing(key)):
-            record = calls.get(key)
-            if record is not None:
-                return record
-        return None
+            return self._hold.elsewhere(key)
+        return self._lookup.first(key)
 
     def lookup(self, key: str, stage: str) -> CallRecord | None:
         return self.own(key, stage) or self.elsewhere(key)
+
+    def identities(self, backend: str, name: str, *, hold_only: str | None = None) -> set[ModelIdentity]:
+        """The models by that backend and name that made recorded calls (RecordedModels.identities)."""
+        return self._models.identities(backend, name, hold_only=hold_only)
+
+    @property
+    def by_key(self) -> dict[str, CallRecord]:
+        """Every trusted recorded call, the first by stage order for a key recorded twice."""
+        return self._lookup.by_key
+
+    def damaged(self) -> list[str]:
+        """Why each recording read so far was left out (LookupOrder.damaged)."""
+        return self._lookup.damaged()

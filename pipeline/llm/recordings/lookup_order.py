@@ -21,40 +21,55 @@ from pipeline.llm.recordings.stage_read import ReadRecording, StagesRead
 from pipeline.llm.records import CallRecord
 
 
-class LookupOrder(StagesRead):
-    """RecordingIndex's lookup in the other stages' recordings (RecordingIndex.elsewhere)."""
+class LookupOrder:
+    """RecordingIndex's lookup in the other stages' recordings (RecordingIndex.elsewhere), on the
+    stages the index has read (`stages`); what it keeps of its own: the order, the folders listed,
+    the stages read for their keys only, and which folders dvc.lock does not pin."""
 
-    _every_stage_read: bool
-    _order: dict[str, int]
-    _lookup_dirs: list[Path] | None
-    _keys: dict[str, Mapping[str, int]]
-    _unpinned_names: dict[str, bool]
+    def __init__(self, stages: StagesRead) -> None:
+        self._stages = stages
+        self._order: dict[str, int] = {}  # each stage's place in lookup order, once every stage is read
+        self._lookup_dirs: list[Path] | None = None  # the stages' folders in lookup order, once listed
+        self._keys: dict[str, Mapping[str, int]] = {}  # stages read for their keys only (stage_keys)
+        self._unpinned_names: dict[str, bool] = {}
 
-    def _stage_dirs(self) -> list[Path]:
+    def stage_dirs(self) -> list[Path]:
         """The stages' folders in lookup order: those dvc.lock pins first, then the others (an
         unpinned folder's call for a key could be anyone's), each group by name."""
-        return sorted(stage_folders.stage_dirs(self.root), key=self._unpinned)
+        return sorted(stage_folders.stage_dirs(self._stages.root), key=self.unpinned)
 
-    def _unpinned(self, directory: Path) -> bool:
+    def unpinned(self, directory: Path) -> bool:
         unpinned = self._unpinned_names.get(directory.name)
         if unpinned is None:  # asked once a folder (a lookup elsewhere may walk them at each miss)
             # A link (refused when read) counts as pinned: resolved, it would name another folder's pin.
-            unpinned = self.pins.pin(directory) is None and not directory.is_symlink()
+            unpinned = self._stages.pins.pin(directory) is None and not directory.is_symlink()
             self._unpinned_names[directory.name] = unpinned
         return unpinned
 
+    def first(self, key: str) -> CallRecord | None:
+        """The call for `key` from the first other stage's recording that holds it and may answer:
+        a stage is first read for its keys only (pipeline.llm.recordings.stage_keys), one that does
+        not show the key is passed over unread, and one that shows it is read and verified whole
+        before it answers."""
+        for calls in self._answering(self._showing(key)):
+            record = calls.get(key)
+            if record is not None:
+                return record
+        return None
+
     def _every_stage(self) -> dict[str, ReadRecording]:
-        with self._lock:
-            if not self._every_stage_read:
-                order = self._stage_dirs()
+        stages = self._stages
+        with stages.lock:
+            if not stages.every_stage_held:
+                order = self.stage_dirs()
                 for directory in order:
-                    if directory.name not in self._stages:
-                        self._stages[directory.name] = self._read(directory)
+                    if directory.name not in stages.held:
+                        stages.held[directory.name] = stages.read(directory)
                 self._order = {directory.name: number for number, directory in enumerate(order)}
-                self._every_stage_read = True
+                stages.every_stage_held = True
             last = len(self._order)
             return dict(
-                sorted(self._stages.items(), key=lambda item: (self._order.get(item[0], last), item[0]))
+                sorted(stages.held.items(), key=lambda item: (self._order.get(item[0], last), item[0]))
             )
 
     def _showing(self, key: str) -> Iterator[tuple[str, ReadRecording]]:
@@ -64,7 +79,7 @@ class LookupOrder(StagesRead):
         only while every pinned recording is whole (_answering)."""
         passed: list[Path] = []  # pinned stages not read whole
         for directory in self._lookup_order():
-            unpinned = self._unpinned(directory)
+            unpinned = self.unpinned(directory)
             if not self._shows(directory, key):
                 if not unpinned:
                     passed.append(directory)
@@ -76,32 +91,34 @@ class LookupOrder(StagesRead):
             yield directory.name, self._whole(directory)
 
     def _lookup_order(self) -> list[Path]:
-        with self._lock:
+        with self._stages.lock:
             if self._lookup_dirs is None:  # listed once (a lookup elsewhere may come at each miss)
-                self._lookup_dirs = self._stage_dirs()
+                self._lookup_dirs = self.stage_dirs()
             return self._lookup_dirs
 
     def _shows(self, directory: Path, key: str) -> bool:
         """Whether a stage may hold `key`: one read whole (or damaged) always may; another is read
         for its keys, once (one not readable so is read whole now)."""
-        with self._lock:
-            if directory.name in self._stages:
+        stages = self._stages
+        with stages.lock:
+            if directory.name in stages.held:
                 return True
             keys = self._keys.get(directory.name)
             if keys is None:
                 keys = recorded_keys(directory)
                 if keys is None:
-                    self._stages[directory.name] = self._read(directory)
+                    stages.held[directory.name] = stages.read(directory)
                     return True
                 self._keys[directory.name] = keys
             return key in keys
 
     def _whole(self, directory: Path) -> ReadRecording:
         """A stage's recording read whole and verified (once), in place of its keys."""
-        with self._lock:
-            calls = self._stages.get(directory.name)
+        stages = self._stages
+        with stages.lock:
+            calls = stages.held.get(directory.name)
             if calls is None:
-                calls = self._stages[directory.name] = self._read(directory)
+                calls = stages.held[directory.name] = stages.read(directory)
             self._keys.pop(directory.name, None)
             return calls
 
@@ -111,7 +128,7 @@ class LookupOrder(StagesRead):
         would otherwise be answered by whatever an unpinned folder holds for its key."""
         pinned_damaged = False
         for name, calls in stages:
-            unpinned = self._unpinned(self.root / name)
+            unpinned = self.unpinned(self._stages.root / name)
             if unpinned and pinned_damaged:
                 return
             pinned_damaged |= not unpinned and calls.error is not None
@@ -131,6 +148,7 @@ class LookupOrder(StagesRead):
         """Why each recording read so far was left out; those read for their keys only (by a lookup
         elsewhere they did not answer) are read whole first, so that a damaged one is named too."""
         for name in list(self._keys):
-            self._whole(self.root / name)
-        with self._lock:
-            return [calls.damage for _, calls in sorted(self._stages.items()) if calls.damage is not None]
+            self._whole(self._stages.root / name)
+        with self._stages.lock:
+            held = sorted(self._stages.held.items())
+            return [calls.damage for _, calls in held if calls.damage is not None]

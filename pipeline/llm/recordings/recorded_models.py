@@ -12,8 +12,12 @@ from pipeline.llm.recordings.verified_memo import IN_PROCESS
 from pipeline.llm.types import ModelIdentity
 
 
-class RecordedModels(StagesRead):
-    """RecordingIndex's models by stage: a stage read only for them is not held, its models noted."""
+class RecordedModels:
+    """RecordingIndex's models by stage, on the stages the index has read (`stages`): a stage read
+    only for them is not held, its models noted."""
+
+    def __init__(self, stages: StagesRead) -> None:
+        self._stages = stages
 
     def identities(self, backend: str, name: str, *, hold_only: str | None = None) -> set[ModelIdentity]:
         """The models by that backend and name that made recorded calls, from every stage that can be
@@ -22,9 +26,9 @@ class RecordedModels(StagesRead):
         its recording read again only if a lookup needs it (a scan, once the memo holds it), so that
         a session holds its own stage's recording, not the whole run's (issue 33)."""
         found: set[ModelIdentity] = set()
-        for directory in stage_folders.stage_dirs(self.root):
+        for directory in stage_folders.stage_dirs(self._stages.root):
             keep = hold_only is None or directory.name == hold_only
-            models = self._models_of(directory, keep=keep)
+            models = self.models_of(directory, keep=keep)
             found |= {m for m in models if m.backend == backend and m.name == name}
         return found
 
@@ -32,31 +36,35 @@ class RecordedModels(StagesRead):
         """A stage's models, noted, where the memo holds its recording as verified in full: read
         without placing its lines, for a session that only needs the model's identity from it (a
         replay's every stage reads every other stage's recording for it: issue 33). None otherwise."""
+        stages = self._stages
         if not stage_folders.has_recording(directory):
             return None
         try:
-            stage_folders.stage_dir(self.root, directory.name)
+            stage_folders.stage_dir(stages.root, directory.name)
         except JudgeloopError:
             return None
-        found = verified_models(directory, self.pins, self.memo or IN_PROCESS)
+        found = verified_models(directory, stages.pins, stages.memo or IN_PROCESS)
         if found is None:
             return None
         models = {ModelIdentity(backend=b, name=n, digest=d) for b, n, d in found}
-        with self._lock:
-            return self._noted.setdefault(directory.name, models)
+        with stages.lock:
+            return stages.noted.setdefault(directory.name, models)
 
-    def _models_of(self, directory: Path, *, keep: bool) -> set[ModelIdentity]:
-        with self._lock:
-            calls = self._stages.get(directory.name)
-            noted = self._noted.get(directory.name)
-        if calls is None and noted is None and not keep and not self.hold_one:
+    def models_of(self, directory: Path, *, keep: bool) -> set[ModelIdentity]:
+        """A stage's models: from its recording held or its models noted, else read (and held if
+        `keep`, unless the index holds one stage at a time; noted otherwise)."""
+        stages = self._stages
+        with stages.lock:
+            calls = stages.held.get(directory.name)
+            noted = stages.noted.get(directory.name)
+        if calls is None and noted is None and not keep and not stages.hold_one:
             noted = self._verified_models(directory)
         if calls is None and noted is None:
-            read = self._read(directory)
-            with self._lock:
-                if (keep and not self.hold_one) or read.error is not None:  # damaged: kept with its reason
-                    calls = self._stages.setdefault(directory.name, read)
+            read = stages.read(directory)
+            with stages.lock:
+                if (keep and not stages.hold_one) or read.error is not None:  # damaged: kept with its reason
+                    calls = stages.held.setdefault(directory.name, read)
                 else:
-                    self._note(directory.name, read)
-                    noted = self._noted[directory.name]
+                    stages.note(directory.name, read)
+                    noted = stages.noted[directory.name]
         return calls.models if calls is not None else noted or set()

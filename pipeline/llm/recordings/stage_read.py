@@ -3,7 +3,7 @@
 A stage's recording that cannot be trusted (a bad line, a blob that does not hash to its id, a folder
 that does not match its pin in dvc.lock, a symbolic link, a name that is not a plain name) is left
 out as a whole, and remembered with its reason (file and line). Nothing of a damaged recording is
-served. StagesRead is the state every part of RecordingIndex (pipeline.llm.recordings.index) shares:
+served. StagesRead is the state every part of RecordingIndex (pipeline.llm.recordings.index) is given:
 the stages it has read, the models of those it let go of, and the one way it reads a stage.
 """
 
@@ -66,18 +66,23 @@ class ReadRecording:
 
 
 class StagesRead:
-    """The stages a RecordingIndex has read, and how it reads one (set in RecordingIndex.__init__)."""
+    """The stages a RecordingIndex has read, and the one way it reads a stage: the state its parts
+    (pipeline.llm.recordings.lookup_order, recorded_models, hold_one) share, each given this object
+    and working on it under its one lock."""
 
-    root: Path
-    pins: Pins
-    memo: VerifiedMemo | None
-    hold_one: bool
-    _stages: dict[str, ReadRecording]
-    _noted: dict[str, set[ModelIdentity]]
-    _noted_keys: dict[str, frozenset[str]]
-    _lock: threading.Lock
+    def __init__(self, root: Path, pins: Pins, memo: VerifiedMemo | None, *, hold_one: bool) -> None:
+        self.root = root
+        self.pins = pins
+        self.memo = memo  # recordings verified in full before (pipeline.llm.recordings.verified_memo)
+        self.hold_one = hold_one
+        self.held: dict[str, ReadRecording] = {}  # the stages read and held, by name
+        self.noted: dict[str, set[ModelIdentity]] = {}  # models of the stages read but not held
+        self.noted_keys: dict[str, frozenset[str]] = {}  # with hold_one: their keys
+        # Every stage's folder read into `held` (LookupOrder's merge); hold_one's letting go undoes it.
+        self.every_stage_held = False
+        self.lock = threading.Lock()
 
-    def _read(self, directory: Path) -> ReadRecording:
+    def read(self, directory: Path) -> ReadRecording:
         try:
             stage_folders.stage_dir(self.root, directory.name)
             stage_folders.refuse_linked(directory)
@@ -90,7 +95,7 @@ class StagesRead:
         except JudgeloopError as exc:
             return ReadRecording(error=exc)
 
-    def _note(self, name: str, calls: ReadRecording) -> None:
-        self._noted[name] = calls.models
+    def note(self, name: str, calls: ReadRecording) -> None:
+        self.noted[name] = calls.models
         if self.hold_one:
-            self._noted_keys[name] = frozenset(calls.keys())
+            self.noted_keys[name] = frozenset(calls.keys())

@@ -1,0 +1,210 @@
+"""The cores the CPU quotas on a process's cgroups pay for (pipeline.reports.cpu_quota), read from a
+fake /proc (the process's cgroups and mounts) whose mounts lead into a fake cgroup tree: cgroup v2
+and v1, a quota on the process's own cgroup or on any above it (the smallest binds), a container's
+mount of its own cgroup, and anything not understood refused (Unreadable: no fork)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipeline.reports import cpu_quota
+from pipeline.reports.cpu_quota import Unreadable, cores_paid
+
+V1 = "cpu,cpuacct"
+
+
+def fake_proc(tmp_path: Path, cgroups: dict[str, str], mounts: list[str]) -> Path:
+    """A /proc whose process is in `cgroups` ({controllers: path}; "" for v2) and has `mounts`."""
+    proc = tmp_path / "proc"
+    (proc / "self" / "task" / "1").mkdir(parents=True)
+    lines = [f"{n if c else 0}:{c}:{path}\n" for n, (c, path) in enumerate(cgroups.items(), 1)]
+    (proc / "self" / "cgroup").write_text("".join(lines))
+    (proc / "self" / "mountinfo").write_text(
+        "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n" + "".join(f"{m}\n" for m in mounts)
+    )
+    return proc
+
+
+def v1_mount(point: Path, root: str = "/") -> str:
+    return f"32 31 0:29 {root} {str(point).replace(' ', chr(92) + '040')} rw,nosuid - cgroup cgroup rw,{V1}"
+
+
+def v2_mount(point: Path, root: str = "/") -> str:
+    return f"41 31 0:38 {root} {point} rw,nosuid shared:9 - cgroup2 cgroup2 rw,nsdelegate"
+
+
+def cgroup(folder: Path, **files: str) -> Path:
+    """A cgroup's folder with its files (`cpu_max` for cpu.max, `quota`/`period` for v1's)."""
+    names = {"cpu_max": "cpu.max", "quota": "cpu.cfs_quota_us", "period": "cpu.cfs_period_us"}
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (folder / names[name]).write_text(text)
+    return folder
+
+
+def test_a_v2_quota_above_the_process_binds_it(tmp_path: Path) -> None:
+    """The process's own cgroup sets none; one two levels up pays for two cores."""
+    mount = tmp_path / "sys" / "fs" / "cgroup"
+    cgroup(mount)  # the root: no cpu.max there
+    cgroup(mount / "user.slice", cpu_max="max 100000\n")
+    cgroup(mount / "user.slice" / "job", cpu_max="250000 100000\n")
+    cgroup(mount / "user.slice" / "job" / "step", cpu_max="max 100000\n")
+    proc = fake_proc(tmp_path, {"": "/user.slice/job/step"}, [v2_mount(mount)])
+    assert cores_paid(proc) == 2
+
+
+def test_the_smallest_quota_along_the_path_binds(tmp_path: Path) -> None:
+    mount = tmp_path / "cg"
+    cgroup(mount / "a", cpu_max="100000 100000\n")  # one core above
+    cgroup(mount / "a" / "b", cpu_max="800000 100000\n")  # eight below it
+    assert cores_paid(fake_proc(tmp_path, {"": "/a/b"}, [v2_mount(mount)])) == 1
+
+
+def test_a_v1_quota_on_a_parent_cgroup_binds(tmp_path: Path) -> None:
+    mount = tmp_path / "sys fs" / "cpu,cpuacct"  # a space: escaped in mountinfo
+    cgroup(mount, quota="-1\n", period="100000\n")
+    cgroup(mount / "docker", quota="150000\n", period="100000\n")
+    cgroup(mount / "docker" / "abc", quota="-1\n", period="100000\n")
+    proc = fake_proc(tmp_path, {"name=systemd": "/docker/abc", V1: "/docker/abc"}, [v1_mount(mount)])
+    assert cores_paid(proc) == 1
+
+
+def test_a_containers_mount_of_its_own_cgroup(tmp_path: Path) -> None:
+    """Without a cgroup namespace a container sees its cgroup's path whole, and its mount shows that
+    cgroup as the root: its quota is read at the mount point, nothing above it."""
+    mount = cgroup(tmp_path / "cpu", quota="300000\n", period="100000\n")
+    proc = fake_proc(tmp_path, {V1: "/docker/abc"}, [v1_mount(mount, root="/docker/abc")])
+    assert cores_paid(proc) == 3
+
+
+def test_the_mount_showing_most_of_the_path_is_read(tmp_path: Path) -> None:
+    whole, part = tmp_path / "whole", tmp_path / "part"
+    cgroup(whole / "a" / "b", cpu_max="max 100000\n")
+    cgroup(whole / "a", cpu_max="100000 100000\n")
+    cgroup(part, cpu_max="max 100000\n")  # a mount of /a/b alone does not show /a's quota
+    mounts = [v2_mount(part, root="/a/b"), v2_mount(whole)]
+    assert cores_paid(fake_proc(tmp_path, {"": "/a/b"}, mounts)) == 1
+
+
+def test_both_hierarchies_read_the_smaller_binds(tmp_path: Path) -> None:
+    """A hybrid host: v1's cpu hierarchy and v2's both mounted (the controller bound to one)."""
+    v1, v2 = tmp_path / "cpu", tmp_path / "unified"
+    cgroup(v1 / "s", quota="400000\n", period="100000\n")
+    cgroup(v2 / "s", cpu_max="200000 100000\n")
+    proc = fake_proc(tmp_path, {V1: "/s", "": "/s"}, [v1_mount(v1), v2_mount(v2)])
+    assert cores_paid(proc) == 2
+
+
+@pytest.mark.parametrize(
+    ("cpu_max", "cores"),
+    [("50000 100000\n", 1), ("150000 100000\n", 1), ("400000 100000\n", 4), ("max 100000\n", None)],
+)
+def test_a_quota_pays_for_its_whole_cores_at_least_one(
+    tmp_path: Path, cpu_max: str, cores: int | None
+) -> None:
+    mount = cgroup(tmp_path / "cg", cpu_max=cpu_max)
+    assert cores_paid(fake_proc(tmp_path, {"": "/"}, [v2_mount(mount)])) == cores
+
+
+def test_no_quota_anywhere_or_no_cgroup_mounted(tmp_path: Path) -> None:
+    v1, v2 = tmp_path / "cpu", tmp_path / "unified"
+    cgroup(v1 / "s", quota="-1\n", period="100000\n")
+    cgroup(v2 / "s")  # the cpu controller not enabled here: no cpu.max
+    assert cores_paid(fake_proc(tmp_path / "1", {V1: "/s", "": "/s"}, [v1_mount(v1), v2_mount(v2)])) is None
+    assert cores_paid(fake_proc(tmp_path / "2", {V1: "/s", "": "/s"}, [])) is None
+
+
+def test_the_machines_own_is_read_without_failing() -> None:
+    """Whatever this machine's cgroups hold, they are understood (a CI runner's or a laptop's)."""
+    if not (cpu_quota.PROC / "self" / "mountinfo").exists():
+        pytest.skip("no /proc")
+    paid = cores_paid()
+    assert paid is None or paid >= 1
+
+
+def _refused(tmp_path: Path, name: str) -> Path:
+    """Each way a cgroup's files can fail to say what quota binds the process."""
+    mount = tmp_path / "cg"
+    if name == "cpu.max empty":
+        cgroup(mount / "s", cpu_max="")
+    elif name == "cpu.max a word":
+        cgroup(mount / "s", cpu_max="lots 100000\n")
+    elif name == "cpu.max period 0":
+        cgroup(mount / "s", cpu_max="100000 0\n")
+    elif name == "cpu.max negative":
+        cgroup(mount / "s", cpu_max="-100000 100000\n")
+    elif name == "cpu.max three fields":
+        cgroup(mount / "s", cpu_max="100000 100000 1\n")
+    elif name == "cpu.max too long":
+        cgroup(mount / "s", cpu_max="1" * 300 + " 100000\n")
+    elif name == "cpu.max a folder":
+        (mount / "s" / "cpu.max").mkdir(parents=True)
+    elif name == "cpu.max not text":
+        cgroup(mount / "s")
+        (mount / "s" / "cpu.max").write_bytes(b"\xff\xfe 100000\n")
+    elif name == "the cgroup's folder missing":
+        cgroup(mount)
+    else:
+        cgroup(mount / "s", cpu_max="max 100000\n")
+    return fake_proc(tmp_path, {"": "/s"}, [v2_mount(mount)])
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "cpu.max empty",
+        "cpu.max a word",
+        "cpu.max period 0",
+        "cpu.max negative",
+        "cpu.max three fields",
+        "cpu.max too long",
+        "cpu.max a folder",
+        "cpu.max not text",
+        "the cgroup's folder missing",
+    ],
+)
+def test_a_quota_not_understood_is_unreadable(tmp_path: Path, name: str) -> None:
+    with pytest.raises(Unreadable):
+        cores_paid(_refused(tmp_path, name))
+
+
+@pytest.mark.parametrize(
+    ("quota", "period"),
+    [("0\n", "100000\n"), ("lots\n", "100000\n"), ("100000\n", "0\n"), ("100000\n", None)],
+)
+def test_a_v1_quota_not_understood_is_unreadable(tmp_path: Path, quota: str, period: str | None) -> None:
+    mount = cgroup(tmp_path / "cpu", quota=quota, **({} if period is None else {"period": period}))
+    with pytest.raises(Unreadable):
+        cores_paid(fake_proc(tmp_path, {V1: "/"}, [v1_mount(mount)]))
+
+
+@pytest.mark.parametrize("part", ["cgroup", "mountinfo"])
+def test_no_proc_is_unreadable(tmp_path: Path, part: str) -> None:
+    proc = fake_proc(tmp_path, {"": "/"}, [v2_mount(cgroup(tmp_path / "cg"))])
+    (proc / "self" / part).unlink()
+    with pytest.raises(Unreadable):
+        cores_paid(proc)
+
+
+@pytest.mark.parametrize(
+    ("cgroups", "mountinfo"),
+    [
+        ("0:/s\n", None),  # two fields
+        ("0::s\n", None),  # not a path
+        ("0::/s\n", "22 1 8:1 / / rw - ext4\n"),  # a mount line cut short
+        ("0::/s\n", "22 1 8:1 / / rw\n"),  # no separator
+        ("0::/s\n", "x" * (1 << 20) + "\n"),  # past the bound
+        ("0::/../../elsewhere\n", None),  # outside the namespace's root
+        ("4:cpu:/elsewhere/s\n", "32 31 0:29 /docker {cg} rw - cgroup cgroup rw,cpu\n"),  # outside the mount
+    ],
+)
+def test_a_proc_not_understood_is_unreadable(tmp_path: Path, cgroups: str, mountinfo: str | None) -> None:
+    mount = cgroup(tmp_path / "cg" / "s", cpu_max="max 100000\n").parent
+    proc = fake_proc(tmp_path, {"": "/s"}, [v2_mount(mount)])
+    (proc / "self" / "cgroup").write_text(cgroups)
+    if mountinfo is not None:
+        (proc / "self" / "mountinfo").write_text(mountinfo.replace("{cg}", str(mount)))
+    with pytest.raises(Unreadable):
+        cores_paid(proc)
