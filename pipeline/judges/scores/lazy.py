@@ -13,6 +13,7 @@ before the fork, rather than once in each worker.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from typing import Any, cast
 
@@ -47,9 +48,11 @@ class LazyPattern:
 
 
 def compile_all() -> None:
-    """Compile every lazy pattern made so far (each module's, as it was imported)."""
+    """Compile every lazy pattern made so far (each module's, as it was imported). One that does not
+    compile is left to fail where it is first used, as it would have."""
     for pattern in _MADE:
-        pattern.compiled()
+        with contextlib.suppress(re.error):
+            pattern.compiled()
 
 
 def lazy_compile(pattern: str, flags: int = 0) -> re.Pattern[str]:
