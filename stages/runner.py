@@ -30,6 +30,7 @@ line follows when the dry run ends, always before the end line.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import sys
 import threading
@@ -322,6 +323,22 @@ def without_httpx_cli() -> None:
     import), httpx defines the stub it defines without them. The HTTP client is the same. Done as an
     LLM stage starts, not on import: only the stage's own process is told."""
     sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+
+
+# Libraries a stage imports after this module, by what it runs (an LLM stage's HTTP client and local
+# cache, the report's templates), which a warm process (stages/zygote.py) imports before it forks.
+# Libraries only, never the project's own code: a stage imports its code itself, in its own process,
+# so that it runs the code DVC hashed for it.
+LIBRARIES = ("httpx", "diskcache", "jinja2")
+
+
+def preload() -> None:
+    """LIBRARIES imported as a stage imports them (httpx without its command-line client). One that
+    fails to import is left to the stage that needs it, which then fails as a cold one would."""
+    without_httpx_cli()
+    for name in LIBRARIES:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
 
 
 def run_llm_step(

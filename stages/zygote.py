@@ -5,7 +5,9 @@ imported what every such process imports first (pipeline/tools/warm_stages.py st
 
 A cold stage spends about 0.3 s of CPU importing `stages.runner` (pydantic, click, the engine's
 settings; bench/README.md, issue 31) before it does anything of its own. This process imports
-`stages` and `stages.runner`, as `python -m stages` does first and in the same order, then waits.
+`stages` and `stages.runner`, as `python -m stages` does first and in the same order, and the
+libraries a stage imports later (httpx, diskcache, jinja2: `stages.runner.preload`; libraries only,
+about 0.03-0.07 s of CPU a stage), then waits.
 Each request carries a stage's arguments, its working folder, its environment and its stdin, stdout
 and stderr; the process checks that a fork would be the process DVC would have started (same
 folder, same environment but for DVC's own DVC_* variables, which no module reads at import, the
@@ -183,7 +185,9 @@ def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sock = socket.socket(fileno=int(sys.argv[1]))
     try:
-        import stages.runner  # noqa: F401  # what `python -m stages` imports first, in its order
+        import stages.runner  # what `python -m stages` imports first, in its order
+
+        stages.runner.preload()  # then the libraries a stage imports later (stages.runner.LIBRARIES)
     except BaseException as error:  # no warm process: the caller runs stages cold
         with contextlib.suppress(OSError):
             sock.send(f"unavailable {type(error).__name__}: {error}".encode())

@@ -29,6 +29,9 @@ from tests.conftest import ROOT
 RUNNER = """
 import random, threading
 IMPORTED_WITH = {"argv": list(__import__("sys").argv), "random": random.random()}
+
+def preload():  # the warm process's libraries (stages.runner.LIBRARIES): one nothing else imports
+    import colorsys
 """
 MAIN = """
 import atexit, json, os, random, sys, threading, time
@@ -44,6 +47,7 @@ seen = {
     "imported_argv": IMPORTED_WITH["argv"], "sigint": repr(__import__("signal").getsignal(2)),
     "modules": sorted(m for m in sys.modules if m.split(".")[0] in ("stages", "pipeline")),
     "stdout_tty": sys.stdout.isatty(), "executable": sys.executable,
+    "preloaded": "colorsys" in sys.modules,
 }
 with open(sys.argv[1], "w") as out:
     json.dump(seen, out, indent=1, sort_keys=True)
@@ -132,8 +136,9 @@ def test_a_warm_stage_sees_what_a_cold_one_sees_and_ends_alike(
     assert warm["argv"][1] == str(project / "warm.json")
     warm["argv"][1] = warm["orig_argv"][3] = str(project / "cold.json")
     assert warm["imported_argv"] != cold["imported_argv"]  # imported in the warm process, before the request
+    assert warm["preloaded"] and not cold["preloaded"]  # the runner's libraries, imported warm
     for seen in (cold, warm):
-        del seen["imported_argv"]
+        del seen["imported_argv"], seen["preloaded"]
     assert warm == cold  # argv, sys.path (the folder first), env, __main__, fds, threads, SIGINT, modules
 
 
@@ -156,6 +161,19 @@ def test_a_warm_stage_has_sigint_as_a_cold_one_inherits_it(
     assert after is (signal.SIG_IGN if caller == "ignored" else signal.default_int_handler)  # put back
     expected = repr(signal.SIG_IGN) if caller == "ignored" else repr(signal.default_int_handler)
     assert _seen(project / "warm.json")["sigint"] == _seen(project / "cold.json")["sigint"] == expected
+
+
+def test_the_libraries_a_stage_imports_later_are_imported_as_the_stage_would(tmp_path: Path) -> None:
+    """stages.runner.preload, which the warm process runs before it forks: each library imported, and
+    httpx without its command-line client, as an LLM stage imports it (without_httpx_cli)."""
+    probe = (
+        "import sys, stages.runner as r\n"
+        "assert not any(n in sys.modules for n in r.LIBRARIES), 'imported by stages.runner already'\n"
+        "r.preload()\n"
+        "assert all(n in sys.modules for n in r.LIBRARIES)\n"
+        "assert sys.modules['httpx._main'] is None\n"
+    )
+    subprocess.run([sys.executable, "-c", probe], cwd=ROOT, check=True)
 
 
 def test_commands_other_than_python_m_stages_run_cold(project: Path, zygote: Zygote, tmp_path: Path) -> None:

@@ -10,7 +10,8 @@ warm process runs, is sent there with its folder, the environment DVC gives it a
 stdin, stdout and stderr; a fork runs it as `python -m stages` would, and its exit status comes
 back as the subprocess's would (a non-zero status fails the stage with DVC's own message; SIGINT is
 ignored here meanwhile, as DVC ignores it). The stage's modules are imported in the fork as in a
-cold process; only `stages` and `stages.runner`, what every stage imports first, come warm.
+cold process; only `stages` and `stages.runner`, what every stage imports first, and the libraries
+a stage imports later (stages.runner.LIBRARIES: httpx, diskcache, jinja2) come warm.
 
 Anything else runs as DVC runs it, silently: other commands (`python -m stages.index`), a request
 the warm process refuses (another folder, another environment than DVC's DVC_* variables, a stream

@@ -14,6 +14,8 @@ from pipeline.experiments.paper.aggregation import LLM_STAGES, MetricsTally, Plo
 from pipeline.experiments.paper.params import PaperParams
 from pipeline.experiments.paper.report.html import write_report
 from pipeline.judges.rubric.judge import reply_reader
+from pipeline.judges.scores.explicit import label_patterns
+from pipeline.judges.scores.lazy import compile_all
 from pipeline.llm.recordings.verified_memo import VerifiedMemo
 from pipeline.loops.results import Refinement, RefinementFile
 from pipeline.stats.stability import stability
@@ -123,5 +125,10 @@ def _write_report(params: PaperParams, summary: dict[str, Any], calls: StageReco
     # parsed when its item's page is written.
     # The replies read as the judge stage read them: its metric labels and decimal policy.
     read = reply_reader(params.judge)
+    # The patterns that read the replies, compiled once here rather than by each page writer after
+    # the fork (pipeline.reports.page_shares): the same patterns, compiled earlier.
+    compile_all()
+    for metric in params.judge.metrics:
+        label_patterns((metric,))
     pages = write_report(index, _refinements(params), summary, calls, f"judgeloop: {model}", read)
     return [markdown, index, *(index.parent / pages.folder / name for name in sorted(pages.pages))]

@@ -52,6 +52,10 @@ from pipeline.reports.templating import make_environment
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 
+# An item page's template and those it includes, imports and extends.
+ITEM_TEMPLATES = ("item_page.html.j2", "page.html.j2", "item.html.j2", "calls.html.j2")
+
+
 @cache
 def environment() -> jinja2.Environment:
     env = make_environment(TEMPLATES, exact=exact, slug=slug)
@@ -343,6 +347,9 @@ def _rendered(
             **assets,
         )
     )
+    if scan.rows:  # the item pages' templates compiled here, once, not by each page writer (a fork)
+        for name in ITEM_TEMPLATES:
+            environment().get_template(name)
     return index, folder, _Pages(pages, tuple(f"{row.id}.html" for row in scan.rows))
 
 
