@@ -5,6 +5,8 @@ mount of its own cgroup, and anything not understood refused (Unreadable: no for
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -213,3 +215,31 @@ def test_a_proc_not_understood_is_unreadable(tmp_path: Path, cgroups: str, mount
         (proc / "self" / "mountinfo").write_text(mountinfo.replace("{cg}", str(mount)))
     with pytest.raises(Unreadable):
         cores_paid(proc)
+
+
+class _Waited(Exception):
+    pass
+
+
+@pytest.mark.parametrize("where", ["cpu.max", "cgroup", "mountinfo"])
+def test_a_file_that_is_not_a_plain_file_is_unreadable_at_once(tmp_path: Path, where: str) -> None:
+    """A FIFO where a quota, the process's cgroups or its mounts are read (a fake tree; a cgroup
+    mount shadowed by another mount at its point): refused at once, never an open that waits for a
+    writer that never comes (here: failed by a guard after 5 s)."""
+    mount = cgroup(tmp_path / "cg" / "s").parent
+    proc = fake_proc(tmp_path, {"": "/s"}, [v2_mount(mount)])
+    fifo = mount / "s" / "cpu.max" if where == "cpu.max" else proc / "self" / where
+    fifo.unlink(missing_ok=True)
+    os.mkfifo(fifo)
+
+    def waited(signum: int, frame: object) -> None:
+        raise _Waited(f"{fifo}: still waiting after 5 s")
+
+    before = signal.signal(signal.SIGALRM, waited)
+    signal.setitimer(signal.ITIMER_REAL, 5)
+    try:
+        with pytest.raises(Unreadable):
+            cores_paid(proc)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
