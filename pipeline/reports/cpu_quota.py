@@ -7,7 +7,7 @@ at: cgroup v2's `cpu.max` ("QUOTA PERIOD" or "max PERIOD") and cgroup v1's `cpu.
 `cpu.cfs_period_us` (-1: none), both where both are mounted (a hybrid host binds the cpu controller
 to one of them). Which cgroup the process is in comes from /proc/self/cgroup, where each hierarchy
 is mounted (and which of its cgroups the mount shows as its root, in a container) from
-/proc/self/mountinfo. Every read is bounded. A file not understood, a level that is not there, or a
+/proc/self/mountinfo. Every read is bounded, of a plain file only. A file not understood, a level that is not there, or a
 cgroup outside what its mount shows raises Unreadable: the caller then takes one core (no fork),
 since an unread quota may be one core. A hierarchy not mounted, or a level with no quota file (the
 root; a v2 cgroup whose cpu controller is not enabled) sets no quota: nothing here can read one.
@@ -16,7 +16,9 @@ Quotas set above a container's cgroup namespace are not visible from inside it.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,7 +58,11 @@ def cores_paid(proc: Path = PROC) -> int | None:
 
 def _read(path: Path, limit: int) -> str:
     try:
-        with path.open("rb") as file:
+        # Opened without waiting (a FIFO's open would wait for a writer) and read only if a plain
+        # file, as /proc's and a cgroup's files are: anything else is not what it should be.
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                raise Unreadable(f"{path}: not a plain file")
             data = file.read(limit + 1)
         if len(data) > limit:
             raise Unreadable(f"{path}: longer than {limit} bytes")
