@@ -243,3 +243,33 @@ def test_a_file_that_is_not_a_plain_file_is_unreadable_at_once(tmp_path: Path, w
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, before)
+
+
+def test_a_cgroup_mount_another_mount_covers_is_not_read_as_its_own(tmp_path: Path) -> None:
+    """A container's own cgroup2 mount (its namespace's root: the container's cgroup, its quota
+    one core) with the host's whole tree mounted over it at the same point (a bind of the host's
+    /sys/fs/cgroup in a private cgroup namespace): the files at the point are the other mount's (here
+    the host's root, no cpu.max), which do not say where the process's cgroup is: Unreadable (no
+    fork), not the host's root read as the process's own cgroup (no quota: a fork)."""
+    point = cgroup(tmp_path / "sys" / "fs" / "cgroup")  # what the point shows: the host's root
+    own = f"41 31 0:38 / {point} rw,nosuid - cgroup2 cgroup2 rw"
+    over = f"50 41 0:38 /../.. {point} rw,nosuid - cgroup2 cgroup2 rw"
+    with pytest.raises(Unreadable):
+        cores_paid(fake_proc(tmp_path, {"": "/"}, [own, over]))
+
+
+def test_a_mount_covering_the_folder_a_cgroup_mount_stands_in(tmp_path: Path) -> None:
+    """A v1 cpu hierarchy mounted in a tmpfs, then another tmpfs mounted over the first: the
+    hierarchy's point shows the second's files (here: whatever the fake folder holds, a cgroup with
+    no quota), not the hierarchy's, so it is not read as the process's; while a hierarchy mounted
+    on top of the mount that covers the first is read."""
+    base = tmp_path / "fs" / "cgroup"
+    cgroup(base / "cpu" / "docker" / "abc", quota="-1\n", period="100000\n")
+    tmpfs = f"31 30 0:28 / {base} rw - tmpfs tmpfs rw"
+    own = f"32 31 0:29 / {base}/cpu rw - cgroup cgroup rw,cpu"
+    over = f"60 31 0:40 / {base} rw - tmpfs tmpfs rw"
+    with pytest.raises(Unreadable):
+        cores_paid(fake_proc(tmp_path, {"cpu": "/docker/abc"}, [tmpfs, own, over]))
+    (base / "cpu" / "docker" / "abc" / "cpu.cfs_quota_us").write_text("100000\n")
+    on_top = f"32 60 0:29 / {base}/cpu rw - cgroup cgroup rw,cpu"
+    assert cores_paid(fake_proc(tmp_path, {"cpu": "/docker/abc"}, [tmpfs, over, on_top])) == 1
