@@ -272,4 +272,5 @@ def test_a_mount_covering_the_folder_a_cgroup_mount_stands_in(tmp_path: Path) ->
         cores_paid(fake_proc(tmp_path, {"cpu": "/docker/abc"}, [tmpfs, own, over]))
     (base / "cpu" / "docker" / "abc" / "cpu.cfs_quota_us").write_text("100000\n")
     on_top = f"32 60 0:29 / {base}/cpu rw - cgroup cgroup rw,cpu"
-    assert cores_paid(fake_proc(tmp_path, {"cpu": "/docker/abc"}, [tmpfs, over, on_top])) == 1
+    again = tmp_path / "again"  # a /proc of its own
+    assert cores_paid(fake_proc(again, {"cpu": "/docker/abc"}, [tmpfs, over, on_top])) == 1
