@@ -37,9 +37,11 @@ class Unreadable(Exception):
 
 @dataclass(frozen=True)
 class _Mount:
-    version: int  # 1 (a v1 hierarchy with the cpu controller) or 2
+    version: int | None  # 1 (a v1 hierarchy with the cpu controller), 2, or None: another mount
     root: str  # the cgroup the mount shows at its mount point
-    point: Path
+    point: str
+    id: str
+    parent: str  # the mount it was made on (the root's own id, for a namespace's root)
 
 
 def cores_paid(proc: Path = PROC) -> int | None:
@@ -48,10 +50,11 @@ def cores_paid(proc: Path = PROC) -> int | None:
     /proc is (a test's own)."""
     cgroups = _cgroups(_read(proc / "self" / "cgroup", _CGROUPS_LIMIT))
     mounts = _mounts(_read(proc / "self" / "mountinfo", _MOUNTS_LIMIT))
+    shown = _shown(mounts)
     paid = [
         cores
         for version, path in cgroups.items()
-        for level in _levels(path, [m for m in mounts if m.version == version])
+        for level in _levels(path, [m for m in mounts if m.version == version], shown)
         if (cores := _cores_at(level, version)) is not None
     ]
     return min(paid, default=None)
@@ -89,8 +92,9 @@ def _cgroups(text: str) -> dict[int, str]:
 
 
 def _mounts(text: str) -> list[_Mount]:
-    """The cgroup v2 mounts and the v1 mounts of the cpu controller (lines "ID PARENT MAJOR:MINOR
-    ROOT POINT OPTIONS [OPTIONAL...] - TYPE SOURCE SUPER-OPTIONS")."""
+    """Every mount: the cgroup v2 mounts and the v1 mounts of the cpu controller by their version,
+    the others for what may cover them (lines "ID PARENT MAJOR:MINOR ROOT POINT OPTIONS
+    [OPTIONAL...] - TYPE SOURCE SUPER-OPTIONS")."""
     found: list[_Mount] = []
     for line in text.splitlines():
         fields = line.split(" ")
@@ -102,21 +106,50 @@ def _mounts(text: str) -> list[_Mount]:
             raise Unreadable(f"/proc/self/mountinfo: a line not understood: {line!r}")
         kind, options = fields[dash + 1], fields[dash + 3].split(",")
         version = 2 if kind == "cgroup2" else 1 if kind == "cgroup" and "cpu" in options else None
-        if version is not None:
-            found.append(_Mount(version, _unescaped(fields[3]), Path(_unescaped(fields[4]))))
+        found.append(_Mount(version, _unescaped(fields[3]), _unescaped(fields[4]), fields[0], fields[1]))
     return found
 
 
+def _shown(mounts: list[_Mount]) -> set[str]:
+    """The ids of the cgroup mounts whose point shows their own files: none covered by a mount made
+    later, on it at its point, or beside it or any mount it stands on, at or above that one's
+    point (a mount made there before it would be under it: it would stand on that one)."""
+    on: dict[str, list[_Mount]] = {}
+    for mount in mounts:
+        on.setdefault(mount.parent, []).append(mount)
+    by_id = {mount.id: mount for mount in mounts}
+    return {m.id for m in mounts if m.version is not None and not _covered(m, on, by_id)}
+
+
+def _covered(mount: _Mount, on: dict[str, list[_Mount]], by_id: dict[str, _Mount]) -> bool:
+    if any(other.point == mount.point for other in on.get(mount.id, ()) if other is not mount):
+        return True
+    link: _Mount | None = mount
+    seen: set[str] = set()
+    while link is not None and link.id not in seen:
+        seen.add(link.id)
+        if any(other is not link and _at_or_above(other.point, link.point) for other in on[link.parent]):
+            return True
+        link = by_id.get(link.parent)
+    return False
+
+
+def _at_or_above(point: str, other: str) -> bool:
+    return other == point or other.startswith(f"{point.rstrip('/')}/")
+
+
 def _unescaped(field: str) -> str:
+    if "\\" not in field:
+        return field
     return _ESCAPED.sub(lambda octal: chr(int(octal.group(1), 8)), field)
 
 
-def _levels(path: str, mounts: list[_Mount]) -> list[Path]:
+def _levels(path: str, mounts: list[_Mount], shown: set[str]) -> list[Path]:
     """The folders of the cgroup at `path` and of each above it, up to its mount's root (none where
-    its hierarchy is not mounted)."""
+    its hierarchy is not mounted), through a mount whose point shows its own files (`shown`)."""
     if not mounts:
         return []
-    point, parts = _below_a_mount(path, mounts)
+    point, parts = _below_a_mount(path, [m for m in mounts if m.id in shown])
     levels = [point.joinpath(*parts[:depth]) for depth in range(len(parts), -1, -1)]
     for level in levels:
         if not level.is_dir():
@@ -126,15 +159,15 @@ def _levels(path: str, mounts: list[_Mount]) -> list[Path]:
 
 def _below_a_mount(path: str, mounts: list[_Mount]) -> tuple[Path, list[str]]:
     """The mount point that shows the most of the cgroups along `path`, and the names below it."""
-    showing = [m for m in mounts if f"{path.rstrip('/')}/".startswith(f"{m.root.rstrip('/')}/")]
+    showing = [m for m in mounts if _at_or_above(m.root, path)]
     if not showing:
-        raise Unreadable(f"cgroup {path} is outside every mount of its hierarchy")
+        raise Unreadable(f"cgroup {path} is outside every mount of its hierarchy that is not covered")
     mount = min(showing, key=lambda m: len(m.root))
     below = path[len(mount.root.rstrip("/")) :].strip("/")
     parts = below.split("/") if below else []
     if any(part in ("", ".", "..") for part in parts):
         raise Unreadable(f"cgroup {path} is outside what its mount shows")
-    return mount.point, parts
+    return Path(mount.point), parts
 
 
 def _cores_at(level: Path, version: int) -> int | None:
