@@ -20,8 +20,8 @@ from __future__ import annotations
 import os
 import re
 import stat
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 PROC = Path("/proc")
 # /proc/self/mountinfo is a line a mount (a host with many mounts: some thousands of lines).
@@ -35,8 +35,7 @@ class Unreadable(Exception):
     """A cgroup file that should say what quota binds this process does not say it readably."""
 
 
-@dataclass(frozen=True)
-class _Mount:
+class _Mount(NamedTuple):  # (a tuple: a host may list some thousands of mounts)
     version: int | None  # 1 (a v1 hierarchy with the cpu controller), 2, or None: another mount
     root: str  # the cgroup the mount shows at its mount point
     point: str
@@ -128,10 +127,17 @@ def _covered(mount: _Mount, on: dict[str, list[_Mount]], by_id: dict[str, _Mount
     seen: set[str] = set()
     while link is not None and link.id not in seen:
         seen.add(link.id)
-        if any(other is not link and _at_or_above(other.point, link.point) for other in on[link.parent]):
+        above = _at_and_above(link.point)
+        if any(other is not link and other.point in above for other in on[link.parent]):
             return True
         link = by_id.get(link.parent)
     return False
+
+
+def _at_and_above(point: str) -> set[str]:
+    """The point and every folder above it ("/a/b": "/a/b", "/a", "/")."""
+    names = point.rstrip("/").split("/")
+    return {"/".join(names[:depth]) or "/" for depth in range(1, len(names) + 1)}
 
 
 def _at_or_above(point: str, other: str) -> bool:
