@@ -7,11 +7,13 @@ at: cgroup v2's `cpu.max` ("QUOTA PERIOD" or "max PERIOD") and cgroup v1's `cpu.
 `cpu.cfs_period_us` (-1: none), both where both are mounted (a hybrid host binds the cpu controller
 to one of them). Which cgroup the process is in comes from /proc/self/cgroup, where each hierarchy
 is mounted (and which of its cgroups the mount shows as its root, in a container) from
-/proc/self/mountinfo. Every read is bounded, and of a plain file only (never an open that waits). A
-file not understood, a level that is not there, or a cgroup outside what its mount shows raises
-Unreadable: the caller then takes one core (no fork), since an unread quota may be one core. A
-hierarchy not mounted, or a level with no quota file (the root; a v2 cgroup whose cpu controller is
-not enabled) sets no quota: nothing here can read one.
+/proc/self/mountinfo, through a mount no later mount covers (one over it shows its own files at
+that point: a host's tree bound over a container's own cgroup mount). Every read is bounded, and of
+a plain file only (never an open that waits). A file not understood, a level that is not there, or
+a cgroup outside what its uncovered mounts show raises Unreadable: the caller then takes one core
+(no fork), since an unread quota may be one core. A hierarchy not mounted, or a level with no quota
+file (the root; a v2 cgroup whose cpu controller is not enabled) sets no quota: nothing here can
+read one.
 Quotas set above a container's cgroup namespace are not visible from inside it.
 """
 
