@@ -274,3 +274,23 @@ def test_a_mount_covering_the_folder_a_cgroup_mount_stands_in(tmp_path: Path) ->
     on_top = f"32 60 0:29 / {base}/cpu rw - cgroup cgroup rw,cpu"
     again = tmp_path / "again"  # a /proc of its own
     assert cores_paid(fake_proc(again, {"cpu": "/docker/abc"}, [tmpfs, over, on_top])) == 1
+
+
+def test_a_containers_usual_mounts_cover_nothing(tmp_path: Path) -> None:
+    """Docker's mounts on cgroup v2 (a private cgroup namespace): the root's parent not listed,
+    /sys and its cgroup2 mount, and the masked paths bound over files in /proc and /sys: the cgroup
+    mount is read (its namespace's root: the container's cgroup, two cores)."""
+    point = cgroup(tmp_path / "sys" / "fs" / "cgroup", cpu_max="200000 100000\n")
+    mounts = [
+        "1070 1052 0:324 / / rw,relatime master:1 - overlay overlay rw,lowerdir=/l,upperdir=/u",
+        "1071 1070 0:327 / /proc rw,nosuid - proc proc rw",
+        "1072 1070 0:328 / /dev rw,nosuid - tmpfs tmpfs rw,size=65536k,mode=755",
+        f"1075 1070 0:329 / {tmp_path}/sys ro,nosuid - sysfs sysfs ro",
+        f"1076 1075 0:30 / {point} ro,nosuid - cgroup2 cgroup rw,nsdelegate",
+        "1053 1071 0:327 /bus /proc/bus ro,nosuid - proc proc rw",
+        "1054 1071 0:328 /null /proc/kcore rw,nosuid - tmpfs tmpfs rw,size=65536k,mode=755",
+        f"1055 1075 0:331 / {tmp_path}/sys/firmware ro,relatime - tmpfs tmpfs ro",
+    ]
+    proc = fake_proc(tmp_path, {"": "/"}, mounts)
+    (proc / "self" / "mountinfo").write_text("".join(f"{m}\n" for m in mounts))
+    assert cores_paid(proc) == 2
