@@ -5,6 +5,8 @@ mount of its own cgroup, and anything not understood refused (Unreadable: no for
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -213,3 +215,82 @@ def test_a_proc_not_understood_is_unreadable(tmp_path: Path, cgroups: str, mount
         (proc / "self" / "mountinfo").write_text(mountinfo.replace("{cg}", str(mount)))
     with pytest.raises(Unreadable):
         cores_paid(proc)
+
+
+class _Waited(Exception):
+    pass
+
+
+@pytest.mark.parametrize("where", ["cpu.max", "cgroup", "mountinfo"])
+def test_a_file_that_is_not_a_plain_file_is_unreadable_at_once(tmp_path: Path, where: str) -> None:
+    """A FIFO where a quota, the process's cgroups or its mounts are read (a fake tree; a cgroup
+    mount shadowed by another mount at its point): refused at once, never an open that waits for a
+    writer that never comes (here: failed by a guard after 5 s)."""
+    mount = cgroup(tmp_path / "cg" / "s").parent
+    proc = fake_proc(tmp_path, {"": "/s"}, [v2_mount(mount)])
+    fifo = mount / "s" / "cpu.max" if where == "cpu.max" else proc / "self" / where
+    fifo.unlink(missing_ok=True)
+    os.mkfifo(fifo)
+
+    def waited(signum: int, frame: object) -> None:
+        raise _Waited(f"{fifo}: still waiting after 5 s")
+
+    before = signal.signal(signal.SIGALRM, waited)
+    signal.setitimer(signal.ITIMER_REAL, 5)
+    try:
+        with pytest.raises(Unreadable):
+            cores_paid(proc)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
+
+
+def test_a_cgroup_mount_another_mount_covers_is_not_read_as_its_own(tmp_path: Path) -> None:
+    """A container's own cgroup2 mount (its namespace's root: the container's cgroup, its quota
+    one core) with the host's whole tree mounted over it at the same point (a bind of the host's
+    /sys/fs/cgroup in a private cgroup namespace): the files at the point are the other mount's (here
+    the host's root, no cpu.max), which do not say where the process's cgroup is: Unreadable (no
+    fork), not the host's root read as the process's own cgroup (no quota: a fork)."""
+    point = cgroup(tmp_path / "sys" / "fs" / "cgroup")  # what the point shows: the host's root
+    own = f"41 31 0:38 / {point} rw,nosuid - cgroup2 cgroup2 rw"
+    over = f"50 41 0:38 /../.. {point} rw,nosuid - cgroup2 cgroup2 rw"
+    with pytest.raises(Unreadable):
+        cores_paid(fake_proc(tmp_path, {"": "/"}, [own, over]))
+
+
+def test_a_mount_covering_the_folder_a_cgroup_mount_stands_in(tmp_path: Path) -> None:
+    """A v1 cpu hierarchy mounted in a tmpfs, then another tmpfs mounted over the first: the
+    hierarchy's point shows the second's files (here: whatever the fake folder holds, a cgroup with
+    no quota), not the hierarchy's, so it is not read as the process's; while a hierarchy mounted
+    on top of the mount that covers the first is read."""
+    base = tmp_path / "fs" / "cgroup"
+    cgroup(base / "cpu" / "docker" / "abc", quota="-1\n", period="100000\n")
+    tmpfs = f"31 30 0:28 / {base} rw - tmpfs tmpfs rw"
+    own = f"32 31 0:29 / {base}/cpu rw - cgroup cgroup rw,cpu"
+    over = f"60 31 0:40 / {base} rw - tmpfs tmpfs rw"
+    with pytest.raises(Unreadable):
+        cores_paid(fake_proc(tmp_path, {"cpu": "/docker/abc"}, [tmpfs, own, over]))
+    (base / "cpu" / "docker" / "abc" / "cpu.cfs_quota_us").write_text("100000\n")
+    on_top = f"32 60 0:29 / {base}/cpu rw - cgroup cgroup rw,cpu"
+    again = tmp_path / "again"  # a /proc of its own
+    assert cores_paid(fake_proc(again, {"cpu": "/docker/abc"}, [tmpfs, over, on_top])) == 1
+
+
+def test_a_containers_usual_mounts_cover_nothing(tmp_path: Path) -> None:
+    """Docker's mounts on cgroup v2 (a private cgroup namespace): the root's parent not listed,
+    /sys and its cgroup2 mount, and the masked paths bound over files in /proc and /sys: the cgroup
+    mount is read (its namespace's root: the container's cgroup, two cores)."""
+    point = cgroup(tmp_path / "sys" / "fs" / "cgroup", cpu_max="200000 100000\n")
+    mounts = [
+        "1070 1052 0:324 / / rw,relatime master:1 - overlay overlay rw,lowerdir=/l,upperdir=/u",
+        "1071 1070 0:327 / /proc rw,nosuid - proc proc rw",
+        "1072 1070 0:328 / /dev rw,nosuid - tmpfs tmpfs rw,size=65536k,mode=755",
+        f"1075 1070 0:329 / {tmp_path}/sys ro,nosuid - sysfs sysfs ro",
+        f"1076 1075 0:30 / {point} ro,nosuid - cgroup2 cgroup rw,nsdelegate",
+        "1053 1071 0:327 /bus /proc/bus ro,nosuid - proc proc rw",
+        "1054 1071 0:328 /null /proc/kcore rw,nosuid - tmpfs tmpfs rw,size=65536k,mode=755",
+        f"1055 1075 0:331 / {tmp_path}/sys/firmware ro,relatime - tmpfs tmpfs ro",
+    ]
+    proc = fake_proc(tmp_path, {"": "/"}, mounts)
+    (proc / "self" / "mountinfo").write_text("".join(f"{m}\n" for m in mounts))
+    assert cores_paid(proc) == 2

@@ -7,6 +7,7 @@ from __future__ import annotations
 import _thread
 import contextlib
 import errno
+import logging
 import os
 import shutil
 import signal
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -519,4 +521,56 @@ def test_an_interrupt_while_waiting_stops_the_forked_process(
         assert len(forks) == 1
         assert _children() == before
     finally:
+        _stopped(forks)
+
+
+class _Raising(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("where", ["as the wait's bound is measured", "as the warning is logged"])
+def test_an_interrupt_from_this_process_share_to_the_wait_stops_the_forked_process(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    renderers: Path,
+    forks: list[int],
+    ran_elsewhere: bool,
+    where: str,
+) -> None:
+    """An interrupt anywhere between this process's last page and the end of the wait for a forked
+    process that hangs (here: as the clock is read for the wait's bound, right after this process's
+    share; or as the warning that the forked process had not ended is logged, a write to a stderr
+    that may block): raised, and the forked process stopped and waited for, not left running."""
+    if ran_elsewhere:
+        return
+    refinements, summary, records = _many()
+    parent, page, last = os.getpid(), html._item_page, refinements[-1 if len(refinements) % 2 else -2].item
+    shared = {"done": False}
+
+    def hanging_there(r: Refinement, *args: Any, **kwargs: Any) -> str:
+        if os.getpid() != parent:
+            time.sleep(3600)
+        shared["done"] |= r.item == last
+        return page(r, *args, **kwargs)
+
+    def clock() -> float:
+        if where.startswith("as the wait") and shared["done"]:
+            raise KeyboardInterrupt  # as a SIGINT's handler raises it, at the next line of Python
+        return time.monotonic()
+
+    monkeypatch.setattr(html, "_item_page", hanging_there)
+    monkeypatch.setattr(page_shares, "time", types.SimpleNamespace(monotonic=clock, sleep=time.sleep))
+    monkeypatch.setattr(page_shares, "MIN_WAIT_S", 0.2, raising=False)
+    monkeypatch.setattr(page_shares, "WAIT_FACTOR", 1, raising=False)
+    raising = _Raising()
+    page_shares._log.addHandler(raising)
+    before = _children()
+    try:
+        with pytest.raises(KeyboardInterrupt), _hang_guard(stopping=[]):  # what is left is seen below
+            write_report(tmp_path / "report.html", refinements, summary, records, "t")
+        assert len(forks) == 1
+        assert _children() == before
+    finally:
+        page_shares._log.removeHandler(raising)
         _stopped(forks)

@@ -91,14 +91,12 @@ def write_shares(folder: Path, pages: Pages, count: int) -> None:
                 code = 0
             finally:
                 os._exit(code)
-        started = time.monotonic()
-        failed = _written(folder, pages((0, 2)), child, mask)
+        failed, status = _written(folder, pages((0, 2)), child, mask)
         if failed is not None:
             # The failure one process meets first, which may be of an earlier page of the other
             # share: the pages again here, in the items' order, up to it (this one if none is).
             _write(folder, pages(WHOLE))
             raise failed
-        status = _waited(child, max(MIN_WAIT_S, WAIT_FACTOR * (time.monotonic() - started)))
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # (let through already, unless this raised first)
         if not frozen_before:
@@ -114,19 +112,34 @@ def _write(folder: Path, pages: Iterable[tuple[str, str]]) -> None:
 
 def _written(
     folder: Path, pages: Iterable[tuple[str, str]], child: int, mask: set[int | signal.Signals]
-) -> Exception | None:
-    """This process's share written (its signals let through again, `mask`), or the error it failed
-    at, the forked process then stopped (stopped too, and the exception raised, on an interrupt)."""
+) -> tuple[Exception | None, int | None]:
+    """This process's share written (its signals let through again, `mask`) and the forked process
+    waited for, within the bound (see the module's docstring): (None, its wait status), (None, None)
+    where it had not ended by then, or (the error this process's share failed at, None). Wherever it
+    has not ended, past the bound, on that error or on an interrupt (then raised) from the share's
+    first page to the wait's end, the forked process is stopped (killed and waited for) before
+    anything else is done here."""
+    started = time.monotonic()
+    failed: Exception | None = None
+    ended, seconds = False, 0.0
     try:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        _write(folder, pages)
-    except Exception as failed:
-        _stop(child)
-        return failed
-    except BaseException:
-        _stop(child)
-        raise
-    return None
+        try:
+            _write(folder, pages)
+        except Exception as error:
+            failed = error
+        else:
+            now = time.monotonic()
+            seconds = max(MIN_WAIT_S, WAIT_FACTOR * (now - started))
+            ended = _ended(child, now + seconds)
+    finally:
+        if not ended:  # (once ended, it is only left to be waited for: no other process has its pid)
+            _stop(child)
+    if failed is None and not ended:
+        _log.warning(
+            "the second page writer had not ended %.1f s after this one; its pages written here", seconds
+        )
+    return failed, os.waitpid(child, 0)[1] if ended else None
 
 
 def _stop(child: int) -> None:
@@ -134,23 +147,6 @@ def _stop(child: int) -> None:
         os.kill(child, signal.SIGKILL)
     with contextlib.suppress(ChildProcessError):
         os.waitpid(child, 0)
-
-
-def _waited(child: int, seconds: float) -> int | None:
-    """The forked process's wait status once it has ended, or None where it has not ended within
-    `seconds`: it is then stopped (as it is where this process is interrupted while waiting)."""
-    try:
-        ended = _ended(child, time.monotonic() + seconds)
-    except BaseException:
-        _stop(child)
-        raise
-    if not ended:
-        _log.warning(
-            "the second page writer had not ended %.1f s after this one; its pages written here", seconds
-        )
-        _stop(child)
-        return None
-    return os.waitpid(child, 0)[1]
 
 
 def _ended(child: int, deadline: float) -> bool:
