@@ -10,9 +10,11 @@ from typing import Any, ClassVar
 import pytest
 
 from pipeline.experiments.params import load_params
+from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.cache import store as store_module
 from pipeline.llm.cache.store import CallStore
 from pipeline.llm.records import CallRecord
+from pipeline.llm.types import ChatRequest, Message
 from pipeline.tools.batch import exchange
 from pipeline.tools.batch.exchange import ingest
 from tests.test_batch import _answers, _write, exported  # noqa: F401  (exported: the fixture)
@@ -83,3 +85,23 @@ def test_an_entry_another_process_wrote_first_is_counted_known_not_stored(
         assert len(held) == 2
     finally:
         held.close()
+
+
+def test_each_write_says_how_many_records_it_stored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What ingest counts with: `seed` gives 0 while it gathers and, when its batch is written, how
+    many of the batch were new; `flush` the same for the rest; a key held already, or given twice,
+    is not counted."""
+    fake = FakeBackend()
+    requests = [ChatRequest(messages=(Message(role="user", content=f"call {i}"),)) for i in range(5)]
+    records = [CallRecord.new(fake.identity(), r, fake.chat(r)) for r in requests]
+    monkeypatch.setattr(store_module, "SEED_BATCH", 3)
+    store = CallStore(tmp_path / "cache")
+    try:
+        store.put(records[1])  # held before the batch is written
+        assert [store.seed(r) for r in records[:3]] == [0, 0, 2]
+        assert store.flush() == 0  # nothing gathered
+        assert [store.seed(r) for r in (records[3], records[3], records[4])] == [0, 0, 0]
+        assert store.flush() == 2  # records[3] once
+        assert len(store) == 5
+    finally:
+        store.close()
