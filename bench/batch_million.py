@@ -36,11 +36,13 @@ Results measured on the shared 2-core machine are in bench/README.md.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import resource
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -107,9 +109,9 @@ def answer_all(root: Path) -> None:
             out.write(orjson.dumps(answer(server, orjson.loads(raw), number)) + b"\n")
 
 
-def measured(args: list[str], cwd: Path, code: Path = ROOT) -> tuple[float, int, float, str]:
-    """Wall s, peak RSS bytes (the largest process), CPU s (user + system, its descendants too), of
-    judgeloop's code from `code`."""
+def measured(args: list[str], cwd: Path, code: Path = ROOT) -> tuple[float, int, float, str, float]:
+    """Wall s, peak RSS bytes (the largest process), CPU s (user + system, its descendants too), what
+    it said and its system CPU s apart, of judgeloop's code from `code`."""
     env = {**os.environ, "PYTHONPATH": str(code)}
     started = time.perf_counter()
     with tempfile.TemporaryFile() as out:
@@ -120,7 +122,7 @@ def measured(args: list[str], cwd: Path, code: Path = ROOT) -> tuple[float, int,
         said = out.read().decode(errors="replace")
     if os.waitstatus_to_exitcode(status) != 0:
         raise click.ClickException(f"{' '.join(args)} failed:\n{said[-3000:]}")
-    return elapsed, usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime, said.strip()
+    return elapsed, usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime, said.strip(), usage.ru_stime
 
 
 class _CountingOpenAI(FakeOpenAI):
@@ -236,7 +238,7 @@ def ray_run(root: Path, concurrency: int, cpus: int = 2, store_mb: int = 1024) -
     with ServerProcess(serve_fake_openai) as server:
         args = [sys.executable, "-c", RAY_STEP, str(root / "batch" / REQUESTS_FILE), str(results)]
         sizes = [str(concurrency), str(cpus), str(store_mb)]
-        wall, peak, cpu, said = measured([*args, server.url, *sizes], root)
+        wall, peak, cpu, said, _ = measured([*args, server.url, *sizes], root)
         served = server.ask("count")
     timings = json.loads(next(line for line in said.splitlines() if line.startswith('{"ray_run_s"')))
     lines = sum(1 for _ in results.open("rb"))
@@ -265,7 +267,7 @@ EXPORT_STEP = (
 def exported(root: Path, calls: int, chars: int) -> dict[str, Any]:
     """The export's two files written in a process of its own: its wall, CPU and peak."""
     step = [sys.executable, "-c", EXPORT_STEP, str(root), str(calls), str(chars)]
-    wall, peak, cpu, _ = measured(step, root)
+    wall, peak, cpu, _, _ = measured(step, root)
     folder = root / "batch"
     return {
         "export_s": wall,
@@ -302,7 +304,7 @@ def real_exported(root: Path, calls: int, code: Path = ROOT, folder: str = "batc
     its own with `code`'s judgeloop: wall, CPU, peak, and the sha256 of the two files."""
     shutil.rmtree(root / folder, ignore_errors=True)
     cli = [sys.executable, "-m", "pipeline.tools.cli", "batch", "export", "--folder", folder]
-    wall, peak, cpu, said = measured(cli, root, code)
+    wall, peak, cpu, said, _ = measured(cli, root, code)
     if not said.splitlines()[-1].startswith(f"{calls} calls"):
         raise click.ClickException(f"the export did not plan {calls} calls: {said[-2000:]}")
     return {
@@ -348,32 +350,83 @@ def ingest_run(root: Path, calls: int) -> dict[str, Any]:
     }
 
 
-def ingested(root: Path, calls: int, code: Path = ROOT, results: str = "results.jsonl") -> dict[str, Any]:
-    """`judgeloop batch ingest` of the answers in a process of its own, into an empty local cache."""
+# `judgeloop batch ingest` with the records' clock pinned (created_at), so that two code versions'
+# caches can be compared byte for byte (`cache_digests`): a record's header holds when it was made.
+FIXED_CLOCK_CLI = """
+import runpy, sys
+from datetime import UTC, datetime
+import pipeline.llm.records
+
+class Fixed(datetime):
+    @classmethod
+    def now(cls, tz=None):
+        return cls(2026, 1, 1, tzinfo=UTC)
+
+pipeline.llm.records.datetime = Fixed
+sys.argv[0] = "judgeloop"
+runpy.run_module("pipeline.tools.cli", run_name="__main__", alter_sys=True)
+"""
+
+
+def ingested(
+    root: Path, calls: int, code: Path = ROOT, results: str = "results.jsonl", fixed_clock: bool = False
+) -> dict[str, Any]:
+    """`judgeloop batch ingest` of the answers in a process of its own, into an empty local cache
+    (`fixed_clock`: the records' clock pinned, FIXED_CLOCK_CLI)."""
     shutil.rmtree(root / ".judgeloop", ignore_errors=True)
-    cli = [sys.executable, "-m", "pipeline.tools.cli"]
-    wall, peak, cpu, said = measured([*cli, "batch", "ingest", results, "--folder", "batch"], root, code)
+    program = ["-c", FIXED_CLOCK_CLI] if fixed_clock else ["-m", "pipeline.tools.cli"]
+    cli = [sys.executable, *program, "batch", "ingest", results, "--folder", "batch"]
+    wall, peak, cpu, said, system = measured(cli, root, code)
     if f"{calls} replies stored" not in said:
         raise click.ClickException(f"ingest did not store every reply: {said[-2000:]}")
     return {
         "ingest_s": wall,
         "ingest_cpu_s": cpu,
+        "ingest_sys_s": system,
         "ingest_calls_per_s": calls / wall,
         "ingest_peak_mb": peak / 2**20,
+        "said": said.splitlines()[-1],
         "cache_mb": sum(f.stat().st_size for f in (root / ".judgeloop").rglob("*") if f.is_file()) / 2**20,
     }
 
 
+def cache_digests(folder: Path) -> dict[str, str]:
+    """sha256 of what a local cache holds, per database (the records', then the blocks'): every row's
+    key, mode and value bytes (a value file's bytes where the row names one), in the order stored,
+    and apart, sorted by key. diskcache's clocks (store and access times) are left out: they differ
+    between any two runs."""
+    digests = {}
+    for name, db in (("records", folder / "cache.db"), ("blocks", folder / "blocks" / "cache.db")):
+        in_order, by_key = hashlib.sha256(), []
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as connection:
+            rows = connection.execute("SELECT key, raw, mode, filename, value FROM Cache ORDER BY rowid")
+            for key, raw, mode, filename, value in rows:
+                data = (db.parent / filename).read_bytes() if filename else value
+                row = orjson.dumps([str(key), raw, mode]) + b"\n" + bytes(data) + b"\n"
+                in_order.update(row)
+                by_key.append((str(key), hashlib.sha256(row).digest()))
+        digests[f"{name}_in_order"] = in_order.hexdigest()
+        digests[f"{name}_by_key"] = hashlib.sha256(b"".join(d for _, d in sorted(by_key))).hexdigest()
+    return digests
+
+
 def compare(root: Path, calls: int, against: Path, pairs: int) -> list[dict[str, Any]]:
     """The same answers ingested by `against`'s code and this checkout's, alternately; each with
-    its CPU per call (ms), printed as it goes."""
+    its CPU per call (ms), printed as it goes. The caches they fill, the records' clock pinned, must
+    hold the same bytes (`cache_digests`), and the two say the same (its summary line)."""
     runs = []
     for _ in range(pairs):
         for name, code in (("against", against), ("this", ROOT)):
-            run = {"code": name, **ingested(root, calls, code), "load": os.getloadavg()[0]}
+            run = {"code": name, **ingested(root, calls, code, fixed_clock=True), "load": os.getloadavg()[0]}
             run["cpu_ms_a_call"] = 1000 * run["ingest_cpu_s"] / calls
+            run.update(cache_digests(root / ".judgeloop" / "cache"))
             click.echo(json.dumps(run), err=True)
             runs.append(run)
+    held = {
+        json.dumps({k: v for k, v in r.items() if k.endswith(("_in_order", "_by_key", "said"))}) for r in runs
+    }
+    if len(held) != 1:
+        raise click.ClickException(f"the ingests differ: {json.dumps(runs)}")
     return runs
 
 

@@ -51,20 +51,23 @@ def stored(cache: diskcache.Cache, keys: Sequence[str]) -> set[str]:
     return held
 
 
-def add_new(cache: diskcache.Cache, rows: Iterable[tuple[str, bytes]], held: set[str] | None = None) -> None:
+def add_new(cache: diskcache.Cache, rows: Iterable[tuple[str, bytes]], held: set[str] | None = None) -> int:
     """`cache.add(key, value)` for each row, in one transaction: a key held already keeps its entry.
     `held`: the keys of `rows` the cache holds, as `stored` found them in the transaction the caller
-    holds (`cache.transact()`), where it made the rows only for the others."""
+    holds (`cache.transact()`), where it made the rows only for the others. Returns how many rows
+    were written (the others' keys were held)."""
     rows = list(rows)
     if not rows:
-        return
+        return 0
     with cache.transact():
         held = stored(cache, [key for key, _ in rows]) if held is None else set(held)
+        written = 0
         small: list[tuple[str, float, float, int, bytes]] = []
         for key, value in rows:
             if key in held:
                 continue
             held.add(key)  # the same key twice in `rows`: the first is kept, as add keeps it
+            written += 1
             if type(value) is not bytes:
                 raise TypeError(f"the call store takes bytes values only, not {type(value).__name__}")
             if len(value) >= cache.disk.min_file_size:
@@ -73,6 +76,7 @@ def add_new(cache: diskcache.Cache, rows: Iterable[tuple[str, bytes]], held: set
             now = time.time()
             small.append((key, now, now, diskcache.core.MODE_RAW, value))
         cache._con.executemany(_INSERT, small)
+    return written
 
 
 Row = tuple[int, object, int, int, str | None, object]  # rowid, stored key, raw, mode, filename, value

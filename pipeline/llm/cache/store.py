@@ -302,30 +302,33 @@ class CallStore:
         request, blocks = pack_request(record.request) if laid is None else laid
         return record.key, b"".join((MAGIC, seal(header), b"\n", header, b"\n", request)), blocks
 
-    def seed(self, record: CallRecord, layout: list[Laid] | None = None) -> None:
+    def seed(self, record: CallRecord, layout: list[Laid] | None = None) -> int:
         """Keep a verified record from the recordings here too, unless its key is stored already;
         written with others in one transaction (see "Seeding" above), at the latest by `close`.
         `layout`: its messages as its verified recording line lays them out, each joining to the
         message's text (pipeline.llm.blocks.Laid): the entry is then built from the recording's own
-        blocks, not by cutting and hashing the prompts again, and is the same bytes."""
+        blocks, not by cutting and hashing the prompts again, and is the same bytes. Returns how
+        many records the write it made, if it made one, stored (`flush`); 0 while it gathers."""
         with self._seeds_lock:
             self._seeds.setdefault(record.key, (record, layout))
             if len(self._seeds) < SEED_BATCH:
-                return
-        self.flush()
+                return 0
+        return self.flush()
 
     @guarded
-    def flush(self) -> None:
-        """Write the records `seed` gathered (those whose keys are not stored yet)."""
+    def flush(self) -> int:
+        """Write the records `seed` gathered (those whose keys are not stored yet): how many were
+        written, the others' keys being stored already (batch ingest's count, without a lookup of
+        each key on its own)."""
         with self._seeds_lock:
             records, self._seeds = self._seeds, {}
             if not records:
-                return
+                return 0
             held = bulk.stored(self._cache, list(records))  # one statement a batch (pipeline.llm.cache.bulk)
             packed = [self._packed(*seeded) for key, seeded in records.items() if key not in held]
             self.blocks.add({ident: data for _, _, blocks in packed for ident, data in blocks.items()})
-            # As add: an entry written since by another process stays.
-            bulk.add_new(self._cache, ((key, value) for key, value, _ in packed))
+            # As add: an entry written since by another process stays (and is not counted).
+            return bulk.add_new(self._cache, ((key, value) for key, value, _ in packed))
 
     @guarded
     def put_raw(self, key: str, raw: bytes) -> None:

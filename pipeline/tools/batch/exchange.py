@@ -214,6 +214,7 @@ class _Ingest:
         self.answered = bytearray(slots)  # at a key's slot: 1 once it has that digest
         self.done = bytearray(slots)  # at a key's slot: 1 once its answer was taken
         self.twice: set[str] = set()  # keys answered twice, differently (a job's fault: few)
+        self.taken = 0  # answers that hold, handed to the cache: stored, or known already
 
     def _first_digest(self, key: str) -> bytes:
         at = _DIGEST_BYTES * self.requests.slot(key)
@@ -248,14 +249,19 @@ class _Ingest:
         record = self._answer(where, key, entry)
         if record is None:
             return
-        if key in store:
-            self.outcome.known += 1
-        else:
-            # Gathered and written SEED_BATCH at a time, one transaction each (the last at close):
-            # a third of a put's cost. A crash loses at most a batch, which the results file still
-            # holds for the next ingest.
-            store.seed(record)
-            self.outcome.stored += 1
+        # Gathered and written SEED_BATCH at a time, one transaction each (the last by `finish`): a
+        # third of a put's cost. A crash loses at most a batch, which the results file still holds
+        # for the next ingest. A key the cache holds already keeps its entry; each write says how
+        # many it stored, so that no key is looked up in the cache on its own (issue 33: a lookup
+        # a call in an index that outgrows SQLite's page cache).
+        self.taken += 1
+        self.outcome.stored += store.seed(record)
+
+    def finish(self, store: CallStore) -> Ingested:
+        """The last records written; the answers taken that were not stored were in the cache."""
+        self.outcome.stored += store.flush()
+        self.outcome.known = self.taken - self.outcome.stored
+        return self.outcome
 
     def _exported_key(self, where: str, entry: Any) -> str | None:
         """The line's custom_id, if it is a key exported and left as it was; else why not, refused."""
@@ -316,7 +322,7 @@ def ingest(params: EngineSettings, results: Path, folder: Path = DEFAULT_FOLDER)
         reading.first_pass()
         for number, entry in objects(results):
             reading.line(number, entry, store)
-        return reading.outcome
+        return reading.finish(store)
     finally:
         store.close()
         reading.requests.close()
