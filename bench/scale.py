@@ -4,6 +4,7 @@ how close the whole run comes to what the servers could do.
     .venv/bin/python bench/scale.py                    # 133 AnnoMI interviews, one 4-slot server
     .venv/bin/python bench/scale.py --servers 4,4,2    # a pool of three (llm.servers)
     .venv/bin/python bench/scale.py --in-process       # the three LLM stages alone, no DVC, no processes
+    .venv/bin/python bench/scale.py --in-process --runner  # ... as the stage runner runs each
     .venv/bin/python bench/scale.py --fixed --median 0.1   # every reply 100 ms exactly
 
 The corpus is AnnoMI in the DAIC-WOZ layout (../shared/corpora/annomi/daic_format_derived, or
@@ -25,7 +26,12 @@ its servers answered in that time, and the fraction of the slots it kept busy; b
 each LLM stage took to send its first request, and how long after its last reply the next stage
 started (the stage process's start-up and end, and DVC's hashing and locking between them).
 --in-process runs the three LLM stages one after another in the bench's own process, without DVC:
-what the item runner reaches on its own.
+what the item runner reaches on its own; with --runner, each as `python -m stages` runs it (inputs
+read from the earlier stages' files, the dry run for the progress line, results and recordings
+written), still in this process: a stage without its process's start and DVC. Both give the lost
+time table: per stage, "head" to its first generation, then idle slot-seconds over the slots in
+its "ramp" (until every slot first generates at once), "body" (until the last moment every slot
+did) and "drain" (to its last reply), and "after" its last reply.
 
 Measured 2026-11-25 on the 2-core development machine, shared (load average 0.9-2.6 unless said),
 133 interviews, 1,191 model calls, 106.0 s of generation at the default 80 ms median:
@@ -387,12 +393,28 @@ def idle_slot_seconds(spans: list[tuple[float, float]], start: float, end: float
     return idle + max(0, slots - busy) * (end - at)
 
 
+def full_span(spans: list[tuple[float, float]], slots: int) -> tuple[float, float] | None:
+    """The first and the last moment every slot was generating (None: never all at once)."""
+    events = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans], key=lambda e: (e[0], -e[1]))
+    busy, first, last = 0, None, None
+    for when, step in events:
+        if busy >= slots and step < 0:
+            last = when  # the slots were all busy until now
+        busy += step
+        if busy >= slots and first is None:
+            first = when
+    return (first, last) if first is not None and last is not None else None
+
+
 def lost_time(marks: list[Mark], servers: list[SlotServer]) -> None:
     """Per stage, where the wall time beyond its ideal (its generation over every slot) went, in
-    seconds of wall (idle slot-seconds / slots): before its first generation began (DVC, the stage's
-    start-up), slots idle while it still had requests to start (the client not keeping every slot
-    fed), its drain (from the last generation's start to the last reply: too few requests left to
-    fill the slots), and after its last reply (writing, the process's end, DVC's hashing and locking)."""
+    seconds of wall (idle slot-seconds / slots): "head", before its first generation began (DVC,
+    the stage's start-up, its inputs, its first prompts); "ramp", from its first generation until
+    every slot was generating at once (the first items' calls still being made); "body", slots idle
+    between then and the last moment every slot was generating (the client not keeping them fed);
+    "drain", from that moment to its last reply (too few calls left to fill the slots: the last
+    items, refine's last chains); "after", from its last reply to the next stage (writing, the
+    process's end, DVC's hashing and locking)."""
     slots = sum(s.slots for s in servers)
     spans: list[tuple[float, float]] = []
     cpu = 0.0
@@ -400,22 +422,26 @@ def lost_time(marks: list[Mark], servers: list[SlotServer]) -> None:
         generated, used = server.slot_times()
         spans += generated
         cpu += used
+    names = ("wall", "ideal", "head", "ramp", "body", "drain", "after")
     click.echo(
-        f"{'stage':14s} {'wall':>6s} {'ideal':>6s} {'head':>6s} {'unfed':>6s} {'drain':>6s} {'after':>6s}"
+        f"{'stage':14s} "
+        + " ".join(f"{n:>6s}" for n in names)
+        + "  (s; ramp/body/drain: idle slot-s / slots)"
     )
-    totals = [0.0] * 6
+    totals = [0.0] * len(names)
     for mark, after in itertools.pairwise(marks):
         inside = sorted((a, b) for a, b in spans if mark.wall <= a < after.wall)
         wall = after.wall - mark.wall
         ideal = sum(b - a for a, b in inside) / slots
         if inside:
-            first, last_start, last_end = inside[0][0], inside[-1][0], max(b for _, b in inside)
-            head, tail = first - mark.wall, after.wall - last_end
-            unfed = idle_slot_seconds(inside, first, last_start, slots) / slots
-            drain = idle_slot_seconds(inside, last_start, last_end, slots) / slots
+            first, last_end = inside[0][0], max(b for _, b in inside)
+            full_from, full_to = full_span(inside, slots) or (last_end, last_end)
+            ramp = idle_slot_seconds(inside, first, full_from, slots) / slots
+            body = idle_slot_seconds(inside, full_from, full_to, slots) / slots
+            drain = idle_slot_seconds(inside, full_to, last_end, slots) / slots
+            row = [wall, ideal, first - mark.wall, ramp, body, drain, after.wall - last_end]
         else:
-            head, unfed, drain, tail = wall, 0.0, 0.0, 0.0
-        row = [wall, ideal, head, unfed, drain, tail]
+            row = [wall, ideal, wall, 0.0, 0.0, 0.0, 0.0]
         totals = [t + r for t, r in zip(totals, row, strict=True)]
         click.echo(f"{mark.stage:14s} " + " ".join(f"{v:6.2f}" for v in row))
     click.echo(f"{'all':14s} " + " ".join(f"{v:6.2f}" for v in totals))
@@ -453,6 +479,23 @@ def timeline(root: Path, marks: list[Mark], servers: list[SlotServer], cpu: floa
     click.echo(f"  CPU: the stage processes {stage_cpu:.2f} s, DVC {cpu - stage_cpu:.2f} s")
 
 
+def run_through_runner(root: Path, servers: list[SlotServer]) -> tuple[float, list[Mark]]:
+    """--in-process --runner: the three LLM stages as `python -m stages` runs them (inputs read from
+    the earlier stages' files, the dry run for the progress line, results and recordings written),
+    one after the other in this process: a stage without its process's start or DVC."""
+    from stages.runner import run_stage
+
+    os.chdir(root)
+    started = time.perf_counter()
+    marks: list[Mark] = []
+    for name in ("assess", "judge", "refine"):
+        marks.append(Mark(time.perf_counter() - started, name, *served(servers), time.time()))
+        run_stage("paper", name)
+    elapsed = time.perf_counter() - started
+    marks.append(Mark(elapsed, "end", *served(servers), time.time()))
+    return elapsed, marks
+
+
 def run_in_process(root: Path, servers: list[SlotServer]) -> tuple[float, list[Mark]]:
     """The three LLM stages one after the other in this process: what the loop costs without DVC."""
     from pipeline.data.transcripts import load_transcripts
@@ -469,7 +512,7 @@ def run_in_process(root: Path, servers: list[SlotServer]) -> tuple[float, list[M
     marks: list[Mark] = []
 
     def stage(name: str, work: Any) -> Any:
-        marks.append(Mark(time.perf_counter() - started, name, *served(servers)))
+        marks.append(Mark(time.perf_counter() - started, name, *served(servers), time.time()))
         session = open_session(params, name, root=root)
         try:
             return work(session)
@@ -480,7 +523,7 @@ def run_in_process(root: Path, servers: list[SlotServer]) -> tuple[float, list[M
     judgements = stage("judge", lambda s: run_judge(params, s, by_id, assessments))
     stage("refine", lambda s: run_refine(params, s, by_id, {a.item: a for a in assessments}, judgements))
     elapsed = time.perf_counter() - started
-    marks.append(Mark(elapsed, "end", *served(servers)))
+    marks.append(Mark(elapsed, "end", *served(servers), time.time()))
     return elapsed, marks
 
 
@@ -507,11 +550,14 @@ def measure(
     trace: bool,
     judgeloop: bool,
     no_replay: bool,
+    runner: bool = False,
 ) -> tuple[float, list[Mark], float | None]:
     """The run (in this process, or through DVC with its gaps, lost time and --trace's timeline),
     then its replay unless --no-replay: the run's seconds and marks, and the replay's seconds."""
     if in_process:
-        elapsed, marks = run_in_process(root, processes)
+        run = run_through_runner if runner else run_in_process
+        elapsed, marks = run(root, processes)
+        lost_time(marks, processes)
         return elapsed, marks, None
     # --profile: DVC itself too (its reading of dvc.yaml and dvc.lock, its hashing and locking
     # between stages), in .judgeloop/profile-dvc.prof.
@@ -531,6 +577,11 @@ def measure(
 @click.option("--servers", default="4", show_default=True, help="Slots of each server, e.g. 4,4,2.")
 @click.option("--items", type=int, default=None, help="The first N interviews (default: all 133).")
 @click.option("--in-process", is_flag=True, help="The LLM stages in this process, without DVC.")
+@click.option(
+    "--runner",
+    is_flag=True,
+    help="With --in-process: each stage as `python -m stages` runs it (dry run, files).",
+)
 @click.option("--keep", type=click.Path(path_type=Path), help="Leave the project in this new folder.")
 @click.option("--median", type=float, default=0.08, show_default=True, help="Median latency of a reply (s).")
 @click.option("--fixed", is_flag=True, help="Every reply takes the median exactly (no log-normal spread).")
@@ -555,6 +606,7 @@ def main(
     trace: bool,
     no_replay: bool,
     judgeloop: bool,
+    runner: bool,
 ) -> None:
     global MEDIAN_S, FIXED
     MEDIAN_S, FIXED = median, fixed
@@ -580,7 +632,7 @@ def main(
             load = Path("/proc/loadavg").read_text().split()[0]
             click.echo(f"{n} interviews, servers with {servers} slots, {shape}, load {load}")
             elapsed, marks, replayed = measure(
-                root, processes, in_process, profile, trace, judgeloop, no_replay
+                root, processes, in_process, profile, trace, judgeloop, no_replay, runner
             )
         finally:
             for process in processes:
