@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from pipeline.errors import ConfigError
 from pipeline.llm.bounds import check_yaml
+from pipeline.llm.files import open_regular
 from pipeline.llm.params_errors import duplicate_keys, params_problems
 from pipeline.llm.redact import redact_url, remember
 from pipeline.llm.types import Options
@@ -215,14 +216,19 @@ MAX_PARAMS_BYTES = 2**20  # a params file a thousand times the committed one is 
 
 
 def params_text(path: Path) -> str:
-    """params.yaml as text: UTF-8, of a params file's size, or a ConfigError naming the line."""
-    size = path.stat().st_size
-    if size > MAX_PARAMS_BYTES:
+    """params.yaml as text: UTF-8, of a params file's size, or a ConfigError naming the line. Read
+    through one descriptor, no more than the bound: a link to /dev/zero (a link is what git can
+    hold), a pipe or a folder in its place is refused, not read until the memory runs out."""
+    fix = "Fix: check that JUDGELOOP_PARAMS (or ./params.yaml) names your params file."
+    try:
+        with open_regular(path) as file:
+            data = file.read(MAX_PARAMS_BYTES + 1)
+    except OSError as exc:  # NotARegularFile, or not this user's to read
+        raise ConfigError(f"{path}: {exc.strerror or exc}. {fix}") from None
+    if len(data) > MAX_PARAMS_BYTES:
         raise ConfigError(
-            f"{path}: {size:,} bytes, far more than a params file holds. Fix: check that "
-            "JUDGELOOP_PARAMS (or ./params.yaml) names your params file."
+            f"{path}: more than {MAX_PARAMS_BYTES:,} bytes, far more than a params file holds. {fix}"
         )
-    data = path.read_bytes()
     try:
         return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
