@@ -13,16 +13,23 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import FrameType
+from types import FrameType, SimpleNamespace
 
+import click
 import pytest
 
 from pipeline.data import input_files
 from pipeline.errors import ConfigError, InputError
+from pipeline.llm.recordings.store import configured_store
 from pipeline.llm.settings import read_params_file
+from pipeline.reports.plots import read_rows
+from pipeline.tools.dvc_run import preset_args
+from pipeline.tools.inventory import read_runs
+from pipeline.tools.preflight import llm_stages
 
 
 @contextlib.contextmanager
@@ -79,3 +86,68 @@ def test_a_data_file_that_is_not_a_file_is_refused_naming_it(tmp_path: Path, wha
     kind = _NOT_FILES[what](path)
     with _no_wait_for_good(), pytest.raises(InputError, match=rf"labels\.csv: it is {kind}, not a file"):
         input_files.read_text(path, "labels.csv")
+
+
+@contextlib.contextmanager
+def _memory_bound(extra: int = 2 * 2**30) -> Iterator[None]:
+    """A read without bound (of /dev/zero) fails the test with MemoryError instead of taking the
+    machine's memory: the address space is capped a few GiB above what the process holds now."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    with open("/proc/self/statm", encoding="ascii") as statm:
+        now = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    cap = now + extra if hard == resource.RLIM_INFINITY else min(hard, now + extra)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def _store(project: Path, plant: Callable[[Path], str]) -> object:
+    (project / "params.yaml").unlink()
+    plant(project / "params.yaml")
+    return configured_store(project)
+
+
+def _probe(project: Path, plant: Callable[[Path], str]) -> object:
+    plant(project / "dvc.yaml")
+    return llm_stages(project)
+
+
+def _preset(project: Path, plant: Callable[[Path], str]) -> object:
+    plant(project / "preset.yaml")
+    return preset_args(project / "preset.yaml")
+
+
+def _run_summary(project: Path, plant: Callable[[Path], str]) -> object:
+    (project / "runs").mkdir()
+    plant(project / "runs" / "judge.json")
+    return read_runs(SimpleNamespace(cache=SimpleNamespace(dir=str(project / "cache"))))  # type: ignore[arg-type]
+
+
+def _plot(project: Path, plant: Callable[[Path], str]) -> object:
+    plant(project / "plot.csv")
+    return read_rows(project / "plot.csv")
+
+
+_READERS: dict[str, Callable[[Path, Callable[[Path], str]], object]] = {
+    "params.yaml as the recordings store reads it": _store,
+    "dvc.yaml as the connection probe reads it": _probe,
+    "a preset": _preset,
+    "a run summary": _run_summary,
+    "a plot's CSV": _plot,
+}
+
+
+@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="the memory cap reads /proc")
+@pytest.mark.parametrize("what", sorted(_NOT_FILES))
+@pytest.mark.parametrize("reader", sorted(_READERS))
+def test_the_tools_other_readers_refuse_what_is_not_a_file(tmp_path: Path, reader: str, what: str) -> None:
+    """Each reads what it reads as unreadable (a missing dvc.yaml or params.yaml: the default) or
+    refuses it naming it; none waits for a writer, reads a device without end or gives a traceback."""
+    (tmp_path / "params.yaml").write_text("llm:\n  backend: fake\n", encoding="utf-8")
+    with _no_wait_for_good(), _memory_bound():
+        try:
+            _READERS[reader](tmp_path, _NOT_FILES[what])
+        except click.ClickException as refused:
+            assert refused.format_message().count(str(tmp_path)) >= 1
