@@ -7,6 +7,7 @@
     child(folder, name, ...)       folder / name, checked to stay inside folder
     refuse_links(folder, ...)      no symbolic link in folder (or in it and below): UnsafeNameError
     open_regular(path)             a file opened to be read, never a folder, pipe or device: NotARegularFile
+    read_regular(path, limit)      its bytes, at most `limit` of them: TooLarge past it (both OSErrors)
 
 Why unique temporary names: two writers of one file (two processes recording the same stage, a
 stage and `judgeloop cache merge`) that shared `calls.jsonl.tmp` renamed each other's half-written
@@ -183,3 +184,21 @@ def open_regular(path: Path) -> io.BufferedReader:
     except BaseException:
         os.close(fd)
         raise
+
+
+class TooLarge(OSError):
+    """A file read with a bound holds more bytes than the bound."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"more than {limit:,} bytes, far more than this file holds when it is the one meant")
+
+
+def read_regular(path: Path, limit: int) -> bytes:
+    """The bytes of the regular file at `path` (open_regular), at most `limit` of them: a file past the
+    bound, or a link to /dev/zero, is refused (TooLarge, NotARegularFile: OSErrors, as a failed open
+    is, so a caller that handles an unreadable file handles these)."""
+    with open_regular(path) as file:
+        data = file.read(limit + 1)
+    if len(data) > limit:
+        raise TooLarge(limit)
+    return data
