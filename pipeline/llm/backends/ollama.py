@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import difflib
 import itertools
-import json
 import logging
 import threading
 from pathlib import Path
@@ -57,6 +56,7 @@ from pipeline.llm.backends.http_errors import (
     check_status,
     error_text,
     json_body,
+    json_loads,
     make_client,
     refuse_unreadable,
     send,
@@ -302,9 +302,11 @@ def parse_body(response: httpx.Response) -> Any:
     except ValueError:
         pass
     text = response.text
-    lines = [line for line in text.splitlines() if line.strip()]
+    # Cut at "\n" alone: a chunk's text may hold U+0085, U+2028 or U+2029 as it is (JSON escapes
+    # neither), where str.splitlines() would cut it.
+    lines = [line for line in text.split("\n") if line.strip()]
     try:
-        chunks = [json.loads(line) for line in lines]
+        chunks = [json_loads(line) for line in lines]
     except ValueError as exc:
         where = f"{response.request.method} {response.request.url}"
         raise TransientBackendError(f"{where}: reply is not JSON: {text[:200]!r}") from exc
