@@ -75,12 +75,12 @@ BAD_VALUES = [
     (
         "  out: outputs/rag/judgements.jsonl",
         '  out: "outputs/rag/judge\\0ments.jsonl"',
-        "rag.out: Value error, holds a NUL character, which no path can hold",
+        "rag.out: holds a NUL character, which no path can hold",
     ),
     (
         "  dir: .judgeloop/cache ",
         '  dir: ".judgeloop/\\0cache" ',
-        "cache.dir: Value error, holds a NUL character, which no path can hold",
+        "cache.dir: holds a NUL character, which no path can hold",
     ),
 ]
 

@@ -28,7 +28,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from pipeline.errors import ConfigError
 from pipeline.llm.bounds import check_yaml
@@ -48,8 +48,15 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
+def _no_nul(value: str) -> str:
+    # A YAML "\0" escape: every open of the path would raise ValueError, as a traceback.
+    if "\0" in value:
+        raise ValueError("holds a NUL character, which no path can hold")
+    return value
+
+
 # A path or a folder named in params.yaml: an empty one would name the working directory itself.
-PathParam = Annotated[str, Field(min_length=1, pattern=r"\S")]
+PathParam = Annotated[str, Field(min_length=1, pattern=r"\S"), AfterValidator(_no_nul)]
 Seconds = Annotated[float, Field(gt=0, le=86_400)]
 
 
