@@ -82,3 +82,38 @@ def test_a_streamed_reply_is_read_back_whole_whatever_its_text_holds(parts: list
         ]
         body = ("\n".join(chunks) + "\n").encode("utf-8")
         assert parse_body(_response(body))["message"]["content"] == "".join(parts)
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=8,
+)
+_MESSAGE = st.fixed_dictionaries({}, optional={"role": _JSON, "content": _JSON})
+_CHUNK = st.fixed_dictionaries(
+    {},
+    optional={"message": _MESSAGE | _JSON, "done": st.booleans() | _JSON, "logprobs": _JSON, "error": _JSON},
+)
+
+
+@fuzz
+@given(chunks=st.lists(_CHUNK, min_size=1, max_size=3), last=_CHUNK)
+def test_a_streamed_reply_of_any_json_chunks(
+    chunks: list[dict[str, object]], last: dict[str, object]
+) -> None:
+    body = "\n".join(json.dumps(chunk) for chunk in [*chunks, {**last, "done": True}]).encode()
+    with contextlib.suppress(click.ClickException):
+        parse_body(_response(body))
+
+
+@pytest.mark.parametrize(
+    "chunk",
+    [{"message": "text"}, {"message": ["text"]}, {"message": {"content": "a"}, "logprobs": 5}],
+    ids=["a message that is a string", "a message that is a list", "logprobs that are a number"],
+)
+def test_a_streamed_chunk_of_another_shape_is_a_failed_call(chunk: dict[str, object]) -> None:
+    """Found by the property above: a streamed chunk whose message was not an object gave
+    AttributeError's traceback, and one whose logprobs were a number TypeError's."""
+    body = (json.dumps(chunk) + "\n" + json.dumps({"done": True})).encode()
+    with pytest.raises(click.ClickException, match="api/chat"):
+        parse_body(_response(body))
