@@ -318,11 +318,23 @@ def parse_body(response: httpx.Response) -> Any:
     last = dict(chunks[-1])
     if not last.get("done"):
         raise TransientBackendError(f"{response.request.method} {response.request.url}: stream cut short")
+    if not all(_chunk_shaped(c) for c in chunks):
+        raise TransientBackendError(
+            f"{response.request.method} {response.request.url}: a streamed chunk's message or logprobs "
+            "are not a chat reply's (an object and a list)"
+        )
     content = "".join(str((c.get("message") or {}).get("content") or "") for c in chunks)
     last["message"] = {"role": "assistant", "content": content}
     if any("logprobs" in c for c in chunks):  # each chunk carries its own tokens'
         last["logprobs"] = [entry for c in chunks for entry in c.get("logprobs") or ()]
     return last
+
+
+def _chunk_shaped(chunk: dict[str, Any]) -> bool:
+    """Whether a streamed chunk's message is an object and its logprobs a list, where given (one of
+    another shape gave AttributeError's or TypeError's traceback in place of a failed call)."""
+    message, logprobs = chunk.get("message"), chunk.get("logprobs")
+    return (not message or isinstance(message, dict)) and (not logprobs or isinstance(logprobs, list))
 
 
 def build(settings: LLMSettings, cache_dir: Path) -> OllamaBackend:
