@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
+import shutil
 import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,12 +25,16 @@ import pytest
 
 from pipeline.data import input_files
 from pipeline.errors import ConfigError, InputError
+from pipeline.experiments.registry import load_design
 from pipeline.llm.recordings.store import configured_store
 from pipeline.llm.settings import read_params_file
 from pipeline.reports.plots import read_rows
+from pipeline.tools.check import read_lock
 from pipeline.tools.dvc_run import preset_args
 from pipeline.tools.inventory import read_runs
 from pipeline.tools.preflight import llm_stages
+from pipeline.tools.report_index import entry
+from tests.conftest import ROOT
 
 
 @contextlib.contextmanager
@@ -151,3 +156,43 @@ def test_the_tools_other_readers_refuse_what_is_not_a_file(tmp_path: Path, reade
             _READERS[reader](tmp_path, _NOT_FILES[what])
         except click.ClickException as refused:
             assert refused.format_message().count(str(tmp_path)) >= 1
+
+
+def _swapped_for_a_pipe_after_the_look(monkeypatch: pytest.MonkeyPatch, path: Path) -> None:
+    """`path` looked at (is_file) as the file it is, then a pipe put in its place before the read."""
+    looked = Path.is_file
+
+    def then_swapped(self: Path, *args: object, **kwargs: object) -> bool:
+        found = looked(self)
+        if self.absolute() == path and found:
+            path.unlink()
+            os.mkfifo(path)
+        return found
+
+    monkeypatch.setattr(Path, "is_file", then_swapped)
+
+
+def test_dvc_lock_swapped_for_a_pipe_after_check_looked_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "dvc.lock").write_text("schema: '2.0'\nstages: {}\n", encoding="utf-8")
+    _swapped_for_a_pipe_after_the_look(monkeypatch, tmp_path / "dvc.lock")
+    with (
+        _no_wait_for_good(),
+        pytest.raises(click.ClickException, match=r"dvc\.lock: not readable \(it is a pipe"),
+    ):
+        read_lock(tmp_path)
+
+
+def test_a_metrics_file_swapped_for_a_pipe_after_the_report_index_looked_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    metrics = tmp_path / "outputs" / "paper" / "metrics.json"
+    metrics.parent.mkdir(parents=True)
+    shutil.copy(ROOT / "outputs" / "paper" / "metrics.json", metrics)
+    _swapped_for_a_pipe_after_the_look(monkeypatch, metrics)
+    with _no_wait_for_good():
+        found = entry(load_design("paper"), tmp_path / "outputs" / "index.html")
+    assert found.problem is not None and "it is a pipe" in found.problem
