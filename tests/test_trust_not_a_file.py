@@ -34,6 +34,7 @@ from pipeline.tools.dvc_run import preset_args
 from pipeline.tools.inventory import read_runs
 from pipeline.tools.preflight import llm_stages
 from pipeline.tools.report_index import entry
+from pipeline.tools.variant import write_variant_params
 from tests.conftest import ROOT
 
 
@@ -196,3 +197,14 @@ def test_a_metrics_file_swapped_for_a_pipe_after_the_report_index_looked_is_name
     with _no_wait_for_good():
         found = entry(load_design("paper"), tmp_path / "outputs" / "index.html")
     assert found.problem is not None and "it is a pipe" in found.problem
+
+
+def test_params_yaml_swapped_for_a_pipe_after_variant_looked_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("JUDGELOOP_PARAMS", raising=False)
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    _swapped_for_a_pipe_after_the_look(monkeypatch, tmp_path / "params.yaml")
+    with _no_wait_for_good(), pytest.raises(ConfigError, match=r"params\.yaml: it is a pipe, not a file"):
+        write_variant_params(tmp_path / "out", load_design("paper"), ())
