@@ -70,6 +70,18 @@ BAD_VALUES = [
         "regenerate.threshold: Input should be less than or equal to 1",
     ),
     ("  out: outputs/rag/judgements.jsonl", "  out: ''", "rag.out: String should have at least 1 character"),
+    # Found by redteam4: a YAML "\0" escape in a path reached the stage, whose first write of it
+    # raised ValueError ("embedded null byte") as a traceback.
+    (
+        "  out: outputs/rag/judgements.jsonl",
+        '  out: "outputs/rag/judge\\0ments.jsonl"',
+        "rag.out: holds a NUL character, which no path can hold",
+    ),
+    (
+        "  dir: .judgeloop/cache ",
+        '  dir: ".judgeloop/\\0cache" ',
+        "cache.dir: holds a NUL character, which no path can hold",
+    ),
 ]
 
 UNKNOWN_KEYS = [

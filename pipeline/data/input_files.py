@@ -19,6 +19,7 @@ import orjson
 
 from pipeline.errors import InputError
 from pipeline.llm.bounds import MAX_LINE_BYTES, SURROGATE_FIX, depth_problem, long_line, surrogate_problem
+from pipeline.llm.files import NotARegularFile, open_regular
 
 
 class InputWarning(UserWarning):
@@ -52,8 +53,15 @@ def decode(data: bytes, shown: str) -> str:
 @contextmanager
 def opened(path: Path, shown: str) -> Iterator[io.BufferedReader]:
     """The file opened once, its size checked on what was opened (not on the path, which may be
-    replaced or grown after a look at it); read it with `read_limited`."""
-    with path.open("rb") as file:
+    replaced or grown after a look at it; a folder, a pipe or a device put in its place is refused,
+    never waited on); read it with `read_limited`."""
+    try:
+        file = open_regular(path)
+    except NotARegularFile as exc:
+        raise InputError(shown, None, str(exc), "put the data file itself in its place") from None
+    except OSError as exc:  # gone since a look at it, not this user's to read, a link in a loop
+        raise InputError(shown, None, f"cannot be read ({exc.strerror})", "make it a readable file") from None
+    with file:
         check_size(os.fstat(file.fileno()).st_size, shown)
         yield file
 

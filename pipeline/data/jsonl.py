@@ -90,16 +90,20 @@ def _folder(path: Path) -> Path:
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
-    """The file's lines as str.splitlines() of its whole text numbers them, read a line at a time:
-    a chunk up to each b"\n" is split again as splitlines splits (\r, \x85, \u2028, ...), which
-    cuts the whole text at the same places, so a reader never holds the file whole."""
+    """The file's lines, each up to a b"\n", read a line at a time, so that a reader never holds the
+    file whole. A stage ends its lines with b"\n" alone: canonical JSON escapes \r and the controls
+    below U+0020 but writes U+0085, U+2028 and U+2029 as they are, inside a string, so a line is never
+    cut where str.splitlines() would cut it (a result holding one was refused as "not a record")."""
     check_results_file(path)
-    number = 0
     with path.open("rb") as handle:
-        for chunk in handle:
-            for line in decoded(chunk, path, number + 1).splitlines():
-                number += 1
-                yield number, line
+        for number, chunk in enumerate(handle, start=1):
+            yield number, line_text(chunk, path, number)
+
+
+def line_text(chunk: bytes, path: Path, number: int) -> str:
+    """A line (`chunk`, up to and with its b"\n") as text without its end (a \r before the \n too:
+    a file saved with CRLF line ends), or an InputError naming it where it is not UTF-8."""
+    return decoded(chunk, path, number).removesuffix("\n").removesuffix("\r")
 
 
 def check_results_file(path: Path) -> None:
@@ -113,12 +117,11 @@ def check_results_file(path: Path) -> None:
 
 
 def decoded(chunk: bytes, path: Path, number: int) -> str:
-    """A results file's chunk (up to and with a b"\n", its first line numbered `number`) as text;
+    """A results file's line (`chunk`, up to and with a b"\n", numbered `number`) as text;
     InputError naming the file and the line where it is not UTF-8, as no stage writes it."""
     try:
         return chunk.decode("utf-8")
     except UnicodeDecodeError as exc:
-        number += len((chunk[: exc.start].decode("utf-8") + "x").splitlines()) - 1  # breaks before it
         why = f"byte 0x{chunk[exc.start]:02x} is not UTF-8, which a stage never writes"
         raise InputError(str(path), number, why, "re-run the stage that writes it") from None
 

@@ -18,7 +18,7 @@ from typing import Generic
 
 from pydantic import ValidationError
 
-from pipeline.data.jsonl import R, check_results_file, decoded
+from pipeline.data.jsonl import R, check_results_file, line_text
 from pipeline.errors import InputError
 
 FIX = "re-run the stage that writes it"
@@ -26,8 +26,7 @@ FIX = "re-run the stage that writes it"
 
 @dataclass(frozen=True)
 class Place:
-    offset: int  # of the b"\n"-ended chunk holding the line
-    part: int  # which of the chunk's lines, as str.splitlines cuts it (0 but in a malformed file)
+    offset: int  # where the line starts
     number: int  # the line's number, as iter_jsonl numbers it
     digest: bytes
 
@@ -39,12 +38,11 @@ def _digest(line: str) -> bytes:
 def _placed_lines(path: Path) -> Iterator[tuple[Place, str]]:
     """jsonl._lines with each line's place."""
     check_results_file(path)
-    number = offset = 0
+    offset = 0
     with path.open("rb") as handle:
-        for chunk in handle:
-            for part, line in enumerate(decoded(chunk, path, number + 1).splitlines()):
-                number += 1
-                yield Place(offset, part, number, _digest(line)), line
+        for number, chunk in enumerate(handle, start=1):
+            line = line_text(chunk, path, number)
+            yield Place(offset, number, _digest(line)), line
             offset += len(chunk)
 
 
@@ -84,8 +82,7 @@ def read_at(path: Path, place: Place, model: type[R]) -> R:
     what the scan that found the place saw."""
     with path.open("rb") as handle:
         handle.seek(place.offset)
-        lines = decoded(handle.readline(), path, place.number - place.part).splitlines()
-    line = lines[place.part] if place.part < len(lines) else None
-    if line is None or _digest(line) != place.digest:
+        line = line_text(handle.readline(), path, place.number)
+    if _digest(line) != place.digest:
         raise InputError(str(path), place.number, "changed while it was being read", FIX)
     return _parse(path, place.number, line, model)

@@ -6,6 +6,8 @@
     safe_name(name, what, fix)     a name that becomes a path: a plain name, or UnsafeNameError
     child(folder, name, ...)       folder / name, checked to stay inside folder
     refuse_links(folder, ...)      no symbolic link in folder (or in it and below): UnsafeNameError
+    open_regular(path)             a file opened to be read, never a folder, pipe or device: NotARegularFile
+    read_regular(path, limit)      its bytes, at most `limit` of them: TooLarge past it (both OSErrors)
 
 Why unique temporary names: two writers of one file (two processes recording the same stage, a
 stage and `judgeloop cache merge`) that shared `calls.jsonl.tmp` renamed each other's half-written
@@ -30,8 +32,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import io
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -39,6 +43,10 @@ from pathlib import Path
 from pipeline.errors import UnsafeNameError, UnwritableTextError
 
 TMP_SUFFIX = ".tmp"
+# A pipe or a device opened to be looked at must not wait for a writer or become the terminal.
+_READ_FLAGS = (
+    os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+)
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
@@ -152,3 +160,45 @@ def refuse_links(folder: Path, what: str, fix: str, *, itself: bool = False, bel
             f"is read or written there: through it judgeloop would write outside {folder}. "
             f"Fix: remove the link (rm {link}){', ' + fix if fix else ''}."
         )
+
+
+class NotARegularFile(OSError):
+    """What stands at a path opened to be read is not a regular file: `kind` says what it is."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(f"it is {kind}, not a file")
+        self.kind = kind
+
+
+def open_regular(path: Path) -> io.BufferedReader:
+    """`path` opened once to be read, asked through the descriptor (never a second look at the path)
+    that it is a regular file: a folder, a pipe (opened without waiting for a writer) or a device
+    (/dev/zero, the terminal) is refused with NotARegularFile, an OSError, as a failed open is."""
+    fd = os.open(path, _READ_FLAGS)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a folder" if stat.S_ISDIR(mode) else "a pipe" if stat.S_ISFIFO(mode) else "a device"
+            raise NotARegularFile(kind)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+class TooLarge(OSError):
+    """A file read with a bound holds more bytes than the bound."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"more than {limit:,} bytes, far more than this file holds when it is the one meant")
+
+
+def read_regular(path: Path, limit: int) -> bytes:
+    """The bytes of the regular file at `path` (open_regular), at most `limit` of them: a file past the
+    bound, or a link to /dev/zero, is refused (TooLarge, NotARegularFile: OSErrors, as a failed open
+    is, so a caller that handles an unreadable file handles these)."""
+    with open_regular(path) as file:
+        data = file.read(limit + 1)
+    if len(data) > limit:
+        raise TooLarge(limit)
+    return data

@@ -28,10 +28,11 @@ from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from pipeline.errors import ConfigError
 from pipeline.llm.bounds import check_yaml
+from pipeline.llm.files import open_regular
 from pipeline.llm.params_errors import duplicate_keys, params_problems
 from pipeline.llm.redact import redact_url, remember
 from pipeline.llm.types import Options
@@ -47,8 +48,15 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
+def _no_nul(value: str) -> str:
+    # A YAML "\0" escape: every open of the path would raise ValueError, as a traceback.
+    if "\0" in value:
+        raise ValueError("holds a NUL character, which no path can hold")
+    return value
+
+
 # A path or a folder named in params.yaml: an empty one would name the working directory itself.
-PathParam = Annotated[str, Field(min_length=1, pattern=r"\S")]
+PathParam = Annotated[str, Field(min_length=1, pattern=r"\S"), AfterValidator(_no_nul)]
 Seconds = Annotated[float, Field(gt=0, le=86_400)]
 
 
@@ -215,14 +223,19 @@ MAX_PARAMS_BYTES = 2**20  # a params file a thousand times the committed one is 
 
 
 def params_text(path: Path) -> str:
-    """params.yaml as text: UTF-8, of a params file's size, or a ConfigError naming the line."""
-    size = path.stat().st_size
-    if size > MAX_PARAMS_BYTES:
+    """params.yaml as text: UTF-8, of a params file's size, or a ConfigError naming the line. Read
+    through one descriptor, no more than the bound: a link to /dev/zero (a link is what git can
+    hold), a pipe or a folder in its place is refused, not read until the memory runs out."""
+    fix = "Fix: check that JUDGELOOP_PARAMS (or ./params.yaml) names your params file."
+    try:
+        with open_regular(path) as file:
+            data = file.read(MAX_PARAMS_BYTES + 1)
+    except OSError as exc:  # NotARegularFile, or not this user's to read
+        raise ConfigError(f"{path}: {exc.strerror or exc}. {fix}") from None
+    if len(data) > MAX_PARAMS_BYTES:
         raise ConfigError(
-            f"{path}: {size:,} bytes, far more than a params file holds. Fix: check that "
-            "JUDGELOOP_PARAMS (or ./params.yaml) names your params file."
+            f"{path}: more than {MAX_PARAMS_BYTES:,} bytes, far more than a params file holds. {fix}"
         )
-    data = path.read_bytes()
     try:
         return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:

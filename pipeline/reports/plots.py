@@ -16,13 +16,16 @@ and colours come from the page's stylesheet (classes), or from `standalone` for 
 from __future__ import annotations
 
 import csv
+import io
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
+from pipeline.data.input_files import MAX_INPUT_BYTES
 from pipeline.errors import InputError
+from pipeline.llm.files import read_regular
 from pipeline.reports.svg import text_width
 
 Row = Mapping[str, str]
@@ -58,12 +61,17 @@ def read_rows(path: Path) -> list[dict[str, str]]:
     is an output anyone can edit, drawn on every report."""
     rows: list[dict[str, str]] = []
     try:
-        with path.open(encoding="utf-8", newline="") as handle:
+        text = read_regular(path, MAX_INPUT_BYTES).decode("utf-8")  # never a pipe or /dev/zero
+        with io.StringIO(text, newline="") as handle:
             reader = csv.DictReader(handle)
             for row in reader:
                 rows.append({k: v for k, v in row.items() if isinstance(k, str) and isinstance(v, str)})
+    except OSError as exc:  # a folder, a pipe or a device in its place; past the bound; unreadable
+        raise InputError(
+            str(path), None, f"cannot be read ({exc})", "re-run the stage that writes it"
+        ) from None
     except (UnicodeDecodeError, csv.Error) as exc:
-        line = None if isinstance(exc, UnicodeDecodeError) else reader.line_num  # decoded by the block
+        line = None if isinstance(exc, UnicodeDecodeError) else reader.line_num  # decoded whole
         raise InputError(
             str(path), line, f"not a plot's CSV ({exc})", "re-run the stage that writes it"
         ) from None

@@ -37,7 +37,8 @@ from typing import Any
 import click
 
 from pipeline.errors import JudgeloopError
-from pipeline.llm.bounds import check_yaml
+from pipeline.llm.bounds import MAX_LINE_BYTES, check_yaml
+from pipeline.llm.files import read_regular
 from pipeline.llm.recordings.pins import LOCK_FILE, dir_md5
 
 INDEX_STAGE = "report_index"  # dvc.yaml's last stage, `python -m stages.index`
@@ -65,11 +66,11 @@ def read_lock(root: Path) -> dict[str, LockedStage]:
     if not lock.is_file():
         raise click.ClickException(f"no {LOCK_FILE} in {root.resolve()}: run in the project's folder.")
     try:
-        text = lock.read_text(encoding="utf-8")
+        text = read_regular(lock, MAX_LINE_BYTES).decode("utf-8")  # never a pipe or /dev/zero put there
         check_yaml(text)  # no alias bomb, no nesting past the composer's stack (pipeline.llm.bounds)
         # libyaml's safe loader where built (the same data, some ten times faster on the 4,000-line lock)
         data: Any = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+    except (OSError, yaml.YAMLError, UnicodeDecodeError) as exc:
         raise click.ClickException(f"{lock}: not readable ({exc}). Fix: git checkout -- {LOCK_FILE}") from exc
     stages = data.get("stages") if isinstance(data, dict) else None
     if not isinstance(stages, dict):

@@ -270,10 +270,11 @@ def preset_args(path: Path) -> list[str]:
     """A preset file's `section.key: value` lines as DVC's `-S section.key=value` arguments."""
     import yaml
 
-    from pipeline.llm.bounds import check_yaml
+    from pipeline.llm.bounds import MAX_LINE_BYTES, check_yaml
+    from pipeline.llm.files import read_regular
 
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular(path, MAX_LINE_BYTES).decode("utf-8")  # never a pipe or /dev/zero
         check_yaml(text)  # no alias bomb, no nesting past the composer's stack (pipeline.llm.bounds)
         values = yaml.safe_load(text)
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:

@@ -20,6 +20,7 @@ from pipeline.experiments.params import Params
 from pipeline.llm.bounds import depth_problem
 from pipeline.llm.cache.safe_disk import ForeignKey
 from pipeline.llm.cache.store import CallStore
+from pipeline.llm.files import read_regular
 from pipeline.llm.recordings import line_checks, stage_folders, stage_reader
 from pipeline.llm.recordings.pins import Pins
 from pipeline.llm.recordings.stage_index import index_stage
@@ -69,9 +70,7 @@ def _summary(path: Path) -> RunSummary:
     """One summary, bounded and typed before use (pipeline.llm.bounds): orjson refuses a lone
     surrogate and nesting past 1,024 levels, where json raised RecursionError; every field has the
     type LLMSession.close writes, since the commands count and print them."""
-    if (size := path.stat().st_size) > MAX_SUMMARY_BYTES:
-        raise ValueError(f"{size:,} bytes, far more than a run summary")
-    raw = orjson.loads(path.read_bytes())
+    raw = orjson.loads(read_regular(path, MAX_SUMMARY_BYTES))  # never a pipe or /dev/zero
     if not isinstance(raw, dict):
         raise ValueError("not a JSON object")
     if (deep := depth_problem(raw)) is not None:

@@ -18,7 +18,8 @@ import yaml
 
 from pipeline.errors import JudgeloopError
 from pipeline.experiments.registry import designs
-from pipeline.llm.bounds import check_yaml
+from pipeline.llm.bounds import MAX_LINE_BYTES, check_yaml
+from pipeline.llm.files import read_regular
 from pipeline.llm.settings import LLMSettings
 
 REMOTE = ("ollama", "openai")  # the backends that talk to a server
@@ -27,7 +28,7 @@ REMOTE = ("ollama", "openai")  # the backends that talk to a server
 def llm_stages(root: Path) -> set[str]:
     """dvc.yaml's stages that call a model (they depend on llm.backend)."""
     try:
-        text = (root / "dvc.yaml").read_text(encoding="utf-8")
+        text = read_regular(root / "dvc.yaml", MAX_LINE_BYTES).decode("utf-8")  # never a pipe or /dev/zero
         check_yaml(text)  # no alias bomb, no nesting past the composer's stack (pipeline.llm.bounds)
         stages = yaml.safe_load(text)["stages"]
     except (OSError, UnicodeDecodeError, yaml.YAMLError, KeyError, TypeError):

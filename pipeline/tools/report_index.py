@@ -32,6 +32,7 @@ from pipeline.experiments.design import Design, Number, load_ref, resolve
 from pipeline.experiments.params import load_params
 from pipeline.experiments.registry import designs
 from pipeline.llm.bounds import MAX_LINE_BYTES, depth_problem
+from pipeline.llm.files import read_regular
 from pipeline.llm.recordings.verified_memo import VerifiedMemo
 from pipeline.reports.frame import INDEX, frame
 from pipeline.reports.plots import plot_svg, read_rows
@@ -77,9 +78,7 @@ def _number(value: Number | None) -> str:
 def _metrics(path: Path) -> dict[str, Any]:
     """A design's metrics.json, bounded before its headline walks it (pipeline.llm.bounds): orjson
     refuses nesting past 1,024 levels (json raised RecursionError) and a lone surrogate."""
-    if (size := path.stat().st_size) > MAX_LINE_BYTES:
-        raise ValueError(f"{size:,} bytes, far more than a metrics file")
-    metrics = orjson.loads(path.read_bytes())
+    metrics = orjson.loads(read_regular(path, MAX_LINE_BYTES))  # never a pipe or /dev/zero put there
     if not isinstance(metrics, dict):
         raise ValueError("not a JSON object")
     if (deep := depth_problem(metrics)) is not None:

@@ -31,6 +31,7 @@ from pipeline.experiments.registry import DEFAULT as DEFAULT_DESIGN
 from pipeline.experiments.registry import load_design
 from pipeline.experiments.steps import LLMStep
 from pipeline.llm.bounds import check_yaml
+from pipeline.llm.settings import params_text
 
 PROJECT = Path(__file__).resolve().parents[2]
 
@@ -80,7 +81,7 @@ def _copy(source: Path, target: Path) -> None:
 def write_variant_params(folder: Path, design: Design[Any], settings: tuple[str, ...]) -> Any:
     path = require_params_file()
     try:
-        text = path.read_text(encoding="utf-8")
+        text = params_text(path)  # one descriptor, a regular file, bounded: never a pipe put there
         check_yaml(text)  # no alias bomb, no nesting past the composer's stack (pipeline.llm.bounds)
         raw = yaml.safe_load(text)
     except (UnicodeDecodeError, yaml.YAMLError) as exc:

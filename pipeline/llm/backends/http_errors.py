@@ -130,7 +130,17 @@ def json_body(response: httpx.Response) -> Any:
     try:
         return orjson.loads(response.content)
     except orjson.JSONDecodeError:
-        return json.loads(response.text)
+        return json_loads(response.text)
+
+
+def json_loads(text: str) -> Any:
+    """The json module's reading of `text`; ValueError, as for any text that is not JSON, where it is
+    nested past the parser's depth (the json module's RecursionError: a server's reply nested past
+    orjson's 1,024 levels gave a traceback, not a failed call)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deep to read") from None
 
 
 def refuse_unreadable(body: Any, where: str) -> None:
@@ -144,7 +154,7 @@ def refuse_unreadable(body: Any, where: str) -> None:
 def error_text(response: httpx.Response) -> str:
     """The server's own words: Ollama says {"error": "..."}, OpenAI {"error": {"message": ...}}."""
     try:
-        body = response.json()
+        body = json_loads(response.text)
     except ValueError:
         return response.text.strip()[:500] or response.reason_phrase
     return body_error(body) or response.text.strip()[:500]

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import difflib
 import itertools
-import json
 import logging
 import threading
 from pathlib import Path
@@ -57,6 +56,7 @@ from pipeline.llm.backends.http_errors import (
     check_status,
     error_text,
     json_body,
+    json_loads,
     make_client,
     refuse_unreadable,
     send,
@@ -301,26 +301,43 @@ def parse_body(response: httpx.Response) -> Any:
         return json_body(response)
     except ValueError:
         pass
-    text = response.text
-    lines = [line for line in text.splitlines() if line.strip()]
-    try:
-        chunks = [json.loads(line) for line in lines]
-    except ValueError as exc:
-        where = f"{response.request.method} {response.request.url}"
-        raise TransientBackendError(f"{where}: reply is not JSON: {text[:200]!r}") from exc
-    if not chunks or not all(isinstance(c, dict) for c in chunks):
-        raise TransientBackendError(f"{response.request.method} {response.request.url}: empty reply")
+    where = f"{response.request.method} {response.request.url}"
+    chunks = _streamed_chunks(response.text, where)
     for chunk in chunks:
         if "error" in chunk:
             return chunk
     last = dict(chunks[-1])
     if not last.get("done"):
-        raise TransientBackendError(f"{response.request.method} {response.request.url}: stream cut short")
+        raise TransientBackendError(f"{where}: stream cut short")
+    if not all(_chunk_shaped(c) for c in chunks):
+        problem = "a streamed chunk's message or logprobs are not a chat reply's (an object and a list)"
+        raise TransientBackendError(f"{where}: {problem}")
     content = "".join(str((c.get("message") or {}).get("content") or "") for c in chunks)
     last["message"] = {"role": "assistant", "content": content}
     if any("logprobs" in c for c in chunks):  # each chunk carries its own tokens'
         last["logprobs"] = [entry for c in chunks for entry in c.get("logprobs") or ()]
     return last
+
+
+def _streamed_chunks(text: str, where: str) -> list[dict[str, Any]]:
+    """The JSON objects of an NDJSON body, one a line; TransientBackendError where it is not one.
+    Cut at "\n" alone: a chunk's text may hold U+0085, U+2028 or U+2029 as it is (JSON escapes
+    neither), where str.splitlines() would cut it."""
+    lines = [line for line in text.split("\n") if line.strip()]
+    try:
+        chunks = [json_loads(line) for line in lines]
+    except ValueError as exc:
+        raise TransientBackendError(f"{where}: reply is not JSON: {text[:200]!r}") from exc
+    if not chunks or not all(isinstance(c, dict) for c in chunks):
+        raise TransientBackendError(f"{where}: empty reply")
+    return chunks
+
+
+def _chunk_shaped(chunk: dict[str, Any]) -> bool:
+    """Whether a streamed chunk's message is an object and its logprobs a list, where given (one of
+    another shape gave AttributeError's or TypeError's traceback in place of a failed call)."""
+    message, logprobs = chunk.get("message"), chunk.get("logprobs")
+    return (not message or isinstance(message, dict)) and (not logprobs or isinstance(logprobs, list))
 
 
 def build(settings: LLMSettings, cache_dir: Path) -> OllamaBackend:

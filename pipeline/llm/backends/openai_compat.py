@@ -39,7 +39,6 @@ checkpoint's commit hash) when the replies must be reproducible.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -65,6 +64,7 @@ from pipeline.llm.backends.http_errors import (
     check_status,
     error_text,
     json_body,
+    json_loads,
     make_client,
     refuse_unreadable,
     send,
@@ -284,7 +284,7 @@ class OpenAICompatBackend:
         choices = data.get("choices") or [{}]
         text = ((choices[0] or {}).get("message") or {}).get("content")
         try:
-            return bool(json.loads(str(text)).get("probe") == PROBE_ANSWER)
+            return bool(json_loads(str(text)).get("probe") == PROBE_ANSWER)
         except (ValueError, AttributeError):
             return False
 

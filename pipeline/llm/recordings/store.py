@@ -22,7 +22,8 @@ from typing import Any, Literal
 
 import yaml
 
-from pipeline.llm.bounds import check_yaml
+from pipeline.llm.bounds import MAX_LINE_BYTES, check_yaml
+from pipeline.llm.files import read_regular
 from pipeline.llm.recordings.pins import LOCK_FILE
 from pipeline.llm.recordings.stage_folders import has_recording
 
@@ -62,7 +63,7 @@ def pinned_folders(root: Path, recordings: Path) -> dict[Path, Absent]:
 def _bounded_yaml(path: Path) -> Any:
     """The YAML file, bounded before it is composed (pipeline.llm.bounds); None if unreadable."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular(path, MAX_LINE_BYTES).decode("utf-8")  # never a pipe or /dev/zero
         check_yaml(text)
         return yaml.load(text, Loader=_LOADER)
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
