@@ -169,7 +169,7 @@ class LLMSession:
         if self.mode == "replay":
             # One item at a time, in the stage's own thread (pipeline.llm.runner): every call is a
             # hit, served under the GIL, so items side by side ran no faster, and the threads'
-            # handovers cost 5-20 % of a replay's CPU. What they could hide is a read waiting on the
+            # handovers cost 5-22 % of a replay's CPU. What they could hide is a read waiting on the
             # disk; but a recording is read whole, in one thread, before its lines are read back one
             # by one, and those then find the page cache (bench/README.md, "A replay on one thread").
             return 1
