@@ -4,12 +4,18 @@ cProfile, on bench/million.py's synthetic project (pipeline.testing.synthetic).
     nice -n 19 .venv/bin/python bench/replay_profile.py --calls 10000 --root /tmp/replay-10k
     nice -n 19 .venv/bin/python bench/replay_profile.py --root /tmp/replay-10k --no-profile   # CPU only
     nice -n 19 .venv/bin/python bench/replay_profile.py --root /tmp/replay-10k --warm-cache   # cache kept
+    nice -n 19 .venv/bin/python bench/replay_profile.py --root /tmp/replay-10k --no-profile --cold-pages
+    nice -n 19 .venv/bin/python bench/replay_profile.py --root /tmp/replay-10k --no-profile --read-delay 0.2
 
 The project is built and recorded once under --root (kept, so that main and a branch can replay
 the same recordings one after the other); each run deletes the local cache first (as million.py's
 replay step does; --warm-cache keeps it, as a second replay in the same folder finds it), replays,
 checks that the recordings came back byte-identical, and prints the CPU
-time (user + system of this process) and, with the profile, its top functions by cumulative time.
+time (user + system of this process), the wall time, the digest of every file under outputs/ and
+recordings/ (the same for two runs that wrote the same bytes) and, with the profile, its top functions
+by cumulative time. A slow disk, two ways: --cold-pages drops the project's files from the page cache
+before the replay (the real disk's reads), --read-delay makes every os.read and os.pread wait
+(the reads a replay makes one at a time, each a line or an interview).
 """
 
 from __future__ import annotations
@@ -107,11 +113,36 @@ def parts(stats: pstats.Stats) -> str:
     show_default=True,
     help="Keep the local cache (.judgeloop) of the run before (a warm cache), or delete it first.",
 )
+@click.option(
+    "--cold-pages/--warm-pages",
+    default=False,
+    show_default=True,
+    help="Drop every file under --root from the page cache first (os.sync, then POSIX_FADV_DONTNEED), "
+    "so that the replay reads the recordings and interviews from the disk.",
+)
+@click.option(
+    "--read-delay",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Milliseconds every os.read and os.pread waits first (a slow disk; bench/common.py, slow_reads).",
+)
 @click.option("--top", type=int, default=45, show_default=True, help="Functions shown, by cumulative time.")
-def main(calls: int, chars: int, root: Path, profile: bool, warm_cache: bool, top: int) -> None:
+def main(
+    calls: int,
+    chars: int,
+    root: Path,
+    profile: bool,
+    warm_cache: bool,
+    cold_pages: bool,
+    read_delay: float,
+    top: int,
+) -> None:
     synthetic_project(root, calls, chars)
     profiler = ThreadProfiles() if profile else None
-    replayed = replay_project(root, warm_cache=warm_cache, around=profiler)
+    replayed = replay_project(
+        root, warm_cache=warm_cache, around=profiler, cold_pages=cold_pages, read_delay=read_delay / 1000
+    )
     click.echo(replayed.line(" (under cProfile)" if profiler is not None else ""))
     if profiler is not None:
         stats = profiler.stats()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -50,40 +51,94 @@ def test_side_by_side_runs_at_once_in_the_items_rank_and_keeps_the_order() -> No
     ITEM_RANK.set(7)
     try:
         tasks = [functools.partial(task, i) for i in range(3)]
-        assert side_by_side(tasks) == [(0, 7), (1, 7), (2, 7)]
+        assert side_by_side(tasks, at_once=True) == [(0, 7), (1, 7), (2, 7)]
     finally:
         ITEM_RANK.set(0)
 
 
-def test_side_by_side_lets_every_task_end_and_raises_a_real_error_before_a_miss() -> None:
-    ran: list[str] = []
+def test_side_by_side_in_turn_runs_in_this_thread_in_order_and_keeps_the_rank() -> None:
+    # A replay's calls (LLMSession.calls_at_once): no pool thread, the tasks' order, the item's rank.
+    here = threading.get_ident()
+    ran: list[int] = []
 
-    def miss() -> str:
-        ran.append("miss")
-        raise ReplayMissError("jl2:x", None)
+    def task(i: int) -> tuple[int, int, bool]:
+        ran.append(i)
+        return i, ITEM_RANK.get(), threading.get_ident() == here
 
-    def broken() -> str:
-        ran.append("broken")
+    ITEM_RANK.set(7)
+    try:
+        assert side_by_side([functools.partial(task, i) for i in range(3)], at_once=False) == [
+            (0, 7, True),
+            (1, 7, True),
+            (2, 7, True),
+        ]
+    finally:
+        ITEM_RANK.set(0)
+    assert ran == [0, 1, 2]
+
+
+class Ran:
+    """Tasks that say they ran: a miss (its key named), a real error, a reply."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def miss(self, key: str = "jl2:x") -> Callable[[], str]:
+        def task() -> str:
+            self.names.append(f"miss {key}")
+            raise ReplayMissError(key, None)
+
+        return task
+
+    def broken(self) -> str:
+        self.names.append("broken")
         raise ValueError("boom")
 
-    def fine() -> str:
-        ran.append("fine")
+    def fine(self) -> str:
+        self.names.append("fine")
         return "ok"
 
+
+AT_ONCE = pytest.mark.parametrize("at_once", [True, False], ids=["at once", "in turn"])
+
+
+@AT_ONCE
+def test_side_by_side_lets_every_task_end_and_raises_a_real_error_before_a_miss(at_once: bool) -> None:
+    ran = Ran()
     with pytest.raises(ValueError, match="boom"):
-        side_by_side([miss, broken, fine])
-    assert sorted(ran) == ["broken", "fine", "miss"]
-    with pytest.raises(ReplayMissError):
-        side_by_side([miss, fine])
+        side_by_side([ran.miss(), ran.broken, ran.fine], at_once=at_once)
+    assert sorted(ran.names) == ["broken", "fine", "miss jl2:x"]
 
 
-def test_replay_names_every_missing_call_of_an_item_whose_calls_run_side_by_side(tmp_path: Path) -> None:
+@AT_ONCE
+def test_side_by_side_runs_every_task_after_a_miss_and_raises_the_first_miss_after_all(at_once: bool) -> None:
+    ran = Ran()
+    with pytest.raises(ReplayMissError) as raised:
+        tasks = [ran.fine, ran.miss("jl2:first"), ran.fine, ran.miss("jl2:second"), ran.fine]
+        side_by_side(tasks, at_once=at_once)
+    assert raised.value.key == "jl2:first"  # the first in the tasks' order, whichever ended first
+    assert sorted(ran.names) == ["fine", "fine", "fine", "miss jl2:first", "miss jl2:second"]
+
+
+@AT_ONCE
+def test_side_by_side_raises_the_first_real_error_after_all(at_once: bool) -> None:
+    ran = Ran()
+    with pytest.raises(ValueError, match="boom"):
+        side_by_side([ran.broken, ran.miss(), ran.fine], at_once=at_once)
+    assert sorted(ran.names) == ["broken", "fine", "miss jl2:x"]
+
+
+@AT_ONCE
+def test_replay_names_every_missing_call_of_an_item_whose_calls_run_side_by_side(
+    tmp_path: Path, at_once: bool
+) -> None:
     session, _ = make_session(tmp_path, "replay")
+    assert not session.calls_at_once  # what the judges pass: a replay's calls in turn
 
     def item(name: str) -> list[str]:
         context = CallContext(stage="judge", item=name)
         calls = [lambda m=m: session.chat(request(f"{name} {m}"), context.at(metric=m)) for m in "abc"]
-        return [c.record.key for c in side_by_side(calls)]
+        return [c.record.key for c in side_by_side(calls, at_once=at_once)]
 
     with pytest.raises(ReplayIncompleteError) as failed:
         run_items(session, ["901", "902"], item, "judge")
@@ -116,7 +171,7 @@ def test_side_by_side_threads_stay_bounded_however_many_calls_items_ask_at_once(
     busy = threading.Semaphore(0)
 
     def item() -> None:
-        side_by_side([functools.partial(busy.acquire, timeout=0.05) for _ in range(4)])
+        side_by_side([functools.partial(busy.acquire, timeout=0.05) for _ in range(4)], at_once=True)
 
     items = [threading.Thread(target=item) for _ in range(8)]
     for thread in items:

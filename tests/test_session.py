@@ -196,8 +196,11 @@ def test_items_in_progress_double_the_server_slots_but_a_single_slot_runs_alone(
     for slots, workers in ((1, 1), (4, 8)):
         session, _ = make_session(tmp_path / str(slots), backend=FakeBackend(parallelism=slots))
         assert session.workers == workers
-    replay, _ = make_session(tmp_path / "replay", "replay", backend=FakeBackend(parallelism=1))
-    assert replay.workers == 8  # no server: hits only
+    replay, _ = make_session(tmp_path / "replay", "replay", backend=FakeBackend(parallelism=4))
+    # No server: every call a hit served under the GIL, so one item at a time and its calls in turn
+    # (threads cost a replay about a tenth of its CPU: bench/README.md, "A replay on one thread").
+    assert replay.workers == 1 and not replay.calls_at_once
+    assert session.calls_at_once  # (the last live one)
 
 
 def test_recordings_are_read_only_when_the_local_cache_misses(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""Run one stage's items side by side, as many as the session's workers.
+"""Run one stage's items side by side, as many as the session's workers (a replay's one after
+another in the stage's own thread: no model to wait for, LLMSession.calls_at_once).
 
 Each item runs its own calls from start to end (a loop's next round goes out as soon as its own
 replies are in: no item waits for another's), ranked by its place in the items, so that its calls
@@ -63,9 +64,9 @@ def iter_items(session: LLMSession, items: Iterable[T], work: Callable[[T], R], 
     items start (a file read again an item at a time, say: pipeline.data.results_file). After the
     last result, the first error other than a replay miss is raised, or else the session's misses."""
 
-    def ranked(rank: int, item: T) -> R:
-        ITEM_RANK.set(rank)
-        return work(item)
+    if not session.calls_at_once:
+        yield from _in_turn(session, items, work)
+        return
 
     ordered: _Ordered[R] = _Ordered()
     failure: BaseException | None = None
@@ -83,7 +84,7 @@ def iter_items(session: LLMSession, items: Iterable[T], work: Callable[[T], R], 
                 if following is None:
                     break
                 index, item = following
-                pending[pool.submit(copy_context().run, ranked, index, item)] = index
+                pending[pool.submit(copy_context().run, _ranked, work, index, item)] = index
             if not pending:
                 break
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -102,6 +103,27 @@ def iter_items(session: LLMSession, items: Iterable[T], work: Callable[[T], R], 
                 yield from ordered.ready()
     if failure is not None:
         raise failure
+    session.raise_for_misses()
+
+
+def _ranked(work: Callable[[T], R], rank: int, item: T) -> R:
+    ITEM_RANK.set(rank)
+    return work(item)
+
+
+def _in_turn(session: LLMSession, items: Iterable[T], work: Callable[[T], R]) -> Iterator[R]:
+    """A replay's items one after another in this thread (LLMSession.calls_at_once: every call a hit,
+    served under the GIL): a single worker would only hand each item over, and wait for this thread
+    to wake and hand it the next (about a voluntary context switch a call: bench/README.md, "A
+    replay on one thread"). Each runs as on a worker, ranked, in a copy of this context; as
+    iter_items, a miss stops only its item and the session's misses are raised after the last, and
+    any other error stops the stage (no other item is running)."""
+    for index, item in enumerate(items):
+        try:
+            result = copy_context().run(_ranked, work, index, item)
+        except ReplayMissError:
+            continue  # in the session's misses, raised after the last item
+        yield result
     session.raise_for_misses()
 
 

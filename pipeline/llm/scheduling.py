@@ -67,7 +67,8 @@ class RankedGate:
 
 
 # Threads the side-by-side pool starts at most, before any gate asks for more (`RankedGate` raises
-# it to its capacity): a replay's eight items (LLMSession.workers) at a time.
+# it to its capacity): in auto mode items run side by side on hits before the first call to the
+# model opens the gate (a replay asks no threads of the pool: LLMSession.calls_at_once).
 MIN_THREADS = 8
 
 
@@ -170,21 +171,45 @@ def _threads() -> RankedPool:
         return _pool[1]
 
 
-def side_by_side(tasks: Sequence[Callable[[], R]]) -> list[R]:
-    """Run one item's independent calls at once, in the item's rank; their results in order.
+def side_by_side(tasks: Sequence[Callable[[], R]], *, at_once: bool) -> list[R]:
+    """Run one item's independent calls, their results in order: at once, in the item's rank,
+    where a server answers them; else one after another in this thread (`at_once` False: a replay,
+    LLMSession.calls_at_once, whose calls are hits served under the GIL, so threads would only add
+    their handovers: bench/README.md, "A replay on one thread").
 
-    Every task runs to its end. A replay miss in one does not stop the others, so that replay
-    names every missing call; the first miss is raised after all have ended, or, before it, the
-    first other error."""
+    Either way every task runs to its end. A replay miss in one does not stop the others, so that
+    replay names every missing call; the first miss is raised after all have ended, or, before it,
+    the first other error."""
     if len(tasks) <= 1:
         return [task() for task in tasks]
+    if not at_once:
+        return _in_turn(tasks)
     pool = _threads()
     rank = ITEM_RANK.get()
     futures = [pool.submit(rank, functools.partial(copy_context().run, task)) for task in tasks]
     wait(futures)
-    errors = [f.exception() for f in futures]
+    _raise_first([f.exception() for f in futures])
+    return [f.result() for f in futures]
+
+
+def _in_turn(tasks: Sequence[Callable[[], R]]) -> list[R]:
+    """Each task to its end, one after another, each in a copy of this context as a pool thread
+    would run it; raised as `side_by_side` raises."""
+    results: list[R] = []
+    errors: list[BaseException | None] = []
+    for task in tasks:
+        try:
+            results.append(copy_context().run(task))
+            errors.append(None)
+        except Exception as exc:  # an interrupt or exit is not a task's outcome: it stops at once
+            errors.append(exc)
+    _raise_first(errors)
+    return results
+
+
+def _raise_first(errors: Sequence[BaseException | None]) -> None:
+    """The first error other than a replay miss, or else the first miss (in the tasks' order)."""
     if failed := [e for e in errors if e is not None and not isinstance(e, ReplayMissError)]:
         raise failed[0]
     if misses := [e for e in errors if e is not None]:
         raise misses[0]
-    return [f.result() for f in futures]

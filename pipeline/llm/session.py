@@ -167,8 +167,20 @@ class LLMSession:
         """How many items a stage may have in progress at once: as many as calls it keeps at the
         server (pipeline.llm.settings.in_flight), so that each of those is an item's."""
         if self.mode == "replay":
-            return 8  # replay needs no server; hits are cheap, so let items run side by side
+            # One item at a time, in the stage's own thread (pipeline.llm.runner): every call is a
+            # hit, served under the GIL, so items side by side ran no faster, and the threads'
+            # handovers cost 5-22 % of a replay's CPU. What they could hide is a read waiting on the
+            # disk; but a recording is read whole, in one thread, before its lines are read back one
+            # by one, and those then find the page cache (bench/README.md, "A replay on one thread").
+            return 1
         return in_flight(max(1, self.backend.parallelism))
+
+    @property
+    def calls_at_once(self) -> bool:
+        """Whether an item's independent calls go out together (pipeline.llm.scheduling.side_by_side):
+        where a model answers them, yes; a replay's hits one after another, for the reason it runs
+        one item at a time (`workers`)."""
+        return self.mode != "replay"
 
     @property
     def gate(self) -> RankedGate:

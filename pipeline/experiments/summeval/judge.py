@@ -148,7 +148,7 @@ def stream_summeval_judge(
             (lambda i=i: summeval_judgement(subject, judges[i](subject, subject.context().at(sample=str(i)))))
             for i in range(settings.samples)
         ]
-        return combined(side_by_side(asks), settings.combine)
+        return combined(side_by_side(asks, at_once=session.calls_at_once), settings.combine)
 
     return iter_items(session, judge_order(corpus, params.summeval.dimensions), judge_pair, STAGE)
 

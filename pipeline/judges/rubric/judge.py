@@ -206,8 +206,9 @@ def judge_all(
     context: CallContext,
 ) -> dict[str, MetricJudgement]:
     """Every metric judged, side by side: they do not depend on each other, so the item does not
-    wait for one metric's reply (or re-ask) before asking the next; a replay miss in one does not
-    stop the others, so replay names every missing call."""
+    wait for one metric's reply (or re-ask) before asking the next (a replay, with no server to
+    wait for, serves them in turn: LLMSession.calls_at_once); a replay miss in one does not stop
+    the others, so replay names every missing call."""
     if settings.samples > 1:
         return _judge_all_sampled(session, transcript, assessment_text, metrics, settings, options, context)
     from pipeline.llm.scheduling import side_by_side  # (a judge stage, which depends on pipeline/llm whole)
@@ -219,7 +220,8 @@ def judge_all(
         subject = RubricSubject(transcript, assessment_text, metric, text)
         return lambda: MetricJudgement.of(metric, judge(subject, context))
 
-    return dict(zip(metrics, side_by_side([one(m) for m in metrics]), strict=True))
+    judged = side_by_side([one(m) for m in metrics], at_once=session.calls_at_once)
+    return dict(zip(metrics, judged, strict=True))
 
 
 def _judge_all_sampled(
@@ -246,7 +248,7 @@ def _judge_all_sampled(
     def one(metric: str, i: int, subject: RubricSubject) -> Callable[[], MetricJudgement]:
         return lambda: MetricJudgement.of(metric, judges[i](subject, context.at(sample=str(i))))
 
-    judged = side_by_side([one(*ask) for ask in asks])
+    judged = side_by_side([one(*ask) for ask in asks], at_once=session.calls_at_once)
     out: dict[str, MetricJudgement] = {}
     for index, metric in enumerate(metrics):
         samples = judged[index * settings.samples : (index + 1) * settings.samples]
