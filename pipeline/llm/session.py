@@ -179,8 +179,11 @@ class LLMSession:
     def calls_at_once(self) -> bool:
         """Whether an item's independent calls go out together (pipeline.llm.scheduling.side_by_side):
         where a model answers them, yes; a replay's hits one after another, for the reason it runs
-        one item at a time (`workers`)."""
-        return self.mode != "replay"
+        one item at a time (`workers`). A dry run too: it waits on no model, and it runs beside the
+        real stage, whose calls hold the shared pool's threads while they wait at the model, so
+        its calls queued behind them and its prediction (the progress line) came at the stage's
+        end (bench/README.md: "judge's dry run ends with the stage")."""
+        return self.mode != "replay" and not self.dry_run
 
     @property
     def gate(self) -> RankedGate:
