@@ -1,0 +1,66 @@
+"""What the commands print of a model's words on a terminal is shown escaped (pipeline.llm.terminal):
+a reply holding ESC [2J, an OSC title or a bidi override cannot act on the terminal, whichever
+command prints it. audit, diff and the errors have their own tests (test_audit_escaping,
+test_trust_readers); these are the commands found printing a reply raw (writers-red)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from pipeline.experiments.rag import judge_evaluate
+from pipeline.judges.structured.judge import DimensionScore, ScoredDimensions, UnscoredDimensions
+from pipeline.tools.cli import main
+
+HOSTILE = "fine\x1b]0;owned\x07\x1b[2J\x1b[1A\r\u202eevil\x9b31m"
+RAW = ("\x1b", "\x07", "\r", "\u202e", "\x9b")
+
+
+def _judge_evaluate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, verdict: object) -> str:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({"llm": {"backend": "fake", "model": "m"}}))
+    (tmp_path / "answer.txt").write_text("an answer")
+    monkeypatch.setattr(
+        judge_evaluate, "run_judge_evaluate", lambda *a, **k: [SimpleNamespace(judgement=verdict)]
+    )
+    result = CliRunner().invoke(main, ["judge-evaluate", "a question", "--answer-file", "answer.txt"])
+    return result.output
+
+
+def _scored(tmp_path: Path) -> ScoredDimensions:
+    params = judge_evaluate.load_rag_params(tmp_path / "params.yaml")
+    names = [d.name for d in params.rag.dimensions.items]
+    return ScoredDimensions(
+        reasoning=HOSTILE,
+        dimensions={n: DimensionScore(score=4, value=0.75) for n in names},
+        overall=0.75,
+        overall_simple=0.75,
+        confidence=4,
+        confidence_value=0.75,
+        attempts=1,
+        call_keys=("k",),
+    )
+
+
+def test_judge_evaluate_prints_the_judge_s_reasoning_escaped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({"llm": {"backend": "fake", "model": "m"}}))
+    output = _judge_evaluate(tmp_path, monkeypatch, _scored(tmp_path))
+    assert "reasoning: fine\\x1b]0;owned\\x07\\x1b[2J" in output, output
+    assert not any(char in output for char in RAW), repr(output)
+
+
+def test_judge_evaluate_prints_a_failed_reply_s_error_escaped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    failed = UnscoredDimensions(
+        kind="invalid", error=HOSTILE, text=HOSTILE, attempts=3, problems=(), call_keys=("k",)
+    )
+    output = _judge_evaluate(tmp_path, monkeypatch, failed)
+    assert "the judge gave no usable reply" in output and "\\x1b[2J" in output, output
+    assert not any(char in output for char in RAW), repr(output)
