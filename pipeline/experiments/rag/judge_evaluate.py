@@ -46,6 +46,7 @@ from pipeline.llm.recordings.owners import pipeline_stages
 from pipeline.llm.recordings.stage_folders import STAGE_FIX
 from pipeline.llm.records import RecordedCall
 from pipeline.llm.session import LLMSession, open_session
+from pipeline.llm.terminal import echo, shown
 
 DEFAULT_STAGE = "judge_evaluate"
 
@@ -277,11 +278,13 @@ def judge_evaluate(
     verdict = result.judgement
     if isinstance(verdict, UnscoredDimensions):
         raise click.ClickException(
-            f"the judge gave no usable reply after {verdict.attempts} attempt(s): {verdict.kind} "
-            f"({verdict.error}). Recorded as failed; see it with: "
-            f"judgeloop audit --stage {stage} --item {row.id}"
+            shown(
+                f"the judge gave no usable reply after {verdict.attempts} attempt(s): {verdict.kind} "
+                f"({verdict.error}). Recorded as failed; see it with: "
+                f"judgeloop audit --stage {stage} --item {row.id}"
+            )
         )
     if as_json:
         click.echo(json.dumps(judge_score(verdict, params.rag), indent=2, ensure_ascii=False))
     else:
-        click.echo(_table(verdict, params.rag))
+        echo(_table(verdict, params.rag))  # the reasoning is the model's: shown escaped
