@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pipeline.errors import ConfigError
+from pipeline.llm.files import atomic_write
 from pipeline.reports.page_shares import Pages, write_shares
 
 # Long enough to recognise the id, short enough that the whole name stays far below the 255 bytes file
@@ -93,5 +94,5 @@ def write_pages(index: Path, index_html: str, pages: Pages, count: int) -> Path:
     if folder.exists():
         shutil.rmtree(folder)
     staging.rename(folder)
-    index.write_text(index_html, encoding="utf-8")
+    atomic_write(index, index_html)
     return folder

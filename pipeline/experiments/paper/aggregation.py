@@ -18,6 +18,7 @@ from typing import Any
 
 from pipeline.judges.scores.reading import READ_REASONS
 from pipeline.judges.unscored import unscored_reasons
+from pipeline.llm.files import AtomicText
 from pipeline.loops.results import Refinement
 
 # The paper's Figure 2 (142 DAIC-WOZ participants, mean ± SD), from shared notes.
@@ -123,8 +124,7 @@ def compute_metrics(
 
 
 def _write_csv(path: Path, header: list[str], rows: Iterable[list[Any]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="", encoding="utf-8") as handle:
+    with AtomicText(path) as handle:
         writer = csv.writer(handle, lineterminator="\n")
         writer.writerow(header)
         writer.writerows(rows)
@@ -147,11 +147,11 @@ class PlotWriter:
     def __init__(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
+        # Each replaces its file in one step when closed whole (a failed run keeps the last good one).
         self._files = [
-            (directory / name).open("w", newline="", encoding="utf-8")
-            for name in ("scores_by_iteration.csv", "iterations_per_item.csv")
+            AtomicText(directory / name) for name in ("scores_by_iteration.csv", "iterations_per_item.csv")
         ]
-        self._trajectory, self._iterations = (csv.writer(f, lineterminator="\n") for f in self._files)
+        self._trajectory, self._iterations = (csv.writer(f.handle, lineterminator="\n") for f in self._files)
         self._trajectory.writerow(["series", "item", "iteration", "metric", "score"])
         self._iterations.writerow(["item", "iterations", "stop_reason"])
 
@@ -166,8 +166,8 @@ class PlotWriter:
 
     def close(self, summary: dict[str, Any] | None = None) -> None:
         """Close the item tables; with `summary`, write figure2.csv from it."""
-        for handle in self._files:
-            handle.close()
+        for table in self._files:
+            table.commit()
         if summary is not None:
             _write_csv(
                 self.directory / "figure2.csv",
@@ -179,8 +179,8 @@ class PlotWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for handle in self._files:
-            handle.close()
+        for table in self._files:
+            table.discard()  # a table not closed whole leaves the old file (after close: nothing to do)
 
 
 def write_plots(directory: Path, refinements: Iterable[Refinement], summary: dict[str, Any]) -> None:
