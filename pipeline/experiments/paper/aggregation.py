@@ -20,6 +20,7 @@ from pipeline.judges.scores.reading import READ_REASONS
 from pipeline.judges.unscored import unscored_reasons
 from pipeline.llm.files import AtomicText
 from pipeline.loops.results import Refinement
+from pipeline.reports.markdown import code_span
 
 # The paper's Figure 2 (142 DAIC-WOZ participants, mean ± SD), from shared notes.
 PAPER_FIGURE2: dict[str, tuple[tuple[float, float], tuple[float, float]]] = {
@@ -210,7 +211,7 @@ def markdown_report(summary: dict[str, Any], model: str) -> str:
     lines = [
         "# judgeloop report",
         "",
-        f"Model: `{model}`. Items: {summary['items']}; refined: {summary['refined_items']}; "
+        f"Model: {code_span(model)}. Items: {summary['items']}; refined: {summary['refined_items']}; "
         f"mean iterations of the refined: {summary['mean_iterations']}.",
         f"Stop reasons: {', '.join(f'{k} {v}' for k, v in summary['stop_reasons'].items())}.",
         *([f"Why judgements were unscored: {why}."] if (why := unscored_why(summary)) else []),
