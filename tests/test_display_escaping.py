@@ -64,3 +64,23 @@ def test_judge_evaluate_prints_a_failed_reply_s_error_escaped(
     output = _judge_evaluate(tmp_path, monkeypatch, failed)
     assert "the judge gave no usable reply" in output and "\\x1b[2J" in output, output
     assert not any(char in output for char in RAW), repr(output)
+
+
+def test_exp_list_prints_an_experiment_s_params_escaped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A teammate's experiment (its params.yaml committed to an experiment ref) sets a value holding
+    an OSC title and ESC [2J: `judgeloop exp list` shows it escaped."""
+    from pipeline.tools import exp_list
+    from pipeline.tools.dvc_run import exp
+    from tests.conftest import ROOT
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(exp_list, "experiments", lambda all_commits=False: [("mate", "abc1234", "base")])
+    runs = {
+        "base": {"params.yaml": {"refine": {"keep": "last"}}},
+        "mate": {"params.yaml": {"refine": {"keep": HOSTILE}}},
+    }
+    monkeypatch.setattr(exp_list, "read_runs", lambda revs: ({r: {} for r in revs}, runs))
+    result = CliRunner().invoke(exp, ["list"])
+    assert result.exit_code == 0, result.output
+    assert "refine.keep=fine\\x1b]0;owned\\x07" in result.output, result.output
+    assert not any(char in result.output for char in RAW), repr(result.output)
