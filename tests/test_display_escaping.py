@@ -84,3 +84,19 @@ def test_exp_list_prints_an_experiment_s_params_escaped(monkeypatch: pytest.Monk
     assert result.exit_code == 0, result.output
     assert "refine.keep=fine\\x1b]0;owned\\x07" in result.output, result.output
     assert not any(char in result.output for char in RAW), repr(result.output)
+
+
+def test_calibrate_prints_a_metric_name_from_the_files_escaped(tmp_path: Path) -> None:
+    """The metric names of `calibrate --scores --human` come from the files given: shown escaped."""
+    from tests.test_cli_calibrate import human_rows, score_rows, write_jsonl
+
+    rows = human_rows(n_groups=6, n_systems=4)
+    humans = [{**h, "metric": "coherence" + HOSTILE} for h in rows if h["metric"] == "coherence"]
+    scores = score_rows(humans, [float(sum(h["ratings"])) for h in humans])
+    s, h = write_jsonl(tmp_path / "s.jsonl", scores), write_jsonl(tmp_path / "h.jsonl", humans)
+    result = CliRunner().invoke(
+        main, ["calibrate", "--scores", str(s), "--human", str(h), "--resamples", "100"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "coherencefine\\x1b]0;owned\\x07" in result.output, result.output
+    assert not any(char in result.output for char in RAW), repr(result.output)
