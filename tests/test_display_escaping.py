@@ -5,6 +5,7 @@ test_trust_readers); these are the commands found printing a reply raw (writers-
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -99,4 +100,20 @@ def test_calibrate_prints_a_metric_name_from_the_files_escaped(tmp_path: Path) -
     )
     assert result.exit_code == 0, result.output
     assert "coherencefine\\x1b]0;owned\\x07" in result.output, result.output
+    assert not any(char in result.output for char in RAW), repr(result.output)
+
+
+def test_judge_evaluate_batch_prints_a_row_s_id_escaped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rows file's id (the user's data, or a colleague's) named in a skipped row's line: escaped."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({"llm": {"backend": "fake", "model": "m"}}))
+    row = {"id": "q" + HOSTILE, "question": "q?", "answer": "a"}
+    (tmp_path / "rows.jsonl").write_text(json.dumps(row) + "\n" + json.dumps(row) + "\n")
+    monkeypatch.setattr(judge_evaluate, "run_judge_evaluate", lambda *a, **k: [])
+    result = CliRunner().invoke(main, ["judge-evaluate", "--batch", "rows.jsonl", "--out", "scores.jsonl"])
+    assert "already used on line 1" in result.output and "qfine\\x1b]0;owned\\x07" in result.output, (
+        result.output
+    )
     assert not any(char in result.output for char in RAW), repr(result.output)
