@@ -145,7 +145,8 @@ def check_stage(ctx: click.Context, param: click.Parameter, stage: str) -> str:
         name = safe_name(stage, "--stage", STAGE_FIX)
     except UnsafeNameError as exc:
         raise click.BadParameter(exc.message, ctx, param) from exc
-    if name in pipeline_stage_names():
+    # Without case: where the file system ignores it (macOS, Windows) JUDGE's folder is judge's.
+    if name.casefold() in {n.casefold() for n in pipeline_stage_names()}:
         raise click.BadParameter(
             f"'{name}' is a pipeline stage's name, and its recording is that stage's alone (pinned in "
             f"dvc.lock): judge-evaluate's calls added to it would break its replay. Fix: name a folder "
