@@ -14,6 +14,7 @@ import yaml
 from click.testing import CliRunner
 
 from pipeline.experiments.rag import judge_evaluate
+from pipeline.experiments.rag.params import load_rag_params
 from pipeline.judges.structured.judge import DimensionScore, ScoredDimensions, UnscoredDimensions
 from pipeline.tools.cli import main
 
@@ -33,7 +34,7 @@ def _judge_evaluate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, verdict: ob
 
 
 def _scored(tmp_path: Path) -> ScoredDimensions:
-    params = judge_evaluate.load_rag_params(tmp_path / "params.yaml")
+    params = load_rag_params(tmp_path / "params.yaml")
     names = [d.name for d in params.rag.dimensions.items]
     return ScoredDimensions(
         reasoning=HOSTILE,
