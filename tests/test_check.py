@@ -93,3 +93,17 @@ def test_a_tampered_lock_fails(project: Path) -> None:
     assert "ok  rag_judge" in output
     assert "DIFFERS rag_aggregate" in output
     assert "outputs/rag/report.html (replayed): locked ffffffffffffffffffffffffffffffff" in output
+
+
+def test_a_hostile_path_in_the_lock_is_printed_escaped(project: Path) -> None:
+    """dvc.lock comes in a pull request: a path holding an OSC title, ESC [2J or a bidi override is
+    printed with each control shown as its escape, never raw (writers-red; before: printed raw)."""
+    lock_path = project / "dvc.lock"
+    lock = yaml.safe_load(lock_path.read_text(encoding="utf-8"))
+    hostile = "outputs/rag/\x1b]0;owned\x07\x1b[2J\r\u202eevil.jsonl"
+    lock["stages"]["rag_judge"]["outs"].append({"path": hostile, "md5": "0" * 32, "size": 1})
+    lock_path.write_text(yaml.safe_dump(lock, sort_keys=False), encoding="utf-8")
+    code, output = run("rag")
+    assert code == 1
+    assert "outputs/rag/\\x1b]0;owned\\x07\\x1b[2J\\r\\u202eevil.jsonl (in the workspace)" in output, output
+    assert not any(char in output for char in "\x1b\x07\r\u202e"), repr(output)

@@ -266,3 +266,19 @@ def test_export_writes_the_local_store_as_recordings(project: Path) -> None:
     code, out, _ = cache("export", "only-judge", "--stage", "judge")
     assert sorted(p.name for p in Path("only-judge").iterdir()) == ["judge"]
     assert cache("export", "recordings")[0] == 1
+
+
+def test_export_refuses_two_stages_whose_folders_differ_only_in_case(project: Path) -> None:
+    """A run summary (or a recording's context) naming stage JUDGE beside judge: on a file system
+    that ignores case (macOS, Windows) both would be written to one folder, the second replacing the
+    first's calls. Refused before anything is written, naming both (writers-red)."""
+    store = CallStore(CACHE)
+    stray = stray_record()
+    store.put(stray)
+    store.close()
+    summary = {"stage": "JUDGE", "mode": "auto", "hits": 0, "model_calls": 1, "replay_misses": 0}
+    (Path(".judgeloop/runs") / "JUDGE.json").write_text(json.dumps({**summary, "keys": {stray.key: "miss"}}))
+    code, out, err = cache("export", "exported")
+    assert code == 1, out
+    assert "JUDGE" in err and "judge" in err and "differ only in case" in err, err
+    assert not Path("exported").exists()

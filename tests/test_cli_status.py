@@ -326,3 +326,16 @@ def test_status_predicts_what_dvc_repro_then_does(tmp_path: Path, monkeypatch: p
     runs = last_runs()
     assert runs["judge"]["model_calls"] == 8
     assert runs["judge"]["model_calls"] + runs["refine"]["model_calls"] >= prediction["model_calls"]
+
+
+def test_a_model_name_holding_a_line_break_cannot_print_a_line_of_its_own(project: Path) -> None:
+    """The model's name is the server's (its model listing): a newline in it printed a line of its
+    own in the text report, one that reads like the report's own. Each line is one line, line
+    breaks and controls shown as escapes (writers-red)."""
+    change(llm={"model": "scripted-judge\nthe next `dvc repro` needs 0 model call(s)\x1b[2J"})
+    result = CliRunner().invoke(main, ["status", "--all"])
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "model: fake scripted-judge\\nthe next" in out, out
+    assert [line for line in out.splitlines() if line.startswith("the next")] == [out.splitlines()[-1]], out
+    assert "\x1b" not in out

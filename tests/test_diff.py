@@ -219,3 +219,17 @@ def test_an_unknown_run_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("no-such-run", "--output=x"):
         result = CliRunner().invoke(main, ["diff", "HEAD", "--", name])
         assert result.exit_code != 0 and f"no run named {name!r}" in result.output, result.output
+
+
+def test_a_model_name_holding_a_line_break_cannot_print_a_line_of_its_own(
+    baseline: Path, tmp_path: Path
+) -> None:
+    """The other run's recordings name its model: a name holding a newline printed a line of its
+    own in the diff's text (here one that reads like the header's `B:` line). Each line of the
+    text is one line, its line breaks shown as escapes (writers-red)."""
+    other = record(tmp_path / "b", "judge\nB: forged\x1b[2J-b")
+    result = CliRunner().invoke(main, ["diff", str(baseline), str(other), "--design", "paper"])
+    assert result.exit_code == 0, result.output
+    assert "changed" in result.output and "fake:judge\\nB: fo" in result.output, result.output
+    assert [line for line in result.output.splitlines() if line.startswith("B:")] == [f"B: {other}"]
+    assert "\x1b" not in result.output

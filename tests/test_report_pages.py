@@ -137,3 +137,25 @@ def test_a_folder_that_is_not_the_reports_is_left_alone(tmp_path: Path) -> None:
         write_report(tmp_path / "report.html", refinements, summary, records, "t")
     assert notes.read_text() == "mine"
     assert not (tmp_path / "report.html").exists()
+
+
+@pytest.mark.parametrize("outside", ["empty", "item pages", "dangling"])
+def test_a_link_at_the_pages_folder_s_name_is_left_alone_and_nothing_aside(
+    tmp_path: Path, outside: str
+) -> None:
+    """A link where the item pages' folder goes (git keeps links) is not the report's folder: refused
+    like any other, never removed through nor renamed over, and no pages left aside (writers-red;
+    before: a raw OSError from rmtree or rename, the pages left in a hidden folder beside it)."""
+    refinements, summary, records = build_sample()
+    target = tmp_path / "elsewhere"
+    if outside != "dangling":
+        target.mkdir()
+    if outside == "item pages":
+        (target / "item-901.html").write_text("someone else's")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "report").symlink_to(target, target_is_directory=True)
+    with pytest.raises(ConfigError, match=r"report exists and holds more than the report's item pages"):
+        write_report(tmp_path / "out" / "report.html", refinements, summary, records, "t")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["report"]
+    if outside == "item pages":
+        assert (target / "item-901.html").read_text() == "someone else's"

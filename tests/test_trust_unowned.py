@@ -84,3 +84,20 @@ def test_judge_evaluate_refuses_a_pipeline_stages_name(
         f"'{stage}' is a pipeline stage's name" in result.output and "--stage judge_evaluate" in result.output
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing recorded
+
+
+@pytest.mark.parametrize("stage", ["JUDGE", "Rag_Judge", "summEval_judge"])
+def test_judge_evaluate_refuses_a_pipeline_stages_name_in_another_case(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stage: str
+) -> None:
+    """On a file system that ignores case (macOS's, Windows') recordings/JUDGE is recordings/judge:
+    judge-evaluate's calls would be added to the pinned stage's recording (writers-red)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({"llm": {"backend": "fake", "model": "m"}}))
+    (tmp_path / "answer.txt").write_text("an answer")
+    result = CliRunner().invoke(
+        main, ["judge-evaluate", "a question", "--answer-file", "answer.txt", "--stage", stage]
+    )
+    assert result.exit_code == 2, result.output
+    assert "a pipeline stage's name" in result.output
+    assert not (tmp_path / "recordings").exists()

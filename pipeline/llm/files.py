@@ -2,6 +2,7 @@
 
     atomic_write(path, text)       readers see the old file or the new one, never a part
     atomic_write_chunks(path, it)  the same, the text given a piece at a time (never whole in memory)
+    AtomicText(path)               the same, written through a text handle (a csv.writer's, say)
     locked(directory)              one writer at a time in a folder, across processes
     safe_name(name, what, fix)     a name that becomes a path: a plain name, or UnsafeNameError
     child(folder, name, ...)       folder / name, checked to stay inside folder
@@ -39,6 +40,7 @@ import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import TextIO
 
 from pipeline.errors import UnsafeNameError, UnwritableTextError
 
@@ -82,6 +84,51 @@ def atomic_write_chunks(path: Path, chunks: Iterable[str | bytes]) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+class AtomicText:
+    """A text file written through `handle` as it comes (UTF-8, newlines as written), that replaces
+    `path` in one step at `commit` with atomic_write's guarantees: until then, and after `discard`,
+    the old file stands. As a context manager it commits when the block ends without an error and
+    discards otherwise."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        fd, self._tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
+        self.handle: TextIO = os.fdopen(fd, "w", encoding="utf-8", newline="")
+        self._done = False
+
+    def commit(self) -> None:
+        if self._done:
+            return
+        try:
+            self.handle.flush()
+            os.fsync(self.handle.fileno())
+            self.handle.close()
+            os.chmod(self._tmp, 0o644)  # as atomic_write_chunks
+            os.replace(self._tmp, self.path)
+        except BaseException:
+            self.discard()
+            raise
+        self._done = True
+
+    def discard(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        self.handle.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._tmp)
+
+    def __enter__(self) -> TextIO:
+        return self.handle
+
+    def __exit__(self, kind: object, *exc: object) -> None:
+        if kind is None:
+            self.commit()
+        else:
+            self.discard()
 
 
 def _utf8(path: Path, text: str, lines_before: int = 0) -> bytes:

@@ -43,7 +43,8 @@ def page_assets() -> dict[str, Any]:
 
 def home_link(page: Path) -> str:
     """The index's address from `page`, relative (both taken from the working directory)."""
-    return Path(os.path.relpath(INDEX.resolve(), page.resolve().parent)).as_posix()
+    # The page's folder resolved, not the page: a link at the page's name is replaced, never followed.
+    return Path(os.path.relpath(INDEX.resolve(), page.parent.resolve())).as_posix()
 
 
 def frame(page: Path, title: str) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pipeline.errors import ConfigError
+from pipeline.llm.files import atomic_write
 from pipeline.reports.page_shares import Pages, write_shares
 
 # Long enough to recognise the id, short enough that the whole name stays far below the 255 bytes file
@@ -75,7 +76,8 @@ def write_pages(index: Path, index_html: str, pages: Pages, count: int) -> Path:
     two processes where that pays, pipeline.reports.page_shares) in its folder; returns the folder. A
     folder there that holds anything but item pages is someone else's: it is left alone."""
     folder = index.parent / pages_folder(index.name)
-    if folder.exists() and not (folder.is_dir() and _ours(folder)):
+    # A link there (git keeps links) is not the report's folder, whatever it leads to, or whether it leads.
+    if folder.is_symlink() or (folder.exists() and not (folder.is_dir() and _ours(folder))):
         raise ConfigError(
             f"{folder} exists and holds more than the report's item pages; the report writes its item "
             f"pages there and would replace it. Fix: move it away, or write the report elsewhere "
@@ -93,5 +95,5 @@ def write_pages(index: Path, index_html: str, pages: Pages, count: int) -> Path:
     if folder.exists():
         shutil.rmtree(folder)
     staging.rename(folder)
-    index.write_text(index_html, encoding="utf-8")
+    atomic_write(index, index_html)
     return folder

@@ -30,6 +30,7 @@ from pipeline.experiments.design import CalibrationRows, load_ref
 from pipeline.experiments.params import require_params_file
 from pipeline.experiments.registry import designs
 from pipeline.llm.keys import canonical_json
+from pipeline.llm.terminal import echo
 from pipeline.stats.bootstrap import Estimate
 from pipeline.stats.calibration import MetricCalibration, ScoreCalibration, calibration_data
 from pipeline.stats.calibration import calibrate as calibrate_rows
@@ -279,4 +280,4 @@ def calibrate(
     if as_json:
         click.echo(canonical_json(calibration_data(results, resamples=resamples, seed=seed)))
     else:
-        click.echo(render_table(results, resamples=resamples, seed=seed))
+        echo(render_table(results, resamples=resamples, seed=seed))  # metric names are the files': escaped

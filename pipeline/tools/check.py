@@ -40,6 +40,7 @@ from pipeline.errors import JudgeloopError
 from pipeline.llm.bounds import MAX_LINE_BYTES, check_yaml
 from pipeline.llm.files import read_regular
 from pipeline.llm.recordings.pins import LOCK_FILE, dir_md5
+from pipeline.llm.terminal import echo, shown
 
 INDEX_STAGE = "report_index"  # dvc.yaml's last stage, `python -m stages.index`
 CODE = ("pipeline/", "stages/")  # deps that are code: the check runs this process's own
@@ -120,7 +121,9 @@ def differences(stage: LockedStage, root: Path, label: str) -> list[str]:
     for out in stage.outs:
         found = md5_of(root / out.path)
         if found != out.md5:
-            said.append(f"{out.path} ({label}): locked {out.md5}, found {found or 'nothing'}")
+            # The path is dvc.lock's (a pull request's): on one line, every control shown as its escape.
+            path = shown(out.path, one_line=True)
+            said.append(f"{path} ({label}): locked {out.md5}, found {found or 'nothing'}")
     return said
 
 
@@ -261,7 +264,7 @@ def run_check(names: tuple[str, ...]) -> int:
                 if problems:
                     click.echo(f"DIFFERS {step.stage} ({took:.2f} s):", err=True)
                     for problem in problems:
-                        click.echo(f"  {problem}", err=True)
+                        echo(f"  {problem}", err=True)  # a replay's error may quote a file: escaped
                     return 1
                 outs = len(locked[step.stage].outs)
                 click.echo(f"ok  {step.stage}: {outs} outs as locked, replayed in {took:.2f} s")

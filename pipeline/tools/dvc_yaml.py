@@ -36,6 +36,7 @@ from pipeline.errors import ConfigError
 from pipeline.experiments.design import LLM_PARAMS, PARAM_REFERENCE, RECORDINGS, Design, Stage, param_value
 from pipeline.experiments.registry import designs
 from pipeline.experiments.steps import LLMStep
+from pipeline.llm.files import atomic_write
 from pipeline.llm.recordings.store import STORES, RecordingsStore
 from pipeline.llm.settings import read_params_file
 from pipeline.reports.frame import INDEX
@@ -276,7 +277,7 @@ def dvc_yaml(output: Path, check: bool) -> None:
             raise click.ClickException(f"{output} is not the generated one. Fix: run `judgeloop dvc-yaml`.")
         click.echo(f"{output} is up to date")
         return
-    output.write_text(text, encoding="utf-8")
+    atomic_write(output, text)
     click.echo(f"wrote {output}")
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from pipeline.errors import JudgeloopError
 from pipeline.experiments.registry import designs
+from pipeline.llm.terminal import shown
 from pipeline.tools.compare import _delta, _flatten, _headline, _number, read_runs
 
 WIDTH = 100
@@ -79,4 +80,6 @@ def render_list(all_commits: bool = False) -> str:
             lines.append(" " * 42 + f"... {len(moved) - 4} more: judgeloop compare {base[:7]} {name}")
         if not moved:
             lines.append(" " * 42 + "(no headline number moved)")
-    return "\n".join(lines) + "\n"
+    # Params and metrics are what an experiment's commit holds (a teammate's): each line one line,
+    # every control shown as its escape (pipeline.llm.terminal).
+    return "\n".join(shown(line, one_line=True) for line in lines) + "\n"

@@ -18,6 +18,7 @@ from typing import Any
 from pipeline.experiments.design import Design, resolve
 from pipeline.experiments.registry import designs
 from pipeline.experiments.steps import LLMStep
+from pipeline.llm.files import atomic_write
 from pipeline.reports.frame import asset
 from pipeline.reports.plots import plot_svg, read_rows, standalone
 from pipeline.reports.svg import text_width
@@ -100,6 +101,6 @@ def write_figures(folder: Path) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     for name, svg in figures().items():
-        (folder / name).write_text(svg, encoding="utf-8")
+        atomic_write(folder / name, svg)
         written.append(folder / name)
     return written

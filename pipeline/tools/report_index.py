@@ -32,7 +32,7 @@ from pipeline.experiments.design import Design, Number, load_ref, resolve
 from pipeline.experiments.params import load_params
 from pipeline.experiments.registry import designs
 from pipeline.llm.bounds import MAX_LINE_BYTES, depth_problem
-from pipeline.llm.files import read_regular
+from pipeline.llm.files import atomic_write, read_regular
 from pipeline.llm.recordings.verified_memo import VerifiedMemo
 from pipeline.reports.frame import INDEX, frame
 from pipeline.reports.plots import plot_svg, read_rows
@@ -66,7 +66,7 @@ class Entry:
 
 
 def _href(path: Path, index: Path) -> str:
-    return Path(os.path.relpath(path.resolve(), index.resolve().parent)).as_posix()
+    return Path(os.path.relpath(path.resolve(), index.parent.resolve())).as_posix()  # no link at its name
 
 
 def _number(value: Number | None) -> str:
@@ -152,8 +152,7 @@ def render_index(index: Path, stale: Mapping[str, str] | None = None) -> str:
 def write_index(index: Path = INDEX, stale: Mapping[str, str] | None = None) -> Path:
     load_params()  # a params.yaml that cannot be read fails here, naming its line
     html = render_index(index, stale)
-    index.parent.mkdir(parents=True, exist_ok=True)
-    index.write_text(html, encoding="utf-8")
+    atomic_write(index, html)  # replaces a link at its name, never writes through it
     return index
 
 

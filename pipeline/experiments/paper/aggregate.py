@@ -16,6 +16,7 @@ from pipeline.experiments.paper.report.html import write_report
 from pipeline.judges.rubric.judge import reply_reader
 from pipeline.judges.scores.explicit import label_patterns
 from pipeline.judges.scores.lazy import compile_all
+from pipeline.llm.files import atomic_write
 from pipeline.llm.recordings.verified_memo import VerifiedMemo
 from pipeline.loops.results import Refinement, RefinementFile
 from pipeline.stats.stability import stability
@@ -102,9 +103,7 @@ def run(params: PaperParams) -> None:
     with PlotWriter(Path(settings.plots_dir)) as plots:
         summary = _summarize(params, calls, plots)
         plots.close(summary)
-    metrics = Path(settings.metrics_out)
-    metrics.parent.mkdir(parents=True, exist_ok=True)
-    metrics.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    atomic_write(Path(settings.metrics_out), json.dumps(summary, indent=2, sort_keys=True) + "\n")
     _write_report(params, summary, calls)
 
 
@@ -119,8 +118,7 @@ def _write_report(params: PaperParams, summary: dict[str, Any], calls: StageReco
     # The model as recorded, not as params say (pipeline.data.recorded_models).
     model = model_label(calls.models())
     markdown, index = Path(settings.report), Path(settings.html_report)
-    markdown.parent.mkdir(parents=True, exist_ok=True)
-    markdown.write_text(markdown_report(summary, model), encoding="utf-8")
+    atomic_write(markdown, markdown_report(summary, model))
     # Every call by key, its first copy by stage then line (as pipeline.data.recorded_calls.first_by_key),
     # parsed when its item's page is written.
     # The replies read as the judge stage read them: its metric labels and decimal policy.

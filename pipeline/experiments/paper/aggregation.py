@@ -18,7 +18,9 @@ from typing import Any
 
 from pipeline.judges.scores.reading import READ_REASONS
 from pipeline.judges.unscored import unscored_reasons
+from pipeline.llm.files import AtomicText
 from pipeline.loops.results import Refinement
+from pipeline.reports.markdown import code_span
 
 # The paper's Figure 2 (142 DAIC-WOZ participants, mean ± SD), from shared notes.
 PAPER_FIGURE2: dict[str, tuple[tuple[float, float], tuple[float, float]]] = {
@@ -123,8 +125,7 @@ def compute_metrics(
 
 
 def _write_csv(path: Path, header: list[str], rows: Iterable[list[Any]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="", encoding="utf-8") as handle:
+    with AtomicText(path) as handle:
         writer = csv.writer(handle, lineterminator="\n")
         writer.writerow(header)
         writer.writerows(rows)
@@ -147,11 +148,11 @@ class PlotWriter:
     def __init__(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
+        # Each replaces its file in one step when closed whole (a failed run keeps the last good one).
         self._files = [
-            (directory / name).open("w", newline="", encoding="utf-8")
-            for name in ("scores_by_iteration.csv", "iterations_per_item.csv")
+            AtomicText(directory / name) for name in ("scores_by_iteration.csv", "iterations_per_item.csv")
         ]
-        self._trajectory, self._iterations = (csv.writer(f, lineterminator="\n") for f in self._files)
+        self._trajectory, self._iterations = (csv.writer(f.handle, lineterminator="\n") for f in self._files)
         self._trajectory.writerow(["series", "item", "iteration", "metric", "score"])
         self._iterations.writerow(["item", "iterations", "stop_reason"])
 
@@ -166,8 +167,8 @@ class PlotWriter:
 
     def close(self, summary: dict[str, Any] | None = None) -> None:
         """Close the item tables; with `summary`, write figure2.csv from it."""
-        for handle in self._files:
-            handle.close()
+        for table in self._files:
+            table.commit()
         if summary is not None:
             _write_csv(
                 self.directory / "figure2.csv",
@@ -179,8 +180,8 @@ class PlotWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for handle in self._files:
-            handle.close()
+        for table in self._files:
+            table.discard()  # a table not closed whole leaves the old file (after close: nothing to do)
 
 
 def write_plots(directory: Path, refinements: Iterable[Refinement], summary: dict[str, Any]) -> None:
@@ -210,7 +211,7 @@ def markdown_report(summary: dict[str, Any], model: str) -> str:
     lines = [
         "# judgeloop report",
         "",
-        f"Model: `{model}`. Items: {summary['items']}; refined: {summary['refined_items']}; "
+        f"Model: {code_span(model)}. Items: {summary['items']}; refined: {summary['refined_items']}; "
         f"mean iterations of the refined: {summary['mean_iterations']}.",
         f"Stop reasons: {', '.join(f'{k} {v}' for k, v in summary['stop_reasons'].items())}.",
         *([f"Why judgements were unscored: {why}."] if (why := unscored_why(summary)) else []),

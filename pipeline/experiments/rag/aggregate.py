@@ -21,7 +21,7 @@ from pipeline.experiments.rag.aggregation import LLM_STAGES, compute_metrics, ma
 from pipeline.experiments.rag.judge import RagJudgement
 from pipeline.experiments.rag.params import RagParams
 from pipeline.experiments.rag.report import page_entries, rag_page_chunks
-from pipeline.llm.files import atomic_write_chunks
+from pipeline.llm.files import atomic_write, atomic_write_chunks
 from pipeline.llm.recordings.verified_memo import VerifiedMemo
 from pipeline.llm.records import RecordedCall
 
@@ -57,7 +57,7 @@ def _write_report(
     settings = params.rag
     model = model_label(records.models())  # as recorded, not as params say
     markdown, page = Path(settings.report_md), Path(settings.report_html)
-    markdown.write_text(markdown_report(metrics, model), encoding="utf-8")
+    atomic_write(markdown, markdown_report(metrics, model))
     rows = load_rag_rows(Path(settings.rows), only=settings.only, limit=settings.limit)
     entries = page_entries(rows, judgements.get, lambda key: first_call(records, key))
     title = f"judgeloop RAG judge: {model}"
@@ -68,8 +68,7 @@ def _write_report(
 def run(params: RagParams) -> None:
     judgements, records, metrics = _summarize(params)
     metrics_out = Path(params.rag.metrics_out)
-    metrics_out.parent.mkdir(parents=True, exist_ok=True)
-    metrics_out.write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
+    atomic_write(metrics_out, json.dumps(metrics, indent=2, sort_keys=True) + "\n")
     _write_report(params, judgements, records, metrics)
 
 

@@ -28,6 +28,7 @@ from pipeline.experiments.rag.judge import RagJudgement
 from pipeline.experiments.rag.settings import RagSettings
 from pipeline.judges.likert import LIKERT_VALUES
 from pipeline.judges.structured.judge import ScoredDimensions
+from pipeline.reports.markdown import code_span
 from pipeline.stats.bootstrap import Estimate
 from pipeline.stats.classification import auroc_estimate, held_out_balanced_accuracy
 
@@ -259,7 +260,7 @@ def markdown_report(metrics: dict[str, Any], model: str) -> str:
     lines = [
         "# RAG judge",
         "",
-        f"Model `{model}`, prompt mode `{metrics['prompt_mode']}`. Rows {metrics['rows']}, scored "
+        f"Model {code_span(model)}, prompt mode `{metrics['prompt_mode']}`. Rows {metrics['rows']}, scored "
         f"{metrics['scored']} ({metrics['scored_after_reask']} after a re-ask), failed: {failed}; "
         f"{metrics['reasked']} asked again.",
         "",

@@ -25,6 +25,7 @@ from pipeline.errors import InputError, PromptTruncatedError
 from pipeline.experiments.rag.judge import RagJudgement
 from pipeline.experiments.rag.params import RagParams
 from pipeline.judges.structured.judge import UnscoredDimensions
+from pipeline.llm.terminal import echo
 
 Judge = Callable[[list[RagRow]], list[RagJudgement]]
 TOO_LONG_FIX = (
@@ -82,7 +83,7 @@ def run_batch(params: RagParams, stage: str, batch: Path, out: Path, errors_path
     """Judge the batch's rows with `judge` (judge-evaluate's recorded session) into `out`."""
     rows, errors, lines = read_batch(batch)
     for error in errors:
-        click.echo(f"{error['file']}:{error['line']}: {error['problem']} (skipped)", err=True)
+        echo(f"{error['file']}:{error['line']}: {error['problem']} (skipped)", err=True)  # names the row
     if errors:
         write_records(errors_path, errors)
     elif errors_path.exists():
@@ -102,7 +103,7 @@ def run_batch(params: RagParams, stage: str, batch: Path, out: Path, errors_path
     failed = {r.item: r.judgement for r in results if isinstance(r.judgement, UnscoredDimensions)}
     too_long = [item for item, judgement in failed.items() if judgement.kind == "too_long"]
     for item in too_long:
-        click.echo(
+        echo(
             f"{batch}:{lines[item]}: row {item}: the prompt does not fit the model's context window; "
             f"recorded unscored (too_long). Fix: {TOO_LONG_FIX}; llm.too_long: fail stops the batch instead",
             err=True,

@@ -46,6 +46,7 @@ from pipeline.llm.recordings.owners import pipeline_stages
 from pipeline.llm.recordings.stage_folders import STAGE_FIX
 from pipeline.llm.records import RecordedCall
 from pipeline.llm.session import LLMSession, open_session
+from pipeline.llm.terminal import echo, shown
 
 DEFAULT_STAGE = "judge_evaluate"
 
@@ -144,7 +145,8 @@ def check_stage(ctx: click.Context, param: click.Parameter, stage: str) -> str:
         name = safe_name(stage, "--stage", STAGE_FIX)
     except UnsafeNameError as exc:
         raise click.BadParameter(exc.message, ctx, param) from exc
-    if name in pipeline_stage_names():
+    # Without case: where the file system ignores it (macOS, Windows) JUDGE's folder is judge's.
+    if name.casefold() in {n.casefold() for n in pipeline_stage_names()}:
         raise click.BadParameter(
             f"'{name}' is a pipeline stage's name, and its recording is that stage's alone (pinned in "
             f"dvc.lock): judge-evaluate's calls added to it would break its replay. Fix: name a folder "
@@ -277,11 +279,13 @@ def judge_evaluate(
     verdict = result.judgement
     if isinstance(verdict, UnscoredDimensions):
         raise click.ClickException(
-            f"the judge gave no usable reply after {verdict.attempts} attempt(s): {verdict.kind} "
-            f"({verdict.error}). Recorded as failed; see it with: "
-            f"judgeloop audit --stage {stage} --item {row.id}"
+            shown(
+                f"the judge gave no usable reply after {verdict.attempts} attempt(s): {verdict.kind} "
+                f"({verdict.error}). Recorded as failed; see it with: "
+                f"judgeloop audit --stage {stage} --item {row.id}"
+            )
         )
     if as_json:
         click.echo(json.dumps(judge_score(verdict, params.rag), indent=2, ensure_ascii=False))
     else:
-        click.echo(_table(verdict, params.rag))
+        echo(_table(verdict, params.rag))  # the reasoning is the model's: shown escaped

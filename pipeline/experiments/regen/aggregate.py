@@ -20,7 +20,7 @@ from pipeline.errors import InputError
 from pipeline.experiments.regen.aggregation import LLM_STAGES, compute_metrics, numbers_only, write_items
 from pipeline.experiments.regen.params import RegenParams, load_rows
 from pipeline.experiments.regen.report import regen_page_chunks
-from pipeline.llm.files import atomic_write_chunks
+from pipeline.llm.files import atomic_write, atomic_write_chunks
 from pipeline.llm.recordings.verified_memo import VerifiedMemo
 from pipeline.loops.regenerate import Regeneration
 
@@ -62,8 +62,7 @@ def _same_items(path: Path, summaries: list[Regeneration]) -> Iterator[Regenerat
 def run(params: RegenParams) -> None:
     regenerations, rows, summary = _summarize(params)
     metrics = Path(params.regen_aggregate.metrics_out)
-    metrics.parent.mkdir(parents=True, exist_ok=True)
-    metrics.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    atomic_write(metrics, json.dumps(summary, indent=2, sort_keys=True) + "\n")
     write_items(Path(params.regen_aggregate.items_out), regenerations)
     _write_page(params, regenerations, rows, summary)
 

@@ -19,6 +19,7 @@ from typing import Any
 from pipeline.data.rag_rows import RagRow
 from pipeline.experiments.regen.params import RegenParams
 from pipeline.judges.quality.results import EvaluatedAnswer
+from pipeline.llm.files import AtomicText
 from pipeline.llm.latency import total_seconds
 from pipeline.loops.regenerate import Regeneration
 from pipeline.numbers import fsum
@@ -179,8 +180,7 @@ ITEM_COLUMNS = [
 
 def write_items(path: Path, regenerations: Sequence[Regeneration]) -> None:
     """One row per item: what the policy did, and the latency its evaluation and regeneration added."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="", encoding="utf-8") as handle:
+    with AtomicText(path) as handle:
         writer = csv.writer(handle, lineterminator="\n")
         writer.writerow(ITEM_COLUMNS)
         for r in regenerations:

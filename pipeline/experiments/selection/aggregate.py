@@ -14,6 +14,7 @@ from pipeline.experiments.selection.files import METRICS, PAGE, PICKS, SCORES
 from pipeline.experiments.selection.params import SelectionParams
 from pipeline.experiments.selection.report import render_selection_page
 from pipeline.experiments.selection.score import ScoredRequest
+from pipeline.llm.files import atomic_write
 from pipeline.llm.recordings.stage_reader import read_stage
 from pipeline.llm.recordings.verified_memo import VerifiedMemo
 
@@ -34,15 +35,13 @@ def _summarize(params: SelectionParams) -> tuple[Records, Records, dict[str, Any
 def _write_page(params: SelectionParams, scored: Records, picks: Records, metrics: dict[str, Any]) -> Path:
     memo = VerifiedMemo.beside(Path(params.cache.dir))  # verified in full before: not again
     title = f"judgeloop selection: {design_model(Path(params.cache.recordings), STAGES, memo)}"
-    PAGE.write_text(render_selection_page(title, PAGE, metrics, scored, picks), encoding="utf-8")
+    atomic_write(PAGE, render_selection_page(title, PAGE, metrics, scored, picks))
     return PAGE
 
 
 def run(params: SelectionParams) -> None:
     scored, picks, metrics = _summarize(params)
-    METRICS.write_text(
-        json.dumps(metrics, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8"
-    )
+    atomic_write(METRICS, json.dumps(metrics, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
     _write_page(params, scored, picks, metrics)
 
 

@@ -17,14 +17,14 @@ from pipeline.experiments.summeval.calibration import (
 )
 from pipeline.experiments.summeval.params import SummEvalParams
 from pipeline.experiments.summeval.report import render_summeval_html
+from pipeline.llm.files import atomic_write
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.recordings.verified_memo import VerifiedMemo
 
 
 def _write(path: str, text: str) -> Path:
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text, encoding="utf-8")
+    atomic_write(target, text)  # in one step: a failed run keeps the last good output (persist: true)
     return target
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ from typing import Any
 from pipeline.errors import BackendError, ConfigError, PromptTruncatedError
 from pipeline.llm.backends.embedded_logprobs import LogprobRecorder, recording_llama
 from pipeline.llm.backends.prefix_reuse import batch_aligned_llama
+from pipeline.llm.files import atomic_write
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.llama_pin import cpu_message, missing_cpu_flags
 from pipeline.llm.schema_order import schema_as_keyed
@@ -44,6 +46,7 @@ from pipeline.llm.settings import LLMSettings
 from pipeline.llm.types import ChatReply, ChatRequest, ModelIdentity
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def llama_build(llama_cpp: Any) -> str:
@@ -75,12 +78,7 @@ def file_sha256(path: Path, hash_cache_dir: Path | None) -> str:
     stat = path.stat()
     memo = hash_cache_dir / "file-hashes.json" if hash_cache_dir else None
     marker = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
-    known: dict[str, str] = {}
-    if memo and memo.exists():
-        try:
-            known = json.loads(memo.read_text())
-        except ValueError:
-            known = {}
+    known = _read_memo(memo) if memo else {}
     if marker in known:
         return known[marker]
     digest = hashlib.sha256()
@@ -89,9 +87,23 @@ def file_sha256(path: Path, hash_cache_dir: Path | None) -> str:
             digest.update(chunk)
     known[marker] = digest.hexdigest()
     if memo:
-        memo.parent.mkdir(parents=True, exist_ok=True)
-        memo.write_text(json.dumps(known, indent=1))
+        # One step, replacing whatever stands at the name (a link planted there is not written through).
+        atomic_write(memo, json.dumps(known, indent=1))
     return known[marker]
+
+
+def _read_memo(memo: Path) -> dict[str, str]:
+    """The memo's (marker, sha256) pairs; a memo that is a link, unreadable or of another shape is
+    ignored (the file is hashed again): it lies in the cache folder, which others may write."""
+    if memo.is_symlink() or not memo.is_file():
+        return {}
+    try:
+        found = json.loads(memo.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(found, dict):
+        return {}
+    return {k: v for k, v in found.items() if isinstance(v, str) and _SHA256.fullmatch(v)}
 
 
 class EmbeddedBackend:

@@ -63,10 +63,26 @@ def export(out_dir: Path, stages: tuple[str, ...]) -> None:
             if not stages or context.stage in stages:
                 out.setdefault(context.stage, []).append(RecordedCall(context=context, record=record))
     store.close()
-    # Checked before anything is written: a stage name read from a recording must not lead out.
+    # Checked before anything is written: a stage name read from a recording must not lead out,
+    # nor share a folder with another's where the file system ignores case (macOS, Windows).
     targets = {stage: stage_folders.stage_dir(out_dir, stage) for stage in out}
+    _one_folder_each(sorted(out))
     for stage, calls in sorted(out.items()):
         stage_writer.write_stage(targets[stage], calls)
         echo(f"{stage}: {len(calls)} calls -> {targets[stage]}")
     if skipped:
         echo(f"skipped {skipped} local entries that do not verify (see `judgeloop cache verify`)")
+
+
+def _one_folder_each(stages: list[str]) -> None:
+    by_folder: dict[str, list[str]] = {}
+    for stage in stages:
+        by_folder.setdefault(stage.casefold(), []).append(stage)
+    same = [names for names in by_folder.values() if len(names) > 1]
+    if same:
+        raise JudgeloopError(
+            f"stages {' and '.join(same[0])} differ only in case: where the file system ignores case "
+            "(macOS, Windows) they are one folder, and one's calls would replace the other's; nothing "
+            "was written. Fix: export them one at a time to two folders (--stage), or rename the "
+            "run summary or recording that names the odd one (.judgeloop/runs/, recordings/)"
+        )

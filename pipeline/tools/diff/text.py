@@ -8,9 +8,9 @@ from typing import Any
 
 from pipeline.experiments.judgements import Judgement
 from pipeline.llm.records import RecordedCall
+from pipeline.llm.terminal import shown
 from pipeline.stats.paired import Interval, TestResult
 from pipeline.stats.stability import Stability
-from pipeline.tools.audit.escape import escape_controls
 from pipeline.tools.diff.causes import CAUSES
 from pipeline.tools.diff.summary import Change, MetricDiff
 
@@ -113,7 +113,8 @@ def render(names: Sequence[str], rows: Sequence[MetricDiff], changes: Sequence[C
         lines += block if len(block) == 1 and lines[-1].endswith("none changed") else ["", *block]
     if not rows:
         lines.append("(neither run has a judgement of any design)")
-    return "\n".join(escape_controls(line) for line in lines) + "\n"
+    # Each is one line: an item id or a model name the other run recorded cannot start another.
+    return "\n".join(shown(line, one_line=True) for line in lines) + "\n"
 
 
 def _judgement_data(judgement: Judgement) -> dict[str, Any]:
@@ -232,4 +233,4 @@ def side_by_side(
         *unified("prompt (first ask)", prompt_text(first[0]), prompt_text(first[1])),
         *unified("reply (the one read)", reply_text(last[0]), reply_text(last[1])),
     ]
-    return "\n".join(escape_controls(line) for line in lines) + "\n"
+    return "\n".join(shown(line, one_line=True) for line in lines) + "\n"  # one line each, as render

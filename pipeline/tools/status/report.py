@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipeline.llm.terminal import shown
 from pipeline.tools.status.prediction import Prediction, StageStatus
 
 
@@ -59,7 +60,8 @@ def render_text(prediction: Prediction, verbose: bool) -> str:
         if verbose:
             lines += [f"{pad}new: {c.context.describe()} key {c.key}" for c in probe.model_calls]
     lines.append(summary_line(prediction))
-    return "\n".join(lines) + "\n"
+    # Each is one line: a model name (the server's) or an item id cannot start another.
+    return "\n".join(shown(line, one_line=True) for line in lines) + "\n"
 
 
 def as_json(prediction: Prediction) -> dict[str, Any]:
