@@ -233,3 +233,27 @@ def test_a_model_name_holding_a_line_break_cannot_print_a_line_of_its_own(
     assert "changed" in result.output and "fake:judge\\nB: fo" in result.output, result.output
     assert [line for line in result.output.splitlines() if line.startswith("B:")] == [f"B: {other}"]
     assert "\x1b" not in result.output
+
+
+def tabbed(model: str) -> Callable[[ChatRequest], str]:
+    """responder, its judge replies holding a tab (a table, indented code: a model's own layout)."""
+    plain = responder(model)
+
+    def reply(request: ChatRequest) -> str:
+        text = plain(request)
+        return text if text.startswith("<assessment>") or request.format else f"Reasons:\tbelow\n{text}"
+
+    return reply
+
+
+def test_a_tab_in_a_reply_is_shown_as_a_tab_as_audit_shows_it(baseline: Path, tmp_path: Path) -> None:
+    """A tab cannot start a line of its own, so a reply line's tab stays a tab in `--item`'s diff, as
+    `judgeloop audit` prints it (pipeline.llm.terminal.shown); only the line breaks inside one line
+    of the text are escapes (a model name's, an item id's: the test above)."""
+    other = record(tmp_path / "b", "judge-b", responder_of=tabbed)
+    item = diff_json(baseline, other)["changes"][0]["item"]
+    args = ["diff", str(baseline), str(other), "--design", "paper", "--item", item]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "+Reasons:\tbelow" in result.output.splitlines(), result.output
+    assert "\\t" not in result.output

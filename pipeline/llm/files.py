@@ -16,6 +16,7 @@ file away, and the second rename failed with a raw FileNotFoundError. Each write
 temporary file in the target's folder (so os.replace is an atomic rename on one file system), named
 `.<target>.<random>.tmp`: hidden, ignored by git (.gitignore) and DVC (.dvcignore), and removed when
 the write fails. A write killed outright (SIGKILL) can leave one behind; it is never read.
+The new file gets the mode a plain write would leave (`_new_mode`): the old file's, else the umask's.
 
 A name read from the command line or from a file (a stage's recordings folder, an exported stage)
 becomes a path only if it is a plain name: letters, digits, `.`, `_`, `-`, not starting with a dot,
@@ -78,12 +79,37 @@ def atomic_write_chunks(path: Path, chunks: Iterable[str | bytes]) -> None:
                 lines += data.count(b"\n")
             out.flush()
             os.fsync(out.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide the file from other readers of a shared folder
+        os.chmod(tmp, _new_mode(path))  # not mkstemp's 0600: as a plain write would leave it
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def _new_mode(path: Path) -> int:
+    """The permission bits a plain write would leave at `path`: an existing regular file's own (never
+    a link's target's), else 0666 less the umask (0644 under 022, 0664 for a group's shared checkout
+    under 002, 0600 under 077: a private checkout's outputs stay private)."""
+    with contextlib.suppress(OSError):
+        old = os.lstat(path)
+        if stat.S_ISREG(old.st_mode):
+            return stat.S_IMODE(old.st_mode) & 0o777
+    return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    # Linux says it without changing it; elsewhere it is set and set back (no file is made between).
+    with (
+        contextlib.suppress(OSError, ValueError, IndexError),
+        open("/proc/self/status", encoding="ascii", errors="replace") as status,
+    ):
+        for line in status:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 class AtomicText:
@@ -106,7 +132,7 @@ class AtomicText:
             self.handle.flush()
             os.fsync(self.handle.fileno())
             self.handle.close()
-            os.chmod(self._tmp, 0o644)  # as atomic_write_chunks
+            os.chmod(self._tmp, _new_mode(self.path))  # as atomic_write_chunks
             os.replace(self._tmp, self.path)
         except BaseException:
             self.discard()

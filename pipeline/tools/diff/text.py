@@ -114,7 +114,7 @@ def render(names: Sequence[str], rows: Sequence[MetricDiff], changes: Sequence[C
     if not rows:
         lines.append("(neither run has a judgement of any design)")
     # Each is one line: an item id or a model name the other run recorded cannot start another.
-    return "\n".join(shown(line, one_line=True) for line in lines) + "\n"
+    return "\n".join(_one_line(line) for line in lines) + "\n"
 
 
 def _judgement_data(judgement: Judgement) -> dict[str, Any]:
@@ -233,4 +233,11 @@ def side_by_side(
         *unified("prompt (first ask)", prompt_text(first[0]), prompt_text(first[1])),
         *unified("reply (the one read)", reply_text(last[0]), reply_text(last[1])),
     ]
-    return "\n".join(shown(line, one_line=True) for line in lines) + "\n"  # one line each, as render
+    return "\n".join(_one_line(line) for line in lines) + "\n"  # one line each, as render
+
+
+def _one_line(line: str) -> str:
+    """A line of the text shown safely (pipeline.llm.terminal.shown) and kept one line: a line break
+    in it (a model name's, an item id's) as its escape. A tab stays a tab, as audit prints it: it
+    cannot start a line, and a prompt's or a reply's own layout is what the diff shows."""
+    return shown(line).replace("\n", "\\n")

@@ -1,0 +1,78 @@
+"""The mode of a file written in one step (pipeline.llm.files.atomic_write, AtomicText): as a plain
+write gives it. The aggregate outputs, the report's index and figures and dvc.yaml were written with
+`write_text` before they went through a temporary file: a new file then took its mode from the umask
+(0600 under umask 077: a private checkout stays private; 0664 under 002: a group's shared checkout
+stays writable by the group), and an existing file kept its own. A fixed 0644 broke both."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from pipeline.llm.files import AtomicText, atomic_write
+
+
+@contextmanager
+def umask(mask: int) -> Iterator[None]:
+    old = os.umask(mask)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.lstat().st_mode)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    atomic_write(path, text)
+
+
+def write_text_handle(path: Path, text: str) -> None:
+    with AtomicText(path) as handle:
+        handle.write(text)
+
+
+Writer = Callable[[Path, str], None]
+WRITERS: list[Writer] = [write_atomic, write_text_handle]
+
+
+@pytest.mark.parametrize("write", WRITERS)
+@pytest.mark.parametrize("mask", [0o077, 0o022, 0o002])
+def test_a_new_file_takes_its_mode_from_the_umask(tmp_path: Path, write: Writer, mask: int) -> None:
+    with umask(mask):
+        (tmp_path / "plain.md").write_text("x")
+        write(tmp_path / "atomic.md", "x")
+    assert mode(tmp_path / "atomic.md") == mode(tmp_path / "plain.md") == 0o666 & ~mask
+
+
+@pytest.mark.parametrize("write", WRITERS)
+@pytest.mark.parametrize("old", [0o600, 0o640, 0o664])
+def test_an_existing_file_keeps_its_mode(tmp_path: Path, write: Writer, old: int) -> None:
+    target = tmp_path / "metrics.json"
+    target.write_text("old")
+    target.chmod(old)
+    with umask(0o022):
+        write(target, "new")
+    assert target.read_text() == "new"
+    assert mode(target) == old
+
+
+@pytest.mark.parametrize("write", WRITERS)
+def test_a_link_at_the_name_lends_it_no_mode(tmp_path: Path, write: Writer) -> None:
+    outside = tmp_path / "outside"
+    outside.write_text("theirs")
+    outside.chmod(0o600)
+    target = tmp_path / "report.md"
+    target.symlink_to(outside)
+    with umask(0o022):
+        write(target, "ours")
+    assert not target.is_symlink() and target.read_text() == "ours"
+    assert mode(target) == 0o644
+    assert outside.read_text() == "theirs"
