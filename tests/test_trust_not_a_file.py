@@ -26,9 +26,13 @@ import pytest
 from pipeline.data import input_files
 from pipeline.errors import ConfigError, InputError
 from pipeline.experiments.registry import load_design
+from pipeline.llm.bounds import bounded_lines
+from pipeline.llm.files import NotARegularFile
 from pipeline.llm.recordings.store import configured_store
 from pipeline.llm.settings import read_params_file
+from pipeline.llm.types import ModelIdentity
 from pipeline.reports.plots import read_rows
+from pipeline.tools.batch.manifest import MANIFEST_FILE, Manifest, objects
 from pipeline.tools.check import read_lock
 from pipeline.tools.dvc_run import preset_args
 from pipeline.tools.inventory import read_runs
@@ -208,3 +212,35 @@ def test_params_yaml_swapped_for_a_pipe_after_variant_looked_is_refused(
     _swapped_for_a_pipe_after_the_look(monkeypatch, tmp_path / "params.yaml")
     with _no_wait_for_good(), pytest.raises(ConfigError, match=r"params\.yaml: it is a pipe, not a file"):
         write_variant_params(tmp_path / "out", load_design("paper"), ())
+
+
+def test_a_batch_results_file_swapped_for_a_pipe_after_ingest_looked_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    results = tmp_path / "results.jsonl"
+    results.write_text('{"custom_id": "k"}\n', encoding="utf-8")
+    _swapped_for_a_pipe_after_the_look(monkeypatch, results)
+    assert results.is_file()  # ingest's look; the pipe is in place from here on
+    with (
+        _no_wait_for_good(),
+        pytest.raises(ConfigError, match=r"results\.jsonl: cannot be read \(it is a pipe"),
+    ):
+        list(objects(results))
+
+
+def test_a_batch_manifest_swapped_for_a_pipe_after_its_look_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / MANIFEST_FILE).write_text("", encoding="utf-8")
+    _swapped_for_a_pipe_after_the_look(monkeypatch, tmp_path / MANIFEST_FILE)
+    identity = ModelIdentity(backend="openai", name="m", digest="rev-1")
+    with _no_wait_for_good(), pytest.raises(ConfigError, match=r"cannot be read \(it is a pipe"):
+        Manifest(tmp_path, identity)
+
+
+@pytest.mark.parametrize("what", sorted(_NOT_FILES))
+def test_the_batch_line_reader_refuses_what_is_not_a_file(tmp_path: Path, what: str) -> None:
+    path = tmp_path / "requests.jsonl"
+    kind = _NOT_FILES[what](path)
+    with _no_wait_for_good(), pytest.raises(NotARegularFile, match=f"it is {kind}"):
+        list(bounded_lines(path))

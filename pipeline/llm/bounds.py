@@ -37,6 +37,8 @@ from typing import Any
 import orjson
 import yaml
 
+from pipeline.llm.files import open_regular
+
 MAX_DEPTH = 64
 MAX_YAML_NODES = 1_000_000
 MAX_LINE_BYTES = 16 * 2**20
@@ -197,8 +199,10 @@ class LineTooLong(ValueError):
 
 def bounded_lines(path: Path, limit: int = MAX_LINE_BYTES) -> Iterator[tuple[int, bytes]]:
     """(number, line without its b"\\n") for every line of the file; LineTooLong at the first line
-    longer than `limit`, read no further than the bound."""
-    with path.open("rb") as handle:
+    longer than `limit`, read no further than the bound. Opened once as a regular file
+    (pipeline.llm.files.open_regular): a pipe put at the path after a caller's look is refused
+    (NotARegularFile, an OSError), never waited on."""
+    with open_regular(path) as handle:
         number = 0
         while True:
             raw = handle.readline(limit + 1)

@@ -56,7 +56,8 @@ def replacing(path: Path) -> Iterator[IO[bytes]]:
 def objects(path: Path) -> Iterator[tuple[int, Any]]:
     """(line number, parsed JSON or the ValueError) for every non-blank line, one at a time; a line
     too long or too deeply nested to be a batch line is a ValueError too (pipeline.llm.bounds), and
-    a line too long ends the read there."""
+    a line too long ends the read there. A file that cannot be read (a pipe or a folder put in its
+    place after the caller's look) is a ConfigError naming it."""
     try:
         for number, raw in bounded_lines(path):
             if raw.strip():
@@ -69,6 +70,9 @@ def objects(path: Path) -> Iterator[tuple[int, Any]]:
                 yield number, (ValueError(deep) if deep is not None else value)
     except LineTooLong as exc:
         yield exc.number, exc
+    except OSError as exc:
+        fix = "Fix: name the file the batch job wrote."
+        raise ConfigError(f"{path}: cannot be read ({exc}). {fix}") from None
 
 
 class Manifest:
@@ -111,6 +115,8 @@ class Manifest:
             raise CorruptRecordError(
                 f"{self.path}:{exc.number}: not a line batch export writes ({exc}). Fix: export again."
             ) from None
+        except OSError as exc:  # not a file now (a pipe or a folder put in its place after the look)
+            raise ConfigError(f"{self.path}: cannot be read ({exc}). Fix: export again.") from None
         self._handle: IO[bytes] | None = None
 
     def _checked(self, number: int, raw: bytes) -> tuple[str, ChatRequest]:
@@ -248,7 +254,7 @@ def _raw_lines(path: Path) -> Iterator[tuple[int, bytes]]:
         for number, raw in bounded_lines(path):
             if raw.strip():
                 yield number, raw
-    except LineTooLong:
+    except (LineTooLong, OSError):  # not a file now (a pipe put in its place): no line, as if absent
         return
 
 
