@@ -31,9 +31,8 @@ from pathlib import Path
 
 from pipeline.data.input_files import check_size
 from pipeline.errors import InputError
+from pipeline.llm.files import READ_FLAGS
 
-# A pipe or a device opened to be looked at must not wait for a writer or become the terminal.
-_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
 _PROC_FD = "/proc/self/fd/"  # where Linux says where each open file lies
 _U64 = (1 << 64) - 1
 _STAGE_FIX = "leave the inputs as they are while a stage runs, then run it again"
@@ -101,7 +100,7 @@ def _unchanged_while_read(fd: int, identity: Identity, shown: str, line: int | N
 
 def _opened(path: Path, shown: str, since: str, line: int | None = None) -> int:
     try:
-        return os.open(path, _FLAGS)
+        return os.open(path, READ_FLAGS)  # a pipe never waited on (pipeline.llm.files)
     except (FileNotFoundError, NotADirectoryError) as exc:
         problem = f"cannot be read now ({exc.strerror}): it was moved, deleted or replaced {since}"
         raise InputError(shown, line, problem, _STAGE_FIX) from None

@@ -47,7 +47,7 @@ from pipeline.errors import UnsafeNameError, UnwritableTextError
 
 TMP_SUFFIX = ".tmp"
 # A pipe or a device opened to be looked at must not wait for a writer or become the terminal.
-_READ_FLAGS = (
+READ_FLAGS = (
     os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
 )
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
@@ -247,7 +247,7 @@ def open_regular(path: Path) -> io.BufferedReader:
     """`path` opened once to be read, asked through the descriptor (never a second look at the path)
     that it is a regular file: a folder, a pipe (opened without waiting for a writer) or a device
     (/dev/zero, the terminal) is refused with NotARegularFile, an OSError, as a failed open is."""
-    fd = os.open(path, _READ_FLAGS)
+    fd = os.open(path, READ_FLAGS)
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):

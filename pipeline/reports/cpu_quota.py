@@ -19,11 +19,11 @@ Quotas set above a container's cgroup namespace are not visible from inside it.
 
 from __future__ import annotations
 
-import os
 import re
-import stat
 from pathlib import Path
 from typing import NamedTuple
+
+from pipeline.llm.files import read_regular
 
 PROC = Path("/proc")
 # /proc/self/mountinfo is a line a mount (a host with many mounts: some thousands of lines).
@@ -62,16 +62,11 @@ def cores_paid(proc: Path = PROC) -> int | None:
 
 
 def _read(path: Path, limit: int) -> str:
+    """The file's text, read only if a plain file (as /proc's and a cgroup's files are), opened
+    without waiting (a FIFO's open would wait for a writer) and bounded (files.read_regular):
+    anything else is not what it should be."""
     try:
-        # Opened without waiting (a FIFO's open would wait for a writer) and read only if a plain
-        # file, as /proc's and a cgroup's files are: anything else is not what it should be.
-        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as file:
-            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
-                raise Unreadable(f"{path}: not a plain file")
-            data = file.read(limit + 1)
-        if len(data) > limit:
-            raise Unreadable(f"{path}: longer than {limit} bytes")
-        return data.decode("utf-8")
+        return read_regular(path, limit).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise Unreadable(f"{path}: {exc}") from exc
 
