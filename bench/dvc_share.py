@@ -32,8 +32,6 @@ import click
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import scale
-
 # (file ending, function): DVC's work between its stages, inclusive under the profiler.
 PARTS = {
     "all of `dvc repro` (its command)": ("dvc/cli/command.py", "do_run"),
@@ -91,6 +89,8 @@ def main() -> None:
 @click.argument("scale_args", nargs=-1, type=click.UNPROCESSED)
 def run(code_deps: str, scale_args: tuple[str, ...]) -> None:
     """bench/scale.py SCALE_ARGS, its project's code deps as --code-deps writes them."""
+    from bench import scale  # its server and project, only for a run
+
     original = scale.project
 
     def project(root: Path, *args: Any, **kwargs: Any) -> None:
