@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 from markupsafe import Markup, escape
@@ -24,13 +26,15 @@ from markupsafe import Markup, escape
 import tests.test_report_html as sample
 from pipeline.experiments.paper.aggregation import markdown_report as paper_markdown
 from pipeline.experiments.paper.report.html import render_report
+from pipeline.experiments.paper.report.markup import exact
 from pipeline.experiments.rag.aggregation import markdown_report as rag_markdown
 from pipeline.llm.recordings.stage_writer import write_stage
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.terminal import shown
 from pipeline.llm.types import CallContext, ChatReply, ChatRequest, Message, ModelIdentity
+from pipeline.reports.markdown import table_cell
 from pipeline.reports.plots import plot_svg, standalone
-from pipeline.reports.svg import figure2_svg, sparkline_svg
+from pipeline.reports.svg import figure2_svg, sparkline_svg, svg_text
 from pipeline.reports.templating import make_environment
 from pipeline.tools.cli import main
 from tests.conftest import ROOT
@@ -204,3 +208,25 @@ def test_audit_s_markdown_header_keeps_a_model_name_in_its_cell(
     assert model == f"fake {shown(name, one_line=True)} (d)"
     code = [c for t in tokens if t.type == "inline" for c in t.children or [] if c.type == "code_inline"]
     assert f"fake {shown(name, one_line=True)} (d)" in [c.content.strip(" ") for c in code]
+
+
+# --- any text -------------------------------------------------------------------------------------
+
+ANY_TEXT = st.text(st.characters(codec=None, exclude_categories=()), max_size=60)  # halves included
+
+
+@settings(max_examples=300, deadline=None)
+@given(ANY_TEXT)
+def test_any_text_reaches_a_page_a_label_and_a_cell_as_itself_shown(text: str) -> None:
+    """Whatever a reply holds (a lone surrogate, U+FFFF, any control): the page's text and attribute,
+    the <pre>'s text, the SVG label and the table cell hold none of it raw, can be written as UTF-8,
+    and parse back to the text as shown."""
+    page = make_environment().from_string('<p title="{{ v }}">{{ v }}</p>').render(v=text)
+    element = Page(page).root.children[0]
+    assert element.text() == shown(text) and element.attrs["title"] == shown(text)
+    for written in (page, exact(text), svg_text(text), table_cell(text)):
+        assert not RAW.search(written)
+        written.encode("utf-8")  # no lone surrogate
+    assert (ET.fromstring(f"<t>{svg_text(text)}</t>").text or "") == shown(text, one_line=True)
+    cells = _cells(MarkdownIt("commonmark").enable("table").parse(f"| a |\n|---|\n| {table_cell(text)} |\n"))
+    assert cells == ["a", shown(text, one_line=True).strip()]  # a cell's edges are not its content
