@@ -118,3 +118,34 @@ def test_judge_evaluate_batch_prints_a_row_s_id_escaped(
         result.output
     )
     assert not any(char in result.output for char in RAW), repr(result.output)
+
+
+def test_exp_list_shows_a_tab_as_a_tab_as_diff_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A value's tab is printed as a tab, as `diff` and `audit` print one (it cannot start a line);
+    a line break is its escape, so each experiment stays its lines (show-esc; review5's mend of diff)."""
+    from pipeline.tools import exp_list
+    from pipeline.tools.dvc_run import exp
+    from tests.conftest import ROOT
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(exp_list, "experiments", lambda all_commits=False: [("mate", "abc1234", "base")])
+    runs = {
+        "base": {"params.yaml": {"refine": {"keep": "last"}}},
+        "mate": {"params.yaml": {"refine": {"keep": "a\tb\nc\u202e"}}},
+    }
+    monkeypatch.setattr(exp_list, "read_runs", lambda revs: ({r: {} for r in revs}, runs))
+    result = CliRunner().invoke(exp, ["list"])
+    assert result.exit_code == 0, result.output
+    assert "refine.keep=a\tb\\nc\\u202e" in result.output, repr(result.output)
+
+
+def test_status_shows_a_model_name_s_tab_as_a_tab_as_diff_does() -> None:
+    from pipeline.llm.types import ModelIdentity
+    from pipeline.tools.status.prediction import Prediction, StageStatus
+    from pipeline.tools.status.report import render_text
+
+    model = ModelIdentity(backend="ollama", name="judge\tv2\n# forged\u202e", digest="sha256:d")
+    stage = StageStatus(stage="judge", runs=True, why="its params\tchanged")
+    text = render_text(Prediction(model, "the server", "auto", "dvc.yaml", [stage]), verbose=False)
+    assert text.startswith("model: ollama judge\tv2\\n# forged\\u202e sha256:d (the server)\n"), repr(text)
+    assert "judge runs  its params\tchanged\n" in text, repr(text)

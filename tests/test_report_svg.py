@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.experiments.paper.aggregation import PAPER_FIGURE2
+from pipeline.llm.terminal import shown
 from pipeline.reports.svg import _n, figure2_svg, sparkline_svg, text_width
 
 WORST = {"mean": 1.0, "sd": 2.1234, "n": 123456789, "unscored": 987654321}
@@ -67,7 +68,8 @@ def test_a_longer_label_widens_the_drawing_rather_than_leaving_it() -> None:
 
 
 def reference_sparkline(scores: list[int | None], kept: int, label: str) -> str:
-    """sparkline_svg as it was before each drawing was kept for the process (issue 31)."""
+    """sparkline_svg as it was before each drawing was kept for the process (issue 31), its title
+    shown as every label is since (a control as its escape: pipeline.reports.svg.svg_text)."""
     width, height, pad = 96.0, 30.0, 4.0
     step = (width - 2 * pad) / max(len(scores) - 1, 1)
 
@@ -84,7 +86,7 @@ def reference_sparkline(scores: list[int | None], kept: int, label: str) -> str:
     out = [
         f'<svg class="spark" viewBox="0 0 {_n(width)} {_n(height)}" width="{_n(width)}" '
         f'height="{_n(height)}" role="img" xmlns="http://www.w3.org/2000/svg">',
-        f"<title>{escape(label)}</title>",
+        f"<title>{escape(shown(label, one_line=True))}</title>",
         f'<line class="grid" x1="0" y1="{_n(pad)}" x2="{_n(width)}" y2="{_n(pad)}"/>',
         f'<line class="grid" x1="0" y1="{_n(height - pad)}" x2="{_n(width)}" y2="{_n(height - pad)}"/>',
     ]

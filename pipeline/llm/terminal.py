@@ -15,10 +15,18 @@ stored, and zero-width and tag characters hide text that a reader cannot see but
   U+FEFF, U+FFF9-U+FFFB) and the line and paragraph separators (U+2028, U+2029);
 - Unicode tag characters (U+E0000-U+E007F), which spell hidden ASCII;
 - lone surrogates (U+D800-U+DFFF), which a terminal's UTF-8 cannot even encode: printed raw, they
-  raise UnicodeEncodeError in place of the message.
+  raise UnicodeEncodeError in place of the message;
+- the noncharacters U+FFFE and U+FFFF, which no XML file may hold (the reports' SVGs show their
+  labels through here too, pipeline.reports.svg).
 
 `one_line=True` escapes the newline and the tab too, for a value printed inside one line of output
-(a key, a stage name, a summary's field). Plain text, accents and emoji pass unchanged.
+(a key, a stage name, a summary's field). `shown_line` escapes the newline but keeps the tab, for a
+line of output that is itself someone's text (a diff's line of a reply, `status`'s and `exp list`'s
+lines): a tab cannot start a line, and it is shown as `audit` prints it. Plain text, accents and
+emoji pass unchanged.
+
+The report pages show every recorded text through `shown` too (pipeline.reports.templating), so a
+browser reorders or hides no more than a terminal does.
 
 `escape_logs` puts every log message and warning a process prints through `shown` too.
 """
@@ -36,8 +44,9 @@ import click
 _BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
 _INVISIBLE = "\u00ad\u180e\u200b-\u200d\u2060-\u2064\ufeff\ufff9-\ufffb\u2028\u2029\U000e0000-\U000e007f"
 _HALVES = "\ud800-\udfff"  # lone surrogates (a str cannot hold a paired one)
-_UNSAFE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI}{_INVISIBLE}{_HALVES}]")
-_UNSAFE_LINE = re.compile(f"[\x00-\x1f\x7f-\x9f{_BIDI}{_INVISIBLE}{_HALVES}]")
+_NOT_XML = "\ufffe\uffff"
+_UNSAFE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI}{_INVISIBLE}{_HALVES}{_NOT_XML}]")
+_UNSAFE_LINE = re.compile(f"[\x00-\x1f\x7f-\x9f{_BIDI}{_INVISIBLE}{_HALVES}{_NOT_XML}]")
 _NAMED = {"\r": "\\r", "\x0b": "\\v", "\x0c": "\\f", "\x08": "\\b", "\x00": "\\0", "\n": "\\n", "\t": "\\t"}
 
 
@@ -55,6 +64,12 @@ def shown(text: str, *, one_line: bool = False) -> str:
     """`text` safe to print: every control, invisible and reordering character as its escape (see
     the module's docstring); newlines and tabs kept unless `one_line`."""
     return (_UNSAFE_LINE if one_line else _UNSAFE).sub(_visible, text)
+
+
+def shown_line(text: str) -> str:
+    """`text` shown safely (`shown`) as one line of output: a line break in it (a model name's, an
+    item id's) as its escape, a tab kept as a tab (see the module's docstring)."""
+    return shown(text).replace("\n", "\\n")
 
 
 def framed(text: str, margin: str = "  | ") -> str:

@@ -9,8 +9,9 @@ template, x and y; pipeline.experiments.design.Plot):
     linear (other)  y against x, one line a value of the column `series` where there is one
 
 Bars are coloured by a column `phase` where there is one (before, after). As in svg.py: nothing
-is measured, coordinates are rounded, the same rows give the same bytes, every label is escaped,
-and colours come from the page's stylesheet (classes), or from `standalone` for a file of its own.
+is measured, coordinates are rounded, the same rows give the same bytes, every label is escaped
+(svg_text: a control in a CSV's field is shown as its escape, so the SVG stays valid XML), and
+colours come from the page's stylesheet (classes), or from `standalone` for a file of its own.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pathlib import Path
 from pipeline.data.input_files import MAX_INPUT_BYTES
 from pipeline.errors import InputError
 from pipeline.llm.files import read_regular
-from pipeline.reports.svg import text_width
+from pipeline.reports.svg import svg_text, text_width
 
 Row = Mapping[str, str]
 _FONT, _PLOT_W, _PLOT_H, _BAR, _GAP = 12.0, 420.0, 220.0, 14.0, 4.0
@@ -92,7 +93,7 @@ def _ticks(low: float, high: float, count: int = 5) -> list[float]:
 def _text(x: float, y: float, text: str, css: str = "", anchor: str = "start") -> str:
     kind = f' class="{css}"' if css else ""
     align = "" if anchor == "start" else f' text-anchor="{anchor}"'
-    return f'<text{kind} x="{_n(x)}" y="{_n(y)}"{align}>{escape(text)}</text>'
+    return f'<text{kind} x="{_n(x)}" y="{_n(y)}"{align}>{svg_text(text)}</text>'
 
 
 def _grid(x1: float, y1: float, x2: float, y2: float) -> str:
@@ -103,7 +104,7 @@ def _open(width: float, height: float, title: str, kind: str) -> list[str]:
     return [
         f'<svg class="chart plot plot-{kind}" viewBox="0 0 {_n(width)} {_n(height)}" font-size="{_n(_FONT)}" '
         'font-family="system-ui, sans-serif" role="img" xmlns="http://www.w3.org/2000/svg">',
-        f"<title>{escape(title)}</title>",
+        f"<title>{svg_text(title)}</title>",
     ]
 
 
@@ -135,7 +136,7 @@ def bars_svg(rows: Sequence[Row], x: str, y: str, title: str) -> str:
         start, end = sorted((at(0.0), at(value)))
         out.append(
             f'<rect class="{kind}" x="{_n(start)}" y="{_n(y0)}" width="{_n(end - start)}" '
-            f'height="{_n(_BAR)}"><title>{escape(f"{label}: {_label(value)}")}</title></rect>'
+            f'height="{_n(_BAR)}"><title>{svg_text(f"{label}: {_label(value)}")}</title></rect>'
         )
         if sd:
             mid = _n(y0 + _BAR / 2)
@@ -187,11 +188,11 @@ def _series(
     out = []
     if line and len(points) > 1:
         drawn = " ".join(f"{_n(cx)},{_n(cy)}" for cx, cy in (frame.at(px, py) for px, py in sorted(points)))
-        out.append(f'<polyline class="{colour}" points="{drawn}"><title>{escape(name)}</title></polyline>')
+        out.append(f'<polyline class="{colour}" points="{drawn}"><title>{svg_text(name)}</title></polyline>')
     x, y = what
     for px, py in points:
         cx, cy = frame.at(px, py)
-        label = escape(f"{name + ': ' if name else ''}{x} {_label(px)}, {y} {_label(py)}")
+        label = svg_text(f"{name + ': ' if name else ''}{x} {_label(px)}, {y} {_label(py)}")
         out.append(
             f'<circle class="{colour}" cx="{_n(cx)}" cy="{_n(cy)}" r="3"><title>{label}</title></circle>'
         )

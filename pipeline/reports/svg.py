@@ -4,7 +4,10 @@ Drawn by hand rather than with a plotting library so the report stays one self-c
 no new dependency, and so the same numbers always give the same bytes (coordinates are rounded to
 one decimal place and nothing depends on fonts being measured). The charts carry classes, not
 colours: the page's stylesheet (pipeline/reports/templates/report.css) decides those, one place for the
-chart and the tables beside it. The report marks this SVG safe, so every label is escaped here.
+chart and the tables beside it. The report marks this SVG safe, so every label is escaped here, by
+`svg_text`: on one line, every control, bidi and invisible character shown as its escape, as the
+pages and the terminal show them (pipeline.llm.terminal; a C0 control is not even valid XML, and a
+standalone SVG is an XML file).
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from html import escape
 from typing import Any
+
+from pipeline.llm.terminal import shown
 
 SCALE_MIN, SCALE_MAX = 1, 5
 PHASES = ("before", "after")
@@ -34,10 +39,15 @@ def _n(value: float) -> str:
     return "0" if text in ("-0", "") else text
 
 
+def svg_text(text: str) -> str:
+    """`text` as an SVG label or title: one line, escapes for what would act or hide, XML-escaped."""
+    return escape(shown(text, one_line=True))
+
+
 def text_width(text: str, size: float = _FONT) -> float:
-    """An upper bound on how wide `text` is drawn at `size`, in the same units."""
+    """An upper bound on how wide `text` is drawn at `size` (as svg_text shows it), in the same units."""
     em = 0.0
-    for char in text:
+    for char in shown(text, one_line=True):
         if char in _NARROW:
             em += 0.4
         elif char in _WIDE or ord(char) > 0x2E7F:  # wide letters; CJK and other full-width scripts
@@ -102,7 +112,7 @@ def figure2_svg(
         top = _TOP + index * (group + _GROUP_GAP)
         out.append(
             f'<text class="metric" x="{_n(left - 10)}" y="{_n(top + group / 2 + 4)}" '
-            f'text-anchor="end">{escape(metric)}</text>'
+            f'text-anchor="end">{svg_text(metric)}</text>'
         )
         for row, phase in enumerate(PHASES):
             stats = phases[phase]
@@ -112,7 +122,7 @@ def figure2_svg(
                 end = axis.x(stats["mean"])
                 out.append(
                     f'<rect class="{phase}" x="{_n(left)}" y="{_n(y)}" width="{_n(end - left)}" '
-                    f'height="{_n(_BAR)}"><title>{escape(f"{metric} {phase}: {_value_label(stats)}")}'
+                    f'height="{_n(_BAR)}"><title>{svg_text(f"{metric} {phase}: {_value_label(stats)}")}'
                     "</title></rect>"
                 )
                 if stats["sd"]:
@@ -125,7 +135,7 @@ def figure2_svg(
                 px = axis.x(paper[metric][row][0])
                 out.append(f'<path class="paper" d="M{_n(px)} {_n(y + 1)} l5 7 l-5 7 l-5 -7 z"/>')
             # A fixed column right of the axis: labels beside the bars collide with whiskers and markers.
-            label = escape(_value_label(stats))
+            label = svg_text(_value_label(stats))
             out.append(
                 f'<text class="value" x="{_n(axis.x(SCALE_MAX) + 14)}" y="{_n(y + 12)}">{label}</text>'
             )
@@ -170,7 +180,7 @@ def _sparkline(scores: tuple[int | None, ...], kept: int, label: str) -> str:
             runs.append([])
         else:
             runs[-1].append(point(i, s))
-    out = [_SPARK_OPEN, f"<title>{escape(label)}</title>", _SPARK_GRID]
+    out = [_SPARK_OPEN, f"<title>{svg_text(label)}</title>", _SPARK_GRID]
     for run in runs:
         if len(run) > 1:
             out.append(f'<polyline points="{" ".join(f"{x},{y}" for x, y in run)}"/>')

@@ -13,7 +13,7 @@ from typing import Any
 
 from pipeline.errors import JudgeloopError
 from pipeline.experiments.registry import designs
-from pipeline.llm.terminal import shown
+from pipeline.llm.terminal import shown_line
 from pipeline.tools.compare import _delta, _flatten, _headline, _number, read_runs
 
 WIDTH = 100
@@ -81,5 +81,5 @@ def render_list(all_commits: bool = False) -> str:
         if not moved:
             lines.append(" " * 42 + "(no headline number moved)")
     # Params and metrics are what an experiment's commit holds (a teammate's): each line one line,
-    # every control shown as its escape (pipeline.llm.terminal).
-    return "\n".join(shown(line, one_line=True) for line in lines) + "\n"
+    # every control shown as its escape, a tab kept as `diff` keeps it (pipeline.llm.terminal.shown_line).
+    return "\n".join(shown_line(line) for line in lines) + "\n"

@@ -11,7 +11,6 @@ picture is not the one these files give.
 
 from __future__ import annotations
 
-from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ from pipeline.experiments.steps import LLMStep
 from pipeline.llm.files import atomic_write
 from pipeline.reports.frame import asset
 from pipeline.reports.plots import plot_svg, read_rows, standalone
-from pipeline.reports.svg import text_width
+from pipeline.reports.svg import svg_text, text_width
 
 _ROW, _BOX_H, _GAP, _FONT = 46.0, 26.0, 22.0, 12.0
 
@@ -49,13 +48,13 @@ def pipeline_svg(found: list[Design[Any]]) -> str:
     for index, design in enumerate(found):
         y = 58 + index * _ROW
         x = label_w
-        parts = [f'<text class="design" x="12" y="{_n(y + 17)}">{escape(design.name)}</text>']
+        parts = [f'<text class="design" x="12" y="{_n(y + 17)}">{svg_text(design.name)}</text>']
         for number, stage in enumerate(design.stages):
             box = text_width(stage.name, _FONT) + 20
             kind = "stage llm" if _calls_model(design, stage.name) else "stage"
             size = f'width="{_n(box)}" height="{_n(_BOX_H)}"'
             parts.append(f'<rect class="{kind}" x="{_n(x)}" y="{_n(y)}" {size} rx="4"/>')
-            parts.append(f'<text x="{_n(x + 10)}" y="{_n(y + 17)}">{escape(stage.name)}</text>')
+            parts.append(f'<text x="{_n(x + 10)}" y="{_n(y + 17)}">{svg_text(stage.name)}</text>')
             if number < len(design.stages) - 1:
                 mid = _n(y + _BOX_H / 2)
                 parts.append(f'<path class="arrow" d="M{_n(x + box + 2)} {mid} h{_n(_GAP - 6)}"/>')

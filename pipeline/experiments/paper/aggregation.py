@@ -20,7 +20,7 @@ from pipeline.judges.scores.reading import READ_REASONS
 from pipeline.judges.unscored import unscored_reasons
 from pipeline.llm.files import AtomicText
 from pipeline.loops.results import Refinement
-from pipeline.reports.markdown import code_span
+from pipeline.reports.markdown import code_span, table_cell
 
 # The paper's Figure 2 (142 DAIC-WOZ participants, mean ± SD), from shared notes.
 PAPER_FIGURE2: dict[str, tuple[tuple[float, float], tuple[float, float]]] = {
@@ -227,7 +227,7 @@ def markdown_report(summary: dict[str, Any], model: str) -> str:
         paper = PAPER_FIGURE2.get(metric)
         paper_cells = [f"{m:.2f} ± {s:.2f}" for m, s in paper] if paper else ["—", "—"]
         lines.append(
-            f"| {metric} | {_fmt(phases['before'])} | {_fmt(phases['after'])} | "
+            f"| {table_cell(metric)} | {_fmt(phases['before'])} | {_fmt(phases['after'])} | "
             + " | ".join(paper_cells)
             + " |"
         )

@@ -28,7 +28,7 @@ from pipeline.experiments.rag.judge import RagJudgement
 from pipeline.experiments.rag.settings import RagSettings
 from pipeline.judges.likert import LIKERT_VALUES
 from pipeline.judges.structured.judge import ScoredDimensions
-from pipeline.reports.markdown import code_span
+from pipeline.reports.markdown import code_span, table_cell
 from pipeline.stats.bootstrap import Estimate
 from pipeline.stats.classification import auroc_estimate, held_out_balanced_accuracy
 
@@ -260,9 +260,9 @@ def markdown_report(metrics: dict[str, Any], model: str) -> str:
     lines = [
         "# RAG judge",
         "",
-        f"Model {code_span(model)}, prompt mode `{metrics['prompt_mode']}`. Rows {metrics['rows']}, scored "
-        f"{metrics['scored']} ({metrics['scored_after_reask']} after a re-ask), failed: {failed}; "
-        f"{metrics['reasked']} asked again.",
+        f"Model {code_span(model)}, prompt mode {code_span(metrics['prompt_mode'])}. "
+        f"Rows {metrics['rows']}, scored {metrics['scored']} ({metrics['scored_after_reask']} after a "
+        f"re-ask), failed: {failed}; {metrics['reasked']} asked again.",
         "",
         "## Scores (1-5 counts; mean on 0-1)",
         "",
@@ -273,11 +273,11 @@ def markdown_report(metrics: dict[str, Any], model: str) -> str:
         counts = " | ".join(str(dim["counts"][str(s)]) for s in LIKERT_VALUES)
         sd = "—" if dim["sd"] is None else f"{dim['sd']:.2f}"
         mean = "—" if dim["mean"] is None else f"{dim['mean']:.2f}"
-        lines.append(f"| {name} | {dim['weight']} | {counts} | {mean} ± {sd} |")
+        lines.append(f"| {table_cell(name)} | {dim['weight']} | {counts} | {mean} ± {sd} |")
     for label, entry in metrics["agreement"].items():
         lines += [
             "",
-            f"## Agreement with human `{label}` "
+            f"## Agreement with human {code_span(label)} "
             f"({entry['positives']} positive, {entry['negatives']} negative)",
             "",
             "| score | AUROC [95% CI] | balanced accuracy, held-out half [95% CI] | threshold |",
@@ -287,7 +287,7 @@ def markdown_report(metrics: dict[str, Any], model: str) -> str:
             ba = stats["balanced_accuracy"]
             threshold = "—" if ba.get("threshold") is None else f"{ba['threshold']:.3f}"
             why = f" ({ba['undefined']})" if ba.get("undefined") else ""
-            lines.append(f"| {name} | {_cell(stats['auroc'])} | {_cell(ba)}{why} | {threshold} |")
+            lines.append(f"| {table_cell(name)} | {_cell(stats['auroc'])} | {_cell(ba)}{why} | {threshold} |")
     if metrics["confidence_vs_disagreement"]:
         lines += [
             "",
@@ -298,7 +298,8 @@ def markdown_report(metrics: dict[str, Any], model: str) -> str:
         ]
         for label, entry in metrics["confidence_vs_disagreement"].items():
             lines.append(
-                f"| {label} | {entry['score']} | {entry['agree']} / {entry['disagree']} | "
+                f"| {table_cell(label)} | {table_cell(entry['score'])} | "
+                f"{entry['agree']} / {entry['disagree']} | "
                 f"{_cell(entry['self_reported'])} | {_cell(entry['logprob'])} |"
             )
     lines += [

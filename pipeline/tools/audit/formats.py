@@ -14,6 +14,7 @@ from pipeline.judges.call_reading import CallReader, CallReading
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.records import RecordedCall
 from pipeline.llm.terminal import framed, shown
+from pipeline.reports.markdown import code_cell
 from pipeline.tools.audit.calls import Marks
 from pipeline.tools.audit.filters import last_run_status
 from pipeline.tools.inventory import RunSummary
@@ -131,7 +132,7 @@ def format_markdown(
     call: RecordedCall, runs: dict[str, RunSummary], marks: Marks | None = None, read: Readers | None = None
 ) -> str:
     parts = [f"### {call.context.describe()}", "", "| | |", "|---|---|"]
-    parts += [f"| {name} | `{value}` |" for name, value in _header(call, runs, marks)]
+    parts += [f"| {name} | {code_cell(value)} |" for name, value in _header(call, runs, marks)]
     for number, message in enumerate(call.record.request.messages, start=1):
         parts += ["", f"**message {number} ({message.role})**", "", _fenced(message.content)]
     parts += ["", "**reply**", "", _fenced(call.record.reply.text)]

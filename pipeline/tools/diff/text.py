@@ -8,7 +8,7 @@ from typing import Any
 
 from pipeline.experiments.judgements import Judgement
 from pipeline.llm.records import RecordedCall
-from pipeline.llm.terminal import shown
+from pipeline.llm.terminal import shown_line
 from pipeline.stats.paired import Interval, TestResult
 from pipeline.stats.stability import Stability
 from pipeline.tools.diff.causes import CAUSES
@@ -240,4 +240,4 @@ def _one_line(line: str) -> str:
     """A line of the text shown safely (pipeline.llm.terminal.shown) and kept one line: a line break
     in it (a model name's, an item id's) as its escape. A tab stays a tab, as audit prints it: it
     cannot start a line, and a prompt's or a reply's own layout is what the diff shows."""
-    return shown(line).replace("\n", "\\n")
+    return shown_line(line)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.llm.terminal import shown
+from pipeline.llm.terminal import shown_line
 from pipeline.tools.status.prediction import Prediction, StageStatus
 
 
@@ -60,8 +60,9 @@ def render_text(prediction: Prediction, verbose: bool) -> str:
         if verbose:
             lines += [f"{pad}new: {c.context.describe()} key {c.key}" for c in probe.model_calls]
     lines.append(summary_line(prediction))
-    # Each is one line: a model name (the server's) or an item id cannot start another.
-    return "\n".join(shown(line, one_line=True) for line in lines) + "\n"
+    # Each is one line: a model name (the server's) or an item id cannot start another. A tab stays a
+    # tab, as `diff` and `audit` show one (pipeline.llm.terminal.shown_line).
+    return "\n".join(shown_line(line) for line in lines) + "\n"
 
 
 def as_json(prediction: Prediction) -> dict[str, Any]:

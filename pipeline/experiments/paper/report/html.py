@@ -4,7 +4,8 @@ be traced to the text it came from (pipeline.reports.pages names and writes the 
 
 The pages are written by jinja2 templates (templates/ here) with autoescaping on:
 transcripts and model replies are untrusted (a demo transcript tries to instruct the judge) and reach
-the reviewer as text, never as markup; only the inline SVG charts, drawn by pipeline.reports.svg from
+the reviewer as text, never as markup, each control, bidi or invisible character in it as its escape
+(pipeline.reports.templating); only the inline SVG charts, drawn by pipeline.reports.svg from
 numbers and escaped labels, are marked safe, and each placed text's <pre>, written by .markup with
 every text and attribute escaped as autoescape would (the pages' innermost loop, kept out of jinja
 for speed). No page needs the network, and the same inputs give the same bytes: no "generated at"

@@ -4,7 +4,8 @@ Written here rather than as a jinja macro because it is the report's innermost l
 elements a page, each a handful of segments, 6,000 at the paper's 133 items, where a macro's call
 and its autoescaped fields cost more than the rest of the page's template (bench/README.md, issue
 31, agg-pages). The output is the macro's, byte for byte, and escaped the same way: every id, class,
-role and label through markupsafe's escape (jinja's autoescape), every text through `exact`.
+role and label through markupsafe's escape (jinja's autoescape), every text through `exact`; every
+text and label a reader sees through `shown`, as the templates' `visible` shows it.
 
 Only elements that some link points to get an id (`referenced`). All on one line: whitespace in a
 `<pre>` is content. A `<pre>` drops one newline right after its start tag, so a text starting with
@@ -19,19 +20,22 @@ from functools import lru_cache
 from markupsafe import Markup, escape
 
 from pipeline.experiments.paper.report.texts import Placed
+from pipeline.llm.terminal import shown
 
 
 def exact(text: str) -> Markup:
     """Text content of an element, escaped: & and <, all that can start markup or a reference there
-    (quotes and > need no escape outside attributes, and prompts are full of them), and a carriage
-    return as a character reference, which the HTML parser would otherwise read as a newline: a
-    prompt must read back character for character."""
+    (quotes and > need no escape outside attributes, and prompts are full of them), and every
+    control, bidi and invisible character shown as its escape, as every page shows a text
+    (pipeline.reports.templating.visible): a carriage return would read as a newline, a bidi
+    override would reorder the prompt on the screen. What the page shows is then what the prompt holds, each
+    character of it (`judgeloop audit --format jsonl` gives the characters themselves)."""
     return Markup(_escaped(text))
 
 
 def _escaped(text: str) -> str:
     """exact's text as a plain str: pre joins many of them and marks the whole element once."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace("\r", "&#13;")
+    return shown(text).replace("&", "&amp;").replace("<", "&lt;")
 
 
 def pre(
@@ -43,8 +47,8 @@ def pre(
     out = ["<pre"]
     if kind:
         out.append(f' class="{escape(kind)}"')
-    if role:
-        out.append(f' data-role="{escape(role)}"')
+    if role:  # shown by the stylesheet (content: attr(data-role))
+        out.append(f' data-role="{escape(shown(role))}"')
     if with_id or p.id in referenced:
         out.append(f' id="{escape(p.id)}"')
     out.append(">\n" if p.lead[:1] == "\n" else ">")
@@ -54,7 +58,7 @@ def pre(
         out.append(f'<span id="{escape(p.core_id)}">')
     for s in p.segments:
         if s.target:
-            out.append(f'<a href="#{escape(s.target)}">{escape(s.text)}</a>')
+            out.append(f'<a href="#{escape(s.target)}">{escape(shown(s.text))}</a>')
         elif s.home in referenced:
             out.append(f'<span id="{escape(s.home)}">{_escaped(s.text)}</span>')
         else:

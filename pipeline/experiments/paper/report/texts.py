@@ -11,7 +11,8 @@ cut at line boundaries that mean nothing on the page): the texts the report plac
 parts of the prompt templates. Any other long run of text that no known text covers gets a place of
 its own at its first occurrence, so a prompt built some other way (an older template, a variant)
 still repeats nothing. The substitution is exact: the page holds every prompt character for
-character, and the text behind a reference can be read back from the element it points to.
+character (a control, bidi or invisible character as its escape: .markup), and the text behind a
+reference can be read back from the element it points to.
 """
 
 from __future__ import annotations
