@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.llm.backends.embedded import file_sha256
-from pipeline.llm.backends.hash_memo import MEMO_NAME, identity
+from pipeline.llm.backends.hash_memo import MEMO_NAME, file_sha256, identity
 
 
 def _weights(tmp_path: Path) -> tuple[Path, str]:
