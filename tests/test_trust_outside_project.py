@@ -143,3 +143,17 @@ def test_a_record_outside_the_project_is_refused_without_its_values(project: Pat
     inside.write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
     with pytest.raises(InputError, match="AKIA"):  # inside the project, quoted as before
         read_jsonl(inside, _Scored)
+
+
+def test_a_transcript_cell_outside_the_project_is_not_quoted(project: Path) -> None:
+    path = _credentials(project, "301_TRANSCRIPT.csv")
+    path.write_text(f"start_time\tstop_time\tspeaker\tvalue\n{SECRET}\t1\tEllie\thello\n", encoding="utf-8")
+    with pytest.raises(InputError) as raised:
+        read_file(path, str(path), path.read_bytes())
+    assert (
+        raised.value.line == 2 and "start_time" in raised.value.problem and "AKIA" not in raised.value.message
+    )
+    inside = project / "301_TRANSCRIPT.csv"
+    inside.write_bytes(path.read_bytes())
+    with pytest.raises(InputError, match="AKIA"):  # inside the project, quoted as before
+        read_file(inside, inside.name, inside.read_bytes())

@@ -135,7 +135,8 @@ def seconds(fields: list[str], index: int | None, column: str, shown: str, line:
     try:
         return float(field)
     except ValueError:
-        problem = f"{column} '{field}' is not a number"
+        given = quoted(shown, "'" + field + "'")
+        problem = f"{column} {given} is not a number"
         raise InputError(shown, line, problem, "write seconds, e.g. 12.5, or leave it empty") from None
 
 
