@@ -13,6 +13,7 @@ import pytest
 from pipeline.errors import UnsafeNameError
 from pipeline.llm.cache.safe_disk import DB_FILE, open_cache
 from pipeline.llm.recordings.shards import JOURNAL, write_shard
+from pipeline.tools.variant import _copy
 
 OTHER = b"someone else's file\n"
 
@@ -46,3 +47,27 @@ def test_a_writer_journal_with_another_name_is_refused_unwritten(tmp_path: Path)
         write_shard(folder, "calls", "0", [b"{}\n"])
     assert other.read_bytes() == OTHER
     assert [p.name for p in folder.iterdir()] == [JOURNAL]  # no shard, no temporary file left
+
+
+@pytest.mark.parametrize("link", ["hard", "symbolic"])
+def test_variant_copies_replace_a_link_at_the_target_s_name(tmp_path: Path, link: str) -> None:
+    """`judgeloop variant DIR` into a DIR someone else committed: an output copied there replaces a
+    link at its name rather than writing the file it leads to."""
+    source = tmp_path / "workspace" / "judgements.jsonl"
+    source.parent.mkdir()
+    source.write_text('{"item": "1"}\n', encoding="utf-8")
+    other = _other(tmp_path)
+    target = tmp_path / "variant" / "judgements.jsonl"
+    target.parent.mkdir()
+    os.link(other, target) if link == "hard" else target.symlink_to(other)
+    folder = tmp_path / "workspace" / "recordings"
+    folder.mkdir()
+    (folder / "calls.jsonl").write_text("{}\n", encoding="utf-8")
+    linked = tmp_path / "variant" / "recordings"
+    linked.mkdir()
+    os.link(other, linked / "calls.jsonl") if link == "hard" else (linked / "calls.jsonl").symlink_to(other)
+    _copy(source, target)
+    _copy(folder, linked)
+    assert other.read_bytes() == OTHER
+    assert target.read_bytes() == source.read_bytes() and not target.is_symlink()
+    assert (linked / "calls.jsonl").read_bytes() == b"{}\n"
