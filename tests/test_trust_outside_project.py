@@ -20,6 +20,7 @@ from pipeline.errors import ConfigError, InputError, LockMismatchError
 from pipeline.llm.project_files import NOT_QUOTED
 from pipeline.llm.recordings.owners import load_yaml
 from pipeline.llm.settings import read_params_file
+from pipeline.tools.check import read_lock
 from pipeline.tools.dvc_run import preset_args
 from pipeline.tools.preflight import llm_stages
 
@@ -157,3 +158,10 @@ def test_a_transcript_cell_outside_the_project_is_not_quoted(project: Path) -> N
     inside.write_bytes(path.read_bytes())
     with pytest.raises(InputError, match="AKIA"):  # inside the project, quoted as before
         read_file(inside, inside.name, inside.read_bytes())
+
+
+def test_check_refuses_a_lock_linked_out_of_the_project(project: Path) -> None:
+    (project / "dvc.lock").symlink_to(_credentials(project))
+    with pytest.raises(click.ClickException) as raised:
+        read_lock(Path("."))
+    _refused(raised.value, "dvc.lock")
