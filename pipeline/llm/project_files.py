@@ -25,31 +25,30 @@ from pipeline.errors import ConfigError
 NOT_QUOTED = "(not quoted: the file lies outside the project)"
 
 
-def project() -> Path:
-    return Path.cwd().resolve()
-
-
 def inside_project(path: str | os.PathLike[str]) -> bool:
     """Whether `path` (relative to the project, or absolute) resolves, through any link, inside it."""
     try:
-        target = Path(path).resolve()
-    except (OSError, RuntimeError, ValueError):  # a loop of links, a NUL in the name
+        return _under(os.path.realpath(path), os.path.realpath(os.getcwd()))
+    except (OSError, ValueError):  # a NUL in the name
         return False
-    return target.is_relative_to(project())
+
+
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 def link_out(path: Path) -> str | None:
     """The message refusing `path` where it is (or passes through) a link to a file outside its
     project: the project when its name lies in it, else the folder its name is in (a params file
     named by JUDGELOOP_PARAMS elsewhere); None where it stays inside."""
-    name = Path(os.path.abspath(path))
-    here = Path.cwd()
-    home = (here if name.is_relative_to(here) else name.parent).resolve()
     try:
-        target = name.resolve()
-    except (OSError, RuntimeError, ValueError):
-        return None  # no file to read there: the reader says so
-    if target.is_relative_to(home):
+        name = os.path.abspath(path)
+        here = os.getcwd()
+        home = os.path.realpath(here if _under(name, here) else os.path.dirname(name))
+        target = os.path.realpath(name)
+    except (OSError, ValueError):
+        return None  # no file to read there (a NUL in its name): the reader says so
+    if _under(target, home):
         return None
     return (
         f"{path}: a link to {target}, which lies outside the project ({home}). judgeloop reads its "
