@@ -8,6 +8,8 @@ the labels' header columns."""
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import click
@@ -16,13 +18,16 @@ import pytest
 from pipeline.data.jsonl import Result, read_jsonl
 from pipeline.data.labels import load_labels
 from pipeline.data.transcript_files import read_file
-from pipeline.errors import ConfigError, InputError, LockMismatchError
+from pipeline.errors import ConfigError, CorruptRecordError, InputError, LockMismatchError
 from pipeline.llm.project_files import NOT_QUOTED
 from pipeline.llm.recordings.owners import load_yaml
 from pipeline.llm.settings import read_params_file
+from pipeline.llm.types import ModelIdentity
+from pipeline.tools.batch.manifest import MANIFEST_FILE, Manifest
 from pipeline.tools.check import read_lock
 from pipeline.tools.dvc_run import preset_args
 from pipeline.tools.preflight import llm_stages
+from tests.test_batch import exported  # noqa: F401  (the fixture: an export of two calls)
 
 SECRET = "aws_access_key_id = AKIAIOSFODNN7EXAMPLE"
 CREDENTIALS = f"[default]\n{SECRET}\n"
@@ -165,3 +170,20 @@ def test_check_refuses_a_lock_linked_out_of_the_project(project: Path) -> None:
     with pytest.raises(click.ClickException) as raised:
         read_lock(Path("."))
     _refused(raised.value, "dvc.lock")
+
+
+def test_a_batch_manifest_outside_the_project_is_refused_without_its_values(
+    exported: Path,  # noqa: F811
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    batch = tmp_path_factory.mktemp("elsewhere") / "batch"
+    shutil.move(exported, batch)
+    path = batch / MANIFEST_FILE
+    first, second = path.read_text(encoding="utf-8").splitlines()
+    identity = ModelIdentity.model_validate(json.loads(first)["model"])
+    entry = json.loads(second)
+    entry["request"]["messages"] = SECRET  # not a list: pydantic's error quotes the value
+    path.write_text(f"{first}\n{json.dumps(entry)}\n", encoding="utf-8")
+    with pytest.raises(CorruptRecordError, match=rf"{MANIFEST_FILE}:2: not a line batch export") as raised:
+        Manifest(batch, identity)
+    assert "messages" in raised.value.message and "AKIA" not in raised.value.message
