@@ -21,7 +21,7 @@ from pipeline.data.transcript_files import read_file
 from pipeline.errors import ConfigError, CorruptRecordError, InputError, LockMismatchError
 from pipeline.llm.project_files import NOT_QUOTED
 from pipeline.llm.recordings.owners import load_yaml
-from pipeline.llm.settings import read_params_file
+from pipeline.llm.settings import EngineSettings, load_settings, read_params_file
 from pipeline.llm.types import ModelIdentity
 from pipeline.tools.batch.manifest import MANIFEST_FILE, Manifest
 from pipeline.tools.check import read_lock
@@ -187,3 +187,15 @@ def test_a_batch_manifest_outside_the_project_is_refused_without_its_values(
     with pytest.raises(CorruptRecordError, match=rf"{MANIFEST_FILE}:2: not a line batch export") as raised:
         Manifest(batch, identity)
     assert "messages" in raised.value.message and "AKIA" not in raised.value.message
+
+
+def test_a_value_refused_in_a_params_file_outside_the_project_is_not_quoted(project: Path) -> None:
+    """JUDGELOOP_PARAMS may name a params file elsewhere (it is read), but not to print its values."""
+    outside = _credentials(project, "params.yaml")
+    outside.write_text("llm:\n  parallelism: AKIAIOSFODNN7EXAMPLE\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"params\.yaml:2: llm\.parallelism: ") as raised:
+        load_settings(EngineSettings, outside, environ={})
+    assert "AKIA" not in raised.value.message
+    (project / "params.yaml").write_bytes(outside.read_bytes())
+    with pytest.raises(ConfigError, match=r"\(got 'AKIA"):  # inside the project, quoted as before
+        load_settings(EngineSettings, Path("params.yaml"), environ={})

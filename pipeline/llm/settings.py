@@ -34,7 +34,7 @@ from pipeline.errors import ConfigError
 from pipeline.llm.bounds import check_yaml
 from pipeline.llm.files import open_regular
 from pipeline.llm.params_errors import duplicate_keys, params_problems
-from pipeline.llm.project_files import refuse_link_out, yaml_problem
+from pipeline.llm.project_files import inside_project, refuse_link_out, yaml_problem
 from pipeline.llm.redact import redact_url, remember
 from pipeline.llm.types import Options
 
@@ -333,7 +333,7 @@ def validate_params(
             text: str | None = params_text(path)  # one bounded open of a regular file, never a link out
         except ConfigError:
             text = None
-        problems = params_problems(exc, model, str(path), text, overridden or {})
+        problems = params_problems(exc, model, str(path), text, overridden or {}, inside_project(path))
         plural = "s" if len(problems) > 1 else ""
         raise ConfigError(
             f"{path}: {len(problems)} parameter{plural} refused:\n  "
