@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.errors import UnsafeNameError
+from pipeline.errors import JudgeloopError, UnsafeNameError
 from pipeline.llm.cache.safe_disk import DB_FILE, open_cache
 from pipeline.llm.recordings.shards import JOURNAL, write_shard
 from pipeline.tools.variant import _copy
@@ -71,3 +71,12 @@ def test_variant_copies_replace_a_link_at_the_target_s_name(tmp_path: Path, link
     assert other.read_bytes() == OTHER
     assert target.read_bytes() == source.read_bytes() and not target.is_symlink()
     assert (linked / "calls.jsonl").read_bytes() == b"{}\n"
+
+
+def test_variant_refuses_to_copy_an_output_onto_itself(tmp_path: Path) -> None:
+    """An absolute out path gives FOLDER / out == out: replacing the target would remove the source."""
+    source = tmp_path / "judgements.jsonl"
+    source.write_text('{"item": "1"}\n', encoding="utf-8")
+    with pytest.raises(JudgeloopError, match="copying would replace what it copies"):
+        _copy(source, tmp_path / "variant" / source)
+    assert source.read_text(encoding="utf-8") == '{"item": "1"}\n'

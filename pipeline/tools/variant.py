@@ -76,6 +76,13 @@ def _copy(source: Path, target: Path) -> None:
     changing a file outside DIR."""
     if not (source.is_dir() or source.is_file()):
         raise JudgeloopError(f"{source} does not exist: run the first run's stages first (dvc repro)")
+    one, other = os.path.realpath(source), os.path.realpath(target)
+    if os.path.commonpath([one, other]) in (one, other):  # the same, or one inside the other
+        raise JudgeloopError(
+            f"{target}: is {source}, or holds it or lies in it (an absolute out path, or FOLDER inside "
+            "the project's outputs), so copying would replace what it copies. Fix: give a FOLDER of its "
+            "own, outside the outputs, and outs relative to the project."
+        )
     _remove(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     if source.is_dir():
