@@ -1,16 +1,18 @@
 """The embedded model's file hash memo (`file-hashes.json` in the cache folder, a folder others may
 share): written in one step that replaces what stands at its name, never through a link planted
-there; a memo of another shape is ignored, never a traceback (writers-red)."""
+there; a memo of another shape is ignored, never a traceback (writers-red). Trusted only where no
+one else may write it, and keyed by the model file's identity (links-trust)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import pytest
 
-from pipeline.llm.backends.embedded import file_sha256
+from pipeline.llm.backends.hash_memo import MEMO_NAME, file_sha256, identity
 
 
 def _weights(tmp_path: Path) -> tuple[Path, str]:
@@ -22,7 +24,7 @@ def _weights(tmp_path: Path) -> tuple[Path, str]:
 def test_a_link_planted_at_the_memo_s_name_is_replaced_not_written_through(tmp_path: Path) -> None:
     weights, digest = _weights(tmp_path)
     cache = tmp_path / "cache"
-    cache.mkdir()
+    cache.mkdir(mode=0o700)
     outside = tmp_path / "outside.txt"
     outside.write_text("someone else's file\n")
     (cache / "file-hashes.json").symlink_to(outside)
@@ -37,3 +39,60 @@ def test_a_memo_of_another_shape_is_ignored(tmp_path: Path, planted: str) -> Non
     weights, digest = _weights(tmp_path)
     (tmp_path / "file-hashes.json").write_text(planted)
     assert file_sha256(weights, tmp_path) == digest
+
+
+def _planted(memo_folder: Path, weights: Path) -> None:
+    """A memo that gives every key a memo could use for `weights` (the old path/size/mtime key and the
+    new identity key) a sha256 that is not the file's."""
+    status = weights.stat()
+    keys = [
+        f"{weights.resolve()}|{status.st_size}|{status.st_mtime_ns}",
+        identity(status),
+    ]
+    (memo_folder / MEMO_NAME).write_text(json.dumps(dict.fromkeys(keys, "0" * 64)))
+
+
+def test_a_memo_in_a_folder_others_may_write_is_not_trusted_nor_written(tmp_path: Path) -> None:
+    weights, digest = _weights(tmp_path)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    _planted(cache, weights)
+    planted = (cache / MEMO_NAME).read_bytes()
+    os.chmod(cache, 0o775)  # a group's shared cache folder
+    assert file_sha256(weights, cache) == digest
+    assert (cache / MEMO_NAME).read_bytes() == planted  # not written: others could plant it again
+
+
+def test_a_memo_others_may_write_is_not_trusted(tmp_path: Path) -> None:
+    weights, digest = _weights(tmp_path)
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    _planted(cache, weights)
+    os.chmod(cache / MEMO_NAME, 0o666)
+    assert file_sha256(weights, cache) == digest
+
+
+def test_an_entry_made_before_the_file_changed_is_not_used(tmp_path: Path) -> None:
+    """The file written again with its size and mtime set back: only the ctime tells."""
+    weights, digest = _weights(tmp_path)
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    assert file_sha256(weights, cache) == digest
+    before = weights.stat()
+    weights.write_bytes(b"WEIGHTS" * 100)  # the same size
+    os.utime(weights, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert weights.stat().st_ctime_ns != before.st_ctime_ns or pytest.skip("ctime did not move")
+    assert file_sha256(weights, cache) == hashlib.sha256(b"WEIGHTS" * 100).hexdigest()
+
+
+def test_a_private_memo_is_used_and_names_the_file_by_its_identity(tmp_path: Path) -> None:
+    weights, digest = _weights(tmp_path)
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    assert file_sha256(weights, cache) == digest
+    memo = cache / MEMO_NAME
+    assert json.loads(memo.read_text()) == {identity(weights.stat()): digest}
+    assert memo.stat().st_mode & 0o077 == 0
+    memo.write_text(json.dumps({identity(weights.stat()): "1" * 64}))  # this user's own memo is believed
+    memo.chmod(0o600)
+    assert file_sha256(weights, cache) == "1" * 64

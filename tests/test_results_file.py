@@ -47,7 +47,8 @@ def test_a_line_changed_after_the_scan_is_refused_naming_the_file_and_line(tmp_p
         list(results)
 
 
-def test_an_item_on_two_lines_is_refused(tmp_path: Path) -> None:
+def test_an_item_on_two_lines_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # a file of the project: the item is named (pipeline.llm.project_files)
     path = tmp_path / "rows.jsonl"
     path.write_text('{"item":"901","value":1}\n{"item":"901","value":2}\n', encoding="utf-8")
     with pytest.raises(InputError, match="901"):

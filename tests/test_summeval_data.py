@@ -52,8 +52,9 @@ def test_the_subset_is_chosen_by_hash_not_by_file_order(tmp_path: Path) -> None:
     ],
 )  # fmt: skip
 def test_a_bad_line_is_reported_with_file_and_line(
-    tmp_path: Path, change: dict[str, object], problem: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: dict[str, object], problem: str
 ) -> None:
+    monkeypatch.chdir(tmp_path)  # a file of the project: the item is named (pipeline.llm.project_files)
     lines = (DEMO / "summeval-demo.jsonl").read_text(encoding="utf-8").splitlines()
     bad = {**json.loads(lines[1]), **change}
     path = tmp_path / "bad.jsonl"

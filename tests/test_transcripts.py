@@ -347,7 +347,10 @@ def test_labels_that_disagree_with_themselves_warn(tmp_path: Path) -> None:
         ("", ":1:", "empty"),
     ],
 )
-def test_bad_labels(tmp_path: Path, content: str, where: str, expected: str) -> None:
+def test_bad_labels(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: str, where: str, expected: str
+) -> None:
+    monkeypatch.chdir(tmp_path)  # a file of the project: its cells are quoted (pipeline.llm.project_files)
     path = write(tmp_path / "labels.csv", content)
     error = raises_at("labels.csv" + where, lambda: load_labels(path))
     assert expected in error.problem

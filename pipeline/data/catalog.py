@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict
 
 from pipeline.data.input_files import read_lines
 from pipeline.errors import InputError
+from pipeline.llm.project_files import quoted
 
 TEXT_COLUMNS: Final = (
     "track_id",
@@ -182,7 +183,9 @@ def _track(row: dict[str, str], shown: str, line: int) -> Track:
     for column, (low, high) in INT_RANGES.items():
         number = _number(row[column], column, shown, line, low, high)
         if not number.is_integer():
-            raise InputError(shown, line, f"{column} is '{row[column]}', not a whole number", "correct it")
+            cell = quoted(shown, "'" + row[column] + "'")
+            problem = f"{column} is {cell}, not a whole number"
+            raise InputError(shown, line, problem, "correct it")
         values[column] = int(number)
     for column, (low_f, high_f) in FLOAT_RANGES.items():
         values[column] = _number(row[column], column, shown, line, low_f, high_f)
@@ -195,6 +198,7 @@ def _number(cell: str, column: str, shown: str, line: int, low: float, high: flo
     except ValueError:
         value = float("nan")
     if not low <= value <= high:  # NaN fails too
-        problem = f"{column} is '{cell}', not a number from {low:g} to {high:g}"
+        given = quoted(shown, "'" + cell + "'")
+        problem = f"{column} is {given}, not a number from {low:g} to {high:g}"
         raise InputError(shown, line, problem, "correct it (Spotify's value for the track)")
     return value

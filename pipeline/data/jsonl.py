@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from pipeline.errors import InputError
 from pipeline.llm.files import TMP_SUFFIX, atomic_write_chunks
 from pipeline.llm.keys import canonical_json
+from pipeline.llm.project_files import validation_problem
 
 
 class Result(BaseModel):
@@ -134,7 +135,10 @@ def iter_jsonl(path: Path, model: type[R]) -> Iterator[R]:
             yield model.model_validate_json(line)
         except ValidationError as exc:
             raise InputError(
-                str(path), number, f"not a {model.__name__} record ({exc})", "re-run the stage that writes it"
+                str(path),
+                number,
+                f"not a {model.__name__} record ({validation_problem(path, exc)})",
+                "re-run the stage that writes it",
             ) from exc
 
 

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict
 from pipeline.data.input_files import InputWarning, read_lines, shown_path
 from pipeline.data.settings import DataSettings
 from pipeline.errors import ConfigError, InputError
+from pipeline.llm.project_files import quoted
 
 PHQ8_ITEMS = ("NoInterest", "Depressed", "Sleep", "Tired", "Appetite", "Failure", "Concentrating", "Moving")
 
@@ -77,7 +78,8 @@ def label_rows(path: Path, shown: str) -> dict[str, tuple[Phq8Label, int]]:
         raise InputError(shown, 1, f"not CSV ({exc})", "close the quoted cell") from exc
     if "participant_id" not in header:
         problem = (
-            f"the header has columns {', '.join(map(repr, header))}; expected Participant_ID, PHQ8_Binary, "
+            f"the header has columns {quoted(shown, ', '.join(map(repr, header)))}; expected Participant_ID, "
+            "PHQ8_Binary, "
             "PHQ8_Score, Gender, PHQ8_NoInterest ... PHQ8_Moving (only Participant_ID is required)"
         )
         raise InputError(shown, 1, problem, "make line 1 the comma-separated AVEC2017 header")
@@ -121,7 +123,8 @@ def _label_value(cell: str, column: str, field: str, shown: str, line: int) -> i
     except ValueError:
         value = float("nan")
     if not (value.is_integer() and 0 <= value <= _LABEL_MAX[field]):
-        problem = f"{column} is '{cell}', not a whole number from 0 to {_LABEL_MAX[field]}"
+        given = quoted(shown, "'" + cell + "'")
+        problem = f"{column} is {given}, not a whole number from 0 to {_LABEL_MAX[field]}"
         raise InputError(shown, line, problem, "correct it, or leave it empty when unknown")
     return int(value)
 

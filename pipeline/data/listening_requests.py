@@ -38,6 +38,7 @@ from pipeline.data.input_files import read_text
 from pipeline.errors import InputError
 from pipeline.llm.bounds import check_yaml
 from pipeline.llm.params_errors import duplicate_keys
+from pipeline.llm.project_files import quoted, validation_problem
 
 WEIGHT_SUM_TOLERANCE = 1e-9
 _FIX = "correct it; the comment at the top of data/selection/requests.yaml describes every field"
@@ -199,14 +200,21 @@ def load_requests(path: Path, shown: str | None = None) -> RequestsFile:
     for index, request in enumerate(parsed.requests):
         line = _line_of(root, ("requests", index))
         if request.id in seen:
-            problem = f"request id {request.id!r} is already used by request {seen[request.id] + 1}"
+            named = quoted(shown, repr(request.id))
+            problem = f"request id {named} is already used by request {seen[request.id] + 1}"
             raise InputError(shown, line, problem, "give every request its own id")
         seen[request.id] = index
         try:
             framework_for(request, parsed.framework)
         except (ValueError, ValidationError) as exc:
             weights_line = _line_of(root, ("requests", index, "weights"))
-            raise InputError(shown, weights_line, f"request {request.id!r}: {exc}", _FIX) from None
+            said = (
+                validation_problem(shown, exc)
+                if isinstance(exc, ValidationError)
+                else quoted(shown, str(exc))
+            )
+            problem = f"request {quoted(shown, repr(request.id))}: {said}"
+            raise InputError(shown, weights_line, problem, _FIX) from None
     return parsed
 
 

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from pipeline.data.jsonl import R, check_results_file, line_text
 from pipeline.errors import InputError
+from pipeline.llm.project_files import validation_problem
 
 FIX = "re-run the stage that writes it"
 
@@ -50,7 +51,8 @@ def _parse(path: Path, number: int, line: str, model: type[R]) -> R:
     try:
         return model.model_validate_json(line)
     except ValidationError as exc:
-        raise InputError(str(path), number, f"not a {model.__name__} record ({exc})", FIX) from exc
+        problem = f"not a {model.__name__} record ({validation_problem(path, exc)})"
+        raise InputError(str(path), number, problem, FIX) from exc
 
 
 class ResultPlaces(Generic[R]):

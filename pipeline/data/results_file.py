@@ -17,6 +17,7 @@ from typing import Generic, Protocol, TypeVar
 from pipeline.data.jsonl import R
 from pipeline.data.result_places import FIX, Place, _parse, _placed_lines, read_at
 from pipeline.errors import InputError
+from pipeline.llm.project_files import quoted
 
 
 class ResultsFile(Generic[R]):
@@ -29,7 +30,8 @@ class ResultsFile(Generic[R]):
         for place, line in _placed_lines(path):
             name = item(_parse(path, place.number, line, model))
             if name in self._places:  # one line an item, as a stage writes them
-                raise InputError(str(path), place.number, f"item {name!r} is on an earlier line too", FIX)
+                problem = f"item {quoted(path, repr(name))} is on an earlier line too"
+                raise InputError(str(path), place.number, problem, FIX)
             self._places[name] = place
             self._order.append(place)
 

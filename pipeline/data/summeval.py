@@ -45,6 +45,7 @@ from typing import Any, Literal
 from pipeline.data.input_files import decode, opened, read_limited, refuse_surrogates
 from pipeline.data.ratings import HumanRatings
 from pipeline.errors import InputError
+from pipeline.llm.project_files import quoted
 
 DIMENSIONS: tuple[str, ...] = ("coherence", "consistency", "fluency", "relevance")
 Annotators = Literal["expert", "crowd"]
@@ -164,7 +165,8 @@ def load_summeval(path: Path) -> SummEval:
         document, system = _text_field(row, "id", where), _text_field(row, "model_id", where)
         article = _text_field(row, "text", where)
         if articles.setdefault(document, article) != article:
-            raise InputError(*where, f"article {document} has another text than on an earlier line", FIX)
+            problem = f"article {quoted(where[0], document)} has another text than on an earlier line"
+            raise InputError(*where, problem, FIX)
         summary = Summary(
             document=document,
             system=system,
@@ -173,7 +175,8 @@ def load_summeval(path: Path) -> SummEval:
             crowd=_annotations(row, "turker_annotations", where),
         )
         if summary.item in seen:
-            raise InputError(*where, f"summary {summary.item} again (line {seen[summary.item]})", FIX)
+            problem = f"summary {quoted(where[0], summary.item)} again (line {seen[summary.item]})"
+            raise InputError(*where, problem, FIX)
         seen[summary.item] = number
         summaries.append(summary)
     if not summaries:

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 from pipeline.data.input_files import checked_text, decode, text_lines
 from pipeline.data.transcript_text import Row, Transcript, Turn
 from pipeline.errors import InputError
+from pipeline.llm.project_files import quoted
 
 _SPEAKER_LINE = re.compile(r"\s*([^:\s][^:]{0,39}?)\s*:(.*)")
 DAIC = "_transcript.csv"
@@ -92,8 +93,8 @@ def daic_rows(lines: list[str], shown: str) -> list[Row]:
     if "speaker" not in header or "value" not in header:
         comma = " (it looks comma-separated)" if len(header) == 1 and "," in lines[0] else ""
         problem = (
-            f"the header has columns {', '.join(map(repr, header))}{comma}; expected start_time, "
-            "stop_time, speaker, value (speaker and value are required)"
+            f"the header has columns {quoted(shown, ', '.join(map(repr, header)))}{comma}; expected "
+            "start_time, stop_time, speaker, value (speaker and value are required)"
         )
         fix = "make line 1 the tab-separated header start_time<TAB>stop_time<TAB>speaker<TAB>value"
         raise InputError(shown, 1, problem, fix)
@@ -134,7 +135,8 @@ def seconds(fields: list[str], index: int | None, column: str, shown: str, line:
     try:
         return float(field)
     except ValueError:
-        problem = f"{column} '{field}' is not a number"
+        given = quoted(shown, "'" + field + "'")
+        problem = f"{column} {given} is not a number"
         raise InputError(shown, line, problem, "write seconds, e.g. 12.5, or leave it empty") from None
 
 

@@ -23,6 +23,7 @@ from pipeline.data.settings import DataSettings
 from pipeline.data.transcript_files import At, read_indexed
 from pipeline.data.transcript_text import clean
 from pipeline.errors import InputError
+from pipeline.llm.project_files import quoted
 
 _Checked = tuple[tuple[str, int | None, tuple[int, int] | None, frozenset[str]], ...]
 checked: dict[bytes, _Checked] = {}
@@ -81,13 +82,23 @@ def unique(item_id: str, shown: str, line: int | None, found: Found) -> None:
         first = first_shown + (f":{first_line}" if first_line is not None else "")
         fix = "give each transcript its own id"
         if first_id == item_id:
-            raise InputError(shown, line, f"item id '{item_id}' is already used by {first}", fix)
+            raise InputError(
+                shown, line, f"item id {quoted(shown, _named(item_id))} is already used by {first}", fix
+            )
         fix = "keep one of the two if they are one interview copied twice, or " + fix
         problem = (
-            f"item id '{item_id}' ({_code_points(item_id)}) looks the same as '{first_id}' "
-            f"({_code_points(first_id)}) of {first}: one name in two Unicode spellings"
+            f"item id {quoted(shown, _spelled(item_id))} looks the same as "
+            f"{quoted(first_shown, _spelled(first_id))} of {first}: one name in two Unicode spellings"
         )
         raise InputError(shown, line, problem, fix)
+
+
+def _named(item_id: str) -> str:
+    return f"'{item_id}'"
+
+
+def _spelled(item_id: str) -> str:
+    return f"'{item_id}' ({_code_points(item_id)})"
 
 
 def _code_points(text: str) -> str:

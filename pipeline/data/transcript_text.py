@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter
 
 from pipeline.data.settings import DataSettings
 from pipeline.errors import InputError
+from pipeline.llm.project_files import quoted
 
 # The person assessed, compared case-insensitively: DAIC-WOZ and our AnnoMI conversion say
 # "Participant"; AnnoMI itself and hand-written transcripts tend to say "client" or "patient".
@@ -206,6 +207,8 @@ def clean(transcript: Transcript, settings: DataSettings, line: int | None) -> T
 
 def nothing_left(speakers: Iterable[str], source: str, line: int | None) -> InputError:
     listed = ", ".join(sorted(set(speakers)))
-    problem = f"no turns left after data.drop_markers / data.participant_only (speakers: {listed})"
+    problem = (
+        f"no turns left after data.drop_markers / data.participant_only (speakers: {quoted(source, listed)})"
+    )
     fix = f"name the subject one of {', '.join(sorted(PARTICIPANT_SPEAKERS))}, or turn those off"
     return InputError(source, line, problem, fix)

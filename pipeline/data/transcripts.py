@@ -45,6 +45,7 @@ from pipeline.data.transcript_text import Transcript as Transcript
 from pipeline.data.transcript_text import Turn as Turn
 from pipeline.data.transcript_text import clean
 from pipeline.errors import ConfigError, InputError
+from pipeline.llm.project_files import quoted
 
 
 def load_transcripts(settings: DataSettings, root: Path = Path(".")) -> list[Transcript]:
@@ -224,11 +225,15 @@ def _listed(item_ids: list[str], settings: DataSettings, root: Path) -> Containe
         shown, line = listed[missing[0]]
         more = f" (and {len(missing) - 1} more: {', '.join(missing[1:6])}" if len(missing) > 1 else ""
         more += ", ...)" if len(missing) > 6 else (")" if more else "")
-        problem = f"participant {missing[0]}{more} has no transcript in {settings.transcripts}"
+        problem = (
+            f"participant {quoted(shown, missing[0] + more)} has no transcript in {settings.transcripts}"
+        )
         fix = "add the transcript, or delete the row from the label file"
         look_alike = {_composed(item_id): item_id for item_id in item_ids}.get(_composed(missing[0]))
         if look_alike is not None:  # the same name in another Unicode spelling (NFC against NFD)
-            problem += f": the transcript {look_alike!r} spells that id in another Unicode form"
+            problem += (
+                f": the transcript {quoted(shown, repr(look_alike))} spells that id in another Unicode form"
+            )
             fix = "write the id in the label file as the transcript's name spells it"
         raise InputError(shown, line, problem, fix)
     return listed

@@ -131,8 +131,9 @@ def _got(error: ErrorDetails) -> str:
     return f" (got {shown[:60] + '...' if len(shown) > 60 else shown})"
 
 
-def describe(error: ErrorDetails, model: type[BaseModel]) -> str:
-    """One problem in words: where (dotted), what, and for an unknown key the nearest known one."""
+def describe(error: ErrorDetails, model: type[BaseModel], quote: bool = True) -> str:
+    """One problem in words: where (dotted), what, and for an unknown key the nearest known one;
+    the value refused too where `quote` (not for a file outside the project: pipeline.llm.project_files)."""
     loc = tuple(error["loc"])
     where = ".".join(str(p) for p in loc) or "the file"
     if error["type"] == "extra_forbidden":
@@ -141,7 +142,7 @@ def describe(error: ErrorDetails, model: type[BaseModel]) -> str:
         hint = f"; did you mean '{near[0]}'?" if near else ""
         return f"{where}: unknown key{hint} (known here: {', '.join(known)})"
     message = error["msg"].removeprefix("Value error, ")
-    return f"{where}: {message}{_got(error)}"
+    return f"{where}: {message}{_got(error) if quote else ''}"
 
 
 def params_problems(
@@ -150,17 +151,19 @@ def params_problems(
     shown: str,
     text: str | None,
     overridden: Mapping[tuple[str, str], str],
+    quote: bool = True,
 ) -> list[str]:
-    """Each problem as `file:line: where: what`, or naming the environment variable that set it."""
+    """Each problem as `file:line: where: what`, or naming the environment variable that set it; a
+    value from the file is quoted only where `quote`."""
     root = compose(text) if text is not None else None
     found: list[tuple[int, str]] = []
     for error in exc.errors(include_url=False):
         loc = tuple(error["loc"])
-        problem = describe(error, model)
         variable = overridden.get((str(loc[0]), str(loc[1]))) if len(loc) >= 2 else None
         if variable is not None:
-            found.append((0, f"{variable} (sets {loc[0]}.{loc[1]}): {problem}"))
+            found.append((0, f"{variable} (sets {loc[0]}.{loc[1]}): {describe(error, model)}"))
             continue
+        problem = describe(error, model, quote)
         line = line_of(root, loc, problem)
         found.append((line or 0, f"{shown}:{line}: {problem}" if line is not None else f"{shown}: {problem}"))
     return [problem for _, problem in sorted(found, key=lambda entry: entry[0])]

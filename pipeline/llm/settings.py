@@ -34,6 +34,7 @@ from pipeline.errors import ConfigError
 from pipeline.llm.bounds import check_yaml
 from pipeline.llm.files import open_regular
 from pipeline.llm.params_errors import duplicate_keys, params_problems
+from pipeline.llm.project_files import inside_project, refuse_link_out, yaml_problem
 from pipeline.llm.redact import redact_url, remember
 from pipeline.llm.types import Options
 
@@ -227,6 +228,7 @@ def params_text(path: Path) -> str:
     through one descriptor, no more than the bound: a link to /dev/zero (a link is what git can
     hold), a pipe or a folder in its place is refused, not read until the memory runs out."""
     fix = "Fix: check that JUDGELOOP_PARAMS (or ./params.yaml) names your params file."
+    refuse_link_out(path)  # a link out of the project (git can hold one) is no params file of ours
     try:
         with open_regular(path) as file:
             data = file.read(MAX_PARAMS_BYTES + 1)
@@ -288,7 +290,8 @@ def _parse(path: Path, text: str) -> dict[str, Any]:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{path}{where}: not valid YAML ({exc}). Fix the syntax there.") from exc
+        problem = yaml_problem(path, exc)  # the line quoted only from a file inside the project
+        raise ConfigError(f"{path}{where}: not valid YAML ({problem}). Fix the syntax there.") from exc
     if repeated:
         line, key, first = repeated[0]
         raise ConfigError(
@@ -327,10 +330,10 @@ def validate_params(
         return model.model_validate(raw)
     except ValidationError as exc:
         try:
-            text: str | None = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+            text: str | None = params_text(path)  # one bounded open of a regular file, never a link out
+        except ConfigError:
             text = None
-        problems = params_problems(exc, model, str(path), text, overridden or {})
+        problems = params_problems(exc, model, str(path), text, overridden or {}, inside_project(path))
         plural = "s" if len(problems) > 1 else ""
         raise ConfigError(
             f"{path}: {len(problems)} parameter{plural} refused:\n  "

@@ -30,6 +30,7 @@ from pipeline.experiments.design import CalibrationRows, load_ref
 from pipeline.experiments.params import require_params_file
 from pipeline.experiments.registry import designs
 from pipeline.llm.keys import canonical_json
+from pipeline.llm.project_files import quoted
 from pipeline.llm.terminal import echo
 from pipeline.stats.bootstrap import Estimate
 from pipeline.stats.calibration import MetricCalibration, ScoreCalibration, calibration_data
@@ -66,7 +67,9 @@ def _number(value: Any, key: str, where: tuple[str, int], fix: str) -> float | N
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InputError(*where, f'"{key}" is {json.dumps(value)}, not a number or null', fix)
+        raise InputError(
+            *where, f'"{key}" is {quoted(where[0], json.dumps(value))}, not a number or null', fix
+        )
     return float(value)
 
 
@@ -75,7 +78,8 @@ def _first_time(
 ) -> None:
     """Refuses a second line for the same item and metric, naming the first."""
     if (item, metric) in seen:
-        raise InputError(*where, f"item {item!r}, metric {metric!r} again (line {seen[item, metric]})", fix)
+        again = f"item {quoted(where[0], repr(item))}, metric {metric!r} again (line {seen[item, metric]})"
+        raise InputError(*where, again, fix)
     seen[item, metric] = where[1]
 
 

@@ -39,6 +39,7 @@ import click
 from pipeline.errors import JudgeloopError
 from pipeline.llm.bounds import MAX_LINE_BYTES, check_yaml
 from pipeline.llm.files import read_regular
+from pipeline.llm.project_files import link_out, yaml_problem
 from pipeline.llm.recordings.pins import LOCK_FILE, dir_md5
 from pipeline.llm.terminal import echo, shown
 
@@ -66,13 +67,19 @@ def read_lock(root: Path) -> dict[str, LockedStage]:
     lock = root / LOCK_FILE
     if not lock.is_file():
         raise click.ClickException(f"no {LOCK_FILE} in {root.resolve()}: run in the project's folder.")
+    refused = link_out(lock)  # never another file of this machine read (or quoted) as the lock
+    if refused is not None:
+        raise click.ClickException(refused)
     try:
         text = read_regular(lock, MAX_LINE_BYTES).decode("utf-8")  # never a pipe or /dev/zero put there
         check_yaml(text)  # no alias bomb, no nesting past the composer's stack (pipeline.llm.bounds)
         # libyaml's safe loader where built (the same data, some ten times faster on the 4,000-line lock)
         data: Any = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except (OSError, yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise click.ClickException(f"{lock}: not readable ({exc}). Fix: git checkout -- {LOCK_FILE}") from exc
+        problem = yaml_problem(lock, exc)
+        raise click.ClickException(
+            f"{lock}: not readable ({problem}). Fix: git checkout -- {LOCK_FILE}"
+        ) from exc
     stages = data.get("stages") if isinstance(data, dict) else None
     if not isinstance(stages, dict):
         raise click.ClickException(f"{lock}: no stages. Fix: git checkout -- {LOCK_FILE}")

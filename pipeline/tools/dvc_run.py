@@ -272,12 +272,18 @@ def preset_args(path: Path) -> list[str]:
 
     from pipeline.llm.bounds import MAX_LINE_BYTES, check_yaml
     from pipeline.llm.files import read_regular
+    from pipeline.llm.project_files import link_out, yaml_problem
 
+    refused = link_out(path)
+    if refused is not None:
+        raise click.BadParameter(refused, param_hint="--preset")
     try:
         text = read_regular(path, MAX_LINE_BYTES).decode("utf-8")  # never a pipe or /dev/zero
         check_yaml(text)  # no alias bomb, no nesting past the composer's stack (pipeline.llm.bounds)
         values = yaml.safe_load(text)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+    except yaml.YAMLError as exc:
+        raise click.BadParameter(f"{path}: {yaml_problem(path, exc)}", param_hint="--preset") from exc
+    except (OSError, UnicodeDecodeError) as exc:
         raise click.BadParameter(f"{path}: {exc}", param_hint="--preset") from exc
     if not isinstance(values, dict) or not values:
         raise click.BadParameter(f"{path}: write `section.key: value` lines", param_hint="--preset")

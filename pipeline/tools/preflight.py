@@ -20,6 +20,7 @@ from pipeline.errors import JudgeloopError
 from pipeline.experiments.registry import designs
 from pipeline.llm.bounds import MAX_LINE_BYTES, check_yaml
 from pipeline.llm.files import read_regular
+from pipeline.llm.project_files import refuse_link_out
 from pipeline.llm.settings import LLMSettings
 
 REMOTE = ("ollama", "openai")  # the backends that talk to a server
@@ -27,6 +28,7 @@ REMOTE = ("ollama", "openai")  # the backends that talk to a server
 
 def llm_stages(root: Path) -> set[str]:
     """dvc.yaml's stages that call a model (they depend on llm.backend)."""
+    refuse_link_out(root / "dvc.yaml")  # read only from inside the project (pipeline.llm.project_files)
     try:
         text = read_regular(root / "dvc.yaml", MAX_LINE_BYTES).decode("utf-8")  # never a pipe or /dev/zero
         check_yaml(text)  # no alias bomb, no nesting past the composer's stack (pipeline.llm.bounds)

@@ -31,6 +31,8 @@ from pipeline.experiments.registry import DEFAULT as DEFAULT_DESIGN
 from pipeline.experiments.registry import load_design
 from pipeline.experiments.steps import LLMStep
 from pipeline.llm.bounds import check_yaml
+from pipeline.llm.files import atomic_write
+from pipeline.llm.project_files import yaml_problem
 from pipeline.llm.settings import params_text
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -69,13 +71,32 @@ def _is_llm(stage: Stage) -> bool:
 
 
 def _copy(source: Path, target: Path) -> None:
-    if source.is_dir():
-        shutil.copytree(source, target, dirs_exist_ok=True)
-    elif source.is_file():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(source, target)
-    else:
+    """`source` copied to `target`, replacing what stood there: a file copied over where it stands
+    would be written through a link at its name (symbolic or hard, in a DIR someone else committed),
+    changing a file outside DIR."""
+    if not (source.is_dir() or source.is_file()):
         raise JudgeloopError(f"{source} does not exist: run the first run's stages first (dvc repro)")
+    one, other = os.path.realpath(source), os.path.realpath(target)
+    if os.path.commonpath([one, other]) in (one, other):  # the same, or one inside the other
+        raise JudgeloopError(
+            f"{target}: is {source}, or holds it or lies in it (an absolute out path, or FOLDER inside "
+            "the project's outputs), so copying would replace what it copies. Fix: give a FOLDER of its "
+            "own, outside the outputs, and outs relative to the project."
+        )
+    _remove(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if source.is_dir():
+        shutil.copytree(source, target)
+    else:
+        shutil.copy2(source, target)
+
+
+def _remove(target: Path) -> None:
+    """What stands at `target` removed, a link as a link (never what it leads to)."""
+    if target.is_symlink() or (target.exists() and not target.is_dir()):
+        target.unlink()
+    elif target.is_dir():
+        shutil.rmtree(target)
 
 
 def write_variant_params(folder: Path, design: Design[Any], settings: tuple[str, ...]) -> Any:
@@ -85,7 +106,9 @@ def write_variant_params(folder: Path, design: Design[Any], settings: tuple[str,
         check_yaml(text)  # no alias bomb, no nesting past the composer's stack (pipeline.llm.bounds)
         raw = yaml.safe_load(text)
     except (UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: not valid YAML ({exc}). Fix the syntax there.") from None
+        raise ConfigError(
+            f"{path}: not valid YAML ({yaml_problem(path, exc)}). Fix the syntax there."
+        ) from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: not the mapping of sections params.yaml is. Fix: restore it.")
     for setting in settings:
@@ -96,9 +119,8 @@ def write_variant_params(folder: Path, design: Design[Any], settings: tuple[str,
     current = design.load_params()
     for dotted, path in _data_references(design, current).items():
         set_value(raw, dotted, os.path.relpath(path.resolve(), folder.resolve()))
-    (folder / "params.yaml").write_text(
-        yaml.safe_dump(raw, sort_keys=False, allow_unicode=True), encoding="utf-8"
-    )
+    # Replaced in one step, never written through a link at its name (pipeline.llm.hard_links).
+    atomic_write(folder / "params.yaml", yaml.safe_dump(raw, sort_keys=False, allow_unicode=True))
     return current
 
 

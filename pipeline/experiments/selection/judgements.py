@@ -31,6 +31,7 @@ from pipeline.experiments.selection.files import PICKS, SCORES
 from pipeline.experiments.selection.params import SelectionParams
 from pipeline.experiments.selection.score import ScoredCandidate, ScoredRequest
 from pipeline.llm.keys import canonical_json
+from pipeline.llm.project_files import validation_problem
 
 DESIGN = "selection"
 SELECTED = "selected"
@@ -117,7 +118,7 @@ def _scored(path: Path) -> Iterator[ScoredRequest]:
             yield ScoredRequest.from_record(record)
         except (KeyError, TypeError, ValidationError) as exc:
             raise InputError(
-                str(path), number, f"not a scores record ({exc!r})", "re-run select_score"
+                str(path), number, f"not a scores record ({_why(path, exc)})", "re-run select_score"
             ) from None
 
 
@@ -133,3 +134,8 @@ def judgements(params: SelectionParams, run: RunFiles) -> Iterator[Judgement]:
             yield from _criteria(scored, candidate, item)
             if picked is not None:
                 yield _selected(scored, candidate, item, picked)
+
+
+def _why(path: Path, exc: Exception) -> str:
+    """What is wrong with a scores record, quoting its values only from a file inside the project."""
+    return validation_problem(path, exc) if isinstance(exc, ValidationError) else repr(exc)

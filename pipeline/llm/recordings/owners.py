@@ -20,6 +20,7 @@ import yaml
 
 from pipeline.errors import LockMismatchError
 from pipeline.llm.bounds import check_yaml
+from pipeline.llm.project_files import link_out, yaml_problem
 
 PIPELINE_FILE = "dvc.yaml"
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's when built with it: dvc.lock is long
@@ -42,14 +43,17 @@ class _UniqueKeys(_LOADER):  # type: ignore[misc,valid-type]
 
 def load_yaml(path: Path, what: str) -> Any:
     """dvc.yaml or dvc.lock; LockMismatchError, naming the file and the fix, for one that is not
-    readable YAML (or names a key twice)."""
+    readable YAML (or names a key twice), or a link out of the project (pipeline.llm.project_files)."""
+    refused = link_out(path)
+    if refused is not None:
+        raise LockMismatchError(refused)
     try:
         text = path.read_text(encoding="utf-8")
         check_yaml(text)  # no alias bomb, no nesting past the composer's stack (pipeline.llm.bounds)
         return yaml.load(text, Loader=_UniqueKeys)
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise LockMismatchError(
-            f"{path}: not readable YAML ({exc}), so {what} cannot be checked. "
+            f"{path}: not readable YAML ({yaml_problem(path, exc)}), so {what} cannot be checked. "
             f"Fix: restore it from git (git checkout -- {path.name})."
         ) from exc
 

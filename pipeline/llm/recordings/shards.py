@@ -71,6 +71,7 @@ import orjson
 
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.files import TMP_SUFFIX, atomic_write_chunks
+from pipeline.llm.hard_links import refuse_hard_link
 from pipeline.llm.keys import canonical_json
 
 SHARD_AT = 4096  # more calls than this: the stage's recording is written in shards
@@ -152,6 +153,7 @@ def _journal(directory: Path, names: list[str]) -> None:
         return
     fd = os.open(directory / JOURNAL, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)
     try:
+        refuse_hard_link(directory / JOURNAL, os.fstat(fd), "the writer's journal")  # appended in place
         os.write(fd, "".join(f"{name}\n" for name in names).encode("ascii"))
         os.fsync(fd)
     finally:

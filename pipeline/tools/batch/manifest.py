@@ -20,12 +20,14 @@ from pathlib import Path
 from typing import IO, Any
 
 import orjson
+from pydantic import ValidationError
 
 from pipeline.errors import ConfigError, CorruptRecordError
 from pipeline.llm.backends.openai_compat import OpenAICompatBackend
 from pipeline.llm.bounds import MAX_LINE_BYTES, LineTooLong, bounded_lines, depth_problem
 from pipeline.llm.files import TMP_SUFFIX
 from pipeline.llm.keys import request_key
+from pipeline.llm.project_files import validation_problem
 from pipeline.llm.settings import EngineSettings
 from pipeline.llm.types import ChatRequest, ModelIdentity
 
@@ -132,9 +134,10 @@ class Manifest:
                 raise ValueError(deep)
             model = ModelIdentity.model_validate(entry.get("model"))
             request = ChatRequest.model_validate(entry.get("request"))
-        except ValueError as exc:
+        except ValueError as exc:  # pydantic's error quotes the values: only from inside the project
+            said = validation_problem(self.path, exc) if isinstance(exc, ValidationError) else exc
             raise CorruptRecordError(
-                f"{where}: not a line batch export writes ({exc}). Fix: export again."
+                f"{where}: not a line batch export writes ({said}). Fix: export again."
             ) from exc
         if model != self.identity:
             raise CorruptRecordError(

@@ -17,6 +17,7 @@ from typing import Any
 from markupsafe import Markup
 
 from pipeline.experiments.judgements import Judgement
+from pipeline.llm.files import atomic_write
 from pipeline.llm.records import RecordedCall
 from pipeline.reports.frame import asset, content_security_policy
 from pipeline.reports.templating import make_environment
@@ -138,5 +139,5 @@ def write_page(
 ) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     page = folder / "index.html"
-    page.write_text(render_page(names, rows, changes, calls), encoding="utf-8")
+    atomic_write(page, render_page(names, rows, changes, calls))  # never written through a link at its name
     return page
