@@ -68,23 +68,55 @@ def atomic_write_chunks(path: Path, chunks: Iterable[str | bytes]) -> None:
     """atomic_write of the concatenated `chunks`, written as they come: a recording of a million
     calls is never held whole. A chunk that would hold a lone surrogate stops the write as
     atomic_write does (UnwritableTextError, the old file unchanged), naming the chunk's line."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
+    new = _Replacement(path)
     try:
-        with os.fdopen(fd, "wb") as out:
-            lines = 0
-            for chunk in chunks:
-                data = chunk if isinstance(chunk, bytes) else _utf8(path, chunk, lines)
-                out.write(data)
-                lines += data.count(b"\n")
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(tmp, _new_mode(path))  # not mkstemp's 0600: as a plain write would leave it
-        os.replace(tmp, path)
+        lines = 0
+        for chunk in chunks:
+            data = chunk if isinstance(chunk, bytes) else _utf8(path, chunk, lines)
+            new.out.write(data)
+            lines += data.count(b"\n")
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        new.discard()
         raise
+    new.commit()
+
+
+class _Replacement:
+    """The one way a file is replaced here (atomic_write_chunks, AtomicText): bytes written to `out`,
+    a temporary file of its own in `path`'s folder (see the module's docstring), that replaces `path`
+    in one step at `commit` (flushed to disk, given the mode a plain write would leave, renamed over
+    it); until then, and after `discard` (or a commit that failed), the old file stands and no
+    temporary file is left."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        fd, self._tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
+        self.out = os.fdopen(fd, "wb")
+        self.done = False  # committed or discarded: nothing more is done
+
+    def commit(self) -> None:
+        if self.done:
+            return
+        try:
+            self.out.flush()
+            os.fsync(self.out.fileno())
+            self.out.close()
+            os.chmod(self._tmp, _new_mode(self.path))  # not mkstemp's 0600: as a plain write would leave it
+            os.replace(self._tmp, self.path)
+        except BaseException:
+            self.discard()
+            raise
+        self.done = True
+
+    def discard(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        with contextlib.suppress(OSError):  # a flush that fails again, on closing: the write is dropped
+            self.out.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._tmp)
 
 
 def _new_mode(path: Path) -> int:
@@ -116,36 +148,25 @@ class AtomicText:
     """A text file written through `handle` as it comes (UTF-8, newlines as written), that replaces
     `path` in one step at `commit` with atomic_write's guarantees: until then, and after `discard`,
     the old file stands. As a context manager it commits when the block ends without an error and
-    discards otherwise."""
+    discards otherwise. (The bytes go through the same _Replacement as atomic_write_chunks'.)"""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        self._new = _Replacement(path)
         self.path = path
-        fd, self._tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
-        self.handle: TextIO = os.fdopen(fd, "w", encoding="utf-8", newline="")
-        self._done = False
+        self.handle: TextIO = io.TextIOWrapper(self._new.out, encoding="utf-8", newline="")
 
     def commit(self) -> None:
-        if self._done:
+        if self._new.done:
             return
         try:
-            self.handle.flush()
-            os.fsync(self.handle.fileno())
-            self.handle.close()
-            os.chmod(self._tmp, _new_mode(self.path))  # as atomic_write_chunks
-            os.replace(self._tmp, self.path)
+            self.handle.flush()  # what the text layer holds yet, into the bytes
         except BaseException:
-            self.discard()
+            self._new.discard()
             raise
-        self._done = True
+        self._new.commit()
 
     def discard(self) -> None:
-        if self._done:
-            return
-        self._done = True
-        self.handle.close()
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self._tmp)
+        self._new.discard()
 
     def __enter__(self) -> TextIO:
         return self.handle
