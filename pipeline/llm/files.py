@@ -2,6 +2,7 @@
 
     atomic_write(path, text)       readers see the old file or the new one, never a part
     atomic_write_chunks(path, it)  the same, the text given a piece at a time (never whole in memory)
+    new_file_mode(path)            the mode a plain write would leave at path (for a file made aside)
     AtomicText(path)               the same, written through a text handle (a csv.writer's, say)
     locked(directory)              one writer at a time in a folder, across processes
     safe_name(name, what, fix)     a name that becomes a path: a plain name, or UnsafeNameError
@@ -16,7 +17,7 @@ file away, and the second rename failed with a raw FileNotFoundError. Each write
 temporary file in the target's folder (so os.replace is an atomic rename on one file system), named
 `.<target>.<random>.tmp`: hidden, ignored by git (.gitignore) and DVC (.dvcignore), and removed when
 the write fails. A write killed outright (SIGKILL) can leave one behind; it is never read.
-The new file gets the mode a plain write would leave (`_new_mode`): the old file's, else the umask's.
+The new file gets the mode a plain write would leave (`new_file_mode`): the old file's, else the umask's.
 
 A name read from the command line or from a file (a stage's recordings folder, an exported stage)
 becomes a path only if it is a plain name: letters, digits, `.`, `_`, `-`, not starting with a dot,
@@ -102,7 +103,7 @@ class _Replacement:
             self.out.flush()
             os.fsync(self.out.fileno())
             self.out.close()
-            os.chmod(self._tmp, _new_mode(self.path))  # not mkstemp's 0600: as a plain write would leave it
+            os.chmod(self._tmp, new_file_mode(self.path))  # not mkstemp's 0600: as a plain write leaves it
             os.replace(self._tmp, self.path)
         except BaseException:
             self.discard()
@@ -119,7 +120,7 @@ class _Replacement:
             os.unlink(self._tmp)
 
 
-def _new_mode(path: Path) -> int:
+def new_file_mode(path: Path) -> int:
     """The permission bits a plain write would leave at `path`: an existing regular file's own (never
     a link's target's), else 0666 less the umask (0644 under 022, 0664 for a group's shared checkout
     under 002, 0600 under 077: a private checkout's outputs stay private)."""
