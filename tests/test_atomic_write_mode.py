@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.data.jsonl import Result, write_jsonl
 from pipeline.llm.files import AtomicText, atomic_write
 
 
@@ -39,8 +40,25 @@ def write_text_handle(path: Path, text: str) -> None:
         handle.write(text)
 
 
+class Line(Result):
+    item: str
+    text: str
+
+
+def write_results(path: Path, text: str) -> None:
+    """A stage's results file (pipeline.data.jsonl.write_jsonl), written aside in item order and
+    renamed in: before, it kept the mode mkstemp gave the file aside (0600, whatever the umask or the
+    old file's mode), so every stage's output lost the group's or others' read."""
+    write_jsonl(path, [Line(item="a", text=text)])
+
+
 Writer = Callable[[Path, str], None]
-WRITERS: list[Writer] = [write_atomic, write_text_handle]
+WRITERS: list[Writer] = [write_atomic, write_text_handle, write_results]
+
+
+def written(write: Writer, text: str) -> str:
+    """What `write` leaves in the file for `text`."""
+    return f'{{"item":"a","text":"{text}"}}\n' if write is write_results else text
 
 
 @pytest.mark.parametrize("write", WRITERS)
@@ -60,7 +78,7 @@ def test_an_existing_file_keeps_its_mode(tmp_path: Path, write: Writer, old: int
     target.chmod(old)
     with umask(0o022):
         write(target, "new")
-    assert target.read_text() == "new"
+    assert target.read_text() == written(write, "new")
     assert mode(target) == old
 
 
@@ -73,6 +91,6 @@ def test_a_link_at_the_name_lends_it_no_mode(tmp_path: Path, write: Writer) -> N
     target.symlink_to(outside)
     with umask(0o022):
         write(target, "ours")
-    assert not target.is_symlink() and target.read_text() == "ours"
+    assert not target.is_symlink() and target.read_text() == written(write, "ours")
     assert mode(target) == 0o644
     assert outside.read_text() == "theirs"

@@ -16,6 +16,7 @@ import yaml
 
 from pipeline.experiments.params import load_params
 from pipeline.llm.backends.openai_compat import OpenAICompatBackend
+from pipeline.llm.files import open_regular
 from pipeline.llm.keys import request_key
 from pipeline.llm.records import CallRecord
 from pipeline.llm.types import ChatRequest, Message, ModelIdentity, Options
@@ -84,17 +85,18 @@ def big_export(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, P
 def _ingested(folder: Path, results: Path) -> tuple[_Ingest, int]:
     """Both passes of ingest over `results` into a cache that keeps nothing; the bytes still
     traced at the end that were allocated after the manifest was opened."""
-    reading = _Ingest(load_params(), folder, results)
-    tracemalloc.start()
-    try:
-        reading.first_pass()
-        store: Any = _NoStore()
-        for number, entry in objects(results):
-            reading.line(number, entry, store)
-        held, _ = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-        reading.requests.close()
+    with open_regular(results) as opened:  # as ingest opens it: once, for both passes
+        reading = _Ingest(load_params(), folder, results, opened)
+        tracemalloc.start()
+        try:
+            reading.first_pass()
+            store: Any = _NoStore()
+            for number, entry in objects(results, opened):
+                reading.line(number, entry, store)
+            held, _ = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+            reading.requests.close()
     return reading, held
 
 

@@ -80,7 +80,9 @@ def test_the_judge_step_records_the_written_and_the_weighted_score(tmp_path: Pat
     assert [d for _, d in contexts] == ["coherence"] * 4 + ["relevance"] * 4
 
 
-def test_a_reply_that_never_validates_is_recorded_unscored_and_counted(tmp_path: Path) -> None:
+def test_a_reply_that_never_validates_is_recorded_unscored_and_counted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     corpus = subset(load_summeval(DEMO), None)
     d3_texts = {s.text.strip() for s in corpus.summaries if s.system == "D3"}
 
@@ -113,23 +115,23 @@ def test_a_reply_that_never_validates_is_recorded_unscored_and_counted(tmp_path:
         }
     }
     write_jsonl(tmp_path / "j.jsonl", rows)
-    rows_for_calibration = experiment_rows(
-        _demo_params(dimensions=["fluency"], out=str(tmp_path / "j.jsonl"))
-    )
+    monkeypatch.chdir(tmp_path)  # outputs are named inside the project (the working folder)
+    rows_for_calibration = experiment_rows(_demo_params(dimensions=["fluency"], out="j.jsonl"))
     _, metrics = summeval_metrics(params, rows_for_calibration)
     fluency = metrics["metrics"]["fluency"]
     assert fluency["score"]["items_unscored"] == 3 and fluency["score"]["items_used"] == 9
     assert fluency["weighted_score"]["items_unscored"] == 3
 
 
-def _write_params(tmp_path: Path, **summeval: object) -> Path:
-    out = tmp_path / "out"
+def _write_params(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **summeval: object) -> Path:
+    """params.yaml in `tmp_path`, made the working folder: the outputs are named inside it."""
+    monkeypatch.chdir(tmp_path)
     section = {
         "corpus": str(DEMO),
-        "out": str(out / "judgements.jsonl"),
-        "metrics_out": str(out / "metrics.json"),
-        "plot_csv": str(out / "scores.csv"),
-        "html_report": str(out / "report.html"),
+        "out": "out/judgements.jsonl",
+        "metrics_out": "out/metrics.json",
+        "plot_csv": "out/scores.csv",
+        "html_report": "out/report.html",
         "resamples": 200,
         **summeval,
     }
@@ -143,7 +145,9 @@ def _write_params(tmp_path: Path, **summeval: object) -> Path:
     return path
 
 
-def test_the_calibrate_step_on_the_demo_set_writes_metrics_plot_data_and_page(tmp_path: Path) -> None:
+def test_the_calibrate_step_on_the_demo_set_writes_metrics_plot_data_and_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Judgements equal to the experts' rounded mean (argmax) and to the mean itself (weighted).
     corpus = load_summeval(DEMO)
     humans = {(h.item, h.metric): h.mean for h in human_ratings(corpus)}
@@ -164,7 +168,7 @@ def test_the_calibrate_step_on_the_demo_set_writes_metrics_plot_data_and_page(tm
         )
         for s, d in judge_order(corpus, ("coherence", "consistency", "fluency", "relevance"))
     ]
-    params_path = _write_params(tmp_path)
+    params_path = _write_params(tmp_path, monkeypatch)
     write_jsonl(tmp_path / "out" / "judgements.jsonl", rows)
     result = CliRunner().invoke(
         stage, ["summeval", "summeval_calibrate"], env={"JUDGELOOP_PARAMS": str(params_path)}
@@ -207,8 +211,10 @@ def test_the_calibrate_step_on_the_demo_set_writes_metrics_plot_data_and_page(tm
     assert "<b>judge</b>" not in page and "&lt;b&gt;judge&lt;/b&gt;" in page
 
 
-def test_calibrate_experiment_reads_the_experiments_own_judgements(tmp_path: Path) -> None:
-    params_path = _write_params(tmp_path, documents=2, dimensions=["coherence", "relevance"])
+def test_calibrate_experiment_reads_the_experiments_own_judgements(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    params_path = _write_params(tmp_path, monkeypatch, documents=2, dimensions=["coherence", "relevance"])
     env = {"JUDGELOOP_PARAMS": str(params_path)}
     runner = CliRunner()
     missing = runner.invoke(judgeloop, ["calibrate", "--experiment", "summeval"], env=env)

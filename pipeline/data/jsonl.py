@@ -19,7 +19,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pipeline.errors import InputError
-from pipeline.llm.files import TMP_SUFFIX, atomic_write_chunks
+from pipeline.llm.files import TMP_SUFFIX, atomic_write_chunks, new_file_mode
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.project_files import validation_problem
 
@@ -70,7 +70,10 @@ def write_jsonl(path: Path, results: Iterable[Result]) -> None:
     try:
         atomic_write_chunks(Path(staged), in_order())
         if not late:
-            os.replace(staged, path)  # atomic_write_chunks made it 0644
+            # The mode a plain write leaves at `path`, not the one mkstemp gave `staged` (0600),
+            # which atomic_write_chunks kept as the mode of the file it replaced.
+            os.chmod(staged, new_file_mode(path))
+            os.replace(staged, path)
             return
         late.sort(key=_item)
         with open(staged, "rb") as written:

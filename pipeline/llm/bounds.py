@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import orjson
 import yaml
@@ -197,18 +197,26 @@ class LineTooLong(ValueError):
         self.number, self.limit = number, limit
 
 
-def bounded_lines(path: Path, limit: int = MAX_LINE_BYTES) -> Iterator[tuple[int, bytes]]:
+def bounded_lines(source: Path | IO[bytes], limit: int = MAX_LINE_BYTES) -> Iterator[tuple[int, bytes]]:
     """(number, line without its b"\\n") for every line of the file; LineTooLong at the first line
-    longer than `limit`, read no further than the bound. Opened once as a regular file
-    (pipeline.llm.files.open_regular): a pipe put at the path after a caller's look is refused
-    (NotARegularFile, an OSError), never waited on."""
-    with open_regular(path) as handle:
-        number = 0
-        while True:
-            raw = handle.readline(limit + 1)
-            if not raw:
-                return
-            number += 1
-            if len(raw) > limit and not (len(raw) == limit + 1 and raw.endswith(b"\n")):
-                raise LineTooLong(number, limit)
-            yield number, raw.removesuffix(b"\n")
+    longer than `limit`, read no further than the bound. `source`: a path, opened once as a regular
+    file (pipeline.llm.files.open_regular: a pipe put at the path after a caller's look is refused,
+    NotARegularFile, an OSError, never waited on); or a file its caller opened so, read from where
+    it stands (so that two passes read one file, whatever is renamed to its path between them)."""
+    if not isinstance(source, Path):
+        yield from _numbered(source, limit)
+        return
+    with open_regular(source) as handle:
+        yield from _numbered(handle, limit)
+
+
+def _numbered(handle: IO[bytes], limit: int) -> Iterator[tuple[int, bytes]]:
+    number = 0
+    while True:
+        raw = handle.readline(limit + 1)
+        if not raw:
+            return
+        number += 1
+        if len(raw) > limit and not (len(raw) == limit + 1 and raw.endswith(b"\n")):
+            raise LineTooLong(number, limit)
+        yield number, raw.removesuffix(b"\n")

@@ -2,6 +2,7 @@
 
     atomic_write(path, text)       readers see the old file or the new one, never a part
     atomic_write_chunks(path, it)  the same, the text given a piece at a time (never whole in memory)
+    new_file_mode(path)            the mode a plain write would leave at path (for a file made aside)
     AtomicText(path)               the same, written through a text handle (a csv.writer's, say)
     locked(directory)              one writer at a time in a folder, across processes
     safe_name(name, what, fix)     a name that becomes a path: a plain name, or UnsafeNameError
@@ -16,7 +17,7 @@ file away, and the second rename failed with a raw FileNotFoundError. Each write
 temporary file in the target's folder (so os.replace is an atomic rename on one file system), named
 `.<target>.<random>.tmp`: hidden, ignored by git (.gitignore) and DVC (.dvcignore), and removed when
 the write fails. A write killed outright (SIGKILL) can leave one behind; it is never read.
-The new file gets the mode a plain write would leave (`_new_mode`): the old file's, else the umask's.
+The new file gets the mode a plain write would leave (`new_file_mode`): the old file's, else the umask's.
 
 A name read from the command line or from a file (a stage's recordings folder, an exported stage)
 becomes a path only if it is a plain name: letters, digits, `.`, `_`, `-`, not starting with a dot,
@@ -68,26 +69,58 @@ def atomic_write_chunks(path: Path, chunks: Iterable[str | bytes]) -> None:
     """atomic_write of the concatenated `chunks`, written as they come: a recording of a million
     calls is never held whole. A chunk that would hold a lone surrogate stops the write as
     atomic_write does (UnwritableTextError, the old file unchanged), naming the chunk's line."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
+    new = _Replacement(path)
     try:
-        with os.fdopen(fd, "wb") as out:
-            lines = 0
-            for chunk in chunks:
-                data = chunk if isinstance(chunk, bytes) else _utf8(path, chunk, lines)
-                out.write(data)
-                lines += data.count(b"\n")
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(tmp, _new_mode(path))  # not mkstemp's 0600: as a plain write would leave it
-        os.replace(tmp, path)
+        lines = 0
+        for chunk in chunks:
+            data = chunk if isinstance(chunk, bytes) else _utf8(path, chunk, lines)
+            new.out.write(data)
+            lines += data.count(b"\n")
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        new.discard()
         raise
+    new.commit()
 
 
-def _new_mode(path: Path) -> int:
+class _Replacement:
+    """The one way a file is replaced here (atomic_write_chunks, AtomicText): bytes written to `out`,
+    a temporary file of its own in `path`'s folder (see the module's docstring), that replaces `path`
+    in one step at `commit` (flushed to disk, given the mode a plain write would leave, renamed over
+    it); until then, and after `discard` (or a commit that failed), the old file stands and no
+    temporary file is left."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        fd, self._tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
+        self.out = os.fdopen(fd, "wb")
+        self.done = False  # committed or discarded: nothing more is done
+
+    def commit(self) -> None:
+        if self.done:
+            return
+        try:
+            self.out.flush()
+            os.fsync(self.out.fileno())
+            self.out.close()
+            os.chmod(self._tmp, new_file_mode(self.path))  # not mkstemp's 0600: as a plain write leaves it
+            os.replace(self._tmp, self.path)
+        except BaseException:
+            self.discard()
+            raise
+        self.done = True
+
+    def discard(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        with contextlib.suppress(OSError):  # a flush that fails again, on closing: the write is dropped
+            self.out.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._tmp)
+
+
+def new_file_mode(path: Path) -> int:
     """The permission bits a plain write would leave at `path`: an existing regular file's own (never
     a link's target's), else 0666 less the umask (0644 under 022, 0664 for a group's shared checkout
     under 002, 0600 under 077: a private checkout's outputs stay private)."""
@@ -116,36 +149,25 @@ class AtomicText:
     """A text file written through `handle` as it comes (UTF-8, newlines as written), that replaces
     `path` in one step at `commit` with atomic_write's guarantees: until then, and after `discard`,
     the old file stands. As a context manager it commits when the block ends without an error and
-    discards otherwise."""
+    discards otherwise. (The bytes go through the same _Replacement as atomic_write_chunks'.)"""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        self._new = _Replacement(path)
         self.path = path
-        fd, self._tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
-        self.handle: TextIO = os.fdopen(fd, "w", encoding="utf-8", newline="")
-        self._done = False
+        self.handle: TextIO = io.TextIOWrapper(self._new.out, encoding="utf-8", newline="")
 
     def commit(self) -> None:
-        if self._done:
+        if self._new.done:
             return
         try:
-            self.handle.flush()
-            os.fsync(self.handle.fileno())
-            self.handle.close()
-            os.chmod(self._tmp, _new_mode(self.path))  # as atomic_write_chunks
-            os.replace(self._tmp, self.path)
+            self.handle.flush()  # what the text layer holds yet, into the bytes
         except BaseException:
-            self.discard()
+            self._new.discard()
             raise
-        self._done = True
+        self._new.commit()
 
     def discard(self) -> None:
-        if self._done:
-            return
-        self._done = True
-        self.handle.close()
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self._tmp)
+        self._new.discard()
 
     def __enter__(self) -> TextIO:
         return self.handle

@@ -112,10 +112,11 @@ def _ranked(work: Callable[[T], R], rank: int, item: T) -> R:
 
 
 def _in_turn(session: LLMSession, items: Iterable[T], work: Callable[[T], R]) -> Iterator[R]:
-    """A replay's items one after another in this thread (LLMSession.calls_at_once: every call a hit,
-    served under the GIL): a single worker would only hand each item over, and wait for this thread
-    to wake and hand it the next (about a voluntary context switch a call: bench/README.md, "A
-    replay on one thread"). Each runs as on a worker, ranked, in a copy of this context; as
+    """The items one after another in this thread where no model answers the calls
+    (LLMSession.calls_at_once false: a replay, every call a hit served under the GIL; or a dry run,
+    which waits on no model): a single worker would only hand each item over, and wait for this
+    thread to wake and hand it the next (about a voluntary context switch a call: bench/README.md,
+    "A replay on one thread"). Each runs as on a worker, ranked, in a copy of this context; as
     iter_items, a miss stops only its item and the session's misses are raised after the last, and
     any other error stops the stage (no other item is running)."""
     for index, item in enumerate(items):

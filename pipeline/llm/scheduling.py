@@ -173,9 +173,10 @@ def _threads() -> RankedPool:
 
 def side_by_side(tasks: Sequence[Callable[[], R]], *, at_once: bool) -> list[R]:
     """Run one item's independent calls, their results in order: at once, in the item's rank,
-    where a server answers them; else one after another in this thread (`at_once` False: a replay,
-    LLMSession.calls_at_once, whose calls are hits served under the GIL, so threads would only add
-    their handovers: bench/README.md, "A replay on one thread").
+    where a server answers them; else one after another in this thread (`at_once` False,
+    LLMSession.calls_at_once: a replay, whose calls are hits served under the GIL, or a dry run,
+    which waits on no model; threads would only add their handovers: bench/README.md, "A replay on
+    one thread").
 
     Either way every task runs to its end. A replay miss in one does not stop the others, so that
     replay names every missing call; the first miss is raised after all have ended, or, before it,

@@ -56,8 +56,25 @@ def _no_nul(value: str) -> str:
     return value
 
 
+def _in_the_project(value: str) -> str:
+    # A stage writes its outputs before DVC looks at them (and DVC takes only outs in the project):
+    # `out: /home/u/.bashrc` or `../../elsewhere` would be written over first. Judged on the text
+    # alone, as the stages read it (relative to the project's folder, where they run).
+    outside = os.path.isabs(value) or os.path.normpath(value).split(os.sep)[0] == os.pardir
+    if outside:
+        how = "an absolute path" if os.path.isabs(value) else "a path that leads out of the project (..)"
+        raise ValueError(
+            f"{how}, where a stage writes an output before DVC looks; outputs stay inside the project. "
+            "Fix: a path relative to the project's folder (such as outputs/...)"
+        )
+    return value
+
+
 # A path or a folder named in params.yaml: an empty one would name the working directory itself.
 PathParam = Annotated[str, Field(min_length=1, pattern=r"\S"), AfterValidator(_no_nul)]
+# A path a stage writes (an output): also relative, and inside the project (its folder, the one
+# params.yaml is in). Data a stage reads may be anywhere (a corpus on another disk): PathParam.
+OutParam = Annotated[PathParam, AfterValidator(_in_the_project)]
 Seconds = Annotated[float, Field(gt=0, le=86_400)]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from pipeline.llm.settings import PathParam, Section
+from pipeline.llm.settings import OutParam, Section
 
 
 class RegenerateSettings(Section):
@@ -16,4 +16,4 @@ class RegenerateSettings(Section):
     call_budget: int | None = Field(6, ge=0)
     latency_budget_s: float | None = Field(30.0, ge=0.0)  # the seed's WORKFLOW_TIMEOUT
     unscored_triggers: bool = False  # the seed regenerates only on a score below the threshold
-    out: PathParam = "outputs/regen/regenerated.jsonl"
+    out: OutParam = "outputs/regen/regenerated.jsonl"

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from pipeline.llm.settings import PathParam, Section
+from pipeline.llm.settings import OutParam, Section
 
 
 class RefineSettings(Section):
@@ -23,4 +23,4 @@ class RefineSettings(Section):
     # Past this share of the judge stage's judgements unscored, no item is refined (stop reason
     # stage_unscored); 1.0: never (the judge may be answering on another scale; fix that first).
     stop_unscored_share: float = Field(1.0, ge=0, le=1)
-    out: PathParam = "outputs/paper/refinement.jsonl"
+    out: OutParam = "outputs/paper/refinement.jsonl"

@@ -19,6 +19,9 @@ shows (Linux's /proc; without it, no fork); a second core this process may run o
 container pays for (Linux only: its affinity and the smallest CPU quota on its cgroups,
 pipeline.reports.cpu_quota); and enough pages to outweigh the fork.
 
+The forked process dies with this one, however this one ends (a SIGTERM to the stage's process
+alone, which ends it at once): the kernel is asked to kill it then (_death_tie).
+
 A forked process that hangs (a lock it inherited after all, a read that never returns) must not
 hang the stage: it has as much to do as this one (at most a page more), so once this process's
 share is written it is given WAIT_FACTOR times as long again as that share took (at least
@@ -63,7 +66,7 @@ Pages = Callable[[Share], Iterable[tuple[str, str]]]
 def write_shares(folder: Path, pages: Pages, count: int) -> None:
     """Every item page (`pages(share)`: that share's (file name, page) in the items' order) written
     into `folder`, by two processes where that pays (see the module's docstring), else by this one."""
-    if not _forks(count):
+    if not _forks(count) or (tie := _death_tie()) is None:
         _write(folder, pages(WHOLE))
         return
     sys.stdout.flush()
@@ -76,6 +79,7 @@ def write_shares(folder: Path, pages: Pages, count: int) -> None:
     # An interrupt is held back until each process stands where it is handled: one in the forked
     # process before that must never return into this process's code (its callers' cleanup).
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    parent = os.getpid()
     try:
         try:
             child = os.fork()
@@ -86,6 +90,7 @@ def write_shares(folder: Path, pages: Pages, count: int) -> None:
         if child == 0:  # pragma: no cover (the forked process: coverage does not follow it)
             code = 1
             try:
+                tie(parent)
                 signal.pthread_sigmask(signal.SIG_SETMASK, mask)
                 _write(folder, pages((1, 2)))
                 code = 0
@@ -103,6 +108,33 @@ def write_shares(folder: Path, pages: Pages, count: int) -> None:
             gc.unfreeze()
     if status is None or os.waitstatus_to_exitcode(status) != 0:
         _write(folder, pages((1, 2)))  # its share again here: what failed there is raised here
+
+
+def _death_tie() -> Callable[[int], None] | None:
+    """What the forked process calls first, with this process's pid: the kernel is asked to kill it
+    when this process ends, however it ends (Linux's PR_SET_PDEATHSIG), for a SIGTERM to the
+    stage's process alone, not its group, ends the stage at once, and its page writer went on
+    writing into a folder no one would read. Where this process ended before the ask (the forked
+    one's parent is another by then), or the ask is refused, the forked process leaves at once and
+    its share is written here. Looked up before the fork (None where there is no prctl to be had:
+    then no fork); the forked process only calls it."""
+    import ctypes  # here, not at import: only a stage that forks pays for it
+
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (AttributeError, OSError):
+        return None
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+
+    def tie(parent: int) -> None:
+        if prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0 or os.getppid() != parent:
+            raise OSError("not tied to the life of the process that forked it")
+
+    return tie
+
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 def _write(folder: Path, pages: Iterable[tuple[str, str]]) -> None:

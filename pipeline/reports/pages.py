@@ -5,12 +5,15 @@ opened from the file system.
 Item ids come from the names of the user's files, so a page's name is made from the id, never the id
 itself: letters, digits, `-` and `_` only, short enough for any file system, distinct even where
 the file system ignores case, and never a path out of the folder. The folder is written anew each
-time, so the page of an item that is gone does not linger.
+time, so the page of an item that is gone does not linger: in a hidden folder beside it, then put in
+its place by renames that leave whole pages (the old or the new) under the folder's name or its aside
+name at every step, so a run killed halfway loses nothing and the next run sets it right (_swap).
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shutil
 import tempfile
@@ -18,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pipeline.errors import ConfigError
-from pipeline.llm.files import atomic_write
+from pipeline.llm.files import TMP_SUFFIX, atomic_write, locked
 from pipeline.reports.page_shares import Pages, write_shares
 
 # Long enough to recognise the id, short enough that the whole name stays far below the 255 bytes file
@@ -70,12 +73,69 @@ def _ours(folder: Path) -> bool:
     )
 
 
+def replaced_name(folder: Path) -> Path:
+    """Where the old pages stand while the new ones are put in place: hidden, and a `.tmp` name
+    (ignored by git and DVC), beside the folder."""
+    return folder.with_name(f".{folder.name}.replaced{TMP_SUFFIX}")
+
+
+def _settle(folder: Path) -> None:
+    """A swap killed halfway, set right: old pages set aside and no folder in their place (killed
+    between the two renames) are put back; old pages set aside beside the new folder (killed before
+    they were removed) are removed. What is aside but is not item pages is someone else's: refused."""
+    aside = replaced_name(folder)
+    if not os.path.lexists(aside):
+        return
+    if aside.is_symlink() or not aside.is_dir() or not _ours(aside):
+        raise ConfigError(
+            f"{aside} holds more than the report's item pages; the report sets its old pages aside "
+            f"there while it writes new ones. Fix: move it away"
+        )
+    if os.path.lexists(folder):
+        shutil.rmtree(aside)
+    else:
+        aside.rename(folder)
+
+
+def _swap(staging: Path, folder: Path) -> None:
+    """`staging` put at `folder`'s name, the old folder there removed, with whole pages under one of
+    the two names at every step: the old folder is renamed aside, the new one renamed in, and only
+    then is the old one removed (a kill between the steps is set right by the next run's _settle).
+    (An exchange of the two in one rename, Linux's renameat2, is not in Python's library.)"""
+    aside = replaced_name(folder)
+    if os.path.lexists(folder):
+        folder.rename(aside)
+    staging.rename(folder)
+    if os.path.lexists(aside):
+        shutil.rmtree(aside)
+
+
 def write_pages(index: Path, index_html: str, pages: Pages, count: int) -> Path:
     """Write the index at `index` and exactly the `count` item pages `pages` gives ((file name, page) of
     a share of the items, each written as it comes, so that a caller may render them one at a time; by
     two processes where that pays, pipeline.reports.page_shares) in its folder; returns the folder. A
     folder there that holds anything but item pages is someone else's: it is left alone."""
     folder = index.parent / pages_folder(index.name)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with locked(folder.parent):  # one writer's swap at a time, across processes
+        _settle(folder)
+        _refuse_others(folder)
+    # Written aside first, so an interrupted run leaves the old pages whole, not a mix.
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", suffix=TMP_SUFFIX, dir=folder.parent))
+    staging.chmod(0o755)  # mkdtemp's 0700 would hide the pages from other readers of a shared folder
+    try:
+        write_shares(staging, pages, count)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)  # a page that failed to render leaves nothing aside
+        raise
+    with locked(folder.parent):
+        _settle(folder)  # (another run's swap, killed while this one wrote)
+        _swap(staging, folder)
+    atomic_write(index, index_html)
+    return folder
+
+
+def _refuse_others(folder: Path) -> None:
     # A link there (git keeps links) is not the report's folder, whatever it leads to, or whether it leads.
     if folder.is_symlink() or (folder.exists() and not (folder.is_dir() and _ours(folder))):
         raise ConfigError(
@@ -83,17 +143,3 @@ def write_pages(index: Path, index_html: str, pages: Pages, count: int) -> Path:
             f"pages there and would replace it. Fix: move it away, or write the report elsewhere "
             f"(judgeloop report -o OTHER.html)"
         )
-    # Written aside first, so an interrupted run leaves the old pages whole, not a mix.
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", suffix=".tmp", dir=folder.parent))
-    staging.chmod(0o755)  # mkdtemp's 0700 would hide the pages from other readers of a shared folder
-    try:
-        write_shares(staging, pages, count)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)  # a page that failed to render leaves nothing aside
-        raise
-    if folder.exists():
-        shutil.rmtree(folder)
-    staging.rename(folder)
-    atomic_write(index, index_html)
-    return folder

@@ -36,7 +36,8 @@ from pipeline.errors import ConfigError
 from pipeline.experiments.design import LLM_PARAMS, PARAM_REFERENCE, RECORDINGS, Design, Stage, param_value
 from pipeline.experiments.registry import designs
 from pipeline.experiments.steps import LLMStep
-from pipeline.llm.files import atomic_write
+from pipeline.llm.bounds import MAX_LINE_BYTES
+from pipeline.llm.files import atomic_write, read_regular
 from pipeline.llm.recordings.store import STORES, RecordingsStore
 from pipeline.llm.settings import read_params_file
 from pipeline.reports.frame import INDEX
@@ -255,6 +256,19 @@ def render(root: Path) -> str:
     return "".join(parts).rstrip("\n") + "\n"
 
 
+def _written(output: Path) -> bytes | None:
+    """The bytes at `output` (None where there is no file), read through one descriptor asked that
+    it is a regular file, bounded (files.read_regular): a pipe there is refused, never waited on, and
+    a link to /dev/zero is not read until the memory runs out. Compared as bytes: the file DVC reads."""
+    try:
+        return read_regular(output, MAX_LINE_BYTES)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:  # a folder, a pipe, a device, past the bound, not ours to read
+        fix = "Fix: run `judgeloop dvc-yaml`, which writes it."
+        raise click.ClickException(f"{output}: not readable ({exc}). {fix}") from None
+
+
 @click.command("dvc-yaml")
 @click.option(
     "--output",
@@ -273,7 +287,7 @@ def dvc_yaml(output: Path, check: bool) -> None:
     """
     text = render(Path.cwd().resolve())
     if check:
-        if not output.exists() or output.read_text(encoding="utf-8") != text:
+        if _written(output) != text.encode("utf-8"):
             raise click.ClickException(f"{output} is not the generated one. Fix: run `judgeloop dvc-yaml`.")
         click.echo(f"{output} is up to date")
         return

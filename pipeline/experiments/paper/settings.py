@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from pipeline.llm.settings import PathParam, Section
+from pipeline.llm.settings import OutParam, Section
 
 
 class AggregateSettings(Section):
-    metrics_out: PathParam = "outputs/paper/metrics.json"
-    plots_dir: PathParam = "outputs/paper/plots"
-    report: PathParam = "outputs/paper/report.md"
-    html_report: PathParam = "outputs/paper/report.html"
+    metrics_out: OutParam = "outputs/paper/metrics.json"
+    plots_dir: OutParam = "outputs/paper/plots"
+    report: OutParam = "outputs/paper/report.md"
+    html_report: OutParam = "outputs/paper/report.html"

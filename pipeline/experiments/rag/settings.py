@@ -9,7 +9,7 @@ from pydantic import Field, ValidationInfo, field_validator
 
 from pipeline.judges.structured.dimensions import Dimension, Dimensions
 from pipeline.llm.params_errors import check_names
-from pipeline.llm.settings import PathParam, Section
+from pipeline.llm.settings import OutParam, PathParam, Section
 
 PromptMode = Literal["full", "ids"]
 
@@ -67,10 +67,10 @@ class RagSettings(Section):
     )
     bootstrap_resamples: int = Field(1000, ge=100)
     seed: int = 0
-    out: PathParam = "outputs/rag/judgements.jsonl"
-    metrics_out: PathParam = "outputs/rag/metrics.json"
-    report_md: PathParam = "outputs/rag/report.md"
-    report_html: PathParam = "outputs/rag/report.html"
+    out: OutParam = "outputs/rag/judgements.jsonl"
+    metrics_out: OutParam = "outputs/rag/metrics.json"
+    report_md: OutParam = "outputs/rag/report.md"
+    report_html: OutParam = "outputs/rag/report.html"
 
     @field_validator("label_scores")
     @classmethod

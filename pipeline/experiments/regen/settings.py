@@ -3,10 +3,10 @@ and the page go."""
 
 from __future__ import annotations
 
-from pipeline.llm.settings import PathParam, Section
+from pipeline.llm.settings import OutParam, Section
 
 
 class RegenAggregateSettings(Section):
-    metrics_out: PathParam = "outputs/regen/metrics.json"
-    items_out: PathParam = "outputs/regen/items.csv"
-    html_report: PathParam = "outputs/regen/report.html"
+    metrics_out: OutParam = "outputs/regen/metrics.json"
+    items_out: OutParam = "outputs/regen/items.csv"
+    html_report: OutParam = "outputs/regen/report.html"

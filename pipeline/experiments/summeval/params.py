@@ -22,7 +22,7 @@ from pydantic import Field, field_validator
 
 from pipeline.experiments.summeval.prompts import DIMENSIONS
 from pipeline.llm.params_errors import check_names
-from pipeline.llm.settings import EngineSettings, PathParam, Section, load_settings
+from pipeline.llm.settings import EngineSettings, OutParam, PathParam, Section, load_settings
 
 
 class SummEvalSettings(Section):
@@ -41,10 +41,10 @@ class SummEvalSettings(Section):
     # 1: asked once, exactly as without samples. combine: the score used (calibrated against people).
     samples: int = Field(1, ge=1, le=100)
     combine: Literal["mean", "majority"] = "mean"
-    out: PathParam = "outputs/summeval/judgements.jsonl"
-    metrics_out: PathParam = "outputs/summeval/metrics.json"
-    plot_csv: PathParam = "outputs/summeval/plots/scores.csv"
-    html_report: PathParam = "outputs/summeval/report.html"
+    out: OutParam = "outputs/summeval/judgements.jsonl"
+    metrics_out: OutParam = "outputs/summeval/metrics.json"
+    plot_csv: OutParam = "outputs/summeval/plots/scores.csv"
+    html_report: OutParam = "outputs/summeval/report.html"
     resamples: int = Field(1000, ge=1)  # bootstrap resamples over articles
     seed: int = 0
 

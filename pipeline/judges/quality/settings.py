@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from pipeline.llm.settings import PathParam, Section
+from pipeline.llm.settings import OutParam, PathParam, Section
 
 
 class GenerateSettings(Section):
@@ -16,7 +16,7 @@ class GenerateSettings(Section):
     # the original (no call), so the rows' human labels judge exactly what the evaluator scored.
     answers: Literal["generate", "given"] = "generate"
     num_predict: int = Field(128, ge=1)
-    out: PathParam = "outputs/regen/answers.jsonl"
+    out: OutParam = "outputs/regen/answers.jsonl"
 
 
 class EvaluateSettings(Section):
@@ -26,4 +26,4 @@ class EvaluateSettings(Section):
     # i with its own seed; its grades combined. 1: asked once, the request exactly as without samples.
     samples: int = Field(1, ge=1, le=100)
     combine: Literal["mean", "majority"] = "mean"
-    out: PathParam = "outputs/regen/evaluated.jsonl"
+    out: OutParam = "outputs/regen/evaluated.jsonl"

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from pipeline.llm.params_errors import check_names
-from pipeline.llm.settings import PathParam, Section
+from pipeline.llm.settings import OutParam, Section
 
 METRICS = ("coherence", "completeness", "specificity", "accuracy")
 
@@ -23,7 +23,7 @@ class AssessSettings(Section):
     # num_predict inside one string.
     output: Literal["text", "json"] = "text"
     section_chars: int | None = Field(None, ge=20)
-    out: PathParam = "outputs/paper/assessments.jsonl"
+    out: OutParam = "outputs/paper/assessments.jsonl"
 
 
 class JudgeSettings(Section):
@@ -47,7 +47,7 @@ class JudgeSettings(Section):
     # 1: asked once, the request exactly as without samples. combine: the judgement used downstream.
     samples: int = Field(1, ge=1, le=100)
     combine: Literal["mean", "majority"] = "mean"
-    out: PathParam = "outputs/paper/judgements.jsonl"
+    out: OutParam = "outputs/paper/judgements.jsonl"
 
     @field_validator("metrics")
     @classmethod

@@ -42,7 +42,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import orjson
 
@@ -50,6 +50,7 @@ from pipeline.errors import BackendError, ConfigError
 from pipeline.llm.backends.http_errors import body_error
 from pipeline.llm.backends.openai_compat import OpenAICompatBackend, completion_reply
 from pipeline.llm.cache.store import CallStore
+from pipeline.llm.files import open_regular
 from pipeline.llm.records import CallRecord
 from pipeline.llm.settings import EngineSettings
 from pipeline.llm.types import ModelIdentity
@@ -198,7 +199,7 @@ class _Ingest:
     and whether it was stored are 17 bytes in two flat arrays at the key's slot, so that what
     ingest holds per call besides the manifest does not grow with the results file's lines."""
 
-    def __init__(self, params: EngineSettings, folder: Path, results: Path) -> None:
+    def __init__(self, params: EngineSettings, folder: Path, results: Path, opened: IO[bytes]) -> None:
         self.identity = batch_identity(params)
         self.model = params.llm.model
         backend = OpenAICompatBackend(params.llm)  # builds the bodies export wrote; sends nothing
@@ -206,8 +207,12 @@ class _Ingest:
             self.requests = Manifest(folder, self.identity, backend.request_body)
         finally:
             backend.close()
-        self.altered = exported_intact(folder, self.requests, params)
-        self.results = results
+        try:
+            self.altered = exported_intact(folder, self.requests, params)
+        except BaseException:
+            self.requests.close()
+            raise
+        self.results, self.opened = results, opened  # each pass reads this one descriptor
         self.outcome = Ingested()
         slots = self.requests.slots
         self.digests = bytearray(_DIGEST_BYTES * slots)  # at a key's slot: its first answer's digest
@@ -221,7 +226,7 @@ class _Ingest:
         return bytes(self.digests[at : at + _DIGEST_BYTES])
 
     def first_pass(self) -> None:
-        for _, entry in objects(self.results):
+        for _, entry in objects(self.results, self.opened):
             key = entry.get("custom_id") if isinstance(entry, dict) else None
             if isinstance(key, str) and key in self.requests:
                 slot, digest = self.requests.slot(key), _digest(entry)
@@ -314,15 +319,23 @@ def ingest(params: EngineSettings, results: Path, folder: Path = DEFAULT_FOLDER)
         raise ConfigError(
             "cache.mode is off, which stores no reply. Fix: run batch rounds with cache.mode auto."
         )
-    if not results.is_file():
-        raise ConfigError(f"{results}: no such results file. Fix: name the file the batch job wrote.")
-    reading = _Ingest(params, folder, results)
-    store = CallStore(Path(params.cache.dir))
+    fix = "Fix: name the file the batch job wrote."
+    # Opened once, a regular file (never a pipe waited on), for both passes: the answers checked
+    # twice for their digests are the answers stored, whatever is renamed to the path meanwhile.
     try:
-        reading.first_pass()
-        for number, entry in objects(results):
-            reading.line(number, entry, store)
-        return reading.finish(store)
-    finally:
-        store.close()
-        reading.requests.close()
+        opened = open_regular(results)
+    except FileNotFoundError:
+        raise ConfigError(f"{results}: no such results file. {fix}") from None
+    except OSError as exc:  # a pipe, a folder, a device; or not ours to read
+        raise ConfigError(f"{results}: cannot be read ({exc}). {fix}") from None
+    with opened:
+        reading = _Ingest(params, folder, results, opened)
+        store = CallStore(Path(params.cache.dir))
+        try:
+            reading.first_pass()
+            for number, entry in objects(results, opened):
+                reading.line(number, entry, store)
+            return reading.finish(store)
+        finally:
+            store.close()
+            reading.requests.close()

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from pipeline.errors import ConfigError, CorruptRecordError
 from pipeline.llm.backends.openai_compat import OpenAICompatBackend
 from pipeline.llm.bounds import MAX_LINE_BYTES, LineTooLong, bounded_lines, depth_problem
-from pipeline.llm.files import TMP_SUFFIX
+from pipeline.llm.files import TMP_SUFFIX, open_regular
 from pipeline.llm.keys import request_key
 from pipeline.llm.project_files import validation_problem
 from pipeline.llm.settings import EngineSettings
@@ -55,13 +55,16 @@ def replacing(path: Path) -> Iterator[IO[bytes]]:
         raise
 
 
-def objects(path: Path) -> Iterator[tuple[int, Any]]:
+def objects(path: Path, opened: IO[bytes] | None = None) -> Iterator[tuple[int, Any]]:
     """(line number, parsed JSON or the ValueError) for every non-blank line, one at a time; a line
     too long or too deeply nested to be a batch line is a ValueError too (pipeline.llm.bounds), and
     a line too long ends the read there. A file that cannot be read (a pipe or a folder put in its
-    place after the caller's look) is a ConfigError naming it."""
+    place after the caller's look) is a ConfigError naming it. `opened`: `path` as its caller opened
+    it (open_regular), read from its start: each pass over it reads the same file."""
     try:
-        for number, raw in bounded_lines(path):
+        if opened is not None:
+            opened.seek(0)
+        for number, raw in bounded_lines(path if opened is None else opened):
             if raw.strip():
                 try:
                     value = orjson.loads(raw)
@@ -98,15 +101,28 @@ class Manifest:
     ) -> None:
         self.path = folder / MANIFEST_FILE
         self.identity = identity
-        if not self.path.is_file():
+        # One descriptor, of a regular file, for the first pass and every request read back: never
+        # a pipe put at the path waited on, nor another file renamed there read as this one.
+        try:
+            self._handle = open_regular(self.path)
+        except FileNotFoundError:
             raise ConfigError(
                 f"{self.path}: no manifest there. Fix: run `judgeloop batch export` (into {folder}) first."
-            )
+            ) from None
+        except OSError as exc:  # not a file (a pipe, a folder), or not ours to read
+            raise ConfigError(f"{self.path}: cannot be read ({exc}). Fix: export again.") from None
+        try:
+            self._first_pass(request_body)
+        except BaseException:
+            self.close()
+            raise
+
+    def _first_pass(self, request_body: Callable[[ChatRequest], dict[str, Any]] | None) -> None:
         self._lines: dict[str, bytes] = {}
         self.slots = 0  # every slot is below it: the last line's number, plus one
         offset = 0
         try:
-            for number, raw in bounded_lines(self.path):  # a line past the bound is never read whole
+            for number, raw in bounded_lines(self._handle):  # a line past the bound is never read whole
                 if raw.strip():
                     key, request = self._checked(number, raw)
                     exported = _line_digest(request_line(key, request_body(request))) if request_body else b""
@@ -117,9 +133,8 @@ class Manifest:
             raise CorruptRecordError(
                 f"{self.path}:{exc.number}: not a line batch export writes ({exc}). Fix: export again."
             ) from None
-        except OSError as exc:  # not a file now (a pipe or a folder put in its place after the look)
+        except OSError as exc:
             raise ConfigError(f"{self.path}: cannot be read ({exc}). Fix: export again.") from None
-        self._handle: IO[bytes] | None = None
 
     def _checked(self, number: int, raw: bytes) -> tuple[str, ChatRequest]:
         """The key and request of one line, checked: bounded in depth before anything walks it
@@ -173,8 +188,6 @@ class Manifest:
         place = self._lines[key]
         number, offset = _PLACE.unpack_from(place)
         digest = place[_PLACE.size : _PLACE.size + _DIGEST_SIZE]
-        if self._handle is None:
-            self._handle = self.path.open("rb")
         self._handle.seek(offset)
         raw = self._handle.readline(MAX_LINE_BYTES + 1)  # bounded: the file may have changed since
         if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
@@ -196,9 +209,7 @@ class Manifest:
         return self._lines[key][_PLACE.size + _DIGEST_SIZE :]
 
     def close(self) -> None:
-        if self._handle is not None:
-            self._handle.close()
-            self._handle = None
+        self._handle.close()
 
 
 _PLACE = struct.Struct("<QQ")  # a manifest line's number and byte offset
@@ -226,7 +237,7 @@ def exported_intact(folder: Path, manifest: Manifest, params: EngineSettings) ->
     seen = bytearray(manifest.slots)  # 1 where requests.jsonl has the key's line: a byte a key
     backend = OpenAICompatBackend(params.llm)
     try:
-        for number, raw in _raw_lines(path) if path.is_file() else iter(()):
+        for number, raw in _raw_lines(path):  # (none where there is no file)
             if raw.startswith(_KEY_START):
                 said = raw[len(_KEY_START) : raw.find(b'"', len(_KEY_START))].decode("ascii", "replace")
                 if said in manifest and _line_digest(raw) == manifest.exported_digest(said):

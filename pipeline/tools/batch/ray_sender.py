@@ -18,6 +18,7 @@ system), as it had to be for read_text.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -27,6 +28,8 @@ from typing import Any
 
 import httpx
 import orjson
+
+from pipeline.llm.files import open_regular
 
 # Answers a worker hands back at once (a Ray block): small, so that the results file grows as the
 # answers come, and a batch's answers are a few hundred kB.
@@ -40,11 +43,11 @@ MAX_STRETCH_BYTES = 16 << 20
 def stretches(path: Path, workers: int) -> list[tuple[int, int]]:
     """[start, end) byte ranges covering the file, each starting at a line's start: about four per
     worker (so that a slow stretch does not leave the others idle at the end), 1-16 MB each."""
-    size = path.stat().st_size
-    target = min(MAX_STRETCH_BYTES, max(MIN_STRETCH_BYTES, size // (4 * max(1, workers)) + 1))
     ranges: list[tuple[int, int]] = []
     start = 0
-    with path.open("rb") as handle:
+    with open_regular(path) as handle:  # never a pipe put there waited on; its size, the file's read
+        size = os.fstat(handle.fileno()).st_size
+        target = min(MAX_STRETCH_BYTES, max(MIN_STRETCH_BYTES, size // (4 * max(1, workers)) + 1))
         while start < size:
             end = size
             if start + target < size:
@@ -58,7 +61,7 @@ def stretches(path: Path, workers: int) -> list[tuple[int, int]]:
 
 def _lines(path: str, start: int, end: int) -> Iterator[tuple[int, bytes]]:
     """(byte offset, line) of every non-blank line in [start, end)."""
-    with open(path, "rb") as handle:
+    with open_regular(Path(path)) as handle:
         handle.seek(start)
         offset = start
         while offset < end:

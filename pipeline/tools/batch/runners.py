@@ -27,7 +27,6 @@ import json
 import os
 import shlex
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -36,7 +35,7 @@ import orjson
 from pipeline.errors import BackendError, ConfigError
 from pipeline.llm.backends.http_errors import body_error
 from pipeline.llm.backends.openai_compat import api_root
-from pipeline.llm.bounds import surrogate_problem
+from pipeline.llm.bounds import LineTooLong, bounded_lines, surrogate_problem
 from pipeline.llm.files import atomic_write
 from pipeline.tools.batch.manifest import BATCH_URL, replacing
 
@@ -119,7 +118,7 @@ class RayRunner:
         from pipeline.tools.batch.ray_sender import RequestSender, stretches
 
         self._connect()
-        if not any(line.strip() for line in _lines(requests)):
+        if not _has_requests(requests):
             atomic_write(results, "")
             return
         # `concurrency` requests out at once in all, PER_WORKER at most from one worker (its
@@ -178,9 +177,17 @@ def answer_line(row: dict[str, Any]) -> str:
     return batch_line(key, body)
 
 
-def _lines(path: Path) -> Iterator[bytes]:
-    with path.open("rb") as handle:
-        yield from handle
+def _has_requests(path: Path) -> bool:
+    """Whether requests.jsonl holds a line that is not blank: read through one descriptor of a
+    regular file, line by line within the bound (pipeline.llm.bounds), so that a pipe put there is
+    refused, naming it, not waited on."""
+    try:
+        return any(raw.strip() for _, raw in bounded_lines(path))
+    except LineTooLong:
+        return True  # a line, past the bound: the workers meet it and say so
+    except OSError as exc:  # not a file (a pipe, a folder), or not ours to read
+        fix = "Fix: export again (judgeloop batch export)."
+        raise ConfigError(f"{path}: cannot be read ({exc}). {fix}") from None
 
 
 def batch_line(custom_id: str, body: Any) -> str:
