@@ -228,6 +228,24 @@ class StageIndex:
             )
         return call
 
+    def checksum(self, key: str) -> str | None:
+        """The checksum of the call `call(key)` serves, read from its line alone: the line read back
+        and checked against its digest (as `call` reads it), parsed as JSON, no request rebuilt from
+        its blocks and no model built. None where it is not here, or where only `call` can say (a
+        line under an older key recipe, whose served record is re-keyed and sealed anew, or one
+        that names another key: `call` refuses it, naming it)."""
+        found = self.at.get(key)
+        if found is None:
+            return None
+        try:
+            raw = orjson.loads(self.line(found))
+            if raw.get("recipe", KEY_RECIPE) != KEY_RECIPE or raw.get("key") != key:
+                return None
+            checksum = raw["checksum"]
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None  # not as the writer writes a line: `call` parses it, which names what is wrong
+        return checksum if isinstance(checksum, str) else None
+
     def call_with(self, found: int, key: str, request: ChatRequest) -> RecordedCall | None:
         """The recorded call of the line at `found`, for a caller holding `request`, from which it
         derived `key`: the line's request is not rebuilt from its blocks, which would read each one
