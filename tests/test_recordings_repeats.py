@@ -22,7 +22,9 @@ def _repeated(n: int = 4) -> list[RecordedCall]:
     """`n` calls, and each again in a later step: the same record (key), another context."""
     calls = _calls(n)
     again = [
-        RecordedCall(context=c.context.model_copy(update={"step": (c.context.step or 0) + 5}), record=c.record)
+        RecordedCall(
+            context=c.context.model_copy(update={"step": (c.context.step or 0) + 5}), record=c.record
+        )
         for c in calls
     ]
     return calls + again
