@@ -218,6 +218,19 @@ class LLMSession:
                 self._served.put(key, record)
         return record
 
+    def served_checksum(self, key: str) -> str | None:
+        """The checksum of the record `lookup(key)` would serve, where that is one served already or
+        the line of the stage's own recording (which `lookup` asks first in auto and replay mode):
+        that line read back against its digest and parsed as JSON, its request not rebuilt from its
+        blocks (issue 33: a stage adopting its dry run asks this of every call before serving any).
+        None where only `lookup` can say. Raises CorruptRecordError as `lookup` does."""
+        record = self._served.get(key)
+        if record is not None:
+            return record.checksum
+        if self.mode not in ("auto", "replay"):
+            return None
+        return self.index.own_checksum(key, self.stage)
+
     def _stored(self, key: str, request: ChatRequest | None) -> CallRecord | None:
         if self.mode in ("auto", "replay"):
             record = self.index.own(key, self.stage, request)

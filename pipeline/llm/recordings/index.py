@@ -102,11 +102,19 @@ class RecordingIndex:
     def own(self, key: str, stage: str, request: ChatRequest | None = None) -> CallRecord | None:
         """The call from `stage`'s own recording; CorruptRecordError if that recording is damaged.
         `request`: the request `key` was derived from, where the caller holds it (StageIndex.call)."""
+        return self._usable(stage).get(key, request)
+
+    def own_checksum(self, key: str, stage: str) -> str | None:
+        """The checksum of the record `own(key, stage)` serves, read without parsing the call
+        (ReadRecording.checksum); None: not there, or only `own` can say. Raises as `own` does."""
+        return self._usable(stage).checksum(key)
+
+    def _usable(self, stage: str) -> ReadRecording:
         calls = self.stage(stage)
         if calls.error is not None:
             kind = type(calls.error) if isinstance(calls.error, CorruptRecordError) else CorruptRecordError
             raise kind(f"the recording of stage '{stage}' cannot be used: {calls.error.message}")
-        return calls.get(key, request)
+        return calls
 
     def elsewhere(self, key: str) -> CallRecord | None:
         """The call from any other stage's recording that can be trusted, in stage order. A stage

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -174,6 +174,9 @@ class StageIndex:
     blobs: LazyBlobs  # the shared blocks by id, read when a served line refers to them
     at: Mapping[str, int]  # key -> index in `lines` (a KeyPlaces: pipeline.llm.recordings.key_places)
     models: frozenset[Identity]
+    # A key's later lines, where it was recorded more than once (the same prompt in another context:
+    # a refinement round that asks again what an earlier one asked), for verbatim_at.
+    repeats: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.at)
@@ -192,19 +195,28 @@ class StageIndex:
         Found without parsing the line: a canonical line opens with its checksum, then its context
         (keys sorted), and the line was verified (its checksum covers its record), so a line that
         opens with the served record's checksum and this call's context records this very call. A
-        line in another form, with the same checksum, is parsed and compared."""
+        line in another form, with the same checksum, is parsed and compared. Every line of the
+        call's key is asked, first to last: a key recorded in several contexts (a prompt asked again
+        in a later round) has a line for each, and a call matched by none is packed anew."""
         found = self.at.get(call.record.key)
         if found is None:
             return None
-        line = self.line(found)
         context = call.context.model_dump(mode="json", exclude_defaults=True)
-        opening = f'{{"checksum":"{call.record.checksum}","context":{canonical_json(context)},'
-        if line_format.line_safe(line).startswith(line_format.line_safe(opening)):
-            return found
-        if f'"checksum":"{call.record.checksum}"' not in line:
-            return None
-        same = line_checks.parse_call_line(line, self.blobs, self.lines.where(found))
-        return found if same.record == call.record and same.context == call.context else None
+        opening = line_format.line_safe(
+            f'{{"checksum":"{call.record.checksum}","context":{canonical_json(context)},'
+        )
+        others: list[tuple[int, str]] = []
+        for candidate in (found, *self.repeats.get(call.record.key, ())):
+            line = self.line(candidate)
+            if line_format.line_safe(line).startswith(opening):
+                return candidate
+            if f'"checksum":"{call.record.checksum}"' in line:
+                others.append((candidate, line))
+        for candidate, line in others:
+            same = line_checks.parse_call_line(line, self.blobs, self.lines.where(candidate))
+            if same.record == call.record and same.context == call.context:
+                return candidate
+        return None
 
     def call_at(self, found: int) -> RecordedCall:
         """The recorded call of the line at `found`, parsed from the bytes that were verified."""
@@ -227,6 +239,24 @@ class StageIndex:
                 "index placed it, so it is not served. Fix: run again (the recording is read anew)."
             )
         return call
+
+    def checksum(self, key: str) -> str | None:
+        """The checksum of the call `call(key)` serves, read from its line alone: the line read back
+        and checked against its digest (as `call` reads it), parsed as JSON, no request rebuilt from
+        its blocks and no model built. None where it is not here, or where only `call` can say (a
+        line under an older key recipe, whose served record is re-keyed and sealed anew, or one
+        that names another key: `call` refuses it, naming it)."""
+        found = self.at.get(key)
+        if found is None:
+            return None
+        try:
+            raw = orjson.loads(self.line(found))
+            if raw.get("recipe", KEY_RECIPE) != KEY_RECIPE or raw.get("key") != key:
+                return None
+            checksum = raw["checksum"]
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None  # not as the writer writes a line: `call` parses it, which names what is wrong
+        return checksum if isinstance(checksum, str) else None
 
     def call_with(self, found: int, key: str, request: ChatRequest) -> RecordedCall | None:
         """The recorded call of the line at `found`, for a caller holding `request`, from which it
@@ -343,6 +373,7 @@ def index_stage(directory: Path, *, pins: Pins | None = None, memo: VerifiedMemo
     memo = memo or IN_PROCESS
     unverified = memo.holds_digest(files_digest(scanned.hashes))
     at: dict[str, int] = {}
+    repeats: dict[str, list[int]] = {}
     models: set[Identity] = set()
     # An item's calls together, so that its blocks are read back once (LineTable.by_item): a key's
     # lines are in one file (the shards are cut by key), in its order, so its first line is kept.
@@ -353,10 +384,12 @@ def index_stage(directory: Path, *, pins: Pins | None = None, memo: VerifiedMemo
             place = stage_reader.RecordingLines(lines.files.paths[lines.file[found]], [], blobs, [])
             record = line_checks.trusted_call(line, place, lines.number[found]).record
             key, model = record.key, _identity(record.model.model_dump())
-        at.setdefault(key, found)
+        if at.setdefault(key, found) != found:
+            repeats.setdefault(key, []).append(found)
         models.add(model)
     if unverified is not None:
         memo.remember(unverified)
     if len(lines.starts) > 1:  # keys in the recording's order, as read line by line
         at = dict(sorted(at.items(), key=itemgetter(1)))
-    return StageIndex(lines, blobs, places(at), frozenset(models))
+    again = {key: tuple(sorted(later)) for key, later in repeats.items()}
+    return StageIndex(lines, blobs, places(at), frozenset(models), again)

@@ -49,6 +49,14 @@ class ReadRecording:
             record = self._alive[key] = call.record
         return record
 
+    def checksum(self, key: str) -> str | None:
+        """The checksum of the record `get(key)` serves, without parsing its call where it is not held
+        already (StageIndex.checksum); None: not here, or only `get` can say."""
+        if self.index is None:
+            return None
+        record = self._alive.get(key)
+        return record.checksum if record is not None else self.index.checksum(key)
+
     def keys(self) -> set[str]:
         return set() if self.index is None else set(self.index.at)
 
