@@ -25,7 +25,7 @@ from pipeline.llm.recordings.owners import load_yaml
 from pipeline.llm.settings import EngineSettings, load_settings, read_params_file
 from pipeline.llm.types import ModelIdentity
 from pipeline.tools.batch.manifest import MANIFEST_FILE, Manifest
-from pipeline.tools.check import read_lock
+from pipeline.tools.check import read_lock, run_check
 from pipeline.tools.dvc_run import preset_args
 from pipeline.tools.preflight import llm_stages
 from tests.test_batch import exported  # noqa: F401  (the fixture: an export of two calls)
@@ -227,3 +227,16 @@ def test_a_tab_outside_the_project_is_still_named_as_the_character_yaml_refuses(
     outside.write_text("llm:\n\tmodel: m\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"found character '\\t' that cannot start any token"):
         read_params_file(outside, environ={})
+
+
+def test_check_refuses_a_params_file_linked_out_of_the_project(project: Path) -> None:
+    """`judgeloop check` resolved params.yaml's link before reading it, so the file outside was read
+    as a params file of its own folder and copied into the check's copy of the project, where every
+    error quotes it as a file inside (review6)."""
+    elsewhere = project.parent / "elsewhere" / "hosts.yml"
+    elsewhere.write_text("cache:\n  recordings: recordings\n", encoding="utf-8")  # valid: read whole
+    (project / "params.yaml").symlink_to(elsewhere)
+    (project / "dvc.lock").write_text("schema: '2.0'\nstages: {}\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as raised:
+        run_check(())
+    _refused(raised.value, "params.yaml")
