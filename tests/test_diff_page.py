@@ -24,13 +24,13 @@ from tests.webdriver import CHROMEDRIVER, CHROMIUM, Chrome
 HOSTILE = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2">'
 
 
-def hostile(model: str) -> Callable[[ChatRequest], str]:
-    """The judge-b responder, its judge replies carrying markup."""
+def hostile(model: str, said: str = HOSTILE) -> Callable[[ChatRequest], str]:
+    """The judge-b responder, its judge replies carrying `said` (markup, unless told otherwise)."""
     plain = responder(model)
 
     def reply(request: ChatRequest) -> str:
         text = plain(request)
-        return text.replace("Explanation:", f"Explanation: {HOSTILE}", 1) if SCORE.search(text) else text
+        return text.replace("Explanation:", f"Explanation: {said}", 1) if SCORE.search(text) else text
 
     return reply
 

@@ -9,9 +9,11 @@ import hashlib
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from pipeline.llm.backends import hash_memo
 from pipeline.llm.backends.hash_memo import MEMO_NAME, file_sha256, identity
 
 
@@ -96,3 +98,64 @@ def test_a_private_memo_is_used_and_names_the_file_by_its_identity(tmp_path: Pat
     memo.write_text(json.dumps({identity(weights.stat()): "1" * 64}))  # this user's own memo is believed
     memo.chmod(0o600)
     assert file_sha256(weights, cache) == "1" * 64
+
+
+def _counting_hashes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many times the model file is read through sha256 from now on."""
+    counted: list[int] = []
+    real = hashlib.sha256
+
+    def counting(*args: Any) -> Any:
+        counted.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(hashlib, "sha256", counting)  # the module hash_memo reads it from
+    return counted
+
+
+@pytest.mark.parametrize("mode", [0o775, 0o2770])
+def test_a_cache_folder_the_group_may_write_still_spares_each_stage_the_hash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: int
+) -> None:
+    """Under umask 002 (Debian's and Ubuntu's for a user with a group of their own) the cache folder is
+    made 0775, and a team's cache on a shared disk is its group's to write: the memo is kept in a
+    folder of this user's own there (0700), so the model is hashed once rather than at every stage's
+    start; a memo planted in the shared folder itself is still never believed (review6)."""
+    weights, digest = _weights(tmp_path)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    _planted(cache, weights)
+    os.chmod(cache, mode)
+    hashed = _counting_hashes(monkeypatch)
+    assert file_sha256(weights, cache) == digest
+    assert file_sha256(weights, cache) == digest
+    assert len(hashed) == 1
+
+
+def test_a_private_folder_planted_in_a_shared_cache_folder_is_not_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What stands at the name of this user's own memo folder in a shared cache folder is used only
+    where it is a folder of this user's that no one else may write: not a link, not a folder others
+    may write (each time hashed, never believed)."""
+    weights, digest = _weights(tmp_path)
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o775)
+    os.chmod(cache, 0o775)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    _planted(elsewhere, weights)
+    os.chmod(elsewhere / MEMO_NAME, 0o600)
+    own = hash_memo.memo_folder(cache)
+    assert own is not None and own.parent == cache
+    own.rmdir()
+    own.symlink_to(elsewhere)
+    assert file_sha256(weights, cache) == digest
+    own.unlink()
+    own.mkdir(mode=0o700)
+    _planted(own, weights)
+    os.chmod(own, 0o777)
+    hashed = _counting_hashes(monkeypatch)
+    assert file_sha256(weights, cache) == digest
+    assert file_sha256(weights, cache) == digest
+    assert len(hashed) == 2

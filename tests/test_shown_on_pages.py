@@ -39,7 +39,8 @@ from pipeline.reports.templating import make_environment
 from pipeline.tools.cli import main
 from tests.conftest import ROOT
 from tests.report_dom import Page
-from tests.test_diff import SCORE, record, responder
+from tests.test_diff import record
+from tests.test_diff_page import hostile
 
 # Every character a browser reorders by, hides, or reads as another; with markup and a backslash.
 TROJAN = (
@@ -81,19 +82,9 @@ def test_a_template_shows_the_escape_in_text_and_attributes_and_leaves_markup_be
     assert html == f'<p title="{escape(SHOWN)}">{escape(SHOWN)}|3|<svg>\u202e</svg></p>'
 
 
-def _trojan_replies(model: str) -> Callable[[ChatRequest], str]:
-    plain = responder(model)
-
-    def reply(request: ChatRequest) -> str:
-        text = plain(request)
-        return text.replace("Explanation:", f"Explanation: {TROJAN}", 1) if SCORE.search(text) else text
-
-    return reply
-
-
 def test_the_diff_page_shows_a_reply_s_controls(tmp_path: Path) -> None:
     a = record(tmp_path / "a", "judge-a")
-    b = record(tmp_path / "b", "judge-b", responder_of=_trojan_replies)
+    b = record(tmp_path / "b", "judge-b", responder_of=lambda model: hostile(model, TROJAN))
     out = tmp_path / "page"
     result = CliRunner().invoke(main, ["diff", str(a), str(b), "--design", "paper", "--html", str(out)])
     assert result.exit_code == 0, result.output

@@ -6,6 +6,8 @@ there with another name is refused before anything is written, and the other fil
 from __future__ import annotations
 
 import os
+import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -80,3 +82,25 @@ def test_variant_refuses_to_copy_an_output_onto_itself(tmp_path: Path) -> None:
     with pytest.raises(JudgeloopError, match="copying would replace what it copies"):
         _copy(source, tmp_path / "variant" / source)
     assert source.read_text(encoding="utf-8") == '{"item": "1"}\n'
+
+
+def test_the_fix_named_for_a_database_with_another_name_keeps_the_calls_it_holds(tmp_path: Path) -> None:
+    """A project copied with `cp -al` (or a tool that links files of equal bytes) gives the cache's
+    database a second name. The fix the refusal names must keep what the database holds: a live run's
+    finished calls are only there until its recording is written, and a -wal file left by a stopped
+    run holds rows not yet in cache.db; removing either repeats those calls (review6)."""
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    cache = open_cache(folder)
+    cache.set("k" * 32, b"a finished call")
+    cache.close()
+    os.link(folder / DB_FILE, tmp_path / "backup.db")
+    with pytest.raises(UnsafeNameError, match="hard link") as raised:
+        open_cache(folder)
+    fix = re.search(r"Fix: [^(]*\(([^)]*)\)", raised.value.message)
+    assert fix is not None, raised.value.message
+    subprocess.run(fix.group(1), shell=True, check=True)
+    cache = open_cache(folder)
+    assert cache.get("k" * 32) == b"a finished call"
+    cache.close()
+    assert os.stat(folder / DB_FILE).st_nlink == 1 and os.stat(tmp_path / "backup.db").st_nlink == 1

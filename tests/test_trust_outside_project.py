@@ -17,6 +17,7 @@ import pytest
 
 from pipeline.data.jsonl import Result, read_jsonl
 from pipeline.data.labels import load_labels
+from pipeline.data.listening_requests import load_requests
 from pipeline.data.transcript_files import read_file
 from pipeline.errors import ConfigError, CorruptRecordError, InputError, LockMismatchError
 from pipeline.llm.project_files import NOT_QUOTED
@@ -24,7 +25,7 @@ from pipeline.llm.recordings.owners import load_yaml
 from pipeline.llm.settings import EngineSettings, load_settings, read_params_file
 from pipeline.llm.types import ModelIdentity
 from pipeline.tools.batch.manifest import MANIFEST_FILE, Manifest
-from pipeline.tools.check import read_lock
+from pipeline.tools.check import read_lock, run_check
 from pipeline.tools.dvc_run import preset_args
 from pipeline.tools.preflight import llm_stages
 from tests.test_batch import exported  # noqa: F401  (the fixture: an export of two calls)
@@ -199,3 +200,43 @@ def test_a_value_refused_in_a_params_file_outside_the_project_is_not_quoted(proj
     (project / "params.yaml").write_bytes(outside.read_bytes())
     with pytest.raises(ConfigError, match=r"\(got 'AKIA"):  # inside the project, quoted as before
         load_settings(EngineSettings, Path("params.yaml"), environ={})
+
+
+@pytest.mark.parametrize("value", ["*AKIAIOSFODNN7EXAMPLE", "!AKIAIOSFODNN7EXAMPLE x"])
+def test_a_yaml_error_outside_the_project_quotes_no_alias_or_tag_of_it(project: Path, value: str) -> None:
+    """PyYAML's problem itself quotes the file where an alias or a tag is wrong ("found
+    undefined alias 'AKIA...'"): outside the project that name is not quoted either; the problem,
+    line and column are given, and a character that cannot start a token is still named (review6)."""
+    outside = project.parent / "elsewhere" / "params.yaml"
+    outside.write_text(f"llm:\n  model: {value}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"params\.yaml:2: not valid YAML \(.*line 2") as raised:
+        read_params_file(outside, environ={})
+    assert "AKIA" not in raised.value.message, raised.value.message
+    requests = project.parent / "elsewhere" / "requests.yaml"
+    requests.write_text(f"requests:\n  - id: {value}\n", encoding="utf-8")
+    with pytest.raises(InputError) as refused:
+        load_requests(requests)
+    assert refused.value.line == 2 and "AKIA" not in refused.value.message, refused.value.message
+    (project / "params.yaml").write_bytes(outside.read_bytes())
+    with pytest.raises(ConfigError, match="AKIA"):  # inside the project, quoted as before
+        read_params_file(Path("params.yaml"), environ={})
+
+
+def test_a_tab_outside_the_project_is_still_named_as_the_character_yaml_refuses(project: Path) -> None:
+    outside = project.parent / "elsewhere" / "params.yaml"
+    outside.write_text("llm:\n\tmodel: m\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"found character '\\t' that cannot start any token"):
+        read_params_file(outside, environ={})
+
+
+def test_check_refuses_a_params_file_linked_out_of_the_project(project: Path) -> None:
+    """`judgeloop check` resolved params.yaml's link before reading it, so the file outside was read
+    as a params file of its own folder and copied into the check's copy of the project, where every
+    error quotes it as a file inside (review6)."""
+    elsewhere = project.parent / "elsewhere" / "hosts.yml"
+    elsewhere.write_text("cache:\n  recordings: recordings\n", encoding="utf-8")  # valid: read whole
+    (project / "params.yaml").symlink_to(elsewhere)
+    (project / "dvc.lock").write_text("schema: '2.0'\nstages: {}\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as raised:
+        run_check(())
+    _refused(raised.value, "params.yaml")

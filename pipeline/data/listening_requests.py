@@ -38,7 +38,7 @@ from pipeline.data.input_files import read_text
 from pipeline.errors import InputError
 from pipeline.llm.bounds import check_yaml
 from pipeline.llm.params_errors import duplicate_keys
-from pipeline.llm.project_files import quoted, validation_problem
+from pipeline.llm.project_files import inside_project, quoted, validation_problem, yaml_problem
 
 WEIGHT_SUM_TOLERANCE = 1e-9
 _FIX = "correct it; the comment at the top of data/selection/requests.yaml describes every field"
@@ -182,9 +182,8 @@ def load_requests(path: Path, shown: str | None = None) -> RequestsFile:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
-        raise InputError(
-            shown, line, f"not valid YAML ({getattr(exc, 'problem', exc)})", "fix the syntax"
-        ) from None
+        said = getattr(exc, "problem", exc) if inside_project(shown) else yaml_problem(shown, exc)
+        raise InputError(shown, line, f"not valid YAML ({said})", "fix the syntax") from None
     for line, key, first in duplicate_keys(root)[:1]:
         problem = f"'{key}' is given twice in one mapping (first on line {first}); YAML would keep the last"
         raise InputError(shown, line, problem, "keep one of them")

@@ -12,6 +12,7 @@ files (the cache), and a recording folder's journal, appended to.
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 
 from pipeline.errors import UnsafeNameError
@@ -21,10 +22,14 @@ def refuse_hard_link(path: Path, status: os.stat_result, what: str) -> None:
     """UnsafeNameError where `status` (of `path`, from lstat or the descriptor to be written) is a
     file with more than one name: writing it would change the file at its other names too."""
     if status.st_nlink > 1:
+        # The fix keeps what the file holds: a project copied with `cp -al` links its cache database,
+        # whose finished calls (and a stopped run's -wal rows) removing would lose.
+        name, own = shlex.quote(str(path)), shlex.quote(f"{path}.own")
         raise UnsafeNameError(
             f"{path}: {what} has {status.st_nlink - 1} other name(s) (a hard link), so writing it where "
             "it stands would change another file. It is refused before anything is written. "
-            f"Fix: remove it (rm {path}); judgeloop makes a new one."
+            f"Fix: give it a file of its own, keeping what it holds (cp -p {name} {own} && mv {own} {name}), "
+            f"or remove it (rm {name}) where someone else put the other name there."
         )
 
 

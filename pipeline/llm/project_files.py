@@ -15,6 +15,7 @@ quotes as it always did.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import yaml
@@ -77,9 +78,21 @@ def yaml_problem(path: str | os.PathLike[str], exc: Exception) -> str:
     Another error (a byte that is not UTF-8) quotes nothing and is given whole."""
     if not isinstance(exc, yaml.YAMLError) or inside_project(path):
         return str(exc)
-    problem = getattr(exc, "problem", None) or type(exc).__name__
+    problem = _QUOTED.sub(_unquoted, getattr(exc, "problem", None) or type(exc).__name__)
     mark = getattr(exc, "problem_mark", None)
     return f"{problem}, line {mark.line + 1}, column {mark.column + 1}" if mark is not None else problem
+
+
+# PyYAML's problem quotes (%r) a token's name, a character, or a name from the file: an alias or a tag.
+_QUOTED = re.compile(r"'([^']*)'|\"([^\"]*)\"")
+_NOT_THE_FILE_S = re.compile(r"<[a-z ]+>|.|\\(?:[0abfnrtv\\]|x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8})")
+
+
+def _unquoted(match: re.Match[str]) -> str:
+    """A quote in PyYAML's problem kept where it is a token's name or one character (a tab where a
+    token starts, say), else NOT_QUOTED's words: an alias or tag is the file's own text."""
+    inner = match[1] if match[1] is not None else match[2]
+    return match[0] if _NOT_THE_FILE_S.fullmatch(inner) else "(not quoted)"
 
 
 def validation_problem(path: str | os.PathLike[str], exc: ValidationError) -> str:

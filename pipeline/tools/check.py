@@ -39,7 +39,7 @@ import click
 from pipeline.errors import JudgeloopError
 from pipeline.llm.bounds import MAX_LINE_BYTES, check_yaml
 from pipeline.llm.files import read_regular
-from pipeline.llm.project_files import link_out, yaml_problem
+from pipeline.llm.project_files import link_out, refuse_link_out, yaml_problem
 from pipeline.llm.recordings.pins import LOCK_FILE, dir_md5
 from pipeline.llm.terminal import echo, shown
 
@@ -250,7 +250,9 @@ def run_check(names: tuple[str, ...]) -> int:
     from pipeline.llm.settings import EngineSettings, load_settings
 
     root = Path.cwd()
-    params = require_params_file().resolve()
+    params = require_params_file()
+    refuse_link_out(params)  # resolved, a link out would be read (and copied) as a file of its own folder
+    params = params.resolve()
     recordings = load_settings(EngineSettings, params, only_its_sections=True).cache.recordings
     locked = read_lock(root)
     steps = plan(names, locked)

@@ -4,10 +4,13 @@ each stage does not re-read 100 MB.
 The sha256 is the model's identity in every cache key, so a memo that someone else could write would
 let them choose the digest new calls are recorded under. The memo is therefore trusted as ssh trusts
 ~/.ssh (StrictModes): only where its folder and the memo itself belong to this user and neither is
-writable by the group or others. Anywhere else (a cache folder shared with a group) the file is
-hashed each time and no memo is written. An entry names the file by its identity (device, inode,
-size, mtime_ns, ctime_ns), not by its path: replacing the file, or writing it and setting its mtime
-back, changes the ctime the entry was made under, so the file is hashed again.
+writable by the group or others. Where the cache folder is not such a folder, the memo is
+kept in a folder of this user's own inside it (`memo_folder`, made 0700), so that a cache folder
+the group may write (made under umask 002, Debian's and Ubuntu's default for a user with a group of
+their own, or a team's cache on a shared disk) does not cost a hash of the model at every stage's
+start. An entry names the file by its identity (device, inode, size, mtime_ns, ctime_ns), not by
+its path: replacing the file, or writing it and setting its mtime back, changes the ctime the entry
+was made under, so the file is hashed again.
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ def file_sha256(path: Path, hash_cache_dir: Path | None) -> str:
     """sha256 of the file at `path`, from the memo in `hash_cache_dir` where that memo can be trusted."""
     with path.open("rb") as handle:
         marker = identity(os.fstat(handle.fileno()))
-        memo = hash_cache_dir / MEMO_NAME if hash_cache_dir and _private_folder(hash_cache_dir) else None
+        folder = memo_folder(hash_cache_dir) if hash_cache_dir else None
+        memo = folder / MEMO_NAME if folder else None
         known = _read_memo(memo) if memo else {}
         if marker in known:
             return known[marker]
@@ -52,11 +56,25 @@ def identity(status: os.stat_result) -> str:
     return "|".join(map(str, fields))
 
 
-def _private_folder(folder: Path) -> bool:
+def memo_folder(cache: Path) -> Path | None:
+    """Where the memo is kept: `cache` where only this user may write it; else a folder of this
+    user's own in it, made 0700 (what stands at its name is used only where it is such a folder, not
+    a link); None where there is neither, and the file is hashed each time."""
+    if _private_folder(cache):
+        return cache
+    geteuid = getattr(os, "geteuid", None)
+    own = cache / f".file-hashes-{geteuid() if geteuid else 'user'}"
+    with contextlib.suppress(OSError):  # there already, or the cache folder is not ours to write
+        os.mkdir(own, 0o700)
+    return own if _private_folder(own, follow=False) else None
+
+
+def _private_folder(folder: Path, *, follow: bool = True) -> bool:
     try:
-        return _private(os.stat(folder))
+        status = os.stat(folder, follow_symlinks=follow)
     except OSError:
         return False
+    return stat.S_ISDIR(status.st_mode) and _private(status)
 
 
 def _private(status: os.stat_result) -> bool:
