@@ -228,7 +228,7 @@ class StageIndex:
         return None
 
     def _found(self, first: int, at: int, count: int, candidate: int) -> int:
-        if count > 1:
+        if count > 2:  # (a key in two contexts, the most common, costs a line more at most: not kept)
             self._resume[first] = (at + 1) % count
         return candidate
 
