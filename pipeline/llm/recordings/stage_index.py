@@ -172,16 +172,16 @@ class StageIndex:
 
     lines: LineTable  # the call lines, in the recording's order
     blobs: LazyBlobs  # the shared blocks by id, read when a served line refers to them
+    # A key recorded in three or more contexts (`repeats`), by its first line: where verbatim_at looks
+    # first, the line after the one it found last. A replay asks a key's contexts in the recording's
+    # order, so each is found at the first look, not after reading again every line before it (n²/2
+    # lines for n contexts). Only where to start: every line is still asked, whatever this holds.
+    _resume: dict[int, int] = field(default_factory=dict, init=False, compare=False, repr=False)
     at: Mapping[str, int]  # key -> index in `lines` (a KeyPlaces: pipeline.llm.recordings.key_places)
     models: frozenset[Identity]
     # A key's later lines, where it was recorded more than once (the same prompt in another context:
     # a refinement round that asks again what an earlier one asked), for verbatim_at.
     repeats: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
-    # For such a key (by its first line): where verbatim_at looks first, the line after the one it
-    # found last. A replay asks a key's contexts in the recording's order, so each is found at the
-    # first look, not after reading again every line before it (n²/2 lines for n contexts). Only
-    # where to start: every line is still asked, whatever this holds.
-    _resume: dict[int, int] = field(default_factory=dict, compare=False, repr=False)
 
     def __len__(self) -> int:
         return len(self.at)
