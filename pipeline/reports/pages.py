@@ -133,8 +133,8 @@ def write_pages(index: Path, index_html: str, pages: Pages, count: int) -> Path:
             _settle(folder)  # (another run's swap, killed while this one wrote)
             _refuse_others(folder)  # (what was put there while this one wrote)
             _swap(staging, folder)
-    except ConfigError:
-        shutil.rmtree(staging, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)  # (gone already where it was renamed in)
         raise
     atomic_write(index, index_html)
     return folder
