@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.llm.recordings import stage_calls, stage_folders, stage_writer
-from pipeline.llm.recordings.stage_index import index_stage
+from pipeline.llm.recordings.stage_index import StageIndex, index_stage
 from pipeline.llm.recordings.stage_writer import StageRecording
 from pipeline.llm.records import RecordedCall
 from tests.test_recordings import _calls
@@ -60,3 +60,34 @@ def test_a_replay_writes_every_repeated_call_back_as_read(
         recording.add(RecordedCall(context=call.context, record=call.record, cache_hit=True), recorded=index)
     recording.write(tmp_path / "judge")
     assert (tmp_path / "judge" / stage_folders.CALLS_FILE).read_bytes() == before
+
+
+def test_a_key_in_many_contexts_is_found_reading_about_a_line_a_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A prompt asked for many items (the same short answer judged for each) is recorded once for each
+    context under one key. A replay serves those calls in the recording's order: each is found at the
+    line after the one found last, not by reading again every line before it (review7: the n-th call
+    read n lines, n²/2 in all: 2,000 such calls read 2,001,000 lines, 6.6 s)."""
+    first = _calls(1)[0]
+    count = 200
+    calls = [
+        RecordedCall(context=first.context.model_copy(update={"step": step}), record=first.record)
+        for step in range(count)
+    ]
+    stage_writer.write_stage(tmp_path / "judge", calls)
+    index = index_stage(tmp_path / "judge")
+    read = StageIndex.line
+    reads: list[int] = []
+
+    def counted(self: StageIndex, found: int) -> str:
+        reads.append(found)
+        return read(self, found)
+
+    monkeypatch.setattr(StageIndex, "line", counted)
+    found = [index.verbatim_at(call) for call in calls]
+    assert None not in found and len(set(found)) == count
+    assert len(reads) <= 2 * count, f"{len(reads)} lines read for {count} calls"
+    for call, at in zip(calls, found, strict=True):  # each still its own line, whatever the order asked
+        assert at is not None and index.call_at(at).context == call.context
+    assert [index.verbatim_at(call) for call in reversed(calls)] == found[::-1]

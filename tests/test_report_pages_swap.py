@@ -129,3 +129,24 @@ def test_what_is_not_item_pages_at_the_aside_name_is_refused_and_left(tmp_path: 
         _write(tmp_path, "new")
     assert (mine / "notes.txt").read_text(encoding="utf-8") == "mine"
     assert _whole(tmp_path / "report", "old")
+
+
+def test_what_is_put_in_the_folder_while_its_pages_are_written_is_refused_and_left(tmp_path: Path) -> None:
+    """The folder is looked at before its new pages are written, which takes a while (the pages of
+    thousands of items): a file someone puts in it meanwhile makes it someone else's, and the swap
+    then leaves it as it is (review7: the swap set it aside and removed it, the user's file with it)."""
+    _write(tmp_path, "old")
+    notes = tmp_path / "report" / "notes.txt"
+
+    def pages(part: tuple[int, int]) -> Iterable[tuple[str, str]]:
+        notes.write_text("mine", encoding="utf-8")  # while the new pages are written
+        yield from _pages("new")(part)
+
+    with pytest.raises(ConfigError, match=r"report exists and holds more than the report's item pages"):
+        write_pages(tmp_path / "report.html", "<p>new</p>", pages, 3)
+    assert notes.read_text(encoding="utf-8") == "mine"
+    assert {p.name for p in (tmp_path / "report").iterdir()} == {
+        "notes.txt",
+        *(f"item-{n}.html" for n in range(3)),
+    }
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report", "report.html"]  # no staging left

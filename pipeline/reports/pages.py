@@ -128,9 +128,14 @@ def write_pages(index: Path, index_html: str, pages: Pages, count: int) -> Path:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)  # a page that failed to render leaves nothing aside
         raise
-    with locked(folder.parent):
-        _settle(folder)  # (another run's swap, killed while this one wrote)
-        _swap(staging, folder)
+    try:
+        with locked(folder.parent):
+            _settle(folder)  # (another run's swap, killed while this one wrote)
+            _refuse_others(folder)  # (what was put there while this one wrote)
+            _swap(staging, folder)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)  # (gone already where it was renamed in)
+        raise
     atomic_write(index, index_html)
     return folder
 

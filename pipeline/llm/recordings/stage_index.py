@@ -172,6 +172,11 @@ class StageIndex:
 
     lines: LineTable  # the call lines, in the recording's order
     blobs: LazyBlobs  # the shared blocks by id, read when a served line refers to them
+    # A key recorded in three or more contexts (`repeats`), by its first line: where verbatim_at looks
+    # first, the line after the one it found last. A replay asks a key's contexts in the recording's
+    # order, so each is found at the first look, not after reading again every line before it (n²/2
+    # lines for n contexts). Only where to start: every line is still asked, whatever this holds.
+    _resume: dict[int, int] = field(default_factory=dict, init=False, compare=False, repr=False)
     at: Mapping[str, int]  # key -> index in `lines` (a KeyPlaces: pipeline.llm.recordings.key_places)
     models: frozenset[Identity]
     # A key's later lines, where it was recorded more than once (the same prompt in another context:
@@ -205,18 +210,27 @@ class StageIndex:
         opening = line_format.line_safe(
             f'{{"checksum":"{call.record.checksum}","context":{canonical_json(context)},'
         )
-        others: list[tuple[int, str]] = []
-        for candidate in (found, *self.repeats.get(call.record.key, ())):
+        later = self.repeats.get(call.record.key, ())
+        count, start = len(later) + 1, self._resume.get(found, 0)
+        others: list[tuple[int, int, str]] = []
+        for step in range(count):
+            at = (start + step) % count  # 0: the key's first line, else its later ones
+            candidate = later[at - 1] if at else found
             line = self.line(candidate)
             if line_format.line_safe(line).startswith(opening):
-                return candidate
+                return self._found(found, at, count, candidate)
             if f'"checksum":"{call.record.checksum}"' in line:
-                others.append((candidate, line))
-        for candidate, line in others:
+                others.append((at, candidate, line))
+        for at, candidate, line in others:
             same = line_checks.parse_call_line(line, self.blobs, self.lines.where(candidate))
             if same.record == call.record and same.context == call.context:
-                return candidate
+                return self._found(found, at, count, candidate)
         return None
+
+    def _found(self, first: int, at: int, count: int, candidate: int) -> int:
+        if count > 2:  # (a key in two contexts, the most common, costs a line more at most: not kept)
+            self._resume[first] = (at + 1) % count
+        return candidate
 
     def call_at(self, found: int) -> RecordedCall:
         """The recorded call of the line at `found`, parsed from the bytes that were verified."""
