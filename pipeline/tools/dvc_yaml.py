@@ -215,14 +215,24 @@ import stages.code_digests
 """
 
 
+def _folded(path: str) -> str:
+    """A module file as the code stage depends on it: its top folder (pipeline, a design package
+    beside it), a file of stages/ (which holds the digests) or at the top as itself."""
+    top, _, rest = path.partition("/")
+    return path if not rest or top == "stages" else top
+
+
 def code_entry(root: Path, imports: dict[str, list[str]]) -> dict[str, Any]:
-    """The first stage: each stage's code digest, from imports.json and each file it names, once."""
+    """The first stage: each stage's code digest, from imports.json and the files it names. It
+    depends on their folders whole (pipeline/, not its 230 files, each one an entry that DVC hashes,
+    looks up and writes into dvc.lock after every stage: issue 31): it reruns at any change there,
+    in a fraction of a second, and rewrites only the digests that change, which are per file."""
     loaded = _loaded(_LOAD_CODE_STAGE, [], root, "the code stage (stages/code_digests.py)")
     own = {r for f in loaded["files"] if f.endswith(".py") and (r := _inside(Path(f), root))}
-    files = sorted({path for paths in imports.values() for path in paths} | own)
+    files = {path for paths in imports.values() for path in paths} | own
     return {
         "cmd": code_digests.COMMAND,
-        "deps": [code_digests.IMPORTS, *files],
+        "deps": [code_digests.IMPORTS, *sorted({_folded(path) for path in files})],
         "outs": [_out(code_digests.digest_path(stage)) for stage in imports],
     }
 
