@@ -41,7 +41,7 @@ STAGE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,99}")  # what DVC accepts,
 RESERVED = {STAGE, "imports"}  # names a design's stage cannot take (the code stage, IMPORTS)
 FIX = "Fix: run `judgeloop dvc-yaml`, which writes it from the stages' imports."
 
-__all__ = ["changed_files", "digest_path", "imports_text", "pending", "write_digests"]
+__all__ = ["changed_files", "digest_path", "explained", "holds", "imports_text", "pending", "write_digests"]
 
 
 def digest_path(stage: str) -> str:
@@ -70,6 +70,15 @@ def _inside(path: str) -> bool:
     pure = PurePosixPath(path)
     odd = "\0" in path or "\\" in path
     return bool(path) and not odd and not pure.is_absolute() and ".." not in pure.parts
+
+
+def holds(path: Path, text: str) -> bool:
+    """Whether the file at `path` holds `text`, read as one regular file, bounded (never a pipe
+    waited on, nor /dev/zero read until the memory runs out)."""
+    try:
+        return read_regular(path, MAX_BYTES) == text.encode("utf-8")
+    except OSError:  # none, a folder, a pipe, a device, past the bound
+        return False
 
 
 def read_imports(root: Path) -> dict[str, list[str]]:
@@ -136,11 +145,7 @@ def write_digests(root: Path) -> list[str]:
             )
         text = _digest_text(stage, {f: str(hashes[f]) for f in files})
         path = root / digest_path(stage)
-        try:
-            now = read_regular(path, MAX_BYTES)
-        except OSError:
-            now = None
-        if now != text.encode("utf-8"):
+        if not holds(path, text):
             folder.mkdir(parents=True, exist_ok=True)
             atomic_write(path, text)
             written.append(stage)

@@ -40,7 +40,7 @@ from pipeline.errors import ConfigError
 from pipeline.experiments.design import LLM_PARAMS, PARAM_REFERENCE, RECORDINGS, Design, Stage, param_value
 from pipeline.experiments.registry import designs
 from pipeline.experiments.steps import LLMStep
-from pipeline.llm.files import atomic_write, read_regular
+from pipeline.llm.files import atomic_write
 from pipeline.llm.recordings.store import STORES, RecordingsStore
 from pipeline.llm.settings import read_params_file
 from pipeline.reports.frame import INDEX
@@ -237,6 +237,16 @@ def code_entry(root: Path, imports: dict[str, list[str]]) -> dict[str, Any]:
     }
 
 
+def _imports_file(path: Path, text: str, check: bool) -> None:
+    """imports.json beside dvc.yaml: written, or (check) compared byte for byte."""
+    if check:
+        if not code_digests.holds(path, text):
+            raise click.ClickException(f"{path} is not the generated one. Fix: run `judgeloop dvc-yaml`.")
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, text)
+
+
 def _dump(name: str, entry: dict[str, Any]) -> str:
     text = yaml.dump({name: entry}, Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True)
     return "".join(f"  {line}\n" for line in text.splitlines()) + "\n"
@@ -318,21 +328,6 @@ def generated(root: Path) -> tuple[str, str]:
 def render(root: Path) -> str:
     """dvc.yaml for every registered design, in the registry's order."""
     return generated(root)[0]
-
-
-def _imports_file(path: Path, text: str, check: bool) -> None:
-    """imports.json beside dvc.yaml: written, or (check) compared byte for byte, read as one
-    regular file (never a pipe waited on, nor /dev/zero read until the memory runs out)."""
-    if not check:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, text)
-        return
-    try:
-        written: bytes | None = read_regular(path, code_digests.MAX_BYTES)
-    except OSError:  # none, a folder, a pipe, a device, past the bound
-        written = None
-    if written != text.encode("utf-8"):
-        raise click.ClickException(f"{path} is not the generated one. Fix: run `judgeloop dvc-yaml`.")
 
 
 @click.command("dvc-yaml")
