@@ -35,8 +35,10 @@ def timed(args: list[str], root: Path) -> tuple[float, float]:
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
-    subprocess.run([sys.executable, "-m", "dvc", *args], cwd=root, env=env, check=True, capture_output=True)
+    done = subprocess.run([sys.executable, "-m", "dvc", *args], cwd=root, env=env, capture_output=True)
     wall = time.monotonic() - started
+    if done.returncode != 0 and args[0] != "status":  # status -q: 1 where a stage is out of date
+        raise click.ClickException(f"dvc {' '.join(args)} failed:\n{done.stderr.decode(errors='replace')}")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, wall
 
@@ -51,6 +53,9 @@ def main(rounds: int, root: Path) -> None:
     lock = root / "dvc.lock"
     lines = len(lock.read_text(encoding="utf-8").splitlines()) if lock.is_file() else 0
     click.echo(f"{root.resolve()}: dvc.lock {lines} lines, load {os.getloadavg()[0]:.2f}")
+    status = subprocess.run([sys.executable, "-m", "dvc", "status", "-q"], cwd=root, capture_output=True)
+    if status.returncode != 0:
+        click.echo("  (dvc.lock is not up to date here: relock first, `./judgeloop repro --replay`)")
     for _ in range(rounds):
         for name, args in COMMANDS.items():
             cpu, wall = timed(args, root)
