@@ -277,8 +277,12 @@ def _add_the_design(project: Path) -> None:
     stages = yaml.safe_load((project / "dvc.yaml").read_text())["stages"]
     judge = stages["concise_judge"]
     assert judge["cmd"] == "python -m stages concise concise_judge"
-    assert "acme_designs/concise/judge.py" in judge["deps"] and "pipeline/llm" in judge["deps"]
-    assert "acme_designs/concise/aggregate.py" not in judge["deps"]  # only the code it runs
+    # Its module files are in imports.json; the stage depends on its digest of them (the code stage).
+    imports = json.loads((project / "stages/code/imports.json").read_text())["stages"]
+    assert "stages/code/concise_judge.json" in judge["deps"] and "pipeline/llm" in judge["deps"]
+    assert "acme_designs/concise/judge.py" in imports["concise_judge"]
+    assert "acme_designs" in stages["code"]["deps"]  # the code stage hashes it, and reruns at a change there
+    assert "acme_designs/concise/aggregate.py" not in imports["concise_judge"]  # only the code it runs
     assert {"recordings/concise_judge": {"cache": False, "persist": True}} in judge["outs"]
     assert "acme_designs/concise/templates" in stages["concise_aggregate"]["deps"]
 

@@ -330,9 +330,12 @@ def test_the_papers_stages_replayed_warm_are_byte_identical_and_fail_alike(tmp_p
     recorded = _files(root)
 
     warm = _judgeloop(root, "repro", "--replay", "aggregate", JUDGELOOP_WARM_STAGES_LOG=str(log))
+    code_stage = "cold not `python -m stages ARGS`: python -m stages.code_digests"  # nothing to warm
     assert log.read_text().split("\n") == [
-        f"warm paper {s}" for s in ("assess", "judge", "refine", "aggregate")
-    ] + [""]
+        code_stage,
+        *(f"warm paper {s}" for s in ("assess", "judge", "refine", "aggregate")),
+        "",
+    ]
     assert _files(root) == recorded  # outputs, recordings, dvc.lock: byte for byte
     cold = _judgeloop(root, "repro", "--replay", "aggregate", JUDGELOOP_WARM_STAGES="0")
     assert _files(root) == recorded

@@ -22,6 +22,7 @@ from pipeline.llm.bounds import MAX_LINE_BYTES, check_yaml
 from pipeline.llm.files import read_regular
 from pipeline.llm.project_files import refuse_link_out
 from pipeline.llm.settings import LLMSettings
+from pipeline.tools import code_digests
 
 REMOTE = ("ollama", "openai")  # the backends that talk to a server
 
@@ -64,6 +65,10 @@ def stale_llm_stages(root: Path, targets: Sequence[str]) -> set[str]:
 
     with Repo(str(root)) as repo:
         changed = {name.rpartition(":")[2] for name in repo.status(targets=list(targets) or None)}
+    # A stage depends on its code digest, which the code stage (upstream of every stage) rewrites
+    # when a module the stage loads has changed: such a stage runs too.
+    recoded = set(code_digests.pending(root))
+    changed |= recoded & {t.rpartition(":")[2] for t in targets} if targets else recoded
     return changed & llm_stages(root)
 
 

@@ -4,8 +4,10 @@ are out of date, and why, and which stages each stage reads the outputs of (its 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from pipeline.tools import code_digests
 from pipeline.tools.status.dvc_files import stages_and_status
 from pipeline.tools.status.dvc_hashes import one_hash_per_path
 
@@ -56,9 +58,21 @@ def dvc_view() -> DvcView:
                 str(stage.addressing): tuple(str(s.addressing) for s in graph.successors(stage))
                 for stage in graph.nodes
             }
+            root, locked = Path(repo.root_dir), _locked_digests(graph.nodes)
     except NotDvcRepoError:
         return DvcView(None, "not a DVC project")
     except DvcException as exc:
         return DvcView(None, f"dvc status failed: {exc}")
     changed = {str(name).rsplit(":", 1)[-1]: _describe(c) for name, c in status.items()}
-    return DvcView(changed, "dvc status", upstream)
+    # A stage depends on its code digest, not its modules: the module that changed is named here.
+    return DvcView(code_digests.explained(changed, root, locked), "dvc status", upstream)
+
+
+def _locked_digests(stages: Any) -> dict[str, str]:
+    """Stage -> the md5 dvc.lock locks its code digest at (pipeline.tools.code_digests)."""
+    return {
+        str(stage.addressing): str(dep.hash_info.value)
+        for stage in stages
+        for dep in stage.deps
+        if dep.def_path == code_digests.digest_path(str(stage.addressing)) and dep.hash_info
+    }
