@@ -15,7 +15,11 @@ from pathlib import Path
 import pytest
 
 from pipeline.data.jsonl import Result, write_jsonl
-from pipeline.llm.files import AtomicText, atomic_write
+from pipeline.experiments.params import load_params
+from pipeline.llm.files import AtomicText, atomic_write, replacing
+from pipeline.tools.batch.exchange import export
+from pipeline.tools.batch.manifest import MANIFEST_FILE, REQUESTS_FILE
+from tests.test_batch import exported  # noqa: F401  (the fixture: an export of two calls)
 
 
 @contextmanager
@@ -52,8 +56,15 @@ def write_results(path: Path, text: str) -> None:
     write_jsonl(path, [Line(item="a", text=text)])
 
 
+def write_batch_file(path: Path, text: str) -> None:
+    """A batch round's requests, manifest and results files (files.replacing, which the batch code
+    uses): before, batch.manifest had its own copy of the replace logic, with a fixed 0644."""
+    with replacing(path) as out:
+        out.write(text.encode("utf-8"))
+
+
 Writer = Callable[[Path, str], None]
-WRITERS: list[Writer] = [write_atomic, write_text_handle, write_results]
+WRITERS: list[Writer] = [write_atomic, write_text_handle, write_results, write_batch_file]
 
 
 def written(write: Writer, text: str) -> str:
@@ -94,3 +105,14 @@ def test_a_link_at_the_name_lends_it_no_mode(tmp_path: Path, write: Writer) -> N
     assert not target.is_symlink() and target.read_text() == written(write, "ours")
     assert mode(target) == 0o644
     assert outside.read_text() == "theirs"
+
+
+@pytest.mark.parametrize("old", [0o600, 0o640])
+def test_a_batch_export_keeps_its_files_modes(exported: Path, old: int) -> None:  # noqa: F811
+    """The export's requests and manifest, written again over files of another mode: each keeps
+    its own (they were 0644 whatever stood there)."""
+    for name in (REQUESTS_FILE, MANIFEST_FILE):
+        (exported / name).chmod(old)
+    with umask(0o022):
+        export(load_params(), exported)
+    assert {mode(exported / name) for name in (REQUESTS_FILE, MANIFEST_FILE)} == {old}

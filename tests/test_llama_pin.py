@@ -98,7 +98,7 @@ def test_a_live_call_on_another_build_is_reported_once_per_run(
     params = EngineSettings.model_validate(
         {
             "llm": {"backend": "fake", "model": "m"},
-            "cache": {"dir": str(tmp_path / "c"), "recordings": str(tmp_path / "r")},
+            "cache": {"dir": str(tmp_path / "c"), "recordings": "r"},
         }
     )
     session = open_session(params, "judge", root=tmp_path, backend_factory=lambda: OtherBuild())

@@ -86,3 +86,27 @@ def test_data_read_from_outside_the_project_is_still_allowed(
     corpus = str(ROOT / "data" / "summeval-demo")  # absolute: as a corpus on another disk is named
     _project(tmp_path, monkeypatch, "summeval", "corpus", corpus)
     assert load_design("summeval").load_params().summeval.corpus == corpus
+
+
+@pytest.mark.parametrize("value", ["/home/u/recordings", "../recordings", "recordings/../../elsewhere"])
+@pytest.mark.parametrize("design", ["paper", "summeval"])
+def test_the_recordings_folder_outside_the_project_is_refused_naming_its_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, design: str, value: str
+) -> None:
+    """cache.recordings is DVC-pinned and committed with the project: every LLM stage writes its
+    recording there before DVC looks, so it is an output like the outs."""
+    line = _project(tmp_path, monkeypatch, "cache", "recordings", value)
+    with pytest.raises(ConfigError) as refused:
+        load_design(design).load_params()
+    said = str(refused.value)
+    assert re.search(rf"params\.yaml:{line}: cache\.recordings: ", said), said
+    assert "outputs stay inside the project. Fix: a path relative to the project's folder" in said
+
+
+@pytest.mark.parametrize("value", ["/mnt/big-disk/judgeloop-cache", "../shared-cache"])
+def test_the_local_cache_may_lie_outside_the_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    """cache.dir is the local cache, never committed: a user keeps it on another disk."""
+    _project(tmp_path, monkeypatch, "cache", "dir", value)
+    assert load_design("paper").load_params().cache.dir == value

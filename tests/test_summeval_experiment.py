@@ -137,7 +137,7 @@ def _write_params(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **summeval: o
     }
     params = {
         "llm": {"backend": "fake", "model": "fake-judge"},
-        "cache": {"dir": str(tmp_path / "cache"), "recordings": str(tmp_path / "recordings")},
+        "cache": {"dir": str(tmp_path / "cache"), "recordings": "recordings"},
         "summeval": section,
     }
     path = tmp_path / "params.yaml"

@@ -57,6 +57,9 @@ def test_dvc_yaml_check_refuses_what_is_not_a_file_naming_it(
         assert result.exit_code == 2 and "is a directory" in result.output, result.output
         return
     assert result.exit_code == 1, result.output
+    if "link" in what:  # a link out of the project is refused before it is opened (project_files)
+        assert f"{output}: a link to /dev/zero, which lies outside the project" in result.output
+        return
     assert f"{output}: not readable (it is {kind}, not a file)" in result.output
     assert "Fix: run `judgeloop dvc-yaml`" in result.output
 
@@ -161,3 +164,25 @@ def test_the_runners_refuse_a_requests_file_that_is_not_a_file(tmp_path: Path, w
             stretches(path, 2)
         with pytest.raises(NotARegularFile, match=f"it is {kind}"):
             list(_lines(str(path), 0, 100))
+
+
+@pytest.mark.parametrize("leads", ["out", "inside"])
+def test_dvc_yaml_check_refuses_a_dvc_yaml_linked_out_of_the_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, generated: str, leads: str
+) -> None:
+    """As every reader of a config file refuses one (pipeline.llm.project_files): a committed link
+    `dvc.yaml -> /elsewhere` is never read, even where what it leads to is the generated text."""
+    project, outside = tmp_path / "project", tmp_path / "outside"
+    project.mkdir()
+    outside.mkdir()
+    monkeypatch.chdir(project)
+    target = (outside if leads == "out" else project) / "pipeline.yaml"
+    target.write_text(generated, encoding="utf-8")
+    Path("dvc.yaml").symlink_to(target)
+    result = CliRunner().invoke(dvc_yaml, ["--check"])
+    if leads == "inside":
+        assert result.exit_code == 0 and "dvc.yaml is up to date" in result.output, result.output
+        return
+    assert result.exit_code == 1, result.output
+    assert f"dvc.yaml: a link to {target}, which lies outside the project ({project})" in result.output
+    assert "Fix: replace the link with the file" in result.output

@@ -19,7 +19,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pipeline.errors import InputError
-from pipeline.llm.files import TMP_SUFFIX, atomic_write_chunks, new_file_mode
+from pipeline.llm.files import TMP_SUFFIX, atomic_write_chunks, folder_to_write, new_file_mode
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.project_files import validation_problem
 
@@ -65,7 +65,9 @@ def write_jsonl(path: Path, results: Iterable[Result]) -> None:
             keys.append(key)
             yield _line(result)
 
-    fd, staged = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".ordered" + TMP_SUFFIX, dir=_folder(path))
+    fd, staged = tempfile.mkstemp(
+        prefix=f".{path.name}.", suffix=".ordered" + TMP_SUFFIX, dir=folder_to_write(path.parent, path)
+    )
     os.close(fd)
     try:
         atomic_write_chunks(Path(staged), in_order())
@@ -86,11 +88,6 @@ def write_jsonl(path: Path, results: Iterable[Result]) -> None:
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(staged)
-
-
-def _folder(path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path.parent
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:

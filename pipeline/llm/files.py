@@ -2,8 +2,10 @@
 
     atomic_write(path, text)       readers see the old file or the new one, never a part
     atomic_write_chunks(path, it)  the same, the text given a piece at a time (never whole in memory)
+    replacing(path)                the same, written through a bytes handle as a `with` block
     new_file_mode(path)            the mode a plain write would leave at path (for a file made aside)
     AtomicText(path)               the same, written through a text handle (a csv.writer's, say)
+    folder_to_write(folder, out)   folder made to write `out` in: never through a link out of the project
     locked(directory)              one writer at a time in a folder, across processes
     safe_name(name, what, fix)     a name that becomes a path: a plain name, or UnsafeNameError
     child(folder, name, ...)       folder / name, checked to stay inside folder
@@ -29,6 +31,14 @@ refused before anything is read or written there, dangling ones too: a `cache.db
 that is a link made the cache write its database and value files wherever the link points, and a
 stage folder that links to another stage's made two stages write one recording. (The folder itself
 may be a link: that is how a user puts the cache on another disk.)
+
+Every output and recording is written in a folder made by folder_to_write: the writers above and
+`locked` (the recordings' stage folder, the item pages' folder) make theirs there. A folder named
+inside the project (the working folder, where DVC runs the stages) that resolves outside it is
+refused, naming the output, where the link leads and the fix: git stores symbolic links, so a pull
+request could commit `outputs -> /home/u/.ssh`, and an out `outputs/authorized_keys`, which params
+checks only as text, would be written there. A link that stays inside the project is followed. A
+folder named outside the project (an absolute path: the cache on another disk) is the user's choice.
 """
 
 from __future__ import annotations
@@ -42,7 +52,7 @@ import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import BinaryIO, TextIO
 
 from pipeline.errors import UnsafeNameError, UnwritableTextError
 
@@ -82,6 +92,19 @@ def atomic_write_chunks(path: Path, chunks: Iterable[str | bytes]) -> None:
     new.commit()
 
 
+@contextlib.contextmanager
+def replacing(path: Path) -> Iterator[BinaryIO]:
+    """A bytes handle whose writes replace `path` in one step when the block ends (atomic_write's
+    guarantees, the same _Replacement); if the block fails, the old file stands and nothing is left."""
+    new = _Replacement(path)
+    try:
+        yield new.out
+    except BaseException:
+        new.discard()
+        raise
+    new.commit()
+
+
 class _Replacement:
     """The one way a file is replaced here (atomic_write_chunks, AtomicText): bytes written to `out`,
     a temporary file of its own in `path`'s folder (see the module's docstring), that replaces `path`
@@ -90,7 +113,7 @@ class _Replacement:
     temporary file is left."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        folder_to_write(path.parent, path)
         self.path = path
         fd, self._tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
         self.out = os.fdopen(fd, "wb")
@@ -197,13 +220,52 @@ def locked(directory: Path) -> Iterator[None]:
     """Hold an exclusive lock on `directory` (created if missing) while the block runs: writers that
     read, change and replace a file in it take turns, across threads and processes. The lock is on
     the folder itself, so no lock file is left in it; the kernel lets go if the process dies."""
-    directory.mkdir(parents=True, exist_ok=True)
+    folder_to_write(directory)
     fd = os.open(directory, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the lock
+
+
+def folder_to_write(folder: Path, output: Path | None = None) -> Path:
+    """`folder`, made if missing, to write `output` in (the folder itself when None): UnsafeNameError,
+    before anything is made, where `folder` is named inside the project but resolves outside it (a
+    folder on its way is a symbolic link leading out; see the module's docstring)."""
+    message = _leading_out(folder, folder if output is None else output)
+    if message is not None:
+        raise UnsafeNameError(message)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def _leading_out(folder: Path, output: Path) -> str | None:
+    try:
+        name, here = os.path.abspath(folder), os.getcwd()
+        project = os.path.realpath(here)
+        if not _under(name, here) or _under(os.path.realpath(name), project):
+            return None
+    except (OSError, ValueError):  # no working folder, a NUL in the name: the write itself says so
+        return None
+    link, step = name, here  # the first folder on the way (from the project down) that leads out
+    for part in os.path.relpath(name, here).split(os.sep):
+        step = os.path.join(step, part)
+        if os.path.islink(step) and not _under(os.path.realpath(step), project):
+            link = step
+            break
+    shown = os.path.relpath(link, here)
+    return (
+        f"{output}: not written: {shown} is a symbolic link to {os.path.realpath(link)}, which lies "
+        f"outside the project ({project}); judgeloop writes outputs and recordings only inside the "
+        "project, so that a link committed with it cannot send them over another file of this "
+        f"machine. Fix: remove the link (rm {shown}) and run again, or make it a link to a folder "
+        "inside the project."
+    )
 
 
 def safe_name(name: str, what: str, fix: str) -> str:

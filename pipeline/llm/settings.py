@@ -159,8 +159,8 @@ class LLMSettings(Section):
 
 class CacheSettings(Section):
     mode: CacheMode = "auto"
-    dir: PathParam = ".judgeloop/cache"
-    recordings: PathParam = "recordings"
+    dir: PathParam = ".judgeloop/cache"  # the local cache: may lie anywhere (another disk)
+    recordings: OutParam = "recordings"  # DVC-pinned, in the repository: inside the project
     # git: the recordings are git files (the demos); dvc: DVC-cached outputs that `dvc push` sends
     # to the project's remote and `dvc pull` brings back (pipeline.llm.recordings.store).
     recordings_store: Literal["git", "dvc"] = "git"

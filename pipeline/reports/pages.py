@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pipeline.errors import ConfigError
-from pipeline.llm.files import TMP_SUFFIX, atomic_write, locked
+from pipeline.llm.files import TMP_SUFFIX, atomic_write, folder_to_write, locked
 from pipeline.reports.page_shares import Pages, write_shares
 
 # Long enough to recognise the id, short enough that the whole name stays far below the 255 bytes file
@@ -116,7 +116,7 @@ def write_pages(index: Path, index_html: str, pages: Pages, count: int) -> Path:
     two processes where that pays, pipeline.reports.page_shares) in its folder; returns the folder. A
     folder there that holds anything but item pages is someone else's: it is left alone."""
     folder = index.parent / pages_folder(index.name)
-    folder.parent.mkdir(parents=True, exist_ok=True)
+    folder_to_write(folder.parent, index)  # never through a link out of the project
     with locked(folder.parent):  # one writer's swap at a time, across processes
         _settle(folder)
         _refuse_others(folder)

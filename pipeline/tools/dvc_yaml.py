@@ -42,6 +42,7 @@ from pipeline.experiments.registry import designs
 from pipeline.experiments.steps import LLMStep
 from pipeline.llm.bounds import MAX_LINE_BYTES
 from pipeline.llm.files import atomic_write, read_regular
+from pipeline.llm.project_files import link_out
 from pipeline.llm.recordings.store import STORES, RecordingsStore
 from pipeline.llm.settings import read_params_file
 from pipeline.reports.frame import INDEX
@@ -334,7 +335,12 @@ def render(root: Path) -> str:
 def _written(output: Path) -> bytes | None:
     """The bytes at `output` (None where there is no file), read through one descriptor asked that
     it is a regular file, bounded (files.read_regular): a pipe there is refused, never waited on, and
-    a link to /dev/zero is not read until the memory runs out. Compared as bytes: the file DVC reads."""
+    a link to /dev/zero is not read until the memory runs out. Compared as bytes: the file DVC reads.
+    A link out of the project is refused before it is read, as every config reader refuses one
+    (pipeline.llm.project_files)."""
+    refused = link_out(output)
+    if refused is not None:
+        raise click.ClickException(refused)
     try:
         return read_regular(output, MAX_LINE_BYTES)
     except FileNotFoundError:

@@ -50,7 +50,7 @@ from pipeline.errors import BackendError, ConfigError
 from pipeline.llm.backends.http_errors import body_error
 from pipeline.llm.backends.openai_compat import OpenAICompatBackend, completion_reply
 from pipeline.llm.cache.store import CallStore
-from pipeline.llm.files import open_regular
+from pipeline.llm.files import open_regular, replacing
 from pipeline.llm.records import CallRecord
 from pipeline.llm.settings import EngineSettings
 from pipeline.llm.types import ModelIdentity
@@ -61,7 +61,6 @@ from pipeline.tools.batch.manifest import (
     Manifest,
     exported_intact,
     objects,
-    replacing,
 )
 from pipeline.tools.status.command import predict
 from pipeline.tools.status.planned import PlannedCall

@@ -10,11 +10,8 @@ may have changed since the first pass.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import os
 import struct
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -25,7 +22,7 @@ from pydantic import ValidationError
 from pipeline.errors import ConfigError, CorruptRecordError
 from pipeline.llm.backends.openai_compat import OpenAICompatBackend
 from pipeline.llm.bounds import MAX_LINE_BYTES, LineTooLong, bounded_lines, depth_problem
-from pipeline.llm.files import TMP_SUFFIX, open_regular
+from pipeline.llm.files import open_regular
 from pipeline.llm.keys import request_key
 from pipeline.llm.project_files import validation_problem
 from pipeline.llm.settings import EngineSettings
@@ -34,25 +31,6 @@ from pipeline.llm.types import ChatRequest, ModelIdentity
 REQUESTS_FILE = "requests.jsonl"
 MANIFEST_FILE = "manifest.jsonl"
 BATCH_URL = "/v1/chat/completions"
-
-
-@contextlib.contextmanager
-def replacing(path: Path) -> Iterator[IO[bytes]]:
-    """A file written line by line that replaces `path` in one step when the block ends, as
-    atomic_write does for text held whole; nothing is left if the block fails."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            yield out
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 def objects(path: Path, opened: IO[bytes] | None = None) -> Iterator[tuple[int, Any]]:

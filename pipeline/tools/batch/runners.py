@@ -36,8 +36,8 @@ from pipeline.errors import BackendError, ConfigError
 from pipeline.llm.backends.http_errors import body_error
 from pipeline.llm.backends.openai_compat import api_root
 from pipeline.llm.bounds import LineTooLong, bounded_lines, surrogate_problem
-from pipeline.llm.files import atomic_write
-from pipeline.tools.batch.manifest import BATCH_URL, replacing
+from pipeline.llm.files import atomic_write, replacing
+from pipeline.tools.batch.manifest import BATCH_URL
 
 
 class Runner(Protocol):
