@@ -39,7 +39,9 @@ GENERATED = "stages:\n  judge:\n    cmd: python -m stages paper judge\n"
 @pytest.fixture
 def generated(monkeypatch: pytest.MonkeyPatch) -> str:
     """dvc.yaml as the designs give it (here a fixed text: what is checked is how the file is read)."""
-    monkeypatch.setattr(dvc_yaml_module, "render", lambda root: GENERATED)
+    monkeypatch.setattr(dvc_yaml_module, "generated", lambda root: (GENERATED, "{}\n"))
+    # imports.json beside it is the code stage's (tests/test_code_digests.py), not what is read here
+    monkeypatch.setattr(dvc_yaml_module, "_imports_file", lambda path, text, check: None)
     return GENERATED
 
 

@@ -367,12 +367,13 @@ def dvc_yaml(output: Path, check: bool) -> None:
       judgeloop dvc-yaml --check       fail if the committed file is not the generated one
     """
     text, imports = generated(Path.cwd().resolve())
-    _imports_file(output.parent / code_digests.IMPORTS, imports, check)
-    if check:
+    if check:  # dvc.yaml first: a file there that is no file (a pipe, a link out) is named as such
         if _written(output) != text.encode("utf-8"):
             raise click.ClickException(f"{output} is not the generated one. Fix: run `judgeloop dvc-yaml`.")
+        _imports_file(output.parent / code_digests.IMPORTS, imports, check)
         click.echo(f"{output} is up to date")
         return
+    _imports_file(output.parent / code_digests.IMPORTS, imports, check)
     atomic_write(output, text)
     click.echo(f"wrote {output}")
 
