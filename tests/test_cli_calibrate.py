@@ -137,8 +137,9 @@ def test_items_without_human_ratings_are_counted_and_a_metric_with_none_is_an_er
     ],
 )
 def test_a_bad_score_row_is_reported_with_its_file_line_and_fix(
-    tmp_path: Path, line: str, problem: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, line: str, problem: str
 ) -> None:
+    monkeypatch.chdir(tmp_path)  # the files are the project's own: an error quotes what it refuses
     good = '{"item": "x/1", "group": "g", "system": "s", "metric": "coherence", "score": 4}'
     scores = tmp_path / "scores.jsonl"
     scores.write_text(f"{good}\n\n{line}\n", encoding="utf-8")
@@ -159,8 +160,9 @@ def test_a_bad_score_row_is_reported_with_its_file_line_and_fix(
     ],
 )
 def test_a_bad_human_row_is_reported_with_its_file_line_and_fix(
-    tmp_path: Path, line: str, problem: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, line: str, problem: str
 ) -> None:
+    monkeypatch.chdir(tmp_path)  # the files are the project's own: an error quotes what it refuses
     scores = write_jsonl(
         tmp_path / "s.jsonl",
         [{"item": "x/1", "group": "g", "system": "s", "metric": "coherence", "score": 4}],
