@@ -12,10 +12,12 @@ from __future__ import annotations
 import threading
 from array import array
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import orjson
 
+from pipeline.llm.recordings import unchanged
 from pipeline.llm.recordings.call_places import (
     SHARDS,
     CallPlaces,
@@ -94,8 +96,24 @@ class StageCalls:
 
     def _where_of(self, number: int) -> Where:
         """The Where of the call whose line CallPlaces holds as `number`, read back from that line."""
-        raw = orjson.loads(self._raw(unpacked(number)[0]))
+        return self._where_of_line(self._raw(unpacked(number)[0]))
+
+    def _where_of_line(self, line: str | bytes) -> Where:
+        raw = orjson.loads(line)
         return self._where_in(CallContext.model_validate(raw["context"]), raw["key"])
+
+    def unchanged(self, directory: Path) -> bool:
+        """(under the lock) Whether the recording in `directory` is the file this one would write,
+        byte for byte: every call a line of the stage's own recording kept as read, in its order,
+        with its blocks, nothing added or dropped, and the file there still the one read
+        (pipeline.llm.recordings.unchanged)."""
+        recorded = self._recorded
+        if recorded is None or self._text or len(self._blobs):
+            return False
+        count = len(self._calls)
+        return unchanged.kept_in_order(recorded, self._calls.numbers(), count, self._where_of_line) and (
+            unchanged.same_file(recorded, directory)
+        )
 
     def _holds(self, where: Where) -> bool:
         """Whether a line made here in the spool, or kept, is held for the call."""
