@@ -14,7 +14,7 @@ import pytest
 
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.backends.fake import FakeBackend
-from pipeline.llm.recordings import shards, stage_calls, stage_folders, stage_writer, unchanged
+from pipeline.llm.recordings import shards, stage_calls, stage_folders, stage_writer
 from pipeline.llm.recordings.stage_index import StageIndex, index_stage
 from pipeline.llm.recordings.stage_writer import StageRecording
 from pipeline.llm.records import CallRecord, RecordedCall
@@ -133,7 +133,15 @@ def _calls_and_blocks(path: Path) -> tuple[list[bytes], list[bytes]]:
 
 
 @pytest.mark.parametrize(
-    "layout", ["calls reordered", "blocks reordered", "a block first", "no last newline", "a block unused"]
+    "layout",
+    [
+        "calls reordered",
+        "blocks reordered",
+        "a block first",
+        "no last newline",
+        "a block unused",
+        "a block spelled otherwise",
+    ],
 )
 def test_a_file_laid_out_otherwise_is_written_as_the_writer_writes_it(tmp_path: Path, layout: str) -> None:
     calls = _calls(9)
@@ -146,12 +154,34 @@ def test_a_file_laid_out_otherwise_is_written_as_the_writer_writes_it(tmp_path: 
         blocks = blocks[::-1]
     elif layout == "a block first":
         call_lines, blocks = [blocks[0], *call_lines], blocks[1:]
+    elif layout == "a block spelled otherwise":  # the same text, a letter written as an escape
+        at = blocks[0].index(b'"text":"') + len(b'"text":"')
+        at += next(i for i, c in enumerate(blocks[0][at:]) if chr(c).isalpha())
+        blocks[0] = blocks[0][:at] + b"\\u%04x" % blocks[0][at] + blocks[0][at + 1 :]
     elif layout == "a block unused":
         unused = _calls_and_blocks(_file(_written(tmp_path, _calls(12)[9:], "other")))[1]
         blocks = sorted({*blocks, *unused})
     data = b"".join(call_lines + blocks)
     _file(directory).write_bytes(data[:-1] if layout == "no last newline" else data)
     assert _file(directory).read_bytes() != canonical
+    _replayed(directory, calls)
+    assert _file(directory).read_bytes() == canonical
+
+
+def test_a_line_holding_a_break_line_safe_escapes_is_written_escaped(tmp_path: Path) -> None:
+    """A call line holding U+2028 as itself (valid JSON, the same record) is written as line_safe
+    writes it, escaped: that line is not the one the writer would write, so the file is rewritten."""
+    fake = FakeBackend()
+    req = request("Rate this.")
+    reply = fake.chat(req).model_copy(update={"text": "4\u2028a line break JSON leaves raw"})
+    calls = [
+        *_calls(4),
+        RecordedCall(context=_calls(5)[4].context, record=CallRecord.new(fake.identity(), req, reply)),
+    ]
+    directory = _written(tmp_path, calls)
+    canonical = _file(directory).read_bytes()
+    assert b"\\u2028" in canonical
+    _file(directory).write_bytes(canonical.replace(b"\\u2028", "\u2028".encode()))
     _replayed(directory, calls)
     assert _file(directory).read_bytes() == canonical
 
@@ -196,7 +226,7 @@ def test_a_sharded_recording_is_written_as_before(tmp_path: Path, monkeypatch: p
     directory = _written(tmp_path, calls)
     index = index_stage(directory)
     assert not index.as_written
-    assert not unchanged.same_file(index, directory)
+    assert not index.as_written
     manifest = _file(directory).stat().st_ino
     _replayed(directory, calls, index)
     assert _file(directory).stat().st_ino != manifest

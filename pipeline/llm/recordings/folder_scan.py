@@ -44,6 +44,7 @@ class ScannedRecording:
     # its calls are in the writer's order, and its blocks exactly those they refer to, only the
     # writer can tell: StageCalls.unchanged.)
     as_written: bool = False
+    block_ids: str = ""  # the sha256 of its blocks' ids, in the file's order (as_written: ascending)
 
 
 @dataclass
@@ -60,6 +61,7 @@ class _Scan:
     # The recording's layout as the writer's (ScannedRecording.as_written), as far as seen so far.
     as_written: bool = True
     _last_blob: str = ""
+    _block_ids: hashlib._Hash = field(default_factory=hashlib.sha256)
 
     def __post_init__(self) -> None:
         self.calls = LineTable(self.files)
@@ -151,6 +153,7 @@ class _Scan:
         if self.as_written:
             self.as_written = entry[0] > self._last_blob and text == line_format.blob_line(*entry)
         self._last_blob = entry[0]
+        self._block_ids.update(entry[0].encode("utf-8"))
 
     def check_pin(self, pins: Pins) -> None:
         """The folder against its pin in dvc.lock: the md5 of each file as this pass read it (of
@@ -197,7 +200,8 @@ def scan_folder(directory: Path, pins: Pins | None = None) -> ScannedRecording:
     except BaseException:
         scan.files.close()
         raise
-    return ScannedRecording(scan.calls, scan.blobs, scan.hashes, scan.as_written)
+    block_ids = scan._block_ids.hexdigest()
+    return ScannedRecording(scan.calls, scan.blobs, scan.hashes, scan.as_written, block_ids)
 
 
 def _checked(scan: _S, pins: Pins | None) -> _S:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from pipeline.llm.recordings import unchanged
+from pipeline.llm.recordings import shards, unchanged
 from pipeline.llm.recordings.call_places import (
     SHARDS,
     CallPlaces,
@@ -56,6 +56,9 @@ class StageCalls:
         self._text: dict[Where, str] = {}
         self._blobs = BlockLines()  # blob id -> its blob line, in the spool
         self._recorded: StageIndex | None = None
+        # The Where of each line of `_recorded` kept, by its number there, for a recording of one file
+        # (shards.SHARD_AT lines at most): the order `unchanged` checks, without parsing a line again.
+        self._kept_wheres: dict[int, Where] = {}
         self._labels: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]] = {}
         self._lock = threading.Lock()
 
@@ -96,10 +99,7 @@ class StageCalls:
 
     def _where_of(self, number: int) -> Where:
         """The Where of the call whose line CallPlaces holds as `number`, read back from that line."""
-        return self._where_of_line(self._raw(unpacked(number)[0]))
-
-    def _where_of_line(self, line: str | bytes) -> Where:
-        raw = orjson.loads(line)
+        raw = orjson.loads(self._raw(unpacked(number)[0]))
         return self._where_in(CallContext.model_validate(raw["context"]), raw["key"])
 
     def unchanged(self, directory: Path) -> bool:
@@ -111,9 +111,7 @@ class StageCalls:
         if recorded is None or self._text or len(self._blobs):
             return False
         count = len(self._calls)
-        return unchanged.kept_in_order(recorded, self._calls.numbers(), count, self._where_of_line) and (
-            unchanged.same_file(recorded, directory)
-        )
+        return unchanged.unchanged_file(recorded, directory, self._calls.numbers(), count, self._kept_wheres)
 
     def _holds(self, where: Where) -> bool:
         """Whether a line made here in the spool, or kept, is held for the call."""
@@ -123,11 +121,13 @@ class StageCalls:
         """Whether the call is kept as its line in `recorded` (then noted), not made again."""
         found = None if recorded is None else recorded.verbatim_at(call)
         with self._lock:
-            if found is None or self._recorded not in (None, recorded):
+            if found is None or recorded is None or self._recorded not in (None, recorded):
                 return False
             self._recorded = recorded
             if where not in self._text:
                 self._calls.setdefault(where, packed(kept_source(found), where[-1]), self._where_of)
+            if len(recorded.lines) <= shards.SHARD_AT:  # a file `unchanged` may leave: its Wheres, held
+                self._kept_wheres.setdefault(found, where)
             return True
 
     def close(self) -> None:

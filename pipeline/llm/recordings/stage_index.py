@@ -181,6 +181,7 @@ class StageIndex:
     # writer lays one out (folder_scan.ScannedRecording.as_written): for StageCalls.unchanged.
     hashes: tuple[tuple[str, str], ...] = ()
     as_written: bool = False
+    block_ids: str = ""
 
     def __len__(self) -> int:
         return len(self.at)
@@ -397,4 +398,5 @@ def index_stage(directory: Path, *, pins: Pins | None = None, memo: VerifiedMemo
         at = dict(sorted(at.items(), key=itemgetter(1)))
     again = {key: tuple(sorted(later)) for key, later in repeats.items()}
     hashes = tuple(scanned.hashes)
-    return StageIndex(lines, blobs, places(at), frozenset(models), again, hashes, scanned.as_written)
+    written = (scanned.as_written, scanned.block_ids)
+    return StageIndex(lines, blobs, places(at), frozenset(models), again, hashes, *written)
