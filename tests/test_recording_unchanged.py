@@ -230,3 +230,25 @@ def test_a_sharded_recording_is_written_as_before(tmp_path: Path, monkeypatch: p
     manifest = _file(directory).stat().st_ino
     _replayed(directory, calls, index)
     assert _file(directory).stat().st_ino != manifest
+
+
+@pytest.mark.parametrize("serve", ["chat", "serve by key"])
+def test_a_session_replaying_its_stage_leaves_the_recording_in_place(tmp_path: Path, serve: str) -> None:
+    """End to end through a session in replay mode (each call asked with its request, or served by
+    its key as a stage adopting its dry run serves it): the recording written at close is the file
+    already there, left in place."""
+    from tests.helpers import make_session
+
+    calls = _calls(6)
+    (tmp_path / "recordings").mkdir()
+    directory = _written(tmp_path / "recordings", calls)
+    os.utime(_file(directory), ns=(10**18, 10**18))
+    before = _stamp(_file(directory))
+    session, backend = make_session(tmp_path, "replay")
+    for call in calls:
+        if serve == "chat":
+            session.chat(call.record.request, call.context)
+        else:
+            session.serve(call.record.key, call.context)
+    session.close()
+    assert backend.calls == [] and _stamp(_file(directory)) == before
