@@ -23,7 +23,7 @@ import orjson
 
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.files import TMP_SUFFIX
-from pipeline.llm.recordings import line_checks, offsets, shards, stage_folders
+from pipeline.llm.recordings import line_checks, line_format, offsets, shards, stage_folders
 from pipeline.llm.recordings.offsets import FileRead, LazyBlobs, LineTable, OpenFiles, hash_file
 from pipeline.llm.recordings.pins import MAX_FILE_BYTES, Pins
 from pipeline.llm.recordings.verified_memo import VerifiedMemo, files_digest
@@ -39,6 +39,12 @@ class ScannedRecording:
     calls: LineTable
     blobs: LazyBlobs
     hashes: list[tuple[str, str]]
+    # Whether it is one file laid out as StageRecording.write lays one out: its call lines, then its
+    # blocks' lines as blob_line writes them, by id ascending, each line ending in "\n". (Whether
+    # its calls are in the writer's order, and its blocks exactly those they refer to, only the
+    # writer can tell: StageCalls.unchanged.)
+    as_written: bool = False
+    block_ids: str = ""  # the sha256 of its blocks' ids, in the file's order (as_written: ascending)
 
 
 @dataclass
@@ -52,6 +58,10 @@ class _Scan:
     # Whether the folder's pin in dvc.lock is checked (over each file's md5): an md5 costs about
     # three times a sha256, and nothing else reads it.
     pinned: bool = True
+    # The recording's layout as the writer's (ScannedRecording.as_written), as far as seen so far.
+    as_written: bool = True
+    _last_blob: str = ""
+    _block_ids: hashlib._Hash = field(default_factory=hashlib.sha256)
 
     def __post_init__(self) -> None:
         self.calls = LineTable(self.files)
@@ -66,12 +76,17 @@ class _Scan:
         fd = self.files.fd(opened)
         head = os.pread(fd, len(shards.MANIFEST_OPENING), 0)
         if head == shards.MANIFEST_OPENING.encode("ascii"):
+            self.as_written = False  # a sharded recording is always written again (see StageCalls.unchanged)
             self._sharded(path, fd, names)
             return
         self._noted(lambda: shards.refuse_strays(self.directory, names, set()))
         self._stream(path, holds_calls=True, opened=opened)
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            self.as_written = False
         legacy = self.directory / stage_folders.LEGACY_BLOBS_FILE
         if legacy.is_file():
+            self.as_written = False
             self._stream(legacy, holds_calls=False)
 
     def _noted(self, check: Callable[[], None]) -> None:
@@ -117,10 +132,12 @@ class _Scan:
                 continue
             if holds_calls and not body.startswith(BLOB_OPENING):
                 self.calls.add(number, offset, body, line_number)
+                self.as_written = self.as_written and not self._last_blob  # no call line after a block
                 continue
             entry = line_checks.blob_entry(text, f"{path}:{line_number}", self.blob_problems)
             if entry is not None:
                 self.blobs.place(entry[0], number, offset, body, line_number, len(entry[1]))
+                self._note_block(entry, text)
         self.md5s[path.name] = read.md5
         self.hashes.append((path.name, read.sha256))
         if sha is not None and read.sha256 != sha:
@@ -129,6 +146,14 @@ class _Scan:
             self.problems.append(CorruptRecordError(edited))
         elif read.problem is not None:
             self.problems.append(read.problem)
+
+    def _note_block(self, entry: tuple[str, str], text: str) -> None:
+        """Whether this block's line keeps the layout as the writer's: after the one before by id,
+        and its bytes those blob_line gives its id and text."""
+        if self.as_written:
+            self.as_written = entry[0] > self._last_blob and text == line_format.blob_line(*entry)
+        self._last_blob = entry[0]
+        self._block_ids.update(entry[0].encode("utf-8"))
 
     def check_pin(self, pins: Pins) -> None:
         """The folder against its pin in dvc.lock: the md5 of each file as this pass read it (of
@@ -175,7 +200,8 @@ def scan_folder(directory: Path, pins: Pins | None = None) -> ScannedRecording:
     except BaseException:
         scan.files.close()
         raise
-    return ScannedRecording(scan.calls, scan.blobs, scan.hashes)
+    block_ids = scan._block_ids.hexdigest()
+    return ScannedRecording(scan.calls, scan.blobs, scan.hashes, scan.as_written, block_ids)
 
 
 def _checked(scan: _S, pins: Pins | None) -> _S:

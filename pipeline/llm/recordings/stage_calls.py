@@ -12,10 +12,12 @@ from __future__ import annotations
 import threading
 from array import array
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import orjson
 
+from pipeline.llm.recordings import shards, unchanged
 from pipeline.llm.recordings.call_places import (
     SHARDS,
     CallPlaces,
@@ -54,6 +56,9 @@ class StageCalls:
         self._text: dict[Where, str] = {}
         self._blobs = BlockLines()  # blob id -> its blob line, in the spool
         self._recorded: StageIndex | None = None
+        # The Where of each line of `_recorded` kept, by its number there, for a recording of one file
+        # (shards.SHARD_AT lines at most): the order `unchanged` checks, without parsing a line again.
+        self._kept_wheres: dict[int, Where] = {}
         self._labels: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]] = {}
         self._lock = threading.Lock()
 
@@ -97,6 +102,17 @@ class StageCalls:
         raw = orjson.loads(self._raw(unpacked(number)[0]))
         return self._where_in(CallContext.model_validate(raw["context"]), raw["key"])
 
+    def unchanged(self, directory: Path) -> bool:
+        """(under the lock) Whether the recording in `directory` is the file this one would write,
+        byte for byte: every call a line of the stage's own recording kept as read, in its order,
+        with its blocks, nothing added or dropped, and the file there still the one read
+        (pipeline.llm.recordings.unchanged)."""
+        recorded = self._recorded
+        if recorded is None or self._text or len(self._blobs):
+            return False
+        count = len(self._calls)
+        return unchanged.unchanged_file(recorded, directory, self._calls.numbers(), count, self._kept_wheres)
+
     def _holds(self, where: Where) -> bool:
         """Whether a line made here in the spool, or kept, is held for the call."""
         return self._calls.get(where, self._where_of) is not None
@@ -105,11 +121,13 @@ class StageCalls:
         """Whether the call is kept as its line in `recorded` (then noted), not made again."""
         found = None if recorded is None else recorded.verbatim_at(call)
         with self._lock:
-            if found is None or self._recorded not in (None, recorded):
+            if found is None or recorded is None or self._recorded not in (None, recorded):
                 return False
             self._recorded = recorded
             if where not in self._text:
                 self._calls.setdefault(where, packed(kept_source(found), where[-1]), self._where_of)
+            if len(recorded.lines) <= shards.SHARD_AT:  # a file `unchanged` may leave: its Wheres, held
+                self._kept_wheres.setdefault(found, where)
             return True
 
     def close(self) -> None:

@@ -182,6 +182,11 @@ class StageIndex:
     # A key's later lines, where it was recorded more than once (the same prompt in another context:
     # a refinement round that asks again what an earlier one asked), for verbatim_at.
     repeats: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    # Each file's name and sha256 as scanned, and whether the recording is one file laid out as the
+    # writer lays one out (folder_scan.ScannedRecording.as_written): for StageCalls.unchanged.
+    hashes: tuple[tuple[str, str], ...] = ()
+    as_written: bool = False
+    block_ids: str = ""
 
     def __len__(self) -> int:
         return len(self.at)
@@ -406,4 +411,6 @@ def index_stage(directory: Path, *, pins: Pins | None = None, memo: VerifiedMemo
     if len(lines.starts) > 1:  # keys in the recording's order, as read line by line
         at = dict(sorted(at.items(), key=itemgetter(1)))
     again = {key: tuple(sorted(later)) for key, later in repeats.items()}
-    return StageIndex(lines, blobs, places(at), frozenset(models), again)
+    hashes = tuple(scanned.hashes)
+    written = (scanned.as_written, scanned.block_ids)
+    return StageIndex(lines, blobs, places(at), frozenset(models), again, hashes, *written)

@@ -99,6 +99,20 @@ class StageRecording(StageCalls):
             raise
         shards.drop_unnamed(directory, {name for name, _ in written})
 
+    @staticmethod
+    def _clear_stale(directory: Path) -> None:
+        """(under the folder's lock) A temporary file here now is a killed writer's: every live writer
+        waits for the lock. Its shards too, each named in a warning."""
+        for pattern in (
+            f".{CALLS_FILE}.*{TMP_SUFFIX}",
+            f".calls-*{TMP_SUFFIX}",
+            f".blocks-*{TMP_SUFFIX}",
+            f".items-*{TMP_SUFFIX}",
+        ):
+            for stale in directory.glob(pattern):
+                stale.unlink(missing_ok=True)
+        shards.clear_killed_writer(directory, holding_lock=True)
+
     def write(self, directory: Path, keep: Callable[[RecordedCall], bool] | None = None) -> int:
         """Write the stage's calls in one step, streamed from the spool in their sorted order (the
         same bytes as when the file was held whole); how many calls the file holds. keep=None: they
@@ -116,6 +130,11 @@ class StageRecording(StageCalls):
                         self.add(call)
             with self._lock:
                 count = self._count()
+                left = keep is None and self.unchanged(directory)
+            if left:  # the file there is the one this would write (pipeline.llm.recordings.unchanged)
+                self._clear_stale(directory)
+                return count
+            with self._lock:
                 # Each call's number by shard, 8 bytes a call; a small stage's calls in order.
                 calls = self._by_shard() if count > shards.SHARD_AT else {}
                 order = [] if calls else self._ordered(self._calls.numbers())
@@ -127,16 +146,7 @@ class StageRecording(StageCalls):
                             kept_blobs.update(map(BlockLines.number, blob_refs(self._recorded.line(index))))
                 blocks = self._blobs.numbers(kept_blobs)
                 del kept_blobs
-            # A temporary file here now is a killed writer's: every live writer waits for the lock.
-            for pattern in (
-                f".{CALLS_FILE}.*{TMP_SUFFIX}",
-                f".calls-*{TMP_SUFFIX}",
-                f".blocks-*{TMP_SUFFIX}",
-                f".items-*{TMP_SUFFIX}",
-            ):
-                for stale in directory.glob(pattern):
-                    stale.unlink(missing_ok=True)
-            shards.clear_killed_writer(directory, holding_lock=True)  # its shards, named in a warning
+            self._clear_stale(directory)
             if count > shards.SHARD_AT:
                 self._write_shards(directory, calls, blocks)
             else:
