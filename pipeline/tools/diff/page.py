@@ -137,6 +137,6 @@ def render_page(
 def write_page(
     folder: Path, names: Sequence[str], rows: Sequence[MetricDiff], changes: Sequence[Change], calls: Calls
 ) -> Path:
-    page = folder / "index.html"  # its write makes the folder, refusing one linked out (files.folder_to_write)
+    page = folder / "index.html"  # its write makes the folder (files.folder_to_write refuses a link out)
     atomic_write(page, render_page(names, rows, changes, calls))  # never written through a link at its name
     return page
