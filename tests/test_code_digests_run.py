@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,8 +20,8 @@ import yaml
 
 from pipeline.tools.code_digests import read_imports
 from tests.conftest import ROOT
+from tests.test_check import project  # noqa: F401 (a fixture: a copy of the committed project)
 
-PROJECT = ("params.yaml", "dvc.yaml", "data", "recordings", "outputs")
 IMPORTED = re.compile(r"import time:\s+\d+ \|\s+\d+ \|\s*(\S+)$")
 ENGINE = "pipeline/llm/"  # an LLM stage depends on this folder whole (dvc.yaml)
 
@@ -36,7 +35,7 @@ def _project_file(module: str) -> str | None:
     return None
 
 
-def _loaded(command: str, project: Path) -> set[str]:
+def _loaded(command: str, folder: Path) -> set[str]:
     """The project's module files that `command` (a stage's cmd) imports, running to its end."""
     env = {
         **os.environ,
@@ -44,22 +43,16 @@ def _loaded(command: str, project: Path) -> set[str]:
         "PYTHONPATH": str(ROOT),
         "PYTHONPROFILEIMPORTTIME": "1",
         "JUDGELOOP_CACHE_MODE": "replay",
-        "JUDGELOOP_CACHE_DIR": str(project / "cache"),
+        "JUDGELOOP_CACHE_DIR": str(folder / "cache"),
     }
-    done = subprocess.run(command.split(), cwd=project, env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(command.split(), cwd=folder, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"{command}:\n{done.stderr[-4000:]}"
     modules = {m.group(1) for line in done.stderr.splitlines() if (m := IMPORTED.match(line))}
     return {f for module in modules if (f := _project_file(module))}
 
 
 @pytest.mark.slow
-def test_every_module_a_stage_loads_when_it_runs_is_in_its_code_digest(tmp_path: Path) -> None:
-    for name in PROJECT:
-        source, target = ROOT / name, tmp_path / name
-        if source.is_dir():
-            shutil.copytree(source, target, ignore=shutil.ignore_patterns(".*.tmp"))
-        else:
-            shutil.copy2(source, target)
+def test_every_module_a_stage_loads_when_it_runs_is_in_its_code_digest(project: Path) -> None:  # noqa: F811
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
     imports = read_imports(ROOT)
     unlisted = {}
@@ -67,7 +60,7 @@ def test_every_module_a_stage_loads_when_it_runs_is_in_its_code_digest(tmp_path:
         if stage == "code":
             continue
         engine = ENGINE.rstrip("/") in spec["deps"]
-        loaded = _loaded(spec["cmd"], tmp_path)
+        loaded = _loaded(spec["cmd"], project)
         assert "stages/runner.py" in loaded or stage == "report_index", (stage, sorted(loaded))
         missing = sorted(f for f in loaded - set(imports[stage]) if not (engine and f.startswith(ENGINE)))
         if missing:
