@@ -173,6 +173,7 @@ def test_a_module_change_reruns_only_the_stages_that_load_it(
         assert f"{feedback} (modified)" in changed[stage], changed[stage]
     assert "assess" not in changed and "judge" not in changed
     assert "refine" in stale_llm_stages(project, []) and "judge" not in stale_llm_stages(project, [])
+    assert stale_llm_stages(project, [PAPER]) == {"refine"}  # `repro aggregate` runs refine for it
     assert _repro(project, PAPER) == {"code", "refine", "aggregate"}  # outputs the same: no more
     _commit(project)
 

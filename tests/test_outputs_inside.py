@@ -21,9 +21,11 @@ import pytest
 
 from pipeline.data.jsonl import Result, write_jsonl
 from pipeline.errors import UnsafeNameError
+from pipeline.experiments.paper.aggregation import PlotWriter
 from pipeline.llm.files import AtomicText, atomic_write, locked, replacing
 from pipeline.llm.recordings import stage_writer
 from pipeline.reports.pages import write_pages
+from pipeline.tools import figures
 from tests.test_trust_links import calls
 
 
@@ -60,6 +62,29 @@ def _bytes(path: Path) -> None:
         out.write(b'{"custom_id":"a"}\n')
 
 
+def _plots(path: Path) -> None:
+    """The paper's plot tables (its aggregate stage's first write): `path` is the first table."""
+    with PlotWriter(path.parent) as plots:
+        plots.close()
+
+
+def _figures(path: Path) -> None:
+    """`judgeloop figures --out FOLDER`'s SVG files (one here: the designs' plots are not drawn)."""
+    drawn = figures.figures
+    figures.figures = lambda: {path.name: "<svg/>"}
+    try:
+        figures.write_figures(path.parent)
+    finally:
+        figures.figures = drawn
+
+
+def _diff_page(path: Path) -> None:
+    """`judgeloop diff --html FOLDER`'s page (no metric compared)."""
+    from pipeline.tools.diff.page import write_page
+
+    write_page(path.parent, ["a", "b"], [], [], ({}, {}))
+
+
 def _recording(path: Path) -> None:
     stage_writer.write_stage(path, calls())  # `path`: the stage's folder (cache.recordings/stage)
 
@@ -71,9 +96,18 @@ WRITERS: dict[str, Callable[[Path], None]] = {
     "a report page and its item pages": _page,
     "a batch file": _bytes,
     "a recording": _recording,
+    "the paper's plot tables": _plots,
+    "figures": _figures,
+    "a diff page": _diff_page,
 }
 # What each writer is given: the recording its stage's folder (the folder it locks and names).
-OUT = {"a recording": "rec/all/judge", "a report page and its item pages": "outputs/paper/report.html"}
+OUT = {
+    "a recording": "rec/all/judge",
+    "a report page and its item pages": "outputs/paper/report.html",
+    "the paper's plot tables": "outputs/paper/plots/scores_by_iteration.csv",
+    "figures": "outputs/paper/figures/pipeline.svg",
+    "a diff page": "outputs/diff/index.html",
+}
 
 
 @pytest.fixture

@@ -75,11 +75,14 @@ def atomic_write(path: Path, data: str | bytes) -> None:
     atomic_write_chunks(path, (data,))
 
 
-def atomic_write_chunks(path: Path, chunks: Iterable[str | bytes]) -> None:
+def atomic_write_chunks(path: Path, chunks: Iterable[str | bytes], *, local_state: bool = False) -> None:
     """atomic_write of the concatenated `chunks`, written as they come: a recording of a million
     calls is never held whole. A chunk that would hold a lone surrogate stops the write as
-    atomic_write does (UnwritableTextError, the old file unchanged), naming the chunk's line."""
-    new = _Replacement(path)
+    atomic_write does (UnwritableTextError, the old file unchanged), naming the chunk's line.
+    `local_state`: a file of the local state beside the cache (a run's summary), which may lie
+    anywhere as the cache may (a `.judgeloop` linked to another disk): its folder is not held to
+    the outputs' rule (folder_to_write)."""
+    new = _Replacement(path, local_state=local_state)
     try:
         lines = 0
         for chunk in chunks:
@@ -112,8 +115,11 @@ class _Replacement:
     it); until then, and after `discard` (or a commit that failed), the old file stands and no
     temporary file is left."""
 
-    def __init__(self, path: Path) -> None:
-        folder_to_write(path.parent, path)
+    def __init__(self, path: Path, *, local_state: bool = False) -> None:
+        if local_state:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        else:
+            folder_to_write(path.parent, path)
         self.path = path
         fd, self._tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
         self.out = os.fdopen(fd, "wb")

@@ -85,5 +85,5 @@ def summary_chunks(summary: Mapping[str, Any], keys: Mapping[str, Any]) -> Itera
 
 def write_summary(path: Path, summary: Mapping[str, Any], keys: Mapping[str, Any]) -> None:
     """The summary written in one step (pipeline.llm.files.atomic_write_chunks), as summary_chunks
-    gives it."""
-    atomic_write_chunks(path, summary_chunks(summary, keys))
+    gives it. Local state, beside the cache: it may lie anywhere, as the cache may."""
+    atomic_write_chunks(path, summary_chunks(summary, keys), local_state=True)

@@ -72,7 +72,11 @@ assert DVC_SWAP[0] in HEADER
 _LOAD_STAGE = """
 import stages.__main__  # what `python -m stages` runs first
 from stages.runner import load
-load(sys.argv[1], sys.argv[2])
+from pipeline.experiments.steps import LLMStep
+if isinstance(load(sys.argv[1], sys.argv[2])[2], LLMStep):
+    # what stages.runner imports inside its functions to run an LLM stage (the dry run's probe
+    # decides which results are adopted): tests/test_code_digests_run.py runs each stage to check
+    import pipeline.llm.stage, pipeline.llm.progress, pipeline.tools.status.probe
 """
 _LOAD_INDEX = """
 import stages.index

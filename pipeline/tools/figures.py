@@ -97,8 +97,7 @@ def figures() -> dict[str, str]:
 
 
 def write_figures(folder: Path) -> list[Path]:
-    folder.mkdir(parents=True, exist_ok=True)
-    written = []
+    written = []  # each write makes the folder, refusing one linked out (files.folder_to_write)
     for name, svg in figures().items():
         atomic_write(folder / name, svg)
         written.append(folder / name)

@@ -63,12 +63,16 @@ def refused(url: str, timeout: float) -> str | None:
 def stale_llm_stages(root: Path, targets: Sequence[str]) -> set[str]:
     from dvc.repo import Repo
 
+    # `dvc repro TARGET` runs the stages TARGET needs too (`judgeloop repro rag_aggregate` runs
+    # rag_judge where it is out of date): with_deps, as repro collects them.
     with Repo(str(root)) as repo:
-        changed = {name.rpartition(":")[2] for name in repo.status(targets=list(targets) or None)}
+        status = repo.status(targets=list(targets) or None, with_deps=True)
+        changed = {name.rpartition(":")[2] for name in status}
+        chain = {str(s.addressing) for t in targets for s in repo.stage.collect(t, with_deps=True)}
     # A stage depends on its code digest, which the code stage (upstream of every stage) rewrites
     # when a module the stage loads has changed: such a stage runs too.
     recoded = set(code_digests.pending(root))
-    changed |= recoded & {t.rpartition(":")[2] for t in targets} if targets else recoded
+    changed |= recoded & chain if targets else recoded
     return changed & llm_stages(root)
 
 

@@ -146,8 +146,7 @@ class PlotWriter:
     whole run's rows are never held. A context manager: the files are closed however it ends."""
 
     def __init__(self, directory: Path) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
-        self.directory = directory
+        self.directory = directory  # made by its first table's writer (files.folder_to_write)
         # Each replaces its file in one step when closed whole (a failed run keeps the last good one).
         self._files = [
             AtomicText(directory / name) for name in ("scores_by_iteration.csv", "iterations_per_item.csv")
