@@ -17,7 +17,7 @@ load it, so DVC reruns those, as when each listed the module itself. Before the 
 and the pre-flight still name the module (and `changed_files` reads the change from a digest the
 code stage has written already).
 
-Only the standard library and pipeline.llm.files are imported: the code stage starts in a blink.
+Only the standard library, orjson and pipeline.llm.files are imported: the code stage starts in a blink.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ import json
 import re
 from pathlib import Path, PurePosixPath
 from typing import Any
+
+import orjson
 
 from pipeline.errors import ConfigError
 from pipeline.llm.files import atomic_write, read_regular, refuse_links
@@ -72,6 +74,12 @@ def _inside(path: str) -> bool:
     return bool(path) and not odd and not pure.is_absolute() and ".." not in pure.parts
 
 
+def _parsed(data: bytes) -> Any:
+    """JSON that whoever commits may have written: orjson, whose depth bound makes a nesting past it
+    a ValueError like any other bad JSON (json.loads raised RecursionError, a traceback)."""
+    return orjson.loads(data)
+
+
 def holds(path: Path, text: str) -> bool:
     """Whether the file at `path` holds `text`, read as one regular file, bounded (never a pipe
     waited on, nor /dev/zero read until the memory runs out)."""
@@ -84,7 +92,7 @@ def holds(path: Path, text: str) -> bool:
 def read_imports(root: Path) -> dict[str, list[str]]:
     """IMPORTS, checked (whoever wrote it, it names only stage names and paths inside the project)."""
     try:
-        data = json.loads(read_regular(root / IMPORTS, MAX_BYTES))
+        data = _parsed(read_regular(root / IMPORTS, MAX_BYTES))
     except FileNotFoundError:
         raise ConfigError(f"{IMPORTS} is missing. {FIX}") from None
     except (OSError, ValueError) as exc:  # not a file, past the bound, not UTF-8 or not JSON
@@ -118,7 +126,7 @@ def _hashes(root: Path, imports: dict[str, list[str]]) -> dict[str, str | None]:
 def _recorded(root: Path, stage: str) -> dict[str, str] | None:
     """The files and hashes the digest of `stage` holds now; None where it cannot be read."""
     try:
-        data = json.loads(read_regular(root / digest_path(stage), MAX_BYTES))
+        data = _parsed(read_regular(root / digest_path(stage), MAX_BYTES))
     except (OSError, ValueError):
         return None
     files = data.get("files") if isinstance(data, dict) else None
@@ -182,7 +190,7 @@ def changed_files(root: Path, stage: str, before_text: bytes) -> dict[str, str]:
     """The files by which the digest of `stage` on disk differs from `before_text` (an earlier digest
     of it, as dvc.lock locked it): file -> how. Nothing where either cannot be read."""
     try:
-        data = json.loads(before_text)
+        data = _parsed(before_text)
     except ValueError:
         return {}
     before = data.get("files") if isinstance(data, dict) else None
