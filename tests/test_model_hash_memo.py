@@ -36,7 +36,9 @@ def test_a_link_planted_at_the_memo_s_name_is_replaced_not_written_through(tmp_p
     assert not memo.is_symlink() and digest in json.loads(memo.read_text()).values()
 
 
-@pytest.mark.parametrize("planted", ["[1, 2]", '"a string"', "3", "null", '{"k": 5}'])
+@pytest.mark.parametrize(
+    "planted", ["[1, 2]", '"a string"', "3", "null", '{"k": 5}', "[" * 20000 + "]" * 20000]
+)
 def test_a_memo_of_another_shape_is_ignored(tmp_path: Path, planted: str) -> None:
     weights, digest = _weights(tmp_path)
     (tmp_path / "file-hashes.json").write_text(planted)

@@ -98,7 +98,7 @@ def _read_memo(memo: Path) -> dict[str, str]:
         data = file.read(MAX_MEMO_BYTES + 1)
     try:
         found = json.loads(data) if len(data) <= MAX_MEMO_BYTES else None
-    except ValueError:
+    except (ValueError, RecursionError):  # bad JSON, or nested past json's recursion
         return {}
     if not isinstance(found, dict):
         return {}
