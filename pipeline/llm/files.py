@@ -75,14 +75,17 @@ def atomic_write(path: Path, data: str | bytes) -> None:
     atomic_write_chunks(path, (data,))
 
 
-def atomic_write_chunks(path: Path, chunks: Iterable[str | bytes], *, local_state: bool = False) -> None:
+def atomic_write_chunks(
+    path: Path, chunks: Iterable[str | bytes], *, local_state: bool = False, mode: int | None = None
+) -> None:
     """atomic_write of the concatenated `chunks`, written as they come: a recording of a million
     calls is never held whole. A chunk that would hold a lone surrogate stops the write as
     atomic_write does (UnwritableTextError, the old file unchanged), naming the chunk's line.
     `local_state`: a file of the local state beside the cache (a run's summary), which may lie
     anywhere as the cache may (a `.judgeloop` linked to another disk): its folder is not held to
-    the outputs' rule (folder_to_write)."""
-    new = _Replacement(path, local_state=local_state)
+    the outputs' rule (folder_to_write). `mode`: the file's permission bits where they must not be
+    a plain write's (a private memo's 0600; the temporary file has them from its creation)."""
+    new = _Replacement(path, local_state=local_state, mode=mode)
     try:
         lines = 0
         for chunk in chunks:
@@ -115,12 +118,12 @@ class _Replacement:
     it); until then, and after `discard` (or a commit that failed), the old file stands and no
     temporary file is left."""
 
-    def __init__(self, path: Path, *, local_state: bool = False) -> None:
+    def __init__(self, path: Path, *, local_state: bool = False, mode: int | None = None) -> None:
         if local_state:
             path.parent.mkdir(parents=True, exist_ok=True)
         else:
             folder_to_write(path.parent, path)
-        self.path = path
+        self.path, self._mode = path, mode
         fd, self._tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
         self.out = os.fdopen(fd, "wb")
         self.done = False  # committed or discarded: nothing more is done
@@ -132,7 +135,8 @@ class _Replacement:
             self.out.flush()
             os.fsync(self.out.fileno())
             self.out.close()
-            os.chmod(self._tmp, new_file_mode(self.path))  # not mkstemp's 0600: as a plain write leaves it
+            # not mkstemp's 0600 (unless asked): as a plain write leaves it
+            os.chmod(self._tmp, new_file_mode(self.path) if self._mode is None else self._mode)
             os.replace(self._tmp, self.path)
         except BaseException:
             self.discard()
@@ -246,7 +250,8 @@ def folder_to_write(folder: Path, output: Path | None = None) -> Path:
     return folder
 
 
-def _under(path: str, folder: str) -> bool:
+def path_under(path: str, folder: str) -> bool:
+    """Whether `path` is `folder` or lies in it, by name (both already made absolute or real)."""
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
@@ -254,14 +259,14 @@ def _leading_out(folder: Path, output: Path) -> str | None:
     try:
         name, here = os.path.abspath(folder), os.getcwd()
         project = os.path.realpath(here)
-        if not _under(name, here) or _under(os.path.realpath(name), project):
+        if not path_under(name, here) or path_under(os.path.realpath(name), project):
             return None
     except (OSError, ValueError):  # no working folder, a NUL in the name: the write itself says so
         return None
     link, step = name, here  # the first folder on the way (from the project down) that leads out
     for part in os.path.relpath(name, here).split(os.sep):
         step = os.path.join(step, part)
-        if os.path.islink(step) and not _under(os.path.realpath(step), project):
+        if os.path.islink(step) and not path_under(os.path.realpath(step), project):
             link = step
             break
     shown = os.path.relpath(link, here)

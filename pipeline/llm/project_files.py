@@ -22,6 +22,7 @@ import yaml
 from pydantic import ValidationError
 
 from pipeline.errors import ConfigError
+from pipeline.llm.files import path_under
 
 NOT_QUOTED = "(not quoted: the file lies outside the project)"
 
@@ -29,13 +30,9 @@ NOT_QUOTED = "(not quoted: the file lies outside the project)"
 def inside_project(path: str | os.PathLike[str]) -> bool:
     """Whether `path` (relative to the project, or absolute) resolves, through any link, inside it."""
     try:
-        return _under(os.path.realpath(path), os.path.realpath(os.getcwd()))
+        return path_under(os.path.realpath(path), os.path.realpath(os.getcwd()))
     except (OSError, ValueError):  # a NUL in the name
         return False
-
-
-def _under(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 def link_out(path: Path) -> str | None:
@@ -45,11 +42,11 @@ def link_out(path: Path) -> str | None:
     try:
         name = os.path.abspath(path)
         here = os.getcwd()
-        home = os.path.realpath(here if _under(name, here) else os.path.dirname(name))
+        home = os.path.realpath(here if path_under(name, here) else os.path.dirname(name))
         target = os.path.realpath(name)
     except (OSError, ValueError):
         return None  # no file to read there (a NUL in its name): the reader says so
-    if _under(target, home):
+    if path_under(target, home):
         return None
     return (
         f"{path}: a link to {target}, which lies outside the project ({home}). judgeloop reads its "

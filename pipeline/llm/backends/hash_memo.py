@@ -21,10 +21,9 @@ import json
 import os
 import re
 import stat
-import tempfile
 from pathlib import Path
 
-from pipeline.llm.files import READ_FLAGS
+from pipeline.llm.files import READ_FLAGS, atomic_write_chunks
 
 MEMO_NAME = "file-hashes.json"
 MAX_MEMO_BYTES = 2**20  # a memo of a few models is a few hundred bytes
@@ -107,14 +106,7 @@ def _read_memo(memo: Path) -> dict[str, str]:
 
 def _write_memo(memo: Path, known: dict[str, str]) -> None:
     """The memo replaced in one step (a link planted at its name is replaced, not written through),
-    by a file only this user may write from its creation (mkstemp's 0600): a file writable by others
-    for a moment could be opened then and written later."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{memo.name}.", suffix=".tmp", dir=memo.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(json.dumps(known, indent=1))
-        os.replace(tmp, memo)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    by a file only this user may write from its creation (mkstemp's 0600, kept): a file writable by
+    others for a moment could be opened then and written later. The memo is local state beside the
+    cache, which may lie on another disk."""
+    atomic_write_chunks(memo, [json.dumps(known, indent=1)], local_state=True, mode=0o600)
