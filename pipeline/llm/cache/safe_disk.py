@@ -35,7 +35,6 @@ from pipeline.llm.files import refuse_links
 from pipeline.llm.hard_links import refuse_hard_links_at
 
 DB_FILE = "cache.db"
-DB_FILES = (DB_FILE, f"{DB_FILE}-wal", f"{DB_FILE}-shm")  # SQLite's, in WAL mode
 LINK_FIX = (
     "or point cache.dir (JUDGELOOP_CACHE_DIR) at a folder of its own; to keep the cache on another "
     "disk, make the cache folder itself the link"
