@@ -74,8 +74,11 @@ def _unsafe(controls: str) -> re.Pattern[str]:
 _UNSAFE = _unsafe("\x00-\x08\x0b-\x1f")
 _UNSAFE_NEWLINE = _unsafe("\x00-\x08\x0a-\x1f")  # shown_line: the newline too, the tab kept
 _UNSAFE_LINE = _unsafe("\x00-\x1f")
-_GUARD = re.compile(_chars("\x00-\x08\x0b-\x1f"))  # guarded: the characters only
+# The characters only: `guarded`, and `shown` where the text holds no backslash (a plain class is
+# scanned about three times as fast as the alternation).
+_GUARD = re.compile(_chars("\x00-\x08\x0b-\x1f"))
 _GUARD_LINE = re.compile(_chars("\x00-\x08\x0a-\x1f"))
+_GUARD_ALL = re.compile(_chars("\x00-\x1f"))
 _NAMED = {"\r": "\\r", "\x0b": "\\v", "\x0c": "\\f", "\x08": "\\b", "\x00": "\\0", "\n": "\\n", "\t": "\\t"}
 
 
@@ -94,13 +97,15 @@ def _visible(match: re.Match[str]) -> str:
 def shown(text: str, *, one_line: bool = False) -> str:
     """`text` safe to print: every control, invisible and reordering character as its escape (see
     the module's docstring); newlines and tabs kept unless `one_line`."""
+    if "\\" not in text:
+        return (_GUARD_ALL if one_line else _GUARD).sub(_visible, text)
     return (_UNSAFE_LINE if one_line else _UNSAFE).sub(_visible, text)
 
 
 def shown_line(text: str) -> str:
     """`text` shown safely (`shown`) as one line of output: a line break in it (a model name's, an
     item id's) as its escape, a tab kept as a tab (see the module's docstring)."""
-    return _UNSAFE_NEWLINE.sub(_visible, text)
+    return (_UNSAFE_NEWLINE if "\\" in text else _GUARD_LINE).sub(_visible, text)
 
 
 def guarded(text: str, *, line: bool = False) -> str:
