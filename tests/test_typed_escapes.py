@@ -100,3 +100,15 @@ def test_a_shown_text_reads_back_to_the_text(text: str) -> None:
     assert read_back(shown(text)) == text
     assert read_back(shown(text, one_line=True)) == text
     assert read_back(shown_line(text)) == text
+
+
+def test_audit_s_raw_text_keeps_the_reply_as_recorded() -> None:
+    """`audit --raw`: the exact text, a typed escape's backslash not doubled (the header's values are
+    shown on one line either way)."""
+    identity = ModelIdentity(backend="fake", name="m", digest="d")
+    request = ChatRequest(messages=(Message(role="user", content=f"say {TYPED}"),))
+    record = CallRecord.new(identity, request, ChatReply(text=f"{TYPED}{REAL}", done_reason="stop"))
+    call = RecordedCall(context=CallContext(stage="judge", item="901", step=0), record=record)
+    raw = format_text(call, {}, raw=True)
+    assert f"  | {TYPED}{REAL}\n" in raw and f"  | say {TYPED}\n" in raw
+    assert f"  | {shown(TYPED + REAL)}\n" in format_text(call, {})

@@ -5,6 +5,7 @@ stage read from it (the reading its design owns, Design.reads)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pipeline.experiments.design import load_ref
@@ -71,8 +72,8 @@ def _header(
     return rows
 
 
-def _score_line(reading: CallReading) -> str:
-    matched = f' from "{shown(reading.matched)}"' if reading.matched else ""
+def _score_line(reading: CallReading, body: Callable[[str], str] = shown) -> str:
+    matched = f' from "{body(reading.matched)}"' if reading.matched else ""
     # What the reply states even when it is no score ("Score: 3.5/5" on 1-5 is non_integer, states 3.5).
     stated = f", states {reading.stated}" if reading.score is None and reading.stated is not None else ""
     # A structured reply: the fields read, each with G-Eval's weighted score where it has one; a
@@ -110,7 +111,7 @@ def format_text(
     lines += ["--- reply ---", framed(body(call.record.reply.text))]
     reading = score_of(call, read)
     if reading is not None:
-        lines.append(f"--- score: {_score_line(reading)} ---")
+        lines.append(f"--- score: {_score_line(reading, body)} ---")
     return "\n".join(lines) + "\n"
 
 
@@ -154,7 +155,7 @@ def format_markdown(
     parts += ["", "**reply**", "", _fenced(body(call.record.reply.text))]
     reading = score_of(call, read)
     if reading is not None:
-        parts += ["", f"**score**: {_score_line(reading)}"]
+        parts += ["", f"**score**: {_score_line(reading, body)}"]
     return "\n".join(parts) + "\n"
 
 
