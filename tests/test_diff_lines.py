@@ -16,6 +16,7 @@ from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.terminal import shown_line
 from pipeline.llm.types import CallContext, ChatReply, ChatRequest, Message, ModelIdentity
 from pipeline.tools.audit.diff import unified
+from pipeline.tools.cache.merge_command import _reply_diff
 from pipeline.tools.cli import main
 from pipeline.tools.diff.causes import prompt_change
 from tests.report_dom import Page
@@ -83,3 +84,9 @@ def test_audit_s_iteration_diff_breaks_lines_at_newlines_only() -> None:
     """`judgeloop audit diff ITEM --from A --to B` (pipeline.tools.audit.diff): the same rule."""
     found = unified("reply", "same\nfirst\u2028half\n", "same\nfirst\u2028other\n", ("A", "B"), 3)
     assert found.split("\n")[-3:] == ["-first\u2028half", "+first\u2028other", ""]
+
+
+def test_cache_merge_s_reply_diff_breaks_lines_at_newlines_only_and_shows_them_exactly() -> None:
+    """`judgeloop cache merge`'s conflict diff (pipeline.tools.cache.merge_command), the same rules."""
+    found = _reply_diff("same\nfirst\u2028half\n", "same\nfirst\u2028\\u2028half\n")
+    assert found[-2:] == ["    -first\\u2028half", "    +first\\u2028\\\\u2028half"]
