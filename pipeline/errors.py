@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 import click
 
 from pipeline.llm.redact import redact
-from pipeline.llm.terminal import shown
+from pipeline.llm.terminal import guarded
 
 if TYPE_CHECKING:
     from pipeline.llm.types import CallContext
@@ -56,7 +56,7 @@ class JudgeloopError(click.ClickException):
     (pipeline.llm.terminal), so an error printed by any command cannot act on the terminal."""
 
     def __init__(self, message: str) -> None:
-        super().__init__(shown(redact(message)))
+        super().__init__(guarded(redact(message)))
 
 
 class ConfigError(JudgeloopError):

@@ -75,6 +75,37 @@ def test_a_digest_is_rewritten_only_where_a_file_it_names_changed(tmp_path: Path
         write_digests(tmp_path)
 
 
+@pytest.mark.parametrize("linked", ["pipeline/a.py", "pipeline"])
+def test_a_module_reached_through_a_link_out_of_the_project_is_refused_not_hashed(
+    tmp_path: Path, linked: str
+) -> None:
+    """A pull request can commit `pipeline/a.py -> /elsewhere/secret` (or a folder link above it):
+    the code stage must not write that file's sha256 into a digest. A link inside the project is
+    hashed as before."""
+    project, outside = tmp_path / "project", tmp_path / "outside"
+    (outside / "pipeline").mkdir(parents=True)
+    (outside / "pipeline" / "a.py").write_text("SECRET = 1\n", encoding="utf-8")
+    (project / "pipeline").mkdir(parents=True)
+    (project / "b.py").write_text("B = 1\n", encoding="utf-8")
+    if linked == "pipeline":
+        (project / "pipeline").rmdir()
+    (project / linked).symlink_to(outside / linked)
+    (project / "c.py").symlink_to("b.py")  # inside: hashed
+    _imports(project, {"one": ["pipeline/a.py", "c.py"], "two": ["c.py"]})
+    with pytest.raises(ConfigError) as refused:
+        write_digests(project)
+    message = str(refused.value)
+    assert message.startswith(f"pipeline/a.py (named by {IMPORTS}): {linked} is a link to {outside / linked}")
+    if linked == "pipeline":
+        assert "Fix: make pipeline a folder of the project's own, not a link" in message
+    else:
+        own = project / f"{linked}.own"
+        assert f"(cp -p {outside / linked} {own} && mv {own} {project / linked})" in message
+    assert not (project / digest_path("one")).exists() and pending(project) == {}
+    _imports(project, {"two": ["c.py"]})
+    assert write_digests(project) == ["two"]
+
+
 @pytest.mark.parametrize(
     ("stages", "fault"),
     [

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import unicodedata
 from pathlib import Path
 
@@ -52,6 +53,11 @@ def test_a_link_to_a_file_outside_the_folder_is_refused_naming_where_it_leads(
     assert refused.value.path == f"data/{name}" and str(secret.resolve()) in refused.value.problem
     assert "outside the folder" in refused.value.problem and "copy the file in" in refused.value.fix
     assert _SECRET not in refused.value.message
+    # The fix runs in any POSIX shell (GNU cp's --remove-destination is not on macOS) and keeps the file.
+    command = refused.value.fix.split(": ", 1)[1]
+    assert "--remove-destination" not in command
+    subprocess.run(["sh", "-c", command], cwd=tmp_path, check=True)
+    assert not (tmp_path / "data" / name).is_symlink() and secret.is_file()
 
 
 def test_a_linked_interview_folder_that_leads_out_is_refused_for_the_file_read_through_it(

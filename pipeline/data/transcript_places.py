@@ -30,6 +30,7 @@ from typing import NamedTuple
 from pipeline.data.input_files import InputWarning, shown_path
 from pipeline.data.transcript_open import Identity
 from pipeline.errors import InputError
+from pipeline.llm.files import replaced_by_copy
 
 SEARCHED = ("*_TRANSCRIPT.csv", "*/*_TRANSCRIPT.csv", "*.txt", "*.jsonl")
 _DAIC = "_transcript.csv"
@@ -169,7 +170,7 @@ class _Searched:
         shown = f"{shown_path(self.path, self.root)}/{relative}"  # (made only for an error: it resolves)
         if outside:
             problem = f"a link to {target}, outside the folder ({self.real}), which alone is read"
-            fix = f"copy the file in, in place of the link: cp --remove-destination '{target}' '{shown}'"
+            fix = f"copy the file in, in place of the link: {replaced_by_copy(shown, target)}"
         elif kind == _FOLDER:
             problem = "a folder named like a transcript file (as a tool that writes a folder of parts makes)"
             fix = "put the transcript file itself here, or rename the folder or move it out"

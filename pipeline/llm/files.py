@@ -48,6 +48,7 @@ import fcntl
 import io
 import os
 import re
+import shlex
 import stat
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -253,6 +254,27 @@ def folder_to_write(folder: Path, output: Path | None = None) -> Path:
 def path_under(path: str, folder: str) -> bool:
     """Whether `path` is `folder` or lies in it, by name (both already made absolute or real)."""
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def link_leading_out(base: str, relative: str) -> str | None:
+    """The first symbolic link on the way from `base` down to `relative` (a folder on the way, or
+    the file itself) whose target lies outside `base`, as `base` joined with its name; None where
+    there is none."""
+    project = os.path.realpath(base)
+    step = base
+    for part in Path(relative).parts:
+        step = os.path.join(step, part)
+        if os.path.islink(step) and not path_under(os.path.realpath(step), project):
+            return step
+    return None
+
+
+def replaced_by_copy(link: str, target: str | None = None) -> str:
+    """The portable (POSIX) commands that put a copy of the file that the link `link` leads to
+    (`target`, else its realpath) in its place, that file kept: GNU cp's --remove-destination is
+    not on macOS or BSD, and `mv` replaces a link to a file, not what it leads to."""
+    name, own = shlex.quote(link), shlex.quote(f"{link}.own")
+    return f"cp -p {shlex.quote(target or os.path.realpath(link))} {own} && mv {own} {name}"
 
 
 def _leading_out(folder: Path, output: Path) -> str | None:

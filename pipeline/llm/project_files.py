@@ -22,7 +22,7 @@ import yaml
 from pydantic import ValidationError
 
 from pipeline.errors import ConfigError
-from pipeline.llm.files import path_under
+from pipeline.llm.files import link_leading_out, path_under, replaced_by_copy
 
 NOT_QUOTED = "(not quoted: the file lies outside the project)"
 
@@ -42,17 +42,24 @@ def link_out(path: Path) -> str | None:
     try:
         name = os.path.abspath(path)
         here = os.getcwd()
-        home = os.path.realpath(here if path_under(name, here) else os.path.dirname(name))
+        base = here if path_under(name, here) else os.path.dirname(name)
+        home = os.path.realpath(base)
         target = os.path.realpath(name)
+        if path_under(target, home):
+            return None
+        link = link_leading_out(base, os.path.relpath(name, base)) or name
     except (OSError, ValueError):
         return None  # no file to read there (a NUL in its name): the reader says so
-    if path_under(target, home):
-        return None
+    if link == name:
+        copy = replaced_by_copy(str(path))
+        fix = f"replace the link with the file ({copy}), or with a link inside the project"
+    else:  # a folder above it: copying a whole folder from elsewhere is not for us to suggest
+        folder, leads = os.path.relpath(link, base), os.path.realpath(link)
+        fix = f"make {folder} (a link to {leads}) a folder of the project's own, or a link inside it"
     return (
         f"{path}: a link to {target}, which lies outside the project ({home}). judgeloop reads its "
         "config only from inside the project, so that no other file on this machine is read (or "
-        "quoted in an error) as one. Fix: replace the link with the file "
-        f'(cp --remove-destination "$(realpath {path})" {path}), or with a link inside the project.'
+        f"quoted in an error) as one. Fix: {fix}."
     )
 
 

@@ -7,15 +7,19 @@ itself: letters, digits, `-` and `_` only, short enough for any file system, dis
 the file system ignores case, and never a path out of the folder. The folder is written anew each
 time, so the page of an item that is gone does not linger: in a hidden folder beside it, then put in
 its place by renames that leave whole pages (the old or the new) under the folder's name or its aside
-name at every step, so a run killed halfway loses nothing and the next run sets it right (_swap).
+name at every step, so a run killed halfway loses nothing and the next run sets it right (_swap). A
+run killed while it wrote the new pages leaves its hidden folder (`.report-abcd1234.tmp`); the next
+run removes it (_clear_killed), told from a live writer's by the lock each writer holds on its own.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -120,9 +124,18 @@ def write_pages(index: Path, index_html: str, pages: Pages, count: int) -> Path:
     with locked(folder.parent):  # one writer's swap at a time, across processes
         _settle(folder)
         _refuse_others(folder)
-    # Written aside first, so an interrupted run leaves the old pages whole, not a mix.
-    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", suffix=TMP_SUFFIX, dir=folder.parent))
-    staging.chmod(0o755)  # mkdtemp's 0700 would hide the pages from other readers of a shared folder
+        _clear_killed(folder)
+        # Written aside first, so an interrupted run leaves the old pages whole, not a mix.
+        staging, hold = _staging(folder)
+    try:
+        _write_and_swap(staging, folder, pages, count)
+    finally:
+        os.close(hold)
+    atomic_write(index, index_html)
+    return folder
+
+
+def _write_and_swap(staging: Path, folder: Path, pages: Pages, count: int) -> None:
     try:
         write_shares(staging, pages, count)
     except BaseException:
@@ -136,8 +149,51 @@ def write_pages(index: Path, index_html: str, pages: Pages, count: int) -> Path:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)  # (gone already where it was renamed in)
         raise
-    atomic_write(index, index_html)
-    return folder
+
+
+def _staging(folder: Path) -> tuple[Path, int]:
+    """(under the parent's lock, so that no other run sees it unlocked) A new hidden folder beside
+    `folder` for the new pages, and a descriptor that holds a lock on it while they are written: the
+    kernel lets go when it is closed or the process (and the forked page writer) dies."""
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", suffix=TMP_SUFFIX, dir=folder.parent))
+    staging.chmod(0o755)  # mkdtemp's 0700 would hide the pages from other readers of a shared folder
+    hold = os.open(staging, os.O_RDONLY)
+    fcntl.flock(hold, fcntl.LOCK_EX)
+    return staging, hold
+
+
+def _clear_killed(folder: Path) -> None:
+    """(under the parent's lock) The hidden folders that runs killed while they wrote left beside
+    `folder`: only names as _staging makes them (mkdtemp's 8 characters), each a folder, not a link,
+    holding only item pages as regular files, and locked by no live writer. Anything else is left be."""
+    made = re.compile(rf"\.{re.escape(folder.name)}-[a-z0-9_]{{8}}{re.escape(TMP_SUFFIX)}")
+    for name in os.listdir(folder.parent):
+        if made.fullmatch(name):
+            _remove_killed(folder.parent / name)
+
+
+def _remove_killed(staging: Path) -> None:
+    """Its pages and the folder removed through its descriptor, so that no link is followed."""
+    try:
+        fd = os.open(staging, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:  # a link, a file, gone
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError: a live writer holds it
+        names = os.listdir(fd)
+        if not all(_a_page(name, os.lstat(name, dir_fd=fd)) for name in names):
+            return
+        for name in names:
+            os.unlink(name, dir_fd=fd)
+        os.rmdir(staging)
+    except OSError:
+        return
+    finally:
+        os.close(fd)
+
+
+def _a_page(name: str, status: os.stat_result) -> bool:
+    return name.startswith(PAGE_PREFIX) and name.endswith(".html") and stat.S_ISREG(status.st_mode)
 
 
 def _refuse_others(folder: Path) -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -31,7 +32,14 @@ from typing import Any
 import orjson
 
 from pipeline.errors import ConfigError
-from pipeline.llm.files import atomic_write, read_regular, refuse_links
+from pipeline.llm.files import (
+    atomic_write,
+    link_leading_out,
+    path_under,
+    read_regular,
+    refuse_links,
+    replaced_by_copy,
+)
 
 STAGE = "code"  # the code stage's name in dvc.yaml
 COMMAND = "python -m stages.code_digests"
@@ -42,6 +50,7 @@ MAX_BYTES = 16 * 2**20  # a module file, IMPORTS or a digest: far more than any 
 STAGE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,99}")  # what DVC accepts, and one file name
 RESERVED = {STAGE, "imports"}  # names a design's stage cannot take (the code stage, IMPORTS)
 FIX = "Fix: run `judgeloop dvc-yaml`, which writes it from the stages' imports."
+LINKED_FIX = f"then `judgeloop dvc-yaml` writes {IMPORTS} again in a folder of the project's own"
 
 __all__ = ["changed_files", "digest_path", "explained", "holds", "imports_text", "pending", "write_digests"]
 
@@ -108,8 +117,30 @@ def read_imports(root: Path) -> dict[str, list[str]]:
     return stages
 
 
+def _refuse_link_out(root: Path, path: str) -> None:
+    """ConfigError where a module file is reached through a link out of the project (the file, or a
+    folder above it): a pull request can commit `pipeline/x.py -> /elsewhere`, and the code stage
+    would write the sha256 of another file of this machine into a digest (and DVC into dvc.lock)."""
+    project = os.path.realpath(root)
+    if path_under(os.path.realpath(root / path), project):
+        return
+    link = link_leading_out(str(root), path) or str(root / path)
+    name = os.path.relpath(link, root)
+    if name == path:
+        fix = f"put the file itself in place of the link ({replaced_by_copy(link)})"
+    else:
+        fix = f"make {name} a folder of the project's own, not a link"
+    raise ConfigError(
+        f"{path} (named by {IMPORTS}): {name} is a link to {os.path.realpath(link)}, which lies outside "
+        f"the project ({project}); the code stage hashes only files inside it. Fix: {fix}, or make it "
+        "a link inside the project."
+    )
+
+
 def _sha256(root: Path, path: str) -> str | None:
-    """sha256 of a module file's bytes; None where there is no file."""
+    """sha256 of a module file's bytes; None where there is no file. A file reached through a link
+    out of the project is refused (_refuse_link_out)."""
+    _refuse_link_out(root, path)
     try:
         return "sha256:" + hashlib.sha256(read_regular(root / path, MAX_BYTES)).hexdigest()
     except FileNotFoundError:
@@ -139,10 +170,10 @@ def write_digests(root: Path) -> list[str]:
     """What the code stage does: each stage's digest from IMPORTS and the files it names, written
     where its text changes (a file of a digest the same is left alone, so DVC sees it unchanged).
     The stages whose digest was written, in IMPORTS' order."""
+    folder = root / FOLDER
+    refuse_links(folder, FOLDER, LINKED_FIX, itself=True)  # IMPORTS read, digests written, inside only
     imports = read_imports(root)
     hashes = _hashes(root, imports)
-    folder = root / FOLDER
-    refuse_links(folder, FOLDER, "", itself=True)  # a digest is written inside the project only
     written = []
     for stage, files in imports.items():
         missing = [f for f in files if hashes[f] is None]

@@ -13,7 +13,7 @@ from typing import Any
 
 from pipeline.errors import JudgeloopError
 from pipeline.experiments.registry import designs
-from pipeline.llm.terminal import shown_line
+from pipeline.llm.terminal import guarded
 from pipeline.tools.compare import _delta, _flatten, _headline, _number, read_runs
 
 WIDTH = 100
@@ -82,4 +82,4 @@ def render_list(all_commits: bool = False) -> str:
             lines.append(" " * 42 + "(no headline number moved)")
     # Params and metrics are what an experiment's commit holds (a teammate's): each line one line,
     # every control shown as its escape, a tab kept as `diff` keeps it (pipeline.llm.terminal.shown_line).
-    return "\n".join(shown_line(line) for line in lines) + "\n"
+    return "\n".join(guarded(line, line=True) for line in lines) + "\n"

@@ -27,6 +27,7 @@ from pipeline.errors import JudgeloopError
 from pipeline.experiments.params import Params, load_params
 from pipeline.llm.recordings import stage_folders
 from pipeline.llm.settings import params_path
+from pipeline.llm.terminal import guarded
 from pipeline.tools.audit.calls import Marks, iter_calls, load_calls, unowned_folders
 from pipeline.tools.audit.diff import diff_iterations
 from pipeline.tools.audit.escape import escape_controls
@@ -165,9 +166,10 @@ def audit(
         chosen = chosen[:limit]
     if not chosen:
         raise JudgeloopError(_why_none(ctx.obj, sel, runs))
-    shown = render(chosen, fmt, runs, marks, readers(params))
+    shown = render(chosen, fmt, runs, marks, readers(params), raw)
     # color=True: click would strip escape sequences from --raw output that is not a terminal.
-    click.echo(shown if raw or fmt == "jsonl" else escape_controls(shown), nl=False, color=raw or None)
+    # Each text was shown as itself where it was written (formats.py); `guarded` is the net under it.
+    click.echo(shown if raw or fmt == "jsonl" else guarded(shown), nl=False, color=raw or None)
 
 
 def _why_none(root: Path, sel: Selection, runs: dict[str, RunSummary]) -> str:

@@ -11,6 +11,7 @@ import difflib
 
 from pipeline.errors import JudgeloopError
 from pipeline.llm.records import RecordedCall
+from pipeline.llm.terminal import text_lines
 
 ASSESSMENT_ROLES = ("assess", "refine")
 
@@ -42,7 +43,7 @@ def prompt_text(call: RecordedCall) -> str:
 
 def unified(title: str, before: str, after: str, names: tuple[str, str], context: int) -> str:
     lines = difflib.unified_diff(
-        before.splitlines(keepends=True), after.splitlines(keepends=True), *names, n=context
+        text_lines(before, keepends=True), text_lines(after, keepends=True), *names, n=context
     )
     body = "".join(line if line.endswith("\n") else line + "\n" for line in lines) or "(no change)\n"
     return f"### {title}\n{body}"

@@ -5,6 +5,7 @@ stage read from it (the reading its design owns, Design.reads)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pipeline.experiments.design import load_ref
@@ -71,8 +72,8 @@ def _header(
     return rows
 
 
-def _score_line(reading: CallReading) -> str:
-    matched = f' from "{reading.matched}"' if reading.matched else ""
+def _score_line(reading: CallReading, body: Callable[[str], str] = shown) -> str:
+    matched = f' from "{body(reading.matched)}"' if reading.matched else ""
     # What the reply states even when it is no score ("Score: 3.5/5" on 1-5 is non_integer, states 3.5).
     stated = f", states {reading.stated}" if reading.score is None and reading.stated is not None else ""
     # A structured reply: the fields read, each with G-Eval's weighted score where it has one; a
@@ -88,18 +89,29 @@ def _score_line(reading: CallReading) -> str:
     return f"{score} ({reading.reason}{stated}{matched}{error}{read})"
 
 
+def _as_recorded(text: str) -> str:
+    return text
+
+
 def format_text(
-    call: RecordedCall, runs: dict[str, RunSummary], marks: Marks | None = None, read: Readers | None = None
+    call: RecordedCall,
+    runs: dict[str, RunSummary],
+    marks: Marks | None = None,
+    read: Readers | None = None,
+    raw: bool = False,
 ) -> str:
+    """A call as text: its header's values on one line each, its messages and reply shown as
+    themselves (pipeline.llm.terminal.shown), or as recorded where `raw`."""
+    body = _as_recorded if raw else shown
     lines = [f"=== {shown(call.context.describe(), one_line=True)} ==="]
     lines += [f"{name:<12}{shown(value, one_line=True)}" for name, value in _header(call, runs, marks)]
     # Each text behind a margin: no line of a prompt or reply can pass for a header (`===`, `---`).
     for number, message in enumerate(call.record.request.messages, start=1):
-        lines += [f"--- message {number} ({message.role}) ---", framed(message.content)]
-    lines += ["--- reply ---", framed(call.record.reply.text)]
+        lines += [f"--- message {number} ({message.role}) ---", framed(body(message.content))]
+    lines += ["--- reply ---", framed(body(call.record.reply.text))]
     reading = score_of(call, read)
     if reading is not None:
-        lines.append(f"--- score: {_score_line(reading)} ---")
+        lines.append(f"--- score: {_score_line(reading, body)} ---")
     return "\n".join(lines) + "\n"
 
 
@@ -129,16 +141,21 @@ def _fenced(text: str, info: str = "text") -> str:
 
 
 def format_markdown(
-    call: RecordedCall, runs: dict[str, RunSummary], marks: Marks | None = None, read: Readers | None = None
+    call: RecordedCall,
+    runs: dict[str, RunSummary],
+    marks: Marks | None = None,
+    read: Readers | None = None,
+    raw: bool = False,
 ) -> str:
-    parts = [f"### {call.context.describe()}", "", "| | |", "|---|---|"]
+    body = _as_recorded if raw else shown
+    parts = [f"### {shown(call.context.describe(), one_line=True)}", "", "| | |", "|---|---|"]
     parts += [f"| {name} | {code_cell(value)} |" for name, value in _header(call, runs, marks)]
     for number, message in enumerate(call.record.request.messages, start=1):
-        parts += ["", f"**message {number} ({message.role})**", "", _fenced(message.content)]
-    parts += ["", "**reply**", "", _fenced(call.record.reply.text)]
+        parts += ["", f"**message {number} ({message.role})**", "", _fenced(body(message.content))]
+    parts += ["", "**reply**", "", _fenced(body(call.record.reply.text))]
     reading = score_of(call, read)
     if reading is not None:
-        parts += ["", f"**score**: {_score_line(reading)}"]
+        parts += ["", f"**score**: {_score_line(reading, body)}"]
     return "\n".join(parts) + "\n"
 
 
@@ -148,8 +165,9 @@ def render(
     runs: dict[str, RunSummary],
     marks: Marks | None = None,
     read: Readers | None = None,
+    raw: bool = False,
 ) -> str:
     if fmt == "jsonl":
         return "".join(canonical_json(as_json(c, runs, marks, read)) + "\n" for c in calls)
     one = format_markdown if fmt == "markdown" else format_text
-    return "\n".join(one(c, runs, marks, read) for c in calls)
+    return "\n".join(one(c, runs, marks, read, raw) for c in calls)

@@ -10,13 +10,14 @@ import click
 
 from pipeline.experiments.params import load_params
 from pipeline.llm.recordings.pins import Pins
-from pipeline.llm.terminal import echo
+from pipeline.llm.terminal import echo, shown_line, text_lines
 from pipeline.tools.cache.merge import Prefer, merge_into
 
 
 def _reply_diff(ours: str, theirs: str) -> list[str]:
-    lines = difflib.unified_diff(ours.splitlines(), theirs.splitlines(), "ours", "theirs", n=1, lineterm="")
-    return [f"    {line}" for line in lines]
+    """The two replies' unified diff, broken at "\\n" only and each line shown as itself (as `diff` does)."""
+    lines = difflib.unified_diff(text_lines(ours), text_lines(theirs), "ours", "theirs", n=1, lineterm="")
+    return [f"    {shown_line(line)}" for line in lines]
 
 
 @click.command()

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from pipeline.experiments.judgements import Judgement
 from pipeline.llm.records import RecordedCall
+from pipeline.llm.terminal import text_lines
 
 CAUSES = ("input", "prompt", "model", "sampling", "samples", "reply", "reading", "threshold", "unrecorded")
 
@@ -37,7 +38,7 @@ class Cause:
 
 def _line_counts(before: str, after: str) -> tuple[int, int]:
     added = removed = 0
-    for line in difflib.ndiff(before.splitlines(), after.splitlines()):
+    for line in difflib.ndiff(text_lines(before), text_lines(after)):
         added += line.startswith("+ ")
         removed += line.startswith("- ")
     return added, removed

@@ -19,6 +19,7 @@ from markupsafe import Markup
 from pipeline.experiments.judgements import Judgement
 from pipeline.llm.files import atomic_write
 from pipeline.llm.records import RecordedCall
+from pipeline.llm.terminal import text_lines
 from pipeline.reports.frame import asset, content_security_policy
 from pipeline.reports.templating import make_environment
 from pipeline.tools.diff.causes import CAUSES
@@ -39,7 +40,7 @@ Calls = tuple[Mapping[str, RecordedCall], Mapping[str, RecordedCall]]
 
 def _marked(before: str, after: str) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """Each side's lines with a class: "" where both have it, "removed" only in A, "added" only in B."""
-    old, new = before.splitlines(), after.splitlines()
+    old, new = text_lines(before), text_lines(after)
     left: list[tuple[str, str]] = []
     right: list[tuple[str, str]] = []
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():

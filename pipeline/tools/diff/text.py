@@ -8,7 +8,7 @@ from typing import Any
 
 from pipeline.experiments.judgements import Judgement
 from pipeline.llm.records import RecordedCall
-from pipeline.llm.terminal import shown_line
+from pipeline.llm.terminal import shown_line, text_lines
 from pipeline.stats.paired import Interval, TestResult
 from pipeline.stats.stability import Stability
 from pipeline.tools.diff.causes import CAUSES
@@ -196,7 +196,7 @@ def reply_text(call: RecordedCall | None) -> str:
 
 
 def unified(title: str, before: str, after: str) -> list[str]:
-    found = list(difflib.unified_diff(before.splitlines(), after.splitlines(), "A", "B", lineterm="", n=2))
+    found = list(difflib.unified_diff(text_lines(before), text_lines(after), "A", "B", lineterm="", n=2))
     return [f"--- {title}", *(found or ["(the same)"])]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.llm.terminal import shown_line
+from pipeline.llm.terminal import guarded
 from pipeline.tools.status.prediction import Prediction, StageStatus
 
 
@@ -62,7 +62,7 @@ def render_text(prediction: Prediction, verbose: bool) -> str:
     lines.append(summary_line(prediction))
     # Each is one line: a model name (the server's) or an item id cannot start another. A tab stays a
     # tab, as `diff` and `audit` show one (pipeline.llm.terminal.shown_line).
-    return "\n".join(shown_line(line) for line in lines) + "\n"
+    return "\n".join(guarded(line, line=True) for line in lines) + "\n"
 
 
 def as_json(prediction: Prediction) -> dict[str, Any]:
