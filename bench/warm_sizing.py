@@ -5,15 +5,16 @@ that a real design would have the first stage start (and tie to DVC's life).
     JUDGELOOP_SHARED=/work/shared .venv/bin/python bench/warm_sizing.py            # warm
     JUDGELOOP_SHARED=/work/shared .venv/bin/python bench/warm_sizing.py --cold     # as scale.py
 
-Warm: before `dvc repro` starts, the bench starts stages/zygote.py (`stages.runner` and the
+Warm: the bench starts stages/zygote.py (`stages.runner` and the
 libraries imported, as `judgeloop repro` does) in the project with DVC's environment, and relays to
 it over a SOCK_SEQPACKET socket whatever connects there. dvc.yaml's `python -m stages ARGS` become
 `python warm_client.py ARGS`: a process that imports nothing of the project, sends its arguments,
 folder, environment and stdin/stdout/stderr, waits for the fork's exit status and exits with it (on
 a refusal it execs `python -m stages ARGS` cold). What it leaves out and a design would need: the
 warm process started by the first stage and ended with DVC, refusing modules changed since it
-imported them, signals passed on to the fork. Each stage's head then skips its imports; the first
-stage's too here, where a real design would start the process during the first (cold) stage.
+imported them, signals passed on to the fork. The first stage is refused and runs cold, and the
+warm process starts then, beside it, as a design would have the first stage start it (--all-warm:
+started before DVC, every stage warm); each later stage's head skips its imports.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,8 +58,11 @@ os._exit(os.waitstatus_to_exitcode(int(status.split()[1])) if status.startswith(
 ANSWERS: list[str] = []  # the warm process's first answer to each stage: `started PID` or `refused WHY`
 
 
-def relay(listener: socket.socket, zygote: socket.socket) -> None:
-    """Each client's request to the warm process, and its answers back, one client at a time."""
+def relay(listener: socket.socket, starting: Callable[[], socket.socket], all_warm: bool) -> None:
+    """Each client's request to the warm process, and its answers back, one client at a time. Unless
+    `all_warm`, the first client is refused (it runs cold) and the warm process starts then, as a
+    design would have the first stage start it."""
+    zygote = starting() if all_warm else None
     while True:
         try:
             conn, _ = listener.accept()
@@ -65,13 +70,20 @@ def relay(listener: socket.socket, zygote: socket.socket) -> None:
             return
         with conn:
             message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
-            socket.send_fds(zygote, [message], fds)
+            if zygote is not None:
+                socket.send_fds(zygote, [message], fds)
             for fd in fds:
                 os.close(fd)
-            ANSWERS.append(zygote.recv(4096).decode())
-            conn.send(ANSWERS[-1].encode())
-            if ANSWERS[-1].startswith("started "):
-                conn.send(zygote.recv(4096))  # `exit STATUS`
+            if zygote is None:
+                ANSWERS.append("refused the first stage runs cold and starts the warm process")
+                conn.send(ANSWERS[-1].encode())
+            else:
+                ANSWERS.append(zygote.recv(4096).decode())
+                conn.send(ANSWERS[-1].encode())
+                if ANSWERS[-1].startswith("started "):
+                    conn.send(zygote.recv(4096))  # `exit STATUS`
+        if zygote is None:
+            zygote = starting()
 
 
 def start(root: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], socket.socket]:
@@ -91,8 +103,9 @@ def start(root: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], soc
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.option("--cold", is_flag=True, help="As bench/scale.py runs it (the pair's other side).")
+@click.option("--all-warm", is_flag=True, help="The first stage warm too (the process started before DVC).")
 @click.argument("scale_args", nargs=-1, type=click.UNPROCESSED)
-def main(cold: bool, scale_args: tuple[str, ...]) -> None:
+def main(cold: bool, all_warm: bool, scale_args: tuple[str, ...]) -> None:
     from bench import scale  # its servers and project, only for a run
 
     before = _children_cpu()
@@ -118,20 +131,26 @@ def main(cold: bool, scale_args: tuple[str, ...]) -> None:
         # The environment DVC gives its stages (scale.run_dvc's), less what the shell adds.
         path_var = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
         env = {k: v for k, v in {**os.environ, "PATH": path_var}.items() if k not in SHELL_VARS}
-        process, zygote = start(root, env)
+
+        def starting() -> socket.socket:
+            process, zygote = start(root, env)
+            held.update(process=process, zygote=zygote)
+            return zygote
+
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         listener.bind(str(path))
         listener.listen()
-        threading.Thread(target=relay, args=(listener, zygote), daemon=True).start()
-        held.update(process=process, zygote=zygote, listener=listener)
+        held["listener"] = listener
+        threading.Thread(target=relay, args=(listener, starting, all_warm), daemon=True).start()
 
     scale.project = project
     try:
         scale.main(args=["--no-replay", *scale_args], standalone_mode=False)
     finally:
-        if held:
-            held["listener"].close()
-            held["zygote"].close()
+        for name in ("listener", "zygote"):
+            if name in held:
+                held[name].close()
+        if "process" in held:
             held["process"].wait(timeout=10)
         path.unlink(missing_ok=True)
         folder.rmdir()
