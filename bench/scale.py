@@ -337,7 +337,9 @@ def run_dvc(
     marks = [Mark(0.0, "dvc start-up", 0, 0.0, time.time())]
     # --judgeloop: `judgeloop repro` (DVC in its process, with judgeloop's lock writer), as the
     # README runs the pipeline; by default DVC's own command.
-    command = ["pipeline.tools.cli"] if os.environ.get("JUDGELOOP_BENCH_VIA") == "judgeloop" else ["dvc"]
+    # (bench/dvc_timeline.py: DVC through a launcher that times its phases, JUDGELOOP_BENCH_DVC.)
+    dvc = os.environ.get("JUDGELOOP_BENCH_DVC", "dvc")
+    command = ["pipeline.tools.cli"] if os.environ.get("JUDGELOOP_BENCH_VIA") == "judgeloop" else [dvc]
     with subprocess.Popen(
         [sys.executable, "-m", *command, "repro", *args, "aggregate"],
         cwd=root,
