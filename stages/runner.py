@@ -355,7 +355,7 @@ def run_llm_step(
     path = design.results_path(stage.name, params)
     with recorded_session(params, stage.name) as session:
         progress = StageProgress(stage.name, None, mode=session.mode, started=began)
-        session.observe(progress.call)
+        session.observe_served(progress.call)  # reads no record: adopted calls are served without one
         # The dry run writes its results beside the output only where they may be adopted (adopt).
         staged = StagedResults(step, path) if session.mode in ("auto", "replay") else None
         prediction = Prediction(stage, step, params, session, inputs, progress, staged)

@@ -2,7 +2,7 @@
 
     progress = StageProgress("judge", Expected(calls=12, model_calls=4, exact=True, items=3))
     progress.start()            # judge: 12 calls expected (8 recorded, 4 for the model), 3 items
-    session.observe(progress.call)
+    session.observe_served(progress.call)
     ...
     progress.finish("0 of 12 judgements unscored")
     # judge: done in 41.0 s: 12 calls, 8 hits, 4 misses sent to the model (cache mode auto); 0 of 12 ...
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 if TYPE_CHECKING:
     from tqdm import tqdm
 
-    from pipeline.llm.records import RecordedCall
+    from pipeline.llm.records import RecordedCall, ServedCall
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ class StageProgress:
             bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} calls [{elapsed}{postfix}]",
         )
 
-    def call(self, call: RecordedCall) -> None:
+    def call(self, call: RecordedCall | ServedCall) -> None:
         with self._lock:
             self.calls += 1
             if call.cache_hit:

@@ -34,11 +34,13 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
+from functools import partial
 from pathlib import Path
 
 from pipeline.errors import CorruptRecordError, ReplayIncompleteError, ReplayMissError
 from pipeline.llm.arenas import limit_arenas
 from pipeline.llm.asking import ModelAsker
+from pipeline.llm.blocks import Laid
 from pipeline.llm.cache.store import CallStore
 from pipeline.llm.key_table import KeyTable
 from pipeline.llm.keys import request_key
@@ -110,6 +112,7 @@ class LLMSession:
         self.stats = RunStats()
         self._asker = ModelAsker(stage=stage, too_long=too_long, lock=self._lock, stats=self.stats)
         self._observers: list[Callable[[RecordedCall], None]] = []
+        self._served_observers: list[Callable[[ServedCall], None]] = []
 
     @property
     def too_long(self) -> TooLong:
@@ -136,8 +139,15 @@ class LLMSession:
         return record
 
     def observe(self, observer: Callable[[RecordedCall], None]) -> None:
-        """Call `observer` with every call as it completes (a progress display), from its thread."""
+        """Call `observer` with every call as it completes, its record with it, from its thread. A
+        call a stage adopts is then served with its record built (`serve`): an observer that reads
+        only the call's context, key and whether it hit takes `observe_served`."""
         self._observers.append(observer)
+
+    def observe_served(self, observer: Callable[[ServedCall], None]) -> None:
+        """Call `observer` with every call as it completes, without its record (a progress display),
+        from its thread."""
+        self._served_observers.append(observer)
 
     @property
     def identity(self) -> ModelIdentity:
@@ -285,17 +295,51 @@ class LLMSession:
         pending.set_result(call.record)
         return self._log(call)
 
-    def serve(self, key: str, context: CallContext) -> RecordedCall:
+    def serve(self, key: str, context: CallContext) -> None:
         """A stored call served by its key, as `chat` serves a hit (for a dry run's calls that the
-        stage adopts, stages.runner.adopt: the key is known, the request need not be held);
-        ReplayMissError when nothing stored has it."""
+        stage adopts, stages.runner.adopt: the key is known, the request need not be held): logged,
+        counted, recorded, seeded and shown; ReplayMissError when nothing stored has it. Where the
+        stage's own recording holds it, it is served from its line, its record not built
+        (`_served_by_line`)."""
         try:
+            if self._served_by_line(key, context):
+                return
             record = self.lookup(key)
         except CorruptRecordError as exc:
             raise type(exc)(f"{context.describe()} key {key}: {exc.message}") from exc
         if record is None:
             raise ReplayMissError(key, context)
-        return self._log(RecordedCall(context=context, record=record, cache_hit=True))
+        self._log(RecordedCall(context=context, record=record, cache_hit=True))
+
+    def _served_by_line(self, key: str, context: CallContext) -> bool:
+        """Whether the call was served from its line in the stage's own recording, the recording this
+        session writes, without its record (issue 33: a 20 kB request rebuilt from its blocks and its
+        line parsed, ~180 us a call): the line read back against the digest taken when the recording
+        was verified, its checksum the one `lookup` serves (`served_checksum`), then kept as the
+        recording's line for the call (StageCalls.keep: one opening with that checksum and this
+        context), counted and shown as `_log` does, and seeded to the local cache as `lookup` seeds
+        it, its record built only if the cache lacks the key (CallStore.seed_later). False, having
+        done nothing, where the record is needed: an observer of records, a record served already
+        (cheaper as held), or no line that opens so (then `lookup` and `_log` as for any hit)."""
+        if self.dry_run or self._observers or self.mode not in ("auto", "replay"):
+            return False
+        if self._served.get(key) is not None:
+            return False
+        checksum = self.index.own_checksum(key, self.stage)
+        own = self._own_recording()
+        if checksum is None or own is None or not self.recording.keep(context, key, checksum, own):
+            return False
+        self._count(ServedCall(context, key, cache_hit=True))
+        if self.store is not None:
+            self.store.seed_later(key, partial(self._seed_of, key))
+        return True
+
+    def _seed_of(self, key: str) -> tuple[CallRecord, list[Laid] | None]:
+        """The record of `key` from the stage's own recording and its layout, as `_stored` seeds it."""
+        record = self.index.own(key, self.stage)
+        if record is None:  # served from that recording, so there unless read anew since
+            raise CorruptRecordError(f"stage {self.stage}: the call {key} it served is no longer recorded")
+        return record, layouts.SERVED.take(record.request)
 
     def _resolve(self, key: str, request: ChatRequest, context: CallContext) -> RecordedCall:
         if self.mode in ("auto", "replay"):
@@ -327,22 +371,37 @@ class LLMSession:
         return RecordedCall(context=context, record=record, cache_hit=False)
 
     def _log(self, call: RecordedCall) -> RecordedCall:
+        served = ServedCall(call.context, call.record.key, call.cache_hit)
         with self._lock:
-            self.served.append(ServedCall(call.context, call.record.key, call.cache_hit))
-            if call.cache_hit:
-                self.stats.hits += 1
-            else:
-                self.stats.model_calls += 1
-            key = call.record.key
-            if not self.dry_run:
-                self.stats.keys.setdefault(key, "hit" if call.cache_hit else "miss")
+            self._note(served)
         if not self.dry_run:
             # A hit the stage's own recording holds keeps its line there
             # (pipeline.llm.recordings.stage_writer).
-            self.recording.add(call, recorded=self._own_recording() if call.cache_hit else None, key=key)
+            own = self._own_recording() if call.cache_hit else None
+            self.recording.add(call, recorded=own, key=served.key)
         for observer in self._observers:
             observer(call)
+        for served_observer in self._served_observers:
+            served_observer(served)
         return call
+
+    def _count(self, served: ServedCall) -> None:
+        """A call served without its record, logged, counted and shown as `_log` does (recorded
+        by its caller)."""
+        with self._lock:
+            self._note(served)
+        for observer in self._served_observers:
+            observer(served)
+
+    def _note(self, served: ServedCall) -> None:
+        """(under the lock) The call in the served log and the run's statistics."""
+        self.served.append(served)
+        if served.cache_hit:
+            self.stats.hits += 1
+        else:
+            self.stats.model_calls += 1
+        if not self.dry_run:
+            self.stats.keys.setdefault(served.key, "hit" if served.cache_hit else "miss")
 
     def _own_recording(self) -> StageIndex | None:
         """The stage's own recording as read for this run, where this session writes it."""

@@ -163,7 +163,7 @@ def run_judge_evaluate(
     session = open_session(params, stage)
     progress = StageProgress(stage, None, mode=session.mode, unknown=f"judging {len(rows)} rows")
     progress.start()
-    session.observe(progress.call)
+    session.observe_served(progress.call)
     ok = False
     try:
         results = run_rag_judge(session, rows, params.rag, params.llm.options, stage)

@@ -41,7 +41,7 @@ import contextlib
 import hashlib
 import sqlite3
 import threading
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,6 +92,19 @@ class Collected:
     freed: int
 
 
+Seed = tuple[CallRecord, list[Laid] | None]  # a verified record to seed and its layout (CallStore.seed)
+
+
+def _built(key: str, seed: Seed | Callable[[], Seed]) -> Seed:
+    """The record and layout to seed under `key`, built now where it was seeded to build later."""
+    if not callable(seed):
+        return seed
+    built = seed()
+    if built[0].key != key:
+        raise CorruptRecordError(f"the record built to seed the local cache under {key} is {built[0].key}'s")
+    return built
+
+
 class Damage(Exception):
     """Why a stored entry cannot be served (internal: CallStore turns it into CorruptRecordError)."""
 
@@ -127,7 +140,7 @@ class CallStore:
             blocks_dir.mkdir(exist_ok=True)
             self.blocks = BlockStore(open_cache(blocks_dir))
         self._identities: dict[tuple[Any, ...], ModelIdentity] = {}
-        self._seeds: dict[str, tuple[CallRecord, list[Laid] | None]] = {}
+        self._seeds: dict[str, Seed | Callable[[], Seed]] = {}  # by key: to write (`seed`, `seed_later`)
         self._seeds_lock = threading.Lock()
 
     def get(self, key: str, request: ChatRequest | None = None) -> CallRecord | None:
@@ -137,7 +150,7 @@ class CallStore:
         the fix, for an entry that is damaged, edited, foreign, or not judgeloop's."""
         seeded = self._seeds.get(key)
         if seeded is not None:
-            return seeded[0]
+            return _built(key, seeded)[0]
         try:
             return self._read(key, request)
         except Damage as exc:
@@ -309,26 +322,45 @@ class CallStore:
         message's text (pipeline.llm.blocks.Laid): the entry is then built from the recording's own
         blocks, not by cutting and hashing the prompts again, and is the same bytes. Returns how
         many records the write it made, if it made one, stored (`flush`); 0 while it gathers."""
+        return self._gather(record.key, (record, layout))
+
+    def seed_later(self, key: str, build: Callable[[], Seed]) -> int:
+        """As `seed`, for a verified record not built yet: `build` makes it and its layout when its
+        batch is written, and only if `key` is not stored by then (issue 33: a call a stage adopts
+        from its recording, served from its line; a warm replay builds none). The same entry as
+        `seed` with what `build` returns, in the same place among the batch's. CorruptRecordError
+        where it builds another key's record, or raises as `build` does."""
+        return self._gather(key, build)
+
+    def _gather(self, key: str, seed: Seed | Callable[[], Seed]) -> int:
         with self._seeds_lock:
-            self._seeds.setdefault(record.key, (record, layout))
+            self._seeds.setdefault(key, seed)
             if len(self._seeds) < SEED_BATCH:
                 return 0
         return self.flush()
 
-    @guarded
     def flush(self) -> int:
         """Write the records `seed` gathered (those whose keys are not stored yet): how many were
         written, the others' keys being stored already (batch ingest's count, without a lookup of
         each key on its own)."""
         with self._seeds_lock:
-            records, self._seeds = self._seeds, {}
-            if not records:
+            seeds, self._seeds = self._seeds, {}
+            if not seeds:
                 return 0
-            held = bulk.stored(self._cache, list(records))  # one statement a batch (pipeline.llm.cache.bulk)
-            packed = [self._packed(*seeded) for key, seeded in records.items() if key not in held]
-            self.blocks.add({ident: data for _, _, blocks in packed for ident, data in blocks.items()})
-            # As add: an entry written since by another process stays (and is not counted).
-            return bulk.add_new(self._cache, ((key, value) for key, value, _ in packed))
+            held = self._stored(list(seeds))
+            # Built outside `guarded`: a recording's error is the recording's, not the database's.
+            return self._add_seeds([_built(key, seed) for key, seed in seeds.items() if key not in held])
+
+    @guarded
+    def _stored(self, keys: list[str]) -> set[str]:
+        return bulk.stored(self._cache, keys)  # one statement a batch (pipeline.llm.cache.bulk)
+
+    @guarded
+    def _add_seeds(self, seeds: list[Seed]) -> int:
+        packed = [self._packed(*seed) for seed in seeds]
+        self.blocks.add({ident: data for _, _, blocks in packed for ident, data in blocks.items()})
+        # As add: an entry written since by another process stays (and is not counted).
+        return bulk.add_new(self._cache, ((key, value) for key, value, _ in packed))
 
     @guarded
     def put_raw(self, key: str, raw: bytes) -> None:

@@ -117,9 +117,24 @@ class StageCalls:
         """Whether a line made here in the spool, or kept, is held for the call."""
         return self._calls.get(where, self._where_of) is not None
 
+    def keep(self, context: CallContext, key: str, checksum: str, recorded: StageIndex) -> bool:
+        """Add a cache hit held by its line of `recorded` alone, its record not built (a call the
+        stage adopts from its dry run: LLMSession.serve): the line of this key and context that opens
+        with `checksum` (StageIndex.kept_at), as `add` keeps it. False, holding nothing new, where no
+        line opens so: the caller then adds the call with its record (`add` may still find its line
+        in another form, or makes one)."""
+        where = self._where_in(context, key)
+        with self._lock:
+            if where in self._text or self._holds(where):
+                return True  # the same call added before: one line (as `add` leaves it)
+        return self._kept(where, recorded.kept_at(key, checksum, context), recorded)
+
     def _keeps(self, where: Where, call: RecordedCall, recorded: StageIndex | None) -> bool:
         """Whether the call is kept as its line in `recorded` (then noted), not made again."""
-        found = None if recorded is None else recorded.verbatim_at(call)
+        return self._kept(where, None if recorded is None else recorded.verbatim_at(call), recorded)
+
+    def _kept(self, where: Where, found: int | None, recorded: StageIndex | None) -> bool:
+        """Whether the line at `found` in `recorded` is kept for the call at `where` (then noted)."""
         with self._lock:
             if found is None or recorded is None or self._recorded not in (None, recorded):
                 return False

@@ -211,11 +211,34 @@ class StageIndex:
         found = self.at.get(call.record.key)
         if found is None:
             return None
-        context = call.context.model_dump(mode="json", exclude_defaults=True)
-        opening = line_format.line_safe(
-            f'{{"checksum":"{call.record.checksum}","context":{canonical_json(context)},'
-        )
-        later = self.repeats.get(call.record.key, ())
+        opened, others = self._opening(found, call.record.key, call.record.checksum, call.context)
+        if opened is not None:
+            return opened
+        count = len(self.repeats.get(call.record.key, ())) + 1
+        for at, candidate, line in others:
+            same = line_checks.parse_call_line(line, self.blobs, self.lines.where(candidate))
+            if same.record == call.record and same.context == call.context:
+                return self._found(found, at, count, candidate)
+        return None
+
+    def kept_at(self, key: str, checksum: str, context: CallContext) -> int | None:
+        """The index of the line that records the call of this key, context and record checksum, found
+        by its opening alone as verbatim_at finds one (a verified canonical line that opens with the
+        checksum and the context records that very call), for a caller that holds no record (a stage
+        serving a call it adopts: LLMSession.serve). None where no line opens so: verbatim_at, given
+        the record, may still find one in another form."""
+        found = self.at.get(key)
+        return None if found is None else self._opening(found, key, checksum, context)[0]
+
+    def _opening(
+        self, found: int, key: str, checksum: str, context: CallContext
+    ) -> tuple[int | None, list[tuple[int, int, str]]]:
+        """The key's line (from `found`, its first) that opens with the checksum and context, and the
+        others that hold the checksum elsewhere (each its place among the key's lines, its index,
+        its text), which only a parse can settle."""
+        dumped = context.model_dump(mode="json", exclude_defaults=True)
+        opening = line_format.line_safe(f'{{"checksum":"{checksum}","context":{canonical_json(dumped)},')
+        later = self.repeats.get(key, ())
         count, start = len(later) + 1, self._resume.get(found, 0)
         others: list[tuple[int, int, str]] = []
         for step in range(count):
@@ -223,14 +246,10 @@ class StageIndex:
             candidate = later[at - 1] if at else found
             line = self.line(candidate)
             if line_format.line_safe(line).startswith(opening):
-                return self._found(found, at, count, candidate)
-            if f'"checksum":"{call.record.checksum}"' in line:
+                return self._found(found, at, count, candidate), []
+            if f'"checksum":"{checksum}"' in line:
                 others.append((at, candidate, line))
-        for at, candidate, line in others:
-            same = line_checks.parse_call_line(line, self.blobs, self.lines.where(candidate))
-            if same.record == call.record and same.context == call.context:
-                return self._found(found, at, count, candidate)
-        return None
+        return None, others
 
     def _found(self, first: int, at: int, count: int, candidate: int) -> int:
         if count > 2:  # (a key in two contexts, the most common, costs a line more at most: not kept)
