@@ -50,7 +50,7 @@ import os
 import re
 import stat
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
@@ -316,10 +316,23 @@ def links_in(folder: Path, *, below: bool = False) -> list[Path]:
     return sorted(found)
 
 
-def refuse_links(folder: Path, what: str, fix: str, *, itself: bool = False, below: bool = False) -> None:
+def refuse_links(
+    folder: Path,
+    what: str,
+    fix: str,
+    *,
+    itself: bool = False,
+    below: bool = False,
+    read_as_file: Callable[[Path], object] | None = None,
+) -> None:
     """UnsafeNameError naming the first symbolic link in `folder` (and `folder` itself if `itself`,
-    everything under it if `below`): what is written or read through a link is outside the folder."""
-    linked = ([folder] if itself and folder.is_symlink() else []) + links_in(folder, below=below)
+    everything under it if `below`): what is written or read through a link is outside the folder.
+    `read_as_file`: what says (truthy) that a link in the folder is read as the file it leads to
+    and never written through (a recording's link into DVC's cache: pipeline.llm.recordings.dvc_links)."""
+    inside = links_in(folder, below=below)
+    if read_as_file is not None:
+        inside = [link for link in inside if not read_as_file(link)]
+    linked = ([folder] if itself and folder.is_symlink() else []) + inside
     if linked:
         link = linked[0]
         more = f" (and {len(linked) - 1} more)" if len(linked) > 1 else ""
