@@ -26,7 +26,15 @@ import yaml
 
 from pipeline.errors import LockMismatchError, UnsafeNameError
 from pipeline.llm.backends.fake import FakeBackend
-from pipeline.llm.recordings import dvc_links, folder_scan, stage_folders, stage_reader, stage_writer
+from pipeline.llm.recordings import (
+    dvc_links,
+    folder_scan,
+    item_table,
+    key_reader,
+    stage_folders,
+    stage_reader,
+    stage_writer,
+)
 from pipeline.llm.recordings.pins import Pins
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext
@@ -85,6 +93,29 @@ def test_a_recording_dvc_checked_out_as_links_is_read_as_files(tmp_path: Path, c
     links = {"symlink": (True, 1), "hardlink": (False, 2), "copy": (False, 1)}[cache_type]
     assert (os.path.islink(directory / CALLS), os.stat(directory / CALLS).st_nlink) == links, status
     assert _keys([loaded.call for loaded in stage_reader.read_stage(directory)]) == _keys(calls)
+    scanned = folder_scan.scan_folder(directory)
+    assert len(scanned.calls) == len(calls)
+    scanned.calls.files.close()
+
+
+@pytest.mark.usefixtures("small_threshold")
+@pytest.mark.parametrize("cache_type", ["symlink", "hardlink"])
+def test_a_sharded_recording_checked_out_as_links_is_read_by_key_by_item_and_whole(
+    tmp_path: Path, cache_type: str
+) -> None:
+    project = _dvc_project(tmp_path / "project", cache_type)
+    calls = _calls(40)
+    directory = _added(project, calls)
+    assert len([name for name in os.listdir(directory) if name.startswith("calls-")]) > 1  # sharded
+    assert all(
+        os.path.islink(directory / name) == (cache_type == "symlink") for name in os.listdir(directory)
+    )
+    assert _keys([loaded.call for loaded in stage_reader.read_stage(directory)]) == _keys(calls)
+    wanted = calls[17]
+    assert [loaded.call for loaded in key_reader.read_keys(directory, {wanted.record.key})] == [wanted]
+    by_item = item_table.tabled_items(directory, {wanted.context.item})
+    assert by_item is not None  # through the tables, not read whole
+    assert [loaded.call for loaded in by_item] == [wanted]
     scanned = folder_scan.scan_folder(directory)
     assert len(scanned.calls) == len(calls)
     scanned.calls.files.close()
