@@ -39,6 +39,11 @@ refused, naming the output, where the link leads and the fix: git stores symboli
 request could commit `outputs -> /home/u/.ssh`, and an out `outputs/authorized_keys`, which params
 checks only as text, would be written there. A link that stays inside the project is followed. A
 folder named outside the project (an absolute path: the cache on another disk) is the user's choice.
+So is the local state's folder, `.judgeloop` (LOCAL_STATE): what judgeloop keeps on this machine (the
+cache, run summaries, memos, batch rounds, snapshots, and a page a user asks for there, such as
+`judgeloop diff --html .judgeloop/diff`), ignored by git, which a user may link to another disk. A
+folder named under it is written wherever it leads; no out named in params can lie under it
+(pipeline.llm.settings.OutParam refuses one), so the rule above still holds for every output.
 """
 
 from __future__ import annotations
@@ -57,6 +62,7 @@ from typing import BinaryIO, TextIO
 from pipeline.errors import UnsafeNameError, UnwritableTextError
 
 TMP_SUFFIX = ".tmp"
+LOCAL_STATE = ".judgeloop"  # the local state's folder, in the project (see the module)
 # A pipe or a device opened to be looked at must not wait for a writer or become the terminal.
 READ_FLAGS = (
     os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
@@ -258,6 +264,8 @@ def path_under(path: str, folder: str) -> bool:
 def _leading_out(folder: Path, output: Path) -> str | None:
     try:
         name, here = os.path.abspath(folder), os.getcwd()
+        if path_under(name, os.path.join(here, LOCAL_STATE)):
+            return None  # the local state, which may lie anywhere (see the module)
         project = os.path.realpath(here)
         if not path_under(name, here) or path_under(os.path.realpath(name), project):
             return None
