@@ -36,9 +36,11 @@ from pipeline.llm.recordings import (
     stage_writer,
 )
 from pipeline.llm.recordings.pins import Pins
+from pipeline.llm.recordings.stage_index import index_stage
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext
 from tests.helpers import request
+from tests.test_recordings import _calls as transcript_calls
 from tests.test_recordings_remote import CHAIN, COMPARED, _dvc, _judgeloop, _project, _run
 
 CALLS = stage_folders.CALLS_FILE
@@ -119,6 +121,36 @@ def test_a_sharded_recording_checked_out_as_links_is_read_by_key_by_item_and_who
     scanned = folder_scan.scan_folder(directory)
     assert len(scanned.calls) == len(calls)
     scanned.calls.files.close()
+
+
+@pytest.mark.parametrize("cache_type", ["symlink", "hardlink"])
+def test_a_replay_of_every_call_as_read_leaves_dvc_s_link_in_place(tmp_path: Path, cache_type: str) -> None:
+    """pipeline.llm.recordings.unchanged: the file a replay would write again is the one read, so
+    the link DVC checked out stays (not a new file DVC must link again)."""
+    project = _dvc_project(tmp_path / "project", cache_type)
+    calls = _calls(6)
+    directory = _added(project, calls)
+    before = (os.readlink(directory / CALLS) if cache_type == "symlink" else "", os.lstat(directory / CALLS))
+    index = index_stage(directory)
+    recording = stage_writer.StageRecording()
+    for call in calls:
+        recording.add(RecordedCall(context=call.context, record=call.record, cache_hit=True), recorded=index)
+    recording.write(directory)
+    after = (os.readlink(directory / CALLS) if cache_type == "symlink" else "", os.lstat(directory / CALLS))
+    assert (after[0], after[1].st_ino, after[1].st_nlink) == (before[0], before[1].st_ino, before[1].st_nlink)
+
+
+@pytest.mark.usefixtures("small_threshold")
+def test_a_sharded_recording_s_blocks_are_found_in_place_through_dvc_s_links(
+    tmp_path: Path, whole_reads: list[str]
+) -> None:
+    project = _dvc_project(tmp_path / "project", "symlink")
+    calls = transcript_calls(40)  # a transcript in every prompt: a block the call's line refers to
+    directory = _added(project, calls)
+    assert [name for name in os.listdir(directory) if name.startswith("blocks-")]
+    wanted = calls[17]
+    assert [loaded.call for loaded in key_reader.read_keys(directory, {wanted.record.key})] == [wanted]
+    assert not [name for name in whole_reads if name.startswith("blocks-")]  # found by bisecting
 
 
 @pytest.mark.parametrize("cache_type", ["symlink", "hardlink"])
