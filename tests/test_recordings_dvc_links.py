@@ -296,6 +296,11 @@ def test_the_paper_s_chain_records_replays_and_travels_with_each_cache_type(
     assert {name: (clone / name).read_bytes() for name in COMPARED} == recorded
     assert _run(["git", "status", "--porcelain"], clone).stdout == ""
     _layout(clone, cache_type)
+    if cache_type == "symlink":  # DVC's cache loses the file (`dvc gc`): said plainly, no traceback
+        os.unlink(os.path.realpath(clone / "recordings" / "judge" / CALLS))
+        said = _judgeloop(clone, "status", "--design", "paper")
+        assert "recordings/judge/calls.jsonl: a link whose file is gone" in said.stdout
+        assert "`dvc pull` brings them" in said.stderr
 
 
 def test_the_cache_dir_read_is_the_one_dvc_cache_dir_says(tmp_path: Path) -> None:
