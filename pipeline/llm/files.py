@@ -39,6 +39,11 @@ refused, naming the output, where the link leads and the fix: git stores symboli
 request could commit `outputs -> /home/u/.ssh`, and an out `outputs/authorized_keys`, which params
 checks only as text, would be written there. A link that stays inside the project is followed. A
 folder named outside the project (an absolute path: the cache on another disk) is the user's choice.
+So is the local state's folder, `.judgeloop` (LOCAL_STATE): what judgeloop keeps on this machine (the
+cache, run summaries, memos, batch rounds, snapshots, and a page a user asks for there, such as
+`judgeloop diff --html .judgeloop/diff`), ignored by git, which a user may link to another disk. A
+folder named under it is written wherever it leads; no out named in params can lie under it
+(pipeline.llm.settings.OutParam refuses one), so the rule above still holds for every output.
 """
 
 from __future__ import annotations
@@ -51,13 +56,14 @@ import re
 import shlex
 import stat
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
 from pipeline.errors import UnsafeNameError, UnwritableTextError
 
 TMP_SUFFIX = ".tmp"
+LOCAL_STATE = ".judgeloop"  # the local state's folder, in the project (see the module)
 # A pipe or a device opened to be looked at must not wait for a writer or become the terminal.
 READ_FLAGS = (
     os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
@@ -280,6 +286,8 @@ def replaced_by_copy(link: str, target: str | None = None) -> str:
 def _leading_out(folder: Path, output: Path) -> str | None:
     try:
         name, here = os.path.abspath(folder), os.getcwd()
+        if path_under(name, os.path.join(here, LOCAL_STATE)):
+            return None  # the local state, which may lie anywhere (see the module)
         project = os.path.realpath(here)
         if not path_under(name, here) or path_under(os.path.realpath(name), project):
             return None
@@ -338,10 +346,23 @@ def links_in(folder: Path, *, below: bool = False) -> list[Path]:
     return sorted(found)
 
 
-def refuse_links(folder: Path, what: str, fix: str, *, itself: bool = False, below: bool = False) -> None:
+def refuse_links(
+    folder: Path,
+    what: str,
+    fix: str,
+    *,
+    itself: bool = False,
+    below: bool = False,
+    read_as_file: Callable[[Path], object] | None = None,
+) -> None:
     """UnsafeNameError naming the first symbolic link in `folder` (and `folder` itself if `itself`,
-    everything under it if `below`): what is written or read through a link is outside the folder."""
-    linked = ([folder] if itself and folder.is_symlink() else []) + links_in(folder, below=below)
+    everything under it if `below`): what is written or read through a link is outside the folder.
+    `read_as_file`: what says (truthy) that a link in the folder is read as the file it leads to
+    and never written through (a recording's link into DVC's cache: pipeline.llm.recordings.dvc_links)."""
+    inside = links_in(folder, below=below)
+    if read_as_file is not None:
+        inside = [link for link in inside if not read_as_file(link)]
+    linked = ([folder] if itself and folder.is_symlink() else []) + inside
     if linked:
         link = linked[0]
         more = f" (and {len(linked) - 1} more)" if len(linked) > 1 else ""

@@ -7,6 +7,12 @@ output, recording and memo: pipeline.llm.files.atomic_write) is safe, since the 
 name and leaves the other file as it was; a file opened and written where it stands would change the
 other file too. Those writers ask refuse_hard_link first: a SQLite database and its -wal and -shm
 files (the cache), and a recording folder's journal, appended to.
+
+DVC's `hardlink` cache type (cache.recordings_store: dvc) makes every recording's file another name
+of the file in DVC's cache, shared by every checkout linked to it: none of those is refused for its
+other name, since none is written in place (each is replaced by a rename, so DVC's file is left as
+it was; tests/test_recordings_dvc_links.py), and the journal, a temporary file DVC ignores, is never
+one of them. The same holds for the `symlink` type's links (pipeline.llm.recordings.dvc_links).
 """
 
 from __future__ import annotations

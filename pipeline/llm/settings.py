@@ -32,7 +32,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from pipeline.errors import ConfigError
 from pipeline.llm.bounds import check_yaml
-from pipeline.llm.files import open_regular
+from pipeline.llm.files import LOCAL_STATE, open_regular
 from pipeline.llm.params_errors import duplicate_keys, params_problems
 from pipeline.llm.project_files import inside_project, refuse_link_out, yaml_problem
 from pipeline.llm.redact import redact_url, remember
@@ -65,6 +65,14 @@ def _in_the_project(value: str) -> str:
         how = "an absolute path" if os.path.isabs(value) else "a path that leads out of the project (..)"
         raise ValueError(
             f"{how}, where a stage writes an output before DVC looks; outputs stay inside the project. "
+            "Fix: a path relative to the project's folder (such as outputs/...)"
+        )
+    if os.path.normpath(value).split(os.sep)[0] == LOCAL_STATE:
+        # Local state may be linked anywhere (pipeline.llm.files): an out there could be sent out of
+        # the project by a link; and git ignores the folder, so the out would never be committed.
+        raise ValueError(
+            f"a path in {LOCAL_STATE}/, judgeloop's local state on this machine (ignored by git, and "
+            "possibly a link to another disk), not an output of the experiment. "
             "Fix: a path relative to the project's folder (such as outputs/...)"
         )
     return value

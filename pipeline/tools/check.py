@@ -40,6 +40,7 @@ from pipeline.errors import JudgeloopError
 from pipeline.llm.bounds import MAX_LINE_BYTES, check_yaml
 from pipeline.llm.files import read_regular
 from pipeline.llm.project_files import link_out, refuse_link_out, yaml_problem
+from pipeline.llm.recordings.dvc_links import copy_cache_links_as_files
 from pipeline.llm.recordings.pins import LOCK_FILE, dir_md5
 from pipeline.llm.terminal import echo, shown
 
@@ -140,6 +141,7 @@ def _copy(source: Path, target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     if source.is_dir():
         shutil.copytree(source, target, symlinks=True)
+        copy_cache_links_as_files(source, target)  # a recording DVC checked out as a link to its cache
     else:
         shutil.copy2(source, target, follow_symlinks=False)
 

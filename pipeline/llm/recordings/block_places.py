@@ -30,7 +30,7 @@ from pathlib import Path
 import orjson
 
 from pipeline.llm.bounds import MAX_LINE_BYTES
-from pipeline.llm.recordings import line_checks, line_format, line_search, shards
+from pipeline.llm.recordings import dvc_links, line_checks, line_format, line_search, shards
 
 OPENING = b'{"blob":"'
 ID_LENGTH = 16  # line_format.blob_id: 16 hex digits
@@ -141,7 +141,7 @@ def placed_blocks(
     that fails is noted in `problems`, naming its line, as stage_reader.split_recording notes it);
     False when one is not found so (the caller then reads the shard whole)."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        fd = dvc_links.open_file(path)  # never through a link, but DVC's into its cache
     except OSError:
         return False  # the whole read names what is wrong (missing, a link)
     try:

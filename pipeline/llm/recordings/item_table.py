@@ -55,7 +55,7 @@ import orjson
 
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.keys import canonical_json
-from pipeline.llm.recordings import line_checks, line_format, shards, stage_folders, stage_reader
+from pipeline.llm.recordings import dvc_links, line_checks, line_format, shards, stage_folders, stage_reader
 from pipeline.llm.recordings.block_places import sharded_blocks
 
 FORMAT = 1  # the table's layout, in its opening: another is not read (the whole read instead)
@@ -227,7 +227,7 @@ def _tabled_lines(directory: Path, entries: list[tuple[str, str]], wanted: Colle
             continue
         path = directory / name
         try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            fd = dvc_links.open_file(path)  # never through a link, but DVC's into its cache
         except OSError:
             raise _Unusable from None  # the whole read names what is wrong (missing, a link)
         try:

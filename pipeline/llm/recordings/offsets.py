@@ -35,6 +35,7 @@ import orjson
 
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.bounds import MAX_LINE_BYTES
+from pipeline.llm.recordings.dvc_links import open_file
 from pipeline.llm.recordings.key_places import BlockPlaces
 
 DIGEST_BYTES = 16
@@ -65,10 +66,10 @@ class OpenFiles:
         self._finalizer = weakref.finalize(self, _close_all, self._fds)
 
     def open(self, path: Path) -> int:
-        """Open `path` (never through a symbolic link) and number it; OSError as os.open raises it,
-        CorruptRecordError where it is not a file (a folder opens for reading, then fails each read)."""
-        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-        fd = os.open(path, flags)
+        """Open `path` (never through a symbolic link, but for one DVC made into its cache:
+        dvc_links.open_file) and number it; OSError as os.open raises it, CorruptRecordError where it
+        is not a file (a folder opens for reading, then fails each read)."""
+        fd = open_file(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)
             fix = (

@@ -4,6 +4,9 @@ Stage names become folder names, so a name read from the command line or from a 
 (pipeline.llm.files.child): a plain name that stays inside the recordings folder. A stage folder
 that is a symbolic link, or holds one, is refused before it is read or written
 (pipeline.llm.files.refuse_links): through it a stage would write, or read, another's recording.
+One exception: a file's link that DVC checked out into its own cache (`dvc config cache.type
+symlink`, cache.recordings_store: dvc) is read as the file it leads to, its bytes verified as any
+file's (pipeline.llm.recordings.dvc_links).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipeline.llm.files import child, refuse_links
+from pipeline.llm.recordings.dvc_links import cache_file
 
 CALLS_FILE = "calls.jsonl"
 LEGACY_BLOBS_FILE = "blobs.jsonl"  # the shared blocks' own file, before they moved into calls.jsonl
@@ -24,8 +28,9 @@ def stage_dir(root: Path, stage: str) -> Path:
 
 
 def refuse_linked(directory: Path) -> None:
-    """UnsafeNameError if the stage folder is a symbolic link or holds one, however deep."""
-    refuse_links(directory, "the recordings", LINK_FIX, itself=True, below=True)
+    """UnsafeNameError if the stage folder is a symbolic link or holds one, however deep, other than
+    a file's link into DVC's cache, which DVC checked out and is read as a file (dvc_links)."""
+    refuse_links(directory, "the recordings", LINK_FIX, itself=True, below=True, read_as_file=cache_file)
 
 
 def has_recording(directory: Path) -> bool:

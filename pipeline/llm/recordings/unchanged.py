@@ -36,7 +36,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipeline.llm.recordings import shards
+from pipeline.llm.recordings import dvc_links, shards
 from pipeline.llm.recordings.call_places import Where, kept_line, unpacked
 from pipeline.llm.recordings.line_format import BLOB_REF
 from pipeline.llm.recordings.stage_folders import CALLS_FILE
@@ -86,14 +86,14 @@ _BLOB_REF = re.compile(BLOB_REF.pattern.encode("ascii"))
 
 def _same_file(recorded: StageIndex, directory: Path) -> bytes | None:
     """The bytes of `directory`'s recording where it is now the one file `recorded` was scanned from
-    (the same inode, never through a link) and still hashes to the sha256 the scan took of it."""
+    (the same inode, never through a link but DVC's into its cache) and still hashes to the sha256
+    the scan took of it."""
     files = recorded.lines.files
     if len(files.paths) != 1 or len(recorded.hashes) != 1 or recorded.hashes[0][0] != CALLS_FILE:
         return None
     path = directory / CALLS_FILE
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags)
+    try:  # never through a link, but DVC's into its cache (the file the scan read through it)
+        fd = dvc_links.open_file(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return None
     try:

@@ -138,6 +138,8 @@ def render_page(
 def write_page(
     folder: Path, names: Sequence[str], rows: Sequence[MetricDiff], changes: Sequence[Change], calls: Calls
 ) -> Path:
-    page = folder / "index.html"  # its write makes the folder (files.folder_to_write refuses a link out)
+    # Its write makes the folder (files.folder_to_write refuses a link out of the project, but for
+    # one under .judgeloop, the local state, which may lie anywhere: `--html .judgeloop/diff`).
+    page = folder / "index.html"
     atomic_write(page, render_page(names, rows, changes, calls))  # never written through a link at its name
     return page

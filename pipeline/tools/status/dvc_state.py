@@ -40,6 +40,14 @@ class DvcView:
     upstream: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
+# What DVC's own `dvc status` fails on with a bare traceback: an out checked out as a link
+# (`dvc config cache.type symlink`) into a DVC cache that no longer holds the file.
+_GONE = (
+    "a link whose file is gone (DVC's cache no longer holds it: `dvc gc`, or a cache on a disk not "
+    "mounted). Fix: `dvc pull` brings it back (`dvc checkout` where the cache still holds it)"
+)
+
+
 def dvc_view() -> DvcView:
     try:
         from dvc.exceptions import DvcException, NotDvcRepoError
@@ -63,6 +71,8 @@ def dvc_view() -> DvcView:
         return DvcView(None, "not a DVC project")
     except DvcException as exc:
         return DvcView(None, f"dvc status failed: {exc}")
+    except FileNotFoundError as exc:  # DVC hashes an out through a link whose file is gone
+        return DvcView(None, f"dvc status failed: {exc.filename}: {_GONE}")
     changed = {str(name).rsplit(":", 1)[-1]: _describe(c) for name, c in status.items()}
     # A stage depends on its code digest, not its modules: the module that changed is named here.
     return DvcView(code_digests.explained(changed, root, locked), "dvc status", upstream)
