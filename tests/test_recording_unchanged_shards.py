@@ -396,7 +396,8 @@ def test_a_shard_edited_in_place_since_it_was_read_is_not_left(tmp_path: Path, k
         assert _bytes(directory) == canonical
 
 
-def test_a_session_replaying_a_sharded_stage_leaves_its_folder_in_place(tmp_path: Path) -> None:
+@pytest.mark.parametrize("serve", ["chat", "serve by key"])
+def test_a_session_replaying_a_sharded_stage_leaves_its_folder_in_place(tmp_path: Path, serve: str) -> None:
     from tests.helpers import make_session
 
     calls = _calls(CALLS)
@@ -406,6 +407,9 @@ def test_a_session_replaying_a_sharded_stage_leaves_its_folder_in_place(tmp_path
     before = _stamps(directory)
     session, backend = make_session(tmp_path, "replay")
     for call in calls:
-        session.chat(call.record.request, call.context)
+        if serve == "chat":
+            session.chat(call.record.request, call.context)
+        else:  # as a stage adopting its dry run serves it
+            session.serve(call.record.key, call.context)
     session.close()
     assert backend.calls == [] and _stamps(directory) == before
