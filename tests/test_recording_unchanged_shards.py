@@ -413,3 +413,16 @@ def test_a_session_replaying_a_sharded_stage_leaves_its_folder_in_place(tmp_path
             session.serve(call.record.key, call.context)
     session.close()
     assert backend.calls == [] and _stamps(directory) == before
+
+
+def test_a_shard_file_unnamed_since_the_read_goes_as_after_a_write(tmp_path: Path) -> None:
+    """A file named like a shard that the manifest does not name, put there after the recording was
+    read: a write drops it after its rename; a folder left in place drops it too, and stays."""
+    calls = _calls(CALLS)
+    directory = _written(tmp_path, calls)
+    index = index_stage(directory)
+    before = _stamps(directory)
+    stray = directory / f"calls-0-{'0' * 16}.jsonl"
+    stray.write_bytes(b"")
+    _replayed(directory, calls, index)
+    assert not stray.exists() and _stamps(directory) == before

@@ -31,7 +31,7 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from pipeline.errors import UnwritableTextError
+from pipeline.errors import CorruptRecordError, UnwritableTextError
 from pipeline.llm.files import TMP_SUFFIX, atomic_write_chunks, locked
 from pipeline.llm.recordings import item_table, shards
 from pipeline.llm.recordings.call_places import Source, Where, kept_line, unpacked
@@ -118,8 +118,11 @@ class StageRecording(StageCalls):
         """(a recording left in place) The shard files its manifest does not name, as a write drops
         them after its rename (none for a recording of one file)."""
         manifest = directory / CALLS_FILE
-        text = manifest.read_bytes().decode("utf-8")
-        named = shards.manifest_entries(manifest, text) if shards.is_manifest(text) else []
+        text = manifest.read_bytes().decode("utf-8", "replace")
+        try:
+            named = shards.manifest_entries(manifest, text) if shards.is_manifest(text) else []
+        except CorruptRecordError:
+            return  # changed since it was checked: which files are the recording's is not known, none go
         shards.drop_unnamed(directory, {name for name, _ in named})
 
     def write(self, directory: Path, keep: Callable[[RecordedCall], bool] | None = None) -> int:
