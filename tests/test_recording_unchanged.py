@@ -14,7 +14,7 @@ import pytest
 
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.backends.fake import FakeBackend
-from pipeline.llm.recordings import shards, stage_calls, stage_folders, stage_writer
+from pipeline.llm.recordings import stage_calls, stage_folders, stage_writer
 from pipeline.llm.recordings.stage_index import StageIndex, index_stage
 from pipeline.llm.recordings.stage_writer import StageRecording
 from pipeline.llm.records import CallRecord, RecordedCall
@@ -218,18 +218,6 @@ def test_a_file_renamed_over_since_it_was_read_is_written_again(tmp_path: Path) 
     inode = _file(directory).stat().st_ino
     _replayed(directory, calls, index)
     assert _file(directory).stat().st_ino != inode and _file(directory).read_bytes() == same
-
-
-def test_a_sharded_recording_is_written_as_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(shards, "SHARD_AT", 4)
-    calls = _calls(9)
-    directory = _written(tmp_path, calls)
-    index = index_stage(directory)
-    assert not index.as_written
-    assert not index.as_written
-    manifest = _file(directory).stat().st_ino
-    _replayed(directory, calls, index)
-    assert _file(directory).stat().st_ino != manifest
 
 
 @pytest.mark.parametrize("serve", ["chat", "serve by key"])

@@ -76,15 +76,36 @@ def write_calls(directory: Path, prefix: str, lines: Iterable[tuple[str, bytes]]
 
     def chunks() -> Iterator[bytes]:
         for item, line in lines:
-            if not runs or runs[-1].item != item:
-                runs.append(_Run(item, digest=hashlib.sha256()))
-            run = runs[-1]
-            run.size += len(line)
-            run.lines += 1
-            run.digest.update(line)
+            _counted(runs, item, line)
             yield line
 
     name, sha = shards.write_shard(directory, "calls", prefix, chunks())
+    table = shards.write_shard(directory, shards.TABLE_KIND, prefix, [_table_text(name, sha, runs)])
+    return [(name, sha), table]
+
+
+def writers_table(name: str, sha: str, lines: Iterable[tuple[str, bytes]]) -> bytes:
+    """The table write_calls writes beside the shard of calls `name` (its sha256 `sha`) of these
+    (item, line with its "\\n") in order: for a check that the table there is the writer's own
+    (pipeline.llm.recordings.unchanged), made by the same code."""
+    runs: list[_Run] = []
+    for item, line in lines:
+        _counted(runs, item, line)
+    return _table_text(name, sha, runs)
+
+
+def _counted(runs: list[_Run], item: str, line: bytes) -> None:
+    """A shard's next line counted in its item's run (a new run where the item changes)."""
+    if not runs or runs[-1].item != item:
+        runs.append(_Run(item, digest=hashlib.sha256()))
+    run = runs[-1]
+    run.size += len(line)
+    run.lines += 1
+    run.digest.update(line)
+
+
+def _table_text(name: str, sha: str, runs: list[_Run]) -> bytes:
+    """A shard of calls' table of items (see the module) from its runs, as the writer writes it."""
     opening = {
         "bytes": sum(run.size for run in runs),
         "items_table": FORMAT,
@@ -100,9 +121,7 @@ def write_calls(directory: Path, prefix: str, lines: Iterable[tuple[str, bytes]]
         [run.lines for run in runs],
         "".join(run.digest.hexdigest() for run in runs),
     ]
-    text = "".join(canonical_json(column) + "\n" for column in columns)
-    table = shards.write_shard(directory, shards.TABLE_KIND, prefix, [text.encode("utf-8")])
-    return [(name, sha), table]
+    return "".join(canonical_json(column) + "\n" for column in columns).encode("utf-8")
 
 
 class _Unusable(Exception):

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from pipeline.llm.recordings import shards, unchanged
+from pipeline.llm.recordings import unchanged
 from pipeline.llm.recordings.call_places import (
     SHARDS,
     CallPlaces,
@@ -56,8 +56,8 @@ class StageCalls:
         self._text: dict[Where, str] = {}
         self._blobs = BlockLines()  # blob id -> its blob line, in the spool
         self._recorded: StageIndex | None = None
-        # The Where of each line of `_recorded` kept, by its number there, for a recording of one file
-        # (shards.SHARD_AT lines at most): the order `unchanged` checks, without parsing a line again.
+        # The Where of each line of `_recorded` kept, by its number there (unchanged.WHERES_HELD lines
+        # at most): the order `unchanged` checks, without parsing a line again.
         self._kept_wheres: dict[int, Where] = {}
         self._labels: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]] = {}
         self._lock = threading.Lock()
@@ -111,7 +111,10 @@ class StageCalls:
         if recorded is None or self._text or len(self._blobs):
             return False
         count = len(self._calls)
-        return unchanged.unchanged_file(recorded, directory, self._calls.numbers(), count, self._kept_wheres)
+        numbers = self._calls.numbers()
+        return unchanged.unchanged_file(
+            recorded, directory, numbers, count, self._kept_wheres, self._where_of
+        )
 
     def _holds(self, where: Where) -> bool:
         """Whether a line made here in the spool, or kept, is held for the call."""
@@ -141,7 +144,7 @@ class StageCalls:
             self._recorded = recorded
             if where not in self._text:
                 self._calls.setdefault(where, packed(kept_source(found), where[-1]), self._where_of)
-            if len(recorded.lines) <= shards.SHARD_AT:  # a file `unchanged` may leave: its Wheres, held
+            if len(recorded.lines) <= unchanged.WHERES_HELD:  # for `unchanged`: its Wheres, held
                 self._kept_wheres.setdefault(found, where)
             return True
 

@@ -31,7 +31,7 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from pipeline.errors import UnwritableTextError
+from pipeline.errors import CorruptRecordError, UnwritableTextError
 from pipeline.llm.files import TMP_SUFFIX, atomic_write_chunks, locked
 from pipeline.llm.recordings import item_table, shards
 from pipeline.llm.recordings.call_places import Source, Where, kept_line, unpacked
@@ -113,6 +113,18 @@ class StageRecording(StageCalls):
                 stale.unlink(missing_ok=True)
         shards.clear_killed_writer(directory, holding_lock=True)
 
+    @staticmethod
+    def _drop_unnamed(directory: Path) -> None:
+        """(a recording left in place) The shard files its manifest does not name, as a write drops
+        them after its rename (none for a recording of one file)."""
+        manifest = directory / CALLS_FILE
+        text = manifest.read_bytes().decode("utf-8", "replace")
+        try:
+            named = shards.manifest_entries(manifest, text) if shards.is_manifest(text) else []
+        except CorruptRecordError:
+            return  # changed since it was checked: which files are the recording's is not known, none go
+        shards.drop_unnamed(directory, {name for name, _ in named})
+
     def write(self, directory: Path, keep: Callable[[RecordedCall], bool] | None = None) -> int:
         """Write the stage's calls in one step, streamed from the spool in their sorted order (the
         same bytes as when the file was held whole); how many calls the file holds. keep=None: they
@@ -131,8 +143,9 @@ class StageRecording(StageCalls):
             with self._lock:
                 count = self._count()
                 left = keep is None and self.unchanged(directory)
-            if left:  # the file there is the one this would write (pipeline.llm.recordings.unchanged)
+            if left:  # the files there are those this would write (pipeline.llm.recordings.unchanged)
                 self._clear_stale(directory)
+                self._drop_unnamed(directory)
                 return count
             with self._lock:
                 # Each call's number by shard, 8 bytes a call; a small stage's calls in order.
