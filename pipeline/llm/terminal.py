@@ -116,6 +116,18 @@ def guarded(text: str, *, line: bool = False) -> str:
     return (_GUARD_LINE if line else _GUARD).sub(_visible, text)
 
 
+def spelled(value: Any) -> str:
+    """An option's or a setting's value as one line of output spells it, to be shown once where it
+    is written: a list as `['a', 'b']` with each text between quotes as itself. Not repr, which
+    writes a text's escapes (a newline as `\\n`) that `shown` would then double, so that a real
+    newline would read as the two characters a model typed."""
+    if isinstance(value, list | tuple):
+        return (
+            "[" + ", ".join(f"'{item}'" if isinstance(item, str) else spelled(item) for item in value) + "]"
+        )
+    return str(value)
+
+
 def framed(text: str, margin: str = "  | ") -> str:
     """`text` with every line behind `margin`, so that no line of it starts where the output's own
     headers do: a reply holding newlines cannot print what looks like another call's header."""
