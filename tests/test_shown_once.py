@@ -7,6 +7,8 @@ escaped twice, and never left unescaped (review9 of exact-left):
 - `judgeloop audit`'s score line (a field's value, an error: not shown at all, so a typed `\\u202e`
   read as the character) and, in its Markdown, the heading and the score line (shown, but not escaped
   for Markdown, which halves a doubled backslash when it is rendered);
+- an item page's `<pre>`, which shows its text in pieces: a backslash that ends one piece was shown
+  without what follows it, so `\\` and a carriage return read as a typed `\\r`;
 - `judgeloop diff --item`'s refusal lists the items the runs judged: ids from data files, printed
   with their control characters as they are."""
 
@@ -19,17 +21,21 @@ from typing import Any
 
 import click
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 import tests.test_report_html as sample
 from pipeline.experiments.paper.report.html import render_report
+from pipeline.experiments.paper.report.markup import pre
+from pipeline.experiments.paper.report.texts import PageTexts
 from pipeline.judges.call_reading import CallReading
 from pipeline.llm.records import CallRecord, RecordedCall
-from pipeline.llm.terminal import guarded
+from pipeline.llm.terminal import guarded, shown, shown_apart
 from pipeline.llm.types import CallContext, ChatReply, ChatRequest, Message, ModelIdentity, Options
 from pipeline.tools.audit.formats import Readers, format_markdown, format_text
 from pipeline.tools.diff.command import _item_view
-from tests.test_typed_escapes import read_back
+from tests.test_typed_escapes import TRICKY, read_back
 
 STOP = "a\nb\\nc"  # a real newline, then the two characters backslash and n
 SPELLED = f"stop=['{STOP}']"  # what the options show, read back by the one rule
@@ -124,3 +130,21 @@ def test_audit_s_markdown_heading_shows_a_typed_escape_apart_from_the_character(
         "<h3>stage=judge item=9\\u202e step=0</h3>",
         "<h3>stage=judge item=9*a* step=0</h3>",
     ]
+
+
+def test_an_item_page_s_pre_reads_back_where_a_backslash_ends_one_of_its_pieces() -> None:
+    """The `<pre>` shows a text in pieces (its outer whitespace, its parts, the texts it links to):
+    each shown alone, a reply's closing backslash and the carriage return after it read as a typed
+    `\\\\r`, and its typed `\\\\u202e` split after the backslash as the character."""
+    texts = PageTexts()
+    texts.start_item()
+    for text in ("Score: 3 \\\r\n", "a \\\x0c", "plain\n"):
+        element = str(pre(texts.place(text, "x", "reply"), set()))
+        shown_text = html.unescape(element[element.index(">") + 1 : element.rindex("</pre>")])
+        assert read_back(shown_text) == text, (text, shown_text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(TRICKY, max_size=5))
+def test_texts_shown_apart_read_as_their_whole_shown(parts: list[str]) -> None:
+    assert "".join(shown_apart(parts)) == shown("".join(parts))

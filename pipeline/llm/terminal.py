@@ -50,7 +50,7 @@ from __future__ import annotations
 import logging
 import re
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
@@ -100,6 +100,25 @@ def shown(text: str, *, one_line: bool = False) -> str:
     if "\\" not in text:
         return (_GUARD_ALL if one_line else _GUARD).sub(_visible, text)
     return (_UNSAFE_LINE if one_line else _UNSAFE).sub(_visible, text)
+
+
+def shown_apart(parts: Sequence[str]) -> list[str]:
+    """Each of `parts` shown (`shown`) as it is in their concatenation, so that the pieces written one
+    after another read back to the whole: a backslash run at a part's end is doubled where what
+    follows it, in the parts after, reads as an escape (an item page's `<pre>` shows its text in
+    pieces: a reply's `\\` and the carriage return after it, shown apart, would read as `\\r`)."""
+    if not any(part.endswith("\\") for part in parts):
+        return [shown(part) for part in parts]
+    out = []
+    for n, part in enumerate(parts):
+        if not part.endswith("\\"):
+            out.append(shown(part))
+            continue
+        rest = "".join(parts[n + 1 :])
+        after = rest[: len(rest) - len(rest.lstrip("\\")) + 9]  # the run's continuation and a look past it
+        whole, tail = shown(part + after), shown(after)
+        out.append(whole[: len(whole) - len(tail)])
+    return out
 
 
 def shown_line(text: str) -> str:
