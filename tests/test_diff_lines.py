@@ -15,10 +15,12 @@ from click.testing import CliRunner
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.terminal import shown_line
 from pipeline.llm.types import CallContext, ChatReply, ChatRequest, Message, ModelIdentity
-from pipeline.tools.audit.diff import unified
+from pipeline.tools.audit.diff import diff_iterations, unified
 from pipeline.tools.cache.merge_command import _reply_diff
 from pipeline.tools.cli import main
 from pipeline.tools.diff.causes import prompt_change
+from pipeline.tools.diff.text import prompt_text as text_prompt
+from pipeline.tools.diff.text import unified as text_unified
 from tests.report_dom import Page
 from tests.test_diff import diff_json, record, responder
 
@@ -90,3 +92,30 @@ def test_cache_merge_s_reply_diff_breaks_lines_at_newlines_only_and_shows_them_e
     """`judgeloop cache merge`'s conflict diff (pipeline.tools.cache.merge_command), the same rules."""
     found = _reply_diff("same\nfirst\u2028half\n", "same\nfirst\u2028\\u2028half\n")
     assert found[-2:] == ["    -first\\u2028half", "    +first\\u2028\\\\u2028half"]
+
+
+def test_a_line_break_added_at_a_text_s_end_counts_as_the_views_show_it() -> None:
+    """One line added in every view (review9): the `why:`/`detail` counts (+0 −0 before, where the
+    terminal's and the page's diff showed an added line), and `audit diff`'s reply (`-a`, `+a`
+    before: two lines that read the same, where `judgeloop diff` showed one added)."""
+    before, after = _asked("Rate this.\nthe end"), _asked("Rate this.\nthe end\n")
+    assert prompt_change(before, after) == "message 1 (user): +1 −0 lines"
+    shown = text_unified("prompt", text_prompt(before), text_prompt(after))
+    assert [line[0] for line in shown[3:] if line[:1] in ("+", "-")] == ["+"]
+    calls = [
+        RecordedCall(
+            context=CallContext(
+                stage="assess", item="901", step=step, labels={"role": "assess" if step == 0 else "refine"}
+            ),
+            record=CallRecord.new(
+                ModelIdentity(backend="fake", name="m", digest="d"),
+                ChatRequest(messages=(Message(role="user", content="Write."),)),
+                ChatReply(text="the end" + "\n" * step, done_reason="stop"),
+            ),
+        )
+        for step in (0, 1)
+    ]
+    reply = diff_iterations(calls, "901", 0, 1, None).split("### assessment reply\n")[1]
+    assert [
+        line for line in reply.split("\n") if line[:1] in ("+", "-") and line[:3] not in ("+++", "---")
+    ] == ["+"]

@@ -67,10 +67,28 @@ def test_a_linked_interview_folder_that_leads_out_is_refused_for_the_file_read_t
     _daic(tmp_path / "elsewhere" / "301_P" / "301_TRANSCRIPT.csv")
     _daic(tmp_path / "data" / "300_P" / "300_TRANSCRIPT.csv")
     (tmp_path / "data" / "301_P").symlink_to(tmp_path / "elsewhere" / "301_P")
-    with pytest.raises(InputError, match=r"^data/301_P/301_TRANSCRIPT.csv: a link to .*elsewhere/301_P"):
+    with pytest.raises(
+        InputError, match=r"^data/301_P/301_TRANSCRIPT.csv: .*data/301_P, a link to .*elsewhere/301_P"
+    ):
         _load(tmp_path)
     (tmp_path / "elsewhere" / "301_P" / "301_TRANSCRIPT.csv").rename(tmp_path / "elsewhere" / "notes.csv")
     assert _load(tmp_path) == ["300"]  # a linked folder holding nothing read is not read
+
+
+def test_a_linked_interview_folder_s_fix_runs_in_sh_and_keeps_the_folder_it_led_to(tmp_path: Path) -> None:
+    """The fix copies the folder in, in place of its link (review9): the file's own copy, put through
+    the linked folder, landed where the link leads, and the same refusal came again."""
+    _daic(tmp_path / "elsewhere" / "301_P" / "301_TRANSCRIPT.csv", "theirs")
+    _daic(tmp_path / "data" / "300_P" / "300_TRANSCRIPT.csv")
+    (tmp_path / "data" / "301_P").symlink_to(tmp_path / "elsewhere" / "301_P")
+    with pytest.raises(InputError) as refused:
+        _load(tmp_path)
+    command = refused.value.fix.split(": ", 1)[1]
+    subprocess.run(["sh", "-c", command], cwd=tmp_path, check=True)
+    assert _load(tmp_path) == ["300", "301"]
+    assert os.listdir(tmp_path / "elsewhere" / "301_P") == ["301_TRANSCRIPT.csv"]  # left as it was
+    copied = (tmp_path / "data" / "301_P" / "301_TRANSCRIPT.csv").read_bytes()
+    assert copied == (tmp_path / "elsewhere" / "301_P" / "301_TRANSCRIPT.csv").read_bytes()
 
 
 def test_the_folder_itself_a_link_and_links_that_stay_inside_it_are_read(tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ from typing import NamedTuple
 from pipeline.data.input_files import InputWarning, shown_path
 from pipeline.data.transcript_open import Identity
 from pipeline.errors import InputError
-from pipeline.llm.files import replaced_by_copy
+from pipeline.llm.files import folder_replaced_by_copy, link_leading_out, replaced_by_copy
 
 SEARCHED = ("*_TRANSCRIPT.csv", "*/*_TRANSCRIPT.csv", "*.txt", "*.jsonl")
 _DAIC = "_transcript.csv"
@@ -169,8 +169,7 @@ class _Searched:
             return
         shown = f"{shown_path(self.path, self.root)}/{relative}"  # (made only for an error: it resolves)
         if outside:
-            problem = f"a link to {target}, outside the folder ({self.real}), which alone is read"
-            fix = f"copy the file in, in place of the link: {replaced_by_copy(shown, target)}"
+            problem, fix = self._leading_out(relative, shown, target)
         elif kind == _FOLDER:
             problem = "a folder named like a transcript file (as a tool that writes a folder of parts makes)"
             fix = "put the transcript file itself here, or rename the folder or move it out"
@@ -178,6 +177,21 @@ class _Searched:
             problem = "named like a transcript, but not a file (a link to nothing, or a pipe)"
             fix = "restore the file it stands for, or delete it"
         raise InputError(shown, None, problem, fix)
+
+    def _leading_out(self, relative: str, shown: str, target: str | None) -> tuple[str, str]:
+        """The problem and the fix of a file read through a link out of the folder: the file itself a
+        link, or a folder above it (DAIC-WOZ's `300_P` linked), whose copy is what goes in its place
+        (the file's copy put through the linked folder would land where the link leads)."""
+        link = link_leading_out(str(self.path), relative)
+        folder = relative if link is None else os.path.relpath(link, self.path)
+        if folder == relative:
+            problem = f"a link to {target}, outside the folder ({self.real}), which alone is read"
+            return problem, f"copy the file in, in place of the link: {replaced_by_copy(shown, target)}"
+        named, leads = f"{shown_path(self.path, self.root)}/{folder}", os.path.realpath(str(link))
+        problem = (
+            f"read through {named}, a link to {leads}, outside the folder ({self.real}), which alone is read"
+        )
+        return problem, f"copy the folder in, in place of the link: {folder_replaced_by_copy(named, leads)}"
 
 
 class Places:

@@ -283,6 +283,13 @@ def replaced_by_copy(link: str, target: str | None = None) -> str:
     return f"cp -p {shlex.quote(target or os.path.realpath(link))} {own} && mv {own} {name}"
 
 
+def folder_replaced_by_copy(link: str, target: str) -> str:
+    """The portable (POSIX) commands that put a copy of the folder `target`, which the link `link` leads
+    to, in its place, that folder kept (`rm` of a link to a folder removes the link only)."""
+    name, own = shlex.quote(link), shlex.quote(f"{link}.own")
+    return f"cp -pR {shlex.quote(target)} {own} && rm {name} && mv {own} {name}"
+
+
 def _leading_out(folder: Path, output: Path) -> str | None:
     try:
         name, here = os.path.abspath(folder), os.getcwd()

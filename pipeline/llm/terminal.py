@@ -50,7 +50,7 @@ from __future__ import annotations
 import logging
 import re
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
@@ -102,6 +102,25 @@ def shown(text: str, *, one_line: bool = False) -> str:
     return (_UNSAFE_LINE if one_line else _UNSAFE).sub(_visible, text)
 
 
+def shown_apart(parts: Sequence[str]) -> list[str]:
+    """Each of `parts` shown (`shown`) as it is in their concatenation, so that the pieces written one
+    after another read back to the whole: a backslash run at a part's end is doubled where what
+    follows it, in the parts after, reads as an escape (an item page's `<pre>` shows its text in
+    pieces: a reply's `\\` and the carriage return after it, shown apart, would read as `\\r`)."""
+    if not any(part.endswith("\\") for part in parts):
+        return [shown(part) for part in parts]
+    out = []
+    for n, part in enumerate(parts):
+        if not part.endswith("\\"):
+            out.append(shown(part))
+            continue
+        rest = "".join(parts[n + 1 :])
+        after = rest[: len(rest) - len(rest.lstrip("\\")) + 9]  # the run's continuation and a look past it
+        whole, tail = shown(part + after), shown(after)
+        out.append(whole[: len(whole) - len(tail)])
+    return out
+
+
 def shown_line(text: str) -> str:
     """`text` shown safely (`shown`) as one line of output: a line break in it (a model name's, an
     item id's) as its escape, a tab kept as a tab (see the module's docstring)."""
@@ -114,6 +133,18 @@ def guarded(text: str, *, line: bool = False) -> str:
     are. The net under whole messages (errors, log records, warnings, `echo`, status's lines): the
     record's texts in them were shown already (`shown`), and what `shown` wrote passes unchanged."""
     return (_GUARD_LINE if line else _GUARD).sub(_visible, text)
+
+
+def spelled(value: Any) -> str:
+    """An option's or a setting's value as one line of output spells it, to be shown once where it
+    is written: a list as `['a', 'b']` with each text between quotes as itself. Not repr, which
+    writes a text's escapes (a newline as `\\n`) that `shown` would then double, so that a real
+    newline would read as the two characters a model typed."""
+    if isinstance(value, list | tuple):
+        return (
+            "[" + ", ".join(f"'{item}'" if isinstance(item, str) else spelled(item) for item in value) + "]"
+        )
+    return str(value)
 
 
 def framed(text: str, margin: str = "  | ") -> str:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from pipeline.llm.terminal import shown
 
@@ -41,8 +41,15 @@ def make_environment(*folders: Path, **filters: Callable[..., Any]) -> jinja2.En
         keep_trailing_newline=True,
         finalize=visible,
     )
+    env.filters["one_line"] = one_line
     env.filters.update(filters)
     return env
+
+
+def one_line(value: str) -> Markup:
+    """`{{ value | one_line }}`: a text shown on one line, its line breaks and tabs as escapes too
+    (a fact's value: HTML would fold a line break into a space)."""
+    return escape(shown(value, one_line=True))
 
 
 def visible(value: Any) -> Any:

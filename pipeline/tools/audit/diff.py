@@ -91,8 +91,8 @@ def diff_iterations(
         out.append(
             unified(
                 f"{label} reply",
-                before.record.reply.text,
-                after.record.reply.text,
+                before.record.reply.text + "\n",  # as `judgeloop diff` shows a reply: a line
+                after.record.reply.text + "\n",  # break after it, so one added at its end is a line
                 (names[0] + " reply", names[1] + " reply"),
                 context,
             )

@@ -14,8 +14,8 @@ from pipeline.experiments.registry import designs
 from pipeline.judges.call_reading import CallReader, CallReading
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.records import RecordedCall
-from pipeline.llm.terminal import framed, shown
-from pipeline.reports.markdown import code_cell
+from pipeline.llm.terminal import framed, shown, spelled
+from pipeline.reports.markdown import code_cell, table_cell
 from pipeline.tools.audit.calls import Marks
 from pipeline.tools.audit.filters import last_run_status
 from pipeline.tools.inventory import RunSummary
@@ -47,7 +47,7 @@ def score_of(call: RecordedCall, read: Readers | None) -> CallReading | None:
 
 def _options(call: RecordedCall) -> str:
     dumped = call.record.request.options.model_dump(mode="json")
-    return " ".join(f"{k}={v}" for k, v in dumped.items() if k != "stop" or v)
+    return " ".join(f"{k}={spelled(v)}" for k, v in dumped.items() if k != "stop" or v)
 
 
 def _header(
@@ -79,12 +79,13 @@ def _score_line(reading: CallReading, body: Callable[[str], str] = shown) -> str
     # A structured reply: the fields read, each with G-Eval's weighted score where it has one; a
     # failure: what was wrong.
     fields = [
-        f"{name} {value}" + (f" (weighted {reading.weighted[name]})" if name in reading.weighted else "")
+        f"{name} {body(value) if isinstance(value, str) else value}"
+        + (f" (weighted {reading.weighted[name]})" if name in reading.weighted else "")
         for name, value in reading.fields.items()
     ]
     fields += [f"weighted {w}" for name, w in reading.weighted.items() if name not in reading.fields]
     read = f"; {', '.join(fields)}" if fields else ""
-    error = f": {reading.error}" if reading.error else ""
+    error = f": {body(reading.error)}" if reading.error else ""
     score = "none" if reading.score is None else reading.score
     return f"{score} ({reading.reason}{stated}{matched}{error}{read})"
 
@@ -148,14 +149,16 @@ def format_markdown(
     raw: bool = False,
 ) -> str:
     body = _as_recorded if raw else shown
-    parts = [f"### {shown(call.context.describe(), one_line=True)}", "", "| | |", "|---|---|"]
+    # The heading and the score line are Markdown of their own (not a code span or a fence): their
+    # texts escaped as a table's cell is, so that a rendered page halves no shown backslash.
+    parts = [f"### {table_cell(call.context.describe())}", "", "| | |", "|---|---|"]
     parts += [f"| {name} | {code_cell(value)} |" for name, value in _header(call, runs, marks)]
     for number, message in enumerate(call.record.request.messages, start=1):
         parts += ["", f"**message {number} ({message.role})**", "", _fenced(body(message.content))]
     parts += ["", "**reply**", "", _fenced(body(call.record.reply.text))]
     reading = score_of(call, read)
     if reading is not None:
-        parts += ["", f"**score**: {_score_line(reading, body)}"]
+        parts += ["", f"**score**: {_score_line(reading, _as_recorded if raw else table_cell)}"]
     return "\n".join(parts) + "\n"
 
 

@@ -37,8 +37,10 @@ class Cause:
 
 
 def _line_counts(before: str, after: str) -> tuple[int, int]:
+    """The lines added and removed as the views show the message (pipeline.tools.diff.text's
+    prompt_text, a line break after each): a line break added at its end is a line added."""
     added = removed = 0
-    for line in difflib.ndiff(text_lines(before), text_lines(after)):
+    for line in difflib.ndiff(text_lines(before + "\n"), text_lines(after + "\n")):
         added += line.startswith("+ ")
         removed += line.startswith("- ")
     return added, removed

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import click
 
+from pipeline.errors import JudgeloopError
 from pipeline.experiments.registry import designs
 from pipeline.tools.diff.causes import cause_of
 from pipeline.tools.diff.runs import WORKSPACE, Run, read_run
@@ -37,7 +38,7 @@ def _item_view(a: Run, b: Run, item: str, metric: str | None, iteration: int | N
     )
     if not keys:
         have = sorted({key[1] for key in a.judgements.keys() | b.judgements.keys()})
-        raise click.ClickException(
+        raise JudgeloopError(  # (its message escaped: the ids come from the runs' data files)
             f"no judgement of item {item!r}"
             + (f" on metric {metric!r}" if metric else "")
             + f" in either run. Items judged: {', '.join(have[:20]) or 'none'}."

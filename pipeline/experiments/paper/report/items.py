@@ -27,6 +27,7 @@ from pipeline.judges.rubric.judge_prompts import JUDGE_PROMPTS
 from pipeline.judges.rubric.prompts import JSON_JUDGE_FORMAT
 from pipeline.judges.rubric.results import MetricJudgement
 from pipeline.llm.records import CallRecord
+from pipeline.llm.terminal import spelled
 from pipeline.llm.types import Options
 from pipeline.loops.feedback import feedback_text
 from pipeline.loops.results import Iteration, Refinement
@@ -72,7 +73,7 @@ def options_text(record: CallRecord) -> str:
 
 def options_line(options: Options) -> str:
     """A call's options as the report spells them (options_text)."""
-    return " ".join(f"{k}={v}" for k, v in options.model_dump(mode="json").items())
+    return " ".join(f"{k}={spelled(v)}" for k, v in options.model_dump(mode="json").items())
 
 
 def recover_transcript(r: Refinement, records: dict[str, CallRecord]) -> str | None:

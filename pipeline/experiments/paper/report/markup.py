@@ -20,7 +20,7 @@ from functools import lru_cache
 from markupsafe import Markup, escape
 
 from pipeline.experiments.paper.report.texts import Placed
-from pipeline.llm.terminal import shown
+from pipeline.llm.terminal import shown, shown_apart
 
 
 def exact(text: str) -> Markup:
@@ -35,7 +35,11 @@ def exact(text: str) -> Markup:
 
 def _escaped(text: str) -> str:
     """exact's text as a plain str: pre joins many of them and marks the whole element once."""
-    return shown(text).replace("&", "&amp;").replace("<", "&lt;")
+    return _markup(shown(text))
+
+
+def _markup(shown_text: str) -> str:
+    return shown_text.replace("&", "&amp;").replace("<", "&lt;")
 
 
 def pre(
@@ -56,18 +60,25 @@ def pre(
     core = p.core_id in referenced
     if core:
         out.append(f'<span id="{escape(p.core_id)}">')
-    for s in p.segments:
+    for n, s in enumerate(p.segments):
+        # A backslash that ends a part reads with the start of the next (shown_apart); the lead and
+        # the trail are whitespace, and end in none.
+        text = shown(s.text) if s.text[-1:] != "\\" else _shown_before(p, n)
         if s.target:
-            out.append(f'<a href="#{escape(s.target)}">{escape(shown(s.text))}</a>')
+            out.append(f'<a href="#{escape(s.target)}">{escape(text)}</a>')
         elif s.home in referenced:
-            out.append(f'<span id="{escape(s.home)}">{_escaped(s.text)}</span>')
+            out.append(f'<span id="{escape(s.home)}">{_markup(text)}</span>')
         else:
-            out.append(_escaped(s.text))
+            out.append(_markup(text))
     if core:
         out.append("</span>")
     out.append(_escaped(p.trail))
     out.append("</pre>")
     return Markup("".join(out))
+
+
+def _shown_before(p: Placed, n: int) -> str:
+    return shown_apart([*(s.text for s in p.segments[n:]), p.trail])[0]
 
 
 def shared_pre(p: Placed, referenced: Container[str]) -> Markup:
