@@ -13,6 +13,8 @@ line of each key; a key recorded twice keeps its first line).
 
 from __future__ import annotations
 
+import itertools
+import operator
 import re
 import threading
 from array import array
@@ -94,28 +96,54 @@ def places(first_lines: dict[str, int]) -> Mapping[str, int]:
         return first_lines
 
 
-_BLOCK_ID = re.compile(r"[0-9a-f]{16}")  # as pipeline.llm.recordings.line_format.blob_id writes one
+_HEX_DIGITS = "0123456789abcdef"  # a block id is 16 of them, as line_format.blob_id writes one
+
+
+def _block_id(blob: str) -> bool:
+    """Whether `blob` is of the writer's form (str.strip with the digits leaves nothing of a string
+    made of them alone: in C, about half a regular expression's fullmatch)."""
+    return len(blob) == 16 and not blob.strip(_HEX_DIGITS)
+
+
+# A sealed table's search: the ids sorted (the last place of each), their lines, and where each
+# bucket of ids begins: ids whose top `bits` bits are b lie from starts[b] to starts[b + 1], so a
+# lookup bisects a bucket of one or two ids (block ids are hashes, spread evenly), not the whole
+# table (about 20 probes at a million ids, each boxing a 64-bit int: issue 33, 3-4.7 % of a replay).
+# One tuple, assigned whole, so that a reader never sees one part of a seal and another of the next.
+_Search = tuple["array[int]", "array[int]", "array[int]", int]
+
+
+def _bucket_starts(sorted_ids: array[int], bits: int) -> array[int]:
+    """Where each of the 2**bits buckets of `sorted_ids` (by their top `bits` bits) begins, and
+    their end: 2**bits + 1 offsets."""
+    starts = array("I", bytes(4 * ((1 << bits) + 1)))
+    for top in map(operator.rshift, sorted_ids, itertools.repeat(64 - bits)):
+        starts[top + 1] += 1
+    return array("I", itertools.accumulate(starts))
+
+
+_EMPTY: _Search = (array("Q"), array("I"), array("I", [0, 0]), 64)
 
 
 class BlockPlaces(Mapping[str, int]):
     """A recording's block ids -> the index of their line, filled as its files are scanned: each id
-    of the writer's form (16 hex digits, a 64-bit number) held in arrays, 12 bytes, where a dict of
-    id strings cost about 160 bytes an id (the paper's judge records about six blocks a call). Reads
-    as the dict it replaces: an id placed twice is at its last place, ids iterate in the order they
-    were first placed, and an id of another form is kept in a dict beside (and iterated after)."""
+    of the writer's form (16 hex digits, a 64-bit number) held in arrays, about 16 bytes, where a
+    dict of id strings cost about 160 bytes an id (the paper's judge records about six blocks a
+    call). Reads as the dict it replaces: an id placed twice is at its last place, ids iterate in the
+    order they were first placed, and an id of another form is kept in a dict beside (and iterated
+    after)."""
 
     def __init__(self) -> None:
         self._ids = array("Q")  # every id placed, in order, and its line
         self._lines = array("I")
         self._odd: dict[str, int] = {}
-        self._sorted_ids = array("Q")  # ids sorted, the last place of each (built when first read)
-        self._sorted_lines = array("I")
+        self._search = _EMPTY  # (built when first read: _seal)
         self._first = array("I")  # rows that place an id for the first time, in order
         self._sealed = True
         self._lock = threading.Lock()
 
     def __setitem__(self, blob: str, line: int) -> None:
-        if _BLOCK_ID.fullmatch(blob):
+        if _block_id(blob):
             with self._lock:
                 self._ids.append(int(blob, 16))
                 self._lines.append(line)
@@ -124,7 +152,7 @@ class BlockPlaces(Mapping[str, int]):
             self._odd[blob] = line
 
     def _seal(self) -> None:
-        """(once after the last placing) The search arrays: one row an id, its last place."""
+        """(once after the last placing) The search: one row an id, its last place, and the buckets."""
         with self._lock:
             if self._sealed:
                 return
@@ -139,7 +167,8 @@ class BlockPlaces(Mapping[str, int]):
                 else:  # placed again: its last place stands, as a dict's assignment leaves it
                     sorted_lines[-1] = lines[row]
             del rows
-            self._sorted_ids, self._sorted_lines = sorted_ids, sorted_lines
+            bits = max(0, len(sorted_ids).bit_length() - 1)  # a bucket for every one or two ids
+            self._search = (sorted_ids, sorted_lines, _bucket_starts(sorted_ids, bits), 64 - bits)
             self._first = array("I", sorted(first))
             self._sealed = True
 
@@ -152,14 +181,17 @@ class BlockPlaces(Mapping[str, int]):
     def get(self, blob: object, default: int | None = None) -> int | None:  # type: ignore[override]
         if not isinstance(blob, str):
             return default
-        if not _BLOCK_ID.fullmatch(blob):
+        if len(blob) != 16 or blob.strip(_HEX_DIGITS):  # (_block_id, inline: this is the hot path)
             return self._odd.get(blob, default)
         if not self._sealed:
             self._seal()
+        ids, lines, starts, shift = self._search
         number = int(blob, 16)
-        at = bisect_left(self._sorted_ids, number)
-        if at < len(self._sorted_ids) and self._sorted_ids[at] == number:
-            return self._sorted_lines[at]
+        top = number >> shift
+        end = starts[top + 1]
+        at = bisect_left(ids, number, starts[top], end)
+        if at < end and ids[at] == number:
+            return lines[at]
         return default
 
     def __contains__(self, blob: object) -> bool:
@@ -168,7 +200,7 @@ class BlockPlaces(Mapping[str, int]):
     def __len__(self) -> int:
         if not self._sealed:
             self._seal()
-        return len(self._sorted_ids) + len(self._odd)
+        return len(self._search[0]) + len(self._odd)
 
     def __iter__(self) -> Iterator[str]:
         if not self._sealed:
