@@ -157,16 +157,23 @@ class BlockPlaces(Mapping[str, int]):
             if self._sealed:
                 return
             ids, lines = self._ids, self._lines
-            rows = sorted(range(len(ids)), key=ids.__getitem__)  # stable: an id's places in order
-            sorted_ids, sorted_lines, first = array("Q"), array("I"), []
-            for at, row in enumerate(rows):
-                if at == 0 or ids[rows[at - 1]] != ids[row]:
+            # Each place as one number, its id above its row: sorted, an id's places come together
+            # in the order they were placed (as a stable sort by id leaves them), and no key list
+            # beside (a sort by `ids.__getitem__` held a boxed id and a boxed row a place).
+            placed = [ident << 32 | row for row, ident in enumerate(ids)]
+            placed.sort()
+            sorted_ids, sorted_lines, first = array("Q"), array("I"), array("I")
+            last = -1
+            for place in placed:
+                ident, row = place >> 32, place & 0xFFFF_FFFF
+                if ident != last:
                     first.append(row)
-                    sorted_ids.append(ids[row])
+                    sorted_ids.append(ident)
                     sorted_lines.append(lines[row])
+                    last = ident
                 else:  # placed again: its last place stands, as a dict's assignment leaves it
                     sorted_lines[-1] = lines[row]
-            del rows
+            del placed
             bits = max(0, len(sorted_ids).bit_length() - 1)  # a bucket for every one or two ids
             self._search = (sorted_ids, sorted_lines, _bucket_starts(sorted_ids, bits), 64 - bits)
             self._first = array("I", sorted(first))
