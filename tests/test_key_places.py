@@ -150,3 +150,49 @@ def test_ids_crowded_into_one_bucket_are_all_found() -> None:
     for number in range(numbers[0] - 2, numbers[-1] + 3):
         blob = f"{number:016x}"
         assert table.get(blob) == expected.get(blob)
+
+
+near_keys = st.builds(
+    lambda digits: f"{KEY_PREFIX}{digits}", near_ids | near_ids.map(lambda d: d * 2)
+) | st.sampled_from(
+    [
+        f"{KEY_PREFIX}{digits}"  # int(_, 16) reads each of these as a 128-bit number
+        for digits in (
+            "0x" + "0" * 29 + "1",
+            " " + "0" * 30 + "1",
+            "0" * 31 + "1\n",
+            "+" + "0" * 30 + "1",
+            "0000_" + "0" * 26 + "1",
+            "0" * 31 + "A",
+            "\u0660" * 31 + "1",
+        )
+    ]
+    + [f"jl1:{'0' * 32}", f"{KEY_PREFIX.upper()}{'0' * 32}", f"{'0' * 32}{KEY_PREFIX}"]
+)
+
+
+@settings(deadline=None)
+@given(near_keys | keys | st.text(max_size=40))
+def test_a_key_of_todays_recipe_is_told_as_the_pattern_tells_it(key: str) -> None:
+    packs = bool(re.fullmatch(rf"{re.escape(KEY_PREFIX)}[0-9a-f]{{32}}", key))
+    table = places({key: 3})
+    assert isinstance(table, KeyPlaces) == packs
+    assert table.get(key) == 3 and key in table and list(table) == [key]
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 7, 8, 9, 255, 256, 257, 3000])
+def test_key_tables_of_any_size_read_as_the_dict_at_every_bucket_edge(size: int) -> None:
+    rng = random.Random(size)
+    edges = _edges(max(0, size.bit_length() - 1))
+    highs = (edges + [rng.getrandbits(64) for _ in range(size)])[:size]
+    numbers = [high << 64 | rng.choice([0, rng.getrandbits(64)]) for high in highs]
+    numbers += [n ^ 1 for n in numbers[: size // 3]]  # keys sharing a high half
+    rng.shuffle(numbers)
+    first_lines = {f"{KEY_PREFIX}{number:032x}": line for line, number in enumerate(numbers)}
+    table = places(first_lines)
+    assert isinstance(table, KeyPlaces) and len(table) == len(first_lines)
+    around = {n + step for n in numbers for step in (-1, 1, 1 << 64, -(1 << 64))}
+    for number in {*numbers, *(n for n in around if 0 <= n < 2**128), *(e << 64 for e in edges)}:
+        key = f"{KEY_PREFIX}{number:032x}"
+        assert table.get(key, -1) == first_lines.get(key, -1) and (key in table) == (key in first_lines)
+    assert list(table) == list(first_lines)

@@ -7,6 +7,12 @@ million calls, held through the stage. Every key of today's recipe is `jl2:` and
 arrays, in the recording's order, with its line, and beside them the rows sorted by key, searched
 by bisection. A table with any other key (none is made today) is a plain dict, as before.
 
+Keys and block ids are hashes, spread evenly over their range: each sorted table is cut into
+buckets by its top bits, a bucket for every one or two entries (up to 4 bytes an entry more), and a
+lookup bisects its bucket alone, two or three probes where the whole table took about twenty, each
+boxing a 64-bit int (issue 33: BlockPlaces.get was 3-4.7 % of a replay). Whatever the spread (a
+recording is untrusted input), an entry is in its bucket: crowded buckets are only slower.
+
 It reads as the dict did: `get`, `in`, its length, and its keys in the recording's order (first
 line of each key; a key recorded twice keeps its first line).
 """
@@ -15,7 +21,6 @@ from __future__ import annotations
 
 import itertools
 import operator
-import re
 import threading
 from array import array
 from bisect import bisect_left
@@ -23,8 +28,36 @@ from collections.abc import Iterable, Iterator, Mapping
 
 from pipeline.llm.keys import KEY_PREFIX
 
-_PACKABLE = re.compile(rf"{re.escape(KEY_PREFIX)}[0-9a-f]{{32}}")
+_HEX_DIGITS = "0123456789abcdef"  # a block id is 16 of them, as line_format.blob_id writes one
+
+
+def _block_id(blob: str) -> bool:
+    """Whether `blob` is of the writer's form (str.strip with the digits leaves nothing of a string
+    made of them alone: in C, about half a regular expression's fullmatch)."""
+    return len(blob) == 16 and not blob.strip(_HEX_DIGITS)
+
+
+# A sealed BlockPlaces' search: the ids sorted (the last place of each), their lines, where each
+# bucket begins (_bucket_starts) and the shift that gives an id's bucket. One tuple, assigned whole,
+# so that a reader never sees one part of a seal and another of the next.
+_Search = tuple["array[int]", "array[int]", "array[int]", int]
+
+
+def _bucket_starts(sorted_ids: array[int], bits: int) -> array[int]:
+    """Where each of the 2**bits buckets of `sorted_ids` (by their top `bits` bits) begins, and
+    their end: 2**bits + 1 offsets; the ids whose top bits are b lie from starts[b] to starts[b + 1]."""
+    starts = array("I", bytes(4 * ((1 << bits) + 1)))
+    for top in map(operator.rshift, sorted_ids, itertools.repeat(64 - bits)):
+        starts[top + 1] += 1
+    return array("I", itertools.accumulate(starts))
+
+
 _HEAD = len(KEY_PREFIX)
+
+
+def _packable(key: str) -> bool:
+    """Whether `key` is of today's recipe as request_key writes it: the prefix and 32 hex digits."""
+    return len(key) == _HEAD + 32 and key.startswith(KEY_PREFIX) and not key[_HEAD:].strip(_HEX_DIGITS)
 
 
 def _halves(key: str) -> tuple[int, int]:
@@ -41,6 +74,8 @@ class KeyPlaces(Mapping[str, int]):
         self._line = array("I")
         self._sorted_high = array("Q")  # the high halves sorted, searched in C (bisect on an array)
         self._rows = array("I")  # and the row of each
+        self._starts = array("I", [0, 0])  # where each bucket of high halves begins (_bucket_starts)
+        self._shift = 64
 
     @classmethod
     def of(cls, first_lines: Iterable[tuple[str, int]]) -> KeyPlaces:
@@ -48,7 +83,7 @@ class KeyPlaces(Mapping[str, int]):
         key that does not pack."""
         table = cls()
         for key, line in first_lines:
-            if not _PACKABLE.fullmatch(key):
+            if not _packable(key):
                 raise ValueError(key)
             high, low = _halves(key)
             table._high.append(high)
@@ -56,19 +91,29 @@ class KeyPlaces(Mapping[str, int]):
             table._line.append(line)
         table._rows = array("I", sorted(range(len(table._high)), key=table._high.__getitem__))
         table._sorted_high = array("Q", (table._high[row] for row in table._rows))
+        bits = max(0, len(table._rows).bit_length() - 1)  # a bucket for every one or two keys
+        table._starts, table._shift = _bucket_starts(table._sorted_high, bits), 64 - bits
         return table
 
     def _row(self, key: object) -> int | None:
-        if not isinstance(key, str) or not _PACKABLE.fullmatch(key):
+        if not isinstance(key, str) or not _packable(key):
             return None
         high, low = _halves(key)
-        at, end = bisect_left(self._sorted_high, high), len(self._rows)
-        while at < end and self._sorted_high[at] == high:  # keys sharing a high half, side by side
+        sorted_high, starts = self._sorted_high, self._starts
+        top = high >> self._shift
+        end = starts[top + 1]
+        at = bisect_left(sorted_high, high, starts[top], end)
+        while at < end and sorted_high[at] == high:  # keys sharing a high half, side by side
             row = self._rows[at]
             if self._low[row] == low:
                 return row
             at += 1
         return None
+
+    def get(self, key: object, default: int | None = None) -> int | None:  # type: ignore[override]
+        """(Mapping.get raises and catches a KeyError for every key not here.)"""
+        row = self._row(key)
+        return default if row is None else self._line[row]
 
     def __getitem__(self, key: str) -> int:
         row = self._row(key)
@@ -94,32 +139,6 @@ def places(first_lines: dict[str, int]) -> Mapping[str, int]:
         return KeyPlaces.of(first_lines.items())
     except ValueError:
         return first_lines
-
-
-_HEX_DIGITS = "0123456789abcdef"  # a block id is 16 of them, as line_format.blob_id writes one
-
-
-def _block_id(blob: str) -> bool:
-    """Whether `blob` is of the writer's form (str.strip with the digits leaves nothing of a string
-    made of them alone: in C, about half a regular expression's fullmatch)."""
-    return len(blob) == 16 and not blob.strip(_HEX_DIGITS)
-
-
-# A sealed table's search: the ids sorted (the last place of each), their lines, and where each
-# bucket of ids begins: ids whose top `bits` bits are b lie from starts[b] to starts[b + 1], so a
-# lookup bisects a bucket of one or two ids (block ids are hashes, spread evenly), not the whole
-# table (about 20 probes at a million ids, each boxing a 64-bit int: issue 33, 3-4.7 % of a replay).
-# One tuple, assigned whole, so that a reader never sees one part of a seal and another of the next.
-_Search = tuple["array[int]", "array[int]", "array[int]", int]
-
-
-def _bucket_starts(sorted_ids: array[int], bits: int) -> array[int]:
-    """Where each of the 2**bits buckets of `sorted_ids` (by their top `bits` bits) begins, and
-    their end: 2**bits + 1 offsets."""
-    starts = array("I", bytes(4 * ((1 << bits) + 1)))
-    for top in map(operator.rshift, sorted_ids, itertools.repeat(64 - bits)):
-        starts[top + 1] += 1
-    return array("I", itertools.accumulate(starts))
 
 
 _EMPTY: _Search = (array("Q"), array("I"), array("I", [0, 0]), 64)
