@@ -118,7 +118,7 @@ def test_a_line_under_another_key_is_not_served_with_the_request(tmp_path: Path)
 
 def _without_request(own: Callable[..., CallRecord | None]) -> Callable[..., CallRecord | None]:
     """RecordingIndex.own as before call_with: never handed the request."""
-    return lambda key, stage, request=None: own(key, stage)
+    return lambda key, stage, request=None, seed=True: own(key, stage)
 
 
 def test_a_session_replays_the_same_calls_and_seeds_the_same_cache(tmp_path: Path) -> None:

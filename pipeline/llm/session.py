@@ -243,7 +243,7 @@ class LLMSession:
 
     def _stored(self, key: str, request: ChatRequest | None) -> CallRecord | None:
         if self.mode in ("auto", "replay"):
-            record = self.index.own(key, self.stage, request)
+            record = self.index.own(key, self.stage, request, seed=self.store is not None)
             if record is not None:
                 self._seed(record)
                 return record

@@ -99,10 +99,13 @@ class RecordingIndex:
             calls = self._stages.held.get(name)
         return None if calls is None else calls.index
 
-    def own(self, key: str, stage: str, request: ChatRequest | None = None) -> CallRecord | None:
+    def own(
+        self, key: str, stage: str, request: ChatRequest | None = None, *, seed: bool = True
+    ) -> CallRecord | None:
         """The call from `stage`'s own recording; CorruptRecordError if that recording is damaged.
-        `request`: the request `key` was derived from, where the caller holds it (StageIndex.call)."""
-        return self._usable(stage).get(key, request)
+        `request`: the request `key` was derived from, where the caller holds it; `seed` False: the
+        caller has no local cache to seed, so keeps no layout of its messages (StageIndex.call)."""
+        return self._usable(stage).get(key, request, seed=seed)
 
     def own_checksum(self, key: str, stage: str) -> str | None:
         """The checksum of the record `own(key, stage)` serves, read without parsing the call

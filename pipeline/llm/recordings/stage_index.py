@@ -261,14 +261,15 @@ class StageIndex:
         line = self.line(found)
         return line_checks.parse_call_line(line, self.blobs, self.lines.where(found), verified=True).current()
 
-    def call(self, key: str, request: ChatRequest | None = None) -> RecordedCall | None:
+    def call(self, key: str, request: ChatRequest | None = None, *, seed: bool = True) -> RecordedCall | None:
         """The recorded call of this key, parsed from the line that was verified (None: not here).
         The line's own key must be the one asked for: a place that names another line, however it
-        came to, serves nothing. `request`: the request the caller derived `key` from (call_with)."""
+        came to, serves nothing. `request`: the request the caller derived `key` from (call_with);
+        `seed`: whether the caller seeds a local cache with it (call_with)."""
         found = self.at.get(key)
         if found is None:
             return None
-        call = None if request is None else self.call_with(found, key, request)
+        call = None if request is None else self.call_with(found, key, request, seed=seed)
         if call is None:
             call = self.call_at(found)
         if call.record.key != key:
@@ -296,7 +297,9 @@ class StageIndex:
             return None  # not as the writer writes a line: `call` parses it, which names what is wrong
         return checksum if isinstance(checksum, str) else None
 
-    def call_with(self, found: int, key: str, request: ChatRequest) -> RecordedCall | None:
+    def call_with(
+        self, found: int, key: str, request: ChatRequest, *, seed: bool = True
+    ) -> RecordedCall | None:
         """The recorded call of the line at `found`, for a caller holding `request`, from which it
         derived `key`: the line's request is not rebuilt from its blocks, which would read each one
         back from its file (about 14 us a block, ~24 blocks a judge call); the record is served
@@ -311,14 +314,16 @@ class StageIndex:
         compared as written: the request's fields besides its messages as canonical JSON (the key
         writes -0.0 as 0.0), each message's role and literal parts, and the length of its text. The
         messages' layout (each block's text cut from the caller's text by its length, taken when
-        its line was checked against its id) is kept for the cache's seed, as a parse keeps it."""
+        its line was checked against its id) is kept for the cache's seed, as a parse keeps it;
+        `seed` False (a caller with no local cache: a dry run, issue 33) checks the same and keeps
+        none, cutting no text."""
         line = self.line(found)
         try:
             raw = orjson.loads(line)
             if raw.get("recipe", KEY_RECIPE) != KEY_RECIPE or raw.get("key") != key:
                 return None
             fields = raw["request"]
-            layout = _laid_out(fields.pop("messages"), request, self.blobs)
+            layout = _laid_out(fields.pop("messages"), request, self.blobs, keep=seed)
             if layout is None or canonical_json(fields) != _request_fields(request):
                 return None
             context = CallContext.model_validate(raw.pop("context"))
@@ -327,7 +332,8 @@ class StageIndex:
             )
         except (ValueError, KeyError, TypeError, AttributeError):
             return None  # not as the writer writes a line: parsed whole, which names what is wrong
-        layouts.SERVED.put(call.record.request, layout)
+        if seed:
+            layouts.SERVED.put(call.record.request, layout)
         return call
 
     def every_call(self) -> Iterator[RecordedCall]:
@@ -343,41 +349,47 @@ def _request_fields(request: ChatRequest) -> str:
     return canonical_json(request.model_dump(mode="json", exclude={"messages"}))
 
 
-def _laid_out(messages: list[Any], request: ChatRequest, blobs: LazyBlobs) -> list[Laid] | None:
+def _laid_out(
+    messages: list[Any], request: ChatRequest, blobs: LazyBlobs, *, keep: bool = True
+) -> list[Laid] | None:
     """Each of the line's messages laid out over the caller's message of the same place (its literal
     parts as written, each block its text's length of the caller's text), as unpack_content lays a
-    message out; None where they do not line up (another count, role, part or length)."""
+    message out; None where they do not line up (another count, role, part or length). `keep` False:
+    the same checks, and each message's layout left empty (no block's text cut out)."""
     if len(messages) != len(request.messages):
         return None
     layout: list[Laid] = []
     for written, message in zip(messages, request.messages, strict=True):
-        content = message.content
-        parts = written["content"]
         if written["role"] != message.role or len(written) != 2:
             return None
-        if isinstance(parts, str):
-            if parts != content:
-                return None
-            layout.append(content)
-            continue
-        laid: list[str | tuple[str]] = []
-        at = 0
-        for part in parts:
-            if isinstance(part, str):
-                if not content.startswith(part, at):
-                    return None
-                laid.append(part)
-                at += len(part)
-                continue
-            chars = blobs.length(part["blob"]) if len(part) == 1 else None
-            if chars is None:
-                return None
-            laid.append((content[at : at + chars],))
-            at += chars
-        if at != len(content):
+        laid = _message_laid(written["content"], message.content, blobs, keep)
+        if laid is None:
             return None
         layout.append(laid)
     return layout
+
+
+def _message_laid(parts: Any, content: str, blobs: LazyBlobs, keep: bool) -> Laid | None:
+    """One message's layout (`parts` as the line writes them, over the caller's `content`), or None."""
+    if isinstance(parts, str):
+        return content if parts == content else None
+    laid: list[str | tuple[str]] = []
+    at = 0
+    for part in parts:
+        if isinstance(part, str):
+            if not content.startswith(part, at):
+                return None
+            if keep:
+                laid.append(part)
+            at += len(part)
+            continue
+        chars = blobs.length(part["blob"]) if len(part) == 1 else None
+        if chars is None:
+            return None
+        if keep:
+            laid.append((content[at : at + chars],))
+        at += chars
+    return laid if at == len(content) else None
 
 
 def _identity(model: Any) -> Identity:

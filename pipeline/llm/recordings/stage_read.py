@@ -37,13 +37,14 @@ class ReadRecording:
     def damage(self) -> str | None:
         return None if self.error is None else self.error.message
 
-    def get(self, key: str, request: ChatRequest | None = None) -> CallRecord | None:
-        """`request`: the request `key` was derived from, where the caller holds it (StageIndex.call)."""
+    def get(self, key: str, request: ChatRequest | None = None, *, seed: bool = True) -> CallRecord | None:
+        """`request`: the request `key` was derived from, where the caller holds it; `seed`: whether
+        the caller seeds a local cache with it (StageIndex.call)."""
         if self.index is None:
             return None
         record = self._alive.get(key)
         if record is None:
-            call = self.index.call(key, request)
+            call = self.index.call(key, request, seed=seed)
             if call is None:
                 return None
             record = self._alive[key] = call.record
