@@ -1,0 +1,143 @@
+"""A hostile review of serving an adopted call from its recording line (review10, of serve-adopted:
+LLMSession._served_by_line, StageIndex.kept_at). Two faults, each shown on the merged code:
+
+- A line kept by its opening alone: JSON lets an object name a member twice and a parse reads the
+  last, so a verified line can open with one checksum and context and record another. A replay
+  kept it as the line of the call its opening names, so the recording written (and `judgeloop
+  audit`) then showed another reply, or another context, than the one the stage was served. Both
+  ways of serving a hit kept it (StageIndex.verbatim_at, replay-serve's, and kept_at share
+  `_opening`); such a line is now found only by a parse.
+- A call counted before its seed: where the local cache's seed batch fails to write, the call was
+  already in the served log, the hit count and the progress line, though `serve` raised (looked up
+  with its record, the seed fails before the call is logged)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.errors import JudgeloopError
+from pipeline.llm.backends.fake import FakeBackend
+from pipeline.llm.cache import bulk
+from pipeline.llm.cache import store as store_module
+from pipeline.llm.recordings import stage_folders, stage_index, stage_reader, stage_writer, verified_memo
+from pipeline.llm.records import CallRecord, RecordedCall, ServedCall
+from pipeline.llm.types import CallContext
+from tests.helpers import make_session
+from tests.test_recordings import _calls
+
+
+@pytest.fixture(autouse=True)
+def _fresh_memo() -> Iterator[None]:
+    verified_memo.forget_in_process()
+    yield
+    verified_memo.forget_in_process()
+
+
+def _at(call: RecordedCall, step: int) -> CallContext:
+    return call.context.model_copy(update={"step": step})
+
+
+def _misleading(root: Path, twice: str) -> tuple[list[RecordedCall], RecordedCall]:
+    """A recording whose key K is recorded at step 0 (checksum C) and again in a line that opens with
+    C and the context of step 9 but holds, further on, another `twice`: a record of another reply
+    (checksum D) for step 9, or C's record for step 5. Returns the calls a replay asks (step 9 among
+    them, with C's record: K's first line is what `lookup` serves) and the call the line records."""
+    calls = _calls(4)
+    first = calls[1]
+    asked = RecordedCall(context=_at(first, 9), record=first.record)
+    if twice == "checksum":
+        reply = first.record.reply.model_copy(update={"text": "another reply, never served"})
+        held = RecordedCall(
+            context=asked.context,
+            record=CallRecord.new(FakeBackend().identity(), first.record.request, reply),
+        )
+    else:
+        held = RecordedCall(context=_at(first, 5), record=first.record)
+    directory = root / "recordings" / "judge"
+    stage_writer.write_stage(directory, [*calls, held])
+    path = directory / stage_folders.CALLS_FILE
+    lines = path.read_text(encoding="utf-8").split("\n")
+    (number,) = [n for n, line in enumerate(lines) if f'"step":{held.context.step}' in line]
+    line = lines[number]
+    shown = line[line.index(',"context":') : line.index(',"created_at":')]  # `,"context":{...}`
+    if twice == "context":
+        shown = shown.replace('"step":5', '"step":9')
+    lines[number] = f'{{"checksum":"{first.record.checksum}"{shown},{line[1:]}'
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return [*calls, asked], held
+
+
+def _by_call(calls: list[RecordedCall]) -> dict[tuple[Any, str], CallRecord]:
+    return {(call.context.sort_key(), call.record.key): call.record for call in calls}
+
+
+@pytest.mark.parametrize("records", [False, True], ids=["from its line", "with its record"])
+@pytest.mark.parametrize("twice", ["checksum", "context"])
+def test_a_line_that_opens_as_another_call_is_not_kept_for_it(
+    tmp_path: Path, twice: str, records: bool
+) -> None:
+    asked, held = _misleading(tmp_path, twice)
+    directory = tmp_path / "recordings" / "judge"
+    before = _by_call([loaded.call for loaded in stage_reader.read_stage(directory)])
+    # Verified, as a parse reads the line: what it holds last.
+    assert before[(held.context.sort_key(), held.record.key)] == held.record
+    session, backend = make_session(tmp_path, "replay")
+    if records:
+        session.observe(lambda call: None)  # serve each with its record (the path before serve-adopted)
+    for call in asked:  # served_alike's look
+        assert session.served_checksum(call.record.key) == call.record.checksum
+    for call in asked:
+        session.serve(call.record.key, call.context)
+    served = _by_call(session.calls)
+    session.close()
+    assert backend.calls == [] and served == _by_call(asked)
+    # The recording holds what was served: the replies, in the contexts they were served in.
+    assert _by_call([loaded.call for loaded in stage_reader.read_stage(directory)]) == served
+
+
+def test_a_recording_as_written_has_no_line_that_opens_as_another(tmp_path: Path) -> None:
+    """Every line the writer makes opens with what it holds (a context with a break line_safe
+    escapes too), verified now or scanned by the memo: none is left to a parse."""
+    calls = _calls(5)
+    odd = calls[2].context.model_copy(update={"item": "a\u2028b\x85c"})
+    calls.append(RecordedCall(context=odd, record=calls[2].record))
+    directory = tmp_path / "judge"
+    stage_writer.write_stage(directory, calls)
+    verified = stage_index.index_stage(directory)
+    scanned = stage_index.index_stage(directory)  # the memo holds it now
+    assert verified.misopened == scanned.misopened == frozenset()
+    for call in calls:
+        assert verified.kept_at(call.record.key, call.record.checksum, call.context) is not None
+
+
+@pytest.mark.parametrize("records", [False, True], ids=["from its line", "with its record"])
+def test_a_call_whose_seed_fails_is_not_counted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, records: bool
+) -> None:
+    """The local cache cannot be written when the call's seed batch is: `serve` raises, and the call
+    is in neither the served log, the hits nor the progress line (as a hit looked up with its
+    record: its seed is written before it is logged)."""
+    calls = _calls(3)
+    stage_writer.write_stage(tmp_path / "recordings" / "judge", calls)
+    session, _ = make_session(tmp_path, "replay")
+    shown: list[ServedCall] = []
+    session.observe_served(shown.append)
+    if records:
+        session.observe(lambda call: None)
+    assert session.served_checksum(calls[0].record.key) == calls[0].record.checksum
+
+    def full(*args: Any, **kwargs: Any) -> int:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(store_module, "SEED_BATCH", 1)  # each seed written at once
+    monkeypatch.setattr(bulk, "add_new", full)
+    with pytest.raises(JudgeloopError, match="full"):
+        session.serve(calls[0].record.key, calls[0].context)
+    assert (session.stats.hits, list(session.served), shown) == (0, [], [])
+    monkeypatch.undo()
+    session.close(write_recording=False)
