@@ -403,8 +403,12 @@ def _indexed(line: str, blobs: LazyBlobs, where: str) -> tuple[str, Identity, An
 
 
 def _opening_of(checksum: str, context: Any) -> str:
-    """How a canonical call line of this checksum and context (as JSON) opens (line_safe's form)."""
-    return line_format.line_safe(f'{{"checksum":"{checksum}","context":{canonical_json(context)},')
+    """How a canonical call line of this checksum and context (as JSON) opens, in line_safe's form."""
+    return line_format.line_safe(_opens(checksum, context))
+
+
+def _opens(checksum: str, context: Any) -> str:
+    return f'{{"checksum":"{checksum}","context":{canonical_json(context)},'
 
 
 def _misopened(line: str, raw: Any) -> bool:
@@ -417,10 +421,13 @@ def _misopened(line: str, raw: Any) -> bool:
         return False  # opens otherwise: no opening `_opening` looks for can match it
     try:
         held = orjson.loads(line) if raw is None else raw
-        own = _opening_of(held["checksum"], held["context"])
+        own = _opens(held["checksum"], held["context"])
     except (ValueError, KeyError, TypeError, AttributeError):
         return True
-    return not line_format.line_safe(line[: len(own)]).startswith(own)  # (line_safe maps a char to 1+)
+    if line.startswith(own):
+        return False  # as the writer writes a line (then its line_safe form opens with own's too)
+    safe = line_format.line_safe(own)
+    return not line_format.line_safe(line[: len(safe)]).startswith(safe)  # (a char maps to 1 or more)
 
 
 def index_stage(directory: Path, *, pins: Pins | None = None, memo: VerifiedMemo | None = None) -> StageIndex:
