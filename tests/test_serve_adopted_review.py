@@ -13,6 +13,7 @@ LLMSession._served_by_line, StageIndex.kept_at). Two faults, each shown on the m
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,9 +25,18 @@ from pipeline.errors import JudgeloopError
 from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.cache import bulk
 from pipeline.llm.cache import store as store_module
-from pipeline.llm.recordings import stage_folders, stage_index, stage_reader, stage_writer, verified_memo
+from pipeline.llm.recordings import (
+    shards,
+    stage_folders,
+    stage_index,
+    stage_reader,
+    stage_writer,
+    verified_memo,
+)
 from pipeline.llm.records import CallRecord, RecordedCall, ServedCall
+from pipeline.llm.session import LLMSession
 from pipeline.llm.types import CallContext
+from tests import test_serve_adopted as adopted_tests
 from tests.helpers import make_session
 from tests.test_recordings import _calls
 
@@ -141,3 +151,37 @@ def test_a_call_whose_seed_fails_is_not_counted(
     assert (session.stats.hits, list(session.served), shown) == (0, [], [])
     monkeypatch.undo()
     session.close(write_recording=False)
+
+
+@pytest.mark.parametrize("warm", [False, True])
+def test_a_sharded_recording_served_from_its_lines_writes_what_serving_its_records_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, warm: bool
+) -> None:
+    """serve-adopted's comparison (test_serve_adopted) on a recording in shards (past SHARD_AT
+    calls, made 4 here): the recording, run summary, served log, progress and cache entries are
+    those of serving each record. A guard: it passes on the merged code too."""
+    monkeypatch.setattr(shards, "SHARD_AT", 4)
+    roots = {way: tmp_path / way for way in ("line", "record")}
+    calls = adopted_tests._recorded(roots["line"], 11)
+    manifest = (roots["line"] / "recordings" / "judge" / stage_folders.CALLS_FILE).read_text(encoding="utf-8")
+    assert shards.is_manifest(manifest)
+    shutil.copytree(roots["line"] / "recordings", roots["record"] / "recordings")
+    if warm:
+        for root in roots.values():
+            adopted_tests._warmed(root, calls[::2])
+    by_lines: list[bool] = []
+    serve_by_line = LLMSession._served_by_line
+
+    def noted(self: LLMSession, key: str, context: CallContext) -> bool:
+        by_lines.append(serve_by_line(self, key, context))
+        return by_lines[-1]
+
+    monkeypatch.setattr(LLMSession, "_served_by_line", noted)
+    by_line, shown, _ = adopted_tests._adopted(roots["line"], calls)
+    assert by_lines == [True] * len(calls)  # each served from its line in a shard
+    by_record, shown_too, observed = adopted_tests._adopted(roots["record"], calls, records=True)
+    assert len(observed) == len(calls)
+    assert adopted_tests._written(roots["line"]) == adopted_tests._written(roots["record"])
+    assert adopted_tests._cache(roots["line"]) == adopted_tests._cache(roots["record"])
+    assert list(by_line.served) == list(by_record.served) and shown == shown_too
+    assert (by_line.stats.hits, by_line.stats.keys) == (by_record.stats.hits, by_record.stats.keys)
