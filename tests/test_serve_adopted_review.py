@@ -21,10 +21,11 @@ from typing import Any
 
 import pytest
 
-from pipeline.errors import JudgeloopError
+from pipeline.errors import CorruptRecordError, JudgeloopError
 from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.cache import bulk
 from pipeline.llm.cache import store as store_module
+from pipeline.llm.cache.store import CallStore
 from pipeline.llm.recordings import (
     shards,
     stage_folders,
@@ -185,3 +186,24 @@ def test_a_sharded_recording_served_from_its_lines_writes_what_serving_its_recor
     assert adopted_tests._cache(roots["line"]) == adopted_tests._cache(roots["record"])
     assert list(by_line.served) == list(by_record.served) and shown == shown_too
     assert (by_line.stats.hits, by_line.stats.keys) == (by_record.stats.hits, by_record.stats.keys)
+
+
+def test_a_line_changed_after_it_was_served_costs_no_other_calls_seed(tmp_path: Path) -> None:
+    """The stage fails after serving its calls from their lines, and one line was edited in place
+    since it was served: closing refuses to build that call's record (the line no longer matches its
+    digest), and every other call served is still seeded to the local cache (the batch was lost
+    whole on the merged code)."""
+    calls = adopted_tests._recorded(tmp_path)
+    session, _ = make_session(tmp_path, "replay")
+    for call in calls:
+        assert session.served_checksum(call.record.key) == call.record.checksum
+    for call in calls:
+        session.serve(call.record.key, call.context)
+    adopted_tests._tamper(tmp_path, calls[3])
+    with pytest.raises(CorruptRecordError, match=r"calls\.jsonl"):
+        session.close(write_recording=False)  # as recorded_session closes a stage that failed
+    store = CallStore(tmp_path / "cache")
+    try:
+        assert {key for key in store.entries()} == {c.record.key for c in calls} - {calls[3].record.key}
+    finally:
+        store.close()
