@@ -208,10 +208,12 @@ class StageIndex:
 
         Found without parsing the line: a canonical line opens with its checksum, then its context
         (keys sorted), and the line was verified (its checksum covers its record), so a line that
-        opens with the served record's checksum and this call's context records this very call. A
-        line in another form, with the same checksum, is parsed and compared. Every line of the
-        call's key is asked, first to last: a key recorded in several contexts (a prompt asked again
-        in a later round) has a line for each, and a call matched by none is packed anew."""
+        opens with the served record's checksum and this call's context records this very call,
+        unless it names either again further on (a parse, verification's too, reads the last one:
+        `misopened`). A line in another form, or such a line, with the same checksum, is parsed and
+        compared. Every line of the call's key is asked, first to last: a key recorded in several
+        contexts (a prompt asked again in a later round) has a line for each, and a call matched by
+        none is packed anew."""
         found = self.at.get(call.record.key)
         if found is None:
             return None
