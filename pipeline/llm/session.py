@@ -329,9 +329,9 @@ class LLMSession:
         own = self._own_recording()
         if checksum is None or own is None or not self.recording.keep(context, key, checksum, own):
             return False
-        self._count(ServedCall(context, key, cache_hit=True))
-        if self.store is not None:
+        if self.store is not None:  # before it is counted: a seed's failure is the call's, as in lookup
             self.store.seed_later(key, partial(self._seed_of, key))
+        self._count(ServedCall(context, key, cache_hit=True))
         return True
 
     def _seed_of(self, key: str) -> tuple[CallRecord, list[Laid] | None]:

@@ -187,6 +187,10 @@ class StageIndex:
     hashes: tuple[tuple[str, str], ...] = ()
     as_written: bool = False
     block_ids: str = ""
+    # The call lines that open as a canonical line opens (checksum, then context) with another checksum
+    # or context than they hold (`_misopened`): never found by their opening (`_opening`). Empty but
+    # for a recording made to mislead.
+    misopened: frozenset[int] = frozenset()
 
     def __len__(self) -> int:
         return len(self.at)
@@ -204,10 +208,12 @@ class StageIndex:
 
         Found without parsing the line: a canonical line opens with its checksum, then its context
         (keys sorted), and the line was verified (its checksum covers its record), so a line that
-        opens with the served record's checksum and this call's context records this very call. A
-        line in another form, with the same checksum, is parsed and compared. Every line of the
-        call's key is asked, first to last: a key recorded in several contexts (a prompt asked again
-        in a later round) has a line for each, and a call matched by none is packed anew."""
+        opens with the served record's checksum and this call's context records this very call,
+        unless it names either again further on (a parse, verification's too, reads the last one:
+        `misopened`). A line in another form, or such a line, with the same checksum, is parsed and
+        compared. Every line of the call's key is asked, first to last: a key recorded in several
+        contexts (a prompt asked again in a later round) has a line for each, and a call matched by
+        none is packed anew."""
         found = self.at.get(call.record.key)
         if found is None:
             return None
@@ -236,8 +242,7 @@ class StageIndex:
         """The key's line (from `found`, its first) that opens with the checksum and context, and the
         others that hold the checksum elsewhere (each its place among the key's lines, its index,
         its text), which only a parse can settle."""
-        dumped = context.model_dump(mode="json", exclude_defaults=True)
-        opening = line_format.line_safe(f'{{"checksum":"{checksum}","context":{canonical_json(dumped)},')
+        opening = _opening_of(checksum, context.model_dump(mode="json", exclude_defaults=True))
         later = self.repeats.get(key, ())
         count, start = len(later) + 1, self._resume.get(found, 0)
         others: list[tuple[int, int, str]] = []
@@ -245,7 +250,7 @@ class StageIndex:
             at = (start + step) % count  # 0: the key's first line, else its later ones
             candidate = later[at - 1] if at else found
             line = self.line(candidate)
-            if line_format.line_safe(line).startswith(opening):
+            if candidate not in self.misopened and line_format.line_safe(line).startswith(opening):
                 return self._found(found, at, count, candidate), []
             if f'"checksum":"{checksum}"' in line:
                 others.append((at, candidate, line))
@@ -396,18 +401,47 @@ def _identity(model: Any) -> Identity:
     return (str(model["backend"]), str(model["name"]), str(model["digest"]))
 
 
-def _indexed(line: str, blobs: LazyBlobs, where: str) -> tuple[str, Identity]:
+def _indexed(line: str, blobs: LazyBlobs, where: str) -> tuple[str, Identity, Any]:
     """The key and model of a line whose content was verified in full before (the memo holds its
-    digest): read from the JSON alone, no call built. A line under an older key recipe is parsed,
-    for its key under today's."""
+    digest): read from the JSON alone, no call built, and that JSON (None: not readable so). A line
+    under an older key recipe is parsed, for its key under today's."""
+    raw: Any = None
     try:
         raw = orjson.loads(line)
         if raw.get("recipe", KEY_RECIPE) == KEY_RECIPE and isinstance(raw["key"], str):
-            return raw["key"], _identity(raw["model"])
+            return raw["key"], _identity(raw["model"]), raw
     except (ValueError, KeyError, TypeError, AttributeError):
         pass  # not as verified content reads: parsed in full below, which names what is wrong
     record = line_checks.parse_call_line(line, blobs, where).current().record
-    return record.key, _identity(record.model.model_dump())
+    return record.key, _identity(record.model.model_dump()), raw
+
+
+def _opening_of(checksum: str, context: Any) -> str:
+    """How a canonical call line of this checksum and context (as JSON) opens, in line_safe's form."""
+    return line_format.line_safe(_opens(checksum, context))
+
+
+def _opens(checksum: str, context: Any) -> str:
+    return f'{{"checksum":"{checksum}","context":{canonical_json(context)},'
+
+
+def _misopened(line: str, raw: Any) -> bool:
+    """Whether the line opens as a canonical call line does, but with another checksum or context
+    than it holds: JSON lets an object name a member twice, and a parse (verification's too) reads
+    the last, so `{"checksum":A,"context":X,...,"checksum":B,...}` is verified as B's. StageIndex
+    finds a line by its opening only where this is False (`_opening`). `raw`: the line as JSON, where
+    read already."""
+    if not line.startswith('{"checksum":'):
+        return False  # opens otherwise: no opening `_opening` looks for can match it
+    try:
+        held = orjson.loads(line) if raw is None else raw
+        own = _opens(held["checksum"], held["context"])
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return True
+    if line.startswith(own):
+        return False  # as the writer writes a line (then its line_safe form opens with own's too)
+    safe = line_format.line_safe(own)
+    return not line_format.line_safe(line[: len(safe)]).startswith(safe)  # (a char maps to 1 or more)
 
 
 def index_stage(directory: Path, *, pins: Pins | None = None, memo: VerifiedMemo | None = None) -> StageIndex:
@@ -427,13 +461,16 @@ def index_stage(directory: Path, *, pins: Pins | None = None, memo: VerifiedMemo
     models: set[Identity] = set()
     # An item's calls together, so that its blocks are read back once (LineTable.by_item): a key's
     # lines are in one file (the shards are cut by key), in its order, so its first line is kept.
+    misopened: set[int] = set()
     for found, line in lines.by_item():
         if unverified is None:
-            key, model = _indexed(line, blobs, lines.where(found))
+            key, model, raw = _indexed(line, blobs, lines.where(found))
         else:
             place = stage_reader.RecordingLines(lines.files.paths[lines.file[found]], [], blobs, [])
             record = line_checks.trusted_call(line, place, lines.number[found]).record
-            key, model = record.key, _identity(record.model.model_dump())
+            key, model, raw = record.key, _identity(record.model.model_dump()), None
+        if _misopened(line, raw):
+            misopened.add(found)
         if at.setdefault(key, found) != found:
             repeats.setdefault(key, []).append(found)
         models.add(model)
@@ -444,4 +481,6 @@ def index_stage(directory: Path, *, pins: Pins | None = None, memo: VerifiedMemo
     again = {key: tuple(sorted(later)) for key, later in repeats.items()}
     hashes = tuple(scanned.hashes)
     written = (scanned.as_written, scanned.block_ids)
-    return StageIndex(lines, blobs, places(at), frozenset(models), again, hashes, *written)
+    return StageIndex(
+        lines, blobs, places(at), frozenset(models), again, hashes, *written, frozenset(misopened)
+    )
