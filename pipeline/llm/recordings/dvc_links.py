@@ -58,14 +58,22 @@ def cache_file(link: Path) -> str | None:
             return None
     except (OSError, ValueError):
         return None
-    return target if leads_into_cache(link) else None
+    return target if _in_cache(link, target) else None
 
 
 def leads_into_cache(link: Path) -> bool:
     """Whether the symbolic link `link` leads to a name DVC gives what it stores in its cache for the
     project holding `link`, whether or not a file is there now (one `dvc gc` removed)."""
     try:
-        target = os.path.realpath(link)
+        return _in_cache(link, os.path.realpath(link))
+    except (OSError, ValueError):
+        return False
+
+
+def _in_cache(link: Path, target: str) -> bool:
+    """Whether `target`, the real path `link` leads to, is named as an object of DVC's cache for the
+    project holding `link`."""
+    try:
         cache = _cache_dir(os.path.realpath(os.path.dirname(os.path.abspath(link))))
     except (OSError, ValueError):
         return False
