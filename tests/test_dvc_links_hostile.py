@@ -154,3 +154,15 @@ def test_check_copies_the_recordings_cache_links_as_files_and_leaves_a_data_fold
     # The data folder as the project has it: a link (the interviews' reader judges it there as here),
     # not a copy of what DVC tracks (the merged code copied every such file whole).
     assert (into / "data" / "interviews" / "a.txt").is_symlink()
+
+
+def test_a_local_state_folder_linked_to_another_disk_is_ignored_by_git(tmp_path: Path) -> None:
+    # `.judgeloop/` matched only a folder: the link a user makes to put the local state on another
+    # disk was not ignored, so `git add -A` committed it, and a clone then wrote its local state
+    # (and, by name, `diff --html .judgeloop/...`) wherever that link leads.
+    _run(["git", "init", "-q"], tmp_path)
+    (tmp_path / ".gitignore").write_bytes((ROOT / ".gitignore").read_bytes())
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / ".judgeloop").symlink_to(tmp_path / "elsewhere")
+    said = _run(["git", "check-ignore", "-q", ".judgeloop"], tmp_path, check=False)
+    assert said.returncode == 0, "a .judgeloop link is not ignored by git"
