@@ -166,3 +166,19 @@ def test_a_local_state_folder_linked_to_another_disk_is_ignored_by_git(tmp_path:
     (tmp_path / ".judgeloop").symlink_to(tmp_path / "elsewhere")
     said = _run(["git", "check-ignore", "-q", ".judgeloop"], tmp_path, check=False)
     assert said.returncode == 0, "a .judgeloop link is not ignored by git"
+
+
+def test_status_does_not_ask_dvc_when_its_config_is_a_pipe(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / ".dvc").mkdir(parents=True)
+    os.mkfifo(project / ".dvc" / "config")  # DVC's own reading of it waited for good
+    code = "from pipeline.tools.status.dvc_state import dvc_view\nprint(dvc_view().how)\n"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code], cwd=project, env=env, capture_output=True, text=True, timeout=120
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("judgeloop status waited on .dvc/config for good")
+    assert done.returncode == 0, done.stderr
+    assert "dvc status not asked: .dvc/config: not a regular file" in done.stdout, done.stdout

@@ -132,16 +132,24 @@ def _signature(path: str) -> tuple[int, int]:
     return (status.st_mtime_ns, status.st_size)
 
 
-def _plain(path: str) -> bool:
-    """Whether the config file at `path` is absent or a regular file within the bound (what a
-    pull request commits may be a link to a pipe or a device: .dvc/config -> /dev/zero)."""
-    try:
-        status = os.stat(path)
-    except FileNotFoundError:
-        return True
-    except (OSError, ValueError):
-        return False
-    return stat.S_ISREG(status.st_mode) and status.st_size <= _MAX_CONFIG_BYTES
+def unreadable_config(dvc_dir: str) -> str | None:
+    """What makes one of the project's DVC config files in `dvc_dir` unfit to be read, said (its
+    path and why); None where each is absent or a regular file within the bound. What a pull request
+    commits may be a link to a pipe (a read waits for good) or a device (/dev/zero: read until the
+    memory runs out)."""
+    for name in _CONFIGS:
+        path = os.path.join(dvc_dir, name)
+        try:
+            status = os.stat(path)
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError) as exc:
+            return f"{path}: cannot be looked at ({exc})"
+        if not stat.S_ISREG(status.st_mode):
+            return f"{path}: not a regular file (a pipe, a device or a folder), so never read"
+        if status.st_size > _MAX_CONFIG_BYTES:
+            return f"{path}: {status.st_size} bytes, past the {_MAX_CONFIG_BYTES} a DVC config may hold"
+    return None
 
 
 def _read_cache_dir(dvc_dir: str) -> str | None:
@@ -150,7 +158,7 @@ def _read_cache_dir(dvc_dir: str) -> str | None:
         from dvc.fs import LocalFileSystem, get_cloud_fs
     except ImportError:
         return None
-    if not all(_plain(os.path.join(dvc_dir, name)) for name in _CONFIGS):
+    if unreadable_config(dvc_dir) is not None:
         return None  # never read: DVC would wait on a pipe, or fill the memory from /dev/zero
     try:
         config = Config(dvc_dir)

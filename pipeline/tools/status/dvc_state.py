@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.llm.recordings import dvc_links
+from pipeline.llm.recordings.dvc_links import DVC_DIR
 from pipeline.llm.terminal import shown
 from pipeline.tools import code_digests
 from pipeline.tools.status.dvc_files import stages_and_status
@@ -52,6 +53,9 @@ _GONE = (
 )
 
 
+_CONFIG_FIX = "Fix: put DVC's config there as a file (the one git holds, for .dvc/config), or remove it"
+
+
 def _unreadable(exc: OSError) -> str:
     """What DVC's status could not read, said: a link into DVC's cache whose file is gone (_GONE), or
     another link that leads to no file (out of the project, to itself), named with where it leads."""
@@ -74,6 +78,9 @@ def dvc_view() -> DvcView:
         from dvc.repo import Repo, lock_repo
     except ImportError:
         return DvcView(None, "DVC is not installed")
+    odd = dvc_links.unreadable_config(DVC_DIR)
+    if odd is not None:  # DVC would read it, and wait for good on a pipe (a pull request's link)
+        return DvcView(None, f"dvc status not asked: {shown(odd, one_line=True)}. {_CONFIG_FIX}")
     try:
         # Under one lock, the graph and the status share one index: Repo.status, locked on its own,
         # drops the index and collects it again (the whole workspace walked twice: issue 33). A
