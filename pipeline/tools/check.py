@@ -141,7 +141,6 @@ def _copy(source: Path, target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     if source.is_dir():
         shutil.copytree(source, target, symlinks=True)
-        copy_cache_links_as_files(source, target)  # a recording DVC checked out as a link to its cache
     else:
         shutil.copy2(source, target, follow_symlinks=False)
 
@@ -165,6 +164,11 @@ def workspace(params: Path, into: Path, locked: dict[str, LockedStage], recordin
     for name in (LOCK_FILE, recordings, *sorted(inputs(locked))):
         if ".." not in Path(name).parts:
             _copy(Path(name), into / name)
+    if ".." not in Path(recordings).parts and (into / recordings).is_dir():
+        # A recording DVC checked out as a link into its cache is read as a file in the project; the
+        # copy is in no DVC project, so it gets the file. Only the recordings': a data folder's links
+        # stay links, read (or refused) there as here, never copied whole (a dataset DVC tracks).
+        copy_cache_links_as_files(Path(recordings), into / recordings)
 
 
 @contextlib.contextmanager

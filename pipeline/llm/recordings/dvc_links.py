@@ -31,6 +31,7 @@ import errno
 import os
 import re
 import shutil
+import stat
 import threading
 from pathlib import Path
 
@@ -41,6 +42,8 @@ DVC_DIR = ".dvc"
 _OBJECT = re.compile(r"(?:files/md5/)?[0-9a-f]{2}/[0-9a-f]{30}")
 _LINK_ERRNOS = frozenset({errno.ELOOP, errno.EMLINK})  # what O_NOFOLLOW gives on a link (EMLINK: BSD)
 _NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CONFIGS = ("config", "config.local")  # the project's two levels of DVC's config (a pull request's)
+_MAX_CONFIG_BYTES = 2**20  # a DVC config is a few lines; one past this is not read
 
 _known: dict[tuple[str, tuple[tuple[int, int], ...]], str | None] = {}
 _guard = threading.Lock()
@@ -53,13 +56,30 @@ def cache_file(link: Path) -> str | None:
         target = os.path.realpath(link)
         if not os.path.isfile(target):
             return None
-        cache = _cache_dir(os.path.realpath(os.path.dirname(os.path.abspath(link))))
     except (OSError, ValueError):
         return None
+    return target if _in_cache(link, target) else None
+
+
+def leads_into_cache(link: Path) -> bool:
+    """Whether the symbolic link `link` leads to a name DVC gives what it stores in its cache for the
+    project holding `link`, whether or not a file is there now (one `dvc gc` removed)."""
+    try:
+        return _in_cache(link, os.path.realpath(link))
+    except (OSError, ValueError):
+        return False
+
+
+def _in_cache(link: Path, target: str) -> bool:
+    """Whether `target`, the real path `link` leads to, is named as an object of DVC's cache for the
+    project holding `link`."""
+    try:
+        cache = _cache_dir(os.path.realpath(os.path.dirname(os.path.abspath(link))))
+    except (OSError, ValueError):
+        return False
     if cache is None or not path_under(target, cache) or target == cache:
-        return None
-    inside = os.path.relpath(target, cache).replace(os.sep, "/")
-    return target if _OBJECT.fullmatch(inside) else None
+        return False
+    return _OBJECT.fullmatch(os.path.relpath(target, cache).replace(os.sep, "/")) is not None
 
 
 def open_file(path: Path, flags: int = os.O_RDONLY) -> int:
@@ -97,7 +117,7 @@ def _cache_dir(folder: str) -> str | None:
     dvc_dir = _project_dvc_dir(folder)
     if dvc_dir is None:
         return None
-    key = (dvc_dir, tuple(_signature(os.path.join(dvc_dir, name)) for name in ("config", "config.local")))
+    key = (dvc_dir, tuple(_signature(os.path.join(dvc_dir, name)) for name in _CONFIGS))
     with _guard:
         if key not in _known:
             _known[key] = _read_cache_dir(dvc_dir)
@@ -112,13 +132,34 @@ def _signature(path: str) -> tuple[int, int]:
     return (status.st_mtime_ns, status.st_size)
 
 
+def unreadable_config(dvc_dir: str) -> str | None:
+    """What makes one of the project's DVC config files in `dvc_dir` unfit to be read, said (its
+    path and why); None where each is absent or a regular file within the bound. What a pull request
+    commits may be a link to a pipe (a read waits for good) or a device (/dev/zero: read until the
+    memory runs out)."""
+    for name in _CONFIGS:
+        path = os.path.join(dvc_dir, name)
+        try:
+            status = os.stat(path)
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError) as exc:
+            return f"{path}: cannot be looked at ({exc})"
+        if not stat.S_ISREG(status.st_mode):
+            return f"{path}: not a regular file (a pipe, a device or a folder), so never read"
+        if status.st_size > _MAX_CONFIG_BYTES:
+            return f"{path}: {status.st_size} bytes, past the {_MAX_CONFIG_BYTES} a DVC config may hold"
+    return None
+
+
 def _read_cache_dir(dvc_dir: str) -> str | None:
     try:  # DVC is judgeloop's own dependency; a project run without it has no DVC links to read
         from dvc.config import Config
-        from dvc.exceptions import DvcException
         from dvc.fs import LocalFileSystem, get_cloud_fs
     except ImportError:
         return None
+    if unreadable_config(dvc_dir) is not None:
+        return None  # never read: DVC would wait on a pipe, or fill the memory from /dev/zero
     try:
         config = Config(dvc_dir)
         cache = config["cache"]
@@ -128,7 +169,10 @@ def _read_cache_dir(dvc_dir: str) -> str | None:
         else:
             settings = {"url": cache.get("dir") or os.path.join(dvc_dir, "cache")}
         kind, _, path = get_cloud_fs(config, **settings)
-    except (DvcException, OSError, ValueError, KeyError):
+    except Exception:
+        # A committed config that DVC cannot read raises what DVC's parsers raise, not always a
+        # DvcException (`dir = a, b`: TypeError; `cache = 1`: voluptuous' Invalid; `%(x)s`:
+        # configobj's interpolation error): no cache is known, and the link is refused.
         return None
     if not (isinstance(kind, type) and issubclass(kind, LocalFileSystem)):
         return None

@@ -3,10 +3,15 @@ are out of date, and why, and which stages each stage reads the outputs of (its 
 
 from __future__ import annotations
 
+import errno
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipeline.llm.recordings import dvc_links
+from pipeline.llm.recordings.dvc_links import DVC_DIR
+from pipeline.llm.terminal import shown
 from pipeline.tools import code_digests
 from pipeline.tools.status.dvc_files import stages_and_status
 from pipeline.tools.status.dvc_hashes import one_hash_per_path
@@ -48,12 +53,34 @@ _GONE = (
 )
 
 
+_CONFIG_FIX = "Fix: put DVC's config there as a file (the one git holds, for .dvc/config), or remove it"
+
+
+def _unreadable(exc: OSError) -> str:
+    """What DVC's status could not read, said: a link into DVC's cache whose file is gone (_GONE), or
+    another link that leads to no file (out of the project, to itself), named with where it leads."""
+    name = exc.filename
+    if not isinstance(name, str) or not os.path.islink(name):
+        return str(exc)
+    # The names are the workspace's (a pull request's links): on one line, every control escaped.
+    if exc.errno == errno.ENOENT and dvc_links.leads_into_cache(Path(name)):
+        return f"{shown(name, one_line=True)}: {_GONE}"
+    return (
+        f"{shown(name, one_line=True)}: a link to {shown(os.readlink(name), one_line=True)}, which "
+        f"leads to no file ({exc.strerror}). "
+        "Fix: put the file itself in its place (`dvc checkout` where DVC tracks it)"
+    )
+
+
 def dvc_view() -> DvcView:
     try:
         from dvc.exceptions import DvcException, NotDvcRepoError
         from dvc.repo import Repo, lock_repo
     except ImportError:
         return DvcView(None, "DVC is not installed")
+    odd = dvc_links.unreadable_config(DVC_DIR)
+    if odd is not None:  # DVC would read it, and wait for good on a pipe (a pull request's link)
+        return DvcView(None, f"dvc status not asked: {shown(odd, one_line=True)}. {_CONFIG_FIX}")
     try:
         # Under one lock, the graph and the status share one index: Repo.status, locked on its own,
         # drops the index and collects it again (the whole workspace walked twice: issue 33). A
@@ -71,8 +98,8 @@ def dvc_view() -> DvcView:
         return DvcView(None, "not a DVC project")
     except DvcException as exc:
         return DvcView(None, f"dvc status failed: {exc}")
-    except FileNotFoundError as exc:  # DVC hashes an out through a link whose file is gone
-        return DvcView(None, f"dvc status failed: {exc.filename}: {_GONE}")
+    except OSError as exc:  # DVC hashes an out through a link that leads to no file (gone, a loop)
+        return DvcView(None, f"dvc status failed: {_unreadable(exc)}")
     changed = {str(name).rsplit(":", 1)[-1]: _describe(c) for name, c in status.items()}
     # A stage depends on its code digest, not its modules: the module that changed is named here.
     return DvcView(code_digests.explained(changed, root, locked), "dvc status", upstream)
