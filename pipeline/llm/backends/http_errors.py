@@ -29,11 +29,12 @@ next wait (capped at MAX_RETRY_AFTER_S), so a rate-limited server is not asked a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -50,6 +51,7 @@ from pipeline.errors import (
     BadRequestError,
     ConfigError,
     ConnectionFaultError,
+    EmptyReplyError,
     ModelNotFoundError,
     TransientBackendError,
     UnreadableReplyError,
@@ -141,6 +143,20 @@ def json_loads(text: str) -> Any:
         return json.loads(text)
     except RecursionError:
         raise ValueError("nested too deep to read") from None
+
+
+@contextlib.contextmanager
+def shaped_reply(where: str) -> Iterator[None]:
+    """EmptyReplyError for a reply whose values are of another shape than the protocol's (a count
+    that is text, a logprob that is a list: the ValueError that ChatReply's validation or the
+    logprobs' reader raises): a protocol error, retried like a dropped connection, not a traceback."""
+    try:
+        yield
+    except ValueError as exc:
+        said = "; ".join(line.strip() for line in str(exc).splitlines()[:3])[:200] or type(exc).__name__
+        raise EmptyReplyError(
+            f"{where}: a reply of another shape ({said}): a protocol error, not an answer"
+        ) from exc
 
 
 def refuse_unreadable(body: Any, where: str) -> None:

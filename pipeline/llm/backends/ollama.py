@@ -60,6 +60,7 @@ from pipeline.llm.backends.http_errors import (
     make_client,
     refuse_unreadable,
     send,
+    shaped_reply,
 )
 from pipeline.llm.logprobs import read_wire_logprobs
 from pipeline.llm.redact import redact_url
@@ -240,7 +241,10 @@ class OllamaBackend:
         refuse_unreadable(tags, f"GET {self.settings.base_url}/api/tags")  # its digest enters every key
         wanted = full_tag(self.settings.model)
         have = []
-        for entry in tags.get("models") or []:
+        models = tags.get("models")
+        for entry in models if isinstance(models, list) else []:
+            if not isinstance(entry, dict):  # names no model
+                continue
             names = {full_tag(str(entry.get(k, ""))) for k in ("name", "model")}
             if wanted in names and entry.get("digest"):
                 return normalize_digest(str(entry["digest"]))
@@ -256,14 +260,15 @@ class OllamaBackend:
         num_ctx = request.options.num_ctx
         data, text = self._retry.call(lambda: self._answer(body, num_ctx), "POST /api/chat")
         self._confirm(next(self._arrivals))
-        reply = ChatReply(
-            text=text,
-            done_reason=data.get("done_reason"),
-            prompt_tokens=data.get("prompt_eval_count"),
-            completion_tokens=data.get("eval_count"),
-            meta={k: data[k] for k in _META_KEYS if k in data},
-            logprobs=read_wire_logprobs(data.get("logprobs")) if request.logprobs is not None else None,
-        )
+        with shaped_reply(f"POST {self.settings.base_url}/api/chat"):
+            reply = ChatReply(
+                text=text,
+                done_reason=data.get("done_reason"),
+                prompt_tokens=data.get("prompt_eval_count"),
+                completion_tokens=data.get("eval_count"),
+                meta={k: data[k] for k in _META_KEYS if k in data},
+                logprobs=read_wire_logprobs(data.get("logprobs")) if request.logprobs is not None else None,
+            )
         context_overflow.check_counts(request, reply, self._may_drop_history)
         return reply
 

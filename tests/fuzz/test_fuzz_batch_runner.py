@@ -1,0 +1,75 @@
+"""Fuzzing the Ray batch runner's reading of a server's reply (pipeline.tools.batch.runners
+.answer_line): a worker's (status, reply text, problem) becomes one line of the results file, which
+ingest then reads. A server is someone else's: whatever it answers must become a results line (the
+reply, or a failed call naming why), never a traceback that ends the whole run and loses every
+answer already written. Inputs: arbitrary text, a valid reply with a value replaced by JSON of any
+shape, and bodies past the parsers' limits (nesting, integers past 64 bits).
+
+Found here: a reply nested past the json module's depth (RecursionError), and a reply that the json
+module reads but orjson cannot write back (an integer past 64 bits, nesting past orjson's 255
+levels: orjson.JSONEncodeError), each ended the run with a traceback."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pipeline.tools.batch.runners import answer_line
+from tests.fuzz.support import fuzz, mixed_texts, time_bound
+from tests.fuzz.test_fuzz_backend_replies import _ANY_JSON, OPENAI, _places, _replaced
+
+_VALID = OPENAI["/v1/chat/completions"]
+
+
+@st.composite
+def _bodies(draw: st.DrawFn) -> str:
+    kind = draw(st.sampled_from(["text", "shape", "deep", "huge"]))
+    if kind == "text":
+        return draw(mixed_texts)
+    if kind == "shape":
+        return json.dumps(_replaced(_VALID, draw(st.sampled_from(_places(_VALID))), draw(_ANY_JSON)))
+    if kind == "deep":
+        depth = draw(st.sampled_from([200, 300, 2_000, 100_000]))
+        return "[" * depth + "]" * depth
+    return json.dumps({**_VALID, "usage": {"prompt_tokens": draw(st.integers(2**64, 2**200))}})
+
+
+def _checked(row: dict[str, Any]) -> None:
+    with time_bound():
+        line = answer_line(row)
+    entry = orjson.loads(line)
+    assert line.endswith("\n") and line.count("\n") == 1
+    assert isinstance(entry, dict) and entry["custom_id"] == row["custom_id"]
+    assert (entry["response"] is None) != (entry["error"] is None)
+
+
+@fuzz
+@given(
+    reply=_bodies(),
+    status=st.sampled_from(["200", "400", "500", "", "abc"]),
+    problem=st.sampled_from(["", "x"]),
+)
+def test_any_reply_becomes_one_results_line(reply: str, status: str, problem: str) -> None:
+    _checked({"custom_id": "call-1", "status": status, "reply": reply, "problem": problem})
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "[" * 100_000 + "]" * 100_000,
+        "[" * 300 + "]" * 300,
+        json.dumps({**_VALID, "usage": {"prompt_tokens": 2**70}}),
+    ],
+    ids=["nested past the json module's depth", "nested past orjson's", "an integer past 64 bits"],
+)
+def test_a_reply_the_results_file_cannot_hold_is_a_failed_call(reply: str) -> None:
+    """Found by the property above: each gave a traceback that ended the run."""
+    _checked({"custom_id": "call-1", "status": "200", "reply": reply, "problem": ""})
+    assert orjson.loads(answer_line({"custom_id": "c", "status": "200", "reply": reply, "problem": ""}))[
+        "error"
+    ]
