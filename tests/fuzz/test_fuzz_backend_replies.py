@@ -33,7 +33,7 @@ from tests.fuzz.support import TOKENS, clear_or_correct, fuzz
 MODEL = "test-model"
 DIGEST = "sha256:" + "ab" * 32
 LOGPROBS = [{"token": "4", "logprob": -0.1, "top_logprobs": [{"token": "4", "logprob": -0.1}]}]
-OLLAMA = {
+OLLAMA: dict[str, Any] = {
     "/api/tags": {"models": [{"name": f"{MODEL}:latest", "model": f"{MODEL}:latest", "digest": DIGEST}]},
     "/api/version": {"version": "0.12.0"},
     "/api/chat": {
@@ -47,7 +47,7 @@ OLLAMA = {
         "logprobs": LOGPROBS,
     },
 }
-OPENAI = {
+OPENAI: dict[str, Any] = {
     "/v1/models": {"object": "list", "data": [{"id": MODEL, "root": "/models/m"}]},
     "/v1/chat/completions": {
         "id": "c1",

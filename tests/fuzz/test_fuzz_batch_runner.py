@@ -23,7 +23,7 @@ from pipeline.tools.batch.runners import answer_line
 from tests.fuzz.support import fuzz, mixed_texts, time_bound
 from tests.fuzz.test_fuzz_backend_replies import _ANY_JSON, OPENAI, _places, _replaced
 
-_VALID = OPENAI["/v1/chat/completions"]
+_VALID: dict[str, Any] = OPENAI["/v1/chat/completions"]
 
 
 @st.composite
