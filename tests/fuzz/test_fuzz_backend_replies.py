@@ -15,6 +15,8 @@ traceback instead of a failed call."""
 from __future__ import annotations
 
 import json
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import click
@@ -26,8 +28,12 @@ from tenacity import wait_none
 
 from pipeline.llm.backends.ollama import OllamaBackend
 from pipeline.llm.backends.openai_compat import PROBE, OpenAICompatBackend
+from pipeline.llm.canonical import canonical_json
+from pipeline.llm.recordings.stage_reader import read_stage
+from pipeline.llm.recordings.stage_writer import write_stage
+from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.settings import LLMSettings
-from pipeline.llm.types import ChatReply, ChatRequest, Message, ModelIdentity
+from pipeline.llm.types import CallContext, ChatReply, ChatRequest, Message, ModelIdentity
 from tests.fuzz.support import TOKENS, clear_or_correct, fuzz
 
 MODEL = "test-model"
@@ -117,6 +123,20 @@ def _transport(bodies: dict[str, Any]) -> httpx.MockTransport:
     return httpx.MockTransport(answer)
 
 
+def _recorded(reply: ChatReply | click.ClickException) -> None:
+    """A reply a backend gives is one a recording holds and reads back as it was (a failed call,
+    a clear error, is stored nowhere)."""
+    if isinstance(reply, click.ClickException):
+        return
+    assert isinstance(reply, ChatReply)
+    record = CallRecord.new(ModelIdentity(backend="openai", name=MODEL, digest=DIGEST), REQUEST, reply)
+    with tempfile.TemporaryDirectory() as folder:
+        stage = Path(folder) / "judge"
+        write_stage(stage, [RecordedCall(record=record, context=CallContext(stage="judge", item="1"))])
+        (back,) = [loaded.call.record for loaded in read_stage(stage)]
+    assert canonical_json(back.model_dump(mode="json")) == canonical_json(record.model_dump(mode="json"))
+
+
 def _settings(base_url: str) -> LLMSettings:
     return LLMSettings(base_url=base_url, model=MODEL, max_retries=0)
 
@@ -129,7 +149,7 @@ def test_ollama_s_replies_of_any_shape(bodies: dict[str, Any]) -> None:
     )
     identity = clear_or_correct(backend.identity)
     if isinstance(identity, ModelIdentity):
-        assert isinstance(clear_or_correct(lambda: backend.chat(REQUEST)), (ChatReply, click.ClickException))
+        _recorded(clear_or_correct(lambda: backend.chat(REQUEST)))
 
 
 @fuzz
@@ -139,7 +159,7 @@ def test_an_openai_compatible_server_s_replies_of_any_shape(bodies: dict[str, An
         _settings("http://127.0.0.1:8000"), transport=_transport(bodies), wait=wait_none()
     )
     clear_or_correct(backend.identity)
-    clear_or_correct(lambda: backend.chat(REQUEST))
+    _recorded(clear_or_correct(lambda: backend.chat(REQUEST)))
     # The probe of a schema form (made when a server refuses one) reads a completion too.
     assert isinstance(
         clear_or_correct(lambda: backend._enforces("json_schema")), (bool, click.ClickException)
@@ -224,3 +244,38 @@ def test_a_probe_reply_of_another_shape_says_the_form_is_not_enforced(choices: A
     )
     assert backend._enforces("json_schema") is False
     assert PROBE.format is not None
+
+
+_NAN = {"unread": float("nan")}  # JSON orjson refuses: the json module reads the body
+
+
+@pytest.mark.parametrize(
+    ("backend", "body"),
+    [
+        ("ollama", {**OLLAMA["/api/chat"], "eval_count": 2**70, **_NAN}),
+        ("ollama", {**OLLAMA["/api/chat"], "total_duration": -(2**64), **_NAN}),
+        ("openai", {**OPENAI["/v1/chat/completions"], "usage": {"prompt_tokens": 2**63}, **_NAN}),
+        ("openai", {**OPENAI["/v1/chat/completions"], "created": 10**30, **_NAN}),
+    ],
+    ids=["an ollama count", "an ollama duration in meta", "an openai count", "an openai created in meta"],
+)
+def test_a_reply_holding_an_integer_past_64_bits_is_a_failed_call(backend: str, body: dict[str, Any]) -> None:
+    """Found by the property above: a body orjson refuses (a NaN in it) is read by the json module,
+    which keeps an integer past 64 bits (orjson reads one as a float); the reply was recorded, and
+    its recording then failed to read back (a count: "not a recorded call") or was refused as
+    tampered (a value of meta: read back as another number, the checksum fails)."""
+    if backend == "ollama":
+        chat: Any = OllamaBackend(
+            _settings("http://127.0.0.1:11434"),
+            transport=_transport({**OLLAMA, "/api/chat": body}),
+            wait=wait_none(),
+        )
+    else:
+        chat = OpenAICompatBackend(
+            _settings("http://127.0.0.1:8000"),
+            transport=_transport({**OPENAI, "/v1/chat/completions": body}),
+            wait=wait_none(),
+        )
+    chat.identity()
+    with pytest.raises(click.ClickException, match="past 64 bits"):
+        chat.chat(REQUEST)

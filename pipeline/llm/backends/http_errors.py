@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import ssl
 import time
 from collections.abc import Callable, Iterator
@@ -165,6 +166,42 @@ def refuse_unreadable(body: Any, where: str) -> None:
     reply, since no cache row or recording line can hold it (and a record of it could not be made)."""
     if (problem := surrogate_problem(body)) is not None:
         raise UnreadableReplyError(f"{where}: the reply holds {problem}: a failed call, not an answer")
+
+
+def refuse_unrecordable(body: Any, where: str) -> None:
+    """refuse_unreadable, for a reply that becomes a record, and UnreadableReplyError for one holding
+    an integer past 64 bits (past_64_bits): a failed call, retried, stored nowhere."""
+    refuse_unreadable(body, where)
+    if (number := past_64_bits(body)) is not None:
+        raise UnreadableReplyError(
+            f"{where}: the reply holds the integer {str(number)[:40]}, past 64 bits, which no record can "
+            "hold (its recording would not read back): a failed call, not an answer"
+        )
+
+
+_LONG_DIGITS = re.compile(rb"[0-9]{19,}")  # 2**63 has 19 digits: a shorter run is within 64 bits
+
+
+def past_64_bits(body: Any) -> int | None:
+    """The first integer in `body` (parsed JSON) outside a signed 64-bit integer's range, or None.
+    Such a value is read by the json module, but a record holding it is written as a number that
+    orjson and pydantic then refuse to read back (a count), or read back as another value (a value
+    of `meta`: the checksum fails). Iterative; a body orjson writes with no run of 19 digits holds none."""
+    try:
+        if _LONG_DIGITS.search(orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)) is None:
+            return None
+    except orjson.JSONEncodeError:
+        pass  # an integer past orjson's range among them: walked below
+    stack = [body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, int) and not isinstance(node, bool) and not -(2**63) <= node < 2**63:
+            return node
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return None
 
 
 def error_text(response: httpx.Response) -> str:

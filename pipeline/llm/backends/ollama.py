@@ -59,6 +59,7 @@ from pipeline.llm.backends.http_errors import (
     json_loads,
     make_client,
     refuse_unreadable,
+    refuse_unrecordable,
     send,
     shaped_reply,
 )
@@ -209,7 +210,7 @@ class OllamaBackend:
                 f"POST {self.settings.base_url}/api/chat: an empty reply ({content!r}): a failed call, "
                 "not an answer"
             )
-        refuse_unreadable(data, f"POST {self.settings.base_url}/api/chat")
+        refuse_unrecordable(data, f"POST {self.settings.base_url}/api/chat")
         return data, content
 
     def _confirm(self, arrived: int) -> None:

@@ -67,6 +67,7 @@ from pipeline.llm.backends.http_errors import (
     json_loads,
     make_client,
     refuse_unreadable,
+    refuse_unrecordable,
     send,
     shaped_reply,
     without_query,
@@ -324,7 +325,7 @@ def completion_reply(data: dict[str, Any], request: ChatRequest, where: str) -> 
         )
     if not content.strip():
         raise EmptyReplyError(f"{where}: an empty reply ({content!r}): a failed call, not an answer")
-    refuse_unreadable(data, where)
+    refuse_unrecordable(data, where)
     usage = _object(data.get("usage"))
     with shaped_reply(where):
         return ChatReply(
