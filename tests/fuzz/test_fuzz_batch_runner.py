@@ -12,6 +12,7 @@ levels: orjson.JSONEncodeError), each ended the run with a traceback."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -19,8 +20,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pipeline.tools.batch import ray_sender
 from pipeline.tools.batch.runners import answer_line
-from tests.fuzz.support import fuzz, mixed_texts, time_bound
+from tests.fuzz.support import fuzz, inputs, mixed_texts, time_bound
 from tests.fuzz.test_fuzz_backend_replies import _ANY_JSON, OPENAI, _places, _replaced
 
 _VALID: dict[str, Any] = OPENAI["/v1/chat/completions"]
@@ -73,3 +75,30 @@ def test_a_reply_the_results_file_cannot_hold_is_a_failed_call(reply: str) -> No
     assert orjson.loads(answer_line({"custom_id": "c", "status": "200", "reply": reply, "problem": ""}))[
         "error"
     ]
+
+
+@fuzz
+@given(
+    data=inputs(b'{"custom_id": "a", "body": {}}\n{"custom_id": "b", "body": {}}\n', b"\n\n\r\n \n"),
+    workers=st.integers(1, 64),
+    target=st.integers(1, 64),
+)
+def test_the_ray_runner_s_stretches_read_every_line_of_a_requests_file_once(
+    sandbox: Path, data: bytes, workers: int, target: int
+) -> None:
+    """pipeline.tools.batch.ray_sender: the workers' stretches of requests.jsonl (of any bytes: a
+    line cut anywhere, CR, no last newline) cover the file, and read together they give each line
+    that is not blank once, in order: a line lost is a call never asked, one read twice asked twice."""
+    path = sandbox / "requests.jsonl"
+    path.write_bytes(data)
+    with pytest.MonkeyPatch.context() as patch:  # small stretches, so that a file of a few lines has many
+        patch.setattr(ray_sender, "MIN_STRETCH_BYTES", target)
+        patch.setattr(ray_sender, "MAX_STRETCH_BYTES", target)
+        with time_bound():
+            ranges = ray_sender.stretches(path, workers)
+            read = [line for start, end in ranges for _, line in ray_sender._lines(str(path), start, end)]
+    assert [start for start, _ in ranges[1:]] == [end for _, end in ranges[:-1]]
+    assert (ranges[0][0], ranges[-1][1]) == (0, len(data)) if data else ranges == []
+    parts = data.split(b"\n")  # a binary file's readline cuts at \n alone
+    lines = [part + b"\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+    assert read == [line for line in lines if line.strip()]
