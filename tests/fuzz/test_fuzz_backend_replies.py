@@ -279,3 +279,18 @@ def test_a_reply_holding_an_integer_past_64_bits_is_a_failed_call(backend: str, 
     chat.identity()
     with pytest.raises(click.ClickException, match="past 64 bits"):
         chat.chat(REQUEST)
+
+
+def test_an_ollama_reply_of_another_shape_is_asked_again_as_an_empty_one_is() -> None:
+    """A failed call of this kind is retried like any protocol error: the next good reply is served."""
+    bad = {**OLLAMA["/api/chat"], "eval_count": "many"}
+    replies = iter([bad, OLLAMA["/api/chat"]])
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        body = next(replies) if request.url.path == "/api/chat" else OLLAMA[request.url.path]
+        return httpx.Response(200, content=json.dumps(body).encode())
+
+    settings = LLMSettings(base_url="http://127.0.0.1:11434", model=MODEL, max_retries=1)
+    backend = OllamaBackend(settings, transport=httpx.MockTransport(answer), wait=wait_none())
+    backend.identity()
+    assert backend.chat(REQUEST).completion_tokens == 2

@@ -259,10 +259,17 @@ class OllamaBackend:
                 raise self._changed
         body = self.request_body(request)
         num_ctx = request.options.num_ctx
-        data, text = self._retry.call(lambda: self._answer(body, num_ctx), "POST /api/chat")
+        reply = self._retry.call(lambda: self._reply(request, body, num_ctx), "POST /api/chat")
         self._confirm(next(self._arrivals))
+        context_overflow.check_counts(request, reply, self._may_drop_history)
+        return reply
+
+    def _reply(self, request: ChatRequest, body: dict[str, Any], num_ctx: int) -> ChatReply:
+        """One exchange's reply; one whose values are of another shape is a failed call, retried
+        (shaped_reply), as an empty one is."""
+        data, text = self._answer(body, num_ctx)
         with shaped_reply(f"POST {self.settings.base_url}/api/chat"):
-            reply = ChatReply(
+            return ChatReply(
                 text=text,
                 done_reason=data.get("done_reason"),
                 prompt_tokens=data.get("prompt_eval_count"),
@@ -270,8 +277,6 @@ class OllamaBackend:
                 meta={k: data[k] for k in _META_KEYS if k in data},
                 logprobs=read_wire_logprobs(data.get("logprobs")) if request.logprobs is not None else None,
             )
-        context_overflow.check_counts(request, reply, self._may_drop_history)
-        return reply
 
     def _may_drop_history(self) -> bool:
         return context_overflow.may_drop_history(self.server_version())
