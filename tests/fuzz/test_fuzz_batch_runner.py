@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 import orjson
 import pytest
 from hypothesis import given
@@ -102,3 +103,49 @@ def test_the_ray_runner_s_stretches_read_every_line_of_a_requests_file_once(
     parts = data.split(b"\n")  # a binary file's readline cuts at \n alone
     lines = [part + b"\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
     assert read == [line for line in lines if line.strip()]
+
+
+_REQUEST_LINE = (
+    b'{"custom_id": "call-1", "body": {"model": "m", "messages": [{"role": "user", "content": "hi"}]}}'
+)
+
+
+@fuzz
+@given(line=inputs(_REQUEST_LINE))
+def test_a_ray_worker_reads_any_requests_line_as_a_request_or_names_its_byte(
+    sandbox: Path, line: bytes
+) -> None:
+    """RequestSender._send, a worker's reading of one requests.jsonl line: a request sent (its
+    custom_id a string, its body as exported), or a ValueError naming the file and the line's byte,
+    which Ray gives back as the runner's BackendError; never another exception ending the worker."""
+    sent: list[bytes] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request.content)
+        return httpx.Response(200, json={"choices": [{"message": {"content": "ok"}}]})
+
+    sender = ray_sender.RequestSender(
+        str(sandbox / "requests.jsonl"), "http://test/v1/chat/completions", {}, 1, 0, 0.0, 5.0
+    )
+    sender.make_client = lambda: httpx.Client(transport=httpx.MockTransport(handler))  # type: ignore[method-assign]
+    try:
+        with time_bound():
+            key, status, _, _ = sender._send(7, line)
+        assert isinstance(key, str) and status == "200" and len(sent) == 1
+    except ValueError as exc:
+        assert "requests.jsonl: the line at byte 7 is not a batch request" in str(exc)
+    finally:
+        sender.close()
+        sender.pool.shutdown(wait=False)
+
+
+def test_a_requests_line_nested_past_what_orjson_writes_names_its_byte(sandbox: Path) -> None:
+    """Found by the property above: orjson reads 1,024 levels and writes 255, so a body nested
+    between was read, then its writing raised JSONEncodeError (a TypeError) naming no file nor line."""
+    line = b'{"custom_id": "a", "body": ' + b"[" * 300 + b"]" * 300 + b"}"
+    sender = ray_sender.RequestSender(str(sandbox / "requests.jsonl"), "http://test/v1", {}, 1, 0, 0.0, 5.0)
+    try:
+        with pytest.raises(ValueError, match=r"requests\.jsonl: the line at byte 7 is not a batch request"):
+            sender._send(7, line)
+    finally:
+        sender.pool.shutdown(wait=False)
