@@ -294,3 +294,35 @@ def test_an_ollama_reply_of_another_shape_is_asked_again_as_an_empty_one_is() ->
     backend = OllamaBackend(settings, transport=httpx.MockTransport(answer), wait=wait_none())
     backend.identity()
     assert backend.chat(REQUEST).completion_tokens == 2
+
+
+_DEEP = json.loads("[" * 300 + "]" * 300)  # orjson reads it (1,024 levels), a record could not be written
+
+
+@pytest.mark.parametrize(
+    ("backend", "body"),
+    [
+        ("ollama", {**OLLAMA["/api/chat"], "total_duration": _DEEP}),
+        ("openai", {**OPENAI["/v1/chat/completions"], "id": _DEEP}),
+    ],
+    ids=["ollama", "openai"],
+)
+def test_a_reply_nested_past_the_bound_is_a_failed_call(backend: str, body: dict[str, Any]) -> None:
+    """Found by reading a reply's record back as the properties above do: a value of `meta` nested
+    300 levels was served, and making its record failed (pydantic's "Maximum serialization depth
+    exceeded", a traceback)."""
+    if backend == "ollama":
+        chat: Any = OllamaBackend(
+            _settings("http://127.0.0.1:11434"),
+            transport=_transport({**OLLAMA, "/api/chat": body}),
+            wait=wait_none(),
+        )
+    else:
+        chat = OpenAICompatBackend(
+            _settings("http://127.0.0.1:8000"),
+            transport=_transport({**OPENAI, "/v1/chat/completions": body}),
+            wait=wait_none(),
+        )
+    chat.identity()
+    with pytest.raises(click.ClickException, match="levels deep"):
+        chat.chat(REQUEST)

@@ -59,7 +59,7 @@ from pipeline.errors import (
 )
 from pipeline.llm.backends.breaker import CircuitBreaker
 from pipeline.llm.backends.retry_notices import RetryNotices
-from pipeline.llm.bounds import surrogate_problem
+from pipeline.llm.bounds import depth_problem, surrogate_problem
 from pipeline.llm.settings import LLMSettings, in_flight
 
 log = logging.getLogger(__name__)
@@ -169,9 +169,13 @@ def refuse_unreadable(body: Any, where: str) -> None:
 
 
 def refuse_unrecordable(body: Any, where: str) -> None:
-    """refuse_unreadable, for a reply that becomes a record, and UnreadableReplyError for one holding
-    an integer past 64 bits (past_64_bits): a failed call, retried, stored nowhere."""
+    """refuse_unreadable, for a reply that becomes a record, and UnreadableReplyError for one nested
+    past bounds.MAX_DEPTH (orjson reads 1,024 levels; a record of 300 failed to serialize, a
+    traceback) or holding an integer past 64 bits (past_64_bits): a failed call, retried, stored
+    nowhere."""
     refuse_unreadable(body, where)
+    if (deep := depth_problem(body)) is not None:
+        raise UnreadableReplyError(f"{where}: the reply is {deep}: a failed call, not an answer")
     if (number := past_64_bits(body)) is not None:
         raise UnreadableReplyError(
             f"{where}: the reply holds the integer {str(number)[:40]}, past 64 bits, which no record can "
