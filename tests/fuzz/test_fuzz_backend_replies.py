@@ -77,7 +77,8 @@ _ANY_JSON = st.recursive(
     | st.integers(min_value=-(2**70), max_value=2**70)
     | st.floats()
     | st.text(max_size=6)
-    | st.sampled_from(TOKENS[:20]),
+    | st.sampled_from(TOKENS[:20])
+    | st.sampled_from([65, 300]).map(lambda n: json.loads("[" * n + "]" * n)),  # past the bound
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
     max_leaves=6,
 )
