@@ -37,6 +37,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,7 +108,7 @@ def _lines(path: Path) -> list[str]:
             try:
                 with gzip.open(file) as unpacked:  # read no more than the limit: a gzip bomb stops there
                     data = read_limited(unpacked, shown)
-            except (OSError, EOFError) as exc:
+            except (OSError, EOFError, zlib.error) as exc:  # zlib.error: a stream damaged inside
                 raise InputError(
                     shown, None, f"not a gzip file ({exc})", "give the annotations as .jsonl or .jsonl.gz"
                 ) from None

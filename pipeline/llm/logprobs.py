@@ -25,24 +25,38 @@ FLOOR = -9999.0  # exp(FLOOR) == 0.0 in float64
 
 
 def _finite(value: Any) -> float:
+    """A logprob the server sent: a JSON number (ValueError for any other value, a reply of another
+    shape: float() read text and failed on a list with a TypeError's traceback)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"a logprob that is not a number ({str(value)[:40]!r})")
     number = float(value)
     return number if math.isfinite(number) else FLOOR
 
 
+def _token(value: Any) -> str:
+    if not isinstance(value, str):  # str() made any value a token's text: a wrong value, trusted
+        raise ValueError(f"a token that is not text ({str(value)[:40]!r})")
+    return value
+
+
 def read_wire_logprobs(entries: Any) -> Logprobs | None:
-    """The OpenAI-shaped list of per-token entries, or None when the server sent none."""
+    """The OpenAI-shaped list of per-token entries, or None when the server sent none; ValueError
+    for a token, a logprob or a list of alternatives of another shape (a protocol error)."""
     if not isinstance(entries, list):
         return None
     rows = []
     for entry in entries:
         if not isinstance(entry, dict) or "token" not in entry or entry.get("logprob") is None:
             continue
+        alternatives = entry.get("top_logprobs") or []
+        if not isinstance(alternatives, list):
+            raise ValueError(f"top_logprobs that are not a list ({str(alternatives)[:40]!r})")
         top = [
-            (alt["token"], _finite(alt["logprob"]))
-            for alt in entry.get("top_logprobs") or ()
+            (_token(alt["token"]), _finite(alt["logprob"]))
+            for alt in alternatives
             if isinstance(alt, dict) and "token" in alt and alt.get("logprob") is not None
         ]
-        rows.append((entry["token"], _finite(entry["logprob"]), top))
+        rows.append((_token(entry["token"]), _finite(entry["logprob"]), top))
     return Logprobs(rows)  # which makes each token a str
 
 

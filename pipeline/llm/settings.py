@@ -241,7 +241,10 @@ def read_params_file(
         raw["llm"] = merged(shared if isinstance(shared, dict) else {}, own)
     for var, (section, field) in ENV_OVERRIDES.items():
         if var in env and env[var] != "":
-            raw.setdefault(section, {})[field] = env[var]
+            if raw.get(section) is None:  # absent, or `cache:` with every key commented out
+                raw[section] = {}
+            if isinstance(raw[section], dict):  # else its own error names it (an item set into a
+                raw[section][field] = env[var]  # list or a number was a TypeError's traceback)
     return raw
 
 

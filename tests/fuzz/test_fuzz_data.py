@@ -4,10 +4,12 @@ text). See tests/fuzz/support.py for the property and the example counts."""
 
 from __future__ import annotations
 
+import gzip
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -18,6 +20,7 @@ from pipeline.data.rag_rows import load_rag_rows
 from pipeline.data.settings import DataSettings
 from pipeline.data.summeval import load_summeval
 from pipeline.data.transcripts import load_transcripts
+from pipeline.errors import InputError
 from pipeline.experiments.rag.batch import read_batch
 from pipeline.experiments.rag.judge_evaluate import read_answer
 from pipeline.experiments.rag.settings import DEFAULT_DIMENSIONS
@@ -100,6 +103,30 @@ def test_the_catalog(sandbox: Path, data: bytes) -> None:
 @given(data=inputs(committed("data/summeval-demo/summeval-demo.jsonl")[:8000]))
 def test_summeval(sandbox: Path, data: bytes) -> None:
     _read(sandbox, "summeval.jsonl", data, load_summeval)
+
+
+_SUMMEVAL = committed("data/summeval-demo/summeval-demo.jsonl")[:8000]
+
+
+@fuzz
+@given(data=inputs(gzip.compress(_SUMMEVAL, mtime=0)), packed=inputs(_SUMMEVAL))
+def test_summeval_packed(sandbox: Path, data: bytes, packed: bytes) -> None:
+    """The annotations as .jsonl.gz (what SummEval ships): the packed bytes edited (a damaged
+    stream, a truncated one, another format), and edited text packed whole."""
+    _read(sandbox, "summeval.jsonl.gz", data, load_summeval)
+    _read(sandbox, "summeval.jsonl.gz", gzip.compress(packed, mtime=0), load_summeval)
+
+
+def test_a_damaged_packed_summeval_file_is_refused_naming_it(sandbox: Path) -> None:
+    """Found by the property above: a deflate stream damaged inside (zlib.error, neither the OSError
+    nor the EOFError the reader caught) gave a traceback."""
+    packed = bytearray(gzip.compress(_SUMMEVAL, mtime=0))
+    packed[20:40] = b"\xff" * 20
+    path = sandbox / "data" / "damaged.jsonl.gz"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(bytes(packed))
+    with pytest.raises(InputError, match=r"damaged\.jsonl\.gz"):
+        load_summeval(path)
 
 
 HUMAN = (

@@ -196,6 +196,22 @@ def test_params_yaml(sandbox: Path, data: bytes) -> None:
     path.parent.mkdir(exist_ok=True)
     path.write_bytes(data)
     clear_or_correct(lambda: load_params(path))
+    # The environment's overrides (a CI machine's JUDGELOOP_BASE_URL) laid over whatever it holds.
+    clear_or_correct(lambda: load_params(path, environ=OVERRIDES))
+
+
+OVERRIDES = {"JUDGELOOP_BASE_URL": "http://127.0.0.1:8000", "JUDGELOOP_CACHE_DIR": ".judgeloop/other"}
+
+
+@pytest.mark.parametrize("text", ["llm: 5\n", "cache: [1]\n", "llm: text\ncache: null\n"])
+def test_an_override_over_a_section_of_another_shape_names_the_section(sandbox: Path, text: str) -> None:
+    """Found by the property above: the environment's override was set into a section that was no
+    mapping, a TypeError's traceback in every stage; now the section's own error, naming its line."""
+    path = sandbox / "fuzzed" / "params.yaml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(text)
+    with pytest.raises(click.ClickException, match=r"params\.yaml"):
+        load_params(path, environ=OVERRIDES)
 
 
 # -- batch results --------------------------------------------------------------------------------

@@ -29,11 +29,13 @@ next wait (capped at MAX_RETRY_AFTER_S), so a rate-limited server is not asked a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import re
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -50,13 +52,14 @@ from pipeline.errors import (
     BadRequestError,
     ConfigError,
     ConnectionFaultError,
+    EmptyReplyError,
     ModelNotFoundError,
     TransientBackendError,
     UnreadableReplyError,
 )
 from pipeline.llm.backends.breaker import CircuitBreaker
 from pipeline.llm.backends.retry_notices import RetryNotices
-from pipeline.llm.bounds import surrogate_problem
+from pipeline.llm.bounds import depth_problem, surrogate_problem
 from pipeline.llm.settings import LLMSettings, in_flight
 
 log = logging.getLogger(__name__)
@@ -143,12 +146,66 @@ def json_loads(text: str) -> Any:
         raise ValueError("nested too deep to read") from None
 
 
+@contextlib.contextmanager
+def shaped_reply(where: str) -> Iterator[None]:
+    """EmptyReplyError for a reply whose values are of another shape than the protocol's (a count
+    that is text, a logprob that is a list: the ValueError that ChatReply's validation or the
+    logprobs' reader raises): a protocol error, retried like a dropped connection, not a traceback."""
+    try:
+        yield
+    except ValueError as exc:
+        said = "; ".join(line.strip() for line in str(exc).splitlines()[:3])[:200] or type(exc).__name__
+        raise EmptyReplyError(
+            f"{where}: a reply of another shape ({said}): a protocol error, not an answer"
+        ) from exc
+
+
 def refuse_unreadable(body: Any, where: str) -> None:
     """UnreadableReplyError for a reply's body holding a lone surrogate, which the json module
     reads from an escape ("\\ud800") where orjson refuses it: a failed call, retried like an empty
     reply, since no cache row or recording line can hold it (and a record of it could not be made)."""
     if (problem := surrogate_problem(body)) is not None:
         raise UnreadableReplyError(f"{where}: the reply holds {problem}: a failed call, not an answer")
+
+
+def refuse_unrecordable(body: Any, where: str) -> None:
+    """refuse_unreadable, for a reply that becomes a record, and UnreadableReplyError for one nested
+    past bounds.MAX_DEPTH (orjson reads 1,024 levels; a record of 300 failed to serialize, a
+    traceback) or holding an integer past 64 bits (past_64_bits): a failed call, retried, stored
+    nowhere."""
+    refuse_unreadable(body, where)
+    if (deep := depth_problem(body)) is not None:
+        raise UnreadableReplyError(f"{where}: the reply is {deep}: a failed call, not an answer")
+    if (number := past_64_bits(body)) is not None:
+        raise UnreadableReplyError(
+            f"{where}: the reply holds the integer {str(number)[:40]}, past 64 bits, which no record can "
+            "hold (its recording would not read back): a failed call, not an answer"
+        )
+
+
+_LONG_DIGITS = re.compile(rb"[0-9]{19,}")  # 2**63 has 19 digits: a shorter run is within 64 bits
+
+
+def past_64_bits(body: Any) -> int | None:
+    """The first integer in `body` (parsed JSON) outside a signed 64-bit integer's range, or None.
+    Such a value is read by the json module, but a record holding it is written as a number that
+    orjson and pydantic then refuse to read back (a count), or read back as another value (a value
+    of `meta`: the checksum fails). Iterative; a body orjson writes with no run of 19 digits holds none."""
+    try:
+        if _LONG_DIGITS.search(orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)) is None:
+            return None
+    except orjson.JSONEncodeError:
+        pass  # an integer past orjson's range among them: walked below
+    stack = [body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, int) and not isinstance(node, bool) and not -(2**63) <= node < 2**63:
+            return node
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return None
 
 
 def error_text(response: httpx.Response) -> str:

@@ -59,7 +59,9 @@ from pipeline.llm.backends.http_errors import (
     json_loads,
     make_client,
     refuse_unreadable,
+    refuse_unrecordable,
     send,
+    shaped_reply,
 )
 from pipeline.llm.logprobs import read_wire_logprobs
 from pipeline.llm.redact import redact_url
@@ -208,7 +210,7 @@ class OllamaBackend:
                 f"POST {self.settings.base_url}/api/chat: an empty reply ({content!r}): a failed call, "
                 "not an answer"
             )
-        refuse_unreadable(data, f"POST {self.settings.base_url}/api/chat")
+        refuse_unrecordable(data, f"POST {self.settings.base_url}/api/chat")
         return data, content
 
     def _confirm(self, arrived: int) -> None:
@@ -240,7 +242,10 @@ class OllamaBackend:
         refuse_unreadable(tags, f"GET {self.settings.base_url}/api/tags")  # its digest enters every key
         wanted = full_tag(self.settings.model)
         have = []
-        for entry in tags.get("models") or []:
+        models = tags.get("models")
+        for entry in models if isinstance(models, list) else []:
+            if not isinstance(entry, dict):  # names no model
+                continue
             names = {full_tag(str(entry.get(k, ""))) for k in ("name", "model")}
             if wanted in names and entry.get("digest"):
                 return normalize_digest(str(entry["digest"]))
@@ -254,18 +259,24 @@ class OllamaBackend:
                 raise self._changed
         body = self.request_body(request)
         num_ctx = request.options.num_ctx
-        data, text = self._retry.call(lambda: self._answer(body, num_ctx), "POST /api/chat")
+        reply = self._retry.call(lambda: self._reply(request, body, num_ctx), "POST /api/chat")
         self._confirm(next(self._arrivals))
-        reply = ChatReply(
-            text=text,
-            done_reason=data.get("done_reason"),
-            prompt_tokens=data.get("prompt_eval_count"),
-            completion_tokens=data.get("eval_count"),
-            meta={k: data[k] for k in _META_KEYS if k in data},
-            logprobs=read_wire_logprobs(data.get("logprobs")) if request.logprobs is not None else None,
-        )
         context_overflow.check_counts(request, reply, self._may_drop_history)
         return reply
+
+    def _reply(self, request: ChatRequest, body: dict[str, Any], num_ctx: int) -> ChatReply:
+        """One exchange's reply; one whose values are of another shape is a failed call, retried
+        (shaped_reply), as an empty one is."""
+        data, text = self._answer(body, num_ctx)
+        with shaped_reply(f"POST {self.settings.base_url}/api/chat"):
+            return ChatReply(
+                text=text,
+                done_reason=data.get("done_reason"),
+                prompt_tokens=data.get("prompt_eval_count"),
+                completion_tokens=data.get("eval_count"),
+                meta={k: data[k] for k in _META_KEYS if k in data},
+                logprobs=read_wire_logprobs(data.get("logprobs")) if request.logprobs is not None else None,
+            )
 
     def _may_drop_history(self) -> bool:
         return context_overflow.may_drop_history(self.server_version())

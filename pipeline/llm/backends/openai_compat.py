@@ -67,7 +67,9 @@ from pipeline.llm.backends.http_errors import (
     json_loads,
     make_client,
     refuse_unreadable,
+    refuse_unrecordable,
     send,
+    shaped_reply,
     without_query,
 )
 from pipeline.llm.backends.ollama import full_tag
@@ -199,7 +201,7 @@ class OpenAICompatBackend:
         listing = self._retry.call(lambda: self._exchange("GET", "/v1/models"), "GET /v1/models")
         refuse_unreadable(listing, f"GET {self.base_url}/v1/models")  # its ids enter every cache key
         model = self.settings.model
-        for entry in listing.get("data") or []:
+        for entry in _objects(listing.get("data")):  # anything else listed names no model
             served = str(entry.get("id", ""))
             if served == model or full_tag(served) == full_tag(model):
                 break
@@ -281,8 +283,7 @@ class OpenAICompatBackend:
             if _FORM_REFUSED.search(exc.message):
                 return False
             raise
-        choices = data.get("choices") or [{}]
-        text = ((choices[0] or {}).get("message") or {}).get("content")
+        text = _content(data)  # None for a reply of another shape: the form is not enforced
         try:
             return bool(json_loads(str(text)).get("probe") == PROBE_ANSWER)
         except (ValueError, AttributeError):
@@ -315,29 +316,48 @@ def completion_reply(data: dict[str, Any], request: ChatRequest, where: str) -> 
     protocol error (EmptyReplyError), retried like a dropped connection: an empty reply stored in
     the cache would be served as the model's answer. So is content that is empty or only whitespace,
     and a body holding a lone surrogate (UnreadableReplyError), which no record can hold."""
-    choices = data.get("choices")
-    choice = choices[0] if isinstance(choices, list) and choices else None
-    message = choice.get("message") if isinstance(choice, dict) else None
-    content = message.get("content") if isinstance(message, dict) else None
-    if not isinstance(choice, dict) or not isinstance(content, str):
+    choice = _choice(data)
+    content = _content(data)
+    if choice is None or not isinstance(content, str):
         raise EmptyReplyError(
             f"{where}: a 200 reply without a message's content ({str(data)[:200]}): a protocol error, "
             "not an answer"
         )
     if not content.strip():
         raise EmptyReplyError(f"{where}: an empty reply ({content!r}): a failed call, not an answer")
-    refuse_unreadable(data, where)
-    usage = data.get("usage") or {}
-    return ChatReply(
-        text=content,
-        done_reason=choice.get("finish_reason"),
-        prompt_tokens=usage.get("prompt_tokens"),
-        completion_tokens=usage.get("completion_tokens"),
-        meta={k: data[k] for k in ("id", "model", "created", "system_fingerprint") if k in data},
-        logprobs=read_wire_logprobs((choice.get("logprobs") or {}).get("content"))
-        if request.logprobs is not None
-        else None,
-    )
+    refuse_unrecordable(data, where)
+    usage = _object(data.get("usage"))
+    with shaped_reply(where):
+        return ChatReply(
+            text=content,
+            done_reason=choice.get("finish_reason"),
+            prompt_tokens=usage.get("prompt_tokens"),
+            completion_tokens=usage.get("completion_tokens"),
+            meta={k: data[k] for k in ("id", "model", "created", "system_fingerprint") if k in data},
+            logprobs=read_wire_logprobs(_object(choice.get("logprobs")).get("content"))
+            if request.logprobs is not None
+            else None,
+        )
+
+
+def _object(value: Any) -> dict[str, Any]:
+    """A part of the reply that must be an object, as one: anything else holds nothing."""
+    return value if isinstance(value, dict) else {}
+
+
+def _objects(value: Any) -> list[dict[str, Any]]:
+    return [entry for entry in value if isinstance(entry, dict)] if isinstance(value, list) else []
+
+
+def _choice(data: dict[str, Any]) -> dict[str, Any] | None:
+    choices = data.get("choices")
+    choice = choices[0] if isinstance(choices, list) and choices else None
+    return choice if isinstance(choice, dict) else None
+
+
+def _content(data: dict[str, Any]) -> Any:
+    """The first choice's message's content, of whatever type; None where there is none."""
+    return _object(_object(_choice(data)).get("message")).get("content")
 
 
 def build(settings: LLMSettings, cache_dir: Path) -> OpenAICompatBackend:

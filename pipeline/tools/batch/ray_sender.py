@@ -159,11 +159,13 @@ class RequestSender:
             key, body = entry["custom_id"], entry["body"]
             if not isinstance(key, str):
                 raise TypeError("custom_id is not a string")
+            # export wrote it with orjson: the same bytes as exported (a body nested past orjson's
+            # 255 levels, which it reads to 1,024, is no request: JSONEncodeError, a TypeError)
+            content = orjson.dumps(body)
         except (ValueError, KeyError, TypeError) as exc:
             raise ValueError(
                 f"{self.path}: the line at byte {offset} is not a batch request ({exc}). Fix: export again."
             ) from exc
-        content = orjson.dumps(body)  # export wrote it with orjson: the same bytes as exported
         problem = ""
         for attempt in range(self.max_retries + 1):
             if attempt:

@@ -170,7 +170,7 @@ def answer_line(row: dict[str, Any]) -> str:
         return failed_line(key, row["problem"])
     try:
         body = json.loads(row["reply"])
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past the json module's depth: not JSON to us either
         return failed_line(key, f"HTTP {row['status']}: the reply is not JSON: {row['reply'][:200]!r}")
     if row["status"] != "200" and body_error(body) is None:
         return failed_line(key, f"HTTP {row['status']}: {row['reply'][:200]!r}")
@@ -199,7 +199,10 @@ def batch_line(custom_id: str, body: Any) -> str:
     if said is not None:
         return failed_line(custom_id, said)
     line = {"custom_id": custom_id, "response": {"status_code": 200, "body": body}, "error": None}
-    return orjson.dumps(line).decode() + "\n"
+    try:
+        return orjson.dumps(line).decode() + "\n"
+    except orjson.JSONEncodeError as exc:  # read, but no line holds it: past 64 bits, 255 levels
+        return failed_line(custom_id, f"the reply cannot be written as a results line ({exc}): a failed call")
 
 
 def failed_line(custom_id: str, message: str) -> str:
