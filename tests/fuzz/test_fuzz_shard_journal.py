@@ -11,7 +11,6 @@ import shutil
 from pathlib import Path
 
 import orjson
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -80,18 +79,10 @@ def test_a_killed_writer_s_journal_deletes_only_shards_the_manifest_does_not_nam
     if isinstance(removed, list):
         assert set(removed) == gone
     assert all(shards.SHARD_NAME.fullmatch(name) for name in gone), f"deleted what is no shard: {gone}"
-    if shards.is_manifest(manifest.decode("utf-8", "replace")):  # else: the xfail test below
-        assert not gone & _named(manifest), f"deleted a shard the manifest names: {gone & _named(manifest)}"
+    assert not gone & _named(manifest), f"deleted a shard the manifest names: {gone & _named(manifest)}"
     only_inside(sandbox.parent, sandbox)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="shards.py (shard-keep's): a manifest whose opening is damaged (one byte before it, a git "
-    "conflict marker) reads as naming no shard, so a journal listing the recording's shards has "
-    "every one of them deleted; 'which files are the recording's is not known: none deleted' "
-    "should hold there too",
-)
 def test_a_journal_beside_a_manifest_damaged_at_its_opening_deletes_no_shard_it_names(
     sandbox: Path, seed: dict[str, bytes]
 ) -> None:

@@ -78,6 +78,7 @@ SHARD_AT = 4096  # more calls than this: the stage's recording is written in sha
 SHARD_DIGITS = 1  # shards by the key's first hex digit: 16
 HEX = frozenset("0123456789abcdef")
 MANIFEST_OPENING = '{"sha256":'  # how a manifest line opens (a call line opens with its checksum)
+_ONE_FILE_OPENINGS = ('{"checksum":"', '{"blob":"')  # how a recording in one file opens (a call or a block)
 SHARD_NAME = re.compile(rf"(calls|blocks|items)-([0-9a-f]{{{SHARD_DIGITS}}})-([0-9a-f]{{16}})\.jsonl")
 TABLE_KIND = "items"  # a shard of calls' table of items (pipeline.llm.recordings.item_table), named last
 LOOKS_LIKE_SHARD = re.compile(
@@ -208,6 +209,9 @@ def _cleared(directory: Path, journal: Path) -> list[str]:
     listed = set(journal.read_text(encoding="ascii", errors="replace").split())
     manifest = directory / MANIFEST_FILE
     text = manifest.read_bytes().decode("utf-8", "replace") if manifest.is_file() else ""
+    if text and not text.startswith(_ONE_FILE_OPENINGS) and not is_manifest(text):
+        return []  # neither a manifest nor one file as the writer opens it (a damaged opening, a
+        # conflict marker): which files are the recording's is not known, so none deleted
     try:
         named = {name for name, _ in manifest_entries(manifest, text)} if is_manifest(text) else set()
     except CorruptRecordError:
