@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -49,7 +50,7 @@ def _verified(tmp_path: Path) -> tuple[Path, VerifiedMemo, Models]:
 def _reads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """Each time the recording is read (verified_models) from now on."""
     read: list[Path] = []
-    real = models_memo.verified_models
+    real = models_memo.verified_models  # type: ignore[attr-defined]
 
     def counting(directory: Path, *args: object) -> object:
         read.append(directory)
@@ -141,9 +142,9 @@ def test_an_entry_whose_hashes_the_verified_memo_does_not_hold_is_not_believed(
     assert models_memo.models(directory, None, memo) == models
     memo_file = _memo_file(memo)
     known = json.loads(memo_file.read_text())
-    for entry in known.values():
-        entry["hashes"] = [[name, "0" * 64] for name, _ in entry["hashes"]]
-        entry["models"] = [["fake", "forged", "0" * 64]]
+    known["files"] = {marker: "0" * 64 + " " for marker in known["files"]}
+    forged = models_memo._content_key(dict.fromkeys(os.listdir(directory), "0" * 64))
+    known["models"] = {forged: {"order": os.listdir(directory), "models": [["fake", "forged", "0" * 64]]}}
     memo_file.write_text(json.dumps(known))
     memo_file.chmod(0o600)
     verified_memo.forget_in_process()
@@ -188,7 +189,7 @@ def test_a_file_replaced_between_the_listing_and_its_read_is_not_remembered(
     between (here the same bytes, so that the read succeeds) is not the file the listing names."""
     _settle(monkeypatch)
     directory, memo, models = _verified(tmp_path)
-    real = models_memo.verified_models
+    real = models_memo.verified_models  # type: ignore[attr-defined]
 
     def replaced_first(directory: Path, *args: object) -> object:
         path = directory / stage_folders.CALLS_FILE
@@ -200,3 +201,40 @@ def test_a_file_replaced_between_the_listing_and_its_read_is_not_remembered(
     monkeypatch.setattr(models_memo, "verified_models", replaced_first)
     assert models_memo.models(directory, None, memo) == models
     assert not _memo_file(memo).exists()
+
+
+def test_a_file_written_again_with_the_same_bytes_is_hashed_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sharded recording's manifest is written again by every replay of its stage: that file is
+    hashed (its identity is new), the others' hashes come from the memo, and the content is known."""
+    _settle(monkeypatch)
+    directory, memo, models = _verified(tmp_path)
+    assert models_memo.models(directory, None, memo) == models
+    path = directory / stage_folders.CALLS_FILE
+    fresh = path.with_name("fresh")
+    fresh.write_bytes(path.read_bytes())
+    fresh.replace(path)
+    read = _reads(monkeypatch)
+    verified_memo.forget_in_process()
+    assert models_memo.models(directory, None, memo) == models
+    assert read == []
+    known = json.loads(_memo_file(memo).read_text())
+    assert private_memo.identity(path.stat()) in known["files"]  # settled: remembered by its identity
+
+
+def test_a_file_hashed_alone_within_the_racy_window_is_not_remembered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _settle(monkeypatch)
+    directory, memo, models = _verified(tmp_path)
+    assert models_memo.models(directory, None, memo) == models
+    monkeypatch.setattr(private_memo, "now_ns", time.time_ns)  # the real clock again
+    path = directory / stage_folders.CALLS_FILE
+    fresh = path.with_name("fresh")
+    fresh.write_bytes(path.read_bytes())
+    fresh.replace(path)  # written just now
+    verified_memo.forget_in_process()
+    assert models_memo.models(directory, None, memo) == models  # hashed now, so answered
+    known = json.loads(_memo_file(memo).read_text())
+    assert private_memo.identity(path.stat()) not in known["files"]

@@ -1,28 +1,29 @@
-"""A stage's recording read only for its models, answered from a private memo keyed by its files'
-identities, so that a replay's stage process does not hash every other stage's recording and parse
-its call lines again for the model's identity (issue 33).
+"""A stage's recording read only for its models, answered from a private memo of its files' hashes
+keyed by their identities, so that a replay's stage process does not hash every other stage's
+recording and parse its call lines again for the model's identity (issue 33).
 
 Every stage process asks every stage's recording which models made its calls
 (pipeline.llm.recordings.recorded_models). For content the verified memo holds, that was every file
 hashed (sha256, and md5 for the pin) and every call line's model parsed (folder_scan.verified_models):
 at 10k calls, about 14 us a call of a warm replay, the same bytes hashed by each of the three stages.
-Here, once verified_models has answered for a folder, its answer is remembered with what it was
-checked against: each file's sha256 and md5, keyed by the folder's path and each file's identity
-(device, inode, size, mtime_ns, ctime_ns). A later read lists the folder (no file opened) and, where
-an entry names exactly that listing, checks what it stated as before: the md5s against the folder's
-pin in dvc.lock, the sha256s' digest against the verified memo (its HMAC under this user's key).
-The models are then the entry's; anything else (a file added, replaced, written again, a link, no
-entry, an entry of another shape) is read by verified_models as before, and remembered again.
+Here, once verified_models has answered for a folder, the memo keeps two things: each file's sha256
+and md5 by the file's identity (device, inode, size, mtime_ns, ctime_ns), and the models by the
+content (the files' names and sha256s), with the order the scan hashed them in. A later read lists
+the folder (lstat, no file opened), takes each file's hashes from the memo by its identity (a file
+it does not know, a manifest written again, say, is hashed now), and, where the memo knows that
+content, checks what it states as before: the md5s against the folder's pin in dvc.lock, the
+sha256s' digest against the verified memo (its HMAC under this user's key). The models are then the
+memo's; anything else (no entry, an entry of another shape, a link, a folder, a file that changed
+while read) is read by verified_models as before, and remembered.
 
-The memo is trusted as the embedded model's hash memo is (pipeline.llm.backends.hash_memo, whose
-reader and writer it uses): only in a folder of this user's own that no one else may write, a file
-of theirs no one else may write, never through a link; and an entry is made only from the files as
-they were read (their status after their last read equal to the listing taken before), none of
-them changed within RACY_NS of now, git's racy-index rule: a file written again within its
-filesystem clock's tick keeps its identity, so a recent one is never vouched for. What it spares
-is reading; what it vouches for is no more than the file hash memo would: the bytes of a file with
-that identity. A recording's own stage reads it in full as before (folder_scan.scan_folder), so
-every line served is still read back against the digest of the bytes hashed.
+The memo is trusted as the embedded model's hash memo is (pipeline.llm.private_memo): only in a
+folder of this user's own that no one else may write, a file of theirs no one else may write, never
+through a link; and a file is remembered only as read (its status after its last read equal to the
+listing taken before) and only where it did not change within RACY_NS of now, git's racy-index rule:
+a file written again within its filesystem clock's tick keeps its identity, so a recent one is never
+vouched for. What it vouches for is no more than the bytes of a file with that identity. A
+recording's own stage reads it in full as before (folder_scan.scan_folder), so every line served is
+still read back against the digest of the bytes hashed.
 """
 
 from __future__ import annotations
@@ -30,45 +31,65 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 from pathlib import Path
 
 import orjson
 
 from pipeline.errors import LockMismatchError
+from pipeline.llm.files import READ_FLAGS
 from pipeline.llm.private_memo import identity, memo_folder, read_private, settled, write_private
 from pipeline.llm.recordings.folder_scan import Models, verified_models
-from pipeline.llm.recordings.pins import Pins
+from pipeline.llm.recordings.offsets import READ_BUFFER
+from pipeline.llm.recordings.pins import MAX_FILE_BYTES, Pins
 from pipeline.llm.recordings.verified_memo import VerifiedMemo, files_digest, verifier
 
 MEMO_NAME = "recording-models.json"
-MAX_ENTRIES = 32  # a few experiments' stages; the oldest entry goes first
+MAX_FILES = 1024  # files by identity; the oldest go first
+MAX_CONTENTS = 64  # recordings' models by content
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-_MD5 = re.compile(r"(?:[0-9a-f]{32})?")  # "": read unpinned
+_HASHES = re.compile(r"[0-9a-f]{64} (?:[0-9a-f]{32})?")  # sha256, md5 ("": read unpinned)
+
+
+class _Changed(Exception):
+    """A file not as listed (replaced, written, not a plain file) while it was hashed here."""
 
 
 def models(directory: Path, pins: Pins | None, memo: VerifiedMemo) -> Models | None:
-    """verified_models(directory, pins, memo), answered from the memo where it holds the folder as it
-    is now (see the module), and remembered where it does not."""
+    """verified_models(directory, pins, memo), answered from the memo where it holds the folder's
+    files and their content as they are now (see the module), and remembered where it does not."""
     folder = memo_folder(memo.folder) if memo.folder is not None else None
     listing = _listing(directory) if folder is not None else None
     if folder is None or listing is None:
         return verified_models(directory, pins, memo)
-    path, key = folder / MEMO_NAME, _key(directory, listing)
-    found = _remembered(read_private(path).get(key), directory, listing, pins, memo)
+    path = folder / MEMO_NAME
+    known = read_private(path)
+    files, contents = _section(known, "files"), _section(known, "models")
+    pinned = pins is not None and pins.needs_hashes(directory)
+    hashed: dict[str, tuple[str, bool]] = {}  # by name: "sha256 md5", and whether it may be remembered
+    try:
+        found = _remembered(directory, listing, files, contents, hashed, pins if pinned else None, memo)
+    except (OSError, _Changed):
+        found = None
     if found is not None:
+        settled_now = {listing[name]: value for name, (value, steady) in hashed.items() if steady}
+        if settled_now and memo.writes:
+            _remember(path, settled_now, {})
         return found
 
-    def hashed(
+    def read(
         hashes: list[tuple[str, str]], md5s: dict[str, str], opened: dict[str, os.stat_result], found: Models
     ) -> None:
-        as_listed = opened.keys() == listing.keys() == md5s.keys()
+        as_listed = opened.keys() == listing.keys() == md5s.keys() == {name for name, _ in hashes}
         if not as_listed or any(identity(s) != listing[n] or not settled(s) for n, s in opened.items()):
             return  # changed since listed, or too recently to be remembered by its identity
         if memo.writes:
-            entry: dict[str, object] = {"hashes": hashes, "md5s": md5s, "models": sorted(found)}
-            _remember(path, key, entry)
+            by_name = dict(hashes)
+            remembered = {listing[n]: f"{by_name[n]} {md5s[n]}" for n in listing}
+            content = {"order": [name for name, _ in hashes], "models": sorted(found)}
+            _remember(path, remembered, {_content_key(by_name): content})
 
-    return verified_models(directory, pins, memo, hashed)
+    return verified_models(directory, pins, memo, read)
 
 
 def _listing(directory: Path) -> dict[str, str] | None:
@@ -88,60 +109,95 @@ def _listing(directory: Path) -> dict[str, str] | None:
     return found or None
 
 
-def _key(directory: Path, listing: dict[str, str]) -> str:
-    body = orjson.dumps([verifier(), str(directory.resolve()), sorted(listing.items())])
-    return hashlib.sha256(body).hexdigest()
+def _section(known: dict[str, object], name: str) -> dict[str, object]:
+    section = known.get(name)
+    return section if isinstance(section, dict) else {}
+
+
+def _content_key(sha256s: dict[str, str]) -> str:
+    return hashlib.sha256(orjson.dumps([verifier(), sorted(sha256s.items())])).hexdigest()
 
 
 def _remembered(
-    entry: object, directory: Path, listing: dict[str, str], pins: Pins | None, memo: VerifiedMemo
+    directory: Path,
+    listing: dict[str, str],
+    files: dict[str, object],
+    contents: dict[str, object],
+    hashed: dict[str, tuple[str, bool]],
+    pins: Pins | None,
+    memo: VerifiedMemo,
 ) -> Models | None:
-    """The entry's models, where it is of the memo's shape, its md5s match the folder's pin and the
-    verified memo holds its files' digest; None otherwise."""
-    parsed = _parsed(entry)
-    if parsed is None:
+    """The models the memo states for the folder's content, where its md5s match the folder's pin
+    (`pins`: pinned) and the verified memo holds its files' digest; None otherwise. Each file's
+    hashes from the memo by its identity, or (`hashed`, by name) read now."""
+    sha256s, md5s = {}, {}
+    for name, marker in listing.items():
+        value = files.get(marker)
+        if not (isinstance(value, str) and _HASHES.fullmatch(value)) or (
+            pins is not None and value.endswith(" ")
+        ):
+            hashed[name] = _hashes(directory / name, marker)
+            value = hashed[name][0]
+        sha256s[name], md5s[name] = value.split(" ")
+    entry = _content(contents.get(_content_key(sha256s)), listing)
+    if entry is None:
         return None
-    hashes, md5s, found = parsed
-    if md5s.keys() != listing.keys():
-        return None
-    if pins is not None and pins.needs_hashes(directory):
-        if not all(md5s.values()):
-            return None  # remembered unpinned: read, and remembered with its md5s
+    order, found = entry
+    if pins is not None:
         try:
             pins.check_hashes(directory, md5s)
         except LockMismatchError:
             return None  # verified_models then finds it does not match, and the reader says why
-    return found if memo.holds_digest(files_digest(hashes)) is None else None
+    return found if memo.holds_digest(files_digest([(n, sha256s[n]) for n in order])) is None else None
 
 
-def _parsed(entry: object) -> tuple[list[tuple[str, str]], dict[str, str], Models] | None:
+def _hashes(path: Path, marker: str) -> tuple[str, bool]:
+    """The file at `path` read now: its "sha256 md5", and whether it may be remembered (settled);
+    _Changed unless it is the file listed, unchanged while read."""
+    fd = os.open(path, READ_FLAGS | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    with open(fd, "rb", buffering=0) as stream:
+        before = os.fstat(fd)
+        if not stat.S_ISREG(before.st_mode) or identity(before) != marker or before.st_size > MAX_FILE_BYTES:
+            raise _Changed(path)
+        sha256, md5 = hashlib.sha256(), hashlib.md5()
+        while chunk := stream.read(READ_BUFFER):
+            sha256.update(chunk)
+            md5.update(chunk)
+        after = os.fstat(fd)
+        if identity(after) != marker:
+            raise _Changed(path)
+    return f"{sha256.hexdigest()} {md5.hexdigest()}", settled(after)
+
+
+def _content(entry: object, listing: dict[str, str]) -> tuple[list[str], Models] | None:
+    """A content entry's order (each file of the listing once) and models; None if of another shape."""
     if not isinstance(entry, dict):
         return None
-    hashes, md5s, found = entry.get("hashes"), entry.get("md5s"), entry.get("models")
-    if not (isinstance(hashes, list) and isinstance(md5s, dict) and isinstance(found, list)):
+    order, found = entry.get("order"), entry.get("models")
+    if not (isinstance(order, list) and isinstance(found, list)) or sorted(map(str, order)) != sorted(
+        listing
+    ):
         return None
-    pairs = [(h[0], h[1]) for h in hashes if _strings(h, 2) and _SHA256.fullmatch(h[1])]
+    if len(order) != len(listing) or not all(isinstance(name, str) for name in order):
+        return None
     triples = frozenset((m[0], m[1], m[2]) for m in found if _strings(m, 3))
-    if len(pairs) != len(hashes) or len(triples) != len(found):
-        return None
-    if not all(isinstance(v, str) and _MD5.fullmatch(v) for v in md5s.values()):
-        return None
-    return pairs, {str(k): str(v) for k, v in md5s.items()}, triples
+    return ([str(name) for name in order], triples) if len(triples) == len(found) else None
 
 
 def _strings(value: object, count: int) -> bool:
     return isinstance(value, list) and len(value) == count and all(isinstance(x, str) for x in value)
 
 
-def _remember(path: Path, key: str, entry: dict[str, object]) -> None:
-    """The entry added (the oldest let go of past MAX_ENTRIES); a memo that cannot be written, a
-    read-only folder, say, is no error: the next read reads the recording again."""
+def _remember(path: Path, files: dict[str, str], contents: dict[str, object]) -> None:
+    """These entries added (the oldest let go of past MAX_FILES and MAX_CONTENTS); a memo that cannot
+    be written, a read-only folder, say, is no error: the next read reads the recording again."""
     known = read_private(path)
-    known.pop(key, None)
-    known[key] = entry
-    for stale in list(known)[: max(0, len(known) - MAX_ENTRIES)]:
-        del known[stale]
+    merged: dict[str, object] = {}
+    for name, new, most in (("files", files, MAX_FILES), ("models", contents, MAX_CONTENTS)):
+        section = {k: v for k, v in _section(known, name).items() if k not in new}
+        section.update(new)
+        merged[name] = dict(list(section.items())[-most:])
     try:
-        write_private(path, known)
+        write_private(path, merged)
     except OSError:
         return
