@@ -16,7 +16,7 @@ import pytest
 
 from pipeline.errors import LockMismatchError
 from pipeline.llm import private_memo
-from pipeline.llm.recordings import models_memo, stage_folders, stage_writer, verified_memo
+from pipeline.llm.recordings import models_memo, shards, stage_folders, stage_writer, verified_memo
 from pipeline.llm.recordings.folder_scan import Models
 from pipeline.llm.recordings.pins import Pins
 from pipeline.llm.recordings.stage_index import index_stage
@@ -39,9 +39,9 @@ def _settle(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(private_memo, "now_ns", lambda: 2**62)
 
 
-def _verified(tmp_path: Path) -> tuple[Path, VerifiedMemo, Models]:
+def _verified(tmp_path: Path, calls: int = 6) -> tuple[Path, VerifiedMemo, Models]:
     directory = tmp_path / "recordings" / "judge"
-    stage_writer.write_stage(directory, _calls(6))
+    stage_writer.write_stage(directory, _calls(calls))
     memo = VerifiedMemo(tmp_path / "state" / "verified")
     index = index_stage(directory, memo=memo)  # verified in full, remembered
     return directory, memo, frozenset(index.models)
@@ -209,7 +209,9 @@ def test_a_file_written_again_with_the_same_bytes_is_hashed_alone(
     """A sharded recording's manifest is written again by every replay of its stage: that file is
     hashed (its identity is new), the others' hashes come from the memo, and the content is known."""
     _settle(monkeypatch)
-    directory, memo, models = _verified(tmp_path)
+    monkeypatch.setattr(shards, "SHARD_AT", 8)
+    directory, memo, models = _verified(tmp_path, 40)
+    assert len(os.listdir(directory)) > 1
     assert models_memo.models(directory, None, memo) == models
     path = directory / stage_folders.CALLS_FILE
     fresh = path.with_name("fresh")
@@ -227,7 +229,8 @@ def test_a_file_hashed_alone_within_the_racy_window_is_not_remembered(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _settle(monkeypatch)
-    directory, memo, models = _verified(tmp_path)
+    monkeypatch.setattr(shards, "SHARD_AT", 8)
+    directory, memo, models = _verified(tmp_path, 40)
     assert models_memo.models(directory, None, memo) == models
     monkeypatch.setattr(private_memo, "now_ns", time.time_ns)  # the real clock again
     path = directory / stage_folders.CALLS_FILE
@@ -238,3 +241,21 @@ def test_a_file_hashed_alone_within_the_racy_window_is_not_remembered(
     assert models_memo.models(directory, None, memo) == models  # hashed now, so answered
     known = json.loads(_memo_file(memo).read_text())
     assert private_memo.identity(path.stat()) not in known["files"]
+
+
+def test_a_recording_mostly_new_to_the_memo_is_read_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A one-file recording written again (its only file new to the memo) is read by verified_models
+    alone, not hashed here first and then again there."""
+    _settle(monkeypatch)
+    directory, memo, models = _verified(tmp_path)
+    assert models_memo.models(directory, None, memo) == models
+    path = directory / stage_folders.CALLS_FILE
+    fresh = path.with_name("fresh")
+    fresh.write_bytes(path.read_bytes())
+    fresh.replace(path)
+    monkeypatch.setattr(models_memo, "_hashes", None)  # any hash here fails
+    read = _reads(monkeypatch)
+    assert models_memo.models(directory, None, memo) == models
+    assert read == [directory]

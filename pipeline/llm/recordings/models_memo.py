@@ -80,16 +80,41 @@ def models(directory: Path, pins: Pins | None, memo: VerifiedMemo) -> Models | N
     def read(
         hashes: list[tuple[str, str]], md5s: dict[str, str], opened: dict[str, os.stat_result], found: Models
     ) -> None:
-        as_listed = opened.keys() == listing.keys() == md5s.keys() == {name for name, _ in hashes}
-        if not as_listed or any(identity(s) != listing[n] or not settled(s) for n, s in opened.items()):
-            return  # changed since listed, or too recently to be remembered by its identity
         if memo.writes:
-            by_name = dict(hashes)
-            remembered = {listing[n]: f"{by_name[n]} {md5s[n]}" for n in listing}
-            content = {"order": [name for name, _ in hashes], "models": sorted(found)}
-            _remember(path, remembered, {_content_key(by_name): content})
+            _remember_read(path, directory, listing, hashes, md5s, opened, found)
 
     return verified_models(directory, pins, memo, read)
+
+
+def _remember_read(
+    path: Path,
+    directory: Path,
+    listing: dict[str, str],
+    hashes: list[tuple[str, str]],
+    md5s: dict[str, str],
+    opened: dict[str, os.stat_result],
+    found: Models,
+) -> None:
+    """What verified_models read remembered, where each file it read is the file listed, unchanged
+    and settled; the folder's other files (a sharded recording's item tables, which only the pin
+    covers) hashed here, under the same rule."""
+    order = [name for name, _ in hashes]
+    if opened.keys() != md5s.keys() or set(order) != opened.keys() or not opened.keys() <= listing.keys():
+        return
+    if any(identity(s) != listing[n] or not settled(s) for n, s in opened.items()):
+        return  # changed since listed, or too recently to be remembered by its identity
+    by_name = {name: f"{sha} {md5s[name]}" for name, sha in hashes}
+    try:
+        for name in listing.keys() - opened.keys():
+            value, steady = _hashes(directory / name, listing[name])
+            if not steady:
+                return
+            by_name[name] = value
+    except (OSError, _Changed):
+        return
+    sha256s = {name: value.split(" ")[0] for name, value in by_name.items()}
+    content = {"order": order, "models": sorted(found)}
+    _remember(path, {listing[n]: value for n, value in by_name.items()}, {_content_key(sha256s): content})
 
 
 def _listing(directory: Path) -> dict[str, str] | None:
@@ -130,12 +155,13 @@ def _remembered(
     """The models the memo states for the folder's content, where its md5s match the folder's pin
     (`pins`: pinned) and the verified memo holds its files' digest; None otherwise. Each file's
     hashes from the memo by its identity, or (`hashed`, by name) read now."""
+    unknown = [marker for marker in listing.values() if not _known(files.get(marker), pins)]
+    if sum(map(_size, unknown)) * 2 > sum(map(_size, listing.values())):
+        return None  # mostly new to the memo: read once, by verified_models, not hashed here first
     sha256s, md5s = {}, {}
     for name, marker in listing.items():
         value = files.get(marker)
-        if not (isinstance(value, str) and _HASHES.fullmatch(value)) or (
-            pins is not None and value.endswith(" ")
-        ):
+        if not (isinstance(value, str) and _known(value, pins)):
             hashed[name] = _hashes(directory / name, marker)
             value = hashed[name][0]
         sha256s[name], md5s[name] = value.split(" ")
@@ -149,6 +175,18 @@ def _remembered(
         except LockMismatchError:
             return None  # verified_models then finds it does not match, and the reader says why
     return found if memo.holds_digest(files_digest([(n, sha256s[n]) for n in order])) is None else None
+
+
+def _known(value: object, pins: Pins | None) -> bool:
+    """Whether a file's entry gives its "sha256 md5" (an md5 too, where the folder is pinned)."""
+    return (
+        isinstance(value, str) and _HASHES.fullmatch(value) is not None and not (pins and value.endswith(" "))
+    )
+
+
+def _size(marker: str) -> int:
+    """The size an identity names (device|inode|size|mtime_ns|ctime_ns)."""
+    return int(marker.split("|")[2])
 
 
 def _hashes(path: Path, marker: str) -> tuple[str, bool]:
@@ -170,22 +208,27 @@ def _hashes(path: Path, marker: str) -> tuple[str, bool]:
 
 
 def _content(entry: object, listing: dict[str, str]) -> tuple[list[str], Models] | None:
-    """A content entry's order (each file of the listing once) and models; None if of another shape."""
+    """A content entry's order (the files verified_models read: files of the listing, each once) and
+    models; None if of another shape."""
     if not isinstance(entry, dict):
         return None
     order, found = entry.get("order"), entry.get("models")
-    if not (isinstance(order, list) and isinstance(found, list)) or sorted(map(str, order)) != sorted(
-        listing
-    ):
+    if not (isinstance(order, list) and _strings(order) and isinstance(found, list)):
         return None
-    if len(order) != len(listing) or not all(isinstance(name, str) for name in order):
+    names = [str(name) for name in order]
+    if len(set(names)) != len(names) or not set(names) <= listing.keys():
         return None
     triples = frozenset((m[0], m[1], m[2]) for m in found if _strings(m, 3))
-    return ([str(name) for name in order], triples) if len(triples) == len(found) else None
+    return (names, triples) if len(triples) == len(found) else None
 
 
-def _strings(value: object, count: int) -> bool:
-    return isinstance(value, list) and len(value) == count and all(isinstance(x, str) for x in value)
+def _strings(value: object, count: int | None = None) -> bool:
+    """Whether it is a list of strings (of `count` of them, when given)."""
+    return (
+        isinstance(value, list)
+        and (count is None or len(value) == count)
+        and all(isinstance(x, str) for x in value)
+    )
 
 
 def _remember(path: Path, files: dict[str, str], contents: dict[str, object]) -> None:
