@@ -18,6 +18,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -30,22 +31,23 @@ from pipeline.llm.recordings.stage_index import index_stage
 from pipeline.llm.recordings.verified_memo import VerifiedMemo
 
 
-def _timed(read: Callable[[], object]) -> float:
+def _timed(read: Callable[[Path, Pins, VerifiedMemo], object], *args: Any) -> float:
     started = time.process_time()
-    read()
+    read(*args)
     return time.process_time() - started
 
 
 @click.command()
 @click.option("--root", type=click.Path(file_okay=False, exists=True, path_type=Path), required=True)
 @click.option("--rounds", type=int, default=7, show_default=True)
-def main(root: Path, rounds: int) -> None:
+@click.option("--calls", type=int, default=None, help="Calls of the replay (default: the recorded keys).")
+def main(root: Path, rounds: int, calls: int | None) -> None:
     recordings = root / "recordings"
     pins = Pins(root, recordings)
     memo = VerifiedMemo.beside(root / ".judgeloop" / "cache")
-    calls = 0
+    keys = 0
     for directory in stage_folders.stage_dirs(recordings):
-        calls += len(index_stage(directory, pins=pins, memo=memo).at)  # verified (or found verified)
+        keys += len(index_stage(directory, pins=pins, memo=memo).at)  # verified (or found verified)
         expected = verified_models(directory, pins, memo)
         if expected is None or models_memo.models(directory, pins, memo) != expected:
             raise click.ClickException(f"{directory}: not answered as verified_models answers")
@@ -53,17 +55,20 @@ def main(root: Path, rounds: int) -> None:
     for directory in stage_folders.stage_dirs(recordings):
         times: dict[str, list[float]] = {"before": [], "memo": []}
         for _ in range(rounds):
-            times["before"].append(_timed(lambda: verified_models(directory, pins, memo)))
-            times["memo"].append(_timed(lambda: models_memo.models(directory, pins, memo)))
+            times["before"].append(_timed(verified_models, directory, pins, memo))
+            times["memo"].append(_timed(models_memo.models, directory, pins, memo))
         shown = []
         for way, spent in times.items():
             total[way] += 2 * statistics.median(spent)  # read by the two other stages' processes
             low, mid, high = min(spent) * 1e3, statistics.median(spent) * 1e3, max(spent) * 1e3
             shown.append(f"{way} {mid:.2f} ms ({low:.2f}-{high:.2f})")
         click.echo(f"{directory.name}: " + ", ".join(shown))
-    per_call = ", ".join(f"{way} {spent / calls * 1e6:.1f} us" for way, spent in total.items())
+    per = calls or keys
+    per_call = ", ".join(
+        f"{way} {spent * 1e3:.0f} ms, {spent / per * 1e6:.1f} us a call" for way, spent in total.items()
+    )
     click.echo(
-        f"{calls} calls; a replay through stage processes (each stage reads the two others'): {per_call}"
+        f"{per} calls; a replay through stage processes (each stage reads the two others'): {per_call}"
     )
 
 
