@@ -6,6 +6,8 @@ or others may write it, or where what it states is not what the pin or the verif
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
 import time
@@ -256,6 +258,32 @@ def test_a_recording_mostly_new_to_the_memo_is_read_once(
     fresh.write_bytes(path.read_bytes())
     fresh.replace(path)
     monkeypatch.setattr(models_memo, "_hashes", None)  # any hash here fails
+    read = _reads(monkeypatch)
+    assert models_memo.models(directory, None, memo) == models
+    assert read == [directory]
+
+
+@pytest.mark.parametrize("seal", ["kept", "dropped", "another key's"])
+def test_models_written_into_the_memo_by_anything_but_this_user_s_judgeloop_are_not_believed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seal: str
+) -> None:
+    """The memo is private, and each entry is also sealed with an HMAC under this user's memo key: an
+    entry for the very content (its key, its files' real hashes and order) with other models is not
+    believed, whether its seal is kept, dropped, or made under another key."""
+    _settle(monkeypatch)
+    directory, memo, models = _verified(tmp_path)
+    assert models_memo.models(directory, None, memo) == models
+    memo_file = _memo_file(memo)
+    known = json.loads(memo_file.read_text())
+    for entry in known["models"].values():
+        entry["models"] = [["fake", "forged", "0" * 64]]
+        if seal == "dropped":
+            del entry["seal"]
+        elif seal == "another key's":
+            entry["seal"] = hmac.new(b"k" * 32, b"anything", hashlib.sha256).hexdigest()
+    memo_file.write_text(json.dumps(known))
+    memo_file.chmod(0o600)
+    verified_memo.forget_in_process()
     read = _reads(monkeypatch)
     assert models_memo.models(directory, None, memo) == models
     assert read == [directory]

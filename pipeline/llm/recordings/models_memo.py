@@ -29,6 +29,7 @@ still read back against the digest of the bytes hashed.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import os
 import re
 import stat
@@ -42,7 +43,7 @@ from pipeline.llm.private_memo import identity, memo_folder, read_private, settl
 from pipeline.llm.recordings.folder_scan import Models, verified_models
 from pipeline.llm.recordings.offsets import READ_BUFFER
 from pipeline.llm.recordings.pins import MAX_FILE_BYTES, Pins
-from pipeline.llm.recordings.verified_memo import VerifiedMemo, files_digest, verifier
+from pipeline.llm.recordings.verified_memo import VerifiedMemo, files_digest, seal, verifier
 
 MEMO_NAME = "recording-models.json"
 MAX_FILES = 1024  # files by identity; the oldest go first
@@ -64,7 +65,7 @@ def models(directory: Path, pins: Pins | None, memo: VerifiedMemo) -> Models | N
         return verified_models(directory, pins, memo)
     path = folder / MEMO_NAME
     known = read_private(path)
-    files, contents = _section(known, "files"), _section(known, "models")
+    files, contents = _sealed_files(known), _sealed_contents(known)
     pinned = pins is not None and pins.needs_hashes(directory)
     hashed: dict[str, tuple[str, bool]] = {}  # by name: "sha256 md5", and whether it may be remembered
     try:
@@ -113,7 +114,7 @@ def _remember_read(
     except (OSError, _Changed):
         return
     sha256s = {name: value.split(" ")[0] for name, value in by_name.items()}
-    content = {"order": order, "models": sorted(found)}
+    content: dict[str, object] = {"order": order, "models": sorted(found)}
     _remember(path, {listing[n]: value for n, value in by_name.items()}, {_content_key(sha256s): content})
 
 
@@ -231,12 +232,51 @@ def _strings(value: object, count: int | None = None) -> bool:
     )
 
 
-def _remember(path: Path, files: dict[str, str], contents: dict[str, object]) -> None:
-    """These entries added (the oldest let go of past MAX_FILES and MAX_CONTENTS); a memo that cannot
-    be written, a read-only folder, say, is no error: the next read reads the recording again."""
+def _file_seal(marker: str, value: str) -> str | None:
+    return seal(f"file {marker} {value}".encode())
+
+
+def _content_seal(key: str, entry: dict[str, object]) -> str | None:
+    return seal(orjson.dumps(["models", key, entry.get("order"), entry.get("models")]))
+
+
+def _sealed_files(known: dict[str, object]) -> dict[str, object]:
+    """The file entries sealed under this user's key ("sha256 md5 seal"), as "sha256 md5"."""
+    found: dict[str, object] = {}
+    for marker, value in _section(known, "files").items():
+        if isinstance(value, str) and value.count(" ") == 2:
+            hashes, mark = value.rsplit(" ", 1)
+            if (expected := _file_seal(marker, hashes)) is not None and hmac.compare_digest(mark, expected):
+                found[marker] = hashes
+    return found
+
+
+def _sealed_contents(known: dict[str, object]) -> dict[str, object]:
+    """The content entries whose seal is this user's."""
+    found: dict[str, object] = {}
+    for key, entry in _section(known, "models").items():
+        mark = entry.get("seal") if isinstance(entry, dict) else None
+        expected = _content_seal(key, entry) if isinstance(entry, dict) else None
+        if isinstance(mark, str) and expected is not None and hmac.compare_digest(mark, expected):
+            found[key] = entry
+    return found
+
+
+def _remember(path: Path, files: dict[str, str], contents: dict[str, dict[str, object]]) -> None:
+    """These entries added, each sealed under this user's memo key (none without one), the oldest let
+    go of past MAX_FILES and MAX_CONTENTS; a memo that cannot be written, a read-only folder, say, is
+    no error: the next read reads the recording again."""
+    sealed_files = {marker: f"{value} {_file_seal(marker, value)}" for marker, value in files.items()}
+    sealed_contents = {key: {**entry, "seal": _content_seal(key, entry)} for key, entry in contents.items()}
+    if seal(b"") is None:
+        return
     known = read_private(path)
     merged: dict[str, object] = {}
-    for name, new, most in (("files", files, MAX_FILES), ("models", contents, MAX_CONTENTS)):
+    new_sections: tuple[tuple[str, dict[str, object], int], ...] = (
+        ("files", dict(sealed_files), MAX_FILES),
+        ("models", dict(sealed_contents), MAX_CONTENTS),
+    )
+    for name, new, most in new_sections:
         section = {k: v for k, v in _section(known, name).items() if k not in new}
         section.update(new)
         merged[name] = dict(list(section.items())[-most:])
