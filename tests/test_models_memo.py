@@ -287,3 +287,18 @@ def test_models_written_into_the_memo_by_anything_but_this_user_s_judgeloop_are_
     read = _reads(monkeypatch)
     assert models_memo.models(directory, None, memo) == models
     assert read == [directory]
+
+
+def test_a_file_only_the_pin_covers_is_not_remembered_while_racy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sharded recording's item tables are not read by verified_models (only the pin covers them):
+    hashed to be remembered, under the same racy rule (here one dated at the clock's now)."""
+    _settle(monkeypatch)
+    monkeypatch.setattr(shards, "SHARD_AT", 8)
+    directory, memo, models = _verified(tmp_path, 40)
+    tables = sorted(name for name in os.listdir(directory) if name.startswith("items-"))
+    assert tables
+    os.utime(directory / tables[0], ns=(2**62, 2**62))  # as recent as the (moved) clock
+    assert models_memo.models(directory, None, memo) == models
+    assert not _memo_file(memo).exists()
