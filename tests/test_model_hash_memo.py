@@ -13,8 +13,17 @@ from typing import Any
 
 import pytest
 
+from pipeline.llm import private_memo
 from pipeline.llm.backends import hash_memo
 from pipeline.llm.backends.hash_memo import MEMO_NAME, file_sha256, identity
+
+
+@pytest.fixture(autouse=True)
+def _settled(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The clock moved past the racy window, so that a file just written may be remembered (the tests
+    of the window itself keep the real clock)."""
+    if "racy" not in request.node.name:
+        monkeypatch.setattr(private_memo, "now_ns", lambda: 2**62)
 
 
 def _weights(tmp_path: Path) -> tuple[Path, str]:
@@ -161,3 +170,32 @@ def test_a_private_folder_planted_in_a_shared_cache_folder_is_not_used(
     assert file_sha256(weights, cache) == digest
     assert file_sha256(weights, cache) == digest
     assert len(hashed) == 2
+
+
+def test_a_file_written_within_the_racy_window_is_not_remembered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Git's racy-index rule: the file hashed just after it was written, then written again within the
+    same tick of the filesystem's clock (simulated: its identity kept) would be served the first
+    sha256 had the entry been made; so no entry is made until the file is RACY_NS old."""
+    weights, digest = _weights(tmp_path)
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    assert file_sha256(weights, cache) == digest  # the real clock: written just now
+    assert not (cache / MEMO_NAME).exists()
+    before = weights.stat()
+    weights.write_bytes(b"WEIGHTS" * 100)  # within the same tick: the identity as it was
+    os.utime(weights, ns=(before.st_atime_ns, before.st_mtime_ns))
+    monkeypatch.setattr(hash_memo, "identity", lambda status: identity(before))
+    assert file_sha256(weights, cache) == hashlib.sha256(b"WEIGHTS" * 100).hexdigest()
+    monkeypatch.setattr(private_memo, "now_ns", lambda: before.st_ctime_ns + private_memo.RACY_NS - 1)
+    assert not private_memo.settled(before)
+    monkeypatch.setattr(private_memo, "now_ns", lambda: 2**62)
+    assert private_memo.settled(before)
+
+
+def test_a_file_dated_after_now_is_racy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    weights, _ = _weights(tmp_path)
+    ahead = 2**62
+    os.utime(weights, ns=(ahead, ahead))
+    assert not private_memo.settled(weights.stat())

@@ -12,10 +12,12 @@ import json
 import os
 import re
 from pathlib import Path
+from unittest import mock
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pipeline.llm import private_memo
 from pipeline.llm.backends import hash_memo
 from tests.fuzz.support import clear_or_correct, fuzz, inputs
 
@@ -79,8 +81,11 @@ def test_any_memo_gives_the_model_s_sha256_or_what_the_private_memo_states(
     _place(cache, kind, written)
     stated = _stated(written, identity) if kind == "private" else None
 
-    found = clear_or_correct(lambda: hash_memo.file_sha256(model, cache))
+    settled = mock.patch.object(private_memo, "now_ns", lambda: 2**62)  # the model file is not racy
+    with settled:
+        found = clear_or_correct(lambda: hash_memo.file_sha256(model, cache))
     assert found == (stated or TRUE), (kind, written[:200])
     memo = cache / hash_memo.MEMO_NAME
     assert not memo.is_symlink() and json.loads(memo.read_bytes())[identity] == found  # the answer kept
-    assert hash_memo.file_sha256(model, cache) == found
+    with settled:
+        assert hash_memo.file_sha256(model, cache) == found

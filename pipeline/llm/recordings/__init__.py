@@ -23,6 +23,7 @@
     stage_read.py    a stage's recording as the index reads it: its calls by key, or why none may be used
     lookup_order.py  the lookup in the other stages' recordings: pinned first, which may answer
     recorded_models.py the models that made a stage's recorded calls (the model's identity)
+    models_memo.py   a recording's models remembered by its files' identities (private local state)
     hold_one.py      `judgeloop status`'s index: one stage's recording held at a time
     stage_keys.py    a stage's keys as written, unverified: which other recording a lookup must read
     verified_memo.py recordings verified once, remembered by the hash of what was verified
@@ -31,6 +32,6 @@
     store.py         where the recordings travel between machines: git or DVC's cache
 
 May import: pipeline.errors and the engine's shared base (pipeline.llm.types, keys, records, files,
-bounds). Never the cache room, the session, the backends or the settings (a contract in
+bounds, private_memo). Never the cache room, the session, the backends or the settings (a contract in
 pyproject.toml's [tool.importlinter] keeps it so): the session joins the two rooms.
 """

@@ -263,20 +263,30 @@ class _NotAsVerified(Exception):
     """A file a verified recording could not hold (read whole instead, which names what is wrong)."""
 
 
+Models = frozenset[tuple[str, str, str]]
+Hashed = Callable[[list[tuple[str, str]], dict[str, str], dict[str, os.stat_result], Models], None]
+
+
 def verified_models(
-    directory: Path, pins: Pins | None, memo: VerifiedMemo
+    directory: Path, pins: Pins | None, memo: VerifiedMemo, hashed: Hashed | None = None
 ) -> frozenset[tuple[str, str, str]] | None:
     """The models (backend, name, digest) of a stage's recording whose content `memo` holds as verified
     in full, read without placing its lines or checking its blocks again: every file hashed as
     scan_folder hashes it, the folder checked against its pin and for strays, each call line's model
     read. None where the memo does not hold this content, or anything is not as a verified recording
-    is (the caller then reads it with scan_folder, which verifies it and names what is wrong)."""
+    is (the caller then reads it with scan_folder, which verifies it and names what is wrong).
+    `hashed`, for content the memo holds: told each file's sha256 (in order), md5 ("" unpinned),
+    status once read, and the models (pipeline.llm.recordings.models_memo remembers them)."""
     stage_folders.refuse_linked(directory)
     scan = _Hashed(directory, pinned=pins is not None and pins.needs_hashes(directory))
     try:
         if _checked(scan, pins).problems or memo.holds_digest(files_digest(scan.hashes)) is not None:
             return None
-        return scan.models()
+        models = scan.models()
+        if hashed is not None:  # the files' status after their last read
+            opened = {path.name: os.fstat(scan.files.fd(n)) for n, path in enumerate(scan.files.paths)}
+            hashed(scan.hashes, scan.md5s, opened, models)
+        return models
     except (OSError, ValueError, KeyError, TypeError, AttributeError, _NotAsVerified, CorruptRecordError):
         return None
     finally:

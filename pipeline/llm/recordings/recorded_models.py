@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipeline.errors import JudgeloopError
-from pipeline.llm.recordings import stage_folders
-from pipeline.llm.recordings.folder_scan import verified_models
+from pipeline.llm.recordings import models_memo, stage_folders
 from pipeline.llm.recordings.stage_read import StagesRead
 from pipeline.llm.recordings.verified_memo import IN_PROCESS
 from pipeline.llm.types import ModelIdentity
@@ -35,7 +34,8 @@ class RecordedModels:
     def _verified_models(self, directory: Path) -> set[ModelIdentity] | None:
         """A stage's models, noted, where the memo holds its recording as verified in full: read
         without placing its lines, for a session that only needs the model's identity from it (a
-        replay's every stage reads every other stage's recording for it: issue 33). None otherwise."""
+        replay's every stage reads every other stage's recording for it: issue 33), answered without
+        reading it where the private memo holds its files as they are (models_memo). None otherwise."""
         stages = self._stages
         if not stage_folders.has_recording(directory):
             return None
@@ -43,7 +43,7 @@ class RecordedModels:
             stage_folders.stage_dir(stages.root, directory.name)
         except JudgeloopError:
             return None
-        found = verified_models(directory, stages.pins, stages.memo or IN_PROCESS)
+        found = models_memo.models(directory, stages.pins, stages.memo or IN_PROCESS)
         if found is None:
             return None
         models = {ModelIdentity(backend=b, name=n, digest=d) for b, n, d in found}

@@ -102,6 +102,13 @@ def _key() -> bytes | None:
     return None
 
 
+def seal(data: bytes) -> str | None:
+    """HMAC-SHA256 of `data` under this user's memo key, hex (None: no key): what binds an entry of
+    another memo of local state (pipeline.llm.recordings.models_memo) to this user's judgeloop."""
+    key = _key()
+    return None if key is None else hmac.new(key, data, hashlib.sha256).hexdigest()
+
+
 def _entry(found: str) -> str | None:
     """The memo file's name for a digest: its HMAC under this user's key (None: no key)."""
     key = _key()
