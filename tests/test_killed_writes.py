@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -107,7 +108,7 @@ def test_what_only_looks_like_a_killed_write_s_temporary_is_left_be(tmp_path: Pa
     killed = _killed_mid_write(out / "b.csv")
     users = elsewhere / "users-file"
     users.write_text("keep")
-    lookalikes = {
+    lookalikes: dict[str, Callable[[Path], object]] = {
         ".l.csv.abcd1234.locked.tmp": lambda p: p.symlink_to(users),
         ".d.csv.abcd1234.locked.tmp": lambda p: p.mkdir(),
         ".f.csv.abcd1234.locked.tmp": lambda p: os.mkfifo(p),
@@ -143,7 +144,7 @@ def test_a_sweep_between_a_temporary_file_s_creation_and_its_lock_costs_the_writ
             os.close(folder)
         return fd, name
 
-    monkeypatch.setattr(files.tempfile, "mkstemp", made_then_swept)
+    monkeypatch.setattr(tempfile, "mkstemp", made_then_swept)  # as pipeline.llm.files calls it
     atomic_write(tmp_path / "a.csv", "a\n")
     assert swept == [True]
     assert os.listdir(tmp_path) == ["a.csv"]
