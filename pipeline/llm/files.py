@@ -176,7 +176,8 @@ def _locked_temporary(path: Path) -> tuple[BinaryIO, str]:
     while True:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=REPLACEMENT_SUFFIX, dir=path.parent)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            with contextlib.suppress(OSError):  # a file system without flock: no sweep there takes one
+                fcntl.flock(fd, fcntl.LOCK_EX)
             if os.path.samestat(os.fstat(fd), os.lstat(tmp)):
                 return os.fdopen(fd, "wb"), tmp
         except FileNotFoundError:
