@@ -3,6 +3,7 @@
     atomic_write(path, text)       readers see the old file or the new one, never a part
     atomic_write_chunks(path, it)  the same, the text given a piece at a time (never whole in memory)
     replacing(path)                the same, written through a bytes handle as a `with` block
+    sweep_killed_writers(folder)   a folder's temporary files that killed writes left, removed
     new_file_mode(path)            the mode a plain write would leave at path (for a file made aside)
     AtomicText(path)               the same, written through a text handle (a csv.writer's, say)
     folder_to_write(folder, out)   folder made to write `out` in: never through a link out of the project
@@ -17,8 +18,11 @@ Why unique temporary names: two writers of one file (two processes recording the
 stage and `judgeloop cache merge`) that shared `calls.jsonl.tmp` renamed each other's half-written
 file away, and the second rename failed with a raw FileNotFoundError. Each write now has its own
 temporary file in the target's folder (so os.replace is an atomic rename on one file system), named
-`.<target>.<random>.tmp`: hidden, ignored by git (.gitignore) and DVC (.dvcignore), and removed when
-the write fails. A write killed outright (SIGKILL) can leave one behind; it is never read.
+`.<target>.<random>.locked.tmp`: hidden, ignored by git (.gitignore) and DVC (.dvcignore), and removed
+when the write fails. Its writer holds an flock on it from its creation until after the rename, so one
+that a write killed outright (SIGKILL, OOM, power) left is told from a live write's: the next write
+into that folder (its first there in a process) removes it (sweep_killed_writers). Until then it is
+never read, and DVC, `judgeloop check` and the recordings' readers leave `*.tmp` out of what they hash.
 The new file gets the mode a plain write would leave (`new_file_mode`): the old file's, else the umask's.
 
 A name read from the command line or from a file (a stage's recordings folder, an exported stage)
@@ -63,6 +67,10 @@ from typing import BinaryIO, TextIO
 from pipeline.errors import UnsafeNameError, UnwritableTextError
 
 TMP_SUFFIX = ".tmp"
+REPLACEMENT_SUFFIX = ".locked" + TMP_SUFFIX  # a _Replacement's temporary file, locked while its writer lives
+# Such a name as tempfile.mkstemp makes it (its 8 characters): one no live writer holds is a killed one's.
+_REPLACEMENT_NAME = re.compile(r"\..+\.[a-z0-9_]{8}" + re.escape(REPLACEMENT_SUFFIX), re.DOTALL)
+_swept: set[tuple[int, int]] = set()  # the folders (device, inode) this process has swept
 LOCAL_STATE = ".judgeloop"  # the local state's folder, in the project (see the module)
 # A pipe or a device opened to be looked at must not wait for a writer or become the terminal.
 READ_FLAGS = (
@@ -131,8 +139,8 @@ class _Replacement:
         else:
             folder_to_write(path.parent, path)
         self.path, self._mode = path, mode
-        fd, self._tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
-        self.out = os.fdopen(fd, "wb")
+        sweep_killed_writers(path.parent)
+        self.out, self._tmp = _locked_temporary(path)
         self.done = False  # committed or discarded: nothing more is done
 
     def commit(self) -> None:
@@ -141,23 +149,87 @@ class _Replacement:
         try:
             self.out.flush()
             os.fsync(self.out.fileno())
-            self.out.close()
             # not mkstemp's 0600 (unless asked): as a plain write leaves it
-            os.chmod(self._tmp, new_file_mode(self.path) if self._mode is None else self._mode)
+            os.fchmod(self.out.fileno(), new_file_mode(self.path) if self._mode is None else self._mode)
             os.replace(self._tmp, self.path)
         except BaseException:
             self.discard()
             raise
         self.done = True
+        self.out.close()  # only now lets go of the lock: until the rename, no sweep may take the file
 
     def discard(self) -> None:
         if self.done:
             return
         self.done = True
+        with contextlib.suppress(FileNotFoundError):  # removed while still locked: never another's file
+            os.unlink(self._tmp)
         with contextlib.suppress(OSError):  # a flush that fails again, on closing: the write is dropped
             self.out.close()
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self._tmp)
+
+
+def _locked_temporary(path: Path) -> tuple[BinaryIO, str]:
+    """A new temporary file for `path` in its folder, and its name, held under an flock until it is
+    closed. Made, then locked, then asked whether its name still names it: a sweep in another process
+    that took it between the two (unlocked, so a killed writer's to that sweep) removed it, and
+    another is made."""
+    while True:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=REPLACEMENT_SUFFIX, dir=path.parent)
+        try:
+            with contextlib.suppress(OSError):  # a file system without flock: no sweep there takes one
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            if os.path.samestat(os.fstat(fd), os.lstat(tmp)):
+                return os.fdopen(fd, "wb"), tmp
+        except FileNotFoundError:
+            pass
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+
+
+def sweep_killed_writers(folder: Path) -> list[str]:
+    """Remove from `folder` the temporary files that writes killed outright left (see the module),
+    the first time this process writes there: names as _locked_temporary makes them, regular files
+    of no other name that no live writer holds locked. A file a process killed before this one began
+    is found here; one killed later, by the next process. Done through the folder's descriptor, so no
+    link is followed; anything else is left be. The names removed."""
+    try:
+        folder_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:  # missing, not a folder: the write itself says so
+        return []
+    try:
+        seen = os.fstat(folder_fd)
+        if (seen.st_dev, seen.st_ino) in _swept:
+            return []
+        _swept.add((seen.st_dev, seen.st_ino))
+        names = [name for name in os.listdir(folder_fd) if _REPLACEMENT_NAME.fullmatch(name)]
+        return [name for name in names if _removed_if_killed(folder_fd, name)]
+    finally:
+        os.close(folder_fd)
+
+
+def _removed_if_killed(folder_fd: int, name: str) -> bool:
+    """`name` in the folder removed if it is a regular file of no other name that no one holds locked:
+    locked here, and still the file of that name (not renamed over its target by a writer that let go
+    just now), it is unlinked while the lock is held."""
+    try:
+        seen = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
+        if not stat.S_ISREG(seen.st_mode) or seen.st_nlink != 1:
+            return False  # a link, a folder, a pipe, a device, or a file with another name: not ours
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder_fd)
+    except OSError:  # gone, or not ours to read
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError: a live writer's
+        if not os.path.samestat(os.fstat(fd), os.stat(name, dir_fd=folder_fd, follow_symlinks=False)):
+            return False
+        os.unlink(name, dir_fd=folder_fd)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # (and the lock with it)
 
 
 def new_file_mode(path: Path) -> int:

@@ -16,13 +16,18 @@ stage fails, DVC leaves params.yaml changed and those outputs new. `judgeloop ex
 params.yaml, dvc.lock and every stage's outputs aside before it starts and, if the run fails or is
 interrupted, restores them (removing outputs that did not exist before), so the workspace is the
 last good experiment again. The calls the failed run made stay in the local cache: a rerun repeats
-none of them.
+none of them. A run killed outright (SIGKILL, OOM, power) cannot put anything back and leaves its
+copy (.judgeloop/snapshots/exp-*), perhaps the only one of the last good outputs: it is never removed
+for the user, but the next `judgeloop exp` names it with the commands that put it back or drop it
+(a live run's copy, held under an flock while it runs, is told apart).
 """
 
 from __future__ import annotations
 
+import fcntl
 import gc
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -150,6 +155,9 @@ class Snapshot:
         self.root = root
         (root / SNAPSHOTS).mkdir(parents=True, exist_ok=True)
         self.folder = Path(tempfile.mkdtemp(prefix="exp-", dir=root / SNAPSHOTS))
+        # held while this run lives (the kernel lets go if it is killed): see killed_runs_snapshots
+        self._hold = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY)
+        fcntl.flock(self._hold, fcntl.LOCK_EX)
         self.saved: set[Path] = set()
         for path in sorted(paths):
             if (root / path).exists():
@@ -170,10 +178,46 @@ class Snapshot:
 
     def discard(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
+        os.close(self._hold)
+
+
+def killed_runs_snapshots(root: Path) -> list[Path]:
+    """The snapshot folders that `judgeloop exp` runs killed outright left (no live run holds one locked),
+    as paths under `root`; links and anything but a folder are passed over."""
+    found = []
+    for folder in sorted((root / SNAPSHOTS).glob("exp-*")):
+        try:
+            fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            found.append(folder)
+        except OSError:  # BlockingIOError: a run at work
+            pass
+        finally:
+            os.close(fd)
+    return found
+
+
+def name_killed_runs_snapshots(root: Path) -> None:
+    """Each snapshot a killed run left, named with what it holds and the commands that put it back or
+    drop it (never removed here: it may be the only copy of the last good outputs)."""
+    for folder in killed_runs_snapshots(root):
+        shown = shlex.quote(os.path.relpath(folder, root))
+        click.echo(
+            f"judgeloop exp: {shown} holds what a `judgeloop exp` that was killed copied aside before it "
+            "ran (params.yaml, dvc.lock and every stage's outputs as they were then, at the same paths "
+            "under it), which that run could not put back. Fix: to go back to them, copy what you need "
+            f"from it over the project (`diff -r {shown}/params.yaml params.yaml` shows what the run "
+            f"changed); once you do not need it, rm -r {shown}",
+            err=True,
+        )
 
 
 def run_experiment(args: Sequence[str], root: Path = Path(".")) -> int:
     """`dvc exp run ARGS`; on failure (or an interrupt) the workspace is put back as it was."""
+    name_killed_runs_snapshots(root)
     before = {Path(p) for p in ALWAYS_KEPT} | stage_outputs(root)
     snapshot = Snapshot(root, before)
     status = 1

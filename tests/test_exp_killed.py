@@ -1,0 +1,119 @@
+"""A `judgeloop exp` killed outright (SIGKILL) cannot put the workspace back and leaves its copy of
+the last good outputs under .judgeloop/snapshots/: the next `judgeloop exp` names it, with the
+commands to go back to it or drop it, and removes nothing (pipeline.tools.dvc_run)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from pipeline.tools.dvc_run import SNAPSHOTS, killed_runs_snapshots, name_killed_runs_snapshots
+from tests.conftest import ROOT
+from tests.test_experiments import _commit, _repo, _run
+
+
+def _copying(root: Path) -> subprocess.Popen[str]:
+    """A process that has copied params.yaml aside as `judgeloop exp` does, and runs on."""
+    code = textwrap.dedent(f"""
+        import sys
+        from pathlib import Path
+        from pipeline.tools.dvc_run import Snapshot
+        Snapshot(Path({str(root)!r}), {{Path("params.yaml")}})
+        print("copied", flush=True)
+        sys.stdin.readline()
+    """)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+    )
+    assert run.stdout is not None and run.stdout.readline() == "copied\n"
+    return run
+
+
+def test_a_killed_run_s_snapshot_is_named_and_kept_a_live_run_s_is_not_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "params.yaml").write_text("a: 1\n")
+    killed = _copying(tmp_path)
+    killed.kill()  # SIGKILL
+    killed.wait()
+    [left] = list((tmp_path / SNAPSHOTS).iterdir())
+    live = _copying(tmp_path)
+    try:
+        (tmp_path / SNAPSHOTS / "exp-link").symlink_to(left)
+        (tmp_path / SNAPSHOTS / "exp-file").write_text("")
+        assert killed_runs_snapshots(tmp_path) == [left]
+        name_killed_runs_snapshots(tmp_path)
+    finally:
+        live.kill()
+        live.wait()
+    said = capsys.readouterr().err
+    shown = os.path.relpath(left, tmp_path)
+    assert said.count("judgeloop exp: ") == 1
+    assert f"judgeloop exp: {shown} holds what a `judgeloop exp` that was killed copied aside" in said
+    assert f"rm -r {shown}" in said
+    assert (left / "params.yaml").read_text() == "a: 1\n"  # kept
+
+
+HANGING = """\
+stages:
+  one:
+    cmd: python one.py
+    deps: [one.py]
+    params: [a, hang]
+    outs:
+      - out/one.txt:
+          cache: false
+          persist: true
+"""
+CODE = {
+    "params.yaml": "a: 1\nhang: false\n",
+    "one.py": (
+        "import time, yaml\n"
+        "p = yaml.safe_load(open('params.yaml'))\n"
+        "open('out/one.txt', 'w').write(f\"one made with a={p['a']}\\n\")\n"
+        "if p['hang']:\n"
+        "    open('hanging', 'w').close()\n"
+        "    time.sleep(600)\n"
+    ),
+}
+
+
+@pytest.mark.slow
+def test_the_next_judgeloop_exp_names_what_a_killed_one_left(tmp_path: Path) -> None:
+    repo = _repo(tmp_path / "repo", HANGING, CODE)
+    (repo / "out").mkdir()
+    (repo / ".gitignore").write_text(".judgeloop/\nhanging\n")
+    _run([sys.executable, "-m", "dvc", "repro"], repo)
+    _commit(repo)
+    cli = [sys.executable, "-m", "pipeline.tools.cli", "exp"]
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+    }
+    run = subprocess.Popen([*cli, "-S", "a=2", "-S", "hang=true"], cwd=repo, env=env, start_new_session=True)
+    try:
+        for _ in range(1200):
+            if (repo / "hanging").exists():
+                break
+            time.sleep(0.1)
+        assert (repo / "hanging").exists(), "the stage never ran"
+    finally:
+        os.killpg(run.pid, signal.SIGKILL)  # the run and its stage, as the OOM killer or a power cut would
+        run.wait()
+    [left] = list((repo / SNAPSHOTS).iterdir())
+    shown = os.path.relpath(left, repo)
+
+    _run(["git", "checkout", "--", "params.yaml", "dvc.lock"], repo)
+    again = _run([*cli, "-S", "a=3"], repo)
+    assert f"judgeloop exp: {shown} holds what a `judgeloop exp` that was killed copied aside" in again.stderr
+    assert (left / "params.yaml").read_text() == CODE["params.yaml"]  # named, never removed
+    assert (repo / "out" / "one.txt").read_text() == "one made with a=3\n"
