@@ -302,3 +302,51 @@ def test_a_file_only_the_pin_covers_is_not_remembered_while_racy(
     os.utime(directory / tables[0], ns=(2**62, 2**62))  # as recent as the (moved) clock
     assert models_memo.models(directory, None, memo) == models
     assert not _memo_file(memo).exists()
+
+
+def _clock_from(monkeypatch: pytest.MonkeyPatch, start: int) -> list[int]:
+    """A clock at `start` that moves only when told (the list's one value)."""
+    clock = [start]
+    monkeypatch.setattr(private_memo, "now_ns", lambda: clock[0])
+    return clock
+
+
+def test_a_recording_racy_when_its_read_began_is_not_remembered_however_long_the_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The racy rule is judged at the start of the read (review13): a file changed within RACY_NS
+    before it was listed may be written again within the same tick while it is read (its identity
+    kept), so a read and parse that outlast RACY_NS (a recording of a million calls) must not make
+    it settled and its models remembered."""
+    directory, memo, models = _verified(tmp_path)
+    newest = max(max(p.stat().st_mtime_ns, p.stat().st_ctime_ns) for p in directory.iterdir())
+    clock = _clock_from(monkeypatch, newest + 10**6)  # listed 1 ms after the last change
+    real = models_memo.verified_models  # type: ignore[attr-defined]
+
+    def slow(folder: Path, *args: object) -> object:
+        clock[0] += 10 * private_memo.RACY_NS  # the read and parse take longer than the window
+        return real(folder, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(models_memo, "verified_models", slow)
+    assert models_memo.models(directory, None, memo) == models
+    assert not _memo_file(memo).exists()
+
+
+def test_a_file_racy_when_its_hash_began_is_not_settled_however_long_the_hash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same rule for a file hashed alone (a rewritten manifest, an item table)."""
+    directory, _, _ = _verified(tmp_path)
+    path = directory / stage_folders.CALLS_FILE
+    status = path.stat()
+    clock = _clock_from(monkeypatch, max(status.st_mtime_ns, status.st_ctime_ns) + 10**6)
+    real = hashlib.md5
+
+    def slow(*args: object) -> object:
+        clock[0] += 10 * private_memo.RACY_NS  # the hash outlasts the window
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(hashlib, "md5", slow)  # the module models_memo hashes with
+    value, steady = models_memo._hashes(path, private_memo.identity(status))
+    assert value.split(" ")[0] == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert not steady

@@ -96,7 +96,9 @@ def _sealed_content(data: bytes) -> bool:
 
 @fuzz
 @given(kind=st.sampled_from(["private", "group-writable", "a link"]), data=st.data())
-def test_any_models_memo_answers_the_recording_s_own_models(sandbox: Path, kind: str, data: st.DataObject) -> None:
+def test_any_models_memo_answers_the_recording_s_own_models(
+    sandbox: Path, kind: str, data: st.DataObject
+) -> None:
     with mock.patch.dict(os.environ, {verified_memo.KEY_ENV: str(sandbox / "state" / "memo.key")}):
         verified_memo._key.cache_clear()
         try:
@@ -112,7 +114,7 @@ def _check(sandbox: Path, kind: str, data: st.DataObject) -> None:
     memo_file = sandbox / "state" / "verified" / models_memo.MEMO_NAME
     _place(memo_file, kind, written)
     reads: list[Path] = []
-    real_read = models_memo.verified_models
+    real_read = models_memo.verified_models  # type: ignore[attr-defined]
 
     def counted(folder: Path, *args: object) -> object:
         reads.append(folder)
