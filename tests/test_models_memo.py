@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
 import pytest
 
 from pipeline.errors import LockMismatchError
@@ -350,3 +351,50 @@ def test_a_file_racy_when_its_hash_began_is_not_settled_however_long_the_hash(
     value, steady = models_memo._hashes(path, private_memo.identity(status))
     assert value.split(" ")[0] == hashlib.sha256(path.read_bytes()).hexdigest()
     assert not steady
+
+
+@pytest.mark.parametrize("loose", ["readable by others", "a link to a file others may read"])
+def test_a_memo_key_others_may_read_seals_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, loose: str
+) -> None:
+    """The seal binds an entry to this user only while no one else knows the key (review13): a key
+    file that others may read (or a link to one) is no key, so models sealed under it by whoever
+    read it, into a memo this user then holds (a project handed over, unpacked by its recipient), are
+    not believed, and nothing is remembered under it."""
+    _settle(monkeypatch)
+    shared = tmp_path / "shared.key"
+    shared.write_bytes(b"s" * 32)
+    shared.chmod(0o644)
+    key = tmp_path / "memo.key"
+    if loose == "a link to a file others may read":
+        key.symlink_to(shared)
+    else:
+        key.write_bytes(shared.read_bytes())
+        key.chmod(0o644)
+    verified_memo._key.cache_clear()
+    directory, memo, models = _verified(tmp_path)
+    memo_file = _memo_file(memo)
+    sha256s = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in directory.iterdir()}
+    content_key = hashlib.sha256(
+        orjson.dumps([verified_memo.verifier(), sorted(sha256s.items())])
+    ).hexdigest()
+    forged = [["fake", "forged", "0" * 64]]
+    order = sorted(sha256s)
+    assert order == [stage_folders.CALLS_FILE]  # one file: the order its read hashes it in
+
+    def sealed(data: bytes) -> str:  # by whoever read the key
+        return hmac.new(b"s" * 32, data, hashlib.sha256).hexdigest()
+
+    files = {}
+    for path in directory.iterdir():
+        hashes = f"{sha256s[path.name]} {hashlib.md5(path.read_bytes()).hexdigest()}"
+        marker = private_memo.identity(path.stat())
+        files[marker] = f"{hashes} {sealed(f'file {marker} {hashes}'.encode())}"
+    mark = sealed(orjson.dumps(["models", content_key, order, forged]))
+    entry = {"order": order, "models": forged, "seal": mark}
+    memo_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    memo_file.write_text(json.dumps({"files": files, "models": {content_key: entry}}))
+    memo_file.chmod(0o600)
+    verified_memo.forget_in_process()
+    assert models_memo.models(directory, None, memo) in (models, None)
+    assert verified_memo.seal(b"anything") is None
