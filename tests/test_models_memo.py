@@ -6,6 +6,7 @@ or others may write it, or where what it states is not what the pin or the verif
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
@@ -17,7 +18,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from pipeline.errors import LockMismatchError
+from pipeline.errors import JudgeloopError, LockMismatchError
 from pipeline.llm import private_memo
 from pipeline.llm.recordings import models_memo, shards, stage_folders, stage_writer, verified_memo
 from pipeline.llm.recordings.folder_scan import Models
@@ -398,3 +399,22 @@ def test_a_memo_key_others_may_read_seals_nothing(
     verified_memo.forget_in_process()
     assert models_memo.models(directory, None, memo) in (models, None)
     assert verified_memo.seal(b"anything") is None
+
+
+def test_a_recording_whose_file_is_a_link_to_a_remembered_file_is_read_not_answered_from_the_memo(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DVC's symlink cache type (review13): a file of the recording checked out as a link, even to the
+    very file remembered (its identity unchanged), is never answered from the memo; verified_models
+    reads the folder (and refuses a link that is not into DVC's cache, naming it)."""
+    _settle(monkeypatch)
+    directory, memo, models = _verified(tmp_path)
+    assert models_memo.models(directory, None, memo) == models  # remembered
+    linked = directory.parent / "refine"  # its file a link to the file remembered, left untouched
+    linked.mkdir()
+    (linked / stage_folders.CALLS_FILE).symlink_to(directory / stage_folders.CALLS_FILE)
+    read = _reads(monkeypatch)
+    verified_memo.forget_in_process()
+    with contextlib.suppress(JudgeloopError):
+        models_memo.models(linked, None, memo)
+    assert read == [linked]
