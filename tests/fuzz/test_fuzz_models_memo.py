@@ -16,6 +16,7 @@ from pathlib import Path
 from unittest import mock
 
 import orjson
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -58,7 +59,25 @@ def _edits(real: bytes) -> list[bytes]:
             found.append(json.dumps(edited).encode())
     files = {m: "0" * 64 + v[64:] for m, v in known["files"].items()}
     found.append(json.dumps({**known, "files": files}).encode())
-    return found
+    return found + [json.dumps({**known, **odd}).encode() for odd in _ODD]
+
+
+# Values json reads that the seal's own encoders refuse (review13): a seal or a key not ASCII (which
+# hmac.compare_digest refuses to compare), a lone surrogate (which neither str.encode nor orjson
+# writes), an integer past 64 bits and a nesting past orjson's 255 levels (which orjson refuses).
+_DEEP: object = [[[]]]
+for _ in range(300):
+    _DEEP = [_DEEP]
+_ODD: list[dict[str, object]] = [
+    {"files": {"1|2|3|4|5": "a b \u00e9"}},
+    {"files": {"1|2|3|4|\ud800": "a b c"}},
+    {"files": {"1|2|3|4|5": "a \ud800 c"}},
+    {"models": {"k": {"order": [], "models": [], "seal": "\u00e9"}}},
+    {"models": {"\ud800": {"order": [], "models": [], "seal": "0"}}},
+    {"models": {"k": {"order": ["\ud800"], "models": [], "seal": "0"}}},
+    {"models": {"k": {"order": [], "models": [[10**30]], "seal": "0"}}},
+    {"models": {"k": {"order": [], "models": _DEEP, "seal": "0"}}},
+]
 
 
 def _place(memo_file: Path, kind: str, data: bytes) -> None:
@@ -129,3 +148,19 @@ def _check(sandbox: Path, kind: str, data: st.DataObject) -> None:
     if not reads:  # answered from the memo: only a private one, sealed under this user's key
         assert kind == "private" and _sealed_content(written), written[:200]
     assert not memo_file.is_symlink()
+
+
+@pytest.mark.parametrize("odd", _ODD, ids=range(len(_ODD)))
+def test_a_memo_of_values_the_seal_cannot_encode_is_no_memo(sandbox: Path, odd: dict[str, object]) -> None:
+    """Each of _ODD, every time (the fuzz test draws them among others): refused as unsealed, never a
+    TypeError or UnicodeEncodeError out of the replay's model identity."""
+    with mock.patch.dict(os.environ, {verified_memo.KEY_ENV: str(sandbox / "state" / "memo.key")}):
+        verified_memo._key.cache_clear()
+        try:
+            directory, memo, models, real = _recording(sandbox)
+            memo_file = sandbox / "state" / "verified" / models_memo.MEMO_NAME
+            _place(memo_file, "private", json.dumps({**json.loads(real), **odd}).encode())
+            with mock.patch.object(private_memo, "now_ns", lambda: _SETTLED):
+                assert models_memo.models(directory, None, memo) == models
+        finally:
+            verified_memo._key.cache_clear()

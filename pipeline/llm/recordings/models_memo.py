@@ -248,7 +248,9 @@ def _sealed_files(known: dict[str, object]) -> dict[str, object]:
     """The file entries sealed under this user's key ("sha256 md5 seal"), as "sha256 md5"."""
     found: dict[str, object] = {}
     for marker, value in _section(known, "files").items():
-        if isinstance(value, str) and value.count(" ") == 2:
+        # ASCII only: hmac.compare_digest refuses to compare other str, and a lone surrogate (which
+        # json reads from "\ud800") cannot be encoded for the seal: either would raise, not refuse.
+        if isinstance(value, str) and value.count(" ") == 2 and (marker + value).isascii():
             hashes, mark = value.rsplit(" ", 1)
             if (expected := _file_seal(marker, hashes)) is not None and hmac.compare_digest(mark, expected):
                 found[marker] = hashes
@@ -260,8 +262,13 @@ def _sealed_contents(known: dict[str, object]) -> dict[str, object]:
     found: dict[str, object] = {}
     for key, entry in _section(known, "models").items():
         mark = entry.get("seal") if isinstance(entry, dict) else None
-        expected = _content_seal(key, entry) if isinstance(entry, dict) else None
-        if isinstance(mark, str) and expected is not None and hmac.compare_digest(mark, expected):
+        if not (isinstance(entry, dict) and isinstance(mark, str) and (key + mark).isascii()):
+            continue  # (ASCII: see _sealed_files)
+        try:
+            expected = _content_seal(key, entry)
+        except TypeError:  # what orjson does not write: a lone surrogate, an int past 64 bits, 255 levels
+            continue
+        if expected is not None and hmac.compare_digest(mark, expected):
             found[key] = entry
     return found
 
