@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import types
 from pathlib import Path
 from typing import Any
 
@@ -189,13 +190,36 @@ def test_a_file_written_within_the_racy_window_is_not_remembered(
     monkeypatch.setattr(hash_memo, "identity", lambda status: identity(before))
     assert file_sha256(weights, cache) == hashlib.sha256(b"WEIGHTS" * 100).hexdigest()
     monkeypatch.setattr(private_memo, "now_ns", lambda: before.st_ctime_ns + private_memo.RACY_NS - 1)
-    assert not private_memo.settled(before)
+    assert not private_memo.settled(before, private_memo.now_ns())
     monkeypatch.setattr(private_memo, "now_ns", lambda: 2**62)
-    assert private_memo.settled(before)
+    assert private_memo.settled(before, private_memo.now_ns())
 
 
 def test_a_file_dated_after_now_is_racy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     weights, _ = _weights(tmp_path)
     ahead = 2**62
     os.utime(weights, ns=(ahead, ahead))
-    assert not private_memo.settled(weights.stat())
+    assert not private_memo.settled(weights.stat(), private_memo.now_ns())
+
+
+def test_a_file_racy_when_its_hash_began_is_not_remembered_however_long_the_hash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The racy rule is judged at the start of the read (review13): a model file changed within
+    RACY_NS before it was opened may be written again within the same tick while it is hashed (its
+    identity kept), so a hash that outlasts RACY_NS (a model of several GB) must not make it settled."""
+    weights, digest = _weights(tmp_path)
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    status = weights.stat()
+    clock = [max(status.st_mtime_ns, status.st_ctime_ns) + 10**6]  # opened 1 ms after the last change
+    monkeypatch.setattr(private_memo, "now_ns", lambda: clock[0])
+    real = hashlib.sha256
+
+    def slow(*args: Any) -> Any:
+        clock[0] += 10 * private_memo.RACY_NS  # the hash outlasts the window
+        return real(*args)
+
+    monkeypatch.setattr(hash_memo, "hashlib", types.SimpleNamespace(sha256=slow))
+    assert file_sha256(weights, cache) == digest
+    assert not (cache / MEMO_NAME).exists()

@@ -6,6 +6,7 @@ or others may write it, or where what it states is not what the pin or the verif
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
@@ -14,9 +15,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
 import pytest
 
-from pipeline.errors import LockMismatchError
+from pipeline.errors import JudgeloopError, LockMismatchError
 from pipeline.llm import private_memo
 from pipeline.llm.recordings import models_memo, shards, stage_folders, stage_writer, verified_memo
 from pipeline.llm.recordings.folder_scan import Models
@@ -302,3 +304,117 @@ def test_a_file_only_the_pin_covers_is_not_remembered_while_racy(
     os.utime(directory / tables[0], ns=(2**62, 2**62))  # as recent as the (moved) clock
     assert models_memo.models(directory, None, memo) == models
     assert not _memo_file(memo).exists()
+
+
+def _clock_from(monkeypatch: pytest.MonkeyPatch, start: int) -> list[int]:
+    """A clock at `start` that moves only when told (the list's one value)."""
+    clock = [start]
+    monkeypatch.setattr(private_memo, "now_ns", lambda: clock[0])
+    return clock
+
+
+def test_a_recording_racy_when_its_read_began_is_not_remembered_however_long_the_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The racy rule is judged at the start of the read (review13): a file changed within RACY_NS
+    before it was listed may be written again within the same tick while it is read (its identity
+    kept), so a read and parse that outlast RACY_NS (a recording of a million calls) must not make
+    it settled and its models remembered."""
+    directory, memo, models = _verified(tmp_path)
+    newest = max(max(p.stat().st_mtime_ns, p.stat().st_ctime_ns) for p in directory.iterdir())
+    clock = _clock_from(monkeypatch, newest + 10**6)  # listed 1 ms after the last change
+    real = models_memo.verified_models  # type: ignore[attr-defined]
+
+    def slow(folder: Path, *args: object) -> object:
+        clock[0] += 10 * private_memo.RACY_NS  # the read and parse take longer than the window
+        return real(folder, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(models_memo, "verified_models", slow)
+    assert models_memo.models(directory, None, memo) == models
+    assert not _memo_file(memo).exists()
+
+
+def test_a_file_racy_when_its_hash_began_is_not_settled_however_long_the_hash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same rule for a file hashed alone (a rewritten manifest, an item table)."""
+    directory, _, _ = _verified(tmp_path)
+    path = directory / stage_folders.CALLS_FILE
+    status = path.stat()
+    clock = _clock_from(monkeypatch, max(status.st_mtime_ns, status.st_ctime_ns) + 10**6)
+    real = hashlib.md5
+
+    def slow(*args: object) -> object:
+        clock[0] += 10 * private_memo.RACY_NS  # the hash outlasts the window
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(hashlib, "md5", slow)  # the module models_memo hashes with
+    value, steady = models_memo._hashes(path, private_memo.identity(status))
+    assert value.split(" ")[0] == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert not steady
+
+
+@pytest.mark.parametrize("loose", ["readable by others", "a link to a file others may read"])
+def test_a_memo_key_others_may_read_seals_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, loose: str
+) -> None:
+    """The seal binds an entry to this user only while no one else knows the key (review13): a key
+    file that others may read (or a link to one) is no key, so models sealed under it by whoever
+    read it, into a memo this user then holds (a project handed over, unpacked by its recipient), are
+    not believed, and nothing is remembered under it."""
+    _settle(monkeypatch)
+    shared = tmp_path / "shared.key"
+    shared.write_bytes(b"s" * 32)
+    shared.chmod(0o644)
+    key = tmp_path / "memo.key"
+    if loose == "a link to a file others may read":
+        key.symlink_to(shared)
+    else:
+        key.write_bytes(shared.read_bytes())
+        key.chmod(0o644)
+    verified_memo._key.cache_clear()
+    directory, memo, models = _verified(tmp_path)
+    memo_file = _memo_file(memo)
+    sha256s = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in directory.iterdir()}
+    content_key = hashlib.sha256(
+        orjson.dumps([verified_memo.verifier(), sorted(sha256s.items())])
+    ).hexdigest()
+    forged = [["fake", "forged", "0" * 64]]
+    order = sorted(sha256s)
+    assert order == [stage_folders.CALLS_FILE]  # one file: the order its read hashes it in
+
+    def sealed(data: bytes) -> str:  # by whoever read the key
+        return hmac.new(b"s" * 32, data, hashlib.sha256).hexdigest()
+
+    files = {}
+    for path in directory.iterdir():
+        hashes = f"{sha256s[path.name]} {hashlib.md5(path.read_bytes()).hexdigest()}"
+        marker = private_memo.identity(path.stat())
+        files[marker] = f"{hashes} {sealed(f'file {marker} {hashes}'.encode())}"
+    mark = sealed(orjson.dumps(["models", content_key, order, forged]))
+    entry = {"order": order, "models": forged, "seal": mark}
+    memo_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    memo_file.write_text(json.dumps({"files": files, "models": {content_key: entry}}))
+    memo_file.chmod(0o600)
+    verified_memo.forget_in_process()
+    assert models_memo.models(directory, None, memo) in (models, None)
+    assert verified_memo.seal(b"anything") is None
+
+
+def test_a_recording_whose_file_is_a_link_to_a_remembered_file_is_read_not_answered_from_the_memo(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DVC's symlink cache type (review13): a file of the recording checked out as a link, even to the
+    very file remembered (its identity unchanged), is never answered from the memo; verified_models
+    reads the folder (and refuses a link that is not into DVC's cache, naming it)."""
+    _settle(monkeypatch)
+    directory, memo, models = _verified(tmp_path)
+    assert models_memo.models(directory, None, memo) == models  # remembered
+    linked = directory.parent / "refine"  # its file a link to the file remembered, left untouched
+    linked.mkdir()
+    (linked / stage_folders.CALLS_FILE).symlink_to(directory / stage_folders.CALLS_FILE)
+    read = _reads(monkeypatch)
+    verified_memo.forget_in_process()
+    with contextlib.suppress(JudgeloopError):
+        models_memo.models(linked, None, memo)
+    assert read == [linked]

@@ -35,10 +35,14 @@ def now_ns() -> int:
     return time.time_ns()
 
 
-def settled(status: os.stat_result) -> bool:
-    """Whether a file with this status may be remembered by its identity: neither its mtime nor its
-    ctime within RACY_NS of now (nor after it: a clock set back, or a time set ahead by hand)."""
-    return now_ns() - max(status.st_mtime_ns, status.st_ctime_ns) >= RACY_NS
+def settled(status: os.stat_result, began: int) -> bool:
+    """Whether a file with this status, read from `began` on (now_ns() taken before the file was
+    listed or opened), may be remembered by its identity: neither its mtime nor its ctime within
+    RACY_NS before `began` (nor after it: a clock set back, or a time set ahead by hand). Judged at
+    the read's start, not its end: a write in the same tick as the last change may come while the
+    file is read, and a read that outlasts RACY_NS (a model of several GB, a recording of a million
+    calls) would otherwise make the file look settled."""
+    return began - max(status.st_mtime_ns, status.st_ctime_ns) >= RACY_NS
 
 
 def identity(status: os.stat_result) -> str:

@@ -24,6 +24,7 @@ import os
 import re
 from pathlib import Path
 
+from pipeline.llm import private_memo
 from pipeline.llm.private_memo import identity, memo_folder, read_private, settled, write_private
 
 __all__ = ["MEMO_NAME", "file_sha256", "identity", "memo_folder"]
@@ -34,6 +35,7 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 def file_sha256(path: Path, hash_cache_dir: Path | None) -> str:
     """sha256 of the file at `path`, from the memo in `hash_cache_dir` where that memo can be trusted."""
+    began = private_memo.now_ns()  # the racy rule is judged at the read's start (private_memo.settled)
     with path.open("rb") as handle:
         marker = identity(os.fstat(handle.fileno()))
         folder = memo_folder(hash_cache_dir) if hash_cache_dir else None
@@ -45,7 +47,7 @@ def file_sha256(path: Path, hash_cache_dir: Path | None) -> str:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
         after = os.fstat(handle.fileno())
-    if memo and identity(after) == marker and settled(after):  # else hashed again next time
+    if memo and identity(after) == marker and settled(after, began):  # else hashed again next time
         known[marker] = digest.hexdigest()
         write_private(memo, known)
     return digest.hexdigest()

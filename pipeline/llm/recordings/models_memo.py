@@ -38,6 +38,7 @@ from pathlib import Path
 import orjson
 
 from pipeline.errors import LockMismatchError
+from pipeline.llm import private_memo
 from pipeline.llm.files import READ_FLAGS
 from pipeline.llm.private_memo import identity, memo_folder, read_private, settled, write_private
 from pipeline.llm.recordings.folder_scan import Models, verified_models
@@ -60,6 +61,7 @@ def models(directory: Path, pins: Pins | None, memo: VerifiedMemo) -> Models | N
     """verified_models(directory, pins, memo), answered from the memo where it holds the folder's
     files and their content as they are now (see the module), and remembered where it does not."""
     folder = memo_folder(memo.folder) if memo.folder is not None else None
+    began = private_memo.now_ns()  # before the listing: the racy rule is judged at the read's start (settled)
     listing = _listing(directory) if folder is not None else None
     if folder is None or listing is None:
         return verified_models(directory, pins, memo)
@@ -82,7 +84,7 @@ def models(directory: Path, pins: Pins | None, memo: VerifiedMemo) -> Models | N
         hashes: list[tuple[str, str]], md5s: dict[str, str], opened: dict[str, os.stat_result], found: Models
     ) -> None:
         if memo.writes:
-            _remember_read(path, directory, listing, hashes, md5s, opened, found)
+            _remember_read(path, directory, (listing, began), hashes, md5s, opened, found)
 
     return verified_models(directory, pins, memo, read)
 
@@ -90,7 +92,7 @@ def models(directory: Path, pins: Pins | None, memo: VerifiedMemo) -> Models | N
 def _remember_read(
     path: Path,
     directory: Path,
-    listing: dict[str, str],
+    listed: tuple[dict[str, str], int],
     hashes: list[tuple[str, str]],
     md5s: dict[str, str],
     opened: dict[str, os.stat_result],
@@ -98,11 +100,12 @@ def _remember_read(
 ) -> None:
     """What verified_models read remembered, where each file it read is the file listed, unchanged
     and settled; the folder's other files (a sharded recording's item tables, which only the pin
-    covers) hashed here, under the same rule."""
+    covers) hashed here, under the same rule. `listed`: the listing and the clock before it."""
+    listing, began = listed
     order = [name for name, _ in hashes]
     if opened.keys() != md5s.keys() or set(order) != opened.keys() or not opened.keys() <= listing.keys():
         return
-    if any(identity(s) != listing[n] or not settled(s) for n, s in opened.items()):
+    if any(identity(s) != listing[n] or not settled(s, began) for n, s in opened.items()):
         return  # changed since listed, or too recently to be remembered by its identity
     by_name = {name: f"{sha} {md5s[name]}" for name, sha in hashes}
     try:
@@ -193,6 +196,7 @@ def _size(marker: str) -> int:
 def _hashes(path: Path, marker: str) -> tuple[str, bool]:
     """The file at `path` read now: its "sha256 md5", and whether it may be remembered (settled);
     _Changed unless it is the file listed, unchanged while read."""
+    began = private_memo.now_ns()  # the racy rule is judged at the read's start (settled)
     fd = os.open(path, READ_FLAGS | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
     with open(fd, "rb", buffering=0) as stream:
         before = os.fstat(fd)
@@ -205,7 +209,7 @@ def _hashes(path: Path, marker: str) -> tuple[str, bool]:
         after = os.fstat(fd)
         if identity(after) != marker:
             raise _Changed(path)
-    return f"{sha256.hexdigest()} {md5.hexdigest()}", settled(after)
+    return f"{sha256.hexdigest()} {md5.hexdigest()}", settled(after, began)
 
 
 def _content(entry: object, listing: dict[str, str]) -> tuple[list[str], Models] | None:
@@ -244,7 +248,9 @@ def _sealed_files(known: dict[str, object]) -> dict[str, object]:
     """The file entries sealed under this user's key ("sha256 md5 seal"), as "sha256 md5"."""
     found: dict[str, object] = {}
     for marker, value in _section(known, "files").items():
-        if isinstance(value, str) and value.count(" ") == 2:
+        # ASCII only: hmac.compare_digest refuses to compare other str, and a lone surrogate (which
+        # json reads from "\ud800") cannot be encoded for the seal: either would raise, not refuse.
+        if isinstance(value, str) and value.count(" ") == 2 and (marker + value).isascii():
             hashes, mark = value.rsplit(" ", 1)
             if (expected := _file_seal(marker, hashes)) is not None and hmac.compare_digest(mark, expected):
                 found[marker] = hashes
@@ -256,8 +262,13 @@ def _sealed_contents(known: dict[str, object]) -> dict[str, object]:
     found: dict[str, object] = {}
     for key, entry in _section(known, "models").items():
         mark = entry.get("seal") if isinstance(entry, dict) else None
-        expected = _content_seal(key, entry) if isinstance(entry, dict) else None
-        if isinstance(mark, str) and expected is not None and hmac.compare_digest(mark, expected):
+        if not (isinstance(entry, dict) and isinstance(mark, str) and (key + mark).isascii()):
+            continue  # (ASCII: see _sealed_files)
+        try:
+            expected = _content_seal(key, entry)
+        except TypeError:  # what orjson does not write: a lone surrogate, an int past 64 bits, 255 levels
+            continue
+        if expected is not None and hmac.compare_digest(mark, expected):
             found[key] = entry
     return found
 

@@ -13,7 +13,8 @@ one byte changed, is a new hash and is verified in full.
 What the memo holds is local state, as untrusted as any file: a folder (`.judgeloop/verified/`
 beside the local cache, or JUDGELOOP_VERIFIED_DIR) of empty files, written only after a full
 verification succeeded, each named by an HMAC of that digest under a key of this user's
-(~/.cache/judgeloop/memo.key, made on first use, readable by its owner only; JUDGELOOP_MEMO_KEY
+(~/.cache/judgeloop/memo.key, made on first use, readable by its owner only, and refused
+where anyone else may read or write it; JUDGELOOP_MEMO_KEY
 names another file). A file in it can say no more than "content with this hash was verified by
 this user's judgeloop", and the content is hashed on every read, so an entry cannot vouch for
 different content, and a memo folder copied from someone else (inside a project folder handed
@@ -32,6 +33,7 @@ import functools
 import hashlib
 import hmac
 import os
+import stat
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -83,9 +85,15 @@ def files_digest(hashes: list[tuple[str, str]]) -> str:
 KEY_ENV = "JUDGELOOP_MEMO_KEY"
 
 
+MAX_KEY_BYTES = 4096
+
+
 @functools.cache
 def _key() -> bytes | None:
-    """This user's memo key: 32 random bytes in a file of their own, made on first use."""
+    """This user's memo key: 32 random bytes in a file of their own, made on first use. A key file
+    that is not a plain file of this user's that no one else may read or write (through a link or
+    not) is no key: whoever could read it could seal entries this user's judgeloop would believe
+    (the memo then lives in memory only, as without a key)."""
     named = os.environ.get(KEY_ENV)
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     path = Path(named) if named else base / "judgeloop" / "memo.key"
@@ -97,9 +105,20 @@ def _key() -> bytes | None:
                 fd = os.open(path, flags, 0o600)
                 with os.fdopen(fd, "wb") as out:
                     out.write(os.urandom(32))
-        key = path.read_bytes()
-        return key if len(key) >= 32 else None
+        with path.open("rb") as file:
+            if not _secret(os.fstat(file.fileno())):
+                return None
+            key = file.read(MAX_KEY_BYTES + 1)
+        return key if 32 <= len(key) <= MAX_KEY_BYTES else None
     return None
+
+
+def _secret(status: os.stat_result) -> bool:
+    """A plain file of this user's that no one else may read or write (Windows: a plain file)."""
+    geteuid = getattr(os, "geteuid", None)  # not on Windows, which has no owner bits to check
+    if geteuid is None:
+        return stat.S_ISREG(status.st_mode)
+    return stat.S_ISREG(status.st_mode) and status.st_uid == geteuid() and not status.st_mode & 0o077
 
 
 def seal(data: bytes) -> str | None:
