@@ -128,3 +128,38 @@ def test_a_recording_of_one_file_left_is_not_read_whole_to_drop_strays(
     assert (directory / CALLS).stat().st_ino == inode  # left in place
     assert not stray.exists()  # dropped, as a write drops it
     assert directory / CALLS not in read
+
+
+@pytest.mark.usefixtures("small_threshold")
+@pytest.mark.parametrize("held", [unchanged.WHERES_HELD, 0])
+def test_a_session_serving_keys_asked_again_in_later_rounds_leaves_the_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, held: int
+) -> None:
+    """serve-adopted's keep (serve by key) and chat, mixed, over a sharded recording where a key is
+    recorded in several contexts (a prompt asked again in a later round: a line each), with the
+    Wheres held or (past WHERES_HELD) read back from the lines: the folder is left, and is a write's."""
+    from tests.helpers import make_session
+
+    monkeypatch.setattr(unchanged, "WHERES_HELD", held)
+    first = transcript_calls(30)
+    again = [
+        RecordedCall(context=call.context.model_copy(update={"step": 90 + at}), record=call.record)
+        for at, call in enumerate(first[::4])
+    ]
+    calls = first + again
+    (tmp_path / "recordings").mkdir()
+    directory = tmp_path / "recordings" / "judge"
+    stage_writer.write_stage(directory, calls)
+    fresh = tmp_path / "fresh"
+    stage_writer.write_stage(fresh, list(reversed(calls)))
+    before = _links(directory)
+    session, backend = make_session(tmp_path, "replay")
+    for at, call in enumerate(reversed(calls)):
+        if at % 2:
+            session.chat(call.record.request, call.context)
+        else:  # as a stage adopting its dry run serves it
+            session.serve(call.record.key, call.context)
+    session.close()
+    assert backend.calls == []
+    assert _links(directory) == before
+    assert _contents(directory) == _contents(fresh)

@@ -257,7 +257,7 @@ def _table(directory: Path, prefix: str, text: bytes) -> tuple[str, str]:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return "", ""
         with open(fd, "rb", closefd=False) as stream:
-            same = stream.read() == text
+            same = stream.read(len(text) + 1) == text  # (no more read of a file of any size)
     finally:
         os.close(fd)
     return (name, sha) if same else ("", "")
