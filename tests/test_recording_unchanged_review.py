@@ -163,3 +163,37 @@ def test_a_session_serving_keys_asked_again_in_later_rounds_leaves_the_folder(
     assert backend.calls == []
     assert _links(directory) == before
     assert _contents(directory) == _contents(fresh)
+
+
+@pytest.mark.parametrize("calls_count", [6, 40])
+@pytest.mark.parametrize("link", [False, True])
+def test_a_legacy_blobs_file_put_there_after_the_read_goes_as_a_write_drops_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, calls_count: int, link: bool
+) -> None:
+    """A write deletes blobs.jsonl (an older layout's blocks); a folder left in place must not keep
+    one that appeared after the read (one file or sharded; a file, or a link leading nowhere)."""
+    monkeypatch.setattr(shards, "SHARD_AT", 8)
+    calls = transcript_calls(calls_count)
+    folders = {}
+    for name in ("left", "forced"):
+        directory = tmp_path / name / "judge"
+        stage_writer.write_stage(directory, calls)
+        index = index_stage(directory)
+        legacy = directory / stage_folders.LEGACY_BLOBS_FILE
+        if link:
+            legacy.symlink_to(tmp_path / "nowhere.jsonl")
+        else:
+            legacy.write_bytes(b'{"blob":"0123456789abcdef","text":"x"}\n')
+        with monkeypatch.context() as patch:
+            if name == "forced":
+                patch.setattr(unchanged, "unchanged_file", lambda *_, **__: False)
+            patch.setattr(stage_writer, "refuse_linked", lambda directory: None)  # (as if it came later)
+            recording = stage_writer.StageRecording()
+            for call in calls:
+                recording.add(
+                    RecordedCall(context=call.context, record=call.record, cache_hit=True), recorded=index
+                )
+            recording.write(directory)
+        folders[name] = sorted(os.listdir(directory))
+    assert stage_folders.LEGACY_BLOBS_FILE not in folders["forced"]
+    assert folders["left"] == folders["forced"]
