@@ -68,7 +68,8 @@ def _item(line: bytes) -> str:
 
 def _laid(directory: Path, found: Shards, tables: str, manifest_end: bytes) -> None:
     """The folder made anew from `found`: each shard under the name its bytes give, a table of items
-    for each shard of calls (`tables`: the writer's, none, or one with an item's run split), the
+    for each shard of calls (`tables`: the writer's, none, one with an item's run split, or the
+    writer's name and sha256 over a split table's bytes), the
     manifest naming them (its last "\\n" replaced by `manifest_end`)."""
     for path in directory.iterdir():
         path.unlink()
@@ -89,7 +90,9 @@ def _laid(directory: Path, found: Shards, tables: str, manifest_end: bytes) -> N
                 text = _split(name, sha, pairs)
             table_sha = hashlib.sha256(text).hexdigest()
             table_name = f"{shards.TABLE_KIND}-{prefix}-{table_sha[:16]}.jsonl"
-            (directory / table_name).write_bytes(text)
+            # "changed under its name": the file the manifest names (as the writer's) holds a split table
+            held = _split(name, sha, pairs) if tables == "changed under its name" else text
+            (directory / table_name).write_bytes(held)
             table_entries.append((table_name, table_sha))
     text = shards.manifest_text(entries + table_entries).encode("utf-8")
     (directory / stage_folders.CALLS_FILE).write_bytes(text[:-1] + manifest_end)
@@ -229,7 +232,7 @@ def _replay(directory: Path, served: list[RecordedCall], stray: str) -> None:
     items=st.lists(st.integers(0, 3), min_size=6, max_size=24),
     blocked=st.data(),
     faults=st.lists(st.sampled_from(sorted(FAULTS)), max_size=3),
-    tables=st.sampled_from(["writer", "writer", "none", "split"]),
+    tables=st.sampled_from(["writer", "writer", "none", "split", "changed under its name"]),
     manifest_end=st.sampled_from([b"\n", b"\n", b"", b" \n"]),
     dropped=st.booleans(),
     changed=st.one_of(st.none(), st.integers(0, 5)),
