@@ -132,6 +132,14 @@ def _moved(found: Shards, data: st.DataObject) -> None:
         found[target].insert(data.draw(st.integers(0, len(found[target]))), line)
 
 
+def _across_the_boundary(found: Shards, data: st.DataObject) -> None:
+    """A shard's first line moved to the end of the shard before (the order alone cannot tell)."""
+    keys = _keys(found, data.draw(st.sampled_from(["calls", "blocks"])))
+    if len(keys) >= 2:
+        at = data.draw(st.integers(1, len(keys) - 1))
+        found[keys[at - 1]].append(found[keys[at]].pop(0))
+
+
 def _respelled(found: Shards, data: st.DataObject) -> None:
     """A line in another form the reader accepts: a space before its last brace, or a "\\r" after."""
     kind = data.draw(st.sampled_from(["calls", "blocks"]))
@@ -183,6 +191,7 @@ FAULTS: dict[str, Fault] = {
     "last newline dropped": _last_newline_dropped,
     "shuffled": _shuffled,
     "moved": _moved,
+    "across the boundary": _across_the_boundary,
     "respelled": _respelled,
     "block copied": _block_copied,
     "block dropped": _block_dropped,
