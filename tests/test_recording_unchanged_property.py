@@ -304,8 +304,9 @@ def test_a_replay_leaves_the_folder_a_write_would_leave(data: st.DataObject) -> 
 
 
 @pytest.mark.slow
-@SETTINGS
-@given(data=st.data(), fault=st.sampled_from(sorted(FAULTS)))
+@pytest.mark.parametrize("fault", sorted(set(FAULTS) - {"block dropped"}))  # (alone, the reader refuses it)
+@settings(SETTINGS, max_examples=max(10, EXAMPLES // 4))
+@given(data=st.data())
 def test_one_change_the_reader_accepts_leaves_the_folder_a_write_would_leave(
     data: st.DataObject, fault: str
 ) -> None:
