@@ -33,7 +33,7 @@ from pathlib import Path
 
 from pipeline.errors import CorruptRecordError, UnwritableTextError
 from pipeline.llm.files import TMP_SUFFIX, atomic_write_chunks, locked
-from pipeline.llm.recordings import item_table, shards
+from pipeline.llm.recordings import dvc_links, item_table, shards
 from pipeline.llm.recordings.call_places import Source, Where, kept_line, unpacked
 from pipeline.llm.recordings.line_format import blob_refs
 from pipeline.llm.recordings.spool import BlockLines, block_shards
@@ -118,9 +118,20 @@ class StageRecording(StageCalls):
         """(a recording left in place) The shard files its manifest does not name, as a write drops
         them after its rename (none for a recording of one file)."""
         manifest = directory / CALLS_FILE
-        text = manifest.read_bytes().decode("utf-8", "replace")
+        try:  # as it was checked: never through a link, but DVC's into its cache
+            fd = dvc_links.open_file(manifest, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            return  # changed since it was checked: which files are the recording's is not known, none go
+        try:  # a recording of one file is read no further than its opening (it names none)
+            with open(fd, "rb", closefd=False) as stream:
+                opening = stream.read(len(shards.MANIFEST_OPENING))
+                data = (
+                    opening + stream.read() if shards.is_manifest(opening.decode("ascii", "replace")) else b""
+                )
+        finally:
+            os.close(fd)
         try:
-            named = shards.manifest_entries(manifest, text) if shards.is_manifest(text) else []
+            named = shards.manifest_entries(manifest, data.decode("utf-8", "replace")) if data else []
         except CorruptRecordError:
             return  # changed since it was checked: which files are the recording's is not known, none go
         shards.drop_unnamed(directory, {name for name, _ in named})

@@ -85,8 +85,8 @@ def unchanged_file(
     key); a kept line not in it has its Where read back from its line (`where_of`, as the writer
     reads it to sort), or, without `where_of`, is not left."""
     lines = len(recorded.lines)
-    if count != lines or lines == 0:
-        return False
+    if count != lines or lines == 0 or os.path.lexists(directory / LEGACY_BLOBS_FILE):
+        return False  # (an older layout's blobs.jsonl, even one put there since the read: the write drops it)
     sharded = lines > shards.SHARD_AT
     if not sharded and not recorded.as_written:
         return False
@@ -176,8 +176,6 @@ def _unchanged_shards(recorded: StageIndex, directory: Path, order: list[Placed]
     names = [path.name for path in table.files.paths]
     if names[:1] != [CALLS_FILE] or [name for name, _ in recorded.hashes] != names:
         return False
-    if (directory / LEGACY_BLOBS_FILE).exists():
-        return False  # the write drops it
     spans = {table.file[first]: first for first in table.starts}
     written: list[tuple[str, str]] = []
     tables: list[tuple[str, str]] = []
@@ -257,7 +255,7 @@ def _table(directory: Path, prefix: str, text: bytes) -> tuple[str, str]:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return "", ""
         with open(fd, "rb", closefd=False) as stream:
-            same = stream.read() == text
+            same = stream.read(len(text) + 1) == text  # (no more read of a file of any size)
     finally:
         os.close(fd)
     return (name, sha) if same else ("", "")
