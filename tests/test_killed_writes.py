@@ -165,3 +165,17 @@ def test_a_target_named_up_to_the_limit_is_written_and_its_killed_temporary_swep
     atomic_write(out / name, "whole\n")
     assert os.listdir(out) == [name]
     assert (out / name).read_text() == "whole\n"
+
+
+def test_a_folder_that_cannot_be_listed_costs_the_write_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sweep is housekeeping: a folder whose listing fails (an I/O error of a network file system)
+    is left unswept and the write goes on, not failed by an error about a listing it never asked for."""
+
+    def unlisted(folder: object) -> list[str]:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "listdir", unlisted)  # as pipeline.llm.files calls it
+    atomic_write(tmp_path / "a.csv", "a\n")
+    assert (tmp_path / "a.csv").read_text() == "a\n"

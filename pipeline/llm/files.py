@@ -223,7 +223,10 @@ def sweep_killed_writers(folder: Path) -> list[str]:
         if (seen.st_dev, seen.st_ino) in _swept:
             return []
         _swept.add((seen.st_dev, seen.st_ino))
-        names = [name for name in os.listdir(folder_fd) if _REPLACEMENT_NAME.fullmatch(name)]
+        try:
+            names = [name for name in os.listdir(folder_fd) if _REPLACEMENT_NAME.fullmatch(name)]
+        except OSError:  # not listed (an I/O error of a network file system): left, the write goes on
+            return []
         return [name for name in names if _removed_if_killed(folder_fd, name)]
     finally:
         os.close(folder_fd)
