@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.tools.dvc_run import SNAPSHOTS, killed_runs_snapshots, name_killed_runs_snapshots
+from pipeline.tools.dvc_run import SNAPSHOTS, Snapshot, killed_runs_snapshots, name_killed_runs_snapshots
 from tests.conftest import ROOT
 from tests.test_experiments import _commit, _repo, _run
 
@@ -117,3 +117,29 @@ def test_the_next_judgeloop_exp_names_what_a_killed_one_left(tmp_path: Path) -> 
     assert f"judgeloop exp: {shown} holds what a `judgeloop exp` that was killed copied aside" in again.stderr
     assert (left / "params.yaml").read_text() == CODE["params.yaml"]  # named, never removed
     assert (repo / "out" / "one.txt").read_text() == "one made with a=3\n"
+
+
+def test_a_snapshot_whose_copy_fails_is_not_left_for_the_next_run_to_name(tmp_path: Path) -> None:
+    """A copy that fails (here a named pipe among the outputs, which no copy reads; a full disk alike)
+    stops `judgeloop exp` before anything ran: its partial snapshot is removed and let go of, not left
+    for the next run to name as a killed run's copy of the last good outputs."""
+    (tmp_path / "a.csv").write_text("a\n")
+    os.mkfifo(tmp_path / "b.pipe")
+    fds = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(OSError):
+        Snapshot(tmp_path, {Path("a.csv"), Path("b.pipe")})
+    assert list((tmp_path / SNAPSHOTS).iterdir()) == []
+    assert len(os.listdir("/proc/self/fd")) == fds
+    assert (tmp_path / "a.csv").read_text() == "a\n"
+
+
+def test_a_snapshot_s_odd_name_is_shown_as_escapes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A folder a user named there with a terminal's escape and a newline: named as escapes, on one line."""
+    (tmp_path / SNAPSHOTS / "exp-\x1b[2Jx\ny").mkdir(parents=True)
+    name_killed_runs_snapshots(tmp_path)
+    said = capsys.readouterr().err
+    assert "\x1b" not in said
+    assert said.count("\n") == 1
+    assert "exp-\\x1b[2Jx\\ny" in said

@@ -149,3 +149,33 @@ def test_a_sweep_between_a_temporary_file_s_creation_and_its_lock_costs_the_writ
     assert swept == [True]
     assert os.listdir(tmp_path) == ["a.csv"]
     assert (tmp_path / "a.csv").read_text() == "a\n"
+
+
+@pytest.mark.parametrize("name", ["x" * 235, "y" * 255, "é" * 127], ids=["235", "255", "254-bytes-of-utf8"])
+def test_a_target_named_up_to_the_limit_is_written_and_its_killed_temporary_swept(
+    tmp_path: Path, name: str
+) -> None:
+    """A name a plain write can make (up to NAME_MAX, 255 bytes) is written too: the temporary file's
+    name (21 bytes longer) is cut short to fit, not refused with a raw ENAMETOOLONG about it, and one
+    that a killed writer left under the cut name is still swept."""
+    out = tmp_path / "out"
+    out.mkdir()
+    left = _killed_mid_write(out / name)
+    assert len(os.fsencode(left)) <= 255
+    atomic_write(out / name, "whole\n")
+    assert os.listdir(out) == [name]
+    assert (out / name).read_text() == "whole\n"
+
+
+def test_a_folder_that_cannot_be_listed_costs_the_write_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sweep is housekeeping: a folder whose listing fails (an I/O error of a network file system)
+    is left unswept and the write goes on, not failed by an error about a listing it never asked for."""
+
+    def unlisted(folder: object) -> list[str]:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "listdir", unlisted)  # as pipeline.llm.files calls it
+    atomic_write(tmp_path / "a.csv", "a\n")
+    assert (tmp_path / "a.csv").read_text() == "a\n"

@@ -91,6 +91,9 @@ def test_anything_else_exits_as_python_does(code: int, allowed: bool) -> None:
 def test_repro_allows_it_once_dvc_has_run(monkeypatch: pytest.MonkeyPatch, status: int) -> None:
     """Allowed after DVC ran and everything closed, whatever the status (`leave` goes by the status)."""
     monkeypatch.setattr(program_exit, "_allowed", False)
+    # what `--replay` sets in this process's environment, set here so that it is put back after the
+    # test: else every later test in this process replays (test_diff_lines' fixture finds no recording)
+    monkeypatch.setenv("JUDGELOOP_CACHE_MODE", "replay")
     monkeypatch.setattr(dvc_run, "dvc_started", nullcontext)
     monkeypatch.setattr(dvc_run, "_repro_and_refresh", lambda *args: status)
     result = CliRunner().invoke(dvc_run.repro, ["--replay", "aggregate"])
@@ -103,6 +106,9 @@ def test_repro_that_raises_does_not_allow_it(monkeypatch: pytest.MonkeyPatch) ->
         raise RuntimeError("DVC broke")
 
     monkeypatch.setattr(program_exit, "_allowed", False)
+    # what `--replay` sets in this process's environment, set here so that it is put back after the
+    # test: else every later test in this process replays (test_diff_lines' fixture finds no recording)
+    monkeypatch.setenv("JUDGELOOP_CACHE_MODE", "replay")
     monkeypatch.setattr(dvc_run, "dvc_started", nullcontext)
     monkeypatch.setattr(dvc_run, "_repro_and_refresh", broken)
     result = CliRunner().invoke(dvc_run.repro, ["--replay", "aggregate"])

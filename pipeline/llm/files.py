@@ -70,6 +70,7 @@ TMP_SUFFIX = ".tmp"
 REPLACEMENT_SUFFIX = ".locked" + TMP_SUFFIX  # a _Replacement's temporary file, locked while its writer lives
 # Such a name as tempfile.mkstemp makes it (its 8 characters): one no live writer holds is a killed one's.
 _REPLACEMENT_NAME = re.compile(r"\..+\.[a-z0-9_]{8}" + re.escape(REPLACEMENT_SUFFIX), re.DOTALL)
+_SHORT_NAME = 100  # a target's name of at most this many bytes fits a temporary file's on any file system
 _swept: set[tuple[int, int]] = set()  # the folders (device, inode) this process has swept
 LOCAL_STATE = ".judgeloop"  # the local state's folder, in the project (see the module)
 # A pipe or a device opened to be looked at must not wait for a writer or become the terminal.
@@ -174,7 +175,7 @@ def _locked_temporary(path: Path) -> tuple[BinaryIO, str]:
     that took it between the two (unlocked, so a killed writer's to that sweep) removed it, and
     another is made."""
     while True:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=REPLACEMENT_SUFFIX, dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=_temporary_prefix(path), suffix=REPLACEMENT_SUFFIX, dir=path.parent)
         try:
             with contextlib.suppress(OSError):  # a file system without flock: no sweep there takes one
                 fcntl.flock(fd, fcntl.LOCK_EX)
@@ -186,6 +187,25 @@ def _locked_temporary(path: Path) -> tuple[BinaryIO, str]:
             os.close(fd)
             raise
         os.close(fd)
+
+
+def _temporary_prefix(path: Path) -> str:
+    """`.<target>.`, the target's name cut short where the temporary file's whole name would pass the
+    folder's limit on a name (NAME_MAX, 255 bytes on most file systems; the random part and the suffix
+    add 21): a target whose own name a plain write can make is written, not refused with a raw
+    ENAMETOOLONG about a name the user never chose. (The cut name still has a character: the sweep's
+    pattern wants one.)"""
+    name = path.name
+    if len(os.fsencode(name)) <= _SHORT_NAME:
+        return f".{name}."
+    try:
+        limit = os.pathconf(path.parent, "PC_NAME_MAX")
+    except (OSError, ValueError):  # not asked here (no pathconf, no folder yet): the usual limit
+        limit = 255
+    room = max(1, limit - len(f"..{'x' * 8}{REPLACEMENT_SUFFIX}".encode()))
+    while len(name) > 1 and len(os.fsencode(name)) > room:
+        name = name[:-1]  # a whole character (or an undecodable byte) at a time
+    return f".{name}."
 
 
 def sweep_killed_writers(folder: Path) -> list[str]:
@@ -203,7 +223,10 @@ def sweep_killed_writers(folder: Path) -> list[str]:
         if (seen.st_dev, seen.st_ino) in _swept:
             return []
         _swept.add((seen.st_dev, seen.st_ino))
-        names = [name for name in os.listdir(folder_fd) if _REPLACEMENT_NAME.fullmatch(name)]
+        try:
+            names = [name for name in os.listdir(folder_fd) if _REPLACEMENT_NAME.fullmatch(name)]
+        except OSError:  # not listed (an I/O error of a network file system): left, the write goes on
+            return []
         return [name for name in names if _removed_if_killed(folder_fd, name)]
     finally:
         os.close(folder_fd)

@@ -37,6 +37,8 @@ from pathlib import Path
 
 import click
 
+from pipeline.llm.terminal import echo, shown
+
 PUSH_HINT = "Use `dvc push` to send your updates to remote storage."
 ALWAYS_KEPT = ("params.yaml", "dvc.lock")
 SNAPSHOTS = Path(".judgeloop") / "snapshots"  # ignored by git, beside the local cache
@@ -159,10 +161,14 @@ class Snapshot:
         self._hold = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY)
         fcntl.flock(self._hold, fcntl.LOCK_EX)
         self.saved: set[Path] = set()
-        for path in sorted(paths):
-            if (root / path).exists():
-                _copy(root / path, self.folder / path)
-                self.saved.add(path)
+        try:
+            for path in sorted(paths):
+                if (root / path).exists():
+                    _copy(root / path, self.folder / path)
+                    self.saved.add(path)
+        except BaseException:  # (a full disk, a pipe among the outputs): nothing ran, nothing to put back
+            self.discard()  # not left for the next run to name as a killed run's copy, nor held open
+            raise
         self.paths = set(paths)
 
     def restore(self, also: Iterable[Path] = ()) -> None:
@@ -204,13 +210,14 @@ def name_killed_runs_snapshots(root: Path) -> None:
     """Each snapshot a killed run left, named with what it holds and the commands that put it back or
     drop it (never removed here: it may be the only copy of the last good outputs)."""
     for folder in killed_runs_snapshots(root):
-        shown = shlex.quote(os.path.relpath(folder, root))
-        click.echo(
-            f"judgeloop exp: {shown} holds what a `judgeloop exp` that was killed copied aside before it "
+        # (a name a user gave a folder there may hold a newline or a terminal's escape: shown as escapes)
+        name = shlex.quote(shown(os.path.relpath(folder, root), one_line=True))
+        echo(
+            f"judgeloop exp: {name} holds what a `judgeloop exp` that was killed copied aside before it "
             "ran (params.yaml, dvc.lock and every stage's outputs as they were then, at the same paths "
             "under it), which that run could not put back. Fix: to go back to them, copy what you need "
-            f"from it over the project (`diff -r {shown}/params.yaml params.yaml` shows what the run "
-            f"changed); once you do not need it, rm -r {shown}",
+            f"from it over the project (`diff -r {name}/params.yaml params.yaml` shows what the run "
+            f"changed); once you do not need it, rm -r {name}",
             err=True,
         )
 
