@@ -18,11 +18,11 @@ from typing import Any, cast
 
 import pytest
 
-from pipeline.errors import CorruptRecordError, ConfigError, ReplayMissError
+from pipeline.errors import ConfigError, CorruptRecordError, ReplayMissError
 from pipeline.llm import stage as stage_module
 from pipeline.llm.cache.store import CallStore
-from pipeline.llm.records import ServedCall
 from pipeline.llm.recordings import stage_writer, verified_memo
+from pipeline.llm.records import ServedCall
 from pipeline.llm.session import LLMSession
 from pipeline.llm.types import CallContext
 from tests.helpers import make_session
