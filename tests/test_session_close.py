@@ -111,7 +111,13 @@ def test_a_recording_that_cannot_be_written_loses_no_seed_and_closes_the_store(
     closed: list[str] = []
     store = session.store
     assert store is not None
-    monkeypatch.setattr(store, "close", lambda close=store.close: (closed.append("store"), close()))
+    close = store.close
+
+    def closing() -> None:
+        closed.append("store")
+        close()
+
+    monkeypatch.setattr(store, "close", closing)
 
     def unwritable(*args: Any, **kwargs: Any) -> int:
         raise OSError(28, "No space left on device")

@@ -58,4 +58,5 @@ def closed_after(session: LLMSession, failure: BaseException) -> None:
         said += str(closing)
         failure.add_note(said)
         if isinstance(failure, JudgeloopError):
-            failure.message = f"{failure.message}\n{guarded(said)}"
+            # click's stubs mark `message` final; it is a plain attribute, set as __init__ sets it
+            vars(failure)["message"] = f"{failure.message}\n{guarded(said)}"
