@@ -182,3 +182,33 @@ def test_status_does_not_ask_dvc_when_its_config_is_a_pipe(tmp_path: Path) -> No
         pytest.fail("judgeloop status waited on .dvc/config for good")
     assert done.returncode == 0, done.stderr
     assert "dvc status not asked: .dvc/config: not a regular file" in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize("where", ["the project's root", "outside the project"])
+def test_a_dvc_folder_committed_below_the_project_s_root_names_no_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """A committed recordings/.dvc (a subrepo's, to DVC, which leaves it out of the project run from
+    its root) is never the .dvc whose config names the cache a recording's link must lead into: not
+    one whose `cache.dir` names a folder of the pull request's, nor an empty one that would refuse
+    the project's own links (mend-close; review11 left it). Read from the project's root, as every
+    command runs, and from outside the project (its outermost .dvc)."""
+    project = _dvc_project(tmp_path / "project", "symlink")
+    directory = _added(project, _calls(3))
+    theirs = project / "recordings" / ".dvc"
+    theirs.mkdir()
+    monkeypatch.chdir(project if where == "the project's root" else tmp_path)
+    assert dvc_links.cache_file(directory / CALLS) is not None  # the project's cache, as DVC's
+    assert len(list(stage_reader.read_stage(directory))) == 3
+
+    planted = project / "recordings" / "planted"  # a cache of the pull request's, an object in it
+    target = os.path.realpath(directory / CALLS)
+    obj = planted / "files" / "md5" / target[-33:-31] / target[-30:]
+    obj.parent.mkdir(parents=True)
+    obj.write_bytes(Path(target).read_bytes())
+    (theirs / "config").write_text(f"[cache]\n    dir = {planted}\n")
+    (directory / CALLS).unlink()
+    (directory / CALLS).symlink_to(obj)
+    assert dvc_links.cache_file(directory / CALLS) is None
+    with pytest.raises(UnsafeNameError, match=r"calls\.jsonl: a symbolic link"):
+        list(stage_reader.read_stage(directory))

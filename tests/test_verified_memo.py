@@ -99,3 +99,31 @@ def test_a_forged_or_foreign_memo_vouches_for_nothing(
     before = len(counted)
     read(tmp_path / "rag", VerifiedMemo(tmp_path / "mine"))
     assert len(counted) == before + 2  # verified in full again
+
+
+@pytest.mark.parametrize("loose", [True, False], ids=["others may read it", "its owner's alone"])
+def test_a_memo_key_others_may_read_is_said_once_with_its_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, loose: bool
+) -> None:
+    """A key file others may read is no key (review13): the on-disk memo is off, which costs time
+    only, and the user is told once, the file and `chmod 600` named, its name escaped (mend-close)."""
+    from pipeline.llm.recordings import verified_memo
+
+    key = tmp_path / "memo\x1b[2J.key"  # a name that would act on the terminal, printed raw
+    key.write_bytes(b"k" * 32)
+    key.chmod(0o644 if loose else 0o600)
+    monkeypatch.setenv(verified_memo.KEY_ENV, str(key))
+    verified_memo._key.cache_clear()
+    try:
+        with caplog.at_level("WARNING", logger=verified_memo.__name__):
+            sealed = [verified_memo.seal(b"a"), verified_memo.seal(b"b")]
+    finally:
+        verified_memo._key.cache_clear()
+    said = [record.getMessage() for record in caplog.records if record.name == verified_memo.__name__]
+    if not loose:
+        assert None not in sealed and said == []
+        return
+    assert sealed == [None, None]
+    assert len(said) == 1, said
+    assert "\x1b" not in said[0] and "memo\\x1b[2J.key" in said[0]
+    assert "(mode 644)" in said[0] and "Fix: chmod 600 " in said[0]

@@ -42,6 +42,7 @@ from pipeline.llm.arenas import limit_arenas
 from pipeline.llm.asking import ModelAsker
 from pipeline.llm.blocks import Laid
 from pipeline.llm.cache.store import CallStore
+from pipeline.llm.closing import each_step
 from pipeline.llm.key_table import KeyTable
 from pipeline.llm.keys import request_key
 from pipeline.llm.latency import BACKEND_TOTAL, WALL
@@ -308,7 +309,10 @@ class LLMSession:
         except CorruptRecordError as exc:
             raise type(exc)(f"{context.describe()} key {key}: {exc.message}") from exc
         if record is None:
-            raise ReplayMissError(key, context)
+            miss = ReplayMissError(key, context)
+            with self._lock:  # counted as `chat`'s miss is: in the run's summary and its misses
+                self.stats.misses.append(miss)
+            raise miss
         self._log(RecordedCall(context=context, record=record, cache_hit=True))
 
     def _served_by_line(self, key: str, context: CallContext) -> bool:
@@ -422,15 +426,25 @@ class LLMSession:
         """Write the stage's recording (replacing it, or beside the calls `keep` accepts: see
         pipeline.llm.recordings.stage_writer) and the run's summary; release the backend and the store."""
         self._recorded_this_run = len(self.recording)
-        if write_recording:
-            directory = stage_folders.stage_dir(self.recordings_dir, self.stage)
-            self.recorded_total = self.recording.write(directory, keep)
-        self.recording.close()  # its spooled lines: written, or never to be
+        writes = (partial(self._write_recording, keep),) if write_recording else ()
+        # Each step though one before it failed (a recording that cannot be written): the seeds
+        # gathered are still written and the store closed; the first failure raised after the last.
+        each_step(*writes, self.recording.close, self._write_summary, self._close_backend, self._close_store)
+
+    def _write_recording(self, keep: Callable[[RecordedCall], bool] | None) -> None:
+        directory = stage_folders.stage_dir(self.recordings_dir, self.stage)
+        self.recorded_total = self.recording.write(directory, keep)
+
+    def _write_summary(self) -> None:
         if self.runs_dir is not None:
             summary = stats_summary(self.stage, self.mode, self.stats)
             write_summary(self.runs_dir / f"{self.stage}.json", summary, self.stats.keys)
+
+    def _close_backend(self) -> None:
         if self._backend is not None:
             self._backend.close()
+
+    def _close_store(self) -> None:
         if self.store is not None:
             self.store.close()
 

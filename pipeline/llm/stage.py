@@ -8,11 +8,12 @@ from pathlib import Path
 
 import click
 
-from pipeline.errors import ConfigError
+from pipeline.errors import ConfigError, JudgeloopError
 from pipeline.llm.recordings.stage_folders import has_recording
 from pipeline.llm.recordings.store import absent, absent_message
 from pipeline.llm.session import LLMSession, open_session
 from pipeline.llm.settings import EngineSettings
+from pipeline.llm.terminal import guarded
 
 
 def check_recordings_here(params: EngineSettings, stage: str, root: Path = Path(".")) -> None:
@@ -37,9 +38,25 @@ def recorded_session(params: EngineSettings, stage: str) -> Iterator[LLMSession]
     stage leaves its finished calls in the local cache, so the rerun repeats none of them."""
     check_recordings_here(params, stage)
     session = open_session(params, stage)
-    ok = False
     try:
         yield session
-        ok = True
-    finally:
-        session.close(write_recording=ok)
+    except BaseException as failure:
+        closed_after(session, failure)
+        raise
+    session.close(write_recording=True)
+
+
+def closed_after(session: LLMSession, failure: BaseException) -> None:
+    """The session of a stage that failed closed, its recording not written; where the close fails
+    too (a line it served was since edited in place, so its seed is refused), the stage's own error
+    stays the one raised and shown first, the close's named after it: in its message where the
+    command line prints only that (a JudgeloopError), and in its notes, which a traceback prints."""
+    try:
+        session.close(write_recording=False)
+    except Exception as closing:
+        said = f"{session.stage}: closing its session after this error failed too: {type(closing).__name__}: "
+        said += str(closing)
+        failure.add_note(said)
+        if isinstance(failure, JudgeloopError):
+            # click's stubs mark `message` final; it is a plain attribute, set as __init__ sets it
+            vars(failure)["message"] = f"{failure.message}\n{guarded(said)}"

@@ -62,6 +62,7 @@ from pipeline.llm.cache.blocks import (
 )
 from pipeline.llm.cache.errors import database_errors, guarded
 from pipeline.llm.cache.safe_disk import DB_FILE, SETTINGS, ForeignKey, RefusedValue, open_cache
+from pipeline.llm.closing import each_step
 from pipeline.llm.records import CallRecord
 from pipeline.llm.types import ChatRequest, ModelIdentity
 
@@ -463,6 +464,6 @@ class CallStore:
         return Collected(len(unused), len(listed), freed)
 
     def close(self) -> None:
-        self.flush()
-        self._cache.close()
-        self.blocks.cache.close()
+        """The seeds gathered written, then both databases closed, though the write failed
+        (pipeline.llm.closing): its error raised after."""
+        each_step(self.flush, self._cache.close, self.blocks.cache.close)

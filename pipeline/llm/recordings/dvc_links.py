@@ -98,8 +98,27 @@ def open_file(path: Path, flags: int = os.O_RDONLY) -> int:
 
 
 def _project_dvc_dir(folder: str) -> str | None:
-    """The .dvc folder of the DVC project holding `folder` (a real path): the nearest one above it,
-    as DVC finds its root."""
+    """The .dvc folder of the DVC project holding `folder` (a real path), as DVC finds it where
+    judgeloop runs: the nearest one at or above the working folder (every command and every stage
+    runs from the project's root, where dvc.yaml is), if that project holds `folder`. A .dvc below
+    that root (a committed recordings/.dvc, say) is one DVC itself takes for a subrepo's and leaves
+    out of the project: never the one read, so a folder's own files cannot name the cache its links
+    must lead into. A folder the working folder's project does not hold is read by the outermost
+    .dvc above it, for the same reason (no folder a project commits can stand above its root)."""
+    here = _nearest_dvc_dir(os.path.realpath(os.getcwd()))
+    if here is not None and path_under(folder, os.path.dirname(here)):
+        return here
+    outermost = None
+    while (found := _nearest_dvc_dir(folder)) is not None:
+        outermost = found
+        folder = os.path.dirname(os.path.dirname(found))  # the folder above its project's root
+        if folder == os.path.dirname(found):
+            break  # a .dvc at the file system's root
+    return outermost
+
+
+def _nearest_dvc_dir(folder: str) -> str | None:
+    """The nearest .dvc folder at or above `folder`, as DVC's Repo.find_root looks for its root."""
     current = folder
     while True:
         candidate = os.path.join(current, DVC_DIR)

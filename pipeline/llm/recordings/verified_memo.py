@@ -32,7 +32,9 @@ import contextlib
 import functools
 import hashlib
 import hmac
+import logging
 import os
+import shlex
 import stat
 import threading
 from pathlib import Path
@@ -43,6 +45,7 @@ import orjson
 from pipeline import __version__
 from pipeline.llm import keys, records, types
 from pipeline.llm.keys import RECIPES
+from pipeline.llm.terminal import shown
 
 if TYPE_CHECKING:
     from pipeline.llm.recordings.stage_reader import RecordingLines
@@ -52,6 +55,7 @@ ENV = "JUDGELOOP_VERIFIED_DIR"
 FOLDER = "verified"  # beside the local cache folder: .judgeloop/verified
 _seen_here: set[str] = set()  # digests verified (or found remembered) in this process
 _seen_lock = threading.Lock()
+log = logging.getLogger(__name__)
 
 
 @functools.cache
@@ -106,7 +110,9 @@ def _key() -> bytes | None:
                 with os.fdopen(fd, "wb") as out:
                     out.write(os.urandom(32))
         with path.open("rb") as file:
-            if not _secret(os.fstat(file.fileno())):
+            status = os.fstat(file.fileno())
+            if not _secret(status):
+                _say_refused(path, status)
                 return None
             key = file.read(MAX_KEY_BYTES + 1)
         return key if 32 <= len(key) <= MAX_KEY_BYTES else None
@@ -119,6 +125,24 @@ def _secret(status: os.stat_result) -> bool:
     if geteuid is None:
         return stat.S_ISREG(status.st_mode)
     return stat.S_ISREG(status.st_mode) and status.st_uid == geteuid() and not status.st_mode & 0o077
+
+
+def _say_refused(path: Path, status: os.stat_result) -> None:
+    """A warning (once: `_key` is read once a process) that the key file is no key, naming it and
+    its fix: recordings are then verified in full on every run, which costs time only."""
+    name = shlex.quote(str(path))
+    geteuid = getattr(os, "geteuid", None)  # not on Windows, where only a plain file is asked for
+    if geteuid is not None and stat.S_ISREG(status.st_mode) and status.st_uid == geteuid():
+        why, fix = f"others may read or write it (mode {stat.S_IMODE(status.st_mode):o})", f"chmod 600 {name}"
+    else:
+        why, fix = "it is not a plain file of this user's", f"rm {name} (judgeloop makes a new one)"
+    log.warning(
+        "%s: not used as the key of the verified-recordings memo, since %s: every recording is "
+        "verified in full on each run. Fix: %s",
+        shown(str(path), one_line=True),
+        why,
+        shown(fix, one_line=True),
+    )
 
 
 def seal(data: bytes) -> str | None:
