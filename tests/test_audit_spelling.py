@@ -20,7 +20,10 @@ from hypothesis import strategies as st
 from pipeline.llm.recordings import key_reader, line_checks, shards, stage_folders, stage_reader
 from pipeline.llm.recordings.stage_index import read_items
 from pipeline.llm.records import RecordedCall
+from pipeline.llm.types import CallContext
+from tests.helpers import make_session, request
 from tests.test_audit_keys import _stage
+from tests.test_recordings_shards import TRANSCRIPT
 
 
 def _escaped(text: str) -> str:
@@ -213,3 +216,30 @@ def test_read_items_and_read_keys_find_every_call_however_its_line_is_spelled(
         for call in whole:
             [found_key] = key_reader.read_keys(directory, [call.call.record.key])
             assert (found_key.line, found_key.call) == (call.line, call.call)
+
+
+def test_a_replay_keeps_the_blocks_a_line_refers_to_with_references_spelled_otherwise(tmp_path: Path) -> None:
+    # A replay keeps each recorded line it serves verbatim, with the blocks it refers to
+    # (line_format.blob_refs): a reference spelled `{"blob": "<id>"}` was passed by, the blocks left
+    # out, and the recording written again broken ("refers to blob ..., which the recording does not hold").
+    requests = [
+        request(f"judge metric {i}.\nThe transcript:\n{TRANSCRIPT}\n\nAssessment {i}") for i in range(3)
+    ]
+    session, _ = make_session(tmp_path, "auto")
+    for i, asked in enumerate(requests):
+        session.chat(asked, CallContext(stage="judge", item=str(900 + i)))
+    session.close()
+    path = tmp_path / "recordings" / "judge" / stage_folders.CALLS_FILE
+    lines = path.read_text(encoding="utf-8").split("\n")
+    respelled = [
+        line.replace('{"blob":"', '{"blob": "') if line.startswith('{"checksum"') else line for line in lines
+    ]
+    assert respelled != lines
+    path.write_text("\n".join(respelled), encoding="utf-8")
+    whole = [c.call for c in stage_reader.read_stage(path.parent)]  # verified, every line
+    session, fake = make_session(tmp_path, "replay")
+    for i, asked in enumerate(requests):
+        session.chat(asked, CallContext(stage="judge", item=str(900 + i)))
+    session.close()
+    assert fake.calls == [] and [c.call for c in stage_reader.read_stage(path.parent)] == whole
+    assert [c.call for c in read_items(path.parent, {"901"})] == [whole[1]]

@@ -19,12 +19,11 @@ from pipeline.errors import CorruptRecordError
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.recordings import block_places, line_checks, shards
 from pipeline.llm.recordings.line_checks import decoded_line, recording_text, trusted_call
-from pipeline.llm.recordings.line_format import line_safe
+from pipeline.llm.recordings.line_format import blob_refs, line_safe
 from pipeline.llm.recordings.line_search import (
     blocks_by_opening,
     calls_end,
     lines_found,
-    refs_of,
     spelled_otherwise,
 )
 from pipeline.llm.recordings.stage_folders import CALLS_FILE, LEGACY_BLOBS_FILE, has_recording, refuse_linked
@@ -80,7 +79,7 @@ def _key_lines(directory: Path, manifest: str, wanted: set[str], *, verify: bool
             data = shards.shard_bytes(directory, name, sha, None)
             for number, held in _key_lines_found(data, marks, wanted, len(data)):  # calls only
                 lines.append((directory / name, number, decoded_line(held, f"{directory / name}:{number}")))
-    refs = {blob for _, _, line in lines for blob in refs_of(line)}
+    refs = {blob for _, _, line in lines for blob in blob_refs(line)}
     blocks = {("blocks", shards.shard_of(blob)) for blob in refs}
     chosen = [(name, sha) for name, sha in named if shards.prefix_of(name) in blocks]
     blobs: dict[str, str] = {}
@@ -110,7 +109,7 @@ def _file_key_lines(directory: Path, wanted: set[str], verify: bool) -> Found:
     data = path.read_bytes()
     held = _key_lines_found(data, _marks(wanted), wanted, calls_end(data))
     lines = [(path, number, decoded_line(line, f"{path}:{number}")) for number, line in held]
-    refs = {blob for _, _, line in lines for blob in refs_of(line)}
+    refs = {blob for _, _, line in lines for blob in blob_refs(line)}
     blobs: dict[str, str] = {}
     problems: list[str] = []
     if not block_places.placed_blocks(

@@ -10,7 +10,7 @@ lets a line write any character of a name or string as a `\\u` escape, and put w
 its tokens, and such a line is valid JSON, verifies (the checksum is over the parsed record) and is
 served by a full read. So a reader also takes the lines that may spell a member otherwise
 (spelled_otherwise: rare, the writer never writes so) and keeps those whose JSON names what it
-looks for (lines_found), and reads the blocks a line found refers to from its JSON (refs_of).
+looks for (lines_found).
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from typing import Any
 import orjson
 
 from pipeline.llm.recordings.line_checks import blob_entry, decoded_line
-from pipeline.llm.recordings.line_format import blob_refs
 
 # What a string spelled otherwise than the writer spells it holds. The writer writes canonical JSON
 # (orjson) made line_safe: every character raw but `"`, `\` and the controls (a short escape where
@@ -81,26 +80,6 @@ def lines_found(
             if sought:
                 found[number] = line
     return sorted(found.items())
-
-
-def refs_of(line: str) -> set[str]:
-    """The ids of the blocks a call line found refers to, read from its JSON: such a line may spell a
-    reference otherwise than the writer (`{"blob" : "\\u0061…"}`), which line_format.blob_refs, a
-    search for the writer's spelling, passes by (its call then refused for a block not read). A line
-    not read so: blob_refs's (its parse names what is wrong)."""
-    try:
-        messages = orjson.loads(line)["request"]["messages"]
-        parts = [
-            part
-            for message in messages
-            if isinstance(message["content"], list)
-            for part in message["content"]
-        ]
-        return {
-            part["blob"] for part in parts if isinstance(part, dict) and isinstance(part.get("blob"), str)
-        }
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return set(blob_refs(line))
 
 
 def calls_end(data: bytes) -> int:

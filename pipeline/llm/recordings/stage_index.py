@@ -147,7 +147,7 @@ def _placed_items(directory: Path, wanted: set[str]) -> list[stage_reader.Loaded
 
 
 def _refs(lines: Lines) -> set[str]:
-    return {blob for _, _, line in lines for blob in line_search.refs_of(line)}
+    return {blob for _, _, line in lines for blob in line_format.blob_refs(line)}
 
 
 def _item_lines(files: Iterable[tuple[Path, bytes]], marks: list[bytes], wanted: set[str]) -> Lines | None:
