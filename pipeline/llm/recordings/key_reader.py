@@ -13,24 +13,33 @@ import os
 from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 
+import orjson
+
 from pipeline.errors import CorruptRecordError
+from pipeline.llm.keys import canonical_json
 from pipeline.llm.recordings import block_places, line_checks, shards
 from pipeline.llm.recordings.line_checks import decoded_line, recording_text, trusted_call
-from pipeline.llm.recordings.line_format import blob_refs
-from pipeline.llm.recordings.line_search import blocks_by_opening, lines_holding
+from pipeline.llm.recordings.line_format import blob_refs, line_safe
+from pipeline.llm.recordings.line_search import (
+    blocks_by_opening,
+    calls_end,
+    lines_found,
+    spelled_otherwise,
+)
 from pipeline.llm.recordings.stage_folders import CALLS_FILE, LEGACY_BLOBS_FILE, has_recording, refuse_linked
 from pipeline.llm.recordings.stage_reader import LoadedCall, RecordingLines, whole_recording
 
 
 def read_keys(directory: Path, keys: Collection[str], *, verify: bool = True) -> Iterator[LoadedCall]:
-    """The calls in a stage's recording whose lines show one of `keys` as written (verified as
-    read_stage verifies them, unless verify=False). A sharded recording
-    (pipeline.llm.recordings.shards) is read as its manifest, the shards of those keys' calls, each
-    checked against its hash, and the blocks their lines refer to, each found where it lies and
-    checked against its id (pipeline.llm.recordings.block_places; a block not found so: its shard
-    read whole, checked against its hash), the folder checked for strays: a reader of one call of a
-    million reads a sixteenth of the calls and a few kB of blocks, and parses that call's line only.
-    A recording in one file is searched as bytes, and only the lines found are parsed.
+    """The calls in a stage's recording whose lines show one of `keys` (as written, or spelled
+    otherwise: escapes, whitespace, line_search.lines_found), verified as read_stage verifies them
+    (unless verify=False). A sharded recording (pipeline.llm.recordings.shards) is read as its
+    manifest, the shards of those keys' calls, each checked against its hash, and the blocks their
+    lines refer to, each found where it lies and checked against its id
+    (pipeline.llm.recordings.block_places; a block not found so: its shard read whole, checked
+    against its hash), the folder checked for strays: a reader of one call of a million reads a
+    sixteenth of the calls and a few kB of blocks, and parses that call's line only. A recording in
+    one file is searched as bytes, and only the lines found are parsed.
 
     A call recorded under an older key recipe shows its old key: it is found by that key (read
     unverified, as `audit --key` reads, it keeps it), not by today's, under which read_stage, which
@@ -68,7 +77,7 @@ def _key_lines(directory: Path, manifest: str, wanted: set[str], *, verify: bool
     for name, sha in named:
         if shards.prefix_of(name) in needed:  # searched as bytes, only the lines found decoded
             data = shards.shard_bytes(directory, name, sha, None)
-            for number, held in lines_holding(data, [mark.encode("utf-8") for mark in marks]):
+            for number, held in _key_lines_found(data, marks, wanted, len(data)):  # calls only
                 lines.append((directory / name, number, decoded_line(held, f"{directory / name}:{number}")))
     refs = {blob for _, _, line in lines for blob in blob_refs(line)}
     blocks = {("blocks", shards.shard_of(blob)) for blob in refs}
@@ -95,10 +104,10 @@ def _file_key_lines(directory: Path, wanted: set[str], verify: bool) -> Found:
     if LEGACY_BLOBS_FILE in names or path.stat().st_size > line_checks.MAX_RECORDING_BYTES:
         parts = whole_recording(directory, None, verify)  # (which says what is wrong with a large one)
         marks = _marks(wanted)
-        return [(parts.path, n, line) for n, line in parts.calls if any(m in line for m in marks)], parts
+        return [(parts.path, n, line) for n, line in parts.calls if _holds(line, marks, wanted)], parts
     shards.refuse_strays(directory, names, set())
     data = path.read_bytes()
-    held = lines_holding(data, [mark.encode("utf-8") for mark in _marks(wanted)])
+    held = _key_lines_found(data, _marks(wanted), wanted, calls_end(data))
     lines = [(path, number, decoded_line(line, f"{path}:{number}")) for number, line in held]
     refs = {blob for _, _, line in lines for blob in blob_refs(line)}
     blobs: dict[str, str] = {}
@@ -124,4 +133,25 @@ def _found_blocks(path: Path, blobs: dict[str, str], problems: list[str], verify
 
 
 def _marks(keys: Iterable[str]) -> list[str]:
-    return [f'"key":"{key}"' for key in keys]
+    """Each key's member as the writer writes it (canonical JSON made line_safe)."""
+    return [line_safe(canonical_json({"key": key}))[1:-1] for key in keys]
+
+
+def _key_lines_found(data: bytes, marks: list[str], wanted: set[str], end: int) -> list[tuple[int, bytes]]:
+    """The lines of `data` that show a key of `wanted` as written, or may spell it otherwise and name
+    one (line_search.lines_found: escapes, whitespace; its call lines end at `end`)."""
+    marked = [mark.encode("utf-8") for mark in marks]
+    return lines_found(data, marked, "key", lambda raw: raw["key"] in wanted, end)
+
+
+def _holds(line: str, marks: list[str], wanted: set[str]) -> bool:
+    """Whether a line shows a key of `wanted` as written, or may spell one otherwise and names one in
+    its JSON (or cannot be read so: then parsed, and named), as _key_lines_found finds it."""
+    if any(mark in line for mark in marks):
+        return True
+    if not any(pattern.search(line.encode("utf-8")) for pattern in spelled_otherwise("key")):
+        return False
+    try:
+        return bool(orjson.loads(line)["key"] in wanted)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return True

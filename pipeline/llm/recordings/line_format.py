@@ -36,6 +36,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
+
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.blocks import Laid, Part, pack_parts
 from pipeline.llm.keys import canonical_json
@@ -120,8 +122,27 @@ BLOB_REF = re.compile(r'\{"blob":"([0-9a-f]{16})"\}')
 
 
 def blob_refs(line: str) -> list[str]:
-    """The ids of the blocks a call line refers to."""
-    return BLOB_REF.findall(line)
+    """The ids of the blocks a call line refers to: found as the writer writes a reference. JSON lets a
+    line spell one otherwise (`{"blob" : "\\u0061…", "x": 1}`: valid, verified as any line, read by a
+    full read), and a reader or a writer that keeps the line must not pass its block by: a line naming
+    "blob" other than in the references found, or holding a \\u escape (the only way to spell a
+    letter of "blob" otherwise), has them read from its JSON instead."""
+    refs: list[str] = BLOB_REF.findall(line)
+    if line.count('"blob"') == len(refs) and "\\u" not in line:
+        return refs
+    try:
+        messages = orjson.loads(line)["request"]["messages"]
+        parts = [
+            part
+            for message in messages
+            if isinstance(message["content"], list)
+            for part in message["content"]
+        ]
+        return [
+            part["blob"] for part in parts if isinstance(part, dict) and isinstance(part.get("blob"), str)
+        ]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return refs  # not a call's JSON: its parse names what is wrong
 
 
 def file_lines(text: str) -> list[str]:

@@ -55,11 +55,14 @@ from pipeline.llm.types import CallContext, ChatRequest
 def _context_item(line: str) -> str | None:
     """The item a call line's context names, read from its JSON alone (None: not readable so)."""
     try:
-        context = orjson.loads(line)["context"]
-        item = context.get("item", "")
-        return item if isinstance(item, str) else None
+        return _item_of(orjson.loads(line))
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
+
+
+def _item_of(raw: Any) -> str | None:
+    item = raw["context"].get("item", "")
+    return item if isinstance(item, str) else None
 
 
 def read_items(directory: Path, items: Collection[str]) -> Iterator[stage_reader.LoadedCall]:
@@ -84,20 +87,22 @@ def read_items(directory: Path, items: Collection[str]) -> Iterator[stage_reader
                 yield stage_reader.LoadedCall(*parts.located(number), call)
 
 
-CALL_OPENING = b'{"checksum":"'  # how the writer opens every call line (canonical JSON, keys sorted)
-BLOCK_OPENING = b'{"blob":"'  # and every block line
+CALL_OPENING = line_search.CALL_OPENING  # how the writer opens every call line
+BLOCK_OPENING = line_search.BLOCK_OPENING  # and every block line
 Lines = list[tuple[Path, int, str]]  # a file, a line's number there, the line
 
 
 def _placed_items(directory: Path, wanted: set[str]) -> list[stage_reader.LoadedCall] | None:
     """read_items without parsing every line: the recording's call lines searched as bytes for each
-    item as the writer writes it in a line's context (`"item":"903"`: a quote inside a JSON string is
-    escaped, so only the JSON's own keys read so), only those lines decoded and parsed, and only their
-    blocks read. A sharded recording (pipeline.llm.recordings.shards): every shard of calls read and
-    checked against its hash in the manifest, the blocks found where they lie
-    (pipeline.llm.recordings.block_places), not with their shards read whole. A recording in one
-    file: its blocks found by their lines' openings, as read_keys finds them. None for a recording
-    holding a line not opened as the writer opens one (then read_items reads it whole, as before)."""
+    item as the writer writes it in a line's context (`"item":"903"`: a quote inside a JSON string
+    is escaped, so only the JSON's own keys read so), and for a line that may spell it otherwise
+    (escapes, whitespace: line_search.lines_found, whose JSON is then read for its item), only those
+    lines decoded and parsed, and only their blocks read. A sharded recording
+    (pipeline.llm.recordings.shards): every shard of calls read and checked against its hash in the
+    manifest, the blocks found where they lie (pipeline.llm.recordings.block_places), not with their
+    shards read whole. A recording in one file: its blocks found by their lines' openings, as
+    read_keys finds them. None for a recording holding a line not opened as the writer opens one
+    (then read_items reads it whole, as before)."""
     if "" in wanted:
         return None  # a context without an item is written without one: nothing to search for
     path = directory / stage_folders.CALLS_FILE
@@ -115,7 +120,7 @@ def _placed_items(directory: Path, wanted: set[str]) -> list[stage_reader.Loaded
             for name, sha in named
             if shards.prefix_of(name)[0] == "calls"
         )  # one shard's bytes held at a time
-        lines = _item_lines(held, marks)
+        lines = _item_lines(held, marks, wanted)
         blobs = None if lines is None else sharded_blocks(directory, named, _refs(lines))
     else:
         names = os.listdir(directory)
@@ -123,7 +128,7 @@ def _placed_items(directory: Path, wanted: set[str]) -> list[stage_reader.Loaded
             return None  # read whole, which says what is wrong with a large one
         shards.refuse_strays(directory, names, set())
         data = path.read_bytes()
-        lines = _item_lines([(path, data)], marks)
+        lines = _item_lines([(path, data)], marks, wanted)
         blobs = {}
         refs = set() if lines is None else _refs(lines)
         if lines is None or not (
@@ -145,16 +150,22 @@ def _refs(lines: Lines) -> set[str]:
     return {blob for _, _, line in lines for blob in line_format.blob_refs(line)}
 
 
-def _item_lines(files: Iterable[tuple[Path, bytes]], marks: list[bytes]) -> Lines | None:
-    """The call lines of `files` that hold one of `marks`, decoded; None for a file with a line that
-    opens as neither a call line nor a block line."""
+def _item_lines(files: Iterable[tuple[Path, bytes]], marks: list[bytes], wanted: set[str]) -> Lines | None:
+    """The call lines of `files` that hold one of `marks` (or may spell an item otherwise and name one
+    of `wanted`: line_search.lines_found), decoded; None for a file with a line that opens as neither
+    a call line nor a block line."""
     lines: Lines = []
+    sought: set[str | None] = {*wanted, None}  # (None: an item not read as a string: parsed, so named)
     for path, data in files:
         count = data.count(b"\n") + (bool(data) and not data.endswith(b"\n"))
-        opened = sum(data.startswith(o) + data.count(b"\n" + o) for o in (CALL_OPENING, BLOCK_OPENING))
-        if opened != count:
+        start = block_lines_start(data) or len(data)  # (only block lines, or none: searched whole)
+        before = data.startswith(CALL_OPENING) + data.count(b"\n" + CALL_OPENING, 0, start)
+        after = data.count(b"\n" + CALL_OPENING, start)
+        if before + after + data.startswith(BLOCK_OPENING) + data.count(b"\n" + BLOCK_OPENING) != count:
             return None
-        for number, held in line_search.lines_holding(data, marks):
+        end = start if after == 0 else len(data)  # where its call lines end: only block lines after
+        found = line_search.lines_found(data, marks, "item", lambda raw: _item_of(raw) in sought, end)
+        for number, held in found:
             if not held.startswith(BLOCK_OPENING):
                 lines.append((path, number, line_checks.decoded_line(held, f"{path}:{number}")))
     return lines
