@@ -72,7 +72,10 @@ def _rehashed(folder: Path, outside: Path, name: str, data: bytes) -> None:
     manifest = folder / CALLS_FILE
     lines = []
     for line in manifest.read_bytes().split(b"\n"):
-        entry = orjson.loads(line) if line else None
+        try:  # an earlier draw may have made the manifest anything: its lines left as they are
+            entry = orjson.loads(line) if line else None
+        except orjson.JSONDecodeError:
+            entry = None
         if isinstance(entry, dict) and entry.get("shard") == name:
             entry.update(sha256=sha, shard=new)
             line = orjson.dumps(entry, option=orjson.OPT_SORT_KEYS)
