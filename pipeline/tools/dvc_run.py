@@ -99,10 +99,13 @@ def _run_dvc(args: Sequence[str]) -> int:
 @contextmanager
 def _dvc_in_process() -> Iterator[None]:
     """What DVC runs in this process under: its push hint left out, dvc.yaml and dvc.lock remembered
-    as read and written (pipeline.tools.dvc_lockfile), the cyclic GC run less often."""
+    as read and written (pipeline.tools.dvc_lockfile), the cyclic GC run less often, the run-cache
+    look-up of a stage with persist outputs refused before it hashes the stage's dependencies
+    (pipeline.tools.dvc_run_cache)."""
     from pipeline.tools.dvc_lockfile import remembered_yaml
+    from pipeline.tools.dvc_run_cache import outputs_first
 
-    with _without_push_hint(), remembered_yaml(), _fewer_collections():
+    with _without_push_hint(), remembered_yaml(), _fewer_collections(), outputs_first():
         yield
 
 

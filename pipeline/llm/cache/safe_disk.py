@@ -30,6 +30,7 @@ from typing import Any
 import diskcache
 
 from pipeline.errors import CorruptRecordError, UnsafeNameError
+from pipeline.llm.cache.reopen import held_as_wanted, reopened
 from pipeline.llm.cache.schema import schema_problems
 from pipeline.llm.files import refuse_links
 from pipeline.llm.hard_links import refuse_hard_links_at
@@ -145,13 +146,14 @@ def _linked_shard(directory: str, name: str) -> str | None:
     return None
 
 
-def check_database(directory: Path) -> None:
+def check_database(directory: Path) -> bool:
     """Refuse a cache database that holds settings diskcache never writes, or a table, index or
     trigger that is not exactly diskcache's (pipeline.llm.cache.schema), before diskcache opens it
-    (it would apply the settings, and the triggers run on every write)."""
+    (it would apply the settings, and the triggers run on every write). Whether it is held as
+    opening it would write it (pipeline.llm.cache.reopen): False where there is none yet."""
     path = directory / DB_FILE
     if not path.exists():
-        return
+        return False
     try:
         con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
         try:
@@ -160,6 +162,7 @@ def check_database(directory: Path) -> None:
                 {k for (k,) in con.execute("SELECT key FROM Settings")} if "Settings" in tables else set()
             )
             objects = schema_problems(con, SETTINGS)
+            as_wanted = not objects and held_as_wanted(con, SETTINGS)
         finally:
             con.close()
     except sqlite3.Error as exc:
@@ -174,6 +177,7 @@ def check_database(directory: Path) -> None:
             "and is refused unopened. Fix: move the folder away (a run starts a new one), or seed a new "
             "cache from recordings: `judgeloop cache seed`."
         )
+    return as_wanted
 
 
 def open_cache(directory: Path) -> diskcache.Cache:
@@ -182,5 +186,6 @@ def open_cache(directory: Path) -> diskcache.Cache:
     refuse_hard_links_at(
         directory, (DB_FILE, f"{DB_FILE}-wal", f"{DB_FILE}-shm"), "the cache's database file"
     )
-    check_database(directory)
+    if check_database(directory):  # every open after the first: nothing to write (issue 31)
+        return reopened(str(directory), 60, SafeDisk, SETTINGS)
     return diskcache.Cache(str(directory), timeout=60, disk=SafeDisk, **SETTINGS)

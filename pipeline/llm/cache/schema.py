@@ -65,6 +65,15 @@ PINNED: frozenset[SchemaObject] = frozenset(
     }
 )
 
+# What a database that diskcache opened under judgeloop's settings holds (pipeline.llm.cache.reopen):
+# no eviction policy's index (eviction is off) and no tag index. tests/test_cache_reopen.py checks it
+# against a new cache's.
+PINNED_OPENED: frozenset[SchemaObject] = frozenset(
+    entry
+    for entry in PINNED
+    if entry[1] not in {"Cache_store_time", "Cache_access_time", "Cache_access_count", "Cache_tag_rowid"}
+)
+
 
 def read_schema(con: sqlite3.Connection) -> set[SchemaObject]:
     return {
