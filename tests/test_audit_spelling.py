@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline.llm.recordings import key_reader, line_checks, shards, stage_folders, stage_reader
-from pipeline.llm.recordings.stage_index import read_items
+from pipeline.llm.recordings.item_reader import read_items
 from pipeline.llm.records import RecordedCall
 from pipeline.llm.types import CallContext
 from tests.helpers import make_session, request

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from pipeline.llm.cache.store import CallStore
 from pipeline.llm.key_table import KeyTable
 from pipeline.llm.recordings import layouts, line_format, stage_writer, verified_memo
-from pipeline.llm.recordings.stage_index import _laid_out, index_stage
+from pipeline.llm.recordings.request_match import laid_out
+from pipeline.llm.recordings.stage_index import index_stage
 from pipeline.llm.records import RecordedCall
 from pipeline.llm.session import LLMSession, RecordingIndex
 from pipeline.llm.types import CallContext, ChatRequest, Message
@@ -181,8 +182,8 @@ def test_the_checks_decline_the_same_with_or_without_the_layout(
     content = [text, text + "x", text[1:], text[:-1] + "y" if text else "y"][edit]
     asked = ChatRequest(messages=(Message(role=role, content=content),))
     lengths = _Lengths(dict(list(blobs.items())[1:]) if unknown else blobs)  # a block it does not hold
-    kept = _laid_out(written, asked, lengths, keep=True)  # type: ignore[arg-type]
-    bare = _laid_out(written, asked, lengths, keep=False)  # type: ignore[arg-type]
+    kept = laid_out(written, asked, lengths, keep=True)  # type: ignore[arg-type]
+    bare = laid_out(written, asked, lengths, keep=False)  # type: ignore[arg-type]
     assert (kept is None) == (bare is None)
     if kept is not None:
         (laid,) = kept

@@ -19,7 +19,8 @@ from pipeline.llm.recordings import (
     verified_memo,
 )
 from pipeline.llm.recordings.index import RecordingIndex
-from pipeline.llm.recordings.stage_index import index_stage, read_items
+from pipeline.llm.recordings.item_reader import read_items
+from pipeline.llm.recordings.stage_index import index_stage
 from pipeline.llm.records import RecordedCall
 from pipeline.llm.types import CallContext
 from pipeline.tools.inventory import recorded_calls, recorded_keys

@@ -24,9 +24,10 @@ from hypothesis import strategies as st
 
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.recordings import shards
+from pipeline.llm.recordings.item_reader import read_items
 from pipeline.llm.recordings.key_reader import read_keys
 from pipeline.llm.recordings.stage_folders import CALLS_FILE, has_recording
-from pipeline.llm.recordings.stage_index import index_stage, read_items
+from pipeline.llm.recordings.stage_index import index_stage
 from pipeline.llm.recordings.stage_reader import read_stage, split_recording
 from pipeline.llm.recordings.stage_writer import write_stage
 from pipeline.llm.records import RecordedCall
