@@ -3,7 +3,6 @@ lines, each call parsed only when served; its keys and models read from the veri
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,12 +26,7 @@ from pipeline.tools.inventory import recorded_calls, recorded_keys
 from tests.helpers import make_session, request
 from tests.test_recordings import TRANSCRIPT, _as_written_by_recipe_1, _calls
 
-
-@pytest.fixture(autouse=True)
-def _fresh_memo() -> Iterator[None]:
-    verified_memo.forget_in_process()
-    yield
-    verified_memo.forget_in_process()
+pytestmark = pytest.mark.usefixtures("fresh_memo")
 
 
 def _stage(root: Path) -> tuple[Path, list[RecordedCall]]:
