@@ -20,7 +20,7 @@ from pathlib import Path
 import click
 
 from pipeline.llm.recordings import key_reader, stage_folders
-from pipeline.llm.recordings.stage_index import read_items
+from pipeline.llm.recordings.item_reader import read_items
 from pipeline.testing.synthetic import audit_one_judgement
 from pipeline.tools.audit.calls import iter_calls
 

@@ -43,7 +43,7 @@ ROUNDS = 9
 def rerun_hits(root: Path, text: str, fake: FakeBackend) -> float:
     """Per-call microseconds (median of rounds) of a hit in a rerun: a fresh session (as a stage's
     process is) whose every call is found in the local cache, so its recording's lines are made when
-    the stage is written, not on the hit (pipeline.llm.session._log)."""
+    the stage is written, not on the hit (pipeline.llm.served_calls, ServedCalls._log)."""
     per_round = []
     for _ in range(ROUNDS):
         session = folder_session(root, fake)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,17 @@ def _isolate_env(monkeypatch: pytest.MonkeyPatch) -> None:
     # process outliving the test that tries a network tests must not need); the repository's own
     # .dvc/config turns it off.
     monkeypatch.setenv("DVC_NO_ANALYTICS", "1")
+
+
+@pytest.fixture
+def fresh_memo() -> Iterator[None]:
+    """Every recording verified from scratch: the in-process memo of verified content forgotten
+    before the test and after it (pipeline.llm.recordings.verified_memo)."""
+    from pipeline.llm.recordings import verified_memo
+
+    verified_memo.forget_in_process()
+    yield
+    verified_memo.forget_in_process()
 
 
 @pytest.fixture

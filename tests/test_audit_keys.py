@@ -31,6 +31,19 @@ def jsonl(*args: str) -> list[dict[str, object]]:
     return [json.loads(line) for line in out.splitlines()]
 
 
+def parsed_lines(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The lines line_checks.parse_call_line parses from now on, each as it is parsed (and parsed)."""
+    parsed: list[str] = []
+    real_parse = line_checks.parse_call_line
+
+    def parsing(line: str, *args: object, **kwargs: bool) -> RecordedCall:
+        parsed.append(line)
+        return real_parse(line, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(line_checks, "parse_call_line", parsing)
+    return parsed
+
+
 def test_a_key_shows_the_call_its_item_iteration_and_metric_show(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -89,14 +102,7 @@ def test_a_key_is_read_from_one_shard_of_calls_in_each_stage(
         return real(directory, name, sha, given)
 
     monkeypatch.setattr(shards, "shard_bytes", counting)
-    parsed: list[str] = []
-    real_parse = line_checks.parse_call_line
-
-    def parsing(line: str, *args: object, **kwargs: bool) -> RecordedCall:
-        parsed.append(line)
-        return real_parse(line, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(line_checks, "parse_call_line", parsing)
+    parsed = parsed_lines(monkeypatch)
     wanted = judged[17].record.key
     [shown] = jsonl("--key", wanted, "--recordings", str(root))
     assert shown["key"] == wanted and shown["context"] == judged[17].context.model_dump(mode="json")
@@ -130,14 +136,7 @@ def test_read_keys_in_one_file_parses_only_the_lines_of_its_keys(
 ) -> None:
     calls = _stage(tmp_path, "judge", 6)
     directory = tmp_path / "judge"
-    parsed: list[str] = []
-    real_parse = line_checks.parse_call_line
-
-    def parsing(line: str, *args: object, **kwargs: bool) -> RecordedCall:
-        parsed.append(line)
-        return real_parse(line, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(line_checks, "parse_call_line", parsing)
+    parsed = parsed_lines(monkeypatch)
     wanted = [calls[4].record.key, calls[1].record.key]
     found = list(key_reader.read_keys(directory, wanted))
     assert sorted(c.call.record.key for c in found) == sorted(wanted) and len(parsed) == 2

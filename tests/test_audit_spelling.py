@@ -10,6 +10,7 @@ import json
 import random
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +18,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.llm.recordings import key_reader, line_checks, shards, stage_folders, stage_reader
-from pipeline.llm.recordings.stage_index import read_items
+from pipeline.llm.recordings import key_reader, shards, stage_folders, stage_reader
+from pipeline.llm.recordings.item_reader import read_items
 from pipeline.llm.records import RecordedCall
 from pipeline.llm.types import CallContext
 from tests.helpers import make_session, request
-from tests.test_audit_keys import _stage
+from tests.test_audit_keys import _stage, parsed_lines
 from tests.test_recordings_shards import TRANSCRIPT
 
 
@@ -54,26 +55,34 @@ def _respell(directory: Path, old: str, new: str) -> None:
     shards.commit(manifest, named)
 
 
-def _laid_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str, n: int) -> list[RecordedCall]:
-    """A stage of `n` calls in one file, in shards, or in the two-file layout of old (its blocks in
+@dataclass(frozen=True)
+class LaidOut:
+    """A stage of 12 calls in one file, in shards, or in the two-file layout of old (its blocks in
     blobs.jsonl, which a reader reads whole)."""
-    if layout == "sharded":
+
+    calls: list[RecordedCall]
+    directory: Path
+    layout: str
+
+    def respelled(self, old: str, new: str) -> None:
+        """`old` replaced by `new` once in the stage's call lines, then laid out as `layout` says."""
+        _respell(self.directory, old, new)
+        if self.layout == "legacy":
+            lines = (
+                (self.directory / stage_folders.CALLS_FILE).read_bytes().split(b"\n")[:-1]
+            )  # (a line may hold a \r)
+            for name, blocks in ((stage_folders.CALLS_FILE, False), (stage_folders.LEGACY_BLOBS_FILE, True)):
+                kept = [line + b"\n" for line in lines if line.startswith(b'{"blob":') == blocks]
+                (self.directory / name).write_bytes(b"".join(kept))
+
+
+@pytest.fixture(params=["one", "sharded", "legacy"])
+def laid_out(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> LaidOut:
+    if request.param == "sharded":
         monkeypatch.setattr(shards, "SHARD_AT", 8)
-    return _stage(tmp_path, "judge", n)
+    return LaidOut(_stage(tmp_path, "judge", 12), tmp_path / "judge", request.param)
 
 
-def _respelled(directory: Path, layout: str, old: str, new: str) -> None:
-    _respell(directory, old, new)
-    if layout == "legacy":
-        lines = (
-            (directory / stage_folders.CALLS_FILE).read_bytes().split(b"\n")[:-1]
-        )  # (a line may hold a \r)
-        for name, blocks in ((stage_folders.CALLS_FILE, False), (stage_folders.LEGACY_BLOBS_FILE, True)):
-            kept = [line + b"\n" for line in lines if line.startswith(b'{"blob":') == blocks]
-            (directory / name).write_bytes(b"".join(kept))
-
-
-LAYOUTS = ["one", "sharded", "legacy"]
 ITEM_SPELLINGS: list[Callable[[str], str]] = [
     lambda item: f'"item":"{_escaped(item)}"',
     lambda item: f'"item":"{item[0]}{_escaped(item[1:])}"',
@@ -83,14 +92,10 @@ ITEM_SPELLINGS: list[Callable[[str], str]] = [
 ]
 
 
-@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("spelling", range(len(ITEM_SPELLINGS)))
-def test_read_items_finds_a_line_whose_item_is_spelled_otherwise(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str, spelling: int
-) -> None:
-    _laid_out(tmp_path, monkeypatch, layout, 12)
-    directory = tmp_path / "judge"
-    _respelled(directory, layout, '"item":"901"', ITEM_SPELLINGS[spelling]("901"))
+def test_read_items_finds_a_line_whose_item_is_spelled_otherwise(laid_out: LaidOut, spelling: int) -> None:
+    directory = laid_out.directory
+    laid_out.respelled('"item":"901"', ITEM_SPELLINGS[spelling]("901"))
     whole = [c for c in stage_reader.read_stage(directory) if c.call.context.item == "901"]
     assert len(whole) == 3  # verified, every one of them, and read so by a full read
     found = list(read_items(directory, {"901"}))
@@ -110,15 +115,11 @@ KEY_SPELLINGS: list[Callable[[str], str]] = [
 ]
 
 
-@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("spelling", range(len(KEY_SPELLINGS)))
-def test_read_keys_finds_a_line_whose_key_is_spelled_otherwise(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str, spelling: int
-) -> None:
-    calls = _laid_out(tmp_path, monkeypatch, layout, 12)
-    directory = tmp_path / "judge"
+def test_read_keys_finds_a_line_whose_key_is_spelled_otherwise(laid_out: LaidOut, spelling: int) -> None:
+    calls, directory = laid_out.calls, laid_out.directory
     key = calls[5].record.key
-    _respelled(directory, layout, f'"key":"{key}"', KEY_SPELLINGS[spelling](key))
+    laid_out.respelled(f'"key":"{key}"', KEY_SPELLINGS[spelling](key))
     [whole] = [c for c in stage_reader.read_stage(directory) if c.call.record.key == key]  # verified
     for verify in (True, False):
         [found] = key_reader.read_keys(directory, [key], verify=verify)
@@ -136,14 +137,7 @@ def test_a_line_of_another_item_or_key_spelled_otherwise_is_not_parsed(
     directory = tmp_path / "judge"
     for call in calls[2:4]:  # item 902's and 903's lines, one spelled with an escape, one with a space
         _respell(directory, f'"key":"{call.record.key}"', f'"key" :"{call.record.key}","x":"\\u0041"')
-    parsed: list[str] = []
-    real_parse = line_checks.parse_call_line
-
-    def parsing(line: str, *args: object, **kwargs: bool) -> RecordedCall:
-        parsed.append(line)
-        return real_parse(line, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(line_checks, "parse_call_line", parsing)
+    parsed = parsed_lines(monkeypatch)
     if sought == "item":
         assert [c.call.context.item for c in read_items(directory, {"901"})] == ["901"] * 3
         assert len(parsed) == 3

@@ -18,14 +18,15 @@ from click.testing import CliRunner
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.recordings import (
     block_places,
+    item_reader,
     key_reader,
     line_format,
     shards,
-    stage_index,
     stage_reader,
     stage_writer,
 )
-from pipeline.llm.recordings.stage_index import index_stage, read_items
+from pipeline.llm.recordings.item_reader import read_items
+from pipeline.llm.recordings.stage_index import index_stage
 from pipeline.llm.records import RecordedCall
 from pipeline.tools.cli import main
 from tests.test_recordings_shards import _calls, _shard_files
@@ -69,7 +70,7 @@ def test_an_item_is_read_with_its_blocks_placed_and_as_a_whole_read_reads_it(
     directory, _ = _recorded(tmp_path, calls)
     placed = [(c.path, c.line, c.call) for c in read_items(directory, {"901", "903"})]
     assert not [name for name in whole_reads if name.startswith("blocks-")]
-    monkeypatch.setattr(stage_index, "_placed_items", lambda directory, wanted: None)  # the old path
+    monkeypatch.setattr(item_reader, "_placed_items", lambda directory, wanted: None)  # the old path
     whole = [(c.path, c.line, c.call) for c in read_items(directory, {"901", "903"})]
     assert placed == whole and len(placed) == calls * 2 // 5
     assert {call.context.item for _, _, call in placed} == {"901", "903"}
@@ -261,6 +262,6 @@ def test_audit_shows_the_same_through_placed_blocks_as_through_a_whole_read(
         return out
 
     placed = shown()
-    monkeypatch.setattr(stage_index, "_placed_items", lambda directory, wanted: None)
+    monkeypatch.setattr(item_reader, "_placed_items", lambda directory, wanted: None)
     monkeypatch.setattr(block_places, "placed_blocks", lambda *args: False)  # read_keys: shards whole
     assert shown() == placed and all(placed)

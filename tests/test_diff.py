@@ -235,15 +235,20 @@ def test_a_model_name_holding_a_line_break_cannot_print_a_line_of_its_own(
     assert "\x1b" not in result.output
 
 
-def tabbed(model: str) -> Callable[[ChatRequest], str]:
-    """responder, its judge replies holding a tab (a table, indented code: a model's own layout)."""
+def opening_with(model: str, opening: str) -> Callable[[ChatRequest], str]:
+    """responder, its judge replies opening with `opening` (its other replies as they are)."""
     plain = responder(model)
 
     def reply(request: ChatRequest) -> str:
         text = plain(request)
-        return text if text.startswith("<assessment>") or request.format else f"Reasons:\tbelow\n{text}"
+        return text if text.startswith("<assessment>") or request.format else f"{opening}{text}"
 
     return reply
+
+
+def tabbed(model: str) -> Callable[[ChatRequest], str]:
+    """responder, its judge replies holding a tab (a table, indented code: a model's own layout)."""
+    return opening_with(model, "Reasons:\tbelow\n")
 
 
 def test_a_tab_in_a_reply_is_shown_as_a_tab_as_audit_shows_it(baseline: Path, tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from pipeline.tools.diff.causes import prompt_change
 from pipeline.tools.diff.text import prompt_text as text_prompt
 from pipeline.tools.diff.text import unified as text_unified
 from tests.report_dom import Page
-from tests.test_diff import diff_json, record, responder
+from tests.test_diff import diff_json, opening_with, record
 
 # One line of a reply, holding every character but "\n" at which str.splitlines breaks.
 ONE_LINE = "Reasons:\rbelow\x0bthe\x0cline\x1cbut\x1dstill\x1eone\x85line\u2028of\u2029text"
@@ -30,13 +30,7 @@ ONE_LINE = "Reasons:\rbelow\x0bthe\x0cline\x1cbut\x1dstill\x1eone\x85line\u2028o
 
 def broken(model: str) -> Callable[[ChatRequest], str]:
     """responder, its judge replies opening with ONE_LINE."""
-    plain = responder(model)
-
-    def reply(request: ChatRequest) -> str:
-        text = plain(request)
-        return text if text.startswith("<assessment>") or request.format else f"{ONE_LINE}\n{text}"
-
-    return reply
+    return opening_with(model, f"{ONE_LINE}\n")
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ keeps the layout it seeds from."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,8 @@ from hypothesis import strategies as st
 from pipeline.llm.cache.store import CallStore
 from pipeline.llm.key_table import KeyTable
 from pipeline.llm.recordings import layouts, line_format, stage_writer, verified_memo
-from pipeline.llm.recordings.stage_index import _laid_out, index_stage
+from pipeline.llm.recordings.request_match import laid_out
+from pipeline.llm.recordings.stage_index import index_stage
 from pipeline.llm.records import RecordedCall
 from pipeline.llm.session import LLMSession, RecordingIndex
 from pipeline.llm.types import CallContext, ChatRequest, Message
@@ -28,11 +28,7 @@ CONTEXT = CallContext(stage="judge", item="1")
 SLOW_OK = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
-@pytest.fixture(autouse=True)
-def _fresh_memo() -> Iterator[None]:
-    verified_memo.forget_in_process()
-    yield
-    verified_memo.forget_in_process()
+pytestmark = pytest.mark.usefixtures("fresh_memo")
 
 
 def _requests(n: int = 5) -> list[ChatRequest]:
@@ -181,8 +177,8 @@ def test_the_checks_decline_the_same_with_or_without_the_layout(
     content = [text, text + "x", text[1:], text[:-1] + "y" if text else "y"][edit]
     asked = ChatRequest(messages=(Message(role=role, content=content),))
     lengths = _Lengths(dict(list(blobs.items())[1:]) if unknown else blobs)  # a block it does not hold
-    kept = _laid_out(written, asked, lengths, keep=True)  # type: ignore[arg-type]
-    bare = _laid_out(written, asked, lengths, keep=False)  # type: ignore[arg-type]
+    kept = laid_out(written, asked, lengths, keep=True)  # type: ignore[arg-type]
+    bare = laid_out(written, asked, lengths, keep=False)  # type: ignore[arg-type]
     assert (kept is None) == (bare is None)
     if kept is not None:
         (laid,) = kept

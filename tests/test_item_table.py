@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from pipeline.llm.recordings import item_table, shards, stage_folders, stage_index, stage_reader, stage_writer
-from pipeline.llm.recordings.stage_index import read_items
+from pipeline.llm.recordings import item_reader, item_table, shards, stage_folders, stage_reader, stage_writer
+from pipeline.llm.recordings.item_reader import read_items
 from pipeline.llm.records import RecordedCall
 from pipeline.tools.cli import main
 from tests.test_recordings_shards import _calls, _shard_files
@@ -32,7 +32,7 @@ def _recorded(tmp_path: Path, n: int = 200) -> Path:
 def _whole(directory: Path, items: set[str], monkeypatch: pytest.MonkeyPatch) -> Found:
     """The items' calls as every shard read whole reads them (the read before the tables)."""
     with monkeypatch.context() as patch:
-        patch.setattr(stage_index, "_placed_items", lambda directory, wanted: None)
+        patch.setattr(item_reader, "_placed_items", lambda directory, wanted: None)
         return [(c.path, c.line, c.call) for c in read_items(directory, items)]
 
 

@@ -12,7 +12,7 @@ import hmac
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import orjson
@@ -51,17 +51,41 @@ def _verified(tmp_path: Path, calls: int = 6) -> tuple[Path, VerifiedMemo, Model
     return directory, memo, frozenset(index.models)
 
 
-def _reads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
-    """Each time the recording is read (verified_models) from now on."""
+def _reads(monkeypatch: pytest.MonkeyPatch, before: Callable[[Path], None] | None = None) -> list[Path]:
+    """Each time the recording is read (verified_models) from now on; `before(folder)` run as each
+    read begins."""
     read: list[Path] = []
     real = models_memo.verified_models  # type: ignore[attr-defined]
 
     def counting(directory: Path, *args: object) -> object:
         read.append(directory)
+        if before is not None:
+            before(directory)
         return real(directory, *args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(models_memo, "verified_models", counting)
     return read
+
+
+def _read_again(monkeypatch: pytest.MonkeyPatch, directory: Path, memo: VerifiedMemo, models: Models) -> None:
+    """The memo's entry not believed: the recording is read again, once, and its models served."""
+    read = _reads(monkeypatch)
+    assert models_memo.models(directory, None, memo) == models
+    assert read == [directory]
+
+
+def _read_not_remembered(
+    monkeypatch: pytest.MonkeyPatch,
+    directory: Path,
+    memo: VerifiedMemo,
+    models: Models,
+    before: Callable[[Path], None],
+) -> None:
+    """The recording read (`before(folder)` run as its read begins), its models served, and no
+    entry made."""
+    _reads(monkeypatch, before)
+    assert models_memo.models(directory, None, memo) == models
+    assert not _memo_file(memo).exists()
 
 
 def _memo_file(memo: VerifiedMemo) -> Path:
@@ -131,9 +155,7 @@ def test_a_memo_others_could_have_written_is_not_believed(
     else:
         assert memo.folder is not None
         memo.folder.chmod(0o777)
-    read = _reads(monkeypatch)
-    assert models_memo.models(directory, None, memo) == models
-    assert read == [directory]
+    _read_again(monkeypatch, directory, memo, models)
 
 
 def test_an_entry_whose_hashes_the_verified_memo_does_not_hold_is_not_believed(
@@ -152,9 +174,7 @@ def test_an_entry_whose_hashes_the_verified_memo_does_not_hold_is_not_believed(
     memo_file.write_text(json.dumps(known))
     memo_file.chmod(0o600)
     verified_memo.forget_in_process()
-    read = _reads(monkeypatch)
-    assert models_memo.models(directory, None, memo) == models
-    assert read == [directory]
+    _read_again(monkeypatch, directory, memo, models)
 
 
 class _Pinned(Pins):
@@ -193,18 +213,14 @@ def test_a_file_replaced_between_the_listing_and_its_read_is_not_remembered(
     between (here the same bytes, so that the read succeeds) is not the file the listing names."""
     _settle(monkeypatch)
     directory, memo, models = _verified(tmp_path)
-    real = models_memo.verified_models  # type: ignore[attr-defined]
 
-    def replaced_first(directory: Path, *args: object) -> object:
+    def replaced_first(directory: Path) -> None:
         path = directory / stage_folders.CALLS_FILE
         fresh = path.with_name("fresh")
         fresh.write_bytes(path.read_bytes())
         fresh.replace(path)
-        return real(directory, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(models_memo, "verified_models", replaced_first)
-    assert models_memo.models(directory, None, memo) == models
-    assert not _memo_file(memo).exists()
+    _read_not_remembered(monkeypatch, directory, memo, models, replaced_first)
 
 
 def test_a_file_written_again_with_the_same_bytes_is_hashed_alone(
@@ -260,9 +276,7 @@ def test_a_recording_mostly_new_to_the_memo_is_read_once(
     fresh.write_bytes(path.read_bytes())
     fresh.replace(path)
     monkeypatch.setattr(models_memo, "_hashes", None)  # any hash here fails
-    read = _reads(monkeypatch)
-    assert models_memo.models(directory, None, memo) == models
-    assert read == [directory]
+    _read_again(monkeypatch, directory, memo, models)
 
 
 @pytest.mark.parametrize("seal", ["kept", "dropped", "another key's"])
@@ -286,9 +300,7 @@ def test_models_written_into_the_memo_by_anything_but_this_user_s_judgeloop_are_
     memo_file.write_text(json.dumps(known))
     memo_file.chmod(0o600)
     verified_memo.forget_in_process()
-    read = _reads(monkeypatch)
-    assert models_memo.models(directory, None, memo) == models
-    assert read == [directory]
+    _read_again(monkeypatch, directory, memo, models)
 
 
 def test_a_file_only_the_pin_covers_is_not_remembered_while_racy(
@@ -323,15 +335,11 @@ def test_a_recording_racy_when_its_read_began_is_not_remembered_however_long_the
     directory, memo, models = _verified(tmp_path)
     newest = max(max(p.stat().st_mtime_ns, p.stat().st_ctime_ns) for p in directory.iterdir())
     clock = _clock_from(monkeypatch, newest + 10**6)  # listed 1 ms after the last change
-    real = models_memo.verified_models  # type: ignore[attr-defined]
 
-    def slow(folder: Path, *args: object) -> object:
+    def slow(folder: Path) -> None:
         clock[0] += 10 * private_memo.RACY_NS  # the read and parse take longer than the window
-        return real(folder, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(models_memo, "verified_models", slow)
-    assert models_memo.models(directory, None, memo) == models
-    assert not _memo_file(memo).exists()
+    _read_not_remembered(monkeypatch, directory, memo, models, slow)
 
 
 def test_a_file_racy_when_its_hash_began_is_not_settled_however_long_the_hash(

@@ -46,6 +46,49 @@ def _written(tmp_path: Path, calls: list[RecordedCall], name: str = "judge") -> 
     return tmp_path / name
 
 
+def edited_in_place(path: Path) -> None:
+    """One character of the last reply's text in the file changed, written in place (the same inode)."""
+    data = bytearray(path.read_bytes())
+    at = data.rindex(b'"text":"') + len(b'"text":"')
+    data[at : at + 1] = b"X" if data[at : at + 1] != b"X" else b"Y"
+    with path.open("r+b") as edit:
+        edit.write(bytes(data))
+
+
+def replayed_unless_refused(directory: Path, calls: list[RecordedCall], index: StageIndex) -> bool:
+    """`calls` replayed (`_replayed`): True; False where the write refused a file changed on disk."""
+    try:
+        _replayed(directory, calls, index)
+    except CorruptRecordError as exc:
+        assert "changed on disk" in str(exc)
+        return False
+    return True
+
+
+def with_a_raw_break(calls: list[RecordedCall], context: CallContext) -> list[RecordedCall]:
+    """`calls` and one more call, in `context`, whose reply holds U+2028 as itself: valid JSON, the
+    same record, but not the line the writer writes (line_safe escapes it)."""
+    fake = FakeBackend()
+    req = request("Rate this.")
+    reply = fake.chat(req).model_copy(update={"text": "4\u2028a line break JSON leaves raw"})
+    return [*calls, RecordedCall(context=context, record=CallRecord.new(fake.identity(), req, reply))]
+
+
+def session_replayed(root: Path, calls: list[RecordedCall], serve: str) -> list[object]:
+    """`calls` served by a session in replay mode, each asked with its request ("chat") or served by
+    its key (as a stage adopting its dry run serves it), then closed: the calls its model was sent."""
+    from tests.helpers import make_session
+
+    session, backend = make_session(root, "replay")
+    for call in calls:
+        if serve == "chat":
+            session.chat(call.record.request, call.context)
+        else:
+            session.serve(call.record.key, call.context)
+    session.close()
+    return list(backend.calls)
+
+
 def test_a_replay_of_every_call_as_read_leaves_the_file_in_place(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -171,13 +214,7 @@ def test_a_file_laid_out_otherwise_is_written_as_the_writer_writes_it(tmp_path: 
 def test_a_line_holding_a_break_line_safe_escapes_is_written_escaped(tmp_path: Path) -> None:
     """A call line holding U+2028 as itself (valid JSON, the same record) is written as line_safe
     writes it, escaped: that line is not the one the writer would write, so the file is rewritten."""
-    fake = FakeBackend()
-    req = request("Rate this.")
-    reply = fake.chat(req).model_copy(update={"text": "4\u2028a line break JSON leaves raw"})
-    calls = [
-        *_calls(4),
-        RecordedCall(context=_calls(5)[4].context, record=CallRecord.new(fake.identity(), req, reply)),
-    ]
+    calls = with_a_raw_break(_calls(4), _calls(5)[4].context)
     directory = _written(tmp_path, calls)
     canonical = _file(directory).read_bytes()
     assert b"\\u2028" in canonical
@@ -194,16 +231,8 @@ def test_a_file_changed_since_it_was_read_is_not_left_as_it_is(tmp_path: Path) -
     directory = _written(tmp_path, calls)
     canonical = _file(directory).read_bytes()
     index = index_stage(directory)
-    data = bytearray(canonical)
-    at = data.rindex(b'"text":"') + len(b'"text":"')
-    data[at : at + 1] = b"X" if data[at : at + 1] != b"X" else b"Y"
-    with _file(directory).open("r+b") as edit:  # in place: the same inode
-        edit.write(bytes(data))
-    try:
-        _replayed(directory, calls, index)
-    except CorruptRecordError as exc:
-        assert "changed on disk" in str(exc)
-    else:
+    edited_in_place(_file(directory))
+    if replayed_unless_refused(directory, calls, index):
         assert _file(directory).read_bytes() == canonical
 
 
@@ -225,18 +254,9 @@ def test_a_session_replaying_its_stage_leaves_the_recording_in_place(tmp_path: P
     """End to end through a session in replay mode (each call asked with its request, or served by
     its key as a stage adopting its dry run serves it): the recording written at close is the file
     already there, left in place."""
-    from tests.helpers import make_session
-
     calls = _calls(6)
     (tmp_path / "recordings").mkdir()
     directory = _written(tmp_path / "recordings", calls)
     os.utime(_file(directory), ns=(10**18, 10**18))
     before = _stamp(_file(directory))
-    session, backend = make_session(tmp_path, "replay")
-    for call in calls:
-        if serve == "chat":
-            session.chat(call.record.request, call.context)
-        else:
-            session.serve(call.record.key, call.context)
-    session.close()
-    assert backend.calls == [] and _stamp(_file(directory)) == before
+    assert session_replayed(tmp_path, calls, serve) == [] and _stamp(_file(directory)) == before

@@ -15,13 +15,17 @@ from pathlib import Path
 import orjson
 import pytest
 
-from pipeline.errors import CorruptRecordError
-from pipeline.llm.backends.fake import FakeBackend
-from pipeline.llm.recordings import item_table, shards, stage_calls, stage_folders, stage_writer, unchanged
-from pipeline.llm.recordings.stage_index import StageIndex, index_stage
-from pipeline.llm.recordings.stage_writer import StageRecording
+from pipeline.llm.recordings import item_table, shards, stage_calls, stage_folders, unchanged
+from pipeline.llm.recordings.stage_index import index_stage
 from pipeline.llm.records import CallRecord, RecordedCall
-from tests.helpers import request
+from tests.test_recording_unchanged import (
+    _replayed,
+    _written,
+    edited_in_place,
+    replayed_unless_refused,
+    session_replayed,
+    with_a_raw_break,
+)
 from tests.test_recordings import _calls
 
 CALLS = 40  # over 16 shards: some shards hold several lines, some an item's two
@@ -52,20 +56,6 @@ def _aged(directory: Path) -> None:
     for path in directory.iterdir():
         mtime = path.stat().st_mtime_ns - 10**9
         os.utime(path, ns=(mtime, mtime))
-
-
-def _written(tmp_path: Path, calls: list[RecordedCall], name: str = "judge") -> Path:
-    stage_writer.write_stage(tmp_path / name, calls)
-    return tmp_path / name
-
-
-def _replayed(directory: Path, calls: list[RecordedCall], index: StageIndex | None = None) -> None:
-    """`calls` added as a replay adds them (hits, the stage's recording as read), then written."""
-    index = index if index is not None else index_stage(directory)
-    recording = StageRecording()
-    for call in reversed(calls):  # in another order than the file's
-        recording.add(RecordedCall(context=call.context, record=call.record, cache_hit=True), recorded=index)
-    recording.write(directory)
 
 
 def _shard(directory: Path, kind: str, fits: Callable[[list[bytes]], bool] = lambda lines: True) -> str:
@@ -246,16 +236,22 @@ def _names(directory: Path, kind: str) -> list[str]:
     return [name for name, _ in entries if shards.prefix_of(name)[0] == kind]
 
 
-def _a_call_line_at_the_end_of_the_shard_before(directory: Path) -> None:
-    """The file's order kept (the line still after every line of the shard before, and before every
-    line of its own): only its digit tells."""
-    names = _names(directory, "calls")
+def _first_line_to_the_shard_before(directory: Path, kind: str) -> None:
+    """The first line of the first shard of `kind` (after the first) holding two or more lines moved
+    to the end of the shard before it."""
+    names = _names(directory, kind)
     at = next(
         i for i, name in enumerate(names) if i and len((directory / name).read_bytes().splitlines()) >= 2
     )
     moved = (directory / names[at]).read_bytes().splitlines(keepends=True)
     _replace(directory, names[at], b"".join(moved[1:]))
     _replace(directory, names[at - 1], (directory / names[at - 1]).read_bytes() + moved[0])
+
+
+def _a_call_line_at_the_end_of_the_shard_before(directory: Path) -> None:
+    """The file's order kept (the line still after every line of the shard before, and before every
+    line of its own): only its digit tells."""
+    _first_line_to_the_shard_before(directory, "calls")
 
 
 def _a_block_line_in_a_shard_of_calls_as_well(directory: Path) -> None:
@@ -271,13 +267,7 @@ def _blocks_out_of_order_in_their_shard(directory: Path) -> None:
 
 
 def _a_block_at_the_end_of_the_shard_before(directory: Path) -> None:
-    names = _names(directory, "blocks")
-    at = next(
-        i for i, name in enumerate(names) if i and len((directory / name).read_bytes().splitlines()) >= 2
-    )
-    moved = (directory / names[at]).read_bytes().splitlines(keepends=True)
-    _replace(directory, names[at], b"".join(moved[1:]))
-    _replace(directory, names[at - 1], (directory / names[at - 1]).read_bytes() + moved[0])
+    _first_line_to_the_shard_before(directory, "blocks")
 
 
 def _a_table_changed_under_its_name(directory: Path) -> None:
@@ -342,13 +332,7 @@ def test_a_call_answered_otherwise_writes_the_folder(tmp_path: Path) -> None:
 def test_a_call_line_holding_a_break_line_safe_escapes_is_written_escaped(tmp_path: Path) -> None:
     """A call line holding U+2028 as itself (valid JSON, the same record) is not the line the writer
     writes (line_safe escapes it): the folder is written again, the line escaped."""
-    fake = FakeBackend()
-    req = request("Rate this.")
-    reply = fake.chat(req).model_copy(update={"text": "4\u2028a line break JSON leaves raw"})
-    calls = [
-        *_calls(CALLS),
-        RecordedCall(context=_calls(1)[0].context, record=CallRecord.new(fake.identity(), req, reply)),
-    ]
+    calls = with_a_raw_break(_calls(CALLS), _calls(1)[0].context)
     directory = _written(tmp_path, calls)
     canonical = _bytes(directory)
     name = _shard(directory, "calls", lambda lines: any(b"\\u2028" in line for line in lines))
@@ -382,37 +366,19 @@ def test_a_shard_edited_in_place_since_it_was_read_is_not_left(tmp_path: Path, k
     directory = _written(tmp_path, calls)
     canonical = _bytes(directory)
     index = index_stage(directory)
-    path = directory / _shard(directory, kind)
-    data = bytearray(path.read_bytes())
-    at = data.rindex(b'"text":"') + len(b'"text":"')
-    data[at : at + 1] = b"X" if data[at : at + 1] != b"X" else b"Y"
-    with path.open("r+b") as edit:
-        edit.write(bytes(data))
-    try:
-        _replayed(directory, calls, index)
-    except CorruptRecordError as exc:
-        assert "changed on disk" in str(exc)
-    else:
+    edited_in_place(directory / _shard(directory, kind))
+    if replayed_unless_refused(directory, calls, index):
         assert _bytes(directory) == canonical
 
 
 @pytest.mark.parametrize("serve", ["chat", "serve by key"])
 def test_a_session_replaying_a_sharded_stage_leaves_its_folder_in_place(tmp_path: Path, serve: str) -> None:
-    from tests.helpers import make_session
-
     calls = _calls(CALLS)
     (tmp_path / "recordings").mkdir()
     directory = _written(tmp_path / "recordings", calls)
     _aged(directory)
     before = _stamps(directory)
-    session, backend = make_session(tmp_path, "replay")
-    for call in calls:
-        if serve == "chat":
-            session.chat(call.record.request, call.context)
-        else:  # as a stage adopting its dry run serves it
-            session.serve(call.record.key, call.context)
-    session.close()
-    assert backend.calls == [] and _stamps(directory) == before
+    assert session_replayed(tmp_path, calls, serve) == [] and _stamps(directory) == before
 
 
 def test_a_shard_file_unnamed_since_the_read_goes_as_after_a_write(tmp_path: Path) -> None:

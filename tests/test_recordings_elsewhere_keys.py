@@ -6,13 +6,12 @@ recording is damaged, even one the lookup passed over)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
-from pipeline.llm.recordings import line_checks, stage_folders, stage_read, stage_writer, verified_memo
+from pipeline.llm.recordings import line_checks, stage_folders, stage_read, stage_writer
 from pipeline.llm.recordings.index import RecordingIndex
 from pipeline.llm.recordings.pins import Pins
 from pipeline.llm.recordings.stage_index import StageIndex, index_stage
@@ -26,11 +25,7 @@ PINNED = ("assess", "judge")
 NOWHERE = "jl2:" + "0" * 32  # a key no recording holds
 
 
-@pytest.fixture(autouse=True)
-def _fresh_memo() -> Iterator[None]:
-    verified_memo.forget_in_process()
-    yield
-    verified_memo.forget_in_process()
+pytestmark = pytest.mark.usefixtures("fresh_memo")
 
 
 def _as_stage(calls: list[RecordedCall], stage: str) -> list[RecordedCall]:

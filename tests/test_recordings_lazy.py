@@ -3,7 +3,6 @@ lines, each call parsed only when served; its keys and models read from the veri
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,19 +18,15 @@ from pipeline.llm.recordings import (
     verified_memo,
 )
 from pipeline.llm.recordings.index import RecordingIndex
-from pipeline.llm.recordings.stage_index import index_stage, read_items
+from pipeline.llm.recordings.item_reader import read_items
+from pipeline.llm.recordings.stage_index import index_stage
 from pipeline.llm.records import RecordedCall
 from pipeline.llm.types import CallContext
 from pipeline.tools.inventory import recorded_calls, recorded_keys
 from tests.helpers import make_session, request
 from tests.test_recordings import TRANSCRIPT, _as_written_by_recipe_1, _calls
 
-
-@pytest.fixture(autouse=True)
-def _fresh_memo() -> Iterator[None]:
-    verified_memo.forget_in_process()
-    yield
-    verified_memo.forget_in_process()
+pytestmark = pytest.mark.usefixtures("fresh_memo")
 
 
 def _stage(root: Path) -> tuple[Path, list[RecordedCall]]:

@@ -15,7 +15,8 @@ from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.files import locked
 from pipeline.llm.recordings import key_reader, line_checks, shards, stage_folders, stage_reader, stage_writer
 from pipeline.llm.recordings.index import RecordingIndex
-from pipeline.llm.recordings.stage_index import index_stage, read_items
+from pipeline.llm.recordings.item_reader import read_items
+from pipeline.llm.recordings.stage_index import index_stage
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext
 from pipeline.tools import inventory

@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,12 +26,7 @@ from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import ChatRequest, Message
 from tests.test_recordings import _calls
 
-
-@pytest.fixture(autouse=True)
-def _fresh_memo() -> Iterator[None]:
-    verified_memo.forget_in_process()
-    yield
-    verified_memo.forget_in_process()
+pytestmark = pytest.mark.usefixtures("fresh_memo")
 
 
 def _stage(root: Path, n: int = 6) -> tuple[Path, list[RecordedCall]]:

@@ -5,7 +5,6 @@ only when it could nest past the limit, with the walk's verdict."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -18,12 +17,7 @@ from pipeline.llm.types import CallContext
 from tests.helpers import make_session, request
 from tests.test_recordings import TRANSCRIPT
 
-
-@pytest.fixture(autouse=True)
-def _fresh_memo() -> Iterator[None]:
-    verified_memo.forget_in_process()
-    yield
-    verified_memo.forget_in_process()
+pytestmark = pytest.mark.usefixtures("fresh_memo")
 
 
 def _asked(transcript: str) -> list[tuple[object, CallContext]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,19 +17,14 @@ import pytest
 
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.cache.store import CallStore
-from pipeline.llm.recordings import line_checks, stage_folders, stage_writer, verified_memo
+from pipeline.llm.recordings import line_checks, stage_folders, stage_writer
 from pipeline.llm.records import CallRecord, RecordedCall, ServedCall
 from pipeline.llm.session import LLMSession
 from pipeline.llm.settings import CacheMode
 from tests.helpers import make_session
 from tests.test_recordings import _calls
 
-
-@pytest.fixture(autouse=True)
-def _fresh_memo() -> Iterator[None]:
-    verified_memo.forget_in_process()
-    yield
-    verified_memo.forget_in_process()
+pytestmark = pytest.mark.usefixtures("fresh_memo")
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,6 @@ from pipeline.llm.recordings import (
     stage_index,
     stage_reader,
     stage_writer,
-    verified_memo,
 )
 from pipeline.llm.records import CallRecord, RecordedCall, ServedCall
 from pipeline.llm.session import LLMSession
@@ -41,12 +39,7 @@ from tests import test_serve_adopted as adopted_tests
 from tests.helpers import make_session
 from tests.test_recordings import _calls
 
-
-@pytest.fixture(autouse=True)
-def _fresh_memo() -> Iterator[None]:
-    verified_memo.forget_in_process()
-    yield
-    verified_memo.forget_in_process()
+pytestmark = pytest.mark.usefixtures("fresh_memo")
 
 
 def _at(call: RecordedCall, step: int) -> CallContext:

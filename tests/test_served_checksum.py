@@ -7,7 +7,6 @@ read back against its digest as a served line is: an edit in place is refused, n
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ import pytest
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.backends.fake import FakeBackend
 from pipeline.llm.cache.store import CallStore
-from pipeline.llm.recordings import stage_folders, stage_writer, verified_memo
+from pipeline.llm.recordings import stage_folders, stage_writer
 from pipeline.llm.recordings.index import RecordingIndex
 from pipeline.llm.recordings.stage_index import StageIndex, index_stage
 from pipeline.llm.records import CallRecord, RecordedCall
@@ -29,11 +28,7 @@ from tests.test_recordings import _calls
 FAKE = FakeBackend()
 
 
-@pytest.fixture(autouse=True)
-def _fresh_memo() -> Iterator[None]:
-    verified_memo.forget_in_process()
-    yield
-    verified_memo.forget_in_process()
+pytestmark = pytest.mark.usefixtures("fresh_memo")
 
 
 def _stage(root: Path, n: int = 6) -> tuple[Path, list[RecordedCall]]:

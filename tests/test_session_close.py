@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -21,7 +20,7 @@ import pytest
 from pipeline.errors import ConfigError, CorruptRecordError, ReplayMissError
 from pipeline.llm import stage as stage_module
 from pipeline.llm.cache.store import CallStore
-from pipeline.llm.recordings import stage_writer, verified_memo
+from pipeline.llm.recordings import stage_writer
 from pipeline.llm.records import ServedCall
 from pipeline.llm.session import LLMSession
 from pipeline.llm.types import CallContext
@@ -29,12 +28,7 @@ from tests.helpers import make_session
 from tests.test_recordings import _calls
 from tests.test_serve_adopted import _tamper
 
-
-@pytest.fixture(autouse=True)
-def _fresh_memo() -> Iterator[None]:
-    verified_memo.forget_in_process()
-    yield
-    verified_memo.forget_in_process()
+pytestmark = pytest.mark.usefixtures("fresh_memo")
 
 
 def _served(root: Path, n: int = 5) -> tuple[LLMSession, list[Any]]:

@@ -16,12 +16,10 @@ A reply that is empty is re-asked, and a prompt too long for the model's context
 or recorded as a refusal (`llm.too_long`), as pipeline.llm.asking says; a replay's missing calls
 are listed with what they say (pipeline.llm.why_missing).
 
-Nothing is served unverified: a local hit is checked against its seal and key (pipeline.llm.cache.store),
-a recorded one was verified in full when its stage's recording was read, and that recording
-matched its pin in dvc.lock (pipeline.llm.recordings.index, pipeline.llm.recordings.pins). A damaged entry
-stops the stage with an error naming the stage, item, key and the fix. The stage's own recording
-comes before the local cache (in auto mode as in replay), so what a cache folder holds (someone
-else's, say) cannot change what a locked recording replays or reruns.
+A session is built in three layers, each one idea: where a stored reply is found, verified, and in
+which order (pipeline.llm.stored_replies, which says why nothing is served unverified); what is done
+with each call served: logged, counted, recorded, shown (pipeline.llm.served_calls); and here, the
+model: a miss asked once however many threads ask it, and the session opened and closed.
 
 The backend is built lazily: a stage whose calls all hit never loads the model or opens a
 connection, and in replay mode the model's identity comes from the recordings, not the server.
@@ -30,7 +28,6 @@ connection, and in replay mode the model's identity comes from the recordings, n
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -40,23 +37,20 @@ from pathlib import Path
 from pipeline.errors import CorruptRecordError, ReplayIncompleteError, ReplayMissError
 from pipeline.llm.arenas import limit_arenas
 from pipeline.llm.asking import ModelAsker
-from pipeline.llm.blocks import Laid
 from pipeline.llm.cache.store import CallStore
 from pipeline.llm.closing import each_step
 from pipeline.llm.key_table import KeyTable
 from pipeline.llm.keys import request_key
 from pipeline.llm.latency import BACKEND_TOTAL, WALL
 from pipeline.llm.model_identity import resolve_identity
-from pipeline.llm.recent import RECENT, Recent
-from pipeline.llm.recordings import layouts, stage_folders, stage_writer
+from pipeline.llm.recordings import stage_folders
 from pipeline.llm.recordings.index import RecordingIndex
 from pipeline.llm.recordings.pins import Pins
-from pipeline.llm.recordings.stage_index import StageIndex
 from pipeline.llm.recordings.verified_memo import VerifiedMemo
-from pipeline.llm.records import CallRecord, RecordedCall, ServedCall
+from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.run_summary import RunStats, stats_summary, write_summary
 from pipeline.llm.scheduling import RankedGate
-from pipeline.llm.served_log import ServedLog
+from pipeline.llm.served_calls import ServedCalls
 from pipeline.llm.settings import CacheMode, EngineSettings, TooLong, in_flight
 from pipeline.llm.types import Backend, CallContext, ChatRequest, ModelIdentity
 from pipeline.llm.why_missing import why_missing
@@ -68,7 +62,9 @@ log = logging.getLogger(__name__)
 RUNS_DIR = "runs"
 
 
-class LLMSession:
+class LLMSession(ServedCalls):
+    """One stage's access to the model (this module's docstring)."""
+
     def __init__(
         self,
         *,
@@ -84,71 +80,25 @@ class LLMSession:
         dry_run: bool = False,
     ) -> None:
         limit_arenas()  # before the stage's threads allocate (pipeline.llm.arenas)
-        self.stage, self.mode, self.store, self.index = stage, mode, store, index
-        # A dry run (pipeline.tools.status.probe) is never recorded, leaves no run statistics and
-        # is asked by no one which keys it sent, so it keeps none of that bookkeeping of its calls:
-        # no key in `stats.keys` or `asked`, no call in its recording (issue 33: about 500 bytes a
-        # call, held to the dry run's end). Its calls are the dry run's own log's (probe.DryLog).
-        self.dry_run = dry_run
-        self.recordings_dir, self.runs_dir = recordings_dir, runs_dir
+        super().__init__(
+            stage=stage, mode=mode, store=store, index=index, recordings_dir=recordings_dir, dry_run=dry_run
+        )
+        self.runs_dir = runs_dir
         self._identity_factory, self._backend_factory = identity, backend
         self._identity: ModelIdentity | None = None
         self._backend: Backend | None = None
         self._gate: RankedGate | None = None
-        self._lock = threading.Lock()
         self._inflight: dict[str, Future[CallRecord]] = {}
-        # By the model, in this session: all of them where nothing else holds them (no store, or
-        # mode off), else the latest (a record is read back from the store when asked for). A dry
-        # run keeps the latest too: its "model" answers a placeholder again as asked, and the
-        # planned calls are kept by the dry run's own log (pipeline.tools.status.planned), not here.
-        held = (store is None and not dry_run) or mode == "off"
-        self._answered: Recent[CallRecord] = Recent(None if held else RECENT)
-        self._served: Recent[CallRecord] = Recent(RECENT)  # looked up and verified, in this session
         # Keys this session resolved past the cache (sent, unless replay), packed (issue 33).
         self._asked = KeyTable()
-        self.served = ServedLog()  # every call served, on disk (see `calls`)
-        self.recording = stage_writer.StageRecording()  # (a dry run's stays empty)
         self.recorded_total: int | None = None  # the calls the stage's recording held once written
         self._recorded_this_run: int | None = None  # set when written: the file adds earlier calls
-        self.stats = RunStats()
         self._asker = ModelAsker(stage=stage, too_long=too_long, lock=self._lock, stats=self.stats)
-        self._observers: list[Callable[[RecordedCall], None]] = []
-        self._served_observers: list[Callable[[ServedCall], None]] = []
 
     @property
     def too_long(self) -> TooLong:
         """What a prompt too long for the context window does (pipeline.llm.asking)."""
         return self._asker.too_long
-
-    @property
-    def calls(self) -> list[RecordedCall]:
-        """Every call this session served, in order, each with its record: read back (from this
-        session's answers, the recordings or the local cache, verified as when served) now, for a
-        caller that needs the records; `served` has each call's context and key without them."""
-        with self._lock:
-            served = list(self.served)
-        return [
-            RecordedCall(context=s.context, record=self.record_of(s.key), cache_hit=s.cache_hit)
-            for s in served
-        ]
-
-    def record_of(self, key: str) -> CallRecord:
-        """The record this session served under `key`, read back as `lookup` finds it."""
-        record = self._answered.get(key) or self.lookup(key)
-        if record is None:  # served once, so stored or recorded: gone only if deleted meanwhile
-            raise CorruptRecordError(f"stage {self.stage}: the call {key} it served is no longer stored")
-        return record
-
-    def observe(self, observer: Callable[[RecordedCall], None]) -> None:
-        """Call `observer` with every call as it completes, its record with it, from its thread. A
-        call a stage adopts is then served with its record built (`serve`): an observer that reads
-        only the call's context, key and whether it hit takes `observe_served`."""
-        self._observers.append(observer)
-
-    def observe_served(self, observer: Callable[[ServedCall], None]) -> None:
-        """Call `observer` with every call as it completes, without its record (a progress display),
-        from its thread."""
-        self._served_observers.append(observer)
 
     @property
     def identity(self) -> ModelIdentity:
@@ -215,55 +165,6 @@ class LLMSession:
     def key_for(self, request: ChatRequest) -> str:
         return request_key(self.identity, request)
 
-    def lookup(self, key: str, request: ChatRequest | None = None) -> CallRecord | None:
-        """A stored reply, verified: the stage's own recording first, then the local cache, then
-        the other recordings (which then seed the cache). The stage's recording is the experiment's
-        truth (pinned in dvc.lock): a local entry with another reply for a call it holds is never
-        served, in auto mode either (`judgeloop cache verify` names it, and how to drop it). A key
-        served once in this session is served again from memory, as verified then (a loop repeats
-        its prompts)."""
-        record = self._served.get(key)
-        if record is None:
-            record = self._stored(key, request)
-            if record is not None:
-                self._served.put(key, record)
-        return record
-
-    def served_checksum(self, key: str) -> str | None:
-        """The checksum of the record `lookup(key)` would serve, where that is one served already or
-        the line of the stage's own recording (which `lookup` asks first in auto and replay mode):
-        that line read back against its digest and parsed as JSON, its request not rebuilt from its
-        blocks (issue 33: a stage adopting its dry run asks this of every call before serving any).
-        None where only `lookup` can say. Raises CorruptRecordError as `lookup` does."""
-        record = self._served.get(key)
-        if record is not None:
-            return record.checksum
-        if self.mode not in ("auto", "replay"):
-            return None
-        return self.index.own_checksum(key, self.stage)
-
-    def _stored(self, key: str, request: ChatRequest | None) -> CallRecord | None:
-        if self.mode in ("auto", "replay"):
-            record = self.index.own(key, self.stage, request, seed=self.store is not None)
-            if record is not None:
-                self._seed(record)
-                return record
-        if self.store is not None:
-            record = self.store.get(key, request)
-            if record is not None:
-                return record
-        record = self.index.lookup(key, self.stage)
-        if record is not None:
-            self._seed(record)
-        return record
-
-    def _seed(self, record: CallRecord) -> None:
-        # Written in batches, not a write a call (pipeline.llm.cache.store), from the recording's own
-        # blocks where its line was just parsed (pipeline.llm.recordings.layouts).
-        layout = layouts.SERVED.take(record.request)
-        if self.store is not None:
-            self.store.seed(record, layout)
-
     def chat(self, request: ChatRequest, context: CallContext) -> RecordedCall:
         key = self.key_for(request)
         if self.mode in ("auto", "replay"):
@@ -296,55 +197,6 @@ class LLMSession:
         pending.set_result(call.record)
         return self._log(call)
 
-    def serve(self, key: str, context: CallContext) -> None:
-        """A stored call served by its key, as `chat` serves a hit (for a dry run's calls that the
-        stage adopts, stages.runner.adopt: the key is known, the request need not be held): logged,
-        counted, recorded, seeded and shown; ReplayMissError when nothing stored has it. Where the
-        stage's own recording holds it, it is served from its line, its record not built
-        (`_served_by_line`)."""
-        try:
-            if self._served_by_line(key, context):
-                return
-            record = self.lookup(key)
-        except CorruptRecordError as exc:
-            raise type(exc)(f"{context.describe()} key {key}: {exc.message}") from exc
-        if record is None:
-            miss = ReplayMissError(key, context)
-            with self._lock:  # counted as `chat`'s miss is: in the run's summary and its misses
-                self.stats.misses.append(miss)
-            raise miss
-        self._log(RecordedCall(context=context, record=record, cache_hit=True))
-
-    def _served_by_line(self, key: str, context: CallContext) -> bool:
-        """Whether the call was served from its line in the stage's own recording, the recording this
-        session writes, without its record (issue 33: a 20 kB request rebuilt from its blocks and its
-        line parsed, ~180 us a call): the line read back against the digest taken when the recording
-        was verified, its checksum the one `lookup` serves (`served_checksum`), then kept as the
-        recording's line for the call (StageCalls.keep: one opening with that checksum and this
-        context), counted and shown as `_log` does, and seeded to the local cache as `lookup` seeds
-        it, its record built only if the cache lacks the key (CallStore.seed_later). False, having
-        done nothing, where the record is needed: an observer of records, a record served already
-        (cheaper as held), or no line that opens so (then `lookup` and `_log` as for any hit)."""
-        if self.dry_run or self._observers or self.mode not in ("auto", "replay"):
-            return False
-        if self._served.get(key) is not None:
-            return False
-        checksum = self.index.own_checksum(key, self.stage)
-        own = self._own_recording()
-        if checksum is None or own is None or not self.recording.keep(context, key, checksum, own):
-            return False
-        if self.store is not None:  # before it is counted: a seed's failure is the call's, as in lookup
-            self.store.seed_later(key, partial(self._seed_of, key))
-        self._count(ServedCall(context, key, cache_hit=True))
-        return True
-
-    def _seed_of(self, key: str) -> tuple[CallRecord, list[Laid] | None]:
-        """The record of `key` from the stage's own recording and its layout, as `_stored` seeds it."""
-        record = self.index.own(key, self.stage)
-        if record is None:  # served from that recording, so there unless read anew since
-            raise CorruptRecordError(f"stage {self.stage}: the call {key} it served is no longer recorded")
-        return record, layouts.SERVED.take(record.request)
-
     def _resolve(self, key: str, request: ChatRequest, context: CallContext) -> RecordedCall:
         if self.mode in ("auto", "replay"):
             # Another thread's identical call may have been answered since the fast path looked
@@ -373,43 +225,6 @@ class LLMSession:
             self.store.put(record)
         self._answered.put(key, record)
         return RecordedCall(context=context, record=record, cache_hit=False)
-
-    def _log(self, call: RecordedCall) -> RecordedCall:
-        served = ServedCall(call.context, call.record.key, call.cache_hit)
-        with self._lock:
-            self._note(served)
-        if not self.dry_run:
-            # A hit the stage's own recording holds keeps its line there
-            # (pipeline.llm.recordings.stage_writer).
-            own = self._own_recording() if call.cache_hit else None
-            self.recording.add(call, recorded=own, key=served.key)
-        for observer in self._observers:
-            observer(call)
-        for served_observer in self._served_observers:
-            served_observer(served)
-        return call
-
-    def _count(self, served: ServedCall) -> None:
-        """A call served without its record, logged, counted and shown as `_log` does (recorded
-        by its caller)."""
-        with self._lock:
-            self._note(served)
-        for observer in self._served_observers:
-            observer(served)
-
-    def _note(self, served: ServedCall) -> None:
-        """(under the lock) The call in the served log and the run's statistics."""
-        self.served.append(served)
-        if served.cache_hit:
-            self.stats.hits += 1
-        else:
-            self.stats.model_calls += 1
-        if not self.dry_run:
-            self.stats.keys.setdefault(served.key, "hit" if served.cache_hit else "miss")
-
-    def _own_recording(self) -> StageIndex | None:
-        """The stage's own recording as read for this run, where this session writes it."""
-        return self.index.read_already(self.stage) if self.index.root == self.recordings_dir else None
 
     def raise_for_misses(self) -> None:
         if self.stats.misses:

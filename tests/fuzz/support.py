@@ -16,8 +16,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import shutil
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -144,7 +145,39 @@ def only_inside(sandbox: Path, project: Path) -> None:
 
 # -- inputs ---------------------------------------------------------------------------------------
 
+
 # Every character str.splitlines treats as a line break, and others that break parsers or terminals.
+def laid_out(folder: Path, files: Mapping[str, bytes]) -> Path:
+    """`folder` made anew (an earlier example's files gone: a fuzz test's sandbox is kept across its
+    examples), holding `files` by their paths under it; `folder` returned."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    for name, content in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(content)
+    return folder
+
+
+MEMO_KINDS = ["private", "group-writable", "a link"]  # how place_memo puts a memo file in place
+
+
+def place_memo(memo_file: Path, kind: str, data: bytes) -> None:
+    """`data` as a private memo file (pipeline.llm.private_memo): one only its owner may read and
+    write, one its group may write, or a link (beside it, "linked-memo") to one it owns."""
+    linked = memo_file.with_name("linked-memo")
+    for stale in (memo_file, linked):
+        if stale.is_symlink() or stale.exists():
+            stale.unlink()
+    target = linked if kind == "a link" else memo_file
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as file:
+        file.write(data)
+    if kind == "group-writable":
+        os.chmod(memo_file, 0o660)
+    if kind == "a link":
+        memo_file.symlink_to(target.name)
+
+
 LINE_BREAKS = ["\n", "\r", "\r\n", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
 TOKENS = [
     *LINE_BREAKS,
@@ -217,6 +250,15 @@ def inputs(*seeds: bytes) -> st.SearchStrategy[bytes]:
     """Bytes for a reader: random, random text, or one of `seeds` edited (most often)."""
     edits = [edited(seed) for seed in seeds]
     return st.one_of(st.binary(max_size=2000), mixed_texts.map(encoded), *edits, *edits)
+
+
+@st.composite
+def edited_or_swapped(draw: st.DrawFn, seed: bytes, old: bytes, odd: list[bytes], lead: bytes = b"") -> bytes:
+    """`seed` (a committed file) edited at random, or with its first `lead + old` swapped for `lead`
+    and one of `odd` (an odd path, say)."""
+    if draw(st.booleans()):
+        return draw(inputs(seed))
+    return seed.replace(lead + old, lead + draw(st.sampled_from(odd)), 1)
 
 
 def committed(relative: str) -> bytes:

@@ -7,7 +7,6 @@ reach the formats. The property of tests/fuzz/support.py for every read and ever
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from hypothesis import given
@@ -16,7 +15,7 @@ from pipeline.llm.recordings.stage_folders import CALLS_FILE
 from pipeline.llm.records import RecordedCall
 from pipeline.tools.audit.calls import Marks, iter_calls
 from pipeline.tools.audit.formats import Format, render
-from tests.fuzz.support import clear_or_correct, fuzz, inputs, only_inside
+from tests.fuzz.support import clear_or_correct, fuzz, inputs, laid_out, only_inside
 from tests.fuzz.test_fuzz_records import CALL_LINE, RECORDING
 
 FORMATS: tuple[Format, ...] = ("text", "markdown", "jsonl")
@@ -25,10 +24,7 @@ FORMATS: tuple[Format, ...] = ("text", "markdown", "jsonl")
 @fuzz
 @given(data=inputs(RECORDING, CALL_LINE + b"\n"))
 def test_audit_s_unverified_reads_and_its_formats(sandbox: Path, data: bytes) -> None:
-    root = sandbox / "recordings"
-    shutil.rmtree(root, ignore_errors=True)
-    (root / "judge").mkdir(parents=True)
-    (root / "judge" / CALLS_FILE).write_bytes(data)
+    root = laid_out(sandbox / "recordings", {f"judge/{CALLS_FILE}": data})
     marks = Marks()
     untrusted = {"judge": "edited, for the fuzz test"}
     for items, keys in [((), ()), (("903", ""), ()), ((), ("k", "sha256:" + "0" * 64))]:
@@ -49,10 +45,8 @@ def test_audit_s_unverified_reads_and_its_formats(sandbox: Path, data: bytes) ->
 
 
 def test_the_seed_is_audited_as_it_is(sandbox: Path) -> None:
-    root = sandbox / "recordings"
-    shutil.rmtree(root, ignore_errors=True)
-    (root / "judge").mkdir(parents=True)
-    (root / "judge" / CALLS_FILE).write_bytes(RECORDING.replace(b'"text":"', b'"text":"\\u001b[2J', 1))
+    edited = RECORDING.replace(b'"text":"', b'"text":"\\u001b[2J', 1)
+    root = laid_out(sandbox / "recordings", {f"judge/{CALLS_FILE}": edited})
     calls = list(iter_calls(root))
     assert len(calls) > 1
     for fmt in FORMATS:

@@ -142,12 +142,22 @@ def _settings(base_url: str) -> LLMSettings:
     return LLMSettings(base_url=base_url, model=MODEL, max_retries=0)
 
 
+def _ollama(bodies: dict[str, Any]) -> OllamaBackend:
+    """An Ollama backend whose server answers `bodies` (a body by path), never retried."""
+    return OllamaBackend(_settings("http://127.0.0.1:11434"), transport=_transport(bodies), wait=wait_none())
+
+
+def _openai(bodies: dict[str, Any]) -> OpenAICompatBackend:
+    """An OpenAI-compatible backend whose server answers `bodies` (a body by path), never retried."""
+    return OpenAICompatBackend(
+        _settings("http://127.0.0.1:8000"), transport=_transport(bodies), wait=wait_none()
+    )
+
+
 @fuzz
 @given(bodies=replies(OLLAMA))
 def test_ollama_s_replies_of_any_shape(bodies: dict[str, Any]) -> None:
-    backend = OllamaBackend(
-        _settings("http://127.0.0.1:11434"), transport=_transport(bodies), wait=wait_none()
-    )
+    backend = _ollama(bodies)
     identity = clear_or_correct(backend.identity)
     if isinstance(identity, ModelIdentity):
         _recorded(clear_or_correct(lambda: backend.chat(REQUEST)))
@@ -156,9 +166,7 @@ def test_ollama_s_replies_of_any_shape(bodies: dict[str, Any]) -> None:
 @fuzz
 @given(bodies=replies(OPENAI))
 def test_an_openai_compatible_server_s_replies_of_any_shape(bodies: dict[str, Any]) -> None:
-    backend = OpenAICompatBackend(
-        _settings("http://127.0.0.1:8000"), transport=_transport(bodies), wait=wait_none()
-    )
+    backend = _openai(bodies)
     clear_or_correct(backend.identity)
     _recorded(clear_or_correct(lambda: backend.chat(REQUEST)))
     # The probe of a schema form (made when a server refuses one) reads a completion too.
@@ -179,9 +187,7 @@ def test_an_openai_compatible_server_s_replies_of_any_shape(bodies: dict[str, An
 )
 def test_an_ollama_reply_of_another_shape_is_a_failed_call(path: str, body: Any) -> None:
     """Found by the property above: each was AttributeError's, or pydantic's, traceback."""
-    backend = OllamaBackend(
-        _settings("http://127.0.0.1:11434"), transport=_transport({**OLLAMA, path: body}), wait=wait_none()
-    )
+    backend = _ollama({**OLLAMA, path: body})
     with pytest.raises(click.ClickException):
         backend.identity()
         backend.chat(REQUEST)
@@ -207,9 +213,7 @@ def test_an_ollama_reply_of_another_shape_is_a_failed_call(path: str, body: Any)
 def test_an_openai_reply_of_another_shape_is_a_failed_call(path: str, body: Any) -> None:
     """Found by the property above: each was AttributeError's or pydantic's traceback (a token
     that was no text was read as its str(), a wrong value trusted)."""
-    backend = OpenAICompatBackend(
-        _settings("http://127.0.0.1:8000"), transport=_transport({**OPENAI, path: body}), wait=wait_none()
-    )
+    backend = _openai({**OPENAI, path: body})
     with pytest.raises(click.ClickException):
         backend.identity()
         backend.chat(REQUEST)
@@ -223,11 +227,7 @@ def test_an_openai_reply_of_another_shape_is_a_failed_call(path: str, body: Any)
 def test_an_openai_reply_s_usage_or_logprobs_that_are_no_object_hold_nothing(change: dict[str, Any]) -> None:
     """Found by the property above (AttributeError's traceback): read as absent, as when not sent."""
     body = {**OPENAI["/v1/chat/completions"], **change}
-    backend = OpenAICompatBackend(
-        _settings("http://127.0.0.1:8000"),
-        transport=_transport({**OPENAI, "/v1/chat/completions": body}),
-        wait=wait_none(),
-    )
+    backend = _openai({**OPENAI, "/v1/chat/completions": body})
     reply = backend.chat(REQUEST)
     assert (reply.prompt_tokens, reply.logprobs) == (
         (None, reply.logprobs) if "usage" in change else (3, None)
@@ -238,13 +238,20 @@ def test_an_openai_reply_s_usage_or_logprobs_that_are_no_object_hold_nothing(cha
 def test_a_probe_reply_of_another_shape_says_the_form_is_not_enforced(choices: Any) -> None:
     """Found by the property above: the probe of a schema form read `choices` unchecked."""
     body = {"choices": choices}
-    backend = OpenAICompatBackend(
-        _settings("http://127.0.0.1:8000"),
-        transport=_transport({**OPENAI, "/v1/chat/completions": body}),
-        wait=wait_none(),
-    )
+    backend = _openai({**OPENAI, "/v1/chat/completions": body})
     assert backend._enforces("json_schema") is False
     assert PROBE.format is not None
+
+
+def _answering(backend: str, body: dict[str, Any]) -> Any:
+    """An ollama or openai backend whose chat endpoint answers `body`, its identity asked."""
+    chat: Any = (
+        _ollama({**OLLAMA, "/api/chat": body})
+        if backend == "ollama"
+        else _openai({**OPENAI, "/v1/chat/completions": body})
+    )
+    chat.identity()
+    return chat
 
 
 _NAN = {"unread": float("nan")}  # JSON orjson refuses: the json module reads the body
@@ -265,19 +272,7 @@ def test_a_reply_holding_an_integer_past_64_bits_is_a_failed_call(backend: str, 
     which keeps an integer past 64 bits (orjson reads one as a float); the reply was recorded, and
     its recording then failed to read back (a count: "not a recorded call") or was refused as
     tampered (a value of meta: read back as another number, the checksum fails)."""
-    if backend == "ollama":
-        chat: Any = OllamaBackend(
-            _settings("http://127.0.0.1:11434"),
-            transport=_transport({**OLLAMA, "/api/chat": body}),
-            wait=wait_none(),
-        )
-    else:
-        chat = OpenAICompatBackend(
-            _settings("http://127.0.0.1:8000"),
-            transport=_transport({**OPENAI, "/v1/chat/completions": body}),
-            wait=wait_none(),
-        )
-    chat.identity()
+    chat = _answering(backend, body)
     with pytest.raises(click.ClickException, match="past 64 bits"):
         chat.chat(REQUEST)
 
@@ -312,18 +307,6 @@ def test_a_reply_nested_past_the_bound_is_a_failed_call(backend: str, body: dict
     """Found by reading a reply's record back as the properties above do: a value of `meta` nested
     300 levels was served, and making its record failed (pydantic's "Maximum serialization depth
     exceeded", a traceback)."""
-    if backend == "ollama":
-        chat: Any = OllamaBackend(
-            _settings("http://127.0.0.1:11434"),
-            transport=_transport({**OLLAMA, "/api/chat": body}),
-            wait=wait_none(),
-        )
-    else:
-        chat = OpenAICompatBackend(
-            _settings("http://127.0.0.1:8000"),
-            transport=_transport({**OPENAI, "/v1/chat/completions": body}),
-            wait=wait_none(),
-        )
-    chat.identity()
+    chat = _answering(backend, body)
     with pytest.raises(click.ClickException, match="levels deep"):
         chat.chat(REQUEST)

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from pipeline.llm.recordings.stage_folders import CALLS_FILE
 from pipeline.llm.recordings.stage_reader import read_all
 from pipeline.tools.cli import main
-from tests.fuzz.support import clear_or_correct, fuzz, inputs, only_inside, time_bound
+from tests.fuzz.support import clear_or_correct, fuzz, inputs, laid_out, only_inside, time_bound
 from tests.project import recorded_project
 
 
@@ -49,11 +49,7 @@ def test_merging_a_collaborator_s_recordings_of_any_bytes(
 ) -> None:
     recordings, theirs = sandbox / "recordings", sandbox / "theirs"
     for folder in (recordings, theirs):
-        shutil.rmtree(folder, ignore_errors=True)
-    for name, content in ours.items():
-        for folder in (recordings, theirs):
-            (folder / name).parent.mkdir(parents=True, exist_ok=True)
-            (folder / name).write_bytes(content)
+        laid_out(folder, ours)
     stages = sorted({name.split("/")[0] for name in ours if name.endswith(CALLS_FILE)})
     for stage in data.draw(st.lists(st.sampled_from(stages), min_size=1, max_size=2, unique=True)):
         (theirs / stage / CALLS_FILE).write_bytes(data.draw(inputs(ours[f"{stage}/{CALLS_FILE}"])))
@@ -73,12 +69,8 @@ def test_merging_a_collaborator_s_recordings_of_any_bytes(
 
 def test_merging_the_untouched_copy_adds_nothing(sandbox: Path, ours: dict[str, bytes]) -> None:
     theirs = sandbox / "theirs"
-    shutil.rmtree(theirs, ignore_errors=True)
-    shutil.rmtree(sandbox / "recordings", ignore_errors=True)
-    for name, content in ours.items():
-        for folder in (sandbox / "recordings", theirs):
-            (folder / name).parent.mkdir(parents=True, exist_ok=True)
-            (folder / name).write_bytes(content)
+    for folder in (sandbox / "recordings", theirs):
+        laid_out(folder, ours)
     code, out = _cli("cache", "merge", str(theirs))
     assert code == 0 and " + 0 new from theirs = " in out, out
     assert _cli("cache", "verify")[0] == 0

@@ -11,10 +11,9 @@ from pathlib import Path
 import click
 import pytest
 from hypothesis import given
-from hypothesis import strategies as st
 
 from pipeline.tools.check import differences, read_lock
-from tests.fuzz.support import clear_or_correct, committed, fuzz, inputs
+from tests.fuzz.support import clear_or_correct, committed, edited_or_swapped, fuzz
 
 LOCK = committed("dvc.lock")
 ODD_OUTS = [
@@ -27,16 +26,8 @@ ODD_OUTS = [
 ]
 
 
-@st.composite
-def locks(draw: st.DrawFn) -> bytes:
-    """The committed dvc.lock edited at random, or with one out's path swapped for an odd one."""
-    if draw(st.booleans()):
-        return draw(inputs(LOCK))
-    return LOCK.replace(b"path: outputs/paper/metrics.json", b"path: " + draw(st.sampled_from(ODD_OUTS)), 1)
-
-
 @fuzz
-@given(data=locks())
+@given(data=edited_or_swapped(LOCK, b"outputs/paper/metrics.json", ODD_OUTS, lead=b"path: "))
 def test_dvc_lock_as_check_hashes_its_outs(sandbox: Path, data: bytes) -> None:
     (sandbox / "dvc.lock").write_bytes(data)
     locked = clear_or_correct(lambda: read_lock(sandbox))

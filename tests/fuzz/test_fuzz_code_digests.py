@@ -9,10 +9,9 @@ from __future__ import annotations
 from pathlib import Path, PurePosixPath
 
 from hypothesis import given
-from hypothesis import strategies as st
 
 from pipeline.tools import code_digests
-from tests.fuzz.support import clear_or_correct, committed, fuzz, inputs
+from tests.fuzz.support import clear_or_correct, committed, edited_or_swapped, fuzz, inputs
 
 IMPORTS = committed(code_digests.IMPORTS)
 DIGEST = committed(code_digests.digest_path("judge"))
@@ -31,20 +30,12 @@ ODD_PATHS = [
 ]
 
 
-@st.composite
-def imports_files(draw: st.DrawFn) -> bytes:
-    """The committed imports.json edited at random, or with one file swapped for an odd one."""
-    if draw(st.booleans()):
-        return draw(inputs(IMPORTS))
-    return IMPORTS.replace(FIRST, draw(st.sampled_from(ODD_PATHS)), 1)
-
-
 def _written(project: Path) -> set[Path]:
     return {p for p in project.rglob("*") if p.is_file()}
 
 
 @fuzz
-@given(data=imports_files())
+@given(data=edited_or_swapped(IMPORTS, FIRST, ODD_PATHS))
 def test_imports_json_as_the_code_stage_and_status_read_it(sandbox: Path, data: bytes) -> None:
     folder = sandbox / code_digests.FOLDER
     folder.mkdir(parents=True, exist_ok=True)

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from pipeline.llm import private_memo
 from pipeline.llm.backends import hash_memo
-from tests.fuzz.support import clear_or_correct, fuzz, inputs
+from tests.fuzz.support import MEMO_KINDS, clear_or_correct, fuzz, inputs, place_memo
 
 MODEL = b"GGUF" + bytes(range(256)) * 8
 TRUE = hashlib.sha256(MODEL).hexdigest()
@@ -52,23 +52,8 @@ def memos(draw: st.DrawFn, identity: str) -> bytes:
     return draw(st.one_of(inputs(*seeds), st.sampled_from(seeds)))
 
 
-def _place(cache: Path, kind: str, data: bytes) -> None:
-    memo = cache / hash_memo.MEMO_NAME
-    for stale in (memo, cache / "linked-memo"):
-        if stale.is_symlink() or stale.exists():
-            stale.unlink()
-    target = cache / "linked-memo" if kind == "a link" else memo
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as file:
-        file.write(data)
-    if kind == "group-writable":
-        os.chmod(memo, 0o660)
-    if kind == "a link":
-        memo.symlink_to(target.name)
-
-
 @fuzz
-@given(kind=st.sampled_from(["private", "group-writable", "a link"]), data=st.data())
+@given(kind=st.sampled_from(MEMO_KINDS), data=st.data())
 def test_any_memo_gives_the_model_s_sha256_or_what_the_private_memo_states(
     sandbox: Path, kind: str, data: st.DataObject
 ) -> None:
@@ -78,7 +63,7 @@ def test_any_memo_gives_the_model_s_sha256_or_what_the_private_memo_states(
         cache.mkdir(mode=0o700)
     identity = hash_memo.identity(os.stat(model))
     written = data.draw(memos(identity))
-    _place(cache, kind, written)
+    place_memo(cache / hash_memo.MEMO_NAME, kind, written)
     stated = _stated(written, identity) if kind == "private" else None
 
     settled = mock.patch.object(private_memo, "now_ns", lambda: 2**62)  # the model file is not racy

@@ -25,7 +25,7 @@ from pipeline.llm.recordings import models_memo, stage_writer, verified_memo
 from pipeline.llm.recordings.folder_scan import Models
 from pipeline.llm.recordings.stage_index import index_stage
 from pipeline.llm.recordings.verified_memo import VerifiedMemo
-from tests.fuzz.support import clear_or_correct, fuzz, inputs
+from tests.fuzz.support import MEMO_KINDS, clear_or_correct, fuzz, inputs, place_memo
 from tests.test_recordings import _calls
 
 _SETTLED = 2**62  # the clock past the racy window: the recording's files may be remembered
@@ -80,21 +80,6 @@ _ODD: list[dict[str, object]] = [
 ]
 
 
-def _place(memo_file: Path, kind: str, data: bytes) -> None:
-    linked = memo_file.with_name("linked-memo")
-    for stale in (memo_file, linked):
-        if stale.is_symlink() or stale.exists():
-            stale.unlink()
-    target = linked if kind == "a link" else memo_file
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as file:
-        file.write(data)
-    if kind == "group-writable":
-        os.chmod(memo_file, 0o660)
-    if kind == "a link":
-        memo_file.symlink_to(target.name)
-
-
 def _sealed_content(data: bytes) -> bool:
     """Whether the memo holds a content entry whose seal is this user's (computed here, not by the
     module under test)."""
@@ -114,7 +99,7 @@ def _sealed_content(data: bytes) -> bool:
 
 
 @fuzz
-@given(kind=st.sampled_from(["private", "group-writable", "a link"]), data=st.data())
+@given(kind=st.sampled_from(MEMO_KINDS), data=st.data())
 def test_any_models_memo_answers_the_recording_s_own_models(
     sandbox: Path, kind: str, data: st.DataObject
 ) -> None:
@@ -131,7 +116,7 @@ def _check(sandbox: Path, kind: str, data: st.DataObject) -> None:
     seeds = [real, *_edits(real), b"[" * 5000, b'{"a":' * 5000 + b"1" + b"}" * 5000]
     written = data.draw(st.one_of(inputs(*seeds), st.sampled_from(seeds)))
     memo_file = sandbox / "state" / "verified" / models_memo.MEMO_NAME
-    _place(memo_file, kind, written)
+    place_memo(memo_file, kind, written)
     reads: list[Path] = []
     real_read = models_memo.verified_models  # type: ignore[attr-defined]
 
@@ -159,7 +144,7 @@ def test_a_memo_of_values_the_seal_cannot_encode_is_no_memo(sandbox: Path, odd: 
         try:
             directory, memo, models, real = _recording(sandbox)
             memo_file = sandbox / "state" / "verified" / models_memo.MEMO_NAME
-            _place(memo_file, "private", json.dumps({**json.loads(real), **odd}).encode())
+            place_memo(memo_file, "private", json.dumps({**json.loads(real), **odd}).encode())
             with mock.patch.object(private_memo, "now_ns", lambda: _SETTLED):
                 assert models_memo.models(directory, None, memo) == models
         finally:

@@ -11,12 +11,11 @@ from pathlib import Path
 
 import pytest
 from hypothesis import given
-from hypothesis import strategies as st
 
 from pipeline.errors import LockMismatchError
 from pipeline.llm.recordings.owners import pipeline_stages, recording_owners
 from pipeline.llm.recordings.pins import Pins
-from tests.fuzz.support import clear_or_correct, committed, fuzz, inputs
+from tests.fuzz.support import clear_or_correct, committed, edited_or_swapped, fuzz
 
 PIPELINE = committed("dvc.yaml")
 ODD_OUTS = [
@@ -31,16 +30,8 @@ ODD_OUTS = [
 ]
 
 
-@st.composite
-def pipelines(draw: st.DrawFn) -> bytes:
-    """The committed dvc.yaml edited at random, or with one out path swapped for an odd one."""
-    if draw(st.booleans()):
-        return draw(inputs(PIPELINE))
-    return PIPELINE.replace(b"recordings/judge", draw(st.sampled_from(ODD_OUTS)), 1)
-
-
 @fuzz
-@given(data=pipelines())
+@given(data=edited_or_swapped(PIPELINE, b"recordings/judge", ODD_OUTS))
 def test_dvc_yaml_as_the_pins_read_it(sandbox: Path, data: bytes) -> None:
     (sandbox / "dvc.yaml").write_bytes(data)
     (sandbox / "dvc.lock").write_bytes(committed("dvc.lock"))

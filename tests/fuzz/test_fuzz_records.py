@@ -19,10 +19,11 @@ from pipeline.errors import CorruptRecordError
 from pipeline.experiments.params import load_params
 from pipeline.llm.bounds import surrogate_problem
 from pipeline.llm.cache.store import MAGIC, CallStore, seal
+from pipeline.llm.recordings.item_reader import read_items
 from pipeline.llm.recordings.line_checks import parse_call_line
 from pipeline.llm.recordings.pins import Pins
 from pipeline.llm.recordings.stage_folders import CALLS_FILE
-from pipeline.llm.recordings.stage_index import index_stage, read_items
+from pipeline.llm.recordings.stage_index import index_stage
 from pipeline.llm.recordings.stage_reader import read_stage, split_recording
 from pipeline.llm.recordings.stage_writer import write_stage
 from pipeline.llm.records import CallRecord, RecordedCall

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 from functools import partial
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from pipeline.data.recorded_models import design_model
 from pipeline.data.recorded_stages import StageRecords
 from pipeline.llm.recordings.stage_folders import CALLS_FILE
 from pipeline.llm.records import CallRecord
-from tests.fuzz.support import clear_or_correct, fuzz, inputs, only_inside
+from tests.fuzz.support import clear_or_correct, fuzz, inputs, laid_out, only_inside
 from tests.fuzz.test_fuzz_records import CALL_LINE, RECORDING
 from tests.fuzz.test_fuzz_shards import attacks
 from tests.fuzz.test_fuzz_shards import seed as seed  # the fixture: a sharded recording's files
@@ -44,10 +43,7 @@ def _as_a_report_reads(root: Path) -> None:
 @fuzz
 @given(data=inputs(RECORDING, CALL_LINE + b"\n"))
 def test_a_recording_of_any_bytes_as_a_report_reads_it(sandbox: Path, data: bytes) -> None:
-    root = sandbox / "recordings"
-    shutil.rmtree(root, ignore_errors=True)
-    (root / "judge").mkdir(parents=True)
-    (root / "judge" / CALLS_FILE).write_bytes(data)
+    root = laid_out(sandbox / "recordings", {f"judge/{CALLS_FILE}": data})
     _as_a_report_reads(root)
     only_inside(sandbox.parent, sandbox)
 
@@ -57,13 +53,8 @@ def test_a_recording_of_any_bytes_as_a_report_reads_it(sandbox: Path, data: byte
 def test_a_sharded_recording_as_a_report_reads_it(
     sandbox: Path, seed: dict[str, bytes], data: st.DataObject
 ) -> None:
-    root, outside = sandbox / "recordings", sandbox / "outside"
-    for path in (root / "judge", outside):
-        shutil.rmtree(path, ignore_errors=True)
-        path.mkdir(parents=True)
-    folder = root / "judge"
-    for name, content in seed.items():
-        (folder / name).write_bytes(content)
+    root, outside = sandbox / "recordings", laid_out(sandbox / "outside", {})
+    folder = laid_out(root / "judge", seed)
     for _, change, arguments in data.draw(attacks(seed)):
         if os.path.lexists(folder / CALLS_FILE):
             with contextlib.suppress(
@@ -77,10 +68,8 @@ def test_a_sharded_recording_as_a_report_reads_it(
 def test_the_seeds_are_read_as_a_report_reads_them(sandbox: Path, seed: dict[str, bytes]) -> None:
     root = sandbox / "recordings"
     for data in (RECORDING, None):
-        shutil.rmtree(root, ignore_errors=True)
-        (root / "judge").mkdir(parents=True)
-        for name, content in {CALLS_FILE: data}.items() if data else seed.items():
-            (root / "judge" / name).write_bytes(content)
+        files = {CALLS_FILE: data} if data else seed
+        laid_out(root, {f"judge/{name}": content for name, content in files.items()})
         records = StageRecords.read(root, ["judge"])
         assert len(records) > 1 and all(records[key].problem() is None for key in records)
         assert sum(stage_call_counts(root, ["judge"])["judge"].values()) >= len(records)

@@ -7,7 +7,6 @@ else of the folder and nothing outside it, and never raise other than a clear ju
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import orjson
@@ -16,7 +15,7 @@ from hypothesis import strategies as st
 
 from pipeline.llm.recordings import shards
 from pipeline.llm.recordings.stage_folders import CALLS_FILE
-from tests.fuzz.support import clear_or_correct, fuzz, inputs, mixed_texts, only_inside
+from tests.fuzz.support import clear_or_correct, fuzz, inputs, laid_out, mixed_texts, only_inside
 from tests.fuzz.test_fuzz_shards import LOOKALIKES
 from tests.fuzz.test_fuzz_shards import seed as seed  # the fixture
 
@@ -59,11 +58,7 @@ def journals(draw: st.DrawFn, names: list[str]) -> bytes:
 def test_a_killed_writer_s_journal_deletes_only_shards_the_manifest_does_not_name(
     sandbox: Path, seed: dict[str, bytes], data: st.DataObject
 ) -> None:
-    folder = sandbox / "recordings" / "judge"
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    for name, content in seed.items():
-        (folder / name).write_bytes(content)
+    folder = laid_out(sandbox / "recordings" / "judge", seed)
     (folder / STRAY).write_bytes(b"{}\n")
     for name in data.draw(st.lists(st.sampled_from(LOOKALIKES), max_size=3)):
         (folder / name).write_bytes(b"x")
@@ -86,11 +81,7 @@ def test_a_killed_writer_s_journal_deletes_only_shards_the_manifest_does_not_nam
 def test_a_journal_beside_a_manifest_damaged_at_its_opening_deletes_no_shard_it_names(
     sandbox: Path, seed: dict[str, bytes]
 ) -> None:
-    folder = sandbox / "recordings" / "damaged"
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    for name, content in seed.items():
-        (folder / name).write_bytes(content)
+    folder = laid_out(sandbox / "recordings" / "damaged", seed)
     (folder / CALLS_FILE).write_bytes(b" " + seed[CALLS_FILE])
     (folder / shards.JOURNAL).write_text("\n".join(name for name in seed if name != CALLS_FILE))
     shards.clear_killed_writer(folder)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import shutil
 import unicodedata
 from collections.abc import Callable
 from pathlib import Path
@@ -24,13 +23,14 @@ from hypothesis import strategies as st
 
 from pipeline.errors import CorruptRecordError
 from pipeline.llm.recordings import shards
+from pipeline.llm.recordings.item_reader import read_items
 from pipeline.llm.recordings.key_reader import read_keys
 from pipeline.llm.recordings.stage_folders import CALLS_FILE, has_recording
-from pipeline.llm.recordings.stage_index import index_stage, read_items
+from pipeline.llm.recordings.stage_index import index_stage
 from pipeline.llm.recordings.stage_reader import read_stage, split_recording
 from pipeline.llm.recordings.stage_writer import write_stage
 from pipeline.llm.records import RecordedCall
-from tests.fuzz.support import clear_or_correct, fuzz, inputs, keys_shown, only_inside
+from tests.fuzz.support import clear_or_correct, fuzz, inputs, keys_shown, laid_out, only_inside
 from tests.test_recordings_shards import _calls
 
 CALLS = _calls(24)
@@ -157,13 +157,8 @@ def _verified(read: Callable[[], Any]) -> None:
 @fuzz
 @given(data=st.data())
 def test_a_sharded_recording_folder(sandbox: Path, seed: dict[str, bytes], data: st.DataObject) -> None:
-    folder = sandbox / "recordings" / "judge"
-    outside = sandbox / "outside"
-    for path in (folder, outside):
-        shutil.rmtree(path, ignore_errors=True)
-        path.mkdir(parents=True)
-    for name, content in seed.items():
-        (folder / name).write_bytes(content)
+    folder = laid_out(sandbox / "recordings" / "judge", seed)
+    outside = laid_out(sandbox / "outside", {})
     for what, change, arguments in data.draw(attacks(seed)):
         event(what)
         if os.path.lexists(folder / CALLS_FILE) or "look-alike" in what:

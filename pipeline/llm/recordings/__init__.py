@@ -8,11 +8,14 @@
     stage_writer.py  a stage's recording written in one step: one file, or shards (StageRecording)
     stage_reader.py  a stage's recording read whole: split into lines and blocks, every call verified
     key_reader.py    the calls of some keys, read without reading the whole recording when it can
+    item_reader.py   the calls of some items (audit --item), only their lines parsed when it can
     call_places.py   the calls of a recording being made, each held as a hash and its line's number
     spool.py         a recording being made: its lines on disk, only their places in memory
     id_table.py      a packed table of 64-bit ids -> numbers (a spool's blocks, CallPlaces' calls)
     shards.py        a large stage's recording in 16 shards by key, under a manifest renamed in one step
     stage_index.py   a stage's recording held as its lines' places, each call read and parsed when served
+    line_openings.py how a canonical call line opens: a line found by it without a parse (StageIndex)
+    request_match.py a verified line matched against the caller's request, not rebuilt (StageIndex)
     key_places.py    a recording's keys and the line of each, packed (StageIndex)
     layouts.py       the layout of each request a verified line was parsed into, to seed the cache
     block_places.py  a sharded recording's blocks found where they lie, not read with their shard

@@ -17,7 +17,7 @@ then reads that shard whole and checks it against the sha256 its manifest gives 
 which names what is wrong. What this does not check, and a whole read did, is the shard's other
 bytes: a reader that must vouch for the whole stage (a replay, pinned by dvc.lock) still reads and
 hashes every shard (pipeline.llm.recordings.folder_scan); the readers of a few calls that use this
-(key_reader.read_keys, stage_index.read_items) verify each call they serve by its checksum.
+(key_reader.read_keys, item_reader.read_items) verify each call they serve by its checksum.
 """
 
 from __future__ import annotations

@@ -43,6 +43,9 @@ from pipeline.llm.blocks import Laid, Part, pack_parts
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.records import RecordedCall
 
+CALL_OPENING = b'{"checksum":"'  # how the writer opens every call line (canonical JSON, keys sorted)
+BLOCK_OPENING = b'{"blob":"'  # and every block line (a line opening so is no call)
+
 
 def blob_id(text: str) -> str:
     # 64 bits of sha256: blob ids are only compared within one stage's recording, which checks

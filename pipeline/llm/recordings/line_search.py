@@ -1,6 +1,6 @@
 """A recording's lines found in its bytes by what they hold, without splitting the file into lines.
 
-A reader of a few calls (key_reader.read_keys, stage_index.read_items) searches a file's bytes for
+A reader of a few calls (key_reader.read_keys, item_reader.read_items) searches a file's bytes for
 the marks its lines are written with (a key, an item, a block line's opening) and decodes, parses
 and checks only the lines found (line_checks); a line not found as written sends it back to reading
 the file whole.
@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from pipeline.llm.recordings.line_checks import blob_entry, decoded_line
+from pipeline.llm.recordings.line_format import BLOCK_OPENING
 
 # What a string spelled otherwise than the writer spells it holds. The writer writes canonical JSON
 # (orjson) made line_safe: every character raw but `"`, `\` and the controls (a short escape where
@@ -34,8 +35,6 @@ from pipeline.llm.recordings.line_checks import blob_entry, decoded_line
 # about as fast as bytes.find, and faster where the opening's first byte is common.)
 RAW_BREAKS = (re.compile(b"\xc2\x85"), re.compile(b"\xe2\x80[\xa8\xa9]"))  # (never in ASCII bytes)
 OTHERWISE = (re.compile(rb"\\[u/]"), *RAW_BREAKS)
-CALL_OPENING = b'{"checksum":"'  # how the writer opens every call line (canonical JSON, keys sorted)
-BLOCK_OPENING = b'{"blob":"'  # and every block line (a line opening so is no call)
 _NOT_BLOCK = re.compile(rb'\n(?!\{"blob":"|\Z)')  # a line break before a line not opened as a block line
 
 

@@ -73,12 +73,13 @@ from pipeline.errors import CorruptRecordError
 from pipeline.llm.files import TMP_SUFFIX, atomic_write_chunks
 from pipeline.llm.hard_links import refuse_hard_link
 from pipeline.llm.keys import canonical_json
+from pipeline.llm.recordings.line_format import BLOCK_OPENING, CALL_OPENING
 
 SHARD_AT = 4096  # more calls than this: the stage's recording is written in shards
 SHARD_DIGITS = 1  # shards by the key's first hex digit: 16
 HEX = frozenset("0123456789abcdef")
 MANIFEST_OPENING = '{"sha256":'  # how a manifest line opens (a call line opens with its checksum)
-_ONE_FILE_OPENINGS = ('{"checksum":"', '{"blob":"')  # how a recording in one file opens (a call or a block)
+_ONE_FILE_OPENINGS = (CALL_OPENING.decode(), BLOCK_OPENING.decode())  # how a recording in one file opens
 SHARD_NAME = re.compile(rf"(calls|blocks|items)-([0-9a-f]{{{SHARD_DIGITS}}})-([0-9a-f]{{16}})\.jsonl")
 TABLE_KIND = "items"  # a shard of calls' table of items (pipeline.llm.recordings.item_table), named last
 LOOKS_LIKE_SHARD = re.compile(

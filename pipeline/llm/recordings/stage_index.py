@@ -15,14 +15,13 @@ digest (the bytes verified or scanned, or it is refused) and parses it. Nothing 
 that fails is served: a bad line anywhere raises, naming its file and line, and the stage is left
 out whole.
 
-The same scan serves `audit --item` (read_items): each line is read for its context's item only,
-and that item's calls are parsed.
+How a line is found by its opening without a parse: line_openings; a line matched against the
+request its caller holds: request_match. (`audit --item` reads a recording's items: item_reader.)
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
@@ -31,145 +30,16 @@ from typing import Any
 import orjson
 
 from pipeline.errors import CorruptRecordError
-from pipeline.llm.blocks import Laid
 from pipeline.llm.keys import KEY_RECIPE, canonical_json
-from pipeline.llm.recordings import (
-    layouts,
-    line_checks,
-    line_format,
-    line_search,
-    shards,
-    stage_folders,
-    stage_reader,
-)
-from pipeline.llm.recordings.block_places import block_lines_start, placed_blocks, sharded_blocks
+from pipeline.llm.recordings import layouts, line_checks, line_format, line_openings, shards, stage_reader
 from pipeline.llm.recordings.folder_scan import scan_folder
 from pipeline.llm.recordings.key_places import places
 from pipeline.llm.recordings.offsets import LazyBlobs, LineTable
 from pipeline.llm.recordings.pins import Pins
+from pipeline.llm.recordings.request_match import laid_out, request_fields
 from pipeline.llm.recordings.verified_memo import IN_PROCESS, VerifiedMemo, files_digest
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext, ChatRequest
-
-
-def _context_item(line: str) -> str | None:
-    """The item a call line's context names, read from its JSON alone (None: not readable so)."""
-    try:
-        return _item_of(orjson.loads(line))
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return None
-
-
-def _item_of(raw: Any) -> str | None:
-    item = raw["context"].get("item", "")
-    return item if isinstance(item, str) else None
-
-
-def read_items(directory: Path, items: Collection[str]) -> Iterator[stage_reader.LoadedCall]:
-    """The calls of `items` in a stage's recording, unverified (read_stage(verify=False), for audit):
-    the other lines are only scanned for their context's item, not parsed, so the calls of one item
-    in a large recording cost a JSON read of each line. A line that cannot be scanned is parsed, and
-    so named if damaged. A recording whose lines open as the writer writes them is searched as bytes
-    for the items as written instead, and only those lines and their blocks are read (_placed_items)."""
-    if not stage_folders.has_recording(directory):
-        return
-    found = _placed_items(directory, set(items))
-    if found is not None:
-        yield from found
-        return
-    parts = stage_reader.split_recording(directory)
-    wanted = set(items)
-    for number, line in parts.calls:
-        item = _context_item(line)
-        if item is None or item in wanted:
-            call = line_checks.parse_call_line(line, parts.blobs, parts.where(number))
-            if call.context.item in wanted:
-                yield stage_reader.LoadedCall(*parts.located(number), call)
-
-
-CALL_OPENING = line_search.CALL_OPENING  # how the writer opens every call line
-BLOCK_OPENING = line_search.BLOCK_OPENING  # and every block line
-Lines = list[tuple[Path, int, str]]  # a file, a line's number there, the line
-
-
-def _placed_items(directory: Path, wanted: set[str]) -> list[stage_reader.LoadedCall] | None:
-    """read_items without parsing every line: the recording's call lines searched as bytes for each
-    item as the writer writes it in a line's context (`"item":"903"`: a quote inside a JSON string
-    is escaped, so only the JSON's own keys read so), and for a line that may spell it otherwise
-    (escapes, whitespace: line_search.lines_found, whose JSON is then read for its item), only those
-    lines decoded and parsed, and only their blocks read. A sharded recording
-    (pipeline.llm.recordings.shards): every shard of calls read and checked against its hash in the
-    manifest, the blocks found where they lie (pipeline.llm.recordings.block_places), not with their
-    shards read whole. A recording in one file: its blocks found by their lines' openings, as
-    read_keys finds them. None for a recording holding a line not opened as the writer opens one
-    (then read_items reads it whole, as before)."""
-    if "" in wanted:
-        return None  # a context without an item is written without one: nothing to search for
-    path = directory / stage_folders.CALLS_FILE
-    stage_folders.refuse_linked(directory)
-    with path.open("rb") as opening:
-        head = opening.read(len(shards.MANIFEST_OPENING)).decode("utf-8", "replace")
-    marks = [line_format.line_safe(canonical_json({"item": item}))[1:-1].encode("utf-8") for item in wanted]
-    lines: Lines | None
-    blobs: dict[str, str] | None
-    if shards.is_manifest(head):
-        named = shards.parse_manifest(path, line_checks.recording_text(path))
-        shards.refuse_strays(directory, os.listdir(directory), {name for name, _ in named})
-        held = (
-            (directory / name, shards.shard_bytes(directory, name, sha, None))
-            for name, sha in named
-            if shards.prefix_of(name)[0] == "calls"
-        )  # one shard's bytes held at a time
-        lines = _item_lines(held, marks, wanted)
-        blobs = None if lines is None else sharded_blocks(directory, named, _refs(lines))
-    else:
-        names = os.listdir(directory)
-        if stage_folders.LEGACY_BLOBS_FILE in names or path.stat().st_size > line_checks.MAX_RECORDING_BYTES:
-            return None  # read whole, which says what is wrong with a large one
-        shards.refuse_strays(directory, names, set())
-        data = path.read_bytes()
-        lines = _item_lines([(path, data)], marks, wanted)
-        blobs = {}
-        refs = set() if lines is None else _refs(lines)
-        if lines is None or not (
-            placed_blocks(path, refs, blobs, [], block_lines_start(data))
-            or line_search.blocks_by_opening(path, data, refs, blobs, [])
-        ):
-            return None
-    if lines is None or blobs is None:
-        return None
-    out = []
-    for source, number, text in lines:
-        call = line_checks.parse_call_line(text, blobs, f"{source}:{number}")
-        if call.context.item in wanted:
-            out.append(stage_reader.LoadedCall(source, number, call))
-    return out
-
-
-def _refs(lines: Lines) -> set[str]:
-    return {blob for _, _, line in lines for blob in line_format.blob_refs(line)}
-
-
-def _item_lines(files: Iterable[tuple[Path, bytes]], marks: list[bytes], wanted: set[str]) -> Lines | None:
-    """The call lines of `files` that hold one of `marks` (or may spell an item otherwise and name one
-    of `wanted`: line_search.lines_found), decoded; None for a file with a line that opens as neither
-    a call line nor a block line."""
-    lines: Lines = []
-    sought: set[str | None] = {*wanted, None}  # (None: an item not read as a string: parsed, so named)
-    for path, data in files:
-        count = data.count(b"\n") + (bool(data) and not data.endswith(b"\n"))
-        start = block_lines_start(data) or len(data)  # (only block lines, or none: searched whole)
-        before = data.startswith(CALL_OPENING) + data.count(b"\n" + CALL_OPENING, 0, start)
-        after = data.count(b"\n" + CALL_OPENING, start)
-        if before + after + data.startswith(BLOCK_OPENING) + data.count(b"\n" + BLOCK_OPENING) != count:
-            return None
-        end = start if after == 0 else len(data)  # where its call lines end: only block lines after
-        found = line_search.lines_found(data, marks, "item", lambda raw: _item_of(raw) in sought, end)
-        for number, held in found:
-            if not held.startswith(BLOCK_OPENING):
-                lines.append((path, number, line_checks.decoded_line(held, f"{path}:{number}")))
-    return lines
-
 
 Identity = tuple[str, str, str]  # a ModelIdentity's backend, name and digest
 
@@ -199,8 +69,8 @@ class StageIndex:
     as_written: bool = False
     block_ids: str = ""
     # The call lines that open as a canonical line opens (checksum, then context) with another checksum
-    # or context than they hold (`_misopened`): never found by their opening (`_opening`). Empty but
-    # for a recording made to mislead.
+    # or context than they hold (line_openings.misopened): never found by their opening (`_opening`).
+    # Empty but for a recording made to mislead.
     misopened: frozenset[int] = frozenset()
 
     def __len__(self) -> int:
@@ -253,7 +123,7 @@ class StageIndex:
         """The key's line (from `found`, its first) that opens with the checksum and context, and the
         others that hold the checksum elsewhere (each its place among the key's lines, its index,
         its text), which only a parse can settle."""
-        opening = _opening_of(checksum, context.model_dump(mode="json", exclude_defaults=True))
+        opening = line_openings.opening_of(checksum, context.model_dump(mode="json", exclude_defaults=True))
         later = self.repeats.get(key, ())
         count, start = len(later) + 1, self._resume.get(found, 0)
         others: list[tuple[int, int, str]] = []
@@ -339,8 +209,8 @@ class StageIndex:
             if raw.get("recipe", KEY_RECIPE) != KEY_RECIPE or raw.get("key") != key:
                 return None
             fields = raw["request"]
-            layout = _laid_out(fields.pop("messages"), request, self.blobs, keep=seed)
-            if layout is None or canonical_json(fields) != _request_fields(request):
+            layout = laid_out(fields.pop("messages"), request, self.blobs, keep=seed)
+            if layout is None or canonical_json(fields) != request_fields(request):
                 return None
             context = CallContext.model_validate(raw.pop("context"))
             call = RecordedCall(
@@ -360,54 +230,6 @@ class StageIndex:
             yield line_checks.parse_call_line(line, self.blobs, where, verified=True).current()
 
 
-def _request_fields(request: ChatRequest) -> str:
-    """A request's fields besides its messages, as a recording line writes them (canonical JSON)."""
-    return canonical_json(request.model_dump(mode="json", exclude={"messages"}))
-
-
-def _laid_out(
-    messages: list[Any], request: ChatRequest, blobs: LazyBlobs, *, keep: bool = True
-) -> list[Laid] | None:
-    """Each of the line's messages laid out over the caller's message of the same place (its literal
-    parts as written, each block its text's length of the caller's text), as unpack_content lays a
-    message out; None where they do not line up (another count, role, part or length). `keep` False:
-    the same checks, and each message's layout left empty (no block's text cut out)."""
-    if len(messages) != len(request.messages):
-        return None
-    layout: list[Laid] = []
-    for written, message in zip(messages, request.messages, strict=True):
-        if written["role"] != message.role or len(written) != 2:
-            return None
-        laid = _message_laid(written["content"], message.content, blobs, keep)
-        if laid is None:
-            return None
-        layout.append(laid)
-    return layout
-
-
-def _message_laid(parts: Any, content: str, blobs: LazyBlobs, keep: bool) -> Laid | None:
-    """One message's layout (`parts` as the line writes them, over the caller's `content`), or None."""
-    if isinstance(parts, str):
-        return content if parts == content else None
-    laid: list[str | tuple[str]] = []
-    at = 0
-    for part in parts:
-        if isinstance(part, str):
-            if not content.startswith(part, at):
-                return None
-            if keep:
-                laid.append(part)
-            at += len(part)
-            continue
-        chars = blobs.length(part["blob"]) if len(part) == 1 else None
-        if chars is None:
-            return None
-        if keep:
-            laid.append((content[at : at + chars],))
-        at += chars
-    return laid if at == len(content) else None
-
-
 def _identity(model: Any) -> Identity:
     return (str(model["backend"]), str(model["name"]), str(model["digest"]))
 
@@ -425,34 +247,6 @@ def _indexed(line: str, blobs: LazyBlobs, where: str) -> tuple[str, Identity, An
         pass  # not as verified content reads: parsed in full below, which names what is wrong
     record = line_checks.parse_call_line(line, blobs, where).current().record
     return record.key, _identity(record.model.model_dump()), raw
-
-
-def _opening_of(checksum: str, context: Any) -> str:
-    """How a canonical call line of this checksum and context (as JSON) opens, in line_safe's form."""
-    return line_format.line_safe(_opens(checksum, context))
-
-
-def _opens(checksum: str, context: Any) -> str:
-    return f'{{"checksum":"{checksum}","context":{canonical_json(context)},'
-
-
-def _misopened(line: str, raw: Any) -> bool:
-    """Whether the line opens as a canonical call line does, but with another checksum or context
-    than it holds: JSON lets an object name a member twice, and a parse (verification's too) reads
-    the last, so `{"checksum":A,"context":X,...,"checksum":B,...}` is verified as B's. StageIndex
-    finds a line by its opening only where this is False (`_opening`). `raw`: the line as JSON, where
-    read already."""
-    if not line.startswith('{"checksum":'):
-        return False  # opens otherwise: no opening `_opening` looks for can match it
-    try:
-        held = orjson.loads(line) if raw is None else raw
-        own = _opens(held["checksum"], held["context"])
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return True
-    if line.startswith(own):
-        return False  # as the writer writes a line (then its line_safe form opens with own's too)
-    safe = line_format.line_safe(own)
-    return not line_format.line_safe(line[: len(safe)]).startswith(safe)  # (a char maps to 1 or more)
 
 
 def index_stage(directory: Path, *, pins: Pins | None = None, memo: VerifiedMemo | None = None) -> StageIndex:
@@ -480,7 +274,7 @@ def index_stage(directory: Path, *, pins: Pins | None = None, memo: VerifiedMemo
             place = stage_reader.RecordingLines(lines.files.paths[lines.file[found]], [], blobs, [])
             record = line_checks.trusted_call(line, place, lines.number[found]).record
             key, model, raw = record.key, _identity(record.model.model_dump()), None
-        if _misopened(line, raw):
+        if line_openings.misopened(line, raw):
             misopened.add(found)
         if at.setdefault(key, found) != found:
             repeats.setdefault(key, []).append(found)

@@ -150,19 +150,33 @@ def _same_file(files: OpenFiles, number: int, path: Path, sha: str) -> bytes | N
     """The bytes at `path` where it is now the file the scan opened as `number` (the same inode,
     never through a link but DVC's into its cache, the file the scan read through it) and still hashes
     to `sha`, the sha256 the scan took of it."""
+
+    def scanned(now: os.stat_result) -> bool:
+        then = os.fstat(files.fd(number))
+        return (now.st_dev, now.st_ino) == (then.st_dev, then.st_ino)
+
+    data = _read_regular(path, same=scanned)
+    return data if data is not None and hashlib.sha256(data).hexdigest() == sha else None
+
+
+def _read_regular(
+    path: Path, limit: int = -1, same: Callable[[os.stat_result], bool] | None = None
+) -> bytes | None:
+    """Up to `limit` bytes (-1: all) of the file at `path`, opened never through a link but DVC's
+    into its cache; None where it cannot be opened, is no regular file, or `same` says its status
+    (fstat) is not the one expected."""
     try:
         fd = dvc_links.open_file(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return None
     try:
-        now, scanned = os.fstat(fd), os.fstat(files.fd(number))
-        if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (scanned.st_dev, scanned.st_ino):
+        now = os.fstat(fd)
+        if (same is not None and not same(now)) or not stat.S_ISREG(now.st_mode):
             return None
         with open(fd, "rb", closefd=False) as stream:
-            data = stream.read()
+            return stream.read(limit)
     finally:
         os.close(fd)
-    return data if hashlib.sha256(data).hexdigest() == sha else None
 
 
 def _unchanged_shards(recorded: StageIndex, directory: Path, order: list[Placed]) -> bool:
@@ -247,15 +261,5 @@ def _table(directory: Path, prefix: str, text: bytes) -> tuple[str, str]:
     of that name is not those bytes."""
     sha = hashlib.sha256(text).hexdigest()
     name = f"{shards.TABLE_KIND}-{prefix}-{sha[:16]}.jsonl"
-    try:  # never through a link, but DVC's into its cache
-        fd = dvc_links.open_file(directory / name, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
-        return "", ""
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return "", ""
-        with open(fd, "rb", closefd=False) as stream:
-            same = stream.read(len(text) + 1) == text  # (no more read of a file of any size)
-    finally:
-        os.close(fd)
+    same = _read_regular(directory / name, len(text) + 1) == text  # (no more read of a file of any size)
     return (name, sha) if same else ("", "")

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from pipeline.errors import JudgeloopError
 from pipeline.llm.recordings import key_reader, stage_folders, stage_reader
+from pipeline.llm.recordings.item_reader import read_items
 from pipeline.llm.recordings.item_table import tabled_items
 from pipeline.llm.recordings.owners import recording_owners
-from pipeline.llm.recordings.stage_index import read_items
 from pipeline.llm.recordings.stage_reader import LoadedCall
 from pipeline.llm.recordings.store import missing_here
 from pipeline.llm.records import RecordedCall
