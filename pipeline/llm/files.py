@@ -65,6 +65,7 @@ from typing import BinaryIO, TextIO
 from pipeline.errors import UnsafeNameError, UnwritableTextError
 from pipeline.llm.killed_writes import TMP_SUFFIX as TMP_SUFFIX
 from pipeline.llm.killed_writes import locked_temporary, sweep_killed_writers, temporary_prefix
+from pipeline.llm.terminal import shown
 
 LOCAL_STATE = ".judgeloop"  # the local state's folder, in the project (see the module)
 # A pipe or a device opened to be looked at must not wait for a writer or become the terminal.
@@ -299,15 +300,28 @@ def replaced_by_copy(link: str, target: str | None = None) -> str:
     """The portable (POSIX) commands that put a copy of the file that the link `link` leads to
     (`target`, else its realpath) in its place, that file kept: GNU cp's --remove-destination is
     not on macOS or BSD, and `mv` replaces a link to a file, not what it leads to."""
-    name, own = shlex.quote(link), shlex.quote(f"{link}.own")
-    return f"cp -p {shlex.quote(target or os.path.realpath(link))} {own} && mv {own} {name}"
+    name, own = in_command(link), in_command(f"{link}.own")
+    return f"cp -p -- {in_command(target or os.path.realpath(link))} {own} && mv -- {own} {name}"
 
 
 def folder_replaced_by_copy(link: str, target: str) -> str:
     """The portable (POSIX) commands that put a copy of the folder `target`, which the link `link` leads
     to, in its place, that folder kept (`rm` of a link to a folder removes the link only)."""
-    name, own = shlex.quote(link), shlex.quote(f"{link}.own")
-    return f"cp -pR {shlex.quote(target)} {own} && rm {name} && mv {own} {name}"
+    name, own = in_command(link), in_command(f"{link}.own")
+    return f"cp -pR -- {in_command(target)} {own} && rm -- {name} && mv -- {own} {name}"
+
+
+def named(path: str | os.PathLike[str]) -> str:
+    """A path (or a link's target) as a message names it: on one line, every control and invisible
+    character shown as its escape (pipeline.llm.terminal.shown), so that a name holding a newline or
+    a terminal's escape can neither break the message nor act on the terminal."""
+    return shown(os.fspath(path), one_line=True)
+
+
+def in_command(path: str | os.PathLike[str]) -> str:
+    """A path as a suggested command names it (after `--`, so that a name starting with `-` reads as
+    no option): `named`, quoted for a POSIX shell."""
+    return shlex.quote(named(path))
 
 
 def _leading_out(folder: Path, output: Path) -> str | None:
@@ -326,13 +340,13 @@ def _leading_out(folder: Path, output: Path) -> str | None:
         if os.path.islink(step) and not path_under(os.path.realpath(step), project):
             link = step
             break
-    shown = os.path.relpath(link, here)
+    relative = os.path.relpath(link, here)
     return (
-        f"{output}: not written: {shown} is a symbolic link to {os.path.realpath(link)}, which lies "
-        f"outside the project ({project}); judgeloop writes outputs and recordings only inside the "
-        "project, so that a link committed with it cannot send them over another file of this "
-        f"machine. Fix: remove the link (rm {shown}) and run again, or make it a link to a folder "
-        "inside the project."
+        f"{named(output)}: not written: {named(relative)} is a symbolic link to "
+        f"{named(os.path.realpath(link))}, which lies outside the project ({named(project)}); judgeloop "
+        "writes outputs and recordings only inside the project, so that a link committed with it "
+        f"cannot send them over another file of this machine. Fix: remove the link "
+        f"(rm -- {in_command(relative)}) and run again, or make it a link to a folder inside the project."
     )
 
 
@@ -350,7 +364,9 @@ def child(folder: Path, name: str, what: str, fix: str) -> Path:
     """folder / name, for a plain `name` whose path resolves inside `folder`."""
     path = folder / safe_name(name, what, fix)
     if not path.resolve().is_relative_to(folder.resolve()):
-        raise UnsafeNameError(f"{what} {name!r}: {path} leads outside {folder} (a link?). Fix: {fix}")
+        raise UnsafeNameError(
+            f"{what} {name!r}: {named(path)} leads outside {named(folder)} (a link?). Fix: {fix}"
+        )
     return path
 
 
@@ -394,9 +410,9 @@ def refuse_links(
         link = linked[0]
         more = f" (and {len(linked) - 1} more)" if len(linked) > 1 else ""
         raise UnsafeNameError(
-            f"{link}{more}: a symbolic link (to {os.readlink(link)}) in {what}, refused before anything "
-            f"is read or written there: through it judgeloop would write outside {folder}. "
-            f"Fix: remove the link (rm {link}){', ' + fix if fix else ''}."
+            f"{named(link)}{more}: a symbolic link (to {named(os.readlink(link))}) in {what}, refused "
+            f"before anything is read or written there: through it judgeloop would write outside "
+            f"{named(folder)}. Fix: remove the link (rm -- {in_command(link)}){', ' + fix if fix else ''}."
         )
 
 
