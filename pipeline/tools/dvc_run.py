@@ -43,6 +43,7 @@ from pipeline.tools.exp_snapshots import (
     restore_snapshot,
     stage_outputs,
 )
+from pipeline.tools.local_state import refuse_committed_link
 
 PUSH_HINT = "Use `dvc push` to send your updates to remote storage."
 PASS_THROUGH = {"ignore_unknown_options": True, "allow_interspersed_args": False}
@@ -182,6 +183,7 @@ def repro(replay: bool, design: str | None, dvc_args: tuple[str, ...]) -> None:
       judgeloop repro --replay              every stage again from the recordings: byte-identical
       judgeloop repro --replay --design rag one design's stages from the recordings
     """
+    refuse_committed_link(Path("."))
     if replay:
         os.environ["JUDGELOOP_CACHE_MODE"] = "replay"
     with dvc_started():  # before the designs are read and the servers tried: see dvc_started
@@ -310,6 +312,7 @@ def exp(design: str | None, preset: Path | None, dvc_args: tuple[str, ...]) -> N
     from pipeline.tools.set_params import check_set_params
 
     require_params_file()
+    refuse_committed_link(Path("."))
     if dvc_args[:1] and dvc_args[0] in SUBCOMMANDS:
         SUBCOMMANDS[dvc_args[0]](dvc_args[1:])
         return
