@@ -5,6 +5,7 @@ removes nothing (pipeline.tools.exp_snapshots)."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import subprocess
@@ -173,7 +174,7 @@ def test_a_snapshot_whose_set_up_fails_leaves_no_folder(
 
     fds = len(os.listdir("/proc/self/fd"))
     with monkeypatch.context() as patched:
-        patched.setattr(os if fails == "open" else exp_snapshots.fcntl, fails, refused)
+        patched.setattr(os if fails == "open" else fcntl, fails, refused)
         with pytest.raises(OSError):
             Snapshot(tmp_path, {Path("a.csv")})
     assert list((tmp_path / SNAPSHOTS).iterdir()) == []

@@ -44,7 +44,8 @@ WRITES = {  # how each writer writes `target` from the lines `chunks()` yields
 def _writer(target: Path, then: str, how: str = "replace") -> subprocess.Popen[str]:
     """A process that starts writing `target` (its first line written), says so, then does `then`
     ("sleep": waits to be killed; "finish": finishes when told on its stdin). `how`: WRITES' key."""
-    code = textwrap.dedent(f"""
+    code = (
+        textwrap.dedent(f"""
         import sys, time
         from pathlib import Path
         target = Path({str(target)!r})
@@ -53,7 +54,9 @@ def _writer(target: Path, then: str, how: str = "replace") -> subprocess.Popen[s
             print("writing", flush=True)
             time.sleep(600) if {then == "sleep"} else sys.stdin.readline()
             yield "a"
-    """) + WRITES[how]
+    """)
+        + WRITES[how]
+    )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     writer = subprocess.Popen(
         [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env

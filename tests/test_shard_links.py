@@ -21,7 +21,8 @@ NAME = f"calls-0-{hashlib.sha256(DATA).hexdigest()[:16]}.jsonl"
 def test_a_link_of_the_same_bytes_at_a_shard_s_name_is_replaced(tmp_path: Path, leads: str) -> None:
     folder = tmp_path / "recordings" / "judge"
     folder.mkdir(parents=True)
-    target = {"outside": tmp_path / "elsewhere", "inside": folder / "a-copy", "dangling": tmp_path / "gone"}[leads]
+    places = {"outside": tmp_path / "elsewhere", "inside": folder / "a-copy", "dangling": tmp_path / "gone"}
+    target = places[leads]
     if leads != "dangling":
         target.write_bytes(DATA)
     (folder / NAME).symlink_to(target)

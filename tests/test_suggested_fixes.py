@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.errors import ConfigError, UnsafeNameError
+from pipeline.llm import files
 from pipeline.llm.project_files import link_out
 from pipeline.tools import code_digests
 
@@ -80,13 +81,13 @@ def test_stages_linked_out_is_refused_before_imports_json_is_read_and_its_fix_ru
     (elsewhere / "code" / "imports.json").write_text('{"stages": {}}\n', encoding="utf-8")
     (project / "stages").symlink_to(elsewhere)
     read: list[str] = []
-    reader = code_digests.read_regular
+    reader = files.read_regular
 
     def noted(path: Path, limit: int) -> bytes:
         read.append(str(path))
         return reader(path, limit)
 
-    monkeypatch.setattr(code_digests, "read_regular", noted)
+    monkeypatch.setattr("pipeline.tools.code_digests.read_regular", noted)
     for attempt in (code_digests.write_digests, code_digests.read_imports):
         with pytest.raises(ConfigError) as refused:
             attempt(project)
