@@ -253,3 +253,27 @@ def test_an_older_judgeloop_s_temporaries_are_swept_unless_held(tmp_path: Path) 
         fcntl.flock(held.fileno(), fcntl.LOCK_EX)
         atomic_write(out / "a.csv", "a\n")
     assert sorted(os.listdir(out)) == [".h.csv.abcd1234.tmp", "a.csv"]
+
+
+def test_a_recording_s_writer_clears_only_killed_temporary_files_and_fails_on_no_look_alike(
+    tmp_path: Path,
+) -> None:
+    """Under the recording folder's lock a temporary file at a shard's or calls.jsonl's temporary
+    name is a killed writer's and goes; a folder or a file of another name there is left, and the
+    write goes on (a folder at such a name failed it with a raw IsADirectoryError; a link there is
+    refused before, as any link in a recording's folder)."""
+    from pipeline.llm.recordings import stage_writer
+    from tests.test_trust_recordings import make_calls
+
+    directory, elsewhere = tmp_path / "judge", tmp_path / "users-file"
+    directory.mkdir()
+    elsewhere.write_text("keep")
+    killed = [".calls-0.abcd1234.tmp", ".blocks-3.q9w8e7r6.locked.tmp", ".calls.jsonl.zz.tmp"]
+    for name in killed:
+        (directory / name).write_text("half")
+    (directory / ".calls-1.abcd1234.tmp").mkdir()
+    os.link(elsewhere, directory / ".calls-4.abcd1234.tmp")
+    stage_writer.write_stage(directory, make_calls(1, n=3))
+    left = sorted(os.listdir(directory))
+    assert left == [".calls-1.abcd1234.tmp", ".calls-4.abcd1234.tmp", "calls.jsonl"]
+    assert elsewhere.read_text() == "keep"

@@ -4,6 +4,7 @@ sweep of it.
     locked_temporary(folder, prefix)  a new temporary file, held under an flock until it is closed
     temporary_prefix(path)            `.<target>.`, cut short to fit the folder's limit on a name
     sweep_killed_writers(folder)      a folder's temporary files that killed writes left, removed
+    clear_named(folder, patterns)     the same, under the folder's own lock (a recording's), by name
 
 Every temporary file judgeloop writes a file through (pipeline.llm.files' replacements, the
 recordings' shards, the results' ordered staging in pipeline.data.jsonl) is made here, hidden, in its
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import fnmatch
 import os
 import re
 import stat
@@ -128,3 +130,20 @@ def removed_if_killed(folder_fd: int, name: str) -> bool:
         return False
     finally:
         os.close(fd)  # (and the lock with it)
+
+
+def clear_named(folder: Path, patterns: tuple[str, ...]) -> list[str]:
+    """(under `folder`'s lock, which every writer there takes: pipeline.llm.files.locked) Remove the
+    temporary files whose names match one of `patterns` (glob patterns): each a killed writer's, as
+    no live one can be at work, and each removed by the sweep's rules (removed_if_killed), so that a
+    link, a folder or a file of another name at such a name is left, not followed nor failed on."""
+    try:
+        folder_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return []
+    try:
+        names = os.listdir(folder_fd)
+        matched = [name for name in names if any(fnmatch.fnmatchcase(name, p) for p in patterns)]
+        return [name for name in matched if removed_if_killed(folder_fd, name)]
+    finally:
+        os.close(folder_fd)

@@ -73,7 +73,7 @@ from pipeline.errors import CorruptRecordError
 from pipeline.llm.files import READ_FLAGS, TMP_SUFFIX, atomic_write_chunks
 from pipeline.llm.hard_links import refuse_hard_link
 from pipeline.llm.keys import canonical_json
-from pipeline.llm.killed_writes import locked_temporary
+from pipeline.llm.killed_writes import clear_named, locked_temporary
 
 SHARD_AT = 4096  # more calls than this: the stage's recording is written in shards
 SHARD_DIGITS = 1  # shards by the key's first hex digit: 16
@@ -85,6 +85,7 @@ TABLE_KIND = "items"  # a shard of calls' table of items (pipeline.llm.recording
 LOOKS_LIKE_SHARD = re.compile(
     r"(calls|blocks)-.*\.jsonl", re.IGNORECASE
 )  # a file a person could take for a shard
+TEMPORARIES = (f".calls-*{TMP_SUFFIX}", f".blocks-*{TMP_SUFFIX}", f".items-*{TMP_SUFFIX}")  # write_shard's
 JOURNAL = ".shards-writing" + TMP_SUFFIX  # what a writer at work adds and drops (see the module)
 MANIFEST_FILE = "calls.jsonl"  # as pipeline.llm.recordings.stage_folders.CALLS_FILE
 FIX = "Fix: restore the stage's folder from git (git checkout -- {folder}), or re-record the stage."
@@ -228,9 +229,7 @@ def _cleared(directory: Path, journal: Path) -> list[str]:
     removed = sorted(name for name in listed & set(os.listdir(directory)) if _unnamed(name, named))
     for name in removed:
         (directory / name).unlink()
-    for pattern in (f".calls-*{TMP_SUFFIX}", f".blocks-*{TMP_SUFFIX}", f".items-*{TMP_SUFFIX}"):
-        for stale in directory.glob(pattern):
-            stale.unlink(missing_ok=True)
+    clear_named(directory, TEMPORARIES)
     journal.unlink()
     if removed:
         log.warning(
