@@ -78,8 +78,11 @@ def test_a_folder_link_s_fix_runs_in_sh_for_a_name_starting_with_a_dash(tmp_path
     assert (target / "a.txt").read_text() == "kept\n"
 
 
-def test_a_link_refusal_s_rm_runs_in_sh_for_a_name_starting_with_a_dash(tmp_path: Path) -> None:
-    folder = tmp_path / "cache"
+def test_a_link_refusal_s_rm_runs_in_sh_for_a_name_starting_with_a_dash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    folder = Path("-cache")
     folder.mkdir()
     (folder / "-shard").symlink_to(tmp_path)
     with pytest.raises(UnsafeNameError) as refused:
