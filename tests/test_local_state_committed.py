@@ -74,3 +74,16 @@ def test_an_ignored_local_state_link_is_the_user_s_own(repo: Path, tmp_path: Pat
     assert committed_local_state(repo) is None
     refuse_committed_link(repo)
     assert committed_local_state(tmp_path) is None  # no repository there: nothing to say
+
+
+def test_status_and_check_say_a_committed_local_state_first(repo: Path, tmp_path: Path) -> None:
+    from pipeline.tools.check import check
+    from pipeline.tools.status.command import status
+
+    (repo / ".judgeloop").symlink_to(tmp_path)
+    _commit(repo, ".gitignore", "params.yaml", ".judgeloop")
+    for command in (status, check):
+        result = CliRunner().invoke(command, [])  # (this params.yaml is no experiment: they fail after)
+        said = result.output
+        assert f".judgeloop is a symbolic link committed to git (to {tmp_path})" in said, said
+        assert f"Fix: {FIX}" in said
