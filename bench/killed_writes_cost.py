@@ -1,5 +1,5 @@
 """What holding each write's temporary file locked, and sweeping a folder once a process, costs
-(pipeline.llm.files: _locked_temporary, sweep_killed_writers), against another checkout's files.py.
+(pipeline.llm.killed_writes: locked_temporary, sweep_killed_writers), against another checkout's.
 
     .venv/bin/python bench/killed_writes_cost.py --base /work/main --rounds 4
 
@@ -31,10 +31,14 @@ with tempfile.TemporaryDirectory() as d:
         files.atomic_write(folder / f"o{i % 20}.json", "{}\\n")
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     line = f"{cpu * 1e3:.0f} us CPU, {wall * 1e3:.0f} us wall a write"
-    if hasattr(files, "sweep_killed_writers"):
-        files._swept.clear()
+    try:  # where the sweep lives now; an older checkout's files.py held it (or none)
+        from pipeline.llm import killed_writes as sweeps
+    except ImportError:
+        sweeps = files
+    if hasattr(sweeps, "sweep_killed_writers"):
+        sweeps._swept.clear()
         cpu = time.process_time()
-        files.sweep_killed_writers(folder)
+        sweeps.sweep_killed_writers(folder)
         line += f"; a sweep of 10,000 files {(time.process_time() - cpu) * 1e3:.2f} ms CPU"
     print(line)
 """

@@ -100,7 +100,7 @@ def test_a_module_reached_through_a_link_out_of_the_project_is_refused_not_hashe
         assert "Fix: make pipeline a folder of the project's own, not a link" in message
     else:
         own = project / f"{linked}.own"
-        assert f"(cp -p {outside / linked} {own} && mv {own} {project / linked})" in message
+        assert f"(cp -p -- {outside / linked} {own} && mv -- {own} {project / linked})" in message
     assert not (project / digest_path("one")).exists() and pending(project) == {}
     _imports(project, {"two": ["c.py"]})
     assert write_digests(project) == ["two"]

@@ -1,9 +1,11 @@
 """A `judgeloop exp` killed outright (SIGKILL) cannot put the workspace back and leaves its copy of
 the last good outputs under .judgeloop/snapshots/: the next `judgeloop exp` names it, with the
-commands to go back to it or drop it, and removes nothing (pipeline.tools.dvc_run)."""
+commands to go back to it or drop it (`judgeloop exp restore NAME`, `judgeloop exp drop NAME`), and
+removes nothing (pipeline.tools.exp_snapshots)."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import subprocess
@@ -13,8 +15,16 @@ import time
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
-from pipeline.tools.dvc_run import SNAPSHOTS, Snapshot, killed_runs_snapshots, name_killed_runs_snapshots
+from pipeline.tools import exp_snapshots
+from pipeline.tools.dvc_run import exp
+from pipeline.tools.exp_snapshots import (
+    SNAPSHOTS,
+    Snapshot,
+    killed_runs_snapshots,
+    name_killed_runs_snapshots,
+)
 from tests.conftest import ROOT
 from tests.test_experiments import _commit, _repo, _run
 
@@ -24,7 +34,7 @@ def _copying(root: Path) -> subprocess.Popen[str]:
     code = textwrap.dedent(f"""
         import sys
         from pathlib import Path
-        from pipeline.tools.dvc_run import Snapshot
+        from pipeline.tools.exp_snapshots import Snapshot
         Snapshot(Path({str(root)!r}), {{Path("params.yaml")}})
         print("copied", flush=True)
         sys.stdin.readline()
@@ -58,7 +68,8 @@ def test_a_killed_run_s_snapshot_is_named_and_kept_a_live_run_s_is_not_named(
     shown = os.path.relpath(left, tmp_path)
     assert said.count("judgeloop exp: ") == 1
     assert f"judgeloop exp: {shown} holds what a `judgeloop exp` that was killed copied aside" in said
-    assert f"rm -r {shown}" in said
+    assert f"Fix: to go back to them, `judgeloop exp restore {left.name}`" in said
+    assert f"once you do not need it, `judgeloop exp drop {left.name}`" in said
     assert (left / "params.yaml").read_text() == "a: 1\n"  # kept
 
 
@@ -117,6 +128,11 @@ def test_the_next_judgeloop_exp_names_what_a_killed_one_left(tmp_path: Path) -> 
     assert f"judgeloop exp: {shown} holds what a `judgeloop exp` that was killed copied aside" in again.stderr
     assert (left / "params.yaml").read_text() == CODE["params.yaml"]  # named, never removed
     assert (repo / "out" / "one.txt").read_text() == "one made with a=3\n"
+    # the message's advice, as one command: the last good outputs before the killed run come back
+    _run([*cli, "restore", left.name], repo)
+    assert (repo / "params.yaml").read_text() == CODE["params.yaml"]
+    assert (repo / "out" / "one.txt").read_text() == "one made with a=1\n"
+    assert not left.exists()
 
 
 def test_a_snapshot_whose_copy_fails_is_not_left_for_the_next_run_to_name(tmp_path: Path) -> None:
@@ -143,3 +159,81 @@ def test_a_snapshot_s_odd_name_is_shown_as_escapes(
     assert "\x1b" not in said
     assert said.count("\n") == 1
     assert "exp-\\x1b[2Jx\\ny" in said
+
+
+@pytest.mark.parametrize("fails", ["open", "flock"])
+def test_a_snapshot_whose_set_up_fails_leaves_no_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: str
+) -> None:
+    """The folder made, then opened and locked: an open or an flock that fails (NFSv4 refuses an
+    flock on a folder opened to be read) leaves no empty unlocked exp-* for the next run to name."""
+    (tmp_path / "a.csv").write_text("a\n")
+
+    def refused(*args: object) -> None:
+        raise OSError(9, "Bad file descriptor")
+
+    fds = len(os.listdir("/proc/self/fd"))
+    with monkeypatch.context() as patched:
+        patched.setattr(os if fails == "open" else fcntl, fails, refused)
+        with pytest.raises(OSError):
+            Snapshot(tmp_path, {Path("a.csv")})
+    assert list((tmp_path / SNAPSHOTS).iterdir()) == []
+    assert len(os.listdir("/proc/self/fd")) == fds
+
+
+@pytest.fixture
+def killed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project a killed `judgeloop exp` left: its snapshot (params a: 1, out/one.txt old, out/two.txt
+    not there yet) beside what the run changed."""
+    monkeypatch.chdir(tmp_path)
+    snapshot = tmp_path / SNAPSHOTS / "exp-abcd1234"
+    (snapshot / "out").mkdir(parents=True)
+    (snapshot / "params.yaml").write_text("a: 1\n")
+    (snapshot / "out" / "one.txt").write_text("old\n")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "params.yaml").write_text("a: 2\n")
+    (tmp_path / "dvc.lock").write_text("made by the run\n")
+    (tmp_path / "out" / "one.txt").write_text("new\n")
+    (tmp_path / "out" / "two.txt").write_text("new only\n")
+    outs = {Path("out/one.txt"), Path("out/two.txt")}
+    monkeypatch.setattr(exp_snapshots, "stage_outputs", lambda root: outs)
+    return snapshot
+
+
+@pytest.mark.parametrize("name", ["exp-abcd1234", ".judgeloop/snapshots/exp-abcd1234"])
+def test_exp_restore_puts_a_killed_run_s_snapshot_back_and_removes_it(
+    tmp_path: Path, killed: Path, name: str
+) -> None:
+    result = CliRunner().invoke(exp, ["restore", name])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "params.yaml").read_text() == "a: 1\n"
+    assert (tmp_path / "out" / "one.txt").read_text() == "old\n"
+    assert not (tmp_path / "out" / "two.txt").exists()  # new since: removed, as a failed run's restore does
+    assert not (tmp_path / "dvc.lock").exists()  # none before the run
+    assert not killed.exists()
+
+
+def test_exp_drop_removes_a_killed_run_s_snapshot_only(tmp_path: Path, killed: Path) -> None:
+    result = CliRunner().invoke(exp, ["drop", "exp-abcd1234"])
+    assert result.exit_code == 0, result.output
+    assert not killed.exists()
+    assert (tmp_path / "params.yaml").read_text() == "a: 2\n"
+
+
+@pytest.mark.parametrize("command", ["restore", "drop"])
+def test_a_live_run_s_snapshot_or_a_name_elsewhere_is_refused(
+    tmp_path: Path, killed: Path, command: str
+) -> None:
+    for name in ["../exp-abcd1234", "out", "exp-gone", f"{SNAPSHOTS}/../exp-abcd1234", "exp-x\0"]:
+        result = CliRunner().invoke(exp, [command, name])
+        assert result.exit_code != 0 and killed.exists(), (name, result.output)
+    live = _copying(tmp_path)
+    try:
+        [held] = [p for p in (tmp_path / SNAPSHOTS).iterdir() if p != killed]
+        result = CliRunner().invoke(exp, [command, held.name])
+        assert result.exit_code == 1 and "still running" in result.output, result.output
+        assert (held / "params.yaml").read_text() == "a: 2\n"
+    finally:
+        live.kill()
+        live.wait()
+    assert (tmp_path / "out" / "two.txt").exists()

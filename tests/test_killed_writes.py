@@ -1,9 +1,11 @@
 """A write killed outright (SIGKILL) leaves its temporary file beside its target; the next write into
 that folder removes it, and only it: never a live write's (held locked), never what merely looks like
-one (pipeline.llm.files.sweep_killed_writers). Each writer here is a real process, really killed."""
+one (pipeline.llm.killed_writes). Each writer here is a real process, really killed: a file's
+replacement, a results file's ordered write (pipeline.data.jsonl) and a recording's shard."""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import signal
@@ -17,27 +19,44 @@ from typing import Any
 
 import pytest
 
-from pipeline.llm import files
+from pipeline.llm import killed_writes
 from pipeline.llm.files import atomic_write
 
 ROOT = Path(__file__).resolve().parent.parent
 LOOKS_LIKE = ".b.csv.abcd1234.locked.tmp"  # a name such as a write's temporary file has
 
 
-def _writer(target: Path, then: str) -> subprocess.Popen[str]:
-    """A process that starts replacing `target` (its first line written), says so, then does `then`
-    ("sleep": waits to be killed; "finish": finishes when told on its stdin)."""
-    code = textwrap.dedent(f"""
+WRITES = {  # how each writer writes `target` from the lines `chunks()` yields
+    "replace": "from pipeline.llm.files import atomic_write_chunks as write\nwrite(target, chunks())",
+    "results": textwrap.dedent("""
+        from pipeline.data.jsonl import Result, write_jsonl
+        class Row(Result):
+            item: str
+        write_jsonl(target, (Row(item=line) for line in chunks()))
+    """),
+    "shard": textwrap.dedent("""
+        from pipeline.llm.recordings.shards import write_shard
+        write_shard(target.parent, "calls", "0", (line.encode() for line in chunks()))
+    """),
+}
+
+
+def _writer(target: Path, then: str, how: str = "replace") -> subprocess.Popen[str]:
+    """A process that starts writing `target` (its first line written), says so, then does `then`
+    ("sleep": waits to be killed; "finish": finishes when told on its stdin). `how`: WRITES' key."""
+    code = (
+        textwrap.dedent(f"""
         import sys, time
         from pathlib import Path
-        from pipeline.llm.files import atomic_write_chunks
+        target = Path({str(target)!r})
         def chunks():
-            yield "first line\\n"
+            yield "b"
             print("writing", flush=True)
             time.sleep(600) if {then == "sleep"} else sys.stdin.readline()
-            yield "second line\\n"
-        atomic_write_chunks(Path({str(target)!r}), chunks())
+            yield "a"
     """)
+        + WRITES[how]
+    )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     writer = subprocess.Popen(
         [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
@@ -46,12 +65,13 @@ def _writer(target: Path, then: str) -> subprocess.Popen[str]:
     return writer
 
 
-def _killed_mid_write(target: Path) -> str:
-    """The temporary file a writer of `target`, killed (SIGKILL) while it wrote, left."""
-    writer = _writer(target, "sleep")
+def _killed_mid_write(target: Path, how: str = "replace") -> list[str]:
+    """The temporary files a writer of `target`, killed (SIGKILL) while it wrote, left."""
+    writer = _writer(target, "sleep", how)
     os.kill(writer.pid, signal.SIGKILL)
     writer.wait()
-    [left] = [p.name for p in target.parent.iterdir() if p.name.endswith(".tmp")]
+    left = sorted(p.name for p in target.parent.iterdir() if p.name.endswith(".tmp"))
+    assert left, "the killed writer left nothing to sweep"
     return left
 
 
@@ -75,7 +95,7 @@ def test_a_killed_write_s_temporary_is_removed_by_the_next_run(tmp_path: Path) -
     clean, out = tmp_path / "clean", tmp_path / "out"
     _run(clean)
     out.mkdir()
-    left = _killed_mid_write(out / "b.csv")
+    [left] = _killed_mid_write(out / "b.csv")
     assert (out / left).is_file()
     _run(out)  # the next run
     assert sorted(os.listdir(out)) == ["a.csv", "b.csv"]
@@ -85,7 +105,7 @@ def test_a_killed_write_s_temporary_is_removed_by_the_next_run(tmp_path: Path) -
 def test_a_live_write_s_temporary_is_never_removed(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
-    killed = _killed_mid_write(out / "c.csv")
+    [killed] = _killed_mid_write(out / "c.csv")
     live = _writer(out / "b.csv", "finish")
     try:
         [held] = [n for n in os.listdir(out) if n.endswith(".tmp") and n != killed]
@@ -97,7 +117,7 @@ def test_a_live_write_s_temporary_is_never_removed(tmp_path: Path) -> None:
         assert live.wait(timeout=60) == 0
     finally:
         live.kill()
-    assert (out / "b.csv").read_text() == "first line\nsecond line\n"
+    assert (out / "b.csv").read_text() == "ba"
     assert sorted(os.listdir(out)) == ["a.csv", "b.csv"]
 
 
@@ -105,7 +125,7 @@ def test_what_only_looks_like_a_killed_write_s_temporary_is_left_be(tmp_path: Pa
     out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
     (out / "sub").mkdir(parents=True)
     elsewhere.mkdir()
-    killed = _killed_mid_write(out / "b.csv")
+    [killed] = _killed_mid_write(out / "b.csv")
     users = elsewhere / "users-file"
     users.write_text("keep")
     lookalikes: dict[str, Callable[[Path], object]] = {
@@ -113,7 +133,10 @@ def test_what_only_looks_like_a_killed_write_s_temporary_is_left_be(tmp_path: Pa
         ".d.csv.abcd1234.locked.tmp": lambda p: p.mkdir(),
         ".f.csv.abcd1234.locked.tmp": lambda p: os.mkfifo(p),
         ".h.csv.abcd1234.locked.tmp": lambda p: os.link(users, p),  # a file with another name
-        ".b.csv.abcd1234.tmp": lambda p: p.write_text("another tool's temporary file"),
+        ".b.csv.abcd1234.part": lambda p: p.write_text("another tool's temporary file"),
+        ".l.csv.abcd1234.tmp": lambda p: p.symlink_to(users),  # as an older judgeloop named them
+        ".d.csv.abcd1234.ordered.tmp": lambda p: p.mkdir(),
+        ".report.replaced.tmp": lambda p: p.mkdir(),  # the pages' aside (pipeline.reports.pages)
         ".b.csv.abcd12345.locked.tmp": lambda p: p.write_text("not a name mkstemp makes"),
         "b.csv.abcd1234.locked.tmp": lambda p: p.write_text("not hidden"),
         f"sub/{LOOKS_LIKE}": lambda p: p.write_text("in another folder"),
@@ -140,7 +163,7 @@ def test_a_sweep_between_a_temporary_file_s_creation_and_its_lock_costs_the_writ
         fd, name = made(*args, **kwargs)
         if not swept:  # the first one only; a sweep holds its own open file, as another process's does
             folder = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
-            swept.append(files._removed_if_killed(folder, os.path.basename(name)))
+            swept.append(killed_writes.removed_if_killed(folder, os.path.basename(name)))
             os.close(folder)
         return fd, name
 
@@ -160,7 +183,7 @@ def test_a_target_named_up_to_the_limit_is_written_and_its_killed_temporary_swep
     that a killed writer left under the cut name is still swept."""
     out = tmp_path / "out"
     out.mkdir()
-    left = _killed_mid_write(out / name)
+    [left] = _killed_mid_write(out / name)
     assert len(os.fsencode(left)) <= 255
     atomic_write(out / name, "whole\n")
     assert os.listdir(out) == [name]
@@ -179,3 +202,78 @@ def test_a_folder_that_cannot_be_listed_costs_the_write_nothing(
     monkeypatch.setattr(os, "listdir", unlisted)  # as pipeline.llm.files calls it
     atomic_write(tmp_path / "a.csv", "a\n")
     assert (tmp_path / "a.csv").read_text() == "a\n"
+
+
+@pytest.mark.parametrize("how", ["results", "shard"])
+def test_a_killed_results_or_shard_write_leaves_nothing_past_the_next_write(tmp_path: Path, how: str) -> None:
+    """A results file's ordered write and a recording's shard write through locked temporary files
+    too: what a killed one left is swept by the next write into the folder (an unlocked
+    `.r.jsonl.XXXXXXXX.ordered.tmp` or `.calls-0.XXXXXXXX.tmp` stayed for good)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    _killed_mid_write(out / "r.jsonl", how)
+    atomic_write(out / "a.csv", "a\n")  # the next write into the folder
+    assert os.listdir(out) == ["a.csv"]
+
+
+@pytest.mark.parametrize("how", ["results", "shard"])
+def test_a_live_results_or_shard_write_s_temporary_is_never_removed(tmp_path: Path, how: str) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    live = _writer(out / "r.jsonl", "finish", how)
+    try:
+        held = [n for n in os.listdir(out) if n.endswith(".tmp")]
+        atomic_write(out / "a.csv", "a\n")  # a write beside the live one sweeps the folder
+        assert sorted(os.listdir(out)) == sorted([*held, "a.csv"])
+        assert live.stdin is not None
+        live.stdin.write("\n")
+        live.stdin.close()
+        assert live.wait(timeout=60) == 0
+    finally:
+        live.kill()
+    written = sorted(n for n in os.listdir(out) if n != "a.csv" and not n.endswith(".tmp"))
+    if how == "results":  # "b" came before "a": merged back in order from the temporary file
+        assert written == ["r.jsonl"]
+        assert (out / "r.jsonl").read_text() == '{"item":"a"}\n{"item":"b"}\n'
+    else:
+        [shard] = written
+        assert (out / shard).read_text() == "ba"
+
+
+def test_an_older_judgeloop_s_temporaries_are_swept_unless_held(tmp_path: Path) -> None:
+    """An older judgeloop's unlocked temporary files (a replacement's, a shard's, a results file's
+    ordered staging) are a killed writer's to the sweep, under the same rules: one held locked
+    (a live writer's) stays."""
+    out = tmp_path / "out"
+    out.mkdir()
+    older = [".b.csv.abcd1234.tmp", ".calls-0.x_9ab12c.tmp", ".r.jsonl.q0w9e8r7.ordered.tmp"]
+    for name in [*older, ".h.csv.abcd1234.tmp"]:
+        (out / name).write_text("half")
+    with open(out / ".h.csv.abcd1234.tmp", "rb") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        atomic_write(out / "a.csv", "a\n")
+    assert sorted(os.listdir(out)) == [".h.csv.abcd1234.tmp", "a.csv"]
+
+
+def test_a_recording_s_writer_clears_only_killed_temporary_files_and_fails_on_no_look_alike(
+    tmp_path: Path,
+) -> None:
+    """Under the recording folder's lock a temporary file at a shard's or calls.jsonl's temporary
+    name is a killed writer's and goes; a folder or a file of another name there is left, and the
+    write goes on (a folder at such a name failed it with a raw IsADirectoryError; a link there is
+    refused before, as any link in a recording's folder)."""
+    from pipeline.llm.recordings import stage_writer
+    from tests.test_trust_recordings import make_calls
+
+    directory, elsewhere = tmp_path / "judge", tmp_path / "users-file"
+    directory.mkdir()
+    elsewhere.write_text("keep")
+    killed = [".calls-0.abcd1234.tmp", ".blocks-3.q9w8e7r6.locked.tmp", ".calls.jsonl.zz.tmp"]
+    for name in killed:
+        (directory / name).write_text("half")
+    (directory / ".calls-1.abcd1234.tmp").mkdir()
+    os.link(elsewhere, directory / ".calls-4.abcd1234.tmp")
+    stage_writer.write_stage(directory, make_calls(1, n=3))
+    left = sorted(os.listdir(directory))
+    assert left == [".calls-1.abcd1234.tmp", ".calls-4.abcd1234.tmp", "calls.jsonl"]
+    assert elsewhere.read_text() == "keep"

@@ -143,7 +143,7 @@ def test_an_output_folder_linked_out_of_the_project_is_refused_and_nothing_writt
     said = str(refused.value)
     assert said.startswith(f"{out}: not written: {_top(out)} is a symbolic link to {outside}, "), said
     assert "which lies outside the project" in said
-    assert f"Fix: remove the link (rm {_top(out)}) and run again" in said
+    assert f"Fix: remove the link (rm -- {_top(out)}) and run again" in said
     assert list(outside.iterdir()) == []  # no file, no folder made through the link
 
 

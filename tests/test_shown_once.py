@@ -148,3 +148,21 @@ def test_an_item_page_s_pre_reads_back_where_a_backslash_ends_one_of_its_pieces(
 @given(st.lists(TRICKY, max_size=5))
 def test_texts_shown_apart_read_as_their_whole_shown(parts: list[str]) -> None:
     assert "".join(shown_apart(parts)) == shown("".join(parts))
+
+
+@pytest.mark.parametrize(
+    ("stops", "spelled"),
+    [
+        (("a', 'b",), """stop=["a', 'b"]"""),  # one stop holding a quote, a comma and a quote
+        (("a", "b"), "stop=['a', 'b']"),  # two stops
+        (('it\'s "x"',), """stop=['it\\'s "x"']"""),  # both quotes: the one around it escaped
+        (("x\\'\"",), """stop=['x\\\\\\'"']"""),  # a backslash before the escaped quote: doubled
+    ],
+)
+def test_a_quote_in_a_stop_string_never_reads_as_the_end_of_it(stops: tuple[str, ...], spelled: str) -> None:
+    """As Python spells a list (review9: `'` was written as itself between `'`, so one stop `a', 'b`
+    read as two)."""
+    call = _call(Options(stop=stops))
+    [line] = [line for line in format_text(call, {}).splitlines() if line.startswith("options")]
+    assert line.endswith(spelled), line
+    assert spelled.removeprefix("stop=") == repr(list(stops))  # no character here that repr escapes else

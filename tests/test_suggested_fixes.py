@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.errors import UnsafeNameError
+from pipeline.errors import ConfigError, UnsafeNameError
+from pipeline.llm import files
 from pipeline.llm.project_files import link_out
 from pipeline.tools import code_digests
 
@@ -64,7 +65,39 @@ def test_the_code_stage_s_folder_linked_out_is_refused_with_a_fix_before_imports
         code_digests.write_digests(project)
     message = str(refused.value)
     assert message.endswith(
-        "Fix: remove the link (rm "
+        "Fix: remove the link (rm -- "
         f"{project / code_digests.FOLDER}), then `judgeloop dvc-yaml` writes {code_digests.IMPORTS} "
         "again in a folder of the project's own."
     ), message
+
+
+def test_stages_linked_out_is_refused_before_imports_json_is_read_and_its_fix_runs_in_sh(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`stages -> /elsewhere` (a folder above stages/code, which refuse_links of stages/code alone
+    does not see): imports.json there is never read, since it would name the files hashed."""
+    elsewhere = project.parent / "elsewhere" / "stages"
+    (elsewhere / "code").mkdir(parents=True)
+    (elsewhere / "code" / "imports.json").write_text('{"stages": {}}\n', encoding="utf-8")
+    (project / "stages").symlink_to(elsewhere)
+    read: list[str] = []
+    reader = files.read_regular
+
+    def noted(path: Path, limit: int) -> bytes:
+        read.append(str(path))
+        return reader(path, limit)
+
+    monkeypatch.setattr("pipeline.tools.code_digests.read_regular", noted)
+    for attempt in (code_digests.write_digests, code_digests.read_imports):
+        with pytest.raises(ConfigError) as refused:
+            attempt(project)
+        assert f"stages is a link to {elsewhere}" in str(refused.value)
+    assert read == []
+    assert code_digests.pending(project) == {}
+    fix = re.search(r"\((cp -pR [^()]*)\)", str(refused.value))
+    assert fix, refused.value
+    subprocess.run(["sh", "-c", fix[1]], cwd=project, check=True)
+    assert not (project / "stages").is_symlink()
+    assert (project / "stages" / "code" / "imports.json").is_file()
+    assert (elsewhere / "code" / "imports.json").is_file()
+    assert code_digests.read_imports(project) == {}

@@ -7,10 +7,7 @@ keep plain records in the order given, for a design whose records are built by h
 
 from __future__ import annotations
 
-import contextlib
 import heapq
-import os
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -19,7 +16,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pipeline.errors import InputError
-from pipeline.llm.files import TMP_SUFFIX, atomic_write_chunks, folder_to_write, new_file_mode
+from pipeline.llm.files import atomic_write_chunks, replacement
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.project_files import validation_problem
 
@@ -65,29 +62,22 @@ def write_jsonl(path: Path, results: Iterable[Result]) -> None:
             keys.append(key)
             yield _line(result)
 
-    fd, staged = tempfile.mkstemp(
-        prefix=f".{path.name}.", suffix=".ordered" + TMP_SUFFIX, dir=folder_to_write(path.parent, path)
-    )
-    os.close(fd)
-    try:
-        atomic_write_chunks(Path(staged), in_order())
+    # Written in place as they come, in a locked temporary file (pipeline.llm.killed_writes: one a
+    # killed run leaves is swept by the next write there), read back only for a merge.
+    with replacement(path) as new:
+        new.write(in_order())
         if not late:
-            # The mode a plain write leaves at `path`, not the one mkstemp gave `staged` (0600),
-            # which atomic_write_chunks kept as the mode of the file it replaced.
-            os.chmod(staged, new_file_mode(path))
-            os.replace(staged, path)
+            new.commit()
             return
         late.sort(key=_item)
-        with open(staged, "rb") as written:
-            merged = heapq.merge(
-                zip(keys, (line.decode("utf-8") for line in written), strict=True),
-                ((_item(r), _line(r)) for r in late),
-                key=lambda row: row[0],
-            )
-            atomic_write_chunks(path, (line for _, line in merged))
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(staged)
+        new.out.flush()
+        new.out.seek(0)
+        merged = heapq.merge(
+            zip(keys, (line.decode("utf-8") for line in new.out), strict=True),
+            ((_item(r), _line(r)) for r in late),
+            key=lambda row: row[0],
+        )
+        atomic_write_chunks(path, (line for _, line in merged))
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:

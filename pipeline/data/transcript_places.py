@@ -30,7 +30,7 @@ from typing import NamedTuple
 from pipeline.data.input_files import InputWarning, shown_path
 from pipeline.data.transcript_open import Identity
 from pipeline.errors import InputError
-from pipeline.llm.files import folder_replaced_by_copy, link_leading_out, replaced_by_copy
+from pipeline.llm.files import folder_replaced_by_copy, link_leading_out, named, replaced_by_copy
 
 SEARCHED = ("*_TRANSCRIPT.csv", "*/*_TRANSCRIPT.csv", "*.txt", "*.jsonl")
 _DAIC = "_transcript.csv"
@@ -185,13 +185,15 @@ class _Searched:
         link = link_leading_out(str(self.path), relative)
         folder = relative if link is None else os.path.relpath(link, self.path)
         if folder == relative:
-            problem = f"a link to {target}, outside the folder ({self.real}), which alone is read"
+            where = f"{named(target or '')}, outside the folder ({named(self.real)})"
+            problem = f"a link to {where}, which alone is read"
             return problem, f"copy the file in, in place of the link: {replaced_by_copy(shown, target)}"
-        named, leads = f"{shown_path(self.path, self.root)}/{folder}", os.path.realpath(str(link))
+        through, leads = f"{shown_path(self.path, self.root)}/{folder}", os.path.realpath(str(link))
         problem = (
-            f"read through {named}, a link to {leads}, outside the folder ({self.real}), which alone is read"
+            f"read through {named(through)}, a link to {named(leads)}, outside the folder "
+            f"({named(self.real)}), which alone is read"
         )
-        return problem, f"copy the folder in, in place of the link: {folder_replaced_by_copy(named, leads)}"
+        return problem, f"copy the folder in, in place of the link: {folder_replaced_by_copy(through, leads)}"
 
 
 class Places:

@@ -3,7 +3,7 @@
     atomic_write(path, text)       readers see the old file or the new one, never a part
     atomic_write_chunks(path, it)  the same, the text given a piece at a time (never whole in memory)
     replacing(path)                the same, written through a bytes handle as a `with` block
-    sweep_killed_writers(folder)   a folder's temporary files that killed writes left, removed
+    replacement(path)              the same, its temporary file read back before it is committed (or not)
     new_file_mode(path)            the mode a plain write would leave at path (for a file made aside)
     AtomicText(path)               the same, written through a text handle (a csv.writer's, say)
     folder_to_write(folder, out)   folder made to write `out` in: never through a link out of the project
@@ -20,9 +20,8 @@ file away, and the second rename failed with a raw FileNotFoundError. Each write
 temporary file in the target's folder (so os.replace is an atomic rename on one file system), named
 `.<target>.<random>.locked.tmp`: hidden, ignored by git (.gitignore) and DVC (.dvcignore), and removed
 when the write fails. Its writer holds an flock on it from its creation until after the rename, so one
-that a write killed outright (SIGKILL, OOM, power) left is told from a live write's: the next write
-into that folder (its first there in a process) removes it (sweep_killed_writers). Until then it is
-never read, and DVC, `judgeloop check` and the recordings' readers leave `*.tmp` out of what they hash.
+that a write killed outright (SIGKILL, OOM, power) left is removed by the next write into that folder
+(pipeline.llm.killed_writes).
 The new file gets the mode a plain write would leave (`new_file_mode`): the old file's, else the umask's.
 
 A name read from the command line or from a file (a stage's recordings folder, an exported stage)
@@ -59,19 +58,15 @@ import os
 import re
 import shlex
 import stat
-import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
 from pipeline.errors import UnsafeNameError, UnwritableTextError
+from pipeline.llm.killed_writes import TMP_SUFFIX as TMP_SUFFIX
+from pipeline.llm.killed_writes import locked_temporary, sweep_killed_writers, temporary_prefix
+from pipeline.llm.terminal import shown
 
-TMP_SUFFIX = ".tmp"
-REPLACEMENT_SUFFIX = ".locked" + TMP_SUFFIX  # a _Replacement's temporary file, locked while its writer lives
-# Such a name as tempfile.mkstemp makes it (its 8 characters): one no live writer holds is a killed one's.
-_REPLACEMENT_NAME = re.compile(r"\..+\.[a-z0-9_]{8}" + re.escape(REPLACEMENT_SUFFIX), re.DOTALL)
-_SHORT_NAME = 100  # a target's name of at most this many bytes fits a temporary file's on any file system
-_swept: set[tuple[int, int]] = set()  # the folders (device, inode) this process has swept
 LOCAL_STATE = ".judgeloop"  # the local state's folder, in the project (see the module)
 # A pipe or a device opened to be looked at must not wait for a writer or become the terminal.
 READ_FLAGS = (
@@ -103,11 +98,7 @@ def atomic_write_chunks(
     a plain write's (a private memo's 0600; the temporary file has them from its creation)."""
     new = _Replacement(path, local_state=local_state, mode=mode)
     try:
-        lines = 0
-        for chunk in chunks:
-            data = chunk if isinstance(chunk, bytes) else _utf8(path, chunk, lines)
-            new.out.write(data)
-            lines += data.count(b"\n")
+        new.write(chunks)
     except BaseException:
         new.discard()
         raise
@@ -127,6 +118,18 @@ def replacing(path: Path) -> Iterator[BinaryIO]:
     new.commit()
 
 
+@contextlib.contextmanager
+def replacement(path: Path) -> Iterator[_Replacement]:
+    """A replacement of `path` (atomic_write's guarantees) for a writer that reads its temporary file
+    back (`out`, opened to be written and read) before it decides: `commit` puts it in place; a block
+    that ends without a commit, or fails, leaves the old file standing and no temporary file."""
+    new = _Replacement(path)
+    try:
+        yield new
+    finally:
+        new.discard()  # (nothing once committed)
+
+
 class _Replacement:
     """The one way a file is replaced here (atomic_write_chunks, AtomicText): bytes written to `out`,
     a temporary file of its own in `path`'s folder (see the module's docstring), that replaces `path`
@@ -141,8 +144,17 @@ class _Replacement:
             folder_to_write(path.parent, path)
         self.path, self._mode = path, mode
         sweep_killed_writers(path.parent)
-        self.out, self._tmp = _locked_temporary(path)
+        self.out, self._tmp = locked_temporary(path.parent, temporary_prefix(path))
         self.done = False  # committed or discarded: nothing more is done
+
+    def write(self, chunks: Iterable[str | bytes]) -> None:
+        """The chunks written as they come, a str one as UTF-8 (UnwritableTextError, naming its line,
+        for one that would hold a lone surrogate: see atomic_write)."""
+        lines = 0
+        for chunk in chunks:
+            data = chunk if isinstance(chunk, bytes) else _utf8(self.path, chunk, lines)
+            self.out.write(data)
+            lines += data.count(b"\n")
 
     def commit(self) -> None:
         if self.done:
@@ -167,92 +179,6 @@ class _Replacement:
             os.unlink(self._tmp)
         with contextlib.suppress(OSError):  # a flush that fails again, on closing: the write is dropped
             self.out.close()
-
-
-def _locked_temporary(path: Path) -> tuple[BinaryIO, str]:
-    """A new temporary file for `path` in its folder, and its name, held under an flock until it is
-    closed. Made, then locked, then asked whether its name still names it: a sweep in another process
-    that took it between the two (unlocked, so a killed writer's to that sweep) removed it, and
-    another is made."""
-    while True:
-        fd, tmp = tempfile.mkstemp(prefix=_temporary_prefix(path), suffix=REPLACEMENT_SUFFIX, dir=path.parent)
-        try:
-            with contextlib.suppress(OSError):  # a file system without flock: no sweep there takes one
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            if os.path.samestat(os.fstat(fd), os.lstat(tmp)):
-                return os.fdopen(fd, "wb"), tmp
-        except FileNotFoundError:
-            pass
-        except BaseException:
-            os.close(fd)
-            raise
-        os.close(fd)
-
-
-def _temporary_prefix(path: Path) -> str:
-    """`.<target>.`, the target's name cut short where the temporary file's whole name would pass the
-    folder's limit on a name (NAME_MAX, 255 bytes on most file systems; the random part and the suffix
-    add 21): a target whose own name a plain write can make is written, not refused with a raw
-    ENAMETOOLONG about a name the user never chose. (The cut name still has a character: the sweep's
-    pattern wants one.)"""
-    name = path.name
-    if len(os.fsencode(name)) <= _SHORT_NAME:
-        return f".{name}."
-    try:
-        limit = os.pathconf(path.parent, "PC_NAME_MAX")
-    except (OSError, ValueError):  # not asked here (no pathconf, no folder yet): the usual limit
-        limit = 255
-    room = max(1, limit - len(f"..{'x' * 8}{REPLACEMENT_SUFFIX}".encode()))
-    while len(name) > 1 and len(os.fsencode(name)) > room:
-        name = name[:-1]  # a whole character (or an undecodable byte) at a time
-    return f".{name}."
-
-
-def sweep_killed_writers(folder: Path) -> list[str]:
-    """Remove from `folder` the temporary files that writes killed outright left (see the module),
-    the first time this process writes there: names as _locked_temporary makes them, regular files
-    of no other name that no live writer holds locked. A file a process killed before this one began
-    is found here; one killed later, by the next process. Done through the folder's descriptor, so no
-    link is followed; anything else is left be. The names removed."""
-    try:
-        folder_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:  # missing, not a folder: the write itself says so
-        return []
-    try:
-        seen = os.fstat(folder_fd)
-        if (seen.st_dev, seen.st_ino) in _swept:
-            return []
-        _swept.add((seen.st_dev, seen.st_ino))
-        try:
-            names = [name for name in os.listdir(folder_fd) if _REPLACEMENT_NAME.fullmatch(name)]
-        except OSError:  # not listed (an I/O error of a network file system): left, the write goes on
-            return []
-        return [name for name in names if _removed_if_killed(folder_fd, name)]
-    finally:
-        os.close(folder_fd)
-
-
-def _removed_if_killed(folder_fd: int, name: str) -> bool:
-    """`name` in the folder removed if it is a regular file of no other name that no one holds locked:
-    locked here, and still the file of that name (not renamed over its target by a writer that let go
-    just now), it is unlinked while the lock is held."""
-    try:
-        seen = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
-        if not stat.S_ISREG(seen.st_mode) or seen.st_nlink != 1:
-            return False  # a link, a folder, a pipe, a device, or a file with another name: not ours
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder_fd)
-    except OSError:  # gone, or not ours to read
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError: a live writer's
-        if not os.path.samestat(os.fstat(fd), os.stat(name, dir_fd=folder_fd, follow_symlinks=False)):
-            return False
-        os.unlink(name, dir_fd=folder_fd)
-        return True
-    except OSError:
-        return False
-    finally:
-        os.close(fd)  # (and the lock with it)
 
 
 def new_file_mode(path: Path) -> int:
@@ -374,15 +300,28 @@ def replaced_by_copy(link: str, target: str | None = None) -> str:
     """The portable (POSIX) commands that put a copy of the file that the link `link` leads to
     (`target`, else its realpath) in its place, that file kept: GNU cp's --remove-destination is
     not on macOS or BSD, and `mv` replaces a link to a file, not what it leads to."""
-    name, own = shlex.quote(link), shlex.quote(f"{link}.own")
-    return f"cp -p {shlex.quote(target or os.path.realpath(link))} {own} && mv {own} {name}"
+    name, own = in_command(link), in_command(f"{link}.own")
+    return f"cp -p -- {in_command(target or os.path.realpath(link))} {own} && mv -- {own} {name}"
 
 
 def folder_replaced_by_copy(link: str, target: str) -> str:
     """The portable (POSIX) commands that put a copy of the folder `target`, which the link `link` leads
     to, in its place, that folder kept (`rm` of a link to a folder removes the link only)."""
-    name, own = shlex.quote(link), shlex.quote(f"{link}.own")
-    return f"cp -pR {shlex.quote(target)} {own} && rm {name} && mv {own} {name}"
+    name, own = in_command(link), in_command(f"{link}.own")
+    return f"cp -pR -- {in_command(target)} {own} && rm -- {name} && mv -- {own} {name}"
+
+
+def named(path: str | os.PathLike[str]) -> str:
+    """A path (or a link's target) as a message names it: on one line, every control and invisible
+    character shown as its escape (pipeline.llm.terminal.shown), so that a name holding a newline or
+    a terminal's escape can neither break the message nor act on the terminal."""
+    return shown(os.fspath(path), one_line=True)
+
+
+def in_command(path: str | os.PathLike[str]) -> str:
+    """A path as a suggested command names it (after `--`, so that a name starting with `-` reads as
+    no option): `named`, quoted for a POSIX shell."""
+    return shlex.quote(named(path))
 
 
 def _leading_out(folder: Path, output: Path) -> str | None:
@@ -401,13 +340,13 @@ def _leading_out(folder: Path, output: Path) -> str | None:
         if os.path.islink(step) and not path_under(os.path.realpath(step), project):
             link = step
             break
-    shown = os.path.relpath(link, here)
+    relative = os.path.relpath(link, here)
     return (
-        f"{output}: not written: {shown} is a symbolic link to {os.path.realpath(link)}, which lies "
-        f"outside the project ({project}); judgeloop writes outputs and recordings only inside the "
-        "project, so that a link committed with it cannot send them over another file of this "
-        f"machine. Fix: remove the link (rm {shown}) and run again, or make it a link to a folder "
-        "inside the project."
+        f"{named(output)}: not written: {named(relative)} is a symbolic link to "
+        f"{named(os.path.realpath(link))}, which lies outside the project ({named(project)}); judgeloop "
+        "writes outputs and recordings only inside the project, so that a link committed with it "
+        f"cannot send them over another file of this machine. Fix: remove the link "
+        f"(rm -- {in_command(relative)}) and run again, or make it a link to a folder inside the project."
     )
 
 
@@ -425,7 +364,9 @@ def child(folder: Path, name: str, what: str, fix: str) -> Path:
     """folder / name, for a plain `name` whose path resolves inside `folder`."""
     path = folder / safe_name(name, what, fix)
     if not path.resolve().is_relative_to(folder.resolve()):
-        raise UnsafeNameError(f"{what} {name!r}: {path} leads outside {folder} (a link?). Fix: {fix}")
+        raise UnsafeNameError(
+            f"{what} {name!r}: {named(path)} leads outside {named(folder)} (a link?). Fix: {fix}"
+        )
     return path
 
 
@@ -469,9 +410,9 @@ def refuse_links(
         link = linked[0]
         more = f" (and {len(linked) - 1} more)" if len(linked) > 1 else ""
         raise UnsafeNameError(
-            f"{link}{more}: a symbolic link (to {os.readlink(link)}) in {what}, refused before anything "
-            f"is read or written there: through it judgeloop would write outside {folder}. "
-            f"Fix: remove the link (rm {link}){', ' + fix if fix else ''}."
+            f"{named(link)}{more}: a symbolic link (to {named(os.readlink(link))}) in {what}, refused "
+            f"before anything is read or written there: through it judgeloop would write outside "
+            f"{named(folder)}. Fix: remove the link (rm -- {in_command(link)}){', ' + fix if fix else ''}."
         )
 
 

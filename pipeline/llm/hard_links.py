@@ -18,10 +18,10 @@ one of them. The same holds for the `symlink` type's links (pipeline.llm.recordi
 from __future__ import annotations
 
 import os
-import shlex
 from pathlib import Path
 
 from pipeline.errors import UnsafeNameError
+from pipeline.llm.files import in_command, named
 
 
 def refuse_hard_link(path: Path, status: os.stat_result, what: str) -> None:
@@ -30,12 +30,12 @@ def refuse_hard_link(path: Path, status: os.stat_result, what: str) -> None:
     if status.st_nlink > 1:
         # The fix keeps what the file holds: a project copied with `cp -al` links its cache database,
         # whose finished calls (and a stopped run's -wal rows) removing would lose.
-        name, own = shlex.quote(str(path)), shlex.quote(f"{path}.own")
+        name, own = in_command(path), in_command(f"{path}.own")
         raise UnsafeNameError(
-            f"{path}: {what} has {status.st_nlink - 1} other name(s) (a hard link), so writing it where "
-            "it stands would change another file. It is refused before anything is written. "
-            f"Fix: give it a file of its own, keeping what it holds (cp -p {name} {own} && mv {own} {name}), "
-            f"or remove it (rm {name}) where someone else put the other name there."
+            f"{named(path)}: {what} has {status.st_nlink - 1} other name(s) (a hard link), so writing it "
+            "where it stands would change another file. It is refused before anything is written. Fix: "
+            f"give it a file of its own, keeping what it holds (cp -p -- {name} {own} && mv -- {own} "
+            f"{name}), or remove it (rm -- {name}) where someone else put the other name there."
         )
 
 

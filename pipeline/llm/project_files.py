@@ -22,7 +22,7 @@ import yaml
 from pydantic import ValidationError
 
 from pipeline.errors import ConfigError
-from pipeline.llm.files import link_leading_out, path_under, replaced_by_copy
+from pipeline.llm.files import link_leading_out, named, path_under, replaced_by_copy
 
 NOT_QUOTED = "(not quoted: the file lies outside the project)"
 
@@ -55,11 +55,14 @@ def link_out(path: Path) -> str | None:
         fix = f"replace the link with the file ({copy}), or with a link inside the project"
     else:  # a folder above it: copying a whole folder from elsewhere is not for us to suggest
         folder, leads = os.path.relpath(link, base), os.path.realpath(link)
-        fix = f"make {folder} (a link to {leads}) a folder of the project's own, or a link inside it"
+        fix = (
+            f"make {named(folder)} (a link to {named(leads)}) a folder of the project's own, or a link "
+            "inside it"
+        )
     return (
-        f"{path}: a link to {target}, which lies outside the project ({home}). judgeloop reads its "
-        "config only from inside the project, so that no other file on this machine is read (or "
-        f"quoted in an error) as one. Fix: {fix}."
+        f"{named(path)}: a link to {named(target)}, which lies outside the project ({named(home)}). "
+        "judgeloop reads its config only from inside the project, so that no other file on this "
+        f"machine is read (or quoted in an error) as one. Fix: {fix}."
     )
 
 

@@ -142,9 +142,17 @@ def spelled(value: Any) -> str:
     newline would read as the two characters a model typed."""
     if isinstance(value, list | tuple):
         return (
-            "[" + ", ".join(f"'{item}'" if isinstance(item, str) else spelled(item) for item in value) + "]"
+            "[" + ", ".join(_quoted(item) if isinstance(item, str) else spelled(item) for item in value) + "]"
         )
     return str(value)
+
+
+def _quoted(text: str) -> str:
+    """`text` between quotes as Python chooses them (`'`, or `"` for a text holding `'` alone), the
+    quote inside escaped as `\\'` and a backslash run before it doubled, so that `', '` inside one
+    text never reads as two texts: `["a', 'b"]` is one stop, `['a', 'b']` two."""
+    quote = '"' if "'" in text and '"' not in text else "'"
+    return quote + re.sub(rf"(\\*){quote}", lambda m: m[1] * 2 + "\\" + quote, text) + quote
 
 
 def framed(text: str, margin: str = "  | ") -> str:

@@ -43,6 +43,7 @@ from pipeline.llm.project_files import link_out, refuse_link_out, yaml_problem
 from pipeline.llm.recordings.dvc_links import copy_cache_links_as_files
 from pipeline.llm.recordings.pins import LOCK_FILE, dir_md5
 from pipeline.llm.terminal import echo, shown
+from pipeline.tools.local_state import say_committed
 
 INDEX_STAGE = "report_index"  # dvc.yaml's last stage, `python -m stages.index`
 CODE = ("pipeline/", "stages/")  # deps that are code: the check runs this process's own
@@ -302,6 +303,7 @@ def check(names: tuple[str, ...]) -> None:
       judgeloop check            every design, and the report index
       judgeloop check rag        the RAG judge's stages only
     """
+    say_committed(Path.cwd())
     try:
         status = run_check(names)
     except JudgeloopError as exc:

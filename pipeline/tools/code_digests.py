@@ -34,7 +34,10 @@ import orjson
 from pipeline.errors import ConfigError
 from pipeline.llm.files import (
     atomic_write,
+    folder_replaced_by_copy,
+    in_command,
     link_leading_out,
+    named,
     path_under,
     read_regular,
     refuse_links,
@@ -99,7 +102,9 @@ def holds(path: Path, text: str) -> bool:
 
 
 def read_imports(root: Path) -> dict[str, list[str]]:
-    """IMPORTS, checked (whoever wrote it, it names only stage names and paths inside the project)."""
+    """IMPORTS, checked (whoever wrote it, it names only stage names and paths inside the project),
+    never read through a folder linked out of the project (_refuse_folder_out)."""
+    _refuse_folder_out(root)
     try:
         data = _parsed(read_regular(root / IMPORTS, MAX_BYTES))
     except FileNotFoundError:
@@ -117,6 +122,25 @@ def read_imports(root: Path) -> dict[str, list[str]]:
     return stages
 
 
+def _refuse_folder_out(root: Path) -> None:
+    """ConfigError, before IMPORTS is read, where FOLDER lies outside the project through a link on
+    its way (`stages -> /elsewhere`, which refuse_links of FOLDER alone does not see): IMPORTS read
+    there would name the files the code stage hashes."""
+    link = link_leading_out(str(root), FOLDER)
+    if link is None:
+        return
+    name, target = os.path.relpath(link, root), os.path.realpath(link)
+    if name == FOLDER:
+        fix = f"remove the link (rm -- {in_command(link)}), {LINKED_FIX}"
+    else:
+        fix = f"put the folder itself in place of the link ({folder_replaced_by_copy(link, target)})"
+    raise ConfigError(
+        f"{IMPORTS}: not read: {named(name)} is a link to {named(target)}, which lies outside the project "
+        f"({named(os.path.realpath(root))}); the code stage reads and writes only inside it. Fix: {fix}, "
+        "or make it a link inside the project."
+    )
+
+
 def _refuse_link_out(root: Path, path: str) -> None:
     """ConfigError where a module file is reached through a link out of the project (the file, or a
     folder above it): a pull request can commit `pipeline/x.py -> /elsewhere`, and the code stage
@@ -129,10 +153,11 @@ def _refuse_link_out(root: Path, path: str) -> None:
     if name == path:
         fix = f"put the file itself in place of the link ({replaced_by_copy(link)})"
     else:
-        fix = f"make {name} a folder of the project's own, not a link"
+        fix = f"make {named(name)} a folder of the project's own, not a link"
     raise ConfigError(
-        f"{path} (named by {IMPORTS}): {name} is a link to {os.path.realpath(link)}, which lies outside "
-        f"the project ({project}); the code stage hashes only files inside it. Fix: {fix}, or make it "
+        f"{named(path)} (named by {IMPORTS}): {named(name)} is a link to {named(os.path.realpath(link))}, "
+        f"which lies outside the project ({named(project)}); the code stage hashes only files inside it. "
+        f"Fix: {fix}, or make it "
         "a link inside the project."
     )
 

@@ -10,38 +10,42 @@ put this interpreter's folder first, so `.venv/bin/judgeloop repro` (or `./judge
 with nothing activated. DVC runs in this process, with its messages as they are, less one that
 does not apply here ("Use `dvc push` ...": the recordings and outputs are tracked by git).
 
-A failed experiment puts back what it changed. `dvc exp run` writes the new values into
-params.yaml and runs the stages, and each stage that succeeds replaces its outputs; when a later
-stage fails, DVC leaves params.yaml changed and those outputs new. `judgeloop exp` copies
-params.yaml, dvc.lock and every stage's outputs aside before it starts and, if the run fails or is
-interrupted, restores them (removing outputs that did not exist before), so the workspace is the
-last good experiment again. The calls the failed run made stay in the local cache: a rerun repeats
-none of them. A run killed outright (SIGKILL, OOM, power) cannot put anything back and leaves its
-copy (.judgeloop/snapshots/exp-*), perhaps the only one of the last good outputs: it is never removed
-for the user, but the next `judgeloop exp` names it with the commands that put it back or drop it
-(a live run's copy, held under an flock while it runs, is told apart).
+A failed experiment puts back what it changed (pipeline.tools.exp_snapshots). `dvc exp run` writes
+the new values into params.yaml and runs the stages, and each stage that succeeds replaces its
+outputs; when a later stage fails, DVC leaves params.yaml changed and those outputs new. `judgeloop
+exp` copies params.yaml, dvc.lock and every stage's outputs aside before it starts and, if the run
+fails or is interrupted, restores them (removing outputs that did not exist before), so the
+workspace is the last good experiment again. The calls the failed run made stay in the local cache:
+a rerun repeats none of them. A run killed outright (SIGKILL, OOM, power) cannot put anything back
+and leaves its copy (.judgeloop/snapshots/exp-*), perhaps the only one of the last good outputs: it
+is never removed for the user, but the next `judgeloop exp` names it with the commands that put it
+back or drop it (`judgeloop exp restore NAME`, `judgeloop exp drop NAME`; a live run's copy, held
+under an flock while it runs, is told apart).
 """
 
 from __future__ import annotations
 
-import fcntl
 import gc
 import os
-import shlex
-import shutil
 import sys
-import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 import click
 
-from pipeline.llm.terminal import echo, shown
+from pipeline.tools.exp_snapshots import (
+    ALWAYS_KEPT,
+    Snapshot,
+    drop_snapshot,
+    name_killed_runs_snapshots,
+    outputs_or_none,
+    restore_snapshot,
+    stage_outputs,
+)
+from pipeline.tools.local_state import refuse_committed_link
 
 PUSH_HINT = "Use `dvc push` to send your updates to remote storage."
-ALWAYS_KEPT = ("params.yaml", "dvc.lock")
-SNAPSHOTS = Path(".judgeloop") / "snapshots"  # ignored by git, beside the local cache
 PASS_THROUGH = {"ignore_unknown_options": True, "allow_interspersed_args": False}
 
 
@@ -134,97 +138,6 @@ def _fewer_collections(first_threshold: int = 20_000) -> Iterator[None]:
         gc.unfreeze()
 
 
-def stage_outputs(root: Path) -> set[Path]:
-    """Every out of every stage (results, recordings, metrics, plots), as dvc.yaml and params.yaml
-    resolve them now."""
-    from dvc.repo import Repo
-
-    here = root.resolve()
-    with Repo(str(root)) as repo:
-        paths = {Path(out.fs_path) for stage in repo.index.stages for out in stage.outs}
-    return {p.relative_to(here) for p in paths if p.is_relative_to(here)}
-
-
-def _copy(source: Path, target: Path) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if source.is_dir():
-        shutil.copytree(source, target, symlinks=True)
-    else:
-        shutil.copy2(source, target)
-
-
-class Snapshot:
-    """Copies of files and folders of the project, to put back as they were."""
-
-    def __init__(self, root: Path, paths: set[Path]) -> None:
-        self.root = root
-        (root / SNAPSHOTS).mkdir(parents=True, exist_ok=True)
-        self.folder = Path(tempfile.mkdtemp(prefix="exp-", dir=root / SNAPSHOTS))
-        # held while this run lives (the kernel lets go if it is killed): see killed_runs_snapshots
-        self._hold = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY)
-        fcntl.flock(self._hold, fcntl.LOCK_EX)
-        self.saved: set[Path] = set()
-        try:
-            for path in sorted(paths):
-                if (root / path).exists():
-                    _copy(root / path, self.folder / path)
-                    self.saved.add(path)
-        except BaseException:  # (a full disk, a pipe among the outputs): nothing ran, nothing to put back
-            self.discard()  # not left for the next run to name as a killed run's copy, nor held open
-            raise
-        self.paths = set(paths)
-
-    def restore(self, also: Iterable[Path] = ()) -> None:
-        """Every path as it was: the saved ones copied back, the others (new since) removed."""
-        for path in sorted(self.paths | set(also)):
-            target = self.root / path
-            if target.is_dir() and not target.is_symlink():
-                shutil.rmtree(target)
-            elif target.exists() or target.is_symlink():
-                target.unlink()
-            if path in self.saved:
-                _copy(self.folder / path, target)
-
-    def discard(self) -> None:
-        shutil.rmtree(self.folder, ignore_errors=True)
-        os.close(self._hold)
-
-
-def killed_runs_snapshots(root: Path) -> list[Path]:
-    """The snapshot folders that `judgeloop exp` runs killed outright left (no live run holds one locked),
-    as paths under `root`; links and anything but a folder are passed over."""
-    found = []
-    for folder in sorted((root / SNAPSHOTS).glob("exp-*")):
-        try:
-            fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-        except OSError:
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            found.append(folder)
-        except OSError:  # BlockingIOError: a run at work
-            pass
-        finally:
-            os.close(fd)
-    return found
-
-
-def name_killed_runs_snapshots(root: Path) -> None:
-    """Each snapshot a killed run left, named with what it holds and the commands that put it back or
-    drop it (never removed here: it may be the only copy of the last good outputs)."""
-    for folder in killed_runs_snapshots(root):
-        # (a name a user gave a folder there may hold a newline or a terminal's escape: shown as escapes)
-        name = shlex.quote(shown(os.path.relpath(folder, root), one_line=True))
-        echo(
-            f"judgeloop exp: {name} holds what a `judgeloop exp` that was killed copied aside before it "
-            "ran (params.yaml, dvc.lock and every stage's outputs as they were then, at the same paths "
-            "under it), which that run could not put back. Fix: to go back to them, copy what you need "
-            f"from it over the project (`diff -r {name}/params.yaml params.yaml` shows what the run "
-            f"changed); once you do not need it, rm -r {name}",
-            err=True,
-        )
-
-
 def run_experiment(args: Sequence[str], root: Path = Path(".")) -> int:
     """`dvc exp run ARGS`; on failure (or an interrupt) the workspace is put back as it was."""
     name_killed_runs_snapshots(root)
@@ -237,11 +150,7 @@ def run_experiment(args: Sequence[str], root: Path = Path(".")) -> int:
         if status == 0:
             snapshot.discard()
         else:
-            try:
-                after = stage_outputs(root)
-            except Exception:  # a params.yaml DVC cannot read now: put back what was saved
-                after = set()
-            snapshot.restore(after)
+            snapshot.restore(outputs_or_none(root))
             snapshot.discard()
             click.echo(
                 "judgeloop exp: the experiment failed; params.yaml, dvc.lock and every stage's outputs "
@@ -277,6 +186,7 @@ def repro(replay: bool, design: str | None, dvc_args: tuple[str, ...]) -> None:
       judgeloop repro --replay              every stage again from the recordings: byte-identical
       judgeloop repro --replay --design rag one design's stages from the recordings
     """
+    refuse_committed_link(Path("."))
     if replay:
         os.environ["JUDGELOOP_CACHE_MODE"] = "replay"
     with dvc_started():  # before the designs are read and the servers tried: see dvc_started
@@ -348,6 +258,31 @@ def preset_args(path: Path) -> list[str]:
     return args
 
 
+def _exp_list(args: Sequence[str]) -> None:
+    from pipeline.tools.exp_list import render_list
+
+    extra = set(args) - {"--all-commits"}
+    if extra:
+        raise click.UsageError(f"exp list takes only --all-commits (got {' '.join(sorted(extra))})")
+    click.echo(render_list("--all-commits" in args), nl=False)
+
+
+def _one_snapshot(command: str, args: Sequence[str]) -> str:
+    if len(args) != 1:
+        raise click.UsageError(
+            f"exp {command} takes one snapshot's name (exp-…, as `judgeloop exp` named it)"
+        )
+    return args[0]
+
+
+# `judgeloop exp WORD ...` that is no experiment (a stage of that name cannot be run by it)
+SUBCOMMANDS: dict[str, Callable[[Sequence[str]], None]] = {
+    "list": _exp_list,
+    "restore": lambda args: restore_snapshot(Path("."), _one_snapshot("restore", args)),
+    "drop": lambda args: drop_snapshot(Path("."), _one_snapshot("drop", args)),
+}
+
+
 @click.command(context_settings=PASS_THROUGH)
 @DESIGN_OPTION
 @click.option(
@@ -369,6 +304,8 @@ def exp(design: str | None, preset: Path | None, dvc_args: tuple[str, ...]) -> N
       judgeloop exp rag_aggregate -S rag.prompt_mode=ids
       judgeloop exp -S llm.backend=ollama -S llm.model=gemma3:27b
       judgeloop exp list                   this commit's experiments: params changed, numbers moved
+      judgeloop exp restore exp-abcd1234   a killed run's copy of the last good outputs put back
+      judgeloop exp drop exp-abcd1234      a killed run's copy removed
       judgeloop exp --design paper -S llm_overrides.paper.model=gemma3:27b   one design, its own model
       judgeloop exp --preset presets/real-model.yaml -S llm.backend=ollama -S llm.model=gemma3:27b
     Then: `judgeloop compare` (this run against the last commit); `dvc exp apply NAME` or
@@ -378,13 +315,9 @@ def exp(design: str | None, preset: Path | None, dvc_args: tuple[str, ...]) -> N
     from pipeline.tools.set_params import check_set_params
 
     require_params_file()
-    if dvc_args[:1] == ("list",):
-        from pipeline.tools.exp_list import render_list
-
-        extra = set(dvc_args[1:]) - {"--all-commits"}
-        if extra:
-            raise click.UsageError(f"exp list takes only --all-commits (got {' '.join(sorted(extra))})")
-        click.echo(render_list("--all-commits" in dvc_args), nl=False)
+    refuse_committed_link(Path("."))
+    if dvc_args[:1] and dvc_args[0] in SUBCOMMANDS:
+        SUBCOMMANDS[dvc_args[0]](dvc_args[1:])
         return
     from pipeline.tools.design_targets import expand_designs
 

@@ -32,7 +32,7 @@ import diskcache
 from pipeline.errors import CorruptRecordError, UnsafeNameError
 from pipeline.llm.cache.reopen import held_as_wanted, reopened
 from pipeline.llm.cache.schema import schema_problems
-from pipeline.llm.files import refuse_links
+from pipeline.llm.files import in_command, named, refuse_links
 from pipeline.llm.hard_links import refuse_hard_links_at
 
 DB_FILE = "cache.db"
@@ -90,8 +90,9 @@ class SafeDisk(diskcache.Disk):  # type: ignore[misc]
         linked = _linked_shard(self._directory, name)
         if linked is not None:  # before the value is written, and before its row is
             raise UnsafeNameError(
-                f"{linked}: a symbolic link in the cache folder (to {os.readlink(linked)}), refused: the "
-                f"value file would be written outside {self._directory}. Fix: remove the link (rm {linked})."
+                f"{named(linked)}: a symbolic link in the cache folder (to {named(os.readlink(linked))}), "
+                f"refused: the value file would be written outside {named(self._directory)}. Fix: remove "
+                f"the link (rm -- {in_command(linked)})."
             )
         return name, full_path
 

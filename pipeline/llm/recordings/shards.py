@@ -63,16 +63,17 @@ import hashlib
 import logging
 import os
 import re
-import tempfile
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 
 import orjson
 
 from pipeline.errors import CorruptRecordError
-from pipeline.llm.files import TMP_SUFFIX, atomic_write_chunks
+from pipeline.llm.files import READ_FLAGS, TMP_SUFFIX, atomic_write_chunks
 from pipeline.llm.hard_links import refuse_hard_link
 from pipeline.llm.keys import canonical_json
+from pipeline.llm.killed_writes import clear_named, locked_temporary
 from pipeline.llm.recordings.line_format import BLOCK_OPENING, CALL_OPENING
 
 SHARD_AT = 4096  # more calls than this: the stage's recording is written in shards
@@ -85,6 +86,7 @@ TABLE_KIND = "items"  # a shard of calls' table of items (pipeline.llm.recording
 LOOKS_LIKE_SHARD = re.compile(
     r"(calls|blocks)-.*\.jsonl", re.IGNORECASE
 )  # a file a person could take for a shard
+TEMPORARIES = (f".calls-*{TMP_SUFFIX}", f".blocks-*{TMP_SUFFIX}", f".items-*{TMP_SUFFIX}")  # write_shard's
 JOURNAL = ".shards-writing" + TMP_SUFFIX  # what a writer at work adds and drops (see the module)
 MANIFEST_FILE = "calls.jsonl"  # as pipeline.llm.recordings.stage_folders.CALLS_FILE
 FIX = "Fix: restore the stage's folder from git (git checkout -- {folder}), or re-record the stage."
@@ -104,32 +106,40 @@ def is_manifest(text: str) -> bool:
 
 
 def _hash_of(path: Path) -> str | None:
+    """sha256 of the regular file at `path`; None where there is none. A symbolic link is never the
+    file of that name, wherever it leads (into DVC's cache too): it is replaced, as anything else
+    that is not a regular file is."""
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        fd = os.open(path, READ_FLAGS | os.O_NOFOLLOW)  # a pipe is not waited on, a link not followed
     except OSError:
         return None
+    with open(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+            return None
+        return hashlib.file_digest(file, "sha256").hexdigest()
 
 
 def write_shard(directory: Path, kind: str, prefix: str, chunks: Iterable[bytes]) -> tuple[str, str]:
     """One shard ("calls", "blocks" or "items", a table) written under its content's name (a temporary
-    file first); its name and sha256. A shard of the same bytes already there keeps its file."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{kind}-{prefix}.", suffix=TMP_SUFFIX, dir=directory)
+    file first, locked while it is written: pipeline.llm.killed_writes); its name and sha256. A shard
+    of the same bytes already there, a regular file (never a link), keeps its file."""
+    out, tmp = locked_temporary(directory, f".{kind}-{prefix}.")
     digest = hashlib.sha256()
     try:
-        with os.fdopen(fd, "wb") as out:
+        with out:  # closed, and its lock let go, only after the rename
             for chunk in chunks:
                 digest.update(chunk)
                 out.write(chunk)
             out.flush()
             os.fsync(out.fileno())
-        sha = digest.hexdigest()
-        name = f"{kind}-{prefix}-{sha[:16]}.jsonl"
-        if _hash_of(directory / name) == sha:
-            os.unlink(tmp)
-        else:
-            os.chmod(tmp, 0o644)
-            _journal(directory, [name])  # before the file is there, so that a kill leaves it listed
-            os.replace(tmp, directory / name)
+            sha = digest.hexdigest()
+            name = f"{kind}-{prefix}-{sha[:16]}.jsonl"
+            if _hash_of(directory / name) == sha:
+                os.unlink(tmp)
+            else:
+                os.fchmod(out.fileno(), 0o644)
+                _journal(directory, [name])  # before the file is there, so that a kill leaves it listed
+                os.replace(tmp, directory / name)
         return name, sha
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -220,9 +230,7 @@ def _cleared(directory: Path, journal: Path) -> list[str]:
     removed = sorted(name for name in listed & set(os.listdir(directory)) if _unnamed(name, named))
     for name in removed:
         (directory / name).unlink()
-    for pattern in (f".calls-*{TMP_SUFFIX}", f".blocks-*{TMP_SUFFIX}", f".items-*{TMP_SUFFIX}"):
-        for stale in directory.glob(pattern):
-            stale.unlink(missing_ok=True)
+    clear_named(directory, TEMPORARIES)
     journal.unlink()
     if removed:
         log.warning(

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from pipeline.errors import CorruptRecordError, UnwritableTextError
 from pipeline.llm.files import TMP_SUFFIX, atomic_write_chunks, locked
+from pipeline.llm.killed_writes import clear_named
 from pipeline.llm.recordings import dvc_links, item_table, shards
 from pipeline.llm.recordings.call_places import Source, Where, kept_line, unpacked
 from pipeline.llm.recordings.line_format import blob_refs
@@ -103,14 +104,8 @@ class StageRecording(StageCalls):
     def _clear_stale(directory: Path) -> None:
         """(under the folder's lock) A temporary file here now is a killed writer's: every live writer
         waits for the lock. Its shards too, each named in a warning."""
-        for pattern in (
-            f".{CALLS_FILE}.*{TMP_SUFFIX}",
-            f".calls-*{TMP_SUFFIX}",
-            f".blocks-*{TMP_SUFFIX}",
-            f".items-*{TMP_SUFFIX}",
-        ):
-            for stale in directory.glob(pattern):
-                stale.unlink(missing_ok=True)
+        patterns = (f".{CALLS_FILE}.*{TMP_SUFFIX}", *shards.TEMPORARIES)
+        clear_named(directory, patterns)
         shards.clear_killed_writer(directory, holding_lock=True)
 
     @staticmethod

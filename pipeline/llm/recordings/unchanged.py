@@ -64,8 +64,9 @@ if TYPE_CHECKING:
     from pipeline.llm.recordings.stage_index import StageIndex
 
 
-# A recording of more lines than this holds no Where beside its kept lines (about 200 bytes a line:
-# 50 MB at this bound); `unchanged` reads theirs back from the lines, as the writer would to sort them.
+# A recording of more lines than this holds no Where beside its kept lines (265-315 bytes a line
+# measured, review12: 66-80 MiB at this bound); `unchanged` reads theirs back from the lines, as the
+# writer would to sort them.
 WHERES_HELD = 2**18
 
 

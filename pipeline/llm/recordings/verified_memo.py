@@ -133,9 +133,12 @@ def _say_refused(path: Path, status: os.stat_result) -> None:
     name = shlex.quote(str(path))
     geteuid = getattr(os, "geteuid", None)  # not on Windows, where only a plain file is asked for
     if geteuid is not None and stat.S_ISREG(status.st_mode) and status.st_uid == geteuid():
-        why, fix = f"others may read or write it (mode {stat.S_IMODE(status.st_mode):o})", f"chmod 600 {name}"
+        why, fix = (
+            f"others may read or write it (mode {stat.S_IMODE(status.st_mode):o})",
+            f"chmod 600 -- {name}",
+        )
     else:
-        why, fix = "it is not a plain file of this user's", f"rm {name} (judgeloop makes a new one)"
+        why, fix = "it is not a plain file of this user's", f"rm -- {name} (judgeloop makes a new one)"
     log.warning(
         "%s: not used as the key of the verified-recordings memo, since %s: every recording is "
         "verified in full on each run. Fix: %s",

@@ -53,6 +53,7 @@ from pipeline.llm.session import RecordingIndex
 from pipeline.llm.terminal import echo
 from pipeline.llm.types import ModelIdentity
 from pipeline.tools.design_targets import check_design
+from pipeline.tools.local_state import say_committed
 from pipeline.tools.status.dvc_state import DvcView, dvc_view
 from pipeline.tools.status.identities import Identities, IdentityUnknown
 from pipeline.tools.status.planner import Planner, StageAbsent, dry_run
@@ -155,6 +156,7 @@ def status(every_stage: bool, offline: bool, json_out: bool, verbose: bool, only
 
     if only is not None:
         check_design(only)
+    say_committed(Path("."))
     params = load_params()
     not_here = missing_here(Path(params.cache.recordings))
     if not_here is not None:  # said first: every count below is without them
