@@ -85,7 +85,7 @@ _NUMBERISH = st.text(alphabet=string.digits[:3] + "789_:.+-eEoxb", min_size=1, m
 @example("-0_7")
 @example("0:0.")
 def test_what_is_refused_is_exactly_where_pyyaml_and_dvc_read_a_number_apart(text: str) -> None:
-    from pipeline.llm.yaml_versions import read_apart  # (new with the mend)
+    from pipeline.llm.yaml_scalars import read_apart  # (new with the mend)
 
     document = f"v: {text}\n"
     try:
@@ -95,7 +95,7 @@ def test_what_is_refused_is_exactly_where_pyyaml_and_dvc_read_a_number_apart(tex
         return
     try:
         dvcs = DVC_READS.load(document)["v"]
-    except Exception:  # noqa: BLE001  ruamel refuses a few that PyYAML reads (`0b`): no number to compare
+    except Exception:  # ruamel refuses a few that PyYAML reads (`0b`): no number to compare
         return
     if not isinstance(ours, int | float) or isinstance(ours, bool):
         assert read_apart(node) == []  # only numbers are looked at (the rest: pydantic's checks)
