@@ -59,3 +59,14 @@ def test_every_other_character_is_read_alike_on_every_supported_python() -> None
             f"{c.lower()}{c.upper()}{c.casefold()}|".encode()
         )
     assert digest.hexdigest() == "a025a5e423e7068ccbb36618b834167c514d6248d40b837509ca9c86d5c66b7d"
+
+
+def test_the_assessor_s_checks_read_a_newer_character_as_3_11_does() -> None:
+    from pipeline.judges.rubric.assessor import _WORD, unverified_quotes
+    from pipeline.judges.scores.unicode_age import checked_as_unicode_14
+
+    # A section of Kawi letters holds no word to 3.11 (so the assessment is re-asked), on every Python.
+    assert _WORD.search(checked_as_unicode_14(KAWI_A * 5)) is None
+    # To 3.11 a newer character is no letter, so the quote check passes over it as over punctuation.
+    quote = f'"the patient slept {KAWI_A}badly at night"'
+    assert unverified_quotes({"assessment": quote}, "The patient slept, badly at night.") == ()
