@@ -3,7 +3,7 @@
 is no letter to 3.11 and a letter (`\\w`, `\\b`, isalnum) to 3.12 or 3.13. So a recorded reply
 `Score: 4` followed by one was read as 4 on 3.11 and as no score on 3.12 or 3.13: the replay of the
 same recording wrote other outputs on another Python. The readers now read every such character as
-3.11 does (pipeline.judges.scores.unicode_age), and the text a reading quotes is the reply's own."""
+3.11 does (pipeline.judges.unicode_age), and the text a reading quotes is the reply's own."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def test_every_other_character_is_read_alike_on_every_supported_python() -> None
     case), for every code point but those the readers map, are the same on this Python as on 3.11:
     the digest below was taken on 3.11.7 and checked equal on 3.12.1 and 3.13.0. A Python of a newer
     Unicode fails here: add its new characters' ranges to unicode_age.ADDED_AFTER_14."""
-    from pipeline.judges.scores.unicode_age import ADDED_AFTER_14  # (new with the mend)
+    from pipeline.judges.unicode_age import ADDED_AFTER_14  # (new with the mend)
 
     skip = {cp for low, high in ADDED_AFTER_14 for cp in range(low, high + 1)}
     digest = hashlib.sha256()
@@ -63,7 +63,7 @@ def test_every_other_character_is_read_alike_on_every_supported_python() -> None
 
 def test_the_assessor_s_checks_read_a_newer_character_as_3_11_does() -> None:
     from pipeline.judges.rubric.assessor import _WORD, unverified_quotes
-    from pipeline.judges.scores.unicode_age import checked_as_unicode_14
+    from pipeline.judges.unicode_age import checked_as_unicode_14
 
     # A section of Kawi letters holds no word to 3.11 (so the assessment is re-asked), on every Python.
     assert _WORD.search(checked_as_unicode_14(KAWI_A * 5)) is None

@@ -23,7 +23,7 @@ from pipeline.judges.rubric.prompts import (
 )
 from pipeline.judges.rubric.results import Assessment
 from pipeline.judges.rubric.settings import AssessSettings
-from pipeline.judges.scores.unicode_age import checked_as_unicode_14
+from pipeline.judges.unicode_age import checked_as_unicode_14
 from pipeline.llm.structured import StructuredFailure, ask_structured
 from pipeline.llm.types import CallContext, ChatRequest, Message, Options
 
@@ -103,7 +103,7 @@ def unverified_quotes(sections: dict[str, str], transcript: str) -> tuple[str, .
     quotes = [q for body in sections.values() for q in _QUOTE.findall(body)]
     if not quotes:
         return ()
-    lowered = checked_as_unicode_14(transcript).lower()  # alike on every Python (scores.unicode_age)
+    lowered = checked_as_unicode_14(transcript).lower()  # alike on every Python (judges.unicode_age)
     return tuple(q for q in quotes if not _quoted_in(checked_as_unicode_14(q), lowered))
 
 
