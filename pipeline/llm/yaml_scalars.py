@@ -30,7 +30,8 @@ import yaml
 
 _INT, _FLOAT = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
 _ONE_1 = yaml.constructor.SafeConstructor()  # YAML 1.1's scalars, as PyYAML constructs them
-_RESOLVER = yaml.resolver.Resolver()  # and as it resolves a plain one's type
+# and as it resolves a plain one's type (typed here: PyYAML's stubs leave it untyped)
+_RESOLVE: Callable[[type[yaml.Node], str, tuple[bool, bool]], str] = yaml.resolver.Resolver().resolve
 _MADE: dict[str, tuple[str, Callable[[yaml.ScalarNode], Any]]] = {
     _INT: ("an integer", _ONE_1.construct_yaml_int),
     _FLOAT: ("a number", _ONE_1.construct_yaml_float),
@@ -53,7 +54,7 @@ def unmade(value: str, tag: str | None, plain: bool) -> str | None:
     if tag is None:
         if not plain or not _MAY_BE_UNMADE.match(value):
             return None  # quoted is text; every other plain scalar makes
-        tag = _RESOLVER.resolve(yaml.ScalarNode, value, (True, False))
+        tag = _RESOLVE(yaml.ScalarNode, value, (True, False))
     if tag not in _MADE:
         return None  # text, null, or a tag the safe loader refuses by itself (a ConstructorError)
     kind, make = _MADE[tag]
