@@ -83,7 +83,10 @@ class SummEval:
 
 def _system_order(system: str) -> tuple[int, str]:
     digits = system.lstrip("M")
-    return (int(digits), system) if digits.isdigit() else (1 << 30, system)
+    # ASCII digits only: isdigit() holds for `²` (which int() cannot read) and, on a newer Python, for
+    # digits of scripts 3.11 does not know, which would order the systems otherwise there.
+    numeric = digits.isascii() and digits.isdigit()
+    return (int(digits), system) if numeric else (1 << 30, system)
 
 
 def corpus_file(path: Path) -> Path:

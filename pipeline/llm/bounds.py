@@ -19,6 +19,8 @@ a parser given no bound can be made to crash or hang by a file a few kilobytes l
   every later read), and it cannot even be hashed into a cache key. `surrogate_problem` finds one
   in a parsed value, so that every reader refuses it where it enters, naming the file and line, and
   a backend's reply holding one is a failed call.
+- unmade scalars: `check_yaml` also refuses a scalar PyYAML takes for a number or a date that its
+  constructor cannot make (`0x_`, `2026-02-30`: a ValueError, no YAMLError; pipeline.llm.yaml_scalars).
 - line length: `bounded_lines` reads a file a line at a time and refuses a line past its bound
   before reading the rest of it, so a 200 MB line costs at most the bound in memory, not several
   times its size (bytes, text, split lines, parsed value); `long_line` finds such a line in bytes
@@ -38,6 +40,7 @@ import orjson
 import yaml
 
 from pipeline.llm.files import open_regular
+from pipeline.llm.yaml_scalars import LONG, STARTS, unmade
 
 MAX_DEPTH = 64
 MAX_YAML_NODES = 1_000_000
@@ -162,8 +165,8 @@ def _check_events(events: Iterator[yaml.Event], max_depth: int, max_nodes: int) 
                 sizes[anchor] = total - started + 1
         elif isinstance(event, yaml.ScalarEvent):
             total += 1
-            if (half := surrogate_problem(event.value)) is not None:
-                raise YAMLBoundError(f"{half}. Fix: {SURROGATE_FIX}", event.start_mark)
+            if (problem := _scalar_problem(event)) is not None:
+                raise YAMLBoundError(problem, event.start_mark)
             if event.anchor is not None:
                 sizes[event.anchor] = 1
         elif isinstance(event, yaml.AliasEvent):
@@ -172,6 +175,19 @@ def _check_events(events: Iterator[yaml.Event], max_depth: int, max_nodes: int) 
             raise YAMLBoundError(
                 f"its aliases expand to more than {max_nodes:,} values (an alias bomb?)", event.start_mark
             )
+
+
+def _scalar_problem(event: yaml.ScalarEvent) -> str | None:
+    """Why a scalar is refused: a lone surrogate, or a tag or a plain number or date 1.1's way
+    (`0x_`, `2026-02-30`, 5,000 digits) that PyYAML's constructor cannot make (its ValueError, no
+    YAMLError, was a traceback in every reader). The second is looked at first, cheaply: this runs
+    for every scalar of dvc.lock, by each of its readers."""
+    value, tag = event.value, event.tag
+    if (half := surrogate_problem(value)) is not None:
+        return f"{half}. Fix: {SURROGATE_FIX}"
+    if tag is not None or (value[:1] in STARTS and ("_" in value or value[4:5] == "-" or len(value) > LONG)):
+        return unmade(value, tag, event.implicit[0])
+    return None
 
 
 def long_line(data: bytes, limit: int = MAX_LINE_BYTES) -> int | None:

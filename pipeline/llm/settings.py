@@ -37,6 +37,7 @@ from pipeline.llm.params_errors import duplicate_keys, params_problems
 from pipeline.llm.project_files import inside_project, refuse_link_out, yaml_problem
 from pipeline.llm.redact import redact_url, remember
 from pipeline.llm.types import Options
+from pipeline.llm.yaml_scalars import read_apart
 
 CacheMode = Literal["auto", "replay", "refresh", "off"]
 TooLong = Literal["unscored", "fail"]
@@ -315,6 +316,7 @@ def _parse(path: Path, text: str) -> dict[str, Any]:
         check_yaml(text)  # bounded before composing: an alias bomb or deep nesting (pipeline.llm.bounds)
         node, loaded = _composed(text)
         repeated = duplicate_keys(node)
+        apart = read_apart(node)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
@@ -325,6 +327,13 @@ def _parse(path: Path, text: str) -> dict[str, Any]:
         raise ConfigError(
             f"{path}:{line}: '{key}' is given twice in one section (first on line {first}); YAML would "
             "keep the last silently. Fix: keep one of them."
+        )
+    if apart:
+        line, text, ours, dvcs = apart[0]
+        raise ConfigError(
+            f"{path}:{line}: {text} is {ours} to judgeloop (YAML 1.1) but {dvcs} to DVC (YAML 1.2), "
+            "which dvc.lock records. Fix: write the number both read alike (without a leading 0, "
+            "without ':'), or quote it if it is text."
         )
     if loaded is None:
         raise ConfigError(

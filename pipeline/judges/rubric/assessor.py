@@ -23,6 +23,7 @@ from pipeline.judges.rubric.prompts import (
 )
 from pipeline.judges.rubric.results import Assessment
 from pipeline.judges.rubric.settings import AssessSettings
+from pipeline.judges.unicode_age import checked_as_unicode_14
 from pipeline.llm.structured import StructuredFailure, ask_structured
 from pipeline.llm.types import CallContext, ChatRequest, Message, Options
 
@@ -102,8 +103,8 @@ def unverified_quotes(sections: dict[str, str], transcript: str) -> tuple[str, .
     quotes = [q for body in sections.values() for q in _QUOTE.findall(body)]
     if not quotes:
         return ()
-    lowered = transcript.lower()
-    return tuple(q for q in quotes if not _quoted_in(q, lowered))
+    lowered = checked_as_unicode_14(transcript).lower()  # alike on every Python (judges.unicode_age)
+    return tuple(q for q in quotes if not _quoted_in(checked_as_unicode_14(q), lowered))
 
 
 def transcript_block(transcript: Transcript, settings: AssessSettings) -> str:
@@ -204,7 +205,7 @@ def ask_for_json_assessment(
         )
     sections = {tag: str(getattr(result.value, tag)).strip() for tag in REQUIRED_SECTIONS}
     # A grammar can force a string but not a meaning: "..." or "-" says nothing.
-    empty = [tag for tag, body in sections.items() if not _WORD.search(body)]
+    empty = [tag for tag, body in sections.items() if not _WORD.search(checked_as_unicode_14(body))]
     unverified = unverified_quotes(sections, transcript.text) if settings.verify_quotes else ()
     problem = None
     if empty:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable
 from typing import Final
@@ -13,6 +14,7 @@ from pipeline.judges.scores.lazy import lazy_compile
 from pipeline.judges.scores.metric_lines import metric_lines
 from pipeline.judges.scores.phrases import prose_candidates
 from pipeline.judges.scores.reading import DEFAULT_SCALE, Scale, ScoreReading
+from pipeline.judges.unicode_age import as_unicode_14
 
 _BARE: Final = lazy_compile(
     rf"\s*(?:[-*•>#]+[ \t]+)?[*_`\"']*(?P<core>(?:\[\[?|\()?(?P<num>{NUM})(?:\]\]?|\))?"
@@ -28,7 +30,16 @@ def read_verdict(
 ) -> ScoreReading:
     """What the reply says, before any decimal policy: "Score: 3.5/5" on a 1-5 integer scale is
     ``non_integer`` with ``stated=3.5``. See the package docstring for what is read and in which order;
-    ``metric`` reads a multi-metric reply for that metric only (pipeline.judges.scores.metric_lines)."""
+    ``metric`` reads a multi-metric reply for that metric only (pipeline.judges.scores.metric_lines).
+    Read as Unicode 14.0 reads it, on every Python (pipeline.judges.unicode_age)."""
+    readable, back = as_unicode_14(text)
+    reading = _read_verdict(readable, scale, labels, metric)
+    if back and reading.matched is not None:
+        return dataclasses.replace(reading, matched=reading.matched.translate(back))
+    return reading
+
+
+def _read_verdict(text: str, scale: Scale, labels: Iterable[str], metric: str | None) -> ScoreReading:
     if not text.strip():
         return ScoreReading(None, "empty", None)
     lines = metric_lines(text, metric)

@@ -135,8 +135,10 @@ def select(calls: Iterable[RecordedCall], sel: Selection, runs: dict[str, RunSum
 
 
 def _natural(value: str) -> tuple[tuple[int, str], ...]:
-    """2 before 10; numbers before words."""
-    return tuple((0, f"{int(p):012d}") if p.isdigit() else (1, p) for p in re.split(r"(\d+)", value) if p)
+    """2 before 10; numbers before words. Only ASCII digits are a number: str.isdigit() holds for `²`,
+    which int() cannot read, and `\\d` for digits that only a newer Unicode (a newer Python) knows."""
+    parts = (p for p in re.split(r"([0-9]+)", value) if p)
+    return tuple((0, f"{int(p):012d}") if p.isascii() and p.isdigit() else (1, p) for p in parts)
 
 
 def why_nothing(calls: Iterable[RecordedCall], sel: Selection, runs: dict[str, RunSummary]) -> str:
