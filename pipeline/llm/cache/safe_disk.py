@@ -180,7 +180,22 @@ def check_database(directory: Path) -> bool:
     return as_wanted
 
 
+def refuse_expanded(directory: Path) -> None:
+    """UnsafeNameError for a folder whose path diskcache would read as another: it expands `~` and
+    `$NAME` in the folder it is given, and would open (and create) its database there, where none of
+    the checks here looked (links, hard links, the schema: a database nobody checked, used as is)."""
+    named = str(directory)
+    read = os.path.expanduser(os.path.expandvars(named))
+    if read != named:
+        raise UnsafeNameError(
+            f"{named}: diskcache would open {read} instead (it expands ~ and $VARIABLES in a cache "
+            f"folder's path), a folder judgeloop has not checked. Fix: write the path out in full in "
+            f"cache.dir (JUDGELOOP_CACHE_DIR), e.g. {read}, or rename the folder."
+        )
+
+
 def open_cache(directory: Path) -> diskcache.Cache:
+    refuse_expanded(directory)
     refuse_links(directory, "the cache folder", LINK_FIX)
     # SQLite writes these where they stand (pipeline.llm.hard_links); value files are made new ("xb").
     refuse_hard_links_at(

@@ -1,0 +1,162 @@
+"""review15's attacks on the local cache's reopen (pipeline.llm.cache.reopen): a database someone else
+prepared, in every way that still passes the trust checks, is opened by the reopen into exactly the
+Cache diskcache's own open makes of it (attributes, disk, every pragma, and the file after a write); and
+the folder diskcache opens is the one judgeloop checked."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import sqlite3
+from pathlib import Path
+
+import diskcache
+import pytest
+
+from pipeline.errors import UnsafeNameError
+from pipeline.llm.cache.safe_disk import DB_FILE, SETTINGS, SafeDisk, check_database, open_cache
+from pipeline.llm.cache.store import BLOCKS_DIR, CallStore
+from tests.test_cache_reopen import a_cache
+
+PRAGMAS = (
+    *("cache_size", "mmap_size", "synchronous", "journal_mode", "auto_vacuum", "busy_timeout"),
+    *("page_size", "encoding", "user_version", "application_id", "locking_mode", "secure_delete"),
+    *("foreign_keys", "recursive_triggers", "temp_store", "wal_autocheckpoint", "journal_size_limit"),
+    *("cache_spill", "query_only", "trusted_schema", "cell_size_check", "automatic_index"),
+)
+ON_THE_FILE = ("auto_vacuum", "journal_mode", "page_size", "encoding", "freelist_count", "user_version")
+# A database held as wanted (same settings, same objects) whatever else its file says.
+PREPARED = {
+    "as left": [],
+    "rollback journal": ["PRAGMA journal_mode=delete"],
+    "no auto-vacuum": [
+        "PRAGMA journal_mode=delete",
+        "PRAGMA auto_vacuum=0",
+        "VACUUM",
+        "PRAGMA journal_mode=wal",
+    ],
+    "incremental vacuum": ["PRAGMA auto_vacuum=2", "VACUUM"],
+    "512-byte pages": [
+        "PRAGMA journal_mode=delete",
+        "PRAGMA page_size=512",
+        "VACUUM",
+        "PRAGMA journal_mode=wal",
+    ],
+    "odd counters": [
+        "UPDATE Settings SET value = 'abc' WHERE key = 'count'",
+        "UPDATE Settings SET value = 1.5 WHERE key = 'size'",
+        "UPDATE Settings SET value = NULL WHERE key = 'hits'",
+    ],
+    "versions in the header": ["PRAGMA user_version=7", "PRAGMA application_id=9"],
+    "a bool stored for 1": ["UPDATE Settings SET value = TRUE WHERE key = 'sqlite_synchronous'"],
+    "rows reordered": [
+        "CREATE TEMP TABLE s AS SELECT * FROM Settings ORDER BY key DESC",
+        "DELETE FROM Settings",
+        "INSERT INTO Settings SELECT * FROM s",
+    ],
+}
+# Lookalikes of a setting: each is opened (and written) by diskcache, never taken as held.
+LOOKALIKES = {
+    "1.0 for 1": "UPDATE Settings SET value = 1.0 WHERE key = 'sqlite_synchronous'",
+    "'1' for 1": "UPDATE Settings SET value = '1' WHERE key = 'sqlite_synchronous'",
+    "'WAL' for 'wal'": "UPDATE Settings SET value = 'WAL' WHERE key = 'sqlite_journal_mode'",
+    "2**62 as a float": "UPDATE Settings SET value = 4611686018427387904.0 WHERE key = 'size_limit'",
+    "another policy": "UPDATE Settings SET value = 'least-recently-used' WHERE key = 'eviction_policy'",
+    "another size limit": "UPDATE Settings SET value = 1024 WHERE key = 'size_limit'",
+    "another cull limit": "UPDATE Settings SET value = 0 WHERE key = 'cull_limit'",
+    "another pickle protocol": "UPDATE Settings SET value = 5 WHERE key = 'disk_pickle_protocol'",
+    "memory-mapped": "UPDATE Settings SET value = 67108864 WHERE key = 'sqlite_mmap_size'",
+    "synchronous off": "UPDATE Settings SET value = 0 WHERE key = 'sqlite_synchronous'",
+    "journal off": "UPDATE Settings SET value = 'off' WHERE key = 'sqlite_journal_mode'",
+    "a tag index asked": "UPDATE Settings SET value = 1 WHERE key = 'tag_index'",
+}
+
+
+def run(path: Path, *statements: str) -> None:
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as con:
+        for statement in statements:
+            con.execute(statement)
+
+
+def state(cache: diskcache.Cache) -> tuple[object, ...]:
+    """Everything a Cache is, less the folder it was opened in (the two opens below use two copies)."""
+    kept = {key: value for key, value in vars(cache).items() if key not in {"_local", "_disk", "_directory"}}
+    disk = {key: value for key, value in vars(cache.disk).items() if key != "_directory"}
+    pragmas = {name: cache._sql(f"PRAGMA {name}").fetchall() for name in PRAGMAS}
+    return type(cache), kept, type(cache.disk), disk, pragmas
+
+
+def on_the_file(path: Path) -> dict[str, object]:
+    with contextlib.closing(sqlite3.connect(path)) as con:
+        return {name: con.execute(f"PRAGMA {name}").fetchall() for name in ON_THE_FILE}
+
+
+def two_copies(tmp_path: Path, statements: list[str]) -> tuple[Path, Path]:
+    folder, _ = a_cache(tmp_path)
+    run(folder / DB_FILE, *statements)
+    return shutil.copytree(folder, tmp_path / "reopened"), shutil.copytree(folder, tmp_path / "diskcache")
+
+
+@pytest.mark.parametrize("statements", PREPARED.values(), ids=PREPARED)
+def test_a_prepared_database_held_as_wanted_is_reopened_as_diskcache_opens_it(
+    tmp_path: Path, statements: list[str]
+) -> None:
+    fast, full = two_copies(tmp_path, statements)
+    assert check_database(fast)  # the reopen is what is under test
+    reopened = open_cache(fast)
+    opened = diskcache.Cache(str(full), timeout=60, disk=SafeDisk, **SETTINGS)
+    try:
+        assert state(reopened) == state(opened)
+        for cache in (reopened, opened):
+            cache.set("key", b"value")
+            assert cache.get("key") == b"value"
+            assert cache.cull() == 0  # eviction off: nothing culled, both ways
+    finally:
+        reopened.close()
+        opened.close()
+    assert on_the_file(fast / DB_FILE) == on_the_file(full / DB_FILE)
+
+
+@pytest.mark.parametrize("statement", LOOKALIKES.values(), ids=LOOKALIKES)
+def test_a_lookalike_setting_is_opened_by_diskcache_and_then_reopened_as_it(
+    tmp_path: Path, statement: str
+) -> None:
+    fast, full = two_copies(tmp_path, [statement])
+    assert not check_database(fast)
+    open_cache(fast).close()  # diskcache's open: our settings written over the lookalike
+    assert check_database(fast)
+    reopened = open_cache(fast)
+    opened = diskcache.Cache(str(full), timeout=60, disk=SafeDisk, **SETTINGS)
+    try:
+        assert state(reopened) == state(opened)
+    finally:
+        reopened.close()
+        opened.close()
+
+
+@pytest.mark.parametrize(
+    "path", ["$JUDGELOOP_REVIEW15_ELSEWHERE/cache", "~/cache", "a/${JUDGELOOP_REVIEW15_ELSEWHERE}"]
+)
+def test_a_cache_folder_diskcache_would_read_as_another_is_refused_before_anything_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    """diskcache expands `~` and `$NAME` in the folder it is given: it would open (and create) the
+    database elsewhere than the folder whose links, hard links and schema judgeloop checked, and there
+    a database nobody checked (a trigger that rewrites every reply) would be used as is."""
+    elsewhere = tmp_path / "elsewhere"
+    monkeypatch.setenv("JUDGELOOP_REVIEW15_ELSEWHERE", str(elsewhere))
+    monkeypatch.setenv("HOME", str(elsewhere))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UnsafeNameError, match="diskcache would open"):
+        CallStore(Path(path))
+    assert not elsewhere.exists()
+    assert list(tmp_path.iterdir()) == []  # nor the folder as named
+
+
+def test_a_cache_folder_with_a_dollar_that_names_no_variable_is_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("JUDGELOOP_REVIEW15_UNSET", raising=False)
+    folder = tmp_path / "$JUDGELOOP_REVIEW15_UNSET" / "cache"
+    CallStore(folder).close()
+    assert (folder / DB_FILE).is_file() and (folder / BLOCKS_DIR / DB_FILE).is_file()
