@@ -13,7 +13,7 @@ from pathlib import Path
 import diskcache
 import pytest
 
-from pipeline.errors import UnsafeNameError
+from pipeline.errors import CorruptRecordError, UnsafeNameError
 from pipeline.llm.cache.safe_disk import DB_FILE, SETTINGS, SafeDisk, check_database, open_cache
 from pipeline.llm.cache.store import BLOCKS_DIR, CallStore
 from tests.test_cache_reopen import a_cache
@@ -160,3 +160,67 @@ def test_a_cache_folder_with_a_dollar_that_names_no_variable_is_its_own(
     folder = tmp_path / "$JUDGELOOP_REVIEW15_UNSET" / "cache"
     CallStore(folder).close()
     assert (folder / DB_FILE).is_file() and (folder / BLOCKS_DIR / DB_FILE).is_file()
+
+
+# Objects that wear diskcache's names: never held as wanted, and refused unopened where diskcache
+# does not create them as they are.
+TRIGGER = "CREATE TRIGGER Settings_count_insert AFTER INSERT ON Cache FOR EACH ROW BEGIN "
+LOOKALIKE_OBJECTS = {
+    "a trigger of diskcache's name, other SQL": [
+        "DROP TRIGGER Settings_count_insert",
+        TRIGGER + 'UPDATE Settings SET value = value + 2 WHERE key = "count"; END',
+    ],
+    "a trigger of diskcache's name, its SQL spaced otherwise": [
+        "DROP TRIGGER Settings_count_insert",
+        TRIGGER + ' UPDATE Settings SET value = value + 1 WHERE key = "count"; END',
+    ],
+    "an index of diskcache's name on other columns": [
+        "DROP INDEX Cache_expire_time",
+        "CREATE INDEX Cache_expire_time ON Cache (store_time)",
+    ],
+    "a partial index of diskcache's name": [
+        "DROP INDEX Cache_expire_time",
+        "CREATE INDEX Cache_expire_time ON Cache (expire_time) WHERE 0",
+    ],
+    "a view named as a policy's index": ["CREATE VIEW Cache_store_time AS SELECT * FROM Cache"],
+    "an extra trigger": ["CREATE TRIGGER Cache_more AFTER UPDATE ON Settings BEGIN SELECT 1; END"],
+    "ANALYZE's table": ["ANALYZE"],
+}
+
+
+@pytest.mark.parametrize("statements", LOOKALIKE_OBJECTS.values(), ids=LOOKALIKE_OBJECTS)
+def test_an_object_wearing_diskcache_s_name_is_refused_unopened(
+    tmp_path: Path, statements: list[str]
+) -> None:
+    folder, _ = a_cache(tmp_path)
+    run(folder / DB_FILE, *statements)
+    before = (folder / DB_FILE).read_bytes()
+    with pytest.raises(CorruptRecordError, match="holds what diskcache never writes"):
+        CallStore(folder)
+    assert (folder / DB_FILE).read_bytes() == before
+
+
+def test_diskcache_s_own_tag_index_is_dropped_by_its_open_then_reopened(tmp_path: Path) -> None:
+    folder, record = a_cache(tmp_path)
+    run(folder / DB_FILE, "CREATE INDEX Cache_tag_rowid ON Cache(tag, rowid)")
+    assert not check_database(folder)
+    store = CallStore(folder)
+    assert store.get(record.key) == record
+    store.close()
+    assert check_database(folder)
+
+
+def test_a_wal_beside_the_database_is_what_the_checks_read(tmp_path: Path) -> None:
+    """A collaborator's copy of cache.db with its -wal (no -shm): the trigger committed in the WAL is
+    seen by the read-only check, as by the connection that would run it."""
+    folder, _ = a_cache(tmp_path)
+    with contextlib.closing(sqlite3.connect(folder / DB_FILE, isolation_level=None)) as writer:
+        writer.execute("PRAGMA wal_autocheckpoint = 0")
+        writer.execute("CREATE TRIGGER Cache_wipe AFTER INSERT ON Cache BEGIN DELETE FROM Cache; END")
+        copy = tmp_path / "copy"
+        copy.mkdir()
+        for name in (DB_FILE, f"{DB_FILE}-wal"):
+            shutil.copyfile(folder / name, copy / name)
+    assert (copy / f"{DB_FILE}-wal").stat().st_size > 0
+    with pytest.raises(CorruptRecordError, match="trigger Cache_wipe"):
+        check_database(copy)

@@ -106,3 +106,13 @@ def test_the_patch_is_undone_on_an_error() -> None:
         assert cache._can_hash is not dvc_s
         raise KeyboardInterrupt
     assert cache._can_hash is dvc_s
+
+
+def test_every_stage_of_this_repository_gets_dvc_s_own_answer() -> None:
+    with Repo(str(Path(__file__).resolve().parents[1])) as repo:
+        stages = repo.index.stages
+        dvc_s = {stage.addressing: answer(cache._can_hash, stage) for stage in stages}
+        with outputs_first():
+            ours = {stage.addressing: answer(cache._can_hash, stage) for stage in stages}
+    assert len(ours) > 10 and set(ours.values()) == {False}  # every stage persist: never looked up
+    assert ours == dvc_s
