@@ -224,3 +224,30 @@ def test_a_wal_beside_the_database_is_what_the_checks_read(tmp_path: Path) -> No
     assert (copy / f"{DB_FILE}-wal").stat().st_size > 0
     with pytest.raises(CorruptRecordError, match="trigger Cache_wipe"):
         check_database(copy)
+
+
+def test_a_cache_plain_diskcache_made_under_other_settings_is_opened_as_diskcache_opens_it(
+    tmp_path: Path,
+) -> None:
+    """Its policy's index stays (diskcache never drops one), so it is opened by diskcache every time,
+    under judgeloop's settings: no eviction, whatever size and cull limit it was made with."""
+    made = tmp_path / "made"
+    other = {"eviction_policy": "least-recently-used", "size_limit": 2**16, "cull_limit": 3}
+    plain = diskcache.Cache(str(made), disk_pickle_protocol=2, sqlite_mmap_size=2**20, **other)
+    plain.set("a key", b"x" * 600)
+    plain.close()
+    for _ in range(2):
+        assert not check_database(made)
+        copy = shutil.copytree(made, tmp_path / "copy", dirs_exist_ok=True)
+        ours = open_cache(made)
+        theirs = diskcache.Cache(str(copy), timeout=60, disk=SafeDisk, **SETTINGS)
+        try:
+            assert state(ours) == state(theirs)
+            assert ours.eviction_policy == "none" and ours.size_limit == 2**62
+            for i in range(3):  # value files, over the old size limit: nothing evicted
+                ours.set(f"k{i}", b"y" * 40_000)
+            assert ours.volume() > 2**16
+            assert ours.get("a key") == b"x" * 600 and len(ours) == 4
+        finally:
+            ours.close()
+            theirs.close()
