@@ -6,8 +6,11 @@ the folder diskcache opens is the one judgeloop checked."""
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import diskcache
@@ -251,3 +254,18 @@ def test_a_cache_plain_diskcache_made_under_other_settings_is_opened_as_diskcach
         finally:
             ours.close()
             theirs.close()
+
+
+def test_a_cache_database_that_is_a_pipe_is_refused_rather_than_waited_on(tmp_path: Path) -> None:
+    """SQLite opens a `cache.db` that is a named pipe and waits, for ever, for someone to write into
+    it. Opened in a child process, so that a wait fails this test rather than hanging it."""
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    os.mkfifo(folder / DB_FILE)
+    opening = "from pathlib import Path; from pipeline.llm.cache.store import CallStore; "
+    opening += f"CallStore(Path({str(folder)!r}))"
+    try:
+        done = subprocess.run([sys.executable, "-c", opening], capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the open waited on the pipe")
+    assert "CorruptRecordError" in done.stderr and "not a file" in done.stderr

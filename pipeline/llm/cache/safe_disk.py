@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -152,8 +153,15 @@ def check_database(directory: Path) -> bool:
     (it would apply the settings, and the triggers run on every write). Whether it is held as
     opening it would write it (pipeline.llm.cache.reopen): False where there is none yet."""
     path = directory / DB_FILE
-    if not path.exists():
+    try:
+        kind = os.lstat(path).st_mode
+    except FileNotFoundError:
         return False
+    if not stat.S_ISREG(kind):  # a named pipe would be waited on for ever (links are refused before)
+        raise CorruptRecordError(
+            f"{path}: not a file (a folder, a pipe, a device), where the cache keeps its database. "
+            "Fix: move it away; a run starts a new one."
+        )
     try:
         con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
         try:
