@@ -11,32 +11,55 @@ asks `_can_hash` before it reads that flag. And nothing DVC keeps is at stake: i
 entry only for a stage whose outputs it caches (Stage.run), and ours are `cache: false`.
 
 `outputs_first()` makes `_can_hash` answer from the outputs first, for the time of the `with`: a
-stage with a `persist` output is refused at once, which is DVC's own answer for it; any other stage
-is asked of DVC's `_can_hash` as it is. The dependencies are still hashed, as before, where DVC
-records them (after a run, into dvc.lock).
+stage with a `persist` output whose dependencies are all there is refused at once, which is DVC's own
+answer for it; any other stage is asked of DVC's `_can_hash` as it is, so that where hashing a
+dependency fails (one missing, a broken link) DVC's error is the answer, as it is without judgeloop
+(`dvc repro --dry` fails on it). The dependencies are still hashed, as before, where DVC records
+them (after a run, into dvc.lock). The patch is DVC's module's for as long as any thread is inside
+a `with` (they may leave in any order), and put back when the last leaves.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
+
+_lock = threading.Lock()
+_inside = 0  # the `with`s entered and not yet left, in every thread
+_dvc_can_hash: Callable[[Any], bool] | None = None
+
+
+def _persist_refused(stage: Any) -> bool:
+    if any(out.persist for out in stage.outs) and all(map(_hashed_as_dvc_would, stage.deps)):
+        return False  # DVC's answer, whatever the dependencies hash to
+    assert _dvc_can_hash is not None
+    return _dvc_can_hash(stage)
+
+
+def _hashed_as_dvc_would(dep: Any) -> bool:
+    """Whether DVC's `_can_hash` gets past this dependency without an error: one it does not hash
+    (not local, no path), or one that is there to hash (a link to nothing is not: DVC's `exists`
+    says it is, and hashing it fails)."""
+    return dep.protocol != "local" or not dep.def_path or (os.path.exists(dep.fs_path) and bool(dep.exists))
 
 
 @contextmanager
 def outputs_first() -> Iterator[None]:
+    global _inside, _dvc_can_hash
     from dvc.stage import cache
 
-    can_hash = cache._can_hash
-
-    def persist_refused(stage: Any) -> bool:
-        if any(out.persist for out in stage.outs):  # DVC's answer, whatever the dependencies hash to
-            return False
-        answer: bool = can_hash(stage)
-        return answer
-
-    cache._can_hash = persist_refused
+    with _lock:
+        if _inside == 0:
+            _dvc_can_hash = cache._can_hash
+            cache._can_hash = _persist_refused
+        _inside += 1
     try:
         yield
     finally:
-        cache._can_hash = can_hash
+        with _lock:
+            _inside -= 1
+            if _inside == 0:
+                cache._can_hash = _dvc_can_hash

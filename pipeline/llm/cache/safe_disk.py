@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -153,8 +154,15 @@ def check_database(directory: Path) -> bool:
     (it would apply the settings, and the triggers run on every write). Whether it is held as
     opening it would write it (pipeline.llm.cache.reopen): False where there is none yet."""
     path = directory / DB_FILE
-    if not path.exists():
+    try:
+        kind = os.lstat(path).st_mode
+    except FileNotFoundError:
         return False
+    if not stat.S_ISREG(kind):  # a named pipe would be waited on for ever (links are refused before)
+        raise CorruptRecordError(
+            f"{path}: not a file (a folder, a pipe, a device), where the cache keeps its database. "
+            "Fix: move it away; a run starts a new one."
+        )
     try:
         con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
         try:
@@ -181,7 +189,22 @@ def check_database(directory: Path) -> bool:
     return as_wanted
 
 
+def refuse_expanded(directory: Path) -> None:
+    """UnsafeNameError for a folder whose path diskcache would read as another: it expands `~` and
+    `$NAME` in the folder it is given, and would open (and create) its database there, where none of
+    the checks here looked (links, hard links, the schema: a database nobody checked, used as is)."""
+    named = str(directory)
+    read = os.path.expanduser(os.path.expandvars(named))
+    if read != named:
+        raise UnsafeNameError(
+            f"{named}: diskcache would open {read} instead (it expands ~ and $VARIABLES in a cache "
+            f"folder's path), a folder judgeloop has not checked. Fix: write the path out in full in "
+            f"cache.dir (JUDGELOOP_CACHE_DIR), e.g. {read}, or rename the folder."
+        )
+
+
 def open_cache(directory: Path) -> diskcache.Cache:
+    refuse_expanded(directory)
     refuse_links(directory, "the cache folder", LINK_FIX)
     # SQLite writes these where they stand (pipeline.llm.hard_links); value files are made new ("xb").
     refuse_hard_links_at(

@@ -61,7 +61,14 @@ from pipeline.llm.cache.blocks import (
     unpack_request,
 )
 from pipeline.llm.cache.errors import database_errors, guarded
-from pipeline.llm.cache.safe_disk import DB_FILE, SETTINGS, ForeignKey, RefusedValue, open_cache
+from pipeline.llm.cache.safe_disk import (
+    DB_FILE,
+    SETTINGS,
+    ForeignKey,
+    RefusedValue,
+    open_cache,
+    refuse_expanded,
+)
 from pipeline.llm.closing import each_step
 from pipeline.llm.records import CallRecord
 from pipeline.llm.types import ChatRequest, ModelIdentity
@@ -147,6 +154,7 @@ class CallStore:
         self.directory = directory
         self.db_path = directory / DB_FILE
         with database_errors(self.db_path):
+            refuse_expanded(directory)  # before anything is made there (open_cache asks again)
             directory.mkdir(parents=True, exist_ok=True)
             self._cache = open_cache(directory)
         blocks_dir = directory / BLOCKS_DIR
