@@ -96,20 +96,22 @@ def preset_overrides(preset: Path, values: Mapping[Any, Any], params: Path) -> l
         raise click.BadParameter(f"{preset}: {key}: {why}. {BY_HAND}.", param_hint="--preset")
     difference = first_difference(with_values(before, values), after)
     if difference is not None:
-        raise click.BadParameter(f"{preset}: {_said(values, *difference)}. {BY_HAND}.", param_hint="--preset")
+        raise click.BadParameter(f"{preset}: {_said(values, *difference)}.", param_hint="--preset")
     return args
 
 
 def _said(values: Mapping[Any, Any], where: str, meant: Any, got: Any) -> str:
     key = next((k for k in values if where == k or where.startswith(f"{k}.")), None)
-    if key is None:
+    if key is None:  # any -S would do the same: params.yaml itself holds what DVC rewrites otherwise
         return (
             f"DVC's -S writes the whole of params.yaml again, and its {where} would change from "
-            f"{_shown(meant)} to {_shown(got)}"
+            f"{_shown(meant)} to {_shown(got)} (DVC resolves a ${{...}} and drops quotes YAML 1.2 does not "
+            f"need). Fix: write {where} in params.yaml as DVC would leave it, or as both YAMLs read alike, "
+            "and commit it"
         )
     return (
         f"{key}: {values[key]!r} would not reach params.yaml as given: a stage would read {_shown(got)} "
-        f"at {where}"
+        f"at {where}. {BY_HAND}"
     )
 
 
