@@ -89,7 +89,7 @@ def preset_overrides(preset: Path, values: Mapping[Any, Any], params: Path) -> l
     text = params_text(params) if params.exists() else ""  # a link out, a pipe, not UTF-8: refused
     before, after = landed(text, []), landed(text, args)
     if isinstance(before, str):
-        raise click.ClickException(f"{params}: {before}")
+        raise click.ClickException(f"{params} as it is now: {before}. Fix params.yaml first.")
     if isinstance(after, str):  # the value DVC refuses alone is named; else they do so together
         named = [(k, why) for k, v in values.items() if isinstance(why := landed(text, overrides(k, v)), str)]
         key, why = named[0] if named else ("its values together", after)
@@ -135,7 +135,7 @@ def landed(params_text: str, args: list[str]) -> dict[str, Any] | str:
             return read_params_file(copy, environ={})
         except JudgeloopError as exc:  # the copy's folder left out of what is said
             said = str(exc).replace(str(copy), "params.yaml").split(" Fix: ")[0]
-            return f"params.yaml's reader would refuse what DVC writes ({said})"
+            return f"a stage would refuse params.yaml ({said})"
         except Exception as exc:  # whatever DVC, Hydra or OmegaConf raise: the value is not carried
             cause = exc.__cause__ or exc
             return f"DVC refuses it ({type(cause).__name__}: {cause})"
