@@ -230,32 +230,14 @@ def refresh_index(root: Path = Path("."), ran: Sequence[str] = ()) -> None:
     click.echo(f"index: wrote {written}{said}", err=True)
 
 
-def preset_args(path: Path) -> list[str]:
-    """A preset file's `section.key: value` lines as DVC's `-S section.key=value` arguments."""
-    import yaml
+def preset_args(path: Path, params: Path = Path("params.yaml")) -> list[str]:
+    """A preset file's `section.key: value` lines as DVC's `-S ++section.key=value` arguments, each
+    value spelled so that it reaches `params` (the file DVC's -S writes) as the preset gives it, or
+    refused naming the preset, the key and the fix (pipeline.tools.preset_values)."""
+    from pipeline.tools.preset_values import preset_overrides, read_preset
 
-    from pipeline.llm.bounds import MAX_LINE_BYTES, check_yaml
-    from pipeline.llm.files import read_regular
-    from pipeline.llm.project_files import link_out, yaml_problem
-
-    refused = link_out(path)
-    if refused is not None:
-        raise click.BadParameter(refused, param_hint="--preset")
-    try:
-        text = read_regular(path, MAX_LINE_BYTES).decode("utf-8")  # never a pipe or /dev/zero
-        check_yaml(text)  # no alias bomb, no nesting past the composer's stack (pipeline.llm.bounds)
-        values = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise click.BadParameter(f"{path}: {yaml_problem(path, exc)}", param_hint="--preset") from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise click.BadParameter(f"{path}: {exc}", param_hint="--preset") from exc
-    if not isinstance(values, dict) or not values:
-        raise click.BadParameter(f"{path}: write `section.key: value` lines", param_hint="--preset")
-    args = []
-    for key, value in values.items():
-        shown = "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
-        args += ["-S", f"{key}={shown}"]
-    return args
+    overrides = preset_overrides(path, read_preset(path), params)
+    return [part for override in overrides for part in ("-S", override)]
 
 
 def _exp_list(args: Sequence[str]) -> None:
@@ -288,7 +270,8 @@ SUBCOMMANDS: dict[str, Callable[[Sequence[str]], None]] = {
 @click.option(
     "--preset",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="A file of `section.key: value` lines, each set as -S does (presets/real-model.yaml).",
+    help="A file of `section.key: value` lines, each put into params.yaml exactly as written, through -S "
+    "(a value DVC's -S cannot carry is refused, naming it; presets/real-model.yaml).",
 )
 @click.argument("dvc_args", nargs=-1, type=click.UNPROCESSED, metavar="[DVC EXP RUN ARGS]...")
 def exp(design: str | None, preset: Path | None, dvc_args: tuple[str, ...]) -> None:
