@@ -500,6 +500,66 @@ def checks_command(root: Path, code: Path, only: tuple[str, ...], repeat: int, l
             )
 
 
+# --- what a reproduction check costs (issue 33: "replay 20,000 calls/s") ---------------------------
+# A replay re-runs the design's own code for every call. A reproduction check need not: DVC skips a
+# stage whose deps, params and outs are as dvc.lock says, and `judgeloop check` replays every stage
+# in one process. Each measured on a kept run made a DVC project: calls/s of wall and of CPU.
+
+
+def reproduction_steps(
+    root: Path, calls: int, code: Path = ROOT, lock_by_replay: bool = True
+) -> dict[str, Any]:
+    """On a kept run (ROOT: its calls-N folder, recorded and replayed by this bench), made a DVC
+    project of the paper's stages if it is not one: `dvc repro` in replay mode from the recordings
+    (which locks it; else `dvc commit -f`, not timed), then `dvc repro` with nothing changed (every
+    stage skipped), `judgeloop check paper`, and plain status with nothing changed."""
+    dvc = [sys.executable, "-m", "dvc"]
+    if not (root / "dvc.yaml").exists():
+        paper_dvc_project(root)
+    row: dict[str, Any] = {"calls": calls}
+    steps: dict[str, list[str]] = {}
+    if lock_by_replay:
+        steps["dvc_replay"] = ["env", "JUDGELOOP_CACHE_MODE=replay", *dvc, "repro", "-q"]
+    else:
+        env = {**os.environ, "PYTHONPATH": str(code)}
+        subprocess.run([*dvc, "commit", "-f", "-q"], cwd=root, check=True, env=env)
+    steps["dvc_skip"] = [*dvc, "repro", "-q"]
+    # -P: the project holds a copy of pipeline/ (its stages' code deps); run `code`'s.
+    steps["check"] = [sys.executable, "-P", "-m", "pipeline.tools.cli", "check", "paper"]
+    for name, args in steps.items():
+        wall, peak, last, cpu = measured(args, root, code)
+        progress(name, wall, peak, cpu)
+        row.update({f"{name}_s": wall, f"{name}_rss": peak, f"{name}_cpu": cpu, f"{name}_said": last})
+    # A step that fails (check's exit 1 at a difference) has raised in measured.
+    return row | plain_cases(root, sum(1 for _ in (root / "data").glob("*_P")), code, ("unchanged",))
+
+
+@main.command("reproduction")
+@click.argument("root", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@CODE_OPTION
+@click.option("--calls", type=int, required=True, help="The run's calls (as recorded), for the rates.")
+@click.option("--lock-by-commit", is_flag=True, help="Lock by `dvc commit -f` (untimed), not a replay.")
+@click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), help="Also write the row here.")
+def reproduction_command(
+    root: Path, code: Path, calls: int, lock_by_commit: bool, json_out: Path | None
+) -> None:
+    """What a reproduction check costs on a kept run (ROOT: its calls-N folder): `dvc repro` from the
+    recordings, `dvc repro` with nothing changed, `judgeloop check paper`, plain status; calls/s each."""
+    load = os.getloadavg()
+    row = reproduction_steps(root, calls, code.resolve(), not lock_by_commit)
+    row["load"] = (load, os.getloadavg())
+    click.echo(json.dumps(row), err=True)
+    if json_out is not None:
+        json_out.write_text(json.dumps(row, indent=1), encoding="utf-8")
+    for name in ("dvc_replay", "dvc_skip", "check", "unchanged_dvc", "unchanged_status"):
+        if f"{name}_s" in row:
+            wall, cpu = row[f"{name}_s"], row[f"{name}_cpu"]
+            click.echo(
+                f"{name:<17} {calls / wall:>10,.0f} calls/s  ({calls / cpu:>10,.0f} per CPU s)  "
+                f"wall {wall:7.1f} s  CPU {cpu:7.1f} s  peak {row[f'{name}_rss'] / 2**20:6.0f} MB"
+            )
+
+
 @main.command("plain-status")
 @click.option(
     "--calls", "sizes", type=int, multiple=True, help="A run of about this many calls (repeatable)."

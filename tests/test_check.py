@@ -57,6 +57,22 @@ def test_the_committed_design_reproduces_its_lock_stage_by_stage(project: Path) 
     assert not (project / ".judgeloop").exists()
 
 
+def test_a_stage_s_results_are_written_as_they_come_never_held_whole(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the stage runner writes them (issue 33: refine's results are 3.2 GB of JSON at 1M calls;
+    the check held them in a list, 997 MB at 96k calls with each out also read whole to hash it)."""
+    from pipeline.experiments.steps import LLMStep
+
+    def held_whole(*_: object) -> None:
+        raise AssertionError("a stage's results held whole (LLMStep.work)")
+
+    monkeypatch.setattr(LLMStep, "work", held_whole)
+    code, output = run("rag")
+    assert code == 0, output
+    assert "every stage reproduces dvc.lock (2 stages" in output
+
+
 def test_a_tampered_output_fails_naming_it(project: Path) -> None:
     results = project / "outputs" / "rag" / "judgements.jsonl"
     results.write_bytes(results.read_bytes().replace(b'"score":', b'"score": ', 1))
