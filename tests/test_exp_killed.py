@@ -197,6 +197,8 @@ def killed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "out" / "two.txt").write_text("new only\n")
     outs = {Path("out/one.txt"), Path("out/two.txt")}
     monkeypatch.setattr(exp_snapshots, "stage_outputs", lambda root: outs)
+    # as Snapshot marks the copy it makes, once whole: this project's, and what it holds
+    exp_snapshots.mark(tmp_path, snapshot, {Path("params.yaml"), Path("out/one.txt")})
     return snapshot
 
 
@@ -237,3 +239,97 @@ def test_a_live_run_s_snapshot_or_a_name_elsewhere_is_refused(
         live.kill()
         live.wait()
     assert (tmp_path / "out" / "two.txt").exists()
+
+
+def _unchanged(root: Path, snapshot: Path) -> None:
+    assert (root / "params.yaml").read_text() == "a: 2\n"
+    assert (root / "out" / "one.txt").read_text() == "new\n"
+    assert (root / "out" / "two.txt").read_text() == "new only\n"
+    assert snapshot.exists()
+
+
+@pytest.mark.parametrize("whose", ["none", "another project", "a copy of this project"])
+@pytest.mark.parametrize("command", ["restore", "drop"])
+def test_a_snapshot_no_exp_of_this_project_made_is_neither_restored_nor_dropped(
+    tmp_path: Path, killed: Path, command: str, whose: str
+) -> None:
+    """review16: a folder at a snapshot's name that no `judgeloop exp` of this project made (one
+    committed under a plain `.judgeloop/`, another project's where two share one `.judgeloop` on
+    another disk, this project's copied to where it no longer is this one) is not put back over the
+    project (its params.yaml chose which outs are put back or removed: `README.md`, `.git`), nor
+    removed (the other project's only copy of its last good outputs): both are refused, naming what
+    to do by hand."""
+    mark = killed / exp_snapshots.MARK
+    if whose == "none":
+        mark.unlink()
+    else:
+        other = tmp_path / "other"
+        other.mkdir()
+        exp_snapshots.mark(other, killed)
+        if whose == "a copy of this project":  # the same path, a new folder there
+            mark.write_text(mark.read_text().replace(str(other.resolve()), str(tmp_path.resolve())))
+    result = CliRunner().invoke(exp, [command, killed.name])
+    assert result.exit_code == 1 and "not made by a `judgeloop exp` of this project" in result.output
+    assert "rm -r -- .judgeloop/snapshots/exp-abcd1234" in result.output, result.output
+    _unchanged(tmp_path, killed)
+
+
+@pytest.mark.parametrize("linked", ["params.yaml", "out", "out/one.txt"])
+def test_a_link_in_a_snapshot_is_never_followed_by_restore(tmp_path: Path, killed: Path, linked: str) -> None:
+    """review16: a snapshot `judgeloop exp` made holds no link where it copied a path or on the way
+    to one (a file's copy is the file, a folder's path made of folders): one there now was put
+    there by someone else, and restore refuses it, rather than copy what it leads to (a private
+    key, say) over the project's params.yaml or outputs."""
+    secret = tmp_path / "elsewhere"
+    (secret / "out").mkdir(parents=True)
+    (secret / "out" / "one.txt").write_text("private\n")
+    (secret / "params.yaml").write_text("private\n")
+    (secret / "one.txt").write_text("private\n")
+    inside = killed / linked
+    if inside.is_dir():
+        os.rename(inside, tmp_path / "moved")
+    else:
+        inside.unlink()
+    inside.symlink_to(secret / Path(linked).name)
+    result = CliRunner().invoke(exp, ["restore", killed.name])
+    assert result.exit_code == 1 and "a symbolic link" in result.output, result.output
+    _unchanged(tmp_path, killed)
+
+
+def test_a_run_killed_while_it_still_copied_leaves_a_copy_never_restored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """review16: a `judgeloop exp` killed while it copied the outputs aside (a big folder takes a
+    while) ran nothing, and its half copy lacks the outs it had not reached: put back, they would be
+    removed as new since. It has no mark, so restore refuses it, and the outs stay."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "out").mkdir()
+    for name in ["params.yaml", "out/a.txt", "out/b.txt"]:
+        (tmp_path / name).write_text(f"{name} as it is\n")
+    code = textwrap.dedent(f"""
+        import time
+        from pathlib import Path
+        from pipeline.tools import exp_snapshots
+        copy = exp_snapshots._copy
+        def slow(source, target):
+            if source.name == "b.txt":
+                print("copying", flush=True)
+                time.sleep(600)
+            copy(source, target)
+        exp_snapshots._copy = slow
+        paths = {{Path("params.yaml"), Path("out/a.txt"), Path("out/b.txt")}}
+        exp_snapshots.Snapshot(Path({str(tmp_path)!r}), paths)
+    """)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert run.stdout is not None and run.stdout.readline() == "copying\n"
+    finally:
+        run.kill()  # SIGKILL, as the OOM killer would
+        run.wait()
+    [half] = list((tmp_path / SNAPSHOTS).iterdir())
+    monkeypatch.setattr(exp_snapshots, "stage_outputs", lambda root: {Path("out/a.txt"), Path("out/b.txt")})
+    result = CliRunner().invoke(exp, ["restore", half.name])
+    assert result.exit_code == 1 and "or not whole" in result.output, result.output
+    assert (tmp_path / "out" / "b.txt").read_text() == "out/b.txt as it is\n"
+    assert half.exists()
