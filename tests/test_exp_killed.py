@@ -333,3 +333,21 @@ def test_a_run_killed_while_it_still_copied_leaves_a_copy_never_restored(
     assert result.exit_code == 1 and "or not whole" in result.output, result.output
     assert (tmp_path / "out" / "b.txt").read_text() == "out/b.txt as it is\n"
     assert half.exists()
+
+
+def test_the_named_restore_command_names_a_backslash_s_snapshot_as_it_is(
+    tmp_path: Path, killed: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """review16: `exp-a\\new` (a backslash and `n`, no newline) is shown `exp-a\\\\new` in a message;
+    the command the message gives names the folder as it is, so that it runs as written."""
+    import shlex
+
+    odd = killed.with_name("exp-a\\new")
+    killed.rename(odd)
+    name_killed_runs_snapshots(tmp_path)
+    said = capsys.readouterr().err
+    command = said.split("`judgeloop exp restore ", 1)[1].split("`", 1)[0]
+    result = CliRunner().invoke(exp, ["restore", *shlex.split(command)])
+    assert result.exit_code == 0, result.output
+    assert not odd.exists()
+    assert (tmp_path / "params.yaml").read_text() == "a: 1\n"

@@ -30,7 +30,6 @@ import contextlib
 import fcntl
 import json
 import os
-import shlex
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -39,7 +38,7 @@ from pathlib import Path
 import click
 
 from pipeline.llm.files import atomic_write_chunks, in_command, named, read_regular
-from pipeline.llm.terminal import echo, shown
+from pipeline.llm.terminal import echo
 
 ALWAYS_KEPT = ("params.yaml", "dvc.lock")
 SNAPSHOTS = Path(".judgeloop") / "snapshots"  # ignored by git, beside the local cache
@@ -185,8 +184,7 @@ def name_killed_runs_snapshots(root: Path) -> None:
             echo(f"judgeloop exp: {_not_this_project_s(root, folder)}", err=True)
             continue
         # (a name a user gave a folder there may hold a newline or a terminal's escape: shown as escapes)
-        path = shlex.quote(shown(os.path.relpath(folder, root), one_line=True))
-        name = shlex.quote(shown(folder.name, one_line=True))
+        path, name = in_command(os.path.relpath(folder, root)), in_command(folder.name)
         echo(
             f"judgeloop exp: {path} holds what a `judgeloop exp` that was killed copied aside before it "
             "ran (params.yaml, dvc.lock and every stage's outputs as they were then, at the same paths "
