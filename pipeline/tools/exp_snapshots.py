@@ -21,7 +21,9 @@ half copy put back would remove every out it had not reached; one committed unde
 `.judgeloop` on another disk; this one copied elsewhere), is named, never restored nor dropped by a
 command: what it holds is copied by hand. And a link in the copy, where it holds a path or on the
 way to one, is one `judgeloop exp` never made (a file's copy is the file): restore refuses it rather
-than copy what it leads to over the project.
+than copy what it leads to over the project. Restore holds DVC's own lock of the project, as every
+DVC run does, so that it never puts files back under a run at work (the next `judgeloop exp`, which
+names the snapshot as it starts, or a `repro`).
 """
 
 from __future__ import annotations
@@ -247,10 +249,37 @@ def _snapshot_folder(root: Path, name: str) -> Path:
     )
 
 
+@contextlib.contextmanager
+def _no_dvc_run(root: Path) -> Iterator[None]:
+    """DVC's lock of the project at `root` held while the block runs (none where it is no DVC project):
+    ClickException where a DVC run holds it (after DVC's own few seconds of waiting)."""
+    from dvc.exceptions import NotDvcRepoError
+    from dvc.lock import LockError
+    from dvc.repo import Repo
+
+    try:
+        repo = Repo(str(root))
+    except NotDvcRepoError:
+        yield
+        return
+    with repo:
+        try:
+            repo.lock.lock()
+        except LockError:
+            raise click.ClickException(
+                "a DVC run is at work in this project (a `judgeloop exp` or `repro`): nothing is put back "
+                "under it. Fix: run `judgeloop exp restore` again once it has ended"
+            ) from None
+        try:
+            yield
+        finally:
+            repo.lock.unlock()
+
+
 def restore_snapshot(root: Path, name: str) -> None:
     """A killed run's snapshot put back over the project (see the module), then removed."""
     folder = _snapshot_folder(root, name)
-    with _held(folder):
+    with _held(folder), _no_dvc_run(root):
         saved = _checked(root, folder)
         after = outputs_or_none(root)  # the outs the killed run's params give
         kept = {Path(p) for p in ALWAYS_KEPT}
