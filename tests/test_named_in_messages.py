@@ -107,3 +107,15 @@ def test_a_fix_names_a_backslash_s_file_as_it_is(
     subprocess.run(["sh", "-c", replaced_by_copy(name)], cwd=tmp_path, check=True, capture_output=True)
     assert not (tmp_path / name).is_symlink()
     assert (tmp_path / name).read_text() == "kept\n"
+
+
+def test_a_recording_s_fix_quotes_its_folder(tmp_path: Path) -> None:
+    """review16: `git checkout -- {folder}` was written unquoted, so a folder with a space (`my
+    runs/judge`) gave a command naming two paths; it is quoted, and runs as written."""
+    from pipeline.errors import CorruptRecordError
+    from pipeline.llm.recordings.shards import manifest_entries
+
+    folder = Path("my runs") / "judge"
+    with pytest.raises(CorruptRecordError) as refused:
+        manifest_entries(folder / "calls.jsonl", "not a manifest\n")
+    assert "(git checkout -- 'my runs/judge')" in str(refused.value), str(refused.value)

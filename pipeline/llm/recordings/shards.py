@@ -267,7 +267,7 @@ def parse_manifest(path: Path, text: str) -> list[tuple[str, str]]:
 def manifest_entries(path: Path, text: str) -> list[tuple[str, str]]:
     """Every file a manifest names, its tables of items (pipeline.llm.recordings.item_table) among
     them, (file, sha256) in order; CorruptRecordError naming its line."""
-    fix = FIX.format(folder=path.parent)
+    fix = FIX.format(folder=in_command(path.parent))
     shards: list[tuple[str, str]] = []
     prefixes: list[tuple[str, str]] = []
     lines = text.split("\n")
@@ -310,7 +310,7 @@ def refuse_strays(directory: Path, names: Iterable[str], named: set[str]) -> Non
             raise StrayShardError(
                 f"{directory / name}: looks like a shard of the stage's recording, but its calls.jsonl "
                 "does not name it, so it is not read. Fix: delete it (a writer killed before it cleaned "
-                f"up leaves one), or restore the folder from git (git checkout -- {directory})."
+                f"up leaves one), or restore the folder from git (git checkout -- {in_command(directory)})."
             )
 
 
@@ -344,7 +344,7 @@ RACES = (MissingShardError, StrayShardError)  # what a writer between a reader's
 def shard_bytes(directory: Path, name: str, sha: str, given: dict[str, bytes] | None) -> bytes:
     """A shard's bytes (from `given`, the folder's files as read, when given), checked against the
     manifest's hash."""
-    fix = FIX.format(folder=directory)
+    fix = FIX.format(folder=in_command(directory))
     path = directory / name
     data = given.get(name) if given is not None else None
     if data is None:
