@@ -383,3 +383,15 @@ def test_restore_waits_for_no_dvc_run_in_the_project(tmp_path: Path, killed: Pat
     result = CliRunner().invoke(exp, ["restore", killed.name])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "params.yaml").read_text() == "a: 1\n"
+
+
+def test_a_mark_that_is_a_link_to_another_snapshot_s_is_no_mark(tmp_path: Path, killed: Path) -> None:
+    """review16: the mark is read only as a file of the snapshot's own: a folder whose mark is a link
+    to a true snapshot's (beside it) is not taken for this project's whole copy."""
+    evil = killed.with_name("exp-evil")
+    evil.mkdir()
+    (evil / "params.yaml").write_text("a: evil\n")
+    (evil / exp_snapshots.MARK).symlink_to(killed / exp_snapshots.MARK)
+    result = CliRunner().invoke(exp, ["restore", evil.name])
+    assert result.exit_code == 1 and "not made by a `judgeloop exp` of this project" in result.output
+    _unchanged(tmp_path, killed)

@@ -136,6 +136,8 @@ def mark(root: Path, folder: Path, saved: Iterable[Path] = ()) -> None:
 def _saved(root: Path, folder: Path) -> set[Path] | None:
     """The paths the copy in `folder` holds, if it is a whole copy of the project at `root` (marked
     so); else None."""
+    if os.path.islink(folder / MARK):  # (another snapshot's mark, say: the copy's own file only)
+        return None
     try:
         marked = json.loads(read_regular(folder / MARK, _MARK_LIMIT))
         saved = {Path(path) for path in marked.pop("saved")}
