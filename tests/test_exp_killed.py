@@ -197,6 +197,8 @@ def killed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "out" / "two.txt").write_text("new only\n")
     outs = {Path("out/one.txt"), Path("out/two.txt")}
     monkeypatch.setattr(exp_snapshots, "stage_outputs", lambda root: outs)
+    # as Snapshot marks the copy it makes, once whole: this project's, and what it holds
+    exp_snapshots.mark(tmp_path, snapshot, {Path("params.yaml"), Path("out/one.txt")})
     return snapshot
 
 
@@ -237,3 +239,159 @@ def test_a_live_run_s_snapshot_or_a_name_elsewhere_is_refused(
         live.kill()
         live.wait()
     assert (tmp_path / "out" / "two.txt").exists()
+
+
+def _unchanged(root: Path, snapshot: Path) -> None:
+    assert (root / "params.yaml").read_text() == "a: 2\n"
+    assert (root / "out" / "one.txt").read_text() == "new\n"
+    assert (root / "out" / "two.txt").read_text() == "new only\n"
+    assert snapshot.exists()
+
+
+@pytest.mark.parametrize("whose", ["none", "another project", "a copy of this project"])
+@pytest.mark.parametrize("command", ["restore", "drop"])
+def test_a_snapshot_no_exp_of_this_project_made_is_neither_restored_nor_dropped(
+    tmp_path: Path, killed: Path, command: str, whose: str
+) -> None:
+    """review16: a folder at a snapshot's name that no `judgeloop exp` of this project made (one
+    committed under a plain `.judgeloop/`, another project's where two share one `.judgeloop` on
+    another disk, this project's copied to where it no longer is this one) is not put back over the
+    project (its params.yaml chose which outs are put back or removed: `README.md`, `.git`), nor
+    removed (the other project's only copy of its last good outputs): both are refused, naming what
+    to do by hand."""
+    mark = killed / exp_snapshots.MARK
+    if whose == "none":
+        mark.unlink()
+    else:
+        other = tmp_path / "other"
+        other.mkdir()
+        exp_snapshots.mark(other, killed)
+        if whose == "a copy of this project":  # the same path, a new folder there
+            mark.write_text(mark.read_text().replace(str(other.resolve()), str(tmp_path.resolve())))
+    result = CliRunner().invoke(exp, [command, killed.name])
+    assert result.exit_code == 1 and "not made by a `judgeloop exp` of this project" in result.output
+    assert "rm -r -- .judgeloop/snapshots/exp-abcd1234" in result.output, result.output
+    _unchanged(tmp_path, killed)
+
+
+@pytest.mark.parametrize("linked", ["params.yaml", "out", "out/one.txt"])
+def test_a_link_in_a_snapshot_is_never_followed_by_restore(tmp_path: Path, killed: Path, linked: str) -> None:
+    """review16: a snapshot `judgeloop exp` made holds no link where it copied a path or on the way
+    to one (a file's copy is the file, a folder's path made of folders): one there now was put
+    there by someone else, and restore refuses it, rather than copy what it leads to (a private
+    key, say) over the project's params.yaml or outputs."""
+    secret = tmp_path / "elsewhere"
+    (secret / "out").mkdir(parents=True)
+    (secret / "out" / "one.txt").write_text("private\n")
+    (secret / "params.yaml").write_text("private\n")
+    (secret / "one.txt").write_text("private\n")
+    inside = killed / linked
+    if inside.is_dir():
+        os.rename(inside, tmp_path / "moved")
+    else:
+        inside.unlink()
+    inside.symlink_to(secret / Path(linked).name)
+    result = CliRunner().invoke(exp, ["restore", killed.name])
+    assert result.exit_code == 1 and "a symbolic link" in result.output, result.output
+    _unchanged(tmp_path, killed)
+
+
+def test_a_run_killed_while_it_still_copied_leaves_a_copy_never_restored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """review16: a `judgeloop exp` killed while it copied the outputs aside (a big folder takes a
+    while) ran nothing, and its half copy lacks the outs it had not reached: put back, they would be
+    removed as new since. It has no mark, so restore refuses it, and the outs stay."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "out").mkdir()
+    for name in ["params.yaml", "out/a.txt", "out/b.txt"]:
+        (tmp_path / name).write_text(f"{name} as it is\n")
+    code = textwrap.dedent(f"""
+        import time
+        from pathlib import Path
+        from pipeline.tools import exp_snapshots
+        copy = exp_snapshots._copy
+        def slow(source, target):
+            if source.name == "b.txt":
+                print("copying", flush=True)
+                time.sleep(600)
+            copy(source, target)
+        exp_snapshots._copy = slow
+        paths = {{Path("params.yaml"), Path("out/a.txt"), Path("out/b.txt")}}
+        exp_snapshots.Snapshot(Path({str(tmp_path)!r}), paths)
+    """)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert run.stdout is not None and run.stdout.readline() == "copying\n"
+    finally:
+        run.kill()  # SIGKILL, as the OOM killer would
+        run.wait()
+    [half] = list((tmp_path / SNAPSHOTS).iterdir())
+    monkeypatch.setattr(exp_snapshots, "stage_outputs", lambda root: {Path("out/a.txt"), Path("out/b.txt")})
+    result = CliRunner().invoke(exp, ["restore", half.name])
+    assert result.exit_code == 1 and "or not whole" in result.output, result.output
+    assert (tmp_path / "out" / "b.txt").read_text() == "out/b.txt as it is\n"
+    assert half.exists()
+
+
+def test_the_named_restore_command_names_a_backslash_s_snapshot_as_it_is(
+    tmp_path: Path, killed: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """review16: `exp-a\\new` (a backslash and `n`, no newline) is shown `exp-a\\\\new` in a message;
+    the command the message gives names the folder as it is, so that it runs as written."""
+    import shlex
+
+    odd = killed.with_name("exp-a\\new")
+    killed.rename(odd)
+    name_killed_runs_snapshots(tmp_path)
+    said = capsys.readouterr().err
+    command = said.split("`judgeloop exp restore ", 1)[1].split("`", 1)[0]
+    result = CliRunner().invoke(exp, ["restore", *shlex.split(command)])
+    assert result.exit_code == 0, result.output
+    assert not odd.exists()
+    assert (tmp_path / "params.yaml").read_text() == "a: 1\n"
+
+
+def test_restore_waits_for_no_dvc_run_in_the_project(tmp_path: Path, killed: Path) -> None:
+    """review16: the next `judgeloop exp` names a killed run's snapshot as it starts, and a user who
+    runs the advised restore in another terminal then would put params.yaml and outputs back under a
+    DVC run at work (this `exp`, a `repro`). Restore takes DVC's own lock of the project, as every DVC
+    run does: held by a run, it is refused, nothing changed; let go, it restores."""
+    subprocess.run([sys.executable, "-m", "dvc", "init", "--no-scm", "-q"], cwd=tmp_path, check=True)
+    code = textwrap.dedent(f"""
+        import sys
+        from dvc.repo import Repo
+        repo = Repo({str(tmp_path)!r})
+        repo.lock.lock()
+        print("held", flush=True)
+        sys.stdin.readline()
+    """)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        result = CliRunner().invoke(exp, ["restore", killed.name])
+        assert result.exit_code == 1 and "a DVC run is at work in this project" in result.output, (
+            result.output
+        )
+        _unchanged(tmp_path, killed)
+    finally:
+        holder.kill()
+        holder.wait()
+    result = CliRunner().invoke(exp, ["restore", killed.name])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "params.yaml").read_text() == "a: 1\n"
+
+
+def test_a_mark_that_is_a_link_to_another_snapshot_s_is_no_mark(tmp_path: Path, killed: Path) -> None:
+    """review16: the mark is read only as a file of the snapshot's own: a folder whose mark is a link
+    to a true snapshot's (beside it) is not taken for this project's whole copy."""
+    evil = killed.with_name("exp-evil")
+    evil.mkdir()
+    (evil / "params.yaml").write_text("a: evil\n")
+    (evil / exp_snapshots.MARK).symlink_to(killed / exp_snapshots.MARK)
+    result = CliRunner().invoke(exp, ["restore", evil.name])
+    assert result.exit_code == 1 and "not made by a `judgeloop exp` of this project" in result.output
+    _unchanged(tmp_path, killed)

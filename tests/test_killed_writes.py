@@ -246,13 +246,37 @@ def test_an_older_judgeloop_s_temporaries_are_swept_unless_held(tmp_path: Path) 
     (a live writer's) stays."""
     out = tmp_path / "out"
     out.mkdir()
-    older = [".b.csv.abcd1234.tmp", ".calls-0.x_9ab12c.tmp", ".r.jsonl.q0w9e8r7.ordered.tmp"]
+    older = [".b.csv.abcd1234.tmp", ".r.jsonl.q0w9e8r7.ordered.tmp"]  # (a shard's: the recording's writer)
     for name in [*older, ".h.csv.abcd1234.tmp"]:
         (out / name).write_text("half")
+        (out / name).chmod(0o600)  # mkstemp's (an older judgeloop chmod-ed it just before the rename)
+    for target in ["b.csv", "r.jsonl", "h.csv"]:
+        (out / target).write_text("old")  # the file the killed write was replacing, standing
     with open(out / ".h.csv.abcd1234.tmp", "rb") as held:
         fcntl.flock(held.fileno(), fcntl.LOCK_EX)
         atomic_write(out / "a.csv", "a\n")
-    assert sorted(os.listdir(out)) == [".h.csv.abcd1234.tmp", "a.csv"]
+    assert sorted(os.listdir(out)) == [".h.csv.abcd1234.tmp", "a.csv", "b.csv", "h.csv", "r.jsonl"]
+
+
+def test_a_user_s_own_file_named_as_an_older_temporary_is_never_swept(tmp_path: Path) -> None:
+    """review16: an older judgeloop's unlocked name, `.<target>.<8 characters>.tmp`, is also a name a
+    person or another tool gives a hidden file (`.notes.20261128.tmp`, `.iso.download.tmp`), and no
+    lock tells it from a killed write's. The sweep takes one only as an older judgeloop's killed write
+    left it: mkstemp's 0600, this user's, beside the file it was replacing."""
+    out = tmp_path / "out"
+    out.mkdir()
+    users = {
+        ".notes.20261128.tmp": 0o644,  # a plain file's mode, its `notes` beside it
+        ".iso.download.tmp": 0o600,  # no `iso` beside it
+        ".r.jsonl.overview.ordered.tmp": 0o664,
+    }
+    for name, mode in users.items():
+        (out / name).write_text("mine")
+        (out / name).chmod(mode)
+    (out / "notes").write_text("n")
+    (out / "r.jsonl").write_text("r")
+    atomic_write(out / "a.csv", "a\n")
+    assert sorted(os.listdir(out)) == sorted([*users, "notes", "r.jsonl", "a.csv"])
 
 
 def test_a_recording_s_writer_clears_only_killed_temporary_files_and_fails_on_no_look_alike(

@@ -87,3 +87,25 @@ def test_status_and_check_say_a_committed_local_state_first(repo: Path, tmp_path
         said = result.output
         assert f".judgeloop is a symbolic link committed to git (to {tmp_path})" in said, said
         assert f"Fix: {FIX}" in said
+
+
+@pytest.mark.parametrize("inside", ["cache", "runs", "snapshots"])
+def test_a_link_committed_inside_a_plain_local_state_folder_stops_repro_and_exp(
+    repo: Path, tmp_path: Path, inside: str
+) -> None:
+    """review16: `.judgeloop/cache` (or `runs`, `snapshots`) committed as a link, in a plain folder,
+    redirects the cache, the run summaries or the snapshots as a committed `.judgeloop` link does:
+    refused the same way, not only said."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (repo / ".judgeloop").mkdir()
+    (repo / ".judgeloop" / inside).symlink_to(elsewhere)
+    _commit(repo, ".gitignore", "params.yaml", ".judgeloop")
+    for command, args in ((repro, ["--replay"]), (exp, ["-S", "a=2"])):
+        result = CliRunner().invoke(command, args)
+        assert result.exit_code == 1, result.output
+        assert f".judgeloop/{inside} is a symbolic link committed to git (to {elsewhere})" in result.output
+        assert f"Fix: {FIX}" in result.output
+    assert os.listdir(elsewhere) == []
+    subprocess.run(["sh", "-c", FIX], cwd=repo, check=True, capture_output=True)
+    refuse_committed_link(repo)  # the user's own from then on

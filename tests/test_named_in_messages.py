@@ -90,3 +90,32 @@ def test_a_link_refusal_s_rm_runs_in_sh_for_a_name_starting_with_a_dash(
     command = str(refused.value).split("(rm ", 1)[1].split(")", 1)[0]
     subprocess.run(["sh", "-c", f"rm {command}"], cwd=tmp_path, check=True)
     assert os.listdir(folder) == []
+
+
+@pytest.mark.parametrize("name", ["data\\test.csv", "C:\\new\\x41", "a\\u202eb"])
+def test_a_fix_names_a_backslash_s_file_as_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """review16: a backslash before a letter that reads as an escape (`\\t`, `\\n`, `\\x41`: a Windows
+    zip's `data\\test.csv`, unpacked here) is shown doubled in a message, so that it never reads as
+    the escape; in a suggested command, a name with nothing to show as an escape is quoted as it is,
+    or the command names another file (`data\\\\test.csv`) and fails."""
+    monkeypatch.chdir(tmp_path)
+    target = tmp_path / "elsewhere"
+    target.write_text("kept\n")
+    (tmp_path / name).symlink_to(target)
+    subprocess.run(["sh", "-c", replaced_by_copy(name)], cwd=tmp_path, check=True, capture_output=True)
+    assert not (tmp_path / name).is_symlink()
+    assert (tmp_path / name).read_text() == "kept\n"
+
+
+def test_a_recording_s_fix_quotes_its_folder(tmp_path: Path) -> None:
+    """review16: `git checkout -- {folder}` was written unquoted, so a folder with a space (`my
+    runs/judge`) gave a command naming two paths; it is quoted, and runs as written."""
+    from pipeline.errors import CorruptRecordError
+    from pipeline.llm.recordings.shards import manifest_entries
+
+    folder = Path("my runs") / "judge"
+    with pytest.raises(CorruptRecordError) as refused:
+        manifest_entries(folder / "calls.jsonl", "not a manifest\n")
+    assert "(git checkout -- 'my runs/judge')" in str(refused.value), str(refused.value)

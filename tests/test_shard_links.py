@@ -42,3 +42,20 @@ def test_a_regular_file_of_the_same_bytes_is_kept(tmp_path: Path) -> None:
     write_shard(folder, "calls", "0", [DATA])
     assert os.path.samestat(before, os.stat(folder / NAME))  # the same file, not written again
     assert os.listdir(folder) == [NAME]
+
+
+def test_a_folder_at_a_shard_s_name_is_refused_naming_it_and_nothing_is_left_open(tmp_path: Path) -> None:
+    """review16: a folder at the shard's name (a name anyone can foresee: the content's hash) made
+    `_hash_of` wrap a folder's descriptor in open(), which raised IsADirectoryError naming the
+    descriptor ("Is a directory: 4") and left it open; it is refused, naming the folder and the fix,
+    with no descriptor and no temporary file left."""
+    from pipeline.errors import CorruptRecordError
+
+    folder = tmp_path / "judge"
+    (folder / NAME).mkdir(parents=True)
+    fds = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(CorruptRecordError) as refused:
+        write_shard(folder, "calls", "0", [DATA])
+    assert f"{folder / NAME}: a folder at a shard's name" in str(refused.value)
+    assert len(os.listdir("/proc/self/fd")) == fds
+    assert os.listdir(folder) == [NAME]  # refused before the journal names it, the temporary file gone

@@ -157,6 +157,8 @@ def test_texts_shown_apart_read_as_their_whole_shown(parts: list[str]) -> None:
         (("a", "b"), "stop=['a', 'b']"),  # two stops
         (('it\'s "x"',), """stop=['it\\'s "x"']"""),  # both quotes: the one around it escaped
         (("x\\'\"",), """stop=['x\\\\\\'"']"""),  # a backslash before the escaped quote: doubled
+        (("a\\", "b"), """stop=['a\\\\', 'b']"""),  # a backslash before the closing quote: doubled (review16)
+        (("it's\\",), """stop=["it's\\\\"]"""),  # the same between double quotes
     ],
 )
 def test_a_quote_in_a_stop_string_never_reads_as_the_end_of_it(stops: tuple[str, ...], spelled: str) -> None:

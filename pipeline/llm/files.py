@@ -320,8 +320,14 @@ def named(path: str | os.PathLike[str]) -> str:
 
 def in_command(path: str | os.PathLike[str]) -> str:
     """A path as a suggested command names it (after `--`, so that a name starting with `-` reads as
-    no option): `named`, quoted for a POSIX shell."""
-    return shlex.quote(named(path))
+    no option), quoted for a POSIX shell: as it is where no character of it is shown as an escape
+    (a backslash is not: `named` doubles one before what reads as an escape, `data\\test.csv`, and
+    the command would name another file), else `named` (a newline or a terminal's escape, which a
+    message never prints raw: POSIX sh has no quoting that spells one, so that command is shown,
+    not run as written)."""
+    text = os.fspath(path)
+    exact = all(shown(character, one_line=True) == character for character in set(text))
+    return shlex.quote(text if exact else named(text))
 
 
 def _leading_out(folder: Path, output: Path) -> str | None:

@@ -17,10 +17,16 @@ hash.
 What the sweep removes, and nothing else (each checked through the folder's descriptor, so no link is
 followed):
 - a name as mkstemp makes it here, `.<target>.<8 characters>.locked.tmp`, or as an older judgeloop
-  made one, unlocked: `.<target>.<8 characters>.tmp` (its replacements' and shards') and
-  `.<target>.<8 characters>.ordered.tmp` (its results' staging). No writer of this judgeloop makes an
-  unlocked file of these names; one that an older judgeloop writes at the same moment, in the same
-  folder, would be taken (its write then fails, the old file standing: nothing is lost but that run);
+  made one, unlocked: `.<target>.<8 characters>.tmp` (its replacements') and
+  `.<target>.<8 characters>.ordered.tmp` (its results' staging). Such an older name is also one a
+  person or another tool gives a hidden file (`.notes.20261128.tmp`), which no lock tells apart, so
+  one is taken only as an older judgeloop's killed write left it: mkstemp's 0600 (it was chmod-ed
+  only just before its rename), this user's, and `<target>` a regular file beside it (the file it
+  was replacing, which stood; a killed first write's is left, as it was before). (An older shard's
+  `.calls-….tmp` is the recording's writer's to clear, under that folder's lock: clear_named.) No
+  writer of this judgeloop makes an unlocked file of these names; one that an older judgeloop writes
+  at the same moment, in the same folder, would be taken (its write then fails, the old file
+  standing: nothing is lost but that run);
 - a regular file of no other name (not a link, a folder, a pipe or a device; not a hard link);
 - one no live writer holds locked: locked here (LOCK_NB), and still the file of that name (not
   renamed over its target by a writer that let go just now), it is unlinked while the lock is held.
@@ -42,8 +48,11 @@ from typing import BinaryIO
 
 TMP_SUFFIX = ".tmp"
 LOCKED_SUFFIX = ".locked" + TMP_SUFFIX  # a temporary file made here, locked while its writer lives
-# The names a killed writer leaves (mkstemp's 8 characters): this judgeloop's, and an older one's.
-_KILLED_NAME = re.compile(r"\..+\.[a-z0-9_]{8}(?:\.locked|\.ordered)?" + re.escape(TMP_SUFFIX), re.DOTALL)
+# The names a killed writer leaves (mkstemp's 8 characters): this judgeloop's, locked while it lives,
+# and an older one's, unlocked (the target's name its group), taken only as such a write left it.
+_KILLED_NAME = re.compile(r"\..+\.[a-z0-9_]{8}" + re.escape(LOCKED_SUFFIX), re.DOTALL)
+_OLDER_NAME = re.compile(r"\.(.+)\.[a-z0-9_]{8}(?:\.ordered)?" + re.escape(TMP_SUFFIX), re.DOTALL)
+_MKSTEMP_MODE = 0o600
 _SHORT_NAME = 100  # a target's name of at most this many bytes fits a temporary file's on any file system
 _swept: set[tuple[int, int]] = set()  # the folders (device, inode) this process has swept
 
@@ -101,28 +110,53 @@ def sweep_killed_writers(folder: Path) -> list[str]:
             return []
         _swept.add((seen.st_dev, seen.st_ino))
         try:
-            names = [name for name in os.listdir(folder_fd) if _KILLED_NAME.fullmatch(name)]
+            names = os.listdir(folder_fd)
         except OSError:  # not listed (an I/O error of a network file system): left, the write goes on
             return []
-        return [name for name in names if removed_if_killed(folder_fd, name)]
+        return [name for name in names if _swept_one(folder_fd, name)]
     finally:
         os.close(folder_fd)
 
 
-def removed_if_killed(folder_fd: int, name: str) -> bool:
+def _swept_one(folder_fd: int, name: str) -> bool:
+    if _KILLED_NAME.fullmatch(name):
+        return removed_if_killed(folder_fd, name)
+    older = _OLDER_NAME.fullmatch(name)
+    return older is not None and removed_if_killed(folder_fd, name, replacing=older[1])
+
+
+def _as_an_older_write_left_it(folder_fd: int, seen: os.stat_result, target: str) -> bool:
+    """An unlocked temporary file as an older judgeloop's killed write left it (see the module)."""
+    if stat.S_IMODE(seen.st_mode) != _MKSTEMP_MODE or seen.st_uid != os.geteuid():
+        return False
+    try:
+        return stat.S_ISREG(os.stat(target, dir_fd=folder_fd, follow_symlinks=False).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def removed_if_killed(folder_fd: int, name: str, replacing: str | None = None) -> bool:
     """`name` in the folder removed if it is a regular file of no other name that no one holds locked:
-    locked here, and still the file of that name (not renamed over its target by a writer that let go
-    just now), it is unlinked while the lock is held."""
+    locked here, and still the file it was when looked at (not renamed over its target by a writer
+    that let go just now, nor swapped for another), it is unlinked while the lock is held. `replacing`:
+    an older judgeloop's unlocked name, for this target, taken only as its killed write left it."""
     try:
         seen = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
         if not stat.S_ISREG(seen.st_mode) or seen.st_nlink != 1:
             return False  # a link, a folder, a pipe, a device, or a file with another name: not ours
+        if replacing is not None and not _as_an_older_write_left_it(folder_fd, seen, replacing):
+            return False  # a person's or another tool's file of such a name
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder_fd)
     except OSError:  # gone, or not ours to read
         return False
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError: a live writer's
-        if not os.path.samestat(os.fstat(fd), os.stat(name, dir_fd=folder_fd, follow_symlinks=False)):
+        held = os.fstat(fd)
+        if not (
+            os.path.samestat(held, seen)
+            and held.st_nlink == 1
+            and os.path.samestat(held, os.stat(name, dir_fd=folder_fd, follow_symlinks=False))
+        ):
             return False
         os.unlink(name, dir_fd=folder_fd)
         return True

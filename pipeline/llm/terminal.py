@@ -149,10 +149,12 @@ def spelled(value: Any) -> str:
 
 def _quoted(text: str) -> str:
     """`text` between quotes as Python chooses them (`'`, or `"` for a text holding `'` alone), the
-    quote inside escaped as `\\'` and a backslash run before it doubled, so that `', '` inside one
-    text never reads as two texts: `["a', 'b"]` is one stop, `['a', 'b']` two."""
+    quote inside escaped as `\\'` and a backslash run before it, or before the closing quote, doubled,
+    so that `', '` inside one text never reads as two texts: `["a', 'b"]` is one stop, `['a', 'b']`
+    two, and `['a\\\\', 'b']` two as well (a text's last backslash never escapes the closing quote)."""
     quote = '"' if "'" in text and '"' not in text else "'"
-    return quote + re.sub(rf"(\\*){quote}", lambda m: m[1] * 2 + "\\" + quote, text) + quote
+    body = re.sub(rf"(\\*)({quote}|\Z)", lambda m: m[1] * 2 + ("\\" + quote if m[2] else ""), text)
+    return quote + body + quote
 
 
 def framed(text: str, margin: str = "  | ") -> str:

@@ -12,14 +12,26 @@ go when the run dies), and neither command touches one. `restore` puts back what
 restore would have: params.yaml and dvc.lock as they were, every stage's out as the copy holds it,
 and an out the copy does not hold (new since) removed, the outs being those of dvc.yaml under
 params.yaml both before (the copy's) and now.
+
+Which copy that is, is marked (MARK), once the copy is whole: the project it is of (its path and its
+folder's inode, which no one who commits a folder or shares a disk can give another project) and
+the paths it holds. A folder there without that mark (a run killed while it still copied, whose
+half copy put back would remove every out it had not reached; one committed under a plain
+`.judgeloop/`; one an older judgeloop left), or with another project's (two projects sharing one
+`.judgeloop` on another disk; this one copied elsewhere), is named, never restored nor dropped by a
+command: what it holds is copied by hand. And a link in the copy, where it holds a path or on the
+way to one, is one `judgeloop exp` never made (a file's copy is the file): restore refuses it rather
+than copy what it leads to over the project. Restore holds DVC's own lock of the project, as every
+DVC run does, so that it never puts files back under a run at work (the next `judgeloop exp`, which
+names the snapshot as it starts, or a `repro`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
-import shlex
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -27,11 +39,13 @@ from pathlib import Path
 
 import click
 
-from pipeline.llm.files import named
-from pipeline.llm.terminal import echo, shown
+from pipeline.llm.files import atomic_write_chunks, in_command, named, read_regular
+from pipeline.llm.terminal import echo
 
 ALWAYS_KEPT = ("params.yaml", "dvc.lock")
 SNAPSHOTS = Path(".judgeloop") / "snapshots"  # ignored by git, beside the local cache
+MARK = ".judgeloop-exp-of"  # in a whole copy: which project it is of, and the paths it holds
+_MARK_LIMIT = 16 * 1024 * 1024
 
 
 def stage_outputs(root: Path) -> set[Path]:
@@ -87,10 +101,13 @@ class Snapshot:
         self.saved: set[Path] = set()
         try:
             fcntl.flock(self._hold, fcntl.LOCK_EX)  # (a network file system may refuse it)
+            if Path(MARK) in paths:
+                raise click.ClickException(f"{MARK}: an out of this name would be taken for the copy's mark")
             for path in sorted(paths):
                 if (root / path).exists():
                     _copy(root / path, self.folder / path)
                     self.saved.add(path)
+            mark(root, self.folder, self.saved)  # last: a copy killed half made is never restored
         except BaseException:  # (a full disk, a pipe among the outputs): nothing ran, nothing to put back
             self.discard()  # not left for the next run to name as a killed run's copy, nor held open
             raise
@@ -103,6 +120,32 @@ class Snapshot:
     def discard(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
         os.close(self._hold)
+
+
+def _project(root: Path) -> dict[str, object]:
+    here = root.resolve()
+    return {"inode": os.stat(here).st_ino, "root": str(here)}
+
+
+def mark(root: Path, folder: Path, saved: Iterable[Path] = ()) -> None:
+    """`folder` marked a whole copy of the project at `root` holding `saved` (see the module)."""
+    text = json.dumps({**_project(root), "saved": sorted(str(path) for path in saved)}, sort_keys=True)
+    atomic_write_chunks(folder / MARK, [text + "\n"], local_state=True)
+
+
+def _saved(root: Path, folder: Path) -> set[Path] | None:
+    """The paths the copy in `folder` holds, if it is a whole copy of the project at `root` (marked
+    so); else None."""
+    if os.path.islink(folder / MARK):  # (another snapshot's mark, say: the copy's own file only)
+        return None
+    try:
+        marked = json.loads(read_regular(folder / MARK, _MARK_LIMIT))
+        saved = {Path(path) for path in marked.pop("saved")}
+    except (OSError, ValueError, TypeError, AttributeError, KeyError):  # none, unreadable, not ours
+        return None
+    if marked != _project(root) or any(p.is_absolute() or ".." in p.parts or not p.parts for p in saved):
+        return None
+    return saved
 
 
 def killed_runs_snapshots(root: Path) -> list[Path]:
@@ -141,9 +184,11 @@ def name_killed_runs_snapshots(root: Path) -> None:
     """Each snapshot a killed run left, named with what it holds and the commands that put it back or
     drop it (never removed here: it may be the only copy of the last good outputs)."""
     for folder in killed_runs_snapshots(root):
+        if _saved(root, folder) is None:
+            echo(f"judgeloop exp: {_not_this_project_s(root, folder)}", err=True)
+            continue
         # (a name a user gave a folder there may hold a newline or a terminal's escape: shown as escapes)
-        path = shlex.quote(shown(os.path.relpath(folder, root), one_line=True))
-        name = shlex.quote(shown(folder.name, one_line=True))
+        path, name = in_command(os.path.relpath(folder, root)), in_command(folder.name)
         echo(
             f"judgeloop exp: {path} holds what a `judgeloop exp` that was killed copied aside before it "
             "ran (params.yaml, dvc.lock and every stage's outputs as they were then, at the same paths "
@@ -152,6 +197,46 @@ def name_killed_runs_snapshots(root: Path) -> None:
             f"once you do not need it, `judgeloop exp drop {name}`",
             err=True,
         )
+
+
+def _not_this_project_s(root: Path, folder: Path) -> str:
+    path = in_command(os.path.relpath(folder, root))
+    return (
+        f"{path} is not made by a `judgeloop exp` of this project, or not whole (it has no mark "
+        f"{MARK} of this project: a run killed while it still copied, a folder committed under "
+        ".judgeloop/ or another project's sharing it, one an older judgeloop made, or this project's "
+        "before it was copied or moved): judgeloop neither puts it back nor removes it. Fix: copy what "
+        f"you need from it by hand (`diff -r {path}/params.yaml params.yaml` shows how its params differ); "
+        f"once you do not need it, rm -r -- {path}"
+    )
+
+
+def _links_in(folder: Path, path: Path) -> Path | None:
+    """The first symbolic link on the way to `path` in `folder`, or at it; None where there is none."""
+    step = folder
+    for part in path.parts:
+        step = step / part
+        with contextlib.suppress(OSError):
+            if os.path.islink(step):
+                return step
+    return None
+
+
+def _checked(root: Path, folder: Path) -> set[Path]:
+    """The paths the snapshot in `folder` holds, once it is known to be this project's whole copy with
+    no link where it holds a path or on the way to one (ClickException otherwise)."""
+    saved = _saved(root, folder)
+    if saved is None:
+        raise click.ClickException(_not_this_project_s(root, folder))
+    for path in sorted(saved):
+        link = _links_in(folder, path)
+        if link is not None:
+            raise click.ClickException(
+                f"{named(link)}: a symbolic link (to {named(os.readlink(link))}) in a snapshot, which "
+                "`judgeloop exp` never makes there (it copies a file, not a link): not restored. Fix: "
+                f"copy what you need from it by hand; once you do not need it, rm -r -- {in_command(folder)}"
+            )
+    return saved
 
 
 def _snapshot_folder(root: Path, name: str) -> Path:
@@ -166,15 +251,43 @@ def _snapshot_folder(root: Path, name: str) -> Path:
     )
 
 
+@contextlib.contextmanager
+def _no_dvc_run(root: Path) -> Iterator[None]:
+    """DVC's lock of the project at `root` held while the block runs (none where it is no DVC project):
+    ClickException where a DVC run holds it (after DVC's own few seconds of waiting)."""
+    from dvc.exceptions import NotDvcRepoError
+    from dvc.lock import LockError
+    from dvc.repo import Repo
+
+    try:
+        repo = Repo(str(root))
+    except NotDvcRepoError:
+        yield
+        return
+    with repo:
+        try:
+            repo.lock.lock()
+        except LockError:
+            raise click.ClickException(
+                "a DVC run is at work in this project (a `judgeloop exp` or `repro`): nothing is put back "
+                "under it. Fix: run `judgeloop exp restore` again once it has ended"
+            ) from None
+        try:
+            yield
+        finally:
+            repo.lock.unlock()
+
+
 def restore_snapshot(root: Path, name: str) -> None:
     """A killed run's snapshot put back over the project (see the module), then removed."""
     folder = _snapshot_folder(root, name)
-    with _held(folder):
+    with _held(folder), _no_dvc_run(root):
+        saved = _checked(root, folder)
         after = outputs_or_none(root)  # the outs the killed run's params give
         kept = {Path(p) for p in ALWAYS_KEPT}
-        _put_back(root, folder, kept, {p for p in kept if os.path.lexists(folder / p)})
-        outs = after | outputs_or_none(root)  # and those the params put back give
-        _put_back(root, folder, outs, {p for p in outs if os.path.lexists(folder / p)})
+        _put_back(root, folder, kept, saved & kept)
+        outs = after | outputs_or_none(root) | saved  # and those the params put back give
+        _put_back(root, folder, outs - kept, saved)
         shutil.rmtree(folder)
     echo(
         f"judgeloop exp: params.yaml, dvc.lock and every stage's outputs are back as {named(name)} held "
@@ -187,5 +300,6 @@ def drop_snapshot(root: Path, name: str) -> None:
     """A killed run's snapshot removed."""
     folder = _snapshot_folder(root, name)
     with _held(folder):
+        _checked(root, folder)
         shutil.rmtree(folder)
     echo(f"judgeloop exp: {named(name)} removed.", err=True)

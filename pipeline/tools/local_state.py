@@ -6,8 +6,9 @@ committed to git, which it never should be.
 `.gitignore` ignores `.judgeloop` (a folder, a file or a link), so only `git add -f` (or a pull
 request changing .gitignore) commits it. Two cases, told apart because they weigh differently:
 
-- `.judgeloop` committed as a symbolic link. judgeloop writes its local state wherever that link
-  leads (a user's way to put the cache on another disk), trusting the link as the user's own; a
+- `.judgeloop` committed as a symbolic link, or a link committed in it (`.judgeloop/cache`, `runs`,
+  `snapshots`: the same redirection one level down). judgeloop writes its local state wherever that
+  link leads (a user's way to put the cache on another disk), trusting the link as the user's own; a
   committed one is whoever committed it's, and every clone would write its cache and memos there.
   `judgeloop repro` and `judgeloop exp` refuse to run (RefusedLocalState); `status` and `check`
   say so first.
@@ -26,7 +27,7 @@ import subprocess
 from pathlib import Path
 
 from pipeline.errors import ConfigError
-from pipeline.llm.files import LOCAL_STATE, named
+from pipeline.llm.files import LOCAL_STATE, in_command, named
 
 LINK_MODE = "120000"  # git's mode of a symbolic link
 FIX = f"git rm -r --cached {LOCAL_STATE} && git commit -m 'untrack {LOCAL_STATE}'"
@@ -54,14 +55,15 @@ def committed_local_state(root: Path) -> tuple[bool, str] | None:
     if not entries:
         return None
     modes = {os.fsdecode(entry.split(b"\t", 1)[-1]): entry.split(b" ", 1)[0].decode() for entry in entries}
-    if modes.get(LOCAL_STATE) == LINK_MODE:
-        link = root / LOCAL_STATE
+    linked = sorted(path for path, mode in modes.items() if mode == LINK_MODE)
+    if linked:
+        link = root / linked[0]
         leads = f"to {named(os.readlink(link))}" if link.is_symlink() else "not checked out here"
         return True, (
-            f"{LOCAL_STATE} is a symbolic link committed to git ({leads}): judgeloop writes its local "
+            f"{named(linked[0])} is a symbolic link committed to git ({leads}): judgeloop writes its local "
             "state (the cache, run summaries, memos, snapshots) wherever that link leads, a place the "
             f"one who committed it chose, not you. Fix: {FIX}; then keep the link if you made it "
-            f"yourself (git ignores it from then on), or remove it (rm -- {LOCAL_STATE})"
+            f"yourself (git ignores it from then on), or remove it (rm -- {in_command(linked[0])})"
         )
     return False, (
         f"{len(entries)} file(s) under {LOCAL_STATE}/ are committed to git ({named(next(iter(modes)))}"
@@ -72,13 +74,24 @@ def committed_local_state(root: Path) -> tuple[bool, str] | None:
 
 
 def refuse_committed_link(root: Path) -> None:
-    """RefusedLocalState where `.judgeloop` is a symbolic link committed to git (see the module): asked
-    of git only where `.judgeloop` is a link here, so a plain folder costs one lstat."""
-    if not (root / LOCAL_STATE).is_symlink():
+    """RefusedLocalState where `.judgeloop`, or a link in it, is a symbolic link committed to git (see
+    the module): asked of git only where `.judgeloop` is a link here or holds one, so a plain folder
+    costs a look at its few entries."""
+    if not _links_here(root / LOCAL_STATE):
         return
     found = committed_local_state(root)
     if found is not None and found[0]:
         raise RefusedLocalState(found[1])
+
+
+def _links_here(folder: Path) -> bool:
+    if folder.is_symlink():
+        return True
+    try:
+        with os.scandir(folder) as entries:
+            return any(entry.is_symlink() for entry in entries)
+    except OSError:  # none, or not a folder
+        return False
 
 
 def say_committed(root: Path) -> None:

@@ -70,7 +70,7 @@ from pathlib import Path
 import orjson
 
 from pipeline.errors import CorruptRecordError
-from pipeline.llm.files import READ_FLAGS, TMP_SUFFIX, atomic_write_chunks
+from pipeline.llm.files import READ_FLAGS, TMP_SUFFIX, atomic_write_chunks, in_command, named
 from pipeline.llm.hard_links import refuse_hard_link
 from pipeline.llm.keys import canonical_json
 from pipeline.llm.killed_writes import clear_named, locked_temporary
@@ -113,10 +113,23 @@ def _hash_of(path: Path) -> str | None:
         fd = os.open(path, READ_FLAGS | os.O_NOFOLLOW)  # a pipe is not waited on, a link not followed
     except OSError:
         return None
-    with open(fd, "rb") as file:
-        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+    try:  # (open() of a folder's descriptor raises, naming the number, and leaves it open: asked first)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
-        return hashlib.file_digest(file, "sha256").hexdigest()
+        with open(fd, "rb", closefd=False) as file:
+            return hashlib.file_digest(file, "sha256").hexdigest()
+    finally:
+        os.close(fd)
+
+
+def _refuse_a_folder(path: Path) -> None:
+    """CorruptRecordError where a folder stands at a shard's name: no rename replaces one."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        raise CorruptRecordError(
+            f"{named(path)}: a folder at a shard's name, where only that shard's file belongs. Fix: "
+            f"remove it (rm -r -- {in_command(path)}) and run again, or restore the stage's folder "
+            "from git."
+        )
 
 
 def write_shard(directory: Path, kind: str, prefix: str, chunks: Iterable[bytes]) -> tuple[str, str]:
@@ -137,6 +150,7 @@ def write_shard(directory: Path, kind: str, prefix: str, chunks: Iterable[bytes]
             if _hash_of(directory / name) == sha:
                 os.unlink(tmp)
             else:
+                _refuse_a_folder(directory / name)
                 os.fchmod(out.fileno(), 0o644)
                 _journal(directory, [name])  # before the file is there, so that a kill leaves it listed
                 os.replace(tmp, directory / name)
@@ -253,7 +267,7 @@ def parse_manifest(path: Path, text: str) -> list[tuple[str, str]]:
 def manifest_entries(path: Path, text: str) -> list[tuple[str, str]]:
     """Every file a manifest names, its tables of items (pipeline.llm.recordings.item_table) among
     them, (file, sha256) in order; CorruptRecordError naming its line."""
-    fix = FIX.format(folder=path.parent)
+    fix = FIX.format(folder=in_command(path.parent))
     shards: list[tuple[str, str]] = []
     prefixes: list[tuple[str, str]] = []
     lines = text.split("\n")
@@ -296,7 +310,7 @@ def refuse_strays(directory: Path, names: Iterable[str], named: set[str]) -> Non
             raise StrayShardError(
                 f"{directory / name}: looks like a shard of the stage's recording, but its calls.jsonl "
                 "does not name it, so it is not read. Fix: delete it (a writer killed before it cleaned "
-                f"up leaves one), or restore the folder from git (git checkout -- {directory})."
+                f"up leaves one), or restore the folder from git (git checkout -- {in_command(directory)})."
             )
 
 
@@ -330,7 +344,7 @@ RACES = (MissingShardError, StrayShardError)  # what a writer between a reader's
 def shard_bytes(directory: Path, name: str, sha: str, given: dict[str, bytes] | None) -> bytes:
     """A shard's bytes (from `given`, the folder's files as read, when given), checked against the
     manifest's hash."""
-    fix = FIX.format(folder=directory)
+    fix = FIX.format(folder=in_command(directory))
     path = directory / name
     data = given.get(name) if given is not None else None
     if data is None:
