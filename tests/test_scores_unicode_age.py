@@ -14,6 +14,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from pipeline.judges.scores import extract_score
+from pipeline.judges.unicode_age import ADDED_AFTER_14 as ADDED
 
 KAWI_A = "\U00011f04"  # Unicode 15.0 (Python 3.12)
 CJK_I = "\U0002ebf0"  # Unicode 15.1 (Python 3.13)
@@ -70,3 +71,22 @@ def test_the_assessor_s_checks_read_a_newer_character_as_3_11_does() -> None:
     # To 3.11 a newer character is no letter, so the quote check passes over it as over punctuation.
     quote = f'"the patient slept {KAWI_A}badly at night"'
     assert unverified_quotes({"assessment": quote}, "The patient slept, badly at night.") == ()
+
+
+_NEAR_THE_RANGES = st.one_of(
+    st.sampled_from([chr(cp) for low, high in ADDED for cp in {low - 1, low, high, high + 1}]),
+    st.characters(min_codepoint=0x0C00, max_codepoint=0x3200),  # the BMP's ranges, and CJK's punctuation
+    st.characters(min_codepoint=0x10E00, codec="utf-8"),  # every astral plane
+    st.sampled_from("aé’—“好👍"),
+)
+
+
+@given(st.text(alphabet=_NEAR_THE_RANGES, max_size=40))
+def test_the_characters_found_are_exactly_those_added_since_unicode_14(text: str) -> None:
+    from pipeline.judges.unicode_age import _added, as_unicode_14
+
+    expected = sorted({c for c in text if any(low <= ord(c) <= high for low, high in ADDED)})
+    assert _added(text) == expected
+    readable, back = as_unicode_14(text)
+    assert readable.translate(back) == text
+    assert not set(expected) & set(readable)
