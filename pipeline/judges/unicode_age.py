@@ -5,8 +5,12 @@ The readers' patterns rest on what Python's Unicode database says of each charac
 characters added in between (a Kawi letter, U+11F04; CJK ideographs of Extension I) are nothing to
 3.11 and letters or digits to 3.12 or 3.13. So a recorded reply `Score: 4` followed by one was read
 as 4 on 3.11 and as no score on 3.12: the replay of one recording wrote other outputs on another
-Python. Every other character is read alike by the three (tests/test_scores_unicode_age.py holds
-the digest of their properties).
+Python. Every other character is read alike by the three in each property the readers rest on
+(category, letter, digit, space, case: tests/test_scores_unicode_age.py holds their digest). Not in
+all: str.isnumeric() of ten CJK ideographs (U+4E24 among them) on 3.13, str.islower() of five modifier
+letters (U+10FC) from 3.12 on, str.isidentifier(), unicodedata.east_asian_width() of unassigned code
+points, and repr(), NFKC and the combining class of the new characters differ; no reader of a reply
+uses them.
 
 `as_unicode_14` gives the text with each such character replaced by a private-use character, which
 every Python reads as 3.11 reads an unassigned one (no letter, digit, space or case): one of its own
