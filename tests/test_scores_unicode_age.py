@@ -102,3 +102,13 @@ def test_the_characters_found_are_exactly_those_added_since_unicode_14(text: str
     readable, back = as_unicode_14(text)
     assert readable.translate(back) == text
     assert not set(expected) & set(readable)
+
+
+def test_a_label_or_a_metric_holding_a_newer_character_is_found_as_3_11_finds_it() -> None:
+    """The reply is read with each newer character swapped for a stand-in: a label or a metric that
+    holds one must be looked for with the same stand-in, or it is found on no Python (3.11 found it)."""
+    for reply in (f"Clarity{KAWI_A}: 4\nDepth: 2", f"Depth: 2\nClarity{KAWI_A}: 4"):
+        reading = extract_score(reply, labels=(f"clarity{KAWI_A}",), metric=f"clarity{KAWI_A}")
+        assert (reading.score, reading.reason, reading.matched) == (4, "labelled", f"Clarity{KAWI_A}: 4")
+    # a private-use character of a label is itself, never the stand-in of a newer character
+    assert extract_score(f"Note{KAWI_A}: 4", labels=("note\U00100000",)).score is None
