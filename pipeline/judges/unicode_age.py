@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 # The code points assigned in Unicode 15.0 and 15.1 (unassigned to Python 3.11's unicodedata,
 # assigned to 3.13's), as (first, last).
@@ -64,15 +64,22 @@ _PRIVATE = re.compile("[\U000f0000-\U000ffffd\U00100000-\U0010fffd]")
 def as_unicode_14(text: str) -> tuple[str, dict[int, str]]:
     """The text to read, and the table that maps what a reading quotes of it back to `text` ({} and
     `text` itself where it holds no character added since Unicode 14.0, nearly always)."""
-    added = _added(text)
+    (readable,), back = all_as_unicode_14((text,))
+    return readable, back
+
+
+def all_as_unicode_14(texts: Sequence[str]) -> tuple[tuple[str, ...], dict[int, str]]:
+    """`as_unicode_14` of texts read together (a reply, and the labels and the metric a reader looks
+    for in it): a character is the same stand-in in each, and no stand-in is a character one holds."""
+    added = _added("".join(texts))
     if not added:
-        return text, {}
-    stand_ins = dict(zip(added, _unused(text), strict=False))
+        return tuple(texts), {}
+    stand_ins = dict(zip(added, _unused("".join(texts)), strict=False))
     back = {ord(stand_in): character for character, stand_in in stand_ins.items()}
-    # A text holding every private-use character as well (131,068 of them) has no stand-in left for
+    # Texts holding every private-use character as well (131,068 of them) have no stand-in left for
     # the rest: each is read as U+FFFD, no letter either, and quoted so.
     table = {ord(character): stand_ins.get(character, "\ufffd") for character in added}
-    return text.translate(table), back
+    return tuple(text.translate(table) for text in texts), back
 
 
 def checked_as_unicode_14(text: str) -> str:
