@@ -6,8 +6,10 @@ stages would now compute another thing. A number the two read apart is refused, 
 
 from __future__ import annotations
 
+import math
 import string
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -17,6 +19,7 @@ from ruamel.yaml import YAML
 
 from pipeline.errors import ConfigError
 from pipeline.experiments.params import load_params
+from pipeline.llm.yaml_scalars import read_apart
 from tests.conftest import ROOT as REPO_ROOT
 
 PARAMS = (REPO_ROOT / "params.yaml").read_text(encoding="utf-8")
@@ -102,3 +105,61 @@ def test_what_is_refused_is_exactly_where_pyyaml_and_dvc_read_a_number_apart(tex
         return
     apart = type(ours) is not type(dvcs) or ours != dvcs
     assert bool(read_apart(node)) == apart, (ours, dvcs)
+
+
+# Where a scalar stands: a value, a key, in a flow or block sequence, in a flow mapping, before a
+# comment, tagged. `{}` is the scalar; each reader's value of it is found by `_the_scalar`.
+PLACES = [
+    "v: {}\n",
+    "{}: v\n",
+    "? {}\n: v\n",
+    "v: [{}, 1]\n",
+    "v:\n  - {}\n",
+    "v: {{k: {}}}\n",
+    "v: {}  # a comment\n",
+    "v: !!int {}\n",
+    "v: !!float {}\n",
+]
+
+
+def _the_scalar(place: str, read: Any) -> Any:
+    if not place.startswith("v:"):
+        return next(iter(read))  # the key
+    value = read["v"]
+    return value[0] if isinstance(value, list) else value["k"] if isinstance(value, dict) else value
+
+
+def _same(ours: Any, dvcs: Any) -> bool:
+    both_nan = isinstance(ours, float) and isinstance(dvcs, float) and math.isnan(ours) and math.isnan(dvcs)
+    return both_nan or (type(ours) is type(dvcs) and ours == dvcs)
+
+
+@given(st.text(alphabet="0178_:.+-eEoxbnaif", min_size=1, max_size=7), st.sampled_from(PLACES))
+@example(".inf", "v: {}\n")
+@example("-.inf", "v: [{}, 1]\n")
+@example(".nan", "{}: v\n")
+@example("1e-3", "v: {}\n")
+@example(".5", "v: {}\n")
+@example("+1", "v:\n  - {}\n")
+@example("1_000", "{}: v\n")
+@example("0b1", "v: {}\n")
+@example("-0", "v: {}\n")
+@example("-0.0", "v: {}\n")
+@example("010", "? {}\n: v\n")
+@example("010", "v: {{k: {}}}\n")
+@example("1:30", "v: !!int {}\n")
+@example("010", "v: !!float {}\n")
+@example("0_7", "v: {}  # a comment\n")
+@example("_010", "v: !!int {}\n")  # 8 to PyYAML (its constructor drops the _), 10 to DVC
+def test_a_number_is_refused_exactly_where_pyyaml_and_dvc_read_it_apart_wherever_it_stands(
+    text: str, place: str
+) -> None:
+    document = place.format(text)
+    try:
+        node = yaml.compose(document, Loader=yaml.SafeLoader)
+        ours = _the_scalar(place, yaml.safe_load(document))
+        dvcs = _the_scalar(place, DVC_READS.load(document))
+    except Exception:  # either refuses it (a ruamel error, an unmade scalar): nothing to compare
+        return
+    number = isinstance(ours, int | float) and not isinstance(ours, bool)
+    assert bool(read_apart(node)) == (number and not _same(ours, dvcs)), (ours, dvcs)

@@ -45,7 +45,9 @@ LONG = 4_000
 # How each such scalar begins: a first look, cheap, for check_yaml's loop (it is taken at every
 # scalar of dvc.lock, by each of its readers), before `unmade` is asked.
 STARTS = "0123456789+-"
-_OCTAL = re.compile(r"[-+]?0[0-7_]+")  # YAML 1.1's octal form (PyYAML's resolver); 1.2 reads it in tens
+# YAML 1.1's octal form as PyYAML's constructor reads an int: with its underscores gone, a 0 first
+# (a plain `010`, a tagged `!!int _010`); 1.2 reads it in tens
+_OCTAL = re.compile(r"[-+]?_*0[0-7_]+")
 
 
 def unmade(value: str, tag: str | None, plain: bool) -> str | None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from pipeline.judges.unicode_age import as_unicode_14
 from pipeline.llm.terminal import shown
 
 _TICKS = re.compile(r"`+")
@@ -37,8 +38,10 @@ def code_span(text: str) -> str:
 def table_cell(text: str) -> str:
     """`text` as one cell of a Markdown table (GFM): on one line, controls shown as escapes
     (pipeline.llm.terminal), and each character that would end the cell or start Markdown (see
-    _CELL_SPECIAL) escaped with a backslash. A plain name is written as it is."""
-    return _CELL_SPECIAL.sub(lambda m: "\\" + m[0], shown(text, one_line=True))
+    _CELL_SPECIAL) escaped with a backslash. A plain name is written as it is. Read as Unicode 14.0
+    reads it, so that every Python writes it alike (pipeline.judges.unicode_age)."""
+    readable, back = as_unicode_14(shown(text, one_line=True))
+    return _CELL_SPECIAL.sub(lambda m: "\\" + m[0], readable).translate(back)
 
 
 def code_cell(text: str) -> str:

@@ -34,11 +34,18 @@ from pipeline.llm.bounds import check_yaml
 from pipeline.llm.files import atomic_write
 from pipeline.llm.project_files import yaml_problem
 from pipeline.llm.settings import params_text
+from pipeline.llm.terminal import shown
+from pipeline.llm.yaml_scalars import read_apart
 
 PROJECT = Path(__file__).resolve().parents[2]
 
 
 def set_value(params: dict[str, Any], dotted: str, text: str) -> None:
+    """A -S `dotted=text`, its text read as YAML (as params.yaml's reader would read it there)."""
+    place(params, dotted, _read_value(dotted, text))
+
+
+def place(params: dict[str, Any], dotted: str, value: Any) -> None:
     *sections, name = dotted.split(".")
     where = params
     for section in sections:
@@ -46,7 +53,29 @@ def set_value(params: dict[str, Any], dotted: str, text: str) -> None:
         if not isinstance(found, dict):
             raise click.BadParameter(f"{dotted}: {section} is not a section", param_hint="-S")
         where = found
-    where[name] = yaml.safe_load(text)
+    where[name] = value
+
+
+def _read_value(dotted: str, text: str) -> Any:
+    """A -S value as params.yaml's reader would read it there: guarded by check_yaml (a scalar PyYAML
+    cannot make, `2026-02-30`, was a ValueError's traceback), and refused where YAML 1.1 and DVC's 1.2
+    read its number apart (`010`: 8 here, 10 to DVC; pipeline.llm.yaml_scalars)."""
+    setting = shown(f"{dotted}={text}", one_line=True)
+    try:
+        check_yaml(text)
+        node, value = yaml.compose(text, Loader=yaml.SafeLoader), yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        problem = shown(str(getattr(exc, "problem", None) or exc), one_line=True)
+        fix = "" if "Fix:" in problem else " Fix: quote it if it is text (-S 'key=\"...\"')."
+        raise click.BadParameter(f"{setting}: not a YAML value ({problem}).{fix}", param_hint="-S") from None
+    if apart := read_apart(node):
+        _, _, ours, dvcs = apart[0]
+        raise click.BadParameter(
+            f"{setting}: {ours} to judgeloop (YAML 1.1) but {dvcs} to DVC (YAML 1.2). Fix: write the "
+            "number both read alike (without a leading 0, without ':'), or quote it if it is text.",
+            param_hint="-S",
+        )
+    return value
 
 
 def _outs(design: Design[Any], params: Any) -> set[Path]:
@@ -118,7 +147,7 @@ def write_variant_params(folder: Path, design: Design[Any], settings: tuple[str,
         set_value(raw, key, value)
     current = design.load_params()
     for dotted, path in _data_references(design, current).items():
-        set_value(raw, dotted, os.path.relpath(path.resolve(), folder.resolve()))
+        place(raw, dotted, os.path.relpath(path.resolve(), folder.resolve()))  # a path, not YAML
     # Replaced in one step, never written through a link at its name (pipeline.llm.hard_links).
     atomic_write(folder / "params.yaml", yaml.safe_dump(raw, sort_keys=False, allow_unicode=True))
     return current

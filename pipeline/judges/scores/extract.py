@@ -14,7 +14,7 @@ from pipeline.judges.scores.lazy import lazy_compile
 from pipeline.judges.scores.metric_lines import metric_lines
 from pipeline.judges.scores.phrases import prose_candidates
 from pipeline.judges.scores.reading import DEFAULT_SCALE, Scale, ScoreReading
-from pipeline.judges.unicode_age import as_unicode_14
+from pipeline.judges.unicode_age import all_as_unicode_14
 
 _BARE: Final = lazy_compile(
     rf"\s*(?:[-*•>#]+[ \t]+)?[*_`\"']*(?P<core>(?:\[\[?|\()?(?P<num>{NUM})(?:\]\]?|\))?"
@@ -32,8 +32,10 @@ def read_verdict(
     ``non_integer`` with ``stated=3.5``. See the package docstring for what is read and in which order;
     ``metric`` reads a multi-metric reply for that metric only (pipeline.judges.scores.metric_lines).
     Read as Unicode 14.0 reads it, on every Python (pipeline.judges.unicode_age)."""
-    readable, back = as_unicode_14(text)
-    reading = _read_verdict(readable, scale, labels, metric)
+    # The labels and the metric with the reply's stand-ins, so that one holding such a character is
+    # found as 3.11 finds it.
+    (readable, wanted, *looked_for), back = all_as_unicode_14((text, metric or "", *labels))
+    reading = _read_verdict(readable, scale, looked_for, wanted if metric is not None else None)
     if back and reading.matched is not None:
         return dataclasses.replace(reading, matched=reading.matched.translate(back))
     return reading
