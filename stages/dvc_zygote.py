@@ -1,0 +1,162 @@
+"""The warm stage process of one plain `dvc repro` (issue 31; the stage's side: stages/dvc_warm.py).
+
+    python -m stages.dvc_zygote FD PID START
+
+FD: a listening SOCK_SEQPACKET socket, bound by the run's first stage in the private folder; PID and
+START: DVC's process and its start time. Started detached by that stage (its own session, streams
+of the kinds the stage had, the stage's folder and environment), it imports what stages/zygote.py's
+warm process imports (`stages.runner`, its libraries), notes every imported module's file (inode,
+size, mtime_ns), then answers one connection at a time with stages/zygote.py's protocol: a
+request from a peer of this user (SO_PEERCRED) is forked as `python -m stages` would run, or
+refused (`refused REASON`) where zygote's checks refuse it (folder, environment but DVC_*, stream
+kinds, one thread), where another Python asks, or where any module it imported has changed on
+disk since; the stage then runs cold. It ends when DVC's process ends (a pidfd, else polling its
+start time), removing its socket; meanwhile it removes the sockets of DVC runs that have ended.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import select
+import signal
+import socket
+import sys
+
+from stages import dvc_warm, zygote
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+POLL_S = 0.2  # where there is no pidfd: how often DVC's life is looked at
+SOCKET_NAME = re.compile(r"dvc-(\d+)-(\d+)\.sock")
+Files = list[tuple[str, tuple[int, int, int]]]
+
+
+def imported_files() -> Files:
+    """Every imported module's file and its (inode, size, mtime_ns)."""
+    files: Files = []
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str):
+            with contextlib.suppress(OSError):
+                files.append((path, _identity(path)))
+    return files
+
+
+def _identity(path: str) -> tuple[int, int, int]:
+    found = os.stat(path)
+    return found.st_ino, found.st_size, found.st_mtime_ns
+
+
+def changed(request: dict[str, object], files: Files) -> str:
+    """Why a fork of this process would not run what a cold `python -m stages` runs ('' if it would)."""
+    if request.get("executable") != sys.executable:
+        return "another python"
+    for path, identity in files:
+        try:
+            if _identity(path) != identity:
+                return f"{path} changed"
+        except OSError:
+            return f"{path} is gone"
+    return ""
+
+
+def alive(pid: int, start: int) -> bool:
+    found = dvc_warm.process_stat(pid)
+    return found is not None and found[1] == start
+
+
+def sweep(folder: str) -> None:
+    """The sockets of DVC runs that have ended (their warm process killed) removed: only this user's
+    sockets of that name, and only where no process of that pid and start time lives."""
+    for name in os.listdir(folder):
+        match = SOCKET_NAME.fullmatch(name)
+        if match is None or alive(int(match[1]), int(match[2])):
+            continue
+        path = os.path.join(folder, name)
+        with contextlib.suppress(OSError):
+            found = os.lstat(path)
+            if found.st_uid == os.getuid() and (found.st_mode & 0o170000) == 0o140000:  # S_IFSOCK
+                os.unlink(path)
+
+
+def answer(conn: socket.socket, refused: str, files: Files, start_env: dict[str, str], cwd: str) -> None:
+    """One stage's request, forked or refused (zygote.answer)."""
+    if dvc_warm.peer_uid(conn) != os.getuid():
+        return
+    message, fds, _, _ = socket.recv_fds(conn, 1 << 20, zygote.STREAMS)
+    try:
+        request = json.loads(message)
+    except ValueError:
+        request = None
+    if not isinstance(request, dict):
+        for fd in fds:
+            os.close(fd)
+        conn.send(b"refused malformed request")
+        return
+    zygote.answer(conn, request, fds, start_env, cwd, refused or changed(request, files))
+
+
+def dvc_life(pid: int, start: int) -> tuple[list[int], Callable[[], bool]]:
+    """What to select on for DVC's end (its pidfd, or nothing and a timeout), and whether it lives."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (OSError, AttributeError):
+        return [], lambda: alive(pid, start)
+    if not alive(pid, start):  # the pid another process's by now
+        os.close(pidfd)
+        return [], lambda: False
+    return [pidfd], lambda: not select.select([pidfd], [], [], 0)[0]
+
+
+def serve(listener: socket.socket, pid: int, start: int, refused: str) -> None:
+    start_env, cwd = dict(os.environ), os.getcwd()
+    files = imported_files()
+    watched, lives = dvc_life(pid, start)
+    folder = os.path.dirname(listener.getsockname())
+    dvc_warm.log(f"warm process {os.getpid()} ready")
+    with contextlib.suppress(OSError):
+        sweep(folder)
+    while lives():
+        ready, _, _ = select.select([listener.fileno(), *watched], [], [], None if watched else POLL_S)
+        if listener.fileno() in ready and lives():
+            conn, _ = listener.accept()
+            with conn, contextlib.suppress(OSError):
+                answer(conn, refused, files, start_env, cwd)
+
+
+def main() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a stage's Ctrl-C comes through its caller
+    fd, pid, start = (int(arg) for arg in sys.argv[1:4])
+    listener = socket.socket(fileno=fd)
+    path = listener.getsockname()
+    bound = _identity(path)
+    refused = ""
+    try:
+        import stages.runner  # what `python -m stages` imports first, in its order
+
+        stages.runner.preload()  # then the libraries a stage imports later
+    except BaseException as error:  # every stage runs cold, told so, until DVC ends
+        refused = f"unavailable {type(error).__name__}: {error}"
+    me = os.getpid()
+    try:
+        serve(listener, pid, start, refused)
+    finally:
+        if os.getpid() == me:  # not a fork leaving by Python's own exit (zygote.child)
+            _leave(path, bound)
+    os._exit(0)  # without the interpreter's teardown of every module imported: nothing to write
+
+
+def _leave(path: str, bound: tuple[int, int, int]) -> None:
+    with contextlib.suppress(OSError):
+        if _identity(path) == bound:  # still this process's socket
+            os.unlink(path)
+    dvc_warm.log(f"warm process {os.getpid()} ended")
+
+
+if __name__ == "__main__":
+    main()
