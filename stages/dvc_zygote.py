@@ -84,8 +84,11 @@ def sweep(folder: str) -> None:
                 os.unlink(path)
 
 
-def answer(conn: socket.socket, refused: str, files: Files, start_env: dict[str, str], cwd: str) -> None:
-    """One stage's request, forked or refused (zygote.answer)."""
+def answer(
+    conn: socket.socket, refused: str, files: Files, start: tuple[dict[str, str], str], own: tuple[int, ...]
+) -> None:
+    """One stage's request, forked or refused (zygote.answer; `start`: the environment and folder this
+    process started with; `own`: its fds, closed in a fork)."""
     if dvc_warm.peer_uid(conn) != os.getuid():
         return
     message, fds, _, _ = socket.recv_fds(conn, 1 << 20, zygote.STREAMS)
@@ -98,7 +101,7 @@ def answer(conn: socket.socket, refused: str, files: Files, start_env: dict[str,
             os.close(fd)
         conn.send(b"refused malformed request")
         return
-    zygote.answer(conn, request, fds, start_env, cwd, refused or changed(request, files))
+    zygote.answer(conn, request, fds, *start, refused or changed(request, files), also_close=own)
 
 
 def dvc_life(pid: int, start: int) -> tuple[list[int], Callable[[], bool]]:
@@ -114,7 +117,7 @@ def dvc_life(pid: int, start: int) -> tuple[list[int], Callable[[], bool]]:
 
 
 def serve(listener: socket.socket, pid: int, start: int, refused: str) -> None:
-    start_env, cwd = dict(os.environ), os.getcwd()
+    started = dict(os.environ), os.getcwd()
     files = imported_files()
     watched, lives = dvc_life(pid, start)
     folder = os.path.dirname(listener.getsockname())
@@ -126,7 +129,7 @@ def serve(listener: socket.socket, pid: int, start: int, refused: str) -> None:
         if listener.fileno() in ready and lives():
             conn, _ = listener.accept()
             with conn, contextlib.suppress(OSError):
-                answer(conn, refused, files, start_env, cwd)
+                answer(conn, refused, files, started, (listener.fileno(), *watched))
 
 
 def main() -> None:

@@ -1,5 +1,6 @@
 """A warm stage process: `python -m stages DESIGN STAGE` run by a fork of a process that has already
-imported what every such process imports first (pipeline/tools/warm_stages.py starts it and asks).
+imported what every such process imports first (pipeline/tools/warm_stages.py starts it and asks;
+under a plain `dvc repro`, stages/dvc_zygote.py is such a process and uses `answer`).
 
     python -m stages.zygote FD      FD: a SOCK_SEQPACKET socket to the process that started it
 
@@ -152,11 +153,15 @@ def _wait(pid: int, sock: socket.socket) -> int:
         os.close(pidfd)
 
 
-def _forked(sock: socket.socket, request: dict[str, object], fds: list[int]) -> NoReturn:
+def _forked(
+    sock: socket.socket, request: dict[str, object], fds: list[int], also_close: tuple[int, ...]
+) -> NoReturn:
     """The forked child, never back into the warm process's loop: out by the stage's exit, or by
     Python's own where `child` raises it (a Python without the fast exit's steps)."""
     try:
         sock.close()
+        for fd in also_close:  # the warm process's own (a cold stage has none of them)
+            os.close(fd)
         child(request, fds)
     except (SystemExit, KeyboardInterrupt):
         raise
@@ -172,9 +177,11 @@ def answer(
     start_env: dict[str, str],
     cwd: str,
     refused: str = "",
+    also_close: tuple[int, ...] = (),
 ) -> None:
     """One request answered on `sock`: `refused REASON` (`refused`, else `refusal`'s), or a fork run
-    and its `started PID` and `exit STATUS`. The request's streams are closed here either way."""
+    and its `started PID` and `exit STATUS`. The request's streams are closed here either way, and
+    in the fork the warm process's other fds, `also_close`."""
     reason = refused or refusal(request, fds, start_env, cwd, threading.active_count())
     if reason:
         for fd in fds:
@@ -185,7 +192,7 @@ def answer(
     sys.stderr.flush()
     pid = os.fork()
     if pid == 0:
-        _forked(sock, request, fds)
+        _forked(sock, request, fds, also_close)
     for fd in fds:
         os.close(fd)
     sock.send(f"started {pid}".encode())

@@ -30,7 +30,7 @@ GIT_IDENTITY = {
     "GIT_COMMITTER_EMAIL": "t@example.com",
 }
 # The runner writes its stage's output from its input and its module's VERSION, and the signal
-# disposition it started with; stage `sleep` waits to be interrupted.
+# disposition and fds it started with; stage `sleep` waits to be interrupted.
 RUNNER = """
 import os, signal, sys, time
 VERSION = 1
@@ -46,7 +46,8 @@ def main():
         open("out/sleeping", "w").write(str(os.getpid()))
         time.sleep(60)
     with open(f"out/{stage}.txt", "w") as out:
-        out.write(f"{before}{design} {stage} version {VERSION} sigint {signal.getsignal(2)!r}\\n")
+        fds = sorted(os.listdir("/proc/self/fd"))  # the warm process's own closed in its fork
+        out.write(f"{before}{design} {stage} version {VERSION} sigint {signal.getsignal(2)!r} fds {fds}\\n")
     print(f"{stage} on stdout")
 """
 EDIT = (
@@ -168,7 +169,7 @@ def test_a_module_changed_between_stages_runs_the_later_ones_cold(project: Path)
     assert f"cold refused {runner} changed: demo three" in log
     three = (project / "out" / "three.txt").read_text()
     assert "demo two version 1 " in three
-    assert three.endswith("demo three version 2 sigint <built-in function default_int_handler>\n")
+    assert "demo three version 2 sigint <built-in function default_int_handler> fds" in three
 
 
 def test_another_environment_runs_cold(project: Path) -> None:
