@@ -280,3 +280,44 @@ def _child_of(pid: int, parent: int) -> bool:
         return int(Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[1]) == parent
     except (OSError, ValueError, IndexError):
         return False
+
+
+@pytest.mark.parametrize(
+    ("argv", "dvc"),
+    [
+        (["/p/.venv/bin/python", "/p/.venv/bin/dvc", "repro"], True),  # the console script
+        (["/usr/bin/python3", "-m", "dvc", "exp", "run"], True),
+        (["/usr/local/bin/dvc", "repro"], True),  # a binary
+        (["/p/.venv/bin/python", "./judgeloop", "repro"], False),  # DVC in judgeloop's process
+        (["/p/.venv/bin/python", "-m", "pytest", "tests/test_dvc.py"], False),
+        (["/p/.venv/bin/python", "-m", "dvcx"], False),
+        ([], False),
+    ],
+)
+def test_dvc_is_told_by_its_command_line(argv: list[str], dvc: bool) -> None:
+    assert dvc_warm.is_dvc(argv) is dvc
+
+
+def test_a_fork_of_a_warm_process_looks_for_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`stages.runner` imported: a fork of this run's warm process or of `judgeloop repro`'s, where
+    nothing changes (not even /proc is read)."""
+    import stages.runner  # noqa: F401  (as in every warm process's fork)
+
+    monkeypatch.setenv("DVC_STAGE", "one")
+    monkeypatch.setenv("DVC_ROOT", "/")
+    monkeypatch.setattr(dvc_warm, "dvc_process", lambda: pytest.fail("looked for DVC"))
+    assert dvc_warm.run_warm() is None
+
+
+def test_a_changed_module_or_another_python_is_refused(tmp_path: Path) -> None:
+    from stages import dvc_zygote
+
+    module = tmp_path / "module.py"
+    module.write_text("A = 1\n")
+    files = [(str(module), dvc_zygote._identity(str(module)))]
+    assert dvc_zygote.changed({"executable": sys.executable}, files) == ""
+    assert dvc_zygote.changed({"executable": "/usr/bin/python9"}, files) == "another python"
+    module.write_text("A = 22\n")  # (a rewrite within one clock tick keeps mtime_ns: size differs)
+    assert dvc_zygote.changed({"executable": sys.executable}, files) == f"{module} changed"
+    module.unlink()
+    assert dvc_zygote.changed({"executable": sys.executable}, files) == f"{module} is gone"
