@@ -80,7 +80,9 @@ def run(warm: bool, scale_args: tuple[str, ...]) -> dict[str, float | str]:
         "cpu": cpu,
         "wall": wall,
         "load": load,
-        "warm_stages": str(sum(line.startswith("warm ") for line in lines)),
+        "warm_stages": str(
+            sum(line.startswith("warm ") and not line.startswith("warm process ") for line in lines)
+        ),
         "reaped": str(reaped),
     }
 
