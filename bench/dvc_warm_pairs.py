@@ -52,7 +52,7 @@ def _reap(deadline_s: float = 10.0) -> int:
     raise SystemExit("a process of the run outlived it by 10 s")
 
 
-def run(warm: bool, scale_args: tuple[str, ...]) -> dict[str, float | str]:
+def run(warm: bool, scale_args: tuple[str, ...], keep: Path | None = None) -> dict[str, float | str]:
     with tempfile.TemporaryDirectory(prefix="dvc-warm-bench-") as folder:
         log = Path(folder) / "warm.log"
         env = {**os.environ, "JUDGELOOP_WARM": "1" if warm else "0", "JUDGELOOP_WARM_LOG": str(log)}
@@ -70,6 +70,8 @@ def run(warm: bool, scale_args: tuple[str, ...]) -> dict[str, float | str]:
         lines = log.read_text().splitlines() if log.exists() else []
     if done.returncode != 0:
         raise SystemExit(done.stdout + done.stderr)
+    if keep is not None:  # scale.py's own report of the run: each stage's share, its head and tail
+        keep.write_text(done.stdout + "\n".join(lines) + "\n")
     whole, refine = RESULT.search(done.stdout), REFINE.search(done.stdout)
     assert whole is not None and refine is not None, done.stdout
     return {
@@ -89,8 +91,9 @@ def run(warm: bool, scale_args: tuple[str, ...]) -> dict[str, float | str]:
 
 @click.command(context_settings={"ignore_unknown_options": True})
 @click.option("--pairs", type=int, default=4, show_default=True)
+@click.option("--logs", type=click.Path(path_type=Path), help="Keep each run's report in this folder.")
 @click.argument("scale_args", nargs=-1, type=click.UNPROCESSED)
-def main(pairs: int, scale_args: tuple[str, ...]) -> None:
+def main(pairs: int, logs: Path | None, scale_args: tuple[str, ...]) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         raise SystemExit("prctl(PR_SET_CHILD_SUBREAPER) failed: the warm process's CPU would not count")
@@ -98,7 +101,11 @@ def main(pairs: int, scale_args: tuple[str, ...]) -> None:
     for pair in range(1, pairs + 1):
         order = (True, False) if pair % 2 else (False, True)
         for warm in order:
-            r = run(warm, scale_args)
+            keep = None
+            if logs is not None:
+                logs.mkdir(parents=True, exist_ok=True)
+                keep = logs / f"pair{pair}-{'warm' if warm else 'cold'}.txt"
+            r = run(warm, scale_args, keep)
             click.echo(
                 f"{pair:4d} {r['kind']:5s} {r['pct']:7.1f} {r['refine']:15.1f} {r['run_s']:6.2f} "
                 f"{r['cpu']:7.2f} {r['wall']:13.1f} {r['load']:5.1f}  {r['warm_stages']}"
