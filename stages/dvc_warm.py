@@ -173,7 +173,12 @@ def _hand_over(sock: socket.socket, args: str) -> int | None:
     """The stage's wait status from the warm process, or None where it refused."""
     import json
 
-    if peer_uid(sock) != os.getuid():
+    try:
+        same_user = peer_uid(sock) == os.getuid()
+    except OSError:
+        log(f"cold the warm process ended: {args}")
+        return None
+    if not same_user:
         log(f"cold the socket is another user's: {args}")
         return None
     request = {
