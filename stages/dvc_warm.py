@@ -104,10 +104,10 @@ def dvc_process() -> tuple[int, int] | None:
 def socket_folder() -> tuple[str, str]:
     """The private folder of the warm processes' sockets, and '', or '' and why there is none."""
     runtime = os.environ.get("XDG_RUNTIME_DIR", "")
-    if os.path.isabs(runtime):
-        path = os.path.join(runtime, "judgeloop-warm")
-    else:
-        path = os.path.join(os.environ.get("TMPDIR") or "/tmp", f"judgeloop-warm-{os.getuid()}")
+    # The user's id in the name even under XDG_RUNTIME_DIR, which is not always the user's own
+    # (/tmp, left by `sudo` or a container): one user's folder there never turns another's away.
+    parent = runtime if os.path.isabs(runtime) else os.environ.get("TMPDIR") or "/tmp"
+    path = os.path.join(parent, f"judgeloop-warm-{os.getuid()}")
     try:
         os.mkdir(path, 0o700)
     except FileExistsError:
@@ -134,6 +134,34 @@ def peer_uid(sock: socket.socket) -> int:
 
     size = struct.calcsize(PEERCRED)
     return int(struct.unpack(PEERCRED, sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, size))[1])
+
+
+def interpreter_options() -> list[str]:
+    """This Python's command line up to the stage's arguments: `-m stages` for `python -m stages`,
+    more where it was given options (-O, -X, -W, -I...), which a fork would not have."""
+    return sys.orig_argv[1 : len(sys.orig_argv) - len(sys.argv) + 1]
+
+
+def process_state() -> dict[str, object]:
+    """What a fork takes from the warm process where a cold stage takes it from its caller (a shell's
+    `umask`, `ulimit`, `nice`, `taskset`, `trap '' SIG`): compared, not set, by the warm process.
+    SIGINT is the request's own (`sigint_ignored`)."""
+    import resource
+
+    umask = os.umask(0)
+    os.umask(umask)
+    limits = sorted(name for name in dir(resource) if name.startswith("RLIMIT_"))
+    ignored = [
+        int(s) for s in signal.valid_signals() if s != signal.SIGINT and signal.getsignal(s) is signal.SIG_IGN
+    ]
+    return {
+        "umask": umask,
+        "nice": os.getpriority(os.PRIO_PROCESS, 0),
+        "affinity": sorted(os.sched_getaffinity(0)),
+        "limits": [[name, *resource.getrlimit(getattr(resource, name))] for name in limits],
+        "ignored": ignored,
+        "blocked": sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])),
+    }
 
 
 def run_warm() -> None:
@@ -187,6 +215,8 @@ def _hand_over(sock: socket.socket, args: str) -> int | None:
         "env": dict(os.environ),
         "sigint_ignored": signal.getsignal(signal.SIGINT) is signal.SIG_IGN,
         "executable": sys.executable,
+        "options": interpreter_options(),
+        "process": process_state(),
     }
     try:
         socket.send_fds(sock, [json.dumps(request).encode()], list(range(STREAMS)))

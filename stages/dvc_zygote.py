@@ -5,12 +5,16 @@
 FD: a listening SOCK_SEQPACKET socket, bound by the run's first stage in the private folder; PID and
 START: DVC's process and its start time. Started detached by that stage (its own session, streams
 of the kinds the stage had, the stage's folder and environment), it imports what stages/zygote.py's
-warm process imports (`stages.runner`, its libraries), notes every imported module's file (inode,
-size, mtime_ns), then answers one connection at a time with stages/zygote.py's protocol: a
-request from a peer of this user (SO_PEERCRED) is forked as `python -m stages` would run, or
-refused (`refused REASON`) where zygote's checks refuse it (folder, environment but DVC_*, stream
-kinds, one thread), where another Python asks, or where any module it imported has changed on
-disk since; the stage then runs cold. It ends when DVC's process ends (a pidfd, else polling its
+warm process imports (`stages.runner`, its libraries), notes every imported module's file and its
+Python's (device, inode, size, mtime_ns and ctime_ns: a change time cannot be put back, as `cp -p`,
+`touch -r` or `tar x` put back an mtime), then answers one connection at a time with
+stages/zygote.py's protocol: a request from a peer of this user (SO_PEERCRED) is forked as
+`python -m stages` would run, or refused (`refused REASON`) where zygote's checks refuse it (folder,
+environment but DVC_*, stream kinds, one thread), where another Python asks, or one with
+interpreter options (`python -O -m stages`) or another process state (umask, limits, niceness,
+affinity, ignored or blocked signals: stages/dvc_warm.process_state), where any module it imported
+has changed on disk since, or had changed after its imports began (read before, noted after: the
+whole run is refused); the stage then runs cold. It ends when DVC's process ends (a pidfd, else polling its
 start time), removing its socket; meanwhile it removes the sockets of DVC runs that have ended.
 """
 
@@ -24,6 +28,7 @@ import select
 import signal
 import socket
 import sys
+import time
 
 from stages import dvc_warm, zygote
 
@@ -33,29 +38,51 @@ if TYPE_CHECKING:
 
 POLL_S = 0.2  # where there is no pidfd: how often DVC's life is looked at
 SOCKET_NAME = re.compile(r"dvc-(\d+)-(\d+)\.sock")
-Files = list[tuple[str, tuple[int, int, int]]]
+# A file system's clock lags real time by up to a tick (milliseconds); one of whole seconds (ext3,
+# HFS+; FAT two) truncates: a change after the imports began has a change time past one of these.
+MARGIN_NS = 50_000_000
+WHOLE_SECONDS_MARGIN_NS = 2_000_000_000
+OPTIONS = ["-m", "stages"]  # `python -m stages`, and nothing else, as the fork runs it
+Identity = tuple[int, int, int, int, int]
+Files = list[tuple[str, Identity]]
 
 
 def imported_files() -> Files:
-    """Every imported module's file and its (inode, size, mtime_ns)."""
+    """Every imported module's file, and this Python's, each with its identity."""
+    paths = [getattr(module, "__file__", None) for module in list(sys.modules.values())]
+    return note([os.path.realpath(sys.executable), *(path for path in paths if isinstance(path, str))])
+
+
+def note(paths: list[str]) -> Files:
     files: Files = []
-    for module in list(sys.modules.values()):
-        path = getattr(module, "__file__", None)
-        if isinstance(path, str):
-            with contextlib.suppress(OSError):
-                files.append((path, _identity(path)))
+    for path in paths:
+        with contextlib.suppress(OSError):
+            files.append((path, _identity(path)))
     return files
 
 
-def _identity(path: str) -> tuple[int, int, int]:
+def _identity(path: str) -> Identity:
     found = os.stat(path)
-    return found.st_ino, found.st_size, found.st_mtime_ns
+    return found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns
+
+
+def changed_since(files: Files, began: int) -> str:
+    """A file changed after `began` (time.time_ns() before the imports), as far as its change time
+    tells: read by an import perhaps before the change, noted after it, so never found changed."""
+    for path, identity in files:
+        ctime = identity[4]
+        if ctime >= began - (WHOLE_SECONDS_MARGIN_NS if ctime % 1_000_000_000 == 0 else MARGIN_NS):
+            return f"{path} changed while the warm process started"
+    return ""
 
 
 def changed(request: dict[str, object], files: Files) -> str:
     """Why a fork of this process would not run what a cold `python -m stages` runs ('' if it would)."""
     if request.get("executable") != sys.executable:
         return "another python"
+    if request.get("options", OPTIONS) != OPTIONS:
+        options = request.get("options")
+        return "interpreter options " + (" ".join(map(str, options)) if isinstance(options, list) else "?")
     for path, identity in files:
         try:
             if _identity(path) != identity:
@@ -101,7 +128,17 @@ def answer(
             os.close(fd)
         conn.send(b"refused malformed request")
         return
-    zygote.answer(conn, request, fds, *start, refused or changed(request, files), also_close=own)
+    reason = refused or changed(request, files) or another_process(request)
+    zygote.answer(conn, request, fds, *start, reason, also_close=own)
+
+
+def another_process(request: dict[str, object]) -> str:
+    """What of the caller's process state (dvc_warm.process_state) a fork would not have."""
+    theirs, ours = request.get("process"), dvc_warm.process_state()
+    if not isinstance(theirs, dict):
+        return "another process: unknown"
+    differ = sorted(key for key in ours if theirs.get(key) != ours[key])
+    return "another process: " + ", ".join(differ) if differ else ""
 
 
 def dvc_life(pid: int, start: int) -> tuple[list[int], Callable[[], bool]]:
@@ -116,9 +153,10 @@ def dvc_life(pid: int, start: int) -> tuple[list[int], Callable[[], bool]]:
     return [pidfd], lambda: not select.select([pidfd], [], [], 0)[0]
 
 
-def serve(listener: socket.socket, pid: int, start: int, refused: str) -> None:
+def serve(listener: socket.socket, pid: int, start: int, refused: str, began: int) -> None:
     started = dict(os.environ), os.getcwd()
     files = imported_files()
+    refused = refused or changed_since(files, began)
     watched, lives = dvc_life(pid, start)
     folder = os.path.dirname(listener.getsockname())
     dvc_warm.log(f"warm process {os.getpid()} ready")
@@ -134,6 +172,7 @@ def serve(listener: socket.socket, pid: int, start: int, refused: str) -> None:
 
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a stage's Ctrl-C comes through its caller
+    began = time.time_ns()  # before any import reads a file
     fd, pid, start = (int(arg) for arg in sys.argv[1:4])
     listener = socket.socket(fileno=fd)
     path = listener.getsockname()
@@ -147,16 +186,16 @@ def main() -> None:
         refused = f"unavailable {type(error).__name__}: {error}"
     me = os.getpid()
     try:
-        serve(listener, pid, start, refused)
+        serve(listener, pid, start, refused, began)
     finally:
         if os.getpid() == me:  # not a fork leaving by Python's own exit (zygote.child)
             _leave(path, bound)
     os._exit(0)  # without the interpreter's teardown of every module imported: nothing to write
 
 
-def _leave(path: str, bound: tuple[int, int, int]) -> None:
+def _leave(path: str, bound: Identity) -> None:
     with contextlib.suppress(OSError):
-        if _identity(path) == bound:  # still this process's socket
+        if _identity(path)[:2] == bound[:2]:  # still this process's socket (its device and inode)
             os.unlink(path)
     dvc_warm.log(f"warm process {os.getpid()} ended")
 

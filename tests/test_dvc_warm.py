@@ -45,6 +45,10 @@ def main():
     if stage == "sleep":
         open("out/sleeping", "w").write(str(os.getpid()))
         time.sleep(60)
+    mask = os.umask(0)
+    os.umask(mask)
+    with open(f"out/{stage}.state", "w") as state:  # (not an output of DVC's)
+        state.write(f"optimize {sys.flags.optimize} umask {mask:o}")
     with open(f"out/{stage}.txt", "w") as out:
         fds = sorted(os.listdir("/proc/self/fd"))  # the warm process's own closed in its fork
         out.write(f"{before}{design} {stage} version {VERSION} sigint {signal.getsignal(2)!r} fds {fds}\\n")
@@ -125,7 +129,7 @@ def _no_warm_process_left(log: Path) -> None:
     while time.monotonic() < deadline and any(_running(pid) for pid in pids):
         time.sleep(0.02)
     assert not any(_running(pid) for pid in pids), lines
-    folder = log.parent / "run" / "judgeloop-warm"
+    folder = log.parent / "run" / f"judgeloop-warm-{os.getuid()}"
     assert not folder.exists() or not [p for p in folder.iterdir() if p.name.startswith("dvc-")]
 
 
@@ -189,11 +193,11 @@ def test_outside_dvc_nothing_is_started(project: Path) -> None:
     env = _env(project.parent, DVC_ROOT=str(project), DVC_STAGE="one", **{dvc_warm.LOG: str(log)})
     subprocess.run([sys.executable, "-m", "stages", "demo", "one"], cwd=project, env=env, check=True)
     assert not log.exists()
-    assert not (project.parent / "run" / "judgeloop-warm").exists()
+    assert not (project.parent / "run" / f"judgeloop-warm-{os.getuid()}").exists()
 
 
 def test_a_stale_socket_of_a_dead_dvc_is_removed(project: Path, tmp_path: Path) -> None:
-    folder = tmp_path / "run" / "judgeloop-warm"
+    folder = tmp_path / "run" / f"judgeloop-warm-{os.getuid()}"
     folder.mkdir(mode=0o700, parents=True)
     gone = folder / dvc_warm.socket_name(4_194_305, 5)  # above any pid_max: no such process
     with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as sock:  # its warm process killed
@@ -206,7 +210,7 @@ def test_a_stale_socket_of_a_dead_dvc_is_removed(project: Path, tmp_path: Path) 
 
 
 def test_a_folder_of_another_mode_or_user_is_refused(project: Path, tmp_path: Path) -> None:
-    folder = tmp_path / "run" / "judgeloop-warm"
+    folder = tmp_path / "run" / f"judgeloop-warm-{os.getuid()}"
     folder.mkdir(mode=0o700, parents=True)
     folder.chmod(0o755)
     _, log = _repro(project)
@@ -223,10 +227,12 @@ def test_a_folder_of_another_mode_or_user_is_refused(project: Path, tmp_path: Pa
 def test_the_folder_checks_its_owner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     path, why = dvc_warm.socket_folder()
-    assert path == str(tmp_path / "judgeloop-warm") and why == ""
+    assert path == str(tmp_path / f"judgeloop-warm-{os.getuid()}") and why == ""
     assert stat.S_IMODE(os.lstat(path).st_mode) == 0o700
-    monkeypatch.setattr(os, "getuid", lambda: os.lstat(path).st_uid + 1)
-    assert dvc_warm.socket_folder() == ("", f"{path} is not a folder of this user's")
+    other = os.lstat(path).st_uid + 1
+    monkeypatch.setattr(os, "getuid", lambda: other)
+    theirs = tmp_path / f"judgeloop-warm-{other}"  # made by this (real) user: not the other's
+    assert dvc_warm.socket_folder() == ("", f"{theirs} is not a folder of this user's")
 
 
 def test_a_socket_of_another_user_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -321,3 +327,75 @@ def test_a_changed_module_or_another_python_is_refused(tmp_path: Path) -> None:
     assert dvc_zygote.changed({"executable": sys.executable}, files) == f"{module} changed"
     module.unlink()
     assert dvc_zygote.changed({"executable": sys.executable}, files) == f"{module} is gone"
+
+
+@pytest.mark.parametrize(
+    ("three", "state", "why"),
+    [
+        ("python -O -m stages demo three", "optimize 1 umask 22", "interpreter options -O -m stages"),
+        ("umask 077 && python -m stages demo three", "optimize 0 umask 77", "another process: umask"),
+    ],
+)
+def test_a_stage_with_other_interpreter_options_or_process_state_runs_cold(
+    project: Path, three: str, state: str, why: str
+) -> None:
+    """A fork takes the warm process's interpreter options and process state, a cold stage its own
+    command line's and its caller's: a stage whose differ runs cold (review18)."""
+    (project / "dvc.yaml").write_text(yaml.safe_dump(_dvc_yaml(three=three)))
+    mask = os.umask(0o022)  # DVC's umask, as most users have it
+    try:
+        _, log = _repro(project)
+    finally:
+        os.umask(mask)
+    assert "warm demo two" in log
+    assert f"cold refused {why}: demo three" in log
+    assert (project / "out" / "three.state").read_text() == state
+
+
+def test_a_module_rewritten_with_its_size_and_mtime_is_refused(tmp_path: Path) -> None:
+    """`cp -p`, `touch -r`, `tar x`, `rsync -a` rewrite a file and put back an mtime; the change time
+    cannot be put back (review18)."""
+    from stages import dvc_zygote
+
+    module = tmp_path / "module.py"
+    module.write_text("A = 1\n")
+    before = module.stat()
+    files = [(str(module), dvc_zygote._identity(str(module)))]
+    time.sleep(0.05)  # past the file system's clock tick
+    with open(module, "r+") as same_inode:
+        same_inode.write("A = 2\n")
+    os.utime(module, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (module.stat().st_ino, module.stat().st_size, module.stat().st_mtime_ns) == (
+        before.st_ino,
+        before.st_size,
+        before.st_mtime_ns,
+    )
+    assert dvc_zygote.changed({"executable": sys.executable}, files) == f"{module} changed"
+
+
+def test_a_module_changed_while_the_warm_process_imported_it_is_refused(tmp_path: Path) -> None:
+    """A module read by the warm process's imports, then rewritten before its files were noted, would
+    be noted as it is now and never found changed: a file changed after the warm process began is
+    refused for the whole run (review18)."""
+    from stages import dvc_zygote
+
+    old = tmp_path / "old.py"
+    old.write_text("A = 1\n")
+    time.sleep(0.2)
+    began = time.time_ns()  # the warm process begins its imports: old.py is read...
+    new = tmp_path / "new.py"
+    new.write_text("A = 1\n")  # ...and new.py rewritten meanwhile
+    files = dvc_zygote.note([str(old), str(new)])
+    assert dvc_zygote.changed_since(files, began) == f"{new} changed while the warm process started"
+    assert dvc_zygote.changed_since(files[:1], began) == ""
+
+
+def test_the_sockets_folder_is_this_user_s_under_a_shared_runtime_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """XDG_RUNTIME_DIR set to a folder shared by several users (/tmp, as `sudo` or a container may
+    leave it): each user has a folder of their own there, not one folder the first user takes
+    (review18)."""
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    folder, why = dvc_warm.socket_folder()
+    assert (folder, why) == (str(tmp_path / f"judgeloop-warm-{os.getuid()}"), "")

@@ -4,6 +4,7 @@ byte for byte, and every `python -m stages` after the first one really ran warm.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -38,7 +39,7 @@ def _warm_log(log: Path, run: Path, commands: list[str]) -> None:
     while time.monotonic() < deadline and _running(pid):
         time.sleep(0.02)
     assert not _running(pid)
-    assert not list((run / "judgeloop-warm").iterdir())
+    assert not list((run / f"judgeloop-warm-{os.getuid()}").iterdir())
     log.unlink()
 
 
