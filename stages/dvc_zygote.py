@@ -48,9 +48,23 @@ Files = list[tuple[str, Identity]]
 
 
 def imported_files() -> Files:
-    """Every imported module's file, and this Python's, each with its identity."""
+    """Every imported module's file, this Python's and the .pth files it read, each with its identity."""
     paths = [getattr(module, "__file__", None) for module in list(sys.modules.values())]
-    return note([os.path.realpath(sys.executable), *(path for path in paths if isinstance(path, str))])
+    python = os.path.realpath(sys.executable)
+    return note([python, *path_files(), *(path for path in paths if isinstance(path, str))])
+
+
+def path_files() -> list[str]:
+    """The .pth files of site-packages, which Python read at its start: one added (`pip install -e`),
+    changed or removed changes a cold stage's sys.path, not a fork's."""
+    import site
+
+    folders = [*site.getsitepackages(), *([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])]
+    found = []
+    for folder in folders:
+        with contextlib.suppress(OSError):
+            found += [os.path.join(folder, name) for name in os.listdir(folder) if name.endswith(".pth")]
+    return sorted(found)
 
 
 def note(paths: list[str]) -> Files:
@@ -89,7 +103,9 @@ def changed(request: dict[str, object], files: Files) -> str:
                 return f"{path} changed"
         except OSError:
             return f"{path} is gone"
-    return ""
+    noted = {path for path, _ in files}
+    added = [path for path in path_files() if path not in noted]
+    return f"{added[0]} added" if added else ""
 
 
 def alive(pid: int, start: int) -> bool:
@@ -155,6 +171,7 @@ def dvc_life(pid: int, start: int) -> tuple[list[int], Callable[[], bool]]:
 
 def serve(listener: socket.socket, pid: int, start: int, refused: str, began: int) -> None:
     started = dict(os.environ), os.getcwd()
+    dvc_warm.process_state()  # its own imports (resource) among the files noted, none in a fork's
     files = imported_files()
     refused = refused or changed_since(files, began)
     watched, lives = dvc_life(pid, start)

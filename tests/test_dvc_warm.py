@@ -320,7 +320,7 @@ def test_a_changed_module_or_another_python_is_refused(tmp_path: Path) -> None:
 
     module = tmp_path / "module.py"
     module.write_text("A = 1\n")
-    files = [(str(module), dvc_zygote._identity(str(module)))]
+    files = [(str(module), dvc_zygote._identity(str(module))), *dvc_zygote.note(dvc_zygote.path_files())]
     assert dvc_zygote.changed({"executable": sys.executable}, files) == ""
     assert dvc_zygote.changed({"executable": "/usr/bin/python9"}, files) == "another python"
     module.write_text("A = 22\n")  # (a rewrite within one clock tick keeps mtime_ns: size differs)
@@ -399,3 +399,23 @@ def test_the_sockets_folder_is_this_user_s_under_a_shared_runtime_folder(
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     folder, why = dvc_warm.socket_folder()
     assert (folder, why) == (str(tmp_path / f"judgeloop-warm-{os.getuid()}"), "")
+
+
+def test_a_path_file_added_to_site_packages_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A .pth file (`pip install -e`) added, changed or removed between stages changes a cold stage's
+    sys.path, not a fork's (review18)."""
+    import site
+
+    from stages import dvc_zygote
+
+    monkeypatch.setattr(site, "getsitepackages", lambda: [str(tmp_path)])
+    monkeypatch.setattr(site, "ENABLE_USER_SITE", False)
+    (tmp_path / "old.pth").write_text("/nowhere\n")
+    files = dvc_zygote.imported_files()
+    request = {"executable": sys.executable}
+    assert dvc_zygote.changed(request, files) == ""
+    (tmp_path / "new.pth").write_text("/elsewhere\n")
+    assert dvc_zygote.changed(request, files) == f"{tmp_path / 'new.pth'} added"
+    (tmp_path / "new.pth").unlink()
+    (tmp_path / "old.pth").unlink()
+    assert dvc_zygote.changed(request, files) == f"{tmp_path / 'old.pth'} is gone"
