@@ -103,10 +103,11 @@ def dvc_process() -> tuple[int, int] | None:
 
 def socket_folder() -> tuple[str, str]:
     """The private folder of the warm processes' sockets, and '', or '' and why there is none."""
-    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
     # The user's id in the name even under XDG_RUNTIME_DIR, which is not always the user's own
     # (/tmp, left by `sudo` or a container): one user's folder there never turns another's away.
-    parent = runtime if os.path.isabs(runtime) else os.environ.get("TMPDIR") or "/tmp"
+    # A relative one is refused: it would name a folder in the stage's, the project.
+    found = (os.environ.get(name, "") for name in ("XDG_RUNTIME_DIR", "TMPDIR"))
+    parent = next((folder for folder in found if os.path.isabs(folder)), "/tmp")
     path = os.path.join(parent, f"judgeloop-warm-{os.getuid()}")
     try:
         os.mkdir(path, 0o700)

@@ -401,7 +401,9 @@ def test_the_sockets_folder_is_this_user_s_under_a_shared_runtime_folder(
     assert (folder, why) == (str(tmp_path / f"judgeloop-warm-{os.getuid()}"), "")
 
 
-def test_a_path_file_added_to_site_packages_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_path_file_added_to_site_packages_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A .pth file (`pip install -e`) added, changed or removed between stages changes a cold stage's
     sys.path, not a fork's (review18)."""
     import site
@@ -419,3 +421,16 @@ def test_a_path_file_added_to_site_packages_is_refused(tmp_path: Path, monkeypat
     (tmp_path / "new.pth").unlink()
     (tmp_path / "old.pth").unlink()
     assert dvc_zygote.changed(request, files) == f"{tmp_path / 'old.pth'} is gone"
+
+
+def test_a_relative_tmpdir_is_not_a_folder_in_the_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TMPDIR=tmp (relative) would put the sockets' folder in the stage's folder, the project:
+    /tmp is taken instead, as with a relative XDG_RUNTIME_DIR (review18)."""
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    monkeypatch.setenv("TMPDIR", "tmp")
+    monkeypatch.chdir(tmp_path)
+    folder, why = dvc_warm.socket_folder()
+    assert (folder, why) == (f"/tmp/judgeloop-warm-{os.getuid()}", "")
+    assert not (tmp_path / "tmp").exists()
