@@ -106,8 +106,8 @@ def socket_folder() -> tuple[str, str]:
     # The user's id in the name even under XDG_RUNTIME_DIR, which is not always the user's own
     # (/tmp, left by `sudo` or a container): one user's folder there never turns another's away.
     # A relative one is refused: it would name a folder in the stage's, the project.
-    found = (os.environ.get(name, "") for name in ("XDG_RUNTIME_DIR", "TMPDIR"))
-    parent = next((folder for folder in found if os.path.isabs(folder)), "/tmp")
+    given = (os.environ.get(name, "") for name in ("XDG_RUNTIME_DIR", "TMPDIR"))
+    parent = next((folder for folder in given if os.path.isabs(folder)), "/tmp")
     path = os.path.join(parent, f"judgeloop-warm-{os.getuid()}")
     try:
         os.mkdir(path, 0o700)

@@ -414,7 +414,7 @@ def test_a_path_file_added_to_site_packages_is_refused(
     monkeypatch.setattr(site, "ENABLE_USER_SITE", False)
     (tmp_path / "old.pth").write_text("/nowhere\n")
     files = dvc_zygote.imported_files()
-    request = {"executable": sys.executable}
+    request: dict[str, object] = {"executable": sys.executable}
     assert dvc_zygote.changed(request, files) == ""
     (tmp_path / "new.pth").write_text("/elsewhere\n")
     assert dvc_zygote.changed(request, files) == f"{tmp_path / 'new.pth'} added"
