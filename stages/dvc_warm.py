@@ -130,11 +130,17 @@ def socket_name(pid: int, start: int) -> str:
     return f"dvc-{pid}-{start}.sock"
 
 
-def peer_uid(sock: socket.socket) -> int:
+def peer_credentials(sock: socket.socket) -> tuple[int, int]:
+    """The peer's pid (0 where it is of another pid namespace) and uid, when it connected or listened."""
     import struct
 
     size = struct.calcsize(PEERCRED)
-    return int(struct.unpack(PEERCRED, sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, size))[1])
+    pid, uid, _ = struct.unpack(PEERCRED, sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, size))
+    return int(pid), int(uid)
+
+
+def peer_uid(sock: socket.socket) -> int:
+    return peer_credentials(sock)[1]
 
 
 def interpreter_options() -> list[str]:

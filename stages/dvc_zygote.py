@@ -127,12 +127,34 @@ def sweep(folder: str) -> None:
                 os.unlink(path)
 
 
+def stage_of(peer: int, dvc: tuple[int, int]) -> bool:
+    """`peer` is a stage command of this DVC: its child, or its shell's child (the walk of
+    dvc_warm.dvc_process from the other end). Not a process that merely reached the socket: one of
+    another pid namespace sharing the folder (pid 0 here), or of another DVC whose pid and start
+    time would name the same socket there."""
+    pid = peer
+    for _ in range(2):
+        found = dvc_warm.process_stat(pid) if pid > 0 else None
+        if found is None:
+            return False
+        if found[0] == dvc[0]:
+            return alive(*dvc)
+        pid = found[0]
+    return False
+
+
 def answer(
-    conn: socket.socket, refused: str, files: Files, start: tuple[dict[str, str], str], own: tuple[int, ...]
+    conn: socket.socket,
+    refused: str,
+    files: Files,
+    start: tuple[dict[str, str], str],
+    own: tuple[int, ...],
+    dvc: tuple[int, int],
 ) -> None:
     """One stage's request, forked or refused (zygote.answer; `start`: the environment and folder this
-    process started with; `own`: its fds, closed in a fork)."""
-    if dvc_warm.peer_uid(conn) != os.getuid():
+    process started with; `own`: its fds, closed in a fork; `dvc`: its DVC's pid and start time)."""
+    peer, uid = dvc_warm.peer_credentials(conn)
+    if uid != os.getuid():
         return
     message, fds, _, _ = socket.recv_fds(conn, 1 << 20, zygote.STREAMS)
     try:
@@ -144,7 +166,8 @@ def answer(
             os.close(fd)
         conn.send(b"refused malformed request")
         return
-    reason = refused or changed(request, files) or another_process(request)
+    reason = refused or ("" if stage_of(peer, dvc) else "not a stage of this DVC")
+    reason = reason or changed(request, files) or another_process(request)
     zygote.answer(conn, request, fds, *start, reason, also_close=own)
 
 
@@ -184,7 +207,7 @@ def serve(listener: socket.socket, pid: int, start: int, refused: str, began: in
         if listener.fileno() in ready and lives():
             conn, _ = listener.accept()
             with conn, contextlib.suppress(OSError):
-                answer(conn, refused, files, started, (listener.fileno(), *watched))
+                answer(conn, refused, files, started, (listener.fileno(), *watched), (pid, start))
 
 
 def main() -> None:

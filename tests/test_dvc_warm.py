@@ -434,3 +434,29 @@ def test_a_relative_tmpdir_is_not_a_folder_in_the_project(
     folder, why = dvc_warm.socket_folder()
     assert (folder, why) == (f"/tmp/judgeloop-warm-{os.getuid()}", "")
     assert not (tmp_path / "tmp").exists()
+
+
+def test_only_a_stage_of_its_dvc_is_answered() -> None:
+    """The warm process forks for DVC's own stage commands only (its child, or its shell's): not for a
+    process that merely reached the socket, such as one of another pid namespace sharing the folder
+    (its pid 0 here) or of another DVC whose pid and start time collide (review18)."""
+    from stages import dvc_zygote
+
+    me = os.getpid(), dvc_warm.process_stat(os.getpid())[1]  # type: ignore[index]
+    with subprocess.Popen(["sh", "-c", "sleep 30; :"]) as shell:  # a shell that forks its command
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not (grandchild := _children(shell.pid)):
+            time.sleep(0.01)
+        try:
+            assert dvc_zygote.stage_of(shell.pid, me)
+            assert dvc_zygote.stage_of(grandchild[0], me)
+            assert not dvc_zygote.stage_of(os.getpid(), me)
+            assert not dvc_zygote.stage_of(0, me)
+            assert not dvc_zygote.stage_of(shell.pid, (me[0], me[1] + 1))  # a DVC gone, its pid reused
+        finally:
+            shell.kill()
+
+
+def _children(pid: int) -> list[int]:
+    found = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(child) for child in found.read_text().split()] if found.exists() else []
