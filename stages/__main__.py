@@ -2,6 +2,10 @@
 
 from pipeline.fast_exit import leave_now  # the standard library only: loads nothing more
 from stages import outside_the_environment
+from stages.dvc_warm import run_warm  # the standard library only
+
+if __name__ == "__main__":
+    run_warm()  # under a plain `dvc repro`, a warm process runs the stage: never returns then
 
 try:
     from stages.runner import main

@@ -1,5 +1,6 @@
 """A warm stage process: `python -m stages DESIGN STAGE` run by a fork of a process that has already
-imported what every such process imports first (pipeline/tools/warm_stages.py starts it and asks).
+imported what every such process imports first (pipeline/tools/warm_stages.py starts it and asks;
+under a plain `dvc repro`, stages/dvc_zygote.py is such a process and uses `answer`).
 
     python -m stages.zygote FD      FD: a SOCK_SEQPACKET socket to the process that started it
 
@@ -125,32 +126,78 @@ def child(request: dict[str, object], fds: list[int]) -> None:
     raise SystemExit(code)
 
 
+PASSED_ON = (signal.SIGINT, signal.SIGTERM)  # `signal N` from the caller, for its child (stages/dvc_warm.py)
+
+
 def _wait(pid: int, sock: socket.socket) -> int:
-    """The child's wait status; if the socket closes first (the caller is gone), the child is ended."""
+    """The child's wait status; if the socket closes first (the caller is gone), the child is ended.
+    Meanwhile a `signal N` from the caller is sent to the child, which is not reaped before it ends
+    (so that its pid is no other process's)."""
     pidfd = os.pidfd_open(pid)
     try:
         while True:
             ready, _, _ = select.select([pidfd, sock.fileno()], [], [])
             if pidfd in ready:
                 return os.waitpid(pid, 0)[1]
-            if not sock.recv(1, socket.MSG_PEEK):  # EOF: nobody will read the status
+            try:
+                message = sock.recv(64)
+            except OSError:
+                message = b""
+            if not message:  # EOF: nobody will read the status
                 os.kill(pid, signal.SIGTERM)
                 return os.waitpid(pid, 0)[1]
+            word, _, number = message.decode(errors="replace").partition(" ")
+            if word == "signal" and number in {str(int(s)) for s in PASSED_ON}:
+                os.kill(pid, int(number))
     finally:
         os.close(pidfd)
 
 
-def _forked(sock: socket.socket, request: dict[str, object], fds: list[int]) -> NoReturn:
+def _forked(
+    sock: socket.socket, request: dict[str, object], fds: list[int], also_close: tuple[int, ...]
+) -> NoReturn:
     """The forked child, never back into the warm process's loop: out by the stage's exit, or by
     Python's own where `child` raises it (a Python without the fast exit's steps)."""
     try:
         sock.close()
+        for fd in also_close:  # the warm process's own (a cold stage has none of them)
+            os.close(fd)
         child(request, fds)
     except (SystemExit, KeyboardInterrupt):
         raise
     except BaseException:
         os._exit(70)
     os._exit(70)
+
+
+def answer(
+    sock: socket.socket,
+    request: dict[str, object],
+    fds: list[int],
+    start_env: dict[str, str],
+    cwd: str,
+    refused: str = "",
+    also_close: tuple[int, ...] = (),
+) -> None:
+    """One request answered on `sock`: `refused REASON` (`refused`, else `refusal`'s), or a fork run
+    and its `started PID` and `exit STATUS`. The request's streams are closed here either way, and
+    in the fork the warm process's other fds, `also_close`."""
+    reason = refused or refusal(request, fds, start_env, cwd, threading.active_count())
+    if reason:
+        for fd in fds:
+            os.close(fd)
+        sock.send(f"refused {reason}".encode())
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        _forked(sock, request, fds, also_close)
+    for fd in fds:
+        os.close(fd)
+    sock.send(f"started {pid}".encode())
+    status = _wait(pid, sock)
+    sock.send(f"exit {status}".encode())
 
 
 def serve(sock: socket.socket) -> None:
@@ -162,23 +209,7 @@ def serve(sock: socket.socket) -> None:
             return
         if not message:
             return
-        request = json.loads(message)
-        reason = refusal(request, fds, start_env, cwd, threading.active_count())
-        if reason:
-            for fd in fds:
-                os.close(fd)
-            sock.send(f"refused {reason}".encode())
-            continue
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
-            _forked(sock, request, fds)
-        for fd in fds:
-            os.close(fd)
-        sock.send(f"started {pid}".encode())
-        status = _wait(pid, sock)
-        sock.send(f"exit {status}".encode())
+        answer(sock, json.loads(message), fds, start_env, cwd)
 
 
 def main() -> None:
