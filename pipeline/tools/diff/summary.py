@@ -10,6 +10,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from pipeline.experiments.judgements import Judgement
+from pipeline.numbers import fsum
 from pipeline.stats.paired import (
     Interval,
     TestResult,
@@ -68,6 +69,10 @@ def _changed(a: Judgement, b: Judgement) -> bool:
 
 
 def _statistics(row: MetricDiff, pairs: list[tuple[Judgement, Judgement]], seed: int, resamples: int) -> None:
+    """The pairs' statistics, with the item as the unit of each: an item's judgements at several
+    iterations are not independent (one transcript, each revision made from the last), so the
+    bootstrap resamples items, the signed-rank test ranks each item's mean difference, and McNemar's
+    counts each item's flips netted (with one judgement per item, exactly McNemar's test)."""
     scored = [(a, b) for a, b in pairs if a.score is not None and b.score is not None]
     row.scored = len(scored)
     if scored:
@@ -75,14 +80,17 @@ def _statistics(row: MetricDiff, pairs: list[tuple[Judgement, Judgement]], seed:
         for a, b in scored:
             by_item.setdefault(a.item, []).append(float(b.score) - float(a.score))  # type: ignore[arg-type]
         row.mean = paired_bootstrap(list(by_item.values()), resamples=resamples, seed=seed)
-        row.score_test = wilcoxon_signed_rank([d for group in by_item.values() for d in group])
+        row.score_test = wilcoxon_signed_rank([fsum(group) / len(group) for group in by_item.values()])
         old = [float(a.score) for a, _ in scored]  # type: ignore[arg-type]
         new = [float(b.score) for _, b in scored]  # type: ignore[arg-type]
         row.agreement, row.kappa = exact_agreement(old, new), quadratic_kappa(old, new)
-    judged = [(a.passed, b.passed) for a, b in pairs if a.passed is not None and b.passed is not None]
+    judged = [(a, b) for a, b in pairs if a.passed is not None and b.passed is not None]
     row.verdicts = len(judged)
     if judged:
-        row.pass_test = mcnemar_exact(row.pass_to_fail, row.fail_to_pass)
+        net: Counter[str] = Counter()
+        for a, b in judged:
+            net[a.item] += int(bool(a.passed)) - int(bool(b.passed))  # +1 pass→fail, -1 fail→pass
+        row.pass_test = mcnemar_exact(sum(n > 0 for n in net.values()), sum(n < 0 for n in net.values()))
 
 
 def _stability(row: MetricDiff, side: str, judgements: list[Judgement]) -> None:
