@@ -16,6 +16,7 @@ from scipy import stats
 
 from pipeline.stats.paired import (
     exact_agreement,
+    holm,
     mcnemar_exact,
     paired_bootstrap,
     quadratic_kappa,
@@ -43,7 +44,7 @@ def _signs_enumerated(differences: list[float]) -> float:
     """The two-sided p of min(W+, W-) over all 2^n sign patterns of the midranks, by brute force:
     the permutation test of the signs given the ranks, ties and all."""
     nonzero = [d for d in differences if d != 0]
-    ranks = stats.rankdata([abs(d) for d in nonzero])  # midranks
+    ranks = [float(r) for r in stats.rankdata([abs(d) for d in nonzero])]  # midranks
     plus = sum(r for r, d in zip(ranks, nonzero, strict=True) if d > 0)
     observed = min(plus, sum(ranks) - plus)
     hits = sum(
@@ -151,3 +152,9 @@ def test_the_bootstrap_is_seeded_and_resamples_items_not_pairs() -> None:
     single = paired_bootstrap([[1.0, -1.0, 3.0]], resamples=200, seed=0)
     assert single is not None and single.low == single.high == pytest.approx(1.0)
     assert paired_bootstrap([], seed=0) is None
+
+
+def test_holm_adjusts_each_p_value_for_the_family() -> None:
+    # Sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1: 0.02, 0.03, 0.06, 0.04 -> running max.
+    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert holm([0.5, 0.9]) == [1.0, 1.0] and holm([]) == []

@@ -80,7 +80,8 @@ def wilcoxon_signed_rank(differences: Sequence[float]) -> TestResult | None:
     minus = sum(r for r, d in zip(ranks, nonzero, strict=True) if d < 0)
     statistic = min(plus, minus)
     if n <= EXACT_UP_TO:
-        return TestResult("Wilcoxon signed-rank (exact)", statistic, _exact_signed_rank_p(ranks, statistic), n)
+        exact = _exact_signed_rank_p(ranks, statistic)
+        return TestResult("Wilcoxon signed-rank (exact)", statistic, exact, n)
     mean = n * (n + 1) / 4
     # The variance less the ties' share, as scipy computes it.
     _, tie_sizes = np.unique(np.abs(np.asarray(nonzero, dtype=float)), return_counts=True)
@@ -137,6 +138,7 @@ class Interval:
     confidence: float
     resamples: int
     seed: int
+    items: int  # the units resampled: how far a percentile interval can be trusted (few: too narrow)
 
 
 def paired_bootstrap(
@@ -159,4 +161,16 @@ def paired_bootstrap(
     means = sums[picks].sum(axis=1) / counts[picks].sum(axis=1)
     tail = (1 - confidence) / 2
     low, high = np.quantile(means, [tail, 1 - tail])
-    return Interval(estimate, float(low), float(high), confidence, resamples, seed)
+    return Interval(estimate, float(low), float(high), confidence, resamples, seed, len(groups))
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment of `p_values` (in their order): each family-wise p-value, so that
+    any rejected at a level keeps the chance of one false alarm among all at that level."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    adjusted = [1.0] * len(p_values)
+    running = 0.0
+    for position, index in enumerate(order):
+        running = max(running, min(1.0, (len(p_values) - position) * p_values[index]))
+        adjusted[index] = running
+    return adjusted

@@ -24,7 +24,7 @@ from pipeline.reports.frame import asset, content_security_policy
 from pipeline.reports.templating import make_environment
 from pipeline.tools.diff.causes import CAUSES
 from pipeline.tools.diff.summary import Change, MetricDiff
-from pipeline.tools.diff.text import interval, number, p_value, prompt_text, reply_text, verdict
+from pipeline.tools.diff.text import interval, number, prompt_text, reply_text, test_line, verdict
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 TITLE = "judgeloop diff"
@@ -90,8 +90,8 @@ def _change(change: Change, calls: Calls) -> dict[str, Any]:
 def _metric(row: MetricDiff, changes: Sequence[Change], calls: Calls) -> dict[str, Any]:
     mine = [_change(c, calls) for c in changes if (c.a.design, c.a.metric) == (row.design, row.metric)]
     tests = [
-        f"{t.name}: p = {p_value(t.p_value)} (n = {t.n})"
-        for t in (row.score_test, row.pass_test)
+        test_line(t, "", adjusted)
+        for t, adjusted in ((row.score_test, row.score_holm), (row.pass_test, row.pass_holm))
         if t is not None
     ]
     return {

@@ -15,6 +15,7 @@ from pipeline.stats.paired import (
     Interval,
     TestResult,
     exact_agreement,
+    holm,
     mcnemar_exact,
     paired_bootstrap,
     quadratic_kappa,
@@ -57,6 +58,9 @@ class MetricDiff:
     mean: Interval | None = None
     score_test: TestResult | None = None
     pass_test: TestResult | None = None
+    # Each test's p-value adjusted (Holm) for every test of the diff: several metrics are tested at once.
+    score_holm: float | None = None
+    pass_holm: float | None = None
     agreement: float | None = None
     kappa: float | None = None
     causes: Counter[str] = field(default_factory=Counter)
@@ -127,4 +131,17 @@ def summarise(
         _statistics(row, pairs.get(name, []), seed, resamples)
         for side, run in (("A", a), ("B", b)):
             _stability(row, side, [j for j in run.judgements.values() if (j.design, j.metric) == name])
+    _adjust(list(rows.values()))
     return list(rows.values()), changes
+
+
+def _adjust(rows: list[MetricDiff]) -> None:
+    """Each test's Holm-adjusted p-value, over every test of the diff (each metric's two)."""
+    adjusted = iter(
+        holm([t.p_value for row in rows for t in (row.score_test, row.pass_test) if t is not None])
+    )
+    for row in rows:
+        if row.score_test is not None:
+            row.score_holm = next(adjusted)
+        if row.pass_test is not None:
+            row.pass_holm = next(adjusted)

@@ -15,6 +15,8 @@ from pipeline.tools.diff.causes import CAUSES
 from pipeline.tools.diff.summary import Change, MetricDiff
 
 WIDTH = 100
+# What the statistics below test, said once: a p-value is not the judge's noise, nor one metric's alone.
+UNITS = "tests: one observation per item (its iterations as one); Holm: each p adjusted for all below"
 LISTED = 20  # changed judgements listed per metric in the text (all in --json and --html)
 
 
@@ -35,14 +37,16 @@ def interval(mean: Interval | None) -> str:
         return "mean B−A —"
     return (
         f"mean B−A {mean.estimate:+.3f}, {mean.confidence:.0%} CI [{mean.low:+.3f}, {mean.high:+.3f}] "
-        f"(bootstrap over items, {mean.resamples} resamples, seed {mean.seed})"
+        f"(bootstrap over {mean.items} items, {mean.resamples} resamples, seed {mean.seed})"
     )
 
 
-def test_line(result: TestResult | None, what: str) -> str:
+def test_line(result: TestResult | None, what: str, adjusted: float | None = None) -> str:
+    """A test's p-value and, beside it, Holm's over the diff's tests; n counts items (the unit)."""
     if result is None:
         return f"{what}: no difference to test"
-    return f"{result.name}: p = {p_value(result.p_value)} (n = {result.n})"
+    holm = "" if adjusted is None else f", Holm {p_value(adjusted)}"
+    return f"{result.name}: p = {p_value(result.p_value)}{holm} (n = {result.n} items)"
 
 
 def verdict(judgement: Judgement) -> str:
@@ -61,10 +65,10 @@ def metric_lines(row: MetricDiff, changes: Sequence[Change]) -> list[str]:
     if row.scored:
         lines.append("  " + interval(row.mean))
         kappa = number(row.kappa)
-        lines.append(f"  {test_line(row.score_test, 'scores')} on the scores")
+        lines.append(f"  {test_line(row.score_test, 'scores', row.score_holm)} on the scores")
         lines.append(f"  agreement {number(row.agreement)} exact, κ {kappa} (quadratic-weighted Cohen's)")
     if row.verdicts:
-        lines.append(f"  {test_line(row.pass_test, 'verdicts')} on pass/fail")
+        lines.append(f"  {test_line(row.pass_test, 'verdicts', row.pass_holm)} on pass/fail")
     for side, found in row.stability.items():
         lines.append(f"  {side}'s samples: {stability_text(found)}")
     if row.changed:
@@ -107,6 +111,8 @@ def render(names: Sequence[str], rows: Sequence[MetricDiff], changes: Sequence[C
         f"B: {fit(b, WIDTH - 3)}",
         f"{total} judgements paired, {len(changes)} changed",
     ]
+    if any(r.score_test or r.pass_test for r in rows):
+        lines.append(UNITS)
     for row in rows:
         mine = [c for c in changes if (c.a.design, c.a.metric) == (row.design, row.metric)]
         block = metric_lines(row, mine)
@@ -126,10 +132,17 @@ def _judgement_data(judgement: Judgement) -> dict[str, Any]:
     }
 
 
-def _test_data(result: TestResult | None) -> dict[str, Any] | None:
+def _test_data(result: TestResult | None, adjusted: float | None) -> dict[str, Any] | None:
     if result is None:
         return None
-    return {"test": result.name, "statistic": result.statistic, "p_value": result.p_value, "n": result.n}
+    return {
+        "test": result.name,
+        "statistic": result.statistic,
+        "p_value": result.p_value,
+        "p_holm": adjusted,
+        "n": result.n,
+        "unit": "item",
+    }
 
 
 def as_json(names: Sequence[str], rows: Sequence[MetricDiff], changes: Sequence[Change]) -> dict[str, Any]:
@@ -155,9 +168,10 @@ def as_json(names: Sequence[str], rows: Sequence[MetricDiff], changes: Sequence[
                     "confidence": mean.confidence,
                     "resamples": mean.resamples,
                     "seed": mean.seed,
+                    "items": mean.items,
                 },
-                "score_test": _test_data(row.score_test),
-                "pass_test": _test_data(row.pass_test),
+                "score_test": _test_data(row.score_test, row.score_holm),
+                "pass_test": _test_data(row.pass_test, row.pass_holm),
                 "exact_agreement": row.agreement,
                 "quadratic_kappa": row.kappa,
                 "causes": dict(sorted(row.causes.items())),
