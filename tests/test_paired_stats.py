@@ -52,7 +52,7 @@ def _signs_enumerated(differences: list[float]) -> float:
         for signs in itertools.product((0, 1), repeat=len(ranks))
         if sum(r for r, s in zip(ranks, signs, strict=True) if s) <= observed + 1e-9
     )
-    return min(1.0, 2 * hits / 2 ** len(ranks))
+    return min(1.0, 2 * hits / float(2 ** len(ranks)))
 
 
 @given(st.lists(st.integers(-4, 4), min_size=1, max_size=14))
