@@ -52,7 +52,7 @@ def _item_view(a: Run, b: Run, item: str, metric: str | None, iteration: int | N
             cause = "unchanged"
         else:
             found = cause_of(old, new, a.calls, b.calls)
-            cause = f"why: {found.kind}: {found.detail}"
+            cause = f"why: {found.text}"
         parts.append(side_by_side(old, new, (a.calls, b.calls), cause))
     return "\n".join(parts)
 

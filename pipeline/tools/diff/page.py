@@ -81,7 +81,7 @@ def _change(change: Change, calls: Calls) -> dict[str, Any]:
         "a": verdict(a),
         "b": verdict(b),
         "cause": change.cause.kind,
-        "detail": change.cause.detail,
+        "detail": change.cause.text.removeprefix(f"{change.cause.kind}: "),
         "flip": change.flip,
         "sides": sides,
     }

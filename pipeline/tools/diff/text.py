@@ -91,7 +91,7 @@ def stability_text(found: Stability) -> str:
 def change_line(change: Change) -> str:
     a, b = change.a, change.b
     where = f"{a.item} it{a.iteration}"
-    text = f"    {where:<18} {verdict(a):>9} → {verdict(b):<9} {change.cause.kind}: {change.cause.detail}"
+    text = f"    {where:<18} {verdict(a):>9} → {verdict(b):<9} {change.cause.text}"
     return text if len(text) <= WIDTH else text[: WIDTH - 1] + "…"
 
 
@@ -193,6 +193,7 @@ def as_json(names: Sequence[str], rows: Sequence[MetricDiff], changes: Sequence[
                 "flip": c.flip,
                 "cause": c.cause.kind,
                 "detail": c.cause.detail,
+                "also": list(c.cause.also),
             }
             for c in changes
         ],
