@@ -1,0 +1,65 @@
+"""`judgeloop diff` pairs each judgement with its counterpart exactly, by (design, item, iteration,
+metric), whatever the order of the results files, with the items one run lacks counted as one
+run's alone, and refuses a run whose results give one judgement twice (which of the two would be
+compared is not the diff's to guess: the later silently replaced the earlier)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from pipeline.tools.cli import main
+from tests.test_diff import diff_json, record
+
+RESULTS = Path("outputs/paper/refinement.jsonl")
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return record(tmp_path_factory.mktemp("runs") / "a", "judge-a")
+
+
+def _copy(baseline: Path, to: Path, lines: list[str] | None = None) -> Path:
+    shutil.copytree(baseline, to)
+    if lines is not None:
+        (to / RESULTS).write_text("".join(lines), encoding="utf-8")
+    return to
+
+
+def _lines(run: Path) -> list[str]:
+    return (run / RESULTS).read_text(encoding="utf-8").splitlines(keepends=True)
+
+
+def test_reordered_results_pair_as_before(baseline: Path, tmp_path: Path) -> None:
+    lines = _lines(baseline)
+    assert len(lines) > 1
+    other = _copy(baseline, tmp_path / "b", lines[::-1])
+    found = diff_json(baseline, other)
+    assert found["changes"] == []
+    assert all(m["only_in_a"] == m["only_in_b"] == 0 and m["changed"] == 0 for m in found["metrics"])
+
+
+def test_an_item_one_run_lacks_is_counted_as_the_other_s_alone(baseline: Path, tmp_path: Path) -> None:
+    lines = _lines(baseline)
+    dropped = json.loads(lines[0])
+    judged = sum(not m["carried_over"] for it in dropped["iterations"] for m in it["metrics"].values())
+    other = _copy(baseline, tmp_path / "b", lines[1:])
+    found = diff_json(baseline, other)
+    assert found["changes"] == []
+    assert sum(m["only_in_a"] for m in found["metrics"]) == judged
+    assert sum(m["only_in_b"] for m in found["metrics"]) == 0
+    flipped = diff_json(other, baseline)
+    assert sum(m["only_in_b"] for m in flipped["metrics"]) == judged
+
+
+def test_a_judgement_given_twice_is_refused_naming_it(baseline: Path, tmp_path: Path) -> None:
+    lines = _lines(baseline)
+    item = json.loads(lines[0])["item"]
+    other = _copy(baseline, tmp_path / "b", [*lines, lines[0]])
+    result = CliRunner().invoke(main, ["diff", str(baseline), str(other), "--design", "paper"])
+    assert result.exit_code != 0
+    assert f"item '{item}'" in result.output and "twice" in result.output
