@@ -56,7 +56,7 @@ def verdict(judgement: Judgement) -> str:
 
 def metric_lines(row: MetricDiff, changes: Sequence[Change]) -> list[str]:
     if not row.changed and not row.only_a and not row.only_b:
-        return [f"{row.design} · {row.metric}: {row.paired} paired, none changed"]
+        return [_fitted(f"{row.design} · {row.metric}: {row.paired} paired, none changed")]
     lines = [
         f"{row.design} · {row.metric}",
         f"  paired {row.paired}   changed {row.changed}   flipped pass→fail {row.pass_to_fail}, "
@@ -78,7 +78,7 @@ def metric_lines(row: MetricDiff, changes: Sequence[Change]) -> list[str]:
             lines.append(change_line(change))
         if len(changes) > LISTED:
             lines.append(f"    … {len(changes) - LISTED} more (--json lists all)")
-    return [line if len(line) <= WIDTH else line[: WIDTH - 1] + "…" for line in lines]
+    return [_fitted(line) for line in lines]
 
 
 def stability_text(found: Stability) -> str:
@@ -91,8 +91,14 @@ def stability_text(found: Stability) -> str:
 def change_line(change: Change) -> str:
     a, b = change.a, change.b
     where = f"{a.item} it{a.iteration}"
-    text = f"    {where:<18} {verdict(a):>9} → {verdict(b):<9} {change.cause.text}"
-    return text if len(text) <= WIDTH else text[: WIDTH - 1] + "…"
+    return f"    {where:<18} {verdict(a):>9} → {verdict(b):<9} {change.cause.text}"
+
+
+def _fitted(line: str) -> str:
+    """A line of the text shown safely, once (an escape's backslash would be escaped again), and
+    then cut to WIDTH: cut first, the escapes lengthened it past it."""
+    shown = _one_line(line)
+    return shown if len(shown) <= WIDTH else shown[: WIDTH - 1] + "…"
 
 
 def fit(text: str, width: int) -> str:
@@ -107,8 +113,8 @@ def render(names: Sequence[str], rows: Sequence[MetricDiff], changes: Sequence[C
     a, b = names
     total = sum(r.paired for r in rows)
     lines = [
-        f"A: {fit(a, WIDTH - 3)}",
-        f"B: {fit(b, WIDTH - 3)}",
+        f"A: {fit(_one_line(a), WIDTH - 3)}",
+        f"B: {fit(_one_line(b), WIDTH - 3)}",
         f"{total} judgements paired, {len(changes)} changed",
     ]
     if any(r.score_test or r.pass_test for r in rows):
@@ -119,8 +125,9 @@ def render(names: Sequence[str], rows: Sequence[MetricDiff], changes: Sequence[C
         lines += block if len(block) == 1 and lines[-1].endswith("none changed") else ["", *block]
     if not rows:
         lines.append("(neither run has a judgement of any design)")
-    # Each is one line: an item id or a model name the other run recorded cannot start another.
-    return "\n".join(_one_line(line) for line in lines) + "\n"
+    # Each line is shown once (metric_lines' already are), so an item id or a model name the other
+    # run recorded cannot start another line.
+    return "\n".join(lines) + "\n"
 
 
 def _judgement_data(judgement: Judgement) -> dict[str, Any]:
