@@ -44,3 +44,13 @@ def test_an_item_s_flips_both_ways_cancel_in_mcnemar_s_count() -> None:
     assert row.pass_test is not None and row.pass_test.n == 5  # the items that moved, net
     assert row.pass_test.p_value == 2 / 32
     assert row.score_test is not None and row.score_test.n == 5  # item 1's mean difference is 0
+
+
+def test_no_verdict_moved_is_no_mcnemar_test_and_no_share_of_holm_s() -> None:
+    # Every score moved, no verdict: McNemar's p = 1 of no pair was printed (n = 0) and counted as
+    # one more test in Holm's adjustment of the others.
+    pairs = {(str(i), 0): (4.0, 5.0) for i in range(6)}
+    rows, _ = summarise(*_runs(pairs), resamples=200)
+    (row,) = rows
+    assert row.pass_test is None and row.pass_holm is None
+    assert row.score_test is not None and row.score_holm == row.score_test.p_value == 2 / 64

@@ -90,8 +90,11 @@ def _change(change: Change, calls: Calls) -> dict[str, Any]:
 def _metric(row: MetricDiff, changes: Sequence[Change], calls: Calls) -> dict[str, Any]:
     mine = [_change(c, calls) for c in changes if (c.a.design, c.a.metric) == (row.design, row.metric)]
     tests = [
-        test_line(t, "", adjusted)
-        for t, adjusted in ((row.score_test, row.score_holm), (row.pass_test, row.pass_holm))
+        test_line(t, what, adjusted)
+        for t, what, adjusted in (
+            (row.score_test, "the scores", row.score_holm),
+            (row.pass_test, "pass/fail", row.pass_holm),
+        )
         if t is not None
     ]
     return {

@@ -94,7 +94,8 @@ def _statistics(row: MetricDiff, pairs: list[tuple[Judgement, Judgement]], seed:
         net: Counter[str] = Counter()
         for a, b in judged:
             net[a.item] += int(bool(a.passed)) - int(bool(b.passed))  # +1 pass→fail, -1 fail→pass
-        row.pass_test = mcnemar_exact(sum(n > 0 for n in net.values()), sum(n < 0 for n in net.values()))
+        moved = (sum(n > 0 for n in net.values()), sum(n < 0 for n in net.values()))
+        row.pass_test = mcnemar_exact(*moved) if any(moved) else None  # none moved: nothing to test
 
 
 def _stability(row: MetricDiff, side: str, judgements: list[Judgement]) -> None:

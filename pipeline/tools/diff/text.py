@@ -42,11 +42,13 @@ def interval(mean: Interval | None) -> str:
 
 
 def test_line(result: TestResult | None, what: str, adjusted: float | None = None) -> str:
-    """A test's p-value and, beside it, Holm's over the diff's tests; n counts items (the unit)."""
+    """A test of `what` (the scores, pass/fail): its p-value and, beside it, Holm's over the diff's
+    tests; n counts items (the unit). None: no item moved, nothing to test."""
     if result is None:
-        return f"{what}: no difference to test"
+        return f"{what}: no item moved, nothing to test"
     holm = "" if adjusted is None else f", Holm {p_value(adjusted)}"
-    return f"{result.name}: p = {p_value(result.p_value)}{holm} (n = {result.n} items)"
+    items = f"{result.n} item" + ("" if result.n == 1 else "s")
+    return f"{result.name}: p = {p_value(result.p_value)}{holm} (n = {items}) on {what}"
 
 
 def verdict(judgement: Judgement) -> str:
@@ -65,10 +67,10 @@ def metric_lines(row: MetricDiff, changes: Sequence[Change]) -> list[str]:
     if row.scored:
         lines.append("  " + interval(row.mean))
         kappa = number(row.kappa)
-        lines.append(f"  {test_line(row.score_test, 'scores', row.score_holm)} on the scores")
+        lines.append(f"  {test_line(row.score_test, 'the scores', row.score_holm)}")
         lines.append(f"  agreement {number(row.agreement)} exact, κ {kappa} (quadratic-weighted Cohen's)")
     if row.verdicts:
-        lines.append(f"  {test_line(row.pass_test, 'verdicts', row.pass_holm)} on pass/fail")
+        lines.append(f"  {test_line(row.pass_test, 'pass/fail', row.pass_holm)}")
     for side, found in row.stability.items():
         lines.append(f"  {side}'s samples: {stability_text(found)}")
     if row.changed:
