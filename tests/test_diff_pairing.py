@@ -6,6 +6,7 @@ compared is not the diff's to guess: the later silently replaced the earlier).""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -63,3 +64,27 @@ def test_a_judgement_given_twice_is_refused_naming_it(baseline: Path, tmp_path: 
     result = CliRunner().invoke(main, ["diff", str(baseline), str(other), "--design", "paper"])
     assert result.exit_code != 0
     assert f"item '{item}'" in result.output and "twice" in result.output
+
+
+def test_a_run_without_its_recordings_is_said_and_its_causes_marked(baseline: Path, tmp_path: Path) -> None:
+    """Without B's recordings, the diff read B's results alone and said nothing of it: a change
+    blamed on its input or its samples looked as if the prompt, model and sampling had been checked."""
+    other = _copy(baseline, tmp_path / "b")
+    shutil.rmtree(other / "recordings")
+    lines = _lines(other)
+    row = json.loads(lines[0])
+    row["iterations"][0]["assessment"]["text"] += " (edited)"  # its judgements now judged another input
+    judged = row["iterations"][0]["metrics"]["accuracy"]
+    judged["score"] = 2 if judged["score"] == 1 else 1
+    (other / RESULTS).write_text(json.dumps(row) + "\n" + "".join(lines[1:]), encoding="utf-8")
+    result = CliRunner().invoke(main, ["diff", str(baseline), str(other), "--design", "paper"])
+    assert result.exit_code == 0, result.output
+    assert re.search(
+        r"^run B: (\d+) of the \1 calls its results name are not in its recordings", result.output, re.M
+    )
+    found = diff_json(baseline, other)
+    assert found["unrecorded_calls"]["a"] == 0 and found["unrecorded_calls"]["b"] > 0
+    assert found["changes"] and all(
+        "unrecorded" in c["also"] for c in found["changes"] if c["cause"] == "input"
+    )
+    assert any(c["cause"] == "input" for c in found["changes"])

@@ -128,7 +128,9 @@ def cause_of(
     found_a, found_b = _calls(a, calls_a), _calls(b, calls_b)
     held = _held(a, b, (found_a, found_b))
     if held:
-        return Cause(held[0].kind, held[0].detail, tuple(c.kind for c in held[1:]))
+        # A call missing: the prompt, model and sampling could not be compared, which is said.
+        unread = ("unrecorded",) if found_a is None or found_b is None else ()
+        return Cause(held[0].kind, held[0].detail, tuple(c.kind for c in held[1:]) + unread)
     if found_a is None or found_b is None:
         side = "A" if found_a is None else "B"
         return Cause("unrecorded", f"run {side}'s judge call is not in its recordings")

@@ -113,7 +113,8 @@ def diff(
 
         written = write_page(html_dir, names, rows, changes, (a.calls, b.calls))
         click.echo(f"wrote {written}", err=True)
+    unrecorded = (a.unrecorded, b.unrecorded)
     if as_json_:
-        click.echo(json.dumps(as_json(names, rows, changes), indent=1, ensure_ascii=False))
+        click.echo(json.dumps(as_json(names, rows, changes, unrecorded), indent=1, ensure_ascii=False))
     else:
-        click.echo(render(names, rows, changes), nl=False)
+        click.echo(render(names, rows, changes, unrecorded), nl=False)

@@ -118,6 +118,13 @@ class Run:
     judgements: dict[tuple[str, str, int, str], Judgement]
     calls: Mapping[str, RecordedCall]
 
+    @property
+    def unrecorded(self) -> tuple[int, int]:
+        """(calls its judgements name that its recordings lack, calls they name): a run handed over
+        without its recordings can say why a judgement changed only from its results."""
+        named = [key for judgement in self.judgements.values() for key in judgement.keys]
+        return sum(key not in self.calls for key in named), len(named)
+
 
 def _git(args: list[str], cwd: Path) -> bytes:
     done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, check=False)

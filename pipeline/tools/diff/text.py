@@ -111,7 +111,24 @@ def fit(text: str, width: int) -> str:
     return text[:half] + "…" + text[len(text) - (width - 1 - half) :]
 
 
-def render(names: Sequence[str], rows: Sequence[MetricDiff], changes: Sequence[Change]) -> str:
+def unrecorded_lines(unrecorded: Sequence[tuple[int, int]]) -> list[str]:
+    """A line for each run whose recordings lack calls its judgements name (missing, named)."""
+    lines = []
+    for side, (missing, named) in zip("AB", unrecorded, strict=True):
+        if missing:
+            lines.append(
+                f"run {side}: {missing} of the {named} calls its results name are not in its recordings "
+                "(why: unrecorded)"
+            )
+    return lines
+
+
+def render(
+    names: Sequence[str],
+    rows: Sequence[MetricDiff],
+    changes: Sequence[Change],
+    unrecorded: Sequence[tuple[int, int]] = ((0, 0), (0, 0)),
+) -> str:
     a, b = names
     total = sum(r.paired for r in rows)
     lines = [
@@ -119,6 +136,7 @@ def render(names: Sequence[str], rows: Sequence[MetricDiff], changes: Sequence[C
         f"B: {fit(_one_line(b), WIDTH - 3)}",
         f"{total} judgements paired, {len(changes)} changed",
     ]
+    lines += [_fitted(line) for line in unrecorded_lines(unrecorded)]
     if any(r.score_test or r.pass_test for r in rows):
         lines.append(UNITS)
     for row in rows:
@@ -154,7 +172,12 @@ def _test_data(result: TestResult | None, adjusted: float | None) -> dict[str, A
     }
 
 
-def as_json(names: Sequence[str], rows: Sequence[MetricDiff], changes: Sequence[Change]) -> dict[str, Any]:
+def as_json(
+    names: Sequence[str],
+    rows: Sequence[MetricDiff],
+    changes: Sequence[Change],
+    unrecorded: Sequence[tuple[int, int]] = ((0, 0), (0, 0)),
+) -> dict[str, Any]:
     metrics = []
     for row in rows:
         mean = row.mean
@@ -190,6 +213,8 @@ def as_json(names: Sequence[str], rows: Sequence[MetricDiff], changes: Sequence[
     return {
         "a": names[0],
         "b": names[1],
+        # Per run, the calls its judgements name that its recordings lack.
+        "unrecorded_calls": {side: missing for side, (missing, _) in zip("ab", unrecorded, strict=True)},
         "metrics": metrics,
         "changes": [
             {
