@@ -53,6 +53,8 @@ def test_an_item_one_run_lacks_is_counted_as_the_other_s_alone(baseline: Path, t
     assert found["changes"] == []
     assert sum(m["only_in_a"] for m in found["metrics"]) == judged
     assert sum(m["only_in_b"] for m in found["metrics"]) == 0
+    assert {a["item"] for m in found["metrics"] for a in m["alone"]["a"]} == {dropped["item"]}
+    assert sum(len(m["alone"]["a"]) for m in found["metrics"]) == judged
     flipped = diff_json(other, baseline)
     assert sum(m["only_in_b"] for m in flipped["metrics"]) == judged
 

@@ -53,6 +53,7 @@ class MetricDiff:
     fail_to_pass: int = 0
     only_a: int = 0
     only_b: int = 0
+    alone: dict[str, list[Judgement]] = field(default_factory=lambda: {"a": [], "b": []})  # listed in --json
     scored: int = 0  # pairs with a score in both runs: what the score statistics use
     verdicts: int = 0  # pairs with a verdict in both runs: what McNemar uses
     mean: Interval | None = None
@@ -118,6 +119,7 @@ def summarise(
         if old is None or new is None:
             row.only_a += new is None
             row.only_b += old is None
+            row.alone["a" if new is None else "b"].append(old or new)  # type: ignore[arg-type]
             continue
         row.paired += 1
         pairs.setdefault((key[0], key[3]), []).append((old, new))

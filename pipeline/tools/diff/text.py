@@ -190,6 +190,11 @@ def as_json(
                 "flipped": {"pass_to_fail": row.pass_to_fail, "fail_to_pass": row.fail_to_pass},
                 "only_in_a": row.only_a,
                 "only_in_b": row.only_b,
+                # Which judgements one run alone holds (the loop took another path, an item added).
+                "alone": {
+                    side: [{"item": j.item, "iteration": j.iteration, **_judgement_data(j)} for j in found]
+                    for side, found in row.alone.items()
+                },
                 "scored_pairs": row.scored,
                 "mean_difference": None
                 if mean is None
