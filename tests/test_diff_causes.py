@@ -9,6 +9,10 @@ from pipeline.experiments.judgements import Judgement
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext, ChatReply, ChatRequest, Message, ModelIdentity, Options
 from pipeline.tools.diff.causes import cause_of
+from pipeline.tools.diff.page import render_page
+from pipeline.tools.diff.runs import Run
+from pipeline.tools.diff.summary import summarise
+from pipeline.tools.diff.text import side_by_side
 
 
 def _call(reply: str, *, temperature: float = 0.0, model: str = "m", sample: int = 0) -> RecordedCall:
@@ -62,3 +66,18 @@ def test_a_first_sample_s_new_reply_is_the_reply_not_its_reading() -> None:
     b, calls_b = _judged([_call(f"Score: {s}", sample=i) for i, s in enumerate((4, 4, 4))], 4.0)
     found = cause_of(a, b, calls_a, calls_b)
     assert found.kind == "reply"
+
+
+def test_the_item_view_shows_every_sample_s_reply() -> None:
+    """B's score is the mean of three samples; the --item view and the page showed the last
+    sample's reply alone, as "the one read", beside a score none of its replies gave."""
+    a, calls_a = _judged([_call("Score: 1")], 1.0)
+    b, calls_b = _judged([_call(f"Score: {s}", sample=i) for i, s in enumerate((2, 4, 5))], 11 / 3)
+    shown = side_by_side(a, b, (calls_a, calls_b), "why")
+    assert all(f"+Score: {s}" in shown for s in (2, 4, 5)), shown
+    page = render_page(
+        ["A", "B"],
+        *summarise(Run("A", {a.pair_key: a}, calls_a), Run("B", {b.pair_key: b}, calls_b), resamples=100),
+        (calls_a, calls_b),
+    )
+    assert all(f"Score: {s}" in page for s in (2, 4, 5))

@@ -24,7 +24,15 @@ from pipeline.reports.frame import asset, content_security_policy
 from pipeline.reports.templating import make_environment
 from pipeline.tools.diff.causes import CAUSES
 from pipeline.tools.diff.summary import Change, MetricDiff
-from pipeline.tools.diff.text import interval, number, prompt_text, reply_text, test_line, verdict
+from pipeline.tools.diff.text import (
+    interval,
+    number,
+    prompt_text,
+    replies_text,
+    replies_title,
+    test_line,
+    verdict,
+)
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 TITLE = "judgeloop diff"
@@ -54,16 +62,15 @@ def _anchor(*parts: object) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "-", "-".join(str(p) for p in parts))
 
 
-def _call(judgement: Judgement, calls: Mapping[str, RecordedCall], last: bool) -> RecordedCall | None:
-    if not judgement.keys:
-        return None
-    return calls.get(judgement.keys[-1 if last else 0])
+def _call(judgement: Judgement, calls: Mapping[str, RecordedCall]) -> RecordedCall | None:
+    """The judgement's first call: the question as first put."""
+    return calls.get(judgement.keys[0]) if judgement.keys else None
 
 
 def _change(change: Change, calls: Calls) -> dict[str, Any]:
     a, b = change.a, change.b
-    prompts = _marked(prompt_text(_call(a, calls[0], False)), prompt_text(_call(b, calls[1], False)))
-    replies = _marked(reply_text(_call(a, calls[0], True)), reply_text(_call(b, calls[1], True)))
+    prompts = _marked(prompt_text(_call(a, calls[0])), prompt_text(_call(b, calls[1])))
+    replies = _marked(replies_text(a, calls[0]), replies_text(b, calls[1]))
     sides = [
         {
             "name": name,
@@ -84,6 +91,7 @@ def _change(change: Change, calls: Calls) -> dict[str, Any]:
         "detail": change.cause.text.removeprefix(f"{change.cause.kind}: "),
         "flip": change.flip,
         "sides": sides,
+        "replies_title": replies_title(a, b),
     }
 
 

@@ -249,6 +249,22 @@ def reply_text(call: RecordedCall | None) -> str:
     return "(not recorded)\n" if call is None else call.record.reply.text + "\n"
 
 
+def replies_text(judgement: Judgement | None, calls: Mapping[str, RecordedCall]) -> str:
+    """The replies a judgement was read from: its one call's, or, where it made several (samples,
+    re-asks), each in the order asked under its number (the last alone is not what was read)."""
+    if judgement is None or not judgement.keys:
+        return reply_text(None)
+    found = [calls.get(key) for key in judgement.keys]
+    if len(found) == 1:
+        return reply_text(found[0])
+    return "".join(f"[call {i} of {len(found)}]\n{reply_text(call)}" for i, call in enumerate(found, 1))
+
+
+def replies_title(a: Judgement | None, b: Judgement | None) -> str:
+    several = any(j is not None and len(j.keys) > 1 for j in (a, b))
+    return "replies (each call's, as asked)" if several else "reply (the one read)"
+
+
 def unified(title: str, before: str, after: str) -> list[str]:
     found = list(difflib.unified_diff(text_lines(before), text_lines(after), "A", "B", lineterm="", n=2))
     return [f"--- {title}", *(found or ["(the same)"])]
@@ -274,10 +290,6 @@ def side_by_side(
         None if j is None or not j.keys else side.get(j.keys[0])
         for j, side in zip((a, b), calls, strict=True)
     ]
-    last = [
-        None if j is None or not j.keys else side.get(j.keys[-1])
-        for j, side in zip((a, b), calls, strict=True)
-    ]
     head = f"{some.design} · item {some.item} · iteration {some.iteration} · {some.metric}"
     lines = [
         head,
@@ -285,7 +297,7 @@ def side_by_side(
         f"  B: {'(not judged)' if b is None else verdict(b)}   {_keys(b)}",
         f"  {cause}",
         *unified("prompt (first ask)", prompt_text(first[0]), prompt_text(first[1])),
-        *unified("reply (the one read)", reply_text(last[0]), reply_text(last[1])),
+        *unified(replies_title(a, b), replies_text(a, calls[0]), replies_text(b, calls[1])),
     ]
     return "\n".join(_one_line(line) for line in lines) + "\n"  # one line each, as render
 
