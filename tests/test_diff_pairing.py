@@ -90,3 +90,14 @@ def test_a_run_without_its_recordings_is_said_and_its_causes_marked(baseline: Pa
         "unrecorded" in c["also"] for c in found["changes"] if c["cause"] == "input"
     )
     assert any(c["cause"] == "input" for c in found["changes"])
+
+
+def test_fewer_refinement_rounds_pair_the_rounds_both_ran(baseline: Path, tmp_path: Path) -> None:
+    """refine.max_iterations 10 -> 0 with the same judge: the round both ran is the same calls,
+    unchanged; the later rounds are the first run's alone."""
+    other = record(tmp_path / "b", "judge-a", refine={"max_iterations": 0})
+    found = diff_json(baseline, other)
+    assert found["changes"] == []
+    alone = [a for m in found["metrics"] for a in m["alone"]["a"]]
+    assert alone and all(a["iteration"] >= 1 for a in alone)
+    assert all(not m["alone"]["b"] for m in found["metrics"])
