@@ -66,6 +66,13 @@ def test_a_first_sample_s_new_reply_is_the_reply_not_its_reading() -> None:
     b, calls_b = _judged([_call(f"Score: {s}", sample=i) for i, s in enumerate((4, 4, 4))], 4.0)
     found = cause_of(a, b, calls_a, calls_b)
     assert found.kind == "reply"
+    # One key in both runs (the same request), each run's recording its own answer: said, with when.
+    first_a, first_b = calls_a[a.keys[0]].record, calls_b[b.keys[0]].record
+    assert first_a.key == first_b.key
+    assert (
+        found.detail
+        == f"one request, two recorded answers (made {first_a.created_at} and {first_b.created_at})"
+    )
 
 
 def test_the_item_view_shows_every_sample_s_reply() -> None:

@@ -121,6 +121,17 @@ def _held(
     return held
 
 
+def _reply_detail(first: tuple[RecordedCall, RecordedCall] | None) -> str:
+    """The same request answered otherwise; where the two runs recorded two answers to one key
+    (each run's cache served its own), when each was made, so the older is told from the newer."""
+    if first is None:
+        return "the same request to the same model, re-asked another number of times"
+    a, b = first
+    if a.record.key == b.record.key:
+        return f"one request, two recorded answers (made {a.record.created_at} and {b.record.created_at})"
+    return "the same request to the same model replied otherwise"
+
+
 def cause_of(
     a: Judgement, b: Judgement, calls_a: Mapping[str, RecordedCall], calls_b: Mapping[str, RecordedCall]
 ) -> Cause:
@@ -134,8 +145,11 @@ def cause_of(
     if found_a is None or found_b is None:
         side = "A" if found_a is None else "B"
         return Cause("unrecorded", f"run {side}'s judge call is not in its recordings")
-    if [c.record.reply.text for c in found_a] != [c.record.reply.text for c in found_b]:
-        return Cause("reply", "the same request to the same model replied otherwise")
+    changed = [
+        (x, y) for x, y in zip(found_a, found_b, strict=False) if x.record.reply.text != y.record.reply.text
+    ]
+    if changed or len(found_a) != len(found_b):
+        return Cause("reply", _reply_detail(changed[0] if changed else None))
     if a.score != b.score:
         return Cause("reading", "the same reply, read as another score (parser or its params)")
     return Cause("threshold", "the same score, another verdict (the pass threshold)")
