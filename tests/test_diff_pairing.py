@@ -84,6 +84,9 @@ def test_a_run_without_its_recordings_is_said_and_its_causes_marked(baseline: Pa
     assert re.search(
         r"^run B: (\d+) of the \1 calls its results name are not in its recordings", result.output, re.M
     )
+    page = CliRunner().invoke(main, ["diff", str(baseline), str(other), "--html", str(tmp_path / "page")])
+    assert page.exit_code == 0, page.output
+    assert "calls its results name are not in its recordings" in (tmp_path / "page/index.html").read_text()
     found = diff_json(baseline, other)
     assert found["unrecorded_calls"]["a"] == 0 and found["unrecorded_calls"]["b"] > 0
     assert found["changes"] and all(

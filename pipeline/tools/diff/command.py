@@ -25,7 +25,7 @@ from pipeline.experiments.registry import designs
 from pipeline.tools.diff.causes import cause_of
 from pipeline.tools.diff.runs import WORKSPACE, Run, read_run
 from pipeline.tools.diff.summary import RESAMPLES, SEED, summarise
-from pipeline.tools.diff.text import as_json, render, side_by_side
+from pipeline.tools.diff.text import UNITS, as_json, render, side_by_side, unrecorded_lines
 
 
 def _item_view(a: Run, b: Run, item: str, metric: str | None, iteration: int | None) -> str:
@@ -108,12 +108,16 @@ def diff(
         click.echo(_item_view(a, b, item, metric, iteration), nl=False)
         return
     rows, changes = summarise(a, b, seed=seed, resamples=resamples)
+    unrecorded = (a.unrecorded, b.unrecorded)
     if html_dir is not None:
         from pipeline.tools.diff.page import write_page
 
-        written = write_page(html_dir, names, rows, changes, (a.calls, b.calls))
+        notes = [
+            *unrecorded_lines(unrecorded),
+            *([UNITS] if any(r.score_test or r.pass_test for r in rows) else []),
+        ]
+        written = write_page(html_dir, names, rows, changes, (a.calls, b.calls), notes)
         click.echo(f"wrote {written}", err=True)
-    unrecorded = (a.unrecorded, b.unrecorded)
     if as_json_:
         click.echo(json.dumps(as_json(names, rows, changes, unrecorded), indent=1, ensure_ascii=False))
     else:

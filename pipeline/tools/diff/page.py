@@ -126,8 +126,14 @@ def _metric(row: MetricDiff, changes: Sequence[Change], calls: Calls) -> dict[st
 
 
 def render_page(
-    names: Sequence[str], rows: Sequence[MetricDiff], changes: Sequence[Change], calls: Calls
+    names: Sequence[str],
+    rows: Sequence[MetricDiff],
+    changes: Sequence[Change],
+    calls: Calls,
+    notes: Sequence[str] = (),
 ) -> str:
+    """The page; `notes`: what the text says above its metrics (a run without its recordings, what
+    the tests take as their unit)."""
     script = asset("report.js")
     page = {
         "csp": content_security_policy(script),
@@ -142,15 +148,23 @@ def render_page(
         names=names,
         total=sum(r.paired for r in rows),
         changes=changes,
+        notes=notes,
         metrics=[_metric(row, changes, calls) for row in rows],
     )
 
 
 def write_page(
-    folder: Path, names: Sequence[str], rows: Sequence[MetricDiff], changes: Sequence[Change], calls: Calls
+    folder: Path,
+    names: Sequence[str],
+    rows: Sequence[MetricDiff],
+    changes: Sequence[Change],
+    calls: Calls,
+    notes: Sequence[str] = (),
 ) -> Path:
     # Its write makes the folder (files.folder_to_write refuses a link out of the project, but for
     # one under .judgeloop, the local state, which may lie anywhere: `--html .judgeloop/diff`).
     page = folder / "index.html"
-    atomic_write(page, render_page(names, rows, changes, calls))  # never written through a link at its name
+    atomic_write(
+        page, render_page(names, rows, changes, calls, notes)
+    )  # never written through a link at its name
     return page
