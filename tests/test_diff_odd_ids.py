@@ -12,10 +12,11 @@ from hypothesis import strategies as st
 
 from pipeline.experiments.judgements import Judgement
 from pipeline.llm.terminal import shown_line
+from pipeline.tools.diff.as_json import as_json
 from pipeline.tools.diff.page import render_page
 from pipeline.tools.diff.runs import Run
 from pipeline.tools.diff.summary import summarise
-from pipeline.tools.diff.text import WIDTH, as_json, render, side_by_side
+from pipeline.tools.diff.text import WIDTH, render, side_by_side
 
 ODD = ["a\r\nB: forged", "b\u202egnp.exe", "c\x1b[2Jx", "d" + "x" * 300, "e\u2028f", "g\x00h", "\t", "\\x1b"]
 

@@ -22,10 +22,11 @@ import click
 
 from pipeline.errors import JudgeloopError
 from pipeline.experiments.registry import designs
+from pipeline.tools.diff.as_json import as_json
 from pipeline.tools.diff.causes import cause_of
 from pipeline.tools.diff.runs import WORKSPACE, Run, read_run
 from pipeline.tools.diff.summary import RESAMPLES, SEED, summarise
-from pipeline.tools.diff.text import UNITS, as_json, render, side_by_side, unrecorded_lines
+from pipeline.tools.diff.text import UNITS, render, side_by_side, unrecorded_lines
 
 
 def _item_view(a: Run, b: Run, item: str, metric: str | None, iteration: int | None) -> str:
