@@ -5,6 +5,9 @@ McNemar's must take one observation per item too, or ten iterations of one item 
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from pipeline.experiments.judgements import Judgement
 from pipeline.tools.diff.runs import Run
 from pipeline.tools.diff.summary import summarise
@@ -54,3 +57,36 @@ def test_no_verdict_moved_is_no_mcnemar_test_and_no_share_of_holm_s() -> None:
     (row,) = rows
     assert row.pass_test is None and row.pass_holm is None
     assert row.score_test is not None and row.score_holm == row.score_test.p_value == 2 / 64
+
+
+def test_one_item_has_a_mean_and_no_interval() -> None:
+    # Every resample of one item is that item: a "95% CI" of no width, which said nothing.
+    from pipeline.tools.diff.text import interval
+
+    rows, _ = summarise(*_runs({("1", 0): (2.0, 4.0), ("1", 1): (3.0, 4.0)}), resamples=200)
+    assert interval(rows[0].mean) == "mean B−A +1.500 (one item: no interval)"
+
+
+keys = st.tuples(st.sampled_from("abcdef"), st.integers(0, 3), st.sampled_from(["m1", "m2"]))
+scores = st.one_of(st.none(), st.integers(1, 5).map(float))
+
+
+@given(st.dictionaries(keys, scores, max_size=30), st.dictionaries(keys, scores, max_size=30))
+@settings(max_examples=100, deadline=None)
+def test_every_judgement_is_paired_or_one_run_s_alone(
+    old: dict[tuple[str, int, str], float | None], new: dict[tuple[str, int, str], float | None]
+) -> None:
+    def run(name: str, judged: dict[tuple[str, int, str], float | None]) -> Run:
+        made = [
+            Judgement("paper", item, it, metric, score, None if score is None else score > 3)
+            for (item, it, metric), score in judged.items()
+        ]
+        return Run(name, {j.pair_key: j for j in made}, {})
+
+    rows, changes = summarise(run("A", old), run("B", new), resamples=100)
+    both = old.keys() & new.keys()
+    assert sum(r.paired for r in rows) == len(both)
+    assert sum(r.only_a for r in rows) == len(old.keys() - new.keys())
+    assert sum(r.only_b for r in rows) == len(new.keys() - old.keys())
+    assert {(c.a.item, c.a.iteration, c.a.metric) for c in changes} == {k for k in both if old[k] != new[k]}
+    assert all(c.b.pair_key == c.a.pair_key for c in changes)

@@ -34,6 +34,8 @@ def p_value(value: float) -> str:
 def interval(mean: Interval | None) -> str:
     if mean is None:
         return "mean B−A —"
+    if mean.items < 2:  # every resample is the one item: an interval of no width, saying nothing
+        return f"mean B−A {mean.estimate:+.3f} (one item: no interval)"
     return (
         f"mean B−A {mean.estimate:+.3f}, {mean.confidence:.0%} CI [{mean.low:+.3f}, {mean.high:+.3f}] "
         f"(bootstrap over {mean.items} items, {mean.resamples} resamples, seed {mean.seed})"
