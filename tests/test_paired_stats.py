@@ -4,6 +4,7 @@ paired bootstrap: seeded, so the same pairs give the same interval."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 
@@ -15,6 +16,7 @@ from scipy import stats
 
 from pipeline.stats.paired import (
     exact_agreement,
+    holm,
     mcnemar_exact,
     paired_bootstrap,
     quadratic_kappa,
@@ -38,20 +40,50 @@ def test_wilcoxon_exact_equals_scipy_without_ties(differences: list[int]) -> Non
     assert ours.p_value == pytest.approx(_scipy_wilcoxon([float(d) for d in differences], "exact"), rel=1e-9)
 
 
-@given(st.lists(st.integers(-4, 4), min_size=1, max_size=120))
-@settings(max_examples=150, deadline=None)
-def test_wilcoxon_with_ties_or_zeros_equals_scipy_normal_approximation(differences: list[int]) -> None:
+def _signs_enumerated(differences: list[float]) -> float:
+    """The two-sided p of min(W+, W-) over all 2^n sign patterns of the midranks, by brute force:
+    the permutation test of the signs given the ranks, ties and all."""
     nonzero = [d for d in differences if d != 0]
+    ranks = [float(r) for r in stats.rankdata([abs(d) for d in nonzero])]  # midranks
+    plus = sum(r for r, d in zip(ranks, nonzero, strict=True) if d > 0)
+    observed = min(plus, sum(ranks) - plus)
+    hits = sum(
+        1
+        for signs in itertools.product((0, 1), repeat=len(ranks))
+        if sum(r for r, s in zip(ranks, signs, strict=True) if s) <= observed + 1e-9
+    )
+    return min(1.0, 2 * hits / float(2 ** len(ranks)))
+
+
+@given(st.lists(st.integers(-4, 4), min_size=1, max_size=14))
+@settings(max_examples=200, deadline=None)
+def test_wilcoxon_with_ties_or_zeros_is_the_exact_sign_permutation_test(differences: list[int]) -> None:
     ours = wilcoxon_signed_rank([float(d) for d in differences])
-    if not nonzero:
+    if not any(differences):
         assert ours is None  # nothing to test
         return
-    assert ours is not None
-    tied = len({abs(d) for d in nonzero}) < len(nonzero)
-    if len(nonzero) <= 50 and not tied:
-        assert ours.name.endswith("(exact)")
+    assert ours is not None and ours.name.endswith("(exact)")
+    assert ours.p_value == pytest.approx(_signs_enumerated([float(d) for d in differences]), rel=1e-9)
+
+
+def test_three_equal_differences_are_never_significant() -> None:
+    """Three differences of +1 (a 1-5 judge moved one point on three items): every sign pattern is
+    as likely, so p = 2/8. The normal approximation said 0.102, below any pattern's."""
+    ours = wilcoxon_signed_rank([1.0, 1.0, 1.0])
+    assert ours is not None and ours.p_value == pytest.approx(0.25)
+    six = wilcoxon_signed_rank([1.0] * 6)
+    assert six is not None and six.p_value == pytest.approx(2 / 64)
+
+
+@given(st.lists(st.integers(-4, 4), min_size=1, max_size=160))
+@settings(max_examples=150, deadline=None)
+def test_wilcoxon_past_50_differences_equals_scipy_normal_approximation(differences: list[int]) -> None:
+    nonzero = [d for d in differences if d != 0]
+    ours = wilcoxon_signed_rank([float(d) for d in differences])
+    if len(nonzero) <= 50:
+        assert ours is None or ours.name.endswith("(exact)")
         return
-    assert ours.name.endswith("(normal approx.)")
+    assert ours is not None and ours.name.endswith("(normal approx.)")
     theirs = stats.wilcoxon(
         [float(d) for d in differences], zero_method="wilcox", correction=False, method="approx"
     )
@@ -120,3 +152,9 @@ def test_the_bootstrap_is_seeded_and_resamples_items_not_pairs() -> None:
     single = paired_bootstrap([[1.0, -1.0, 3.0]], resamples=200, seed=0)
     assert single is not None and single.low == single.high == pytest.approx(1.0)
     assert paired_bootstrap([], seed=0) is None
+
+
+def test_holm_adjusts_each_p_value_for_the_family() -> None:
+    # Sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1: 0.02, 0.03, 0.06, 0.04 -> running max.
+    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert holm([0.5, 0.9]) == [1.0, 1.0] and holm([]) == []

@@ -1,9 +1,12 @@
 """Paired statistics for two runs' judgements of the same items (`judgeloop diff`).
 
 Written with the standard library and numpy, and checked against scipy on the same pairs
-(tests/test_paired_stats.py): the Wilcoxon signed-rank test on the score differences (scipy's
-defaults: zero differences dropped, no continuity correction; exact null distribution when at most
-50 differences remain and none tie, else the normal approximation with the tie correction), the
+(tests/test_paired_stats.py): the Wilcoxon signed-rank test on the score differences (zero
+differences dropped, no continuity correction; when at most 50 differences remain, the exact null
+distribution of the signed ranks as ranked, ties given their mean rank: 1-5 scores tie almost
+always, and the normal approximation scipy falls back to there reports p = 0.102 for three equal
+differences, whose smallest possible p is 0.25; past 50, the normal approximation with the tie
+correction, as scipy), the
 exact McNemar test on pass/fail (a two-sided binomial test of the discordant pairs at 1/2),
 quadratic-weighted Cohen's kappa, and a paired bootstrap of the mean difference that resamples
 items (an item may hold several judgements, e.g. one per iteration), seeded so that a rerun gives
@@ -46,16 +49,23 @@ def average_ranks(values: Sequence[float]) -> list[float]:
     return ranks
 
 
-def _exact_signed_rank_p(statistic: float, n: int) -> float:
+EXACT_UP_TO = 50  # differences; past it the normal approximation is close, and the exact table large
+
+
+def _exact_signed_rank_p(ranks: Sequence[float], statistic: float) -> float:
     """Two-sided p of the signed-rank statistic min(W+, W-) under H0, from the exact distribution of
-    W+ (each of the ranks 1..n in the sum with probability 1/2, counted by dynamic programming)."""
-    total = n * (n + 1) // 2
-    counts = [1] + [0] * total
-    for rank in range(1, n + 1):
-        for value in range(total, rank - 1, -1):
-            counts[value] += counts[value - rank]
-    at_most: int = sum(counts[: math.floor(statistic) + 1])
-    return min(1.0, 2 * at_most / float(2**n))
+    W+: each rank in the sum with probability 1/2, independently. Ranks are whole or, tied, halves,
+    so the distribution is counted over doubled ranks, exactly (floats of k / 2^n); tied ranks
+    included, this is the permutation test of the signs given the ranks."""
+    doubled = [round(2 * rank) for rank in ranks]
+    probability = np.zeros(sum(doubled) + 1)
+    probability[0] = 1.0
+    for rank in doubled:
+        shifted = np.zeros_like(probability)
+        shifted[rank:] = probability[: len(probability) - rank]
+        probability = (probability + shifted) / 2
+    at_most = float(np.sum(probability[: round(2 * statistic) + 1]))
+    return min(1.0, 2 * at_most)
 
 
 def wilcoxon_signed_rank(differences: Sequence[float]) -> TestResult | None:
@@ -69,9 +79,9 @@ def wilcoxon_signed_rank(differences: Sequence[float]) -> TestResult | None:
     plus = sum(r for r, d in zip(ranks, nonzero, strict=True) if d > 0)
     minus = sum(r for r, d in zip(ranks, nonzero, strict=True) if d < 0)
     statistic = min(plus, minus)
-    tied = len(set(abs(d) for d in nonzero)) < n
-    if n <= 50 and not tied:
-        return TestResult("Wilcoxon signed-rank (exact)", statistic, _exact_signed_rank_p(statistic, n), n)
+    if n <= EXACT_UP_TO:
+        exact = _exact_signed_rank_p(ranks, statistic)
+        return TestResult("Wilcoxon signed-rank (exact)", statistic, exact, n)
     mean = n * (n + 1) / 4
     # The variance less the ties' share, as scipy computes it.
     _, tie_sizes = np.unique(np.abs(np.asarray(nonzero, dtype=float)), return_counts=True)
@@ -128,6 +138,7 @@ class Interval:
     confidence: float
     resamples: int
     seed: int
+    items: int  # the units resampled: how far a percentile interval can be trusted (few: too narrow)
 
 
 def paired_bootstrap(
@@ -150,4 +161,16 @@ def paired_bootstrap(
     means = sums[picks].sum(axis=1) / counts[picks].sum(axis=1)
     tail = (1 - confidence) / 2
     low, high = np.quantile(means, [tail, 1 - tail])
-    return Interval(estimate, float(low), float(high), confidence, resamples, seed)
+    return Interval(estimate, float(low), float(high), confidence, resamples, seed, len(groups))
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment of `p_values` (in their order): each family-wise p-value, so that
+    any rejected at a level keeps the chance of one false alarm among all at that level."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    adjusted = [1.0] * len(p_values)
+    running = 0.0
+    for position, index in enumerate(order):
+        running = max(running, min(1.0, (len(p_values) - position) * p_values[index]))
+        adjusted[index] = running
+    return adjusted

@@ -13,8 +13,11 @@ In the order they are tried, the first that holds:
     reading   the same calls, read differently (the score parser or its params)
     threshold the same score, another verdict (the pass threshold moved)
     unrecorded  a call the judgement names is missing from its run's recordings
-The question compared is each judgement's first call (what was asked before any re-ask); the reply
-is its last (the one the score was read from).
+The question compared is each judgement's first call (what was asked before any re-ask); the
+replies are all its calls' (each sample's, each re-ask's). Input, prompt, model, sampling and
+samples can move together (a second run at another temperature with three samples): the first is
+the cause, the others are named beside it (`also`), so that none is hidden. A changed input implies
+a changed prompt (the judge is shown it), which is therefore not named again.
 """
 
 from __future__ import annotations
@@ -34,6 +37,13 @@ CAUSES = ("input", "prompt", "model", "sampling", "samples", "reply", "reading",
 class Cause:
     kind: str  # one of CAUSES
     detail: str  # what moved, in a few words
+    also: tuple[str, ...] = ()  # the other causes that hold too, in CAUSES' order
+
+    @property
+    def text(self) -> str:
+        """`kind: detail`, and what else moved: as the terminal and the page show it."""
+        also = f" (also: {', '.join(self.also)})" if self.also else ""
+        return f"{self.kind}: {self.detail}{also}"
 
 
 def _line_counts(before: str, after: str) -> tuple[int, int]:
@@ -75,48 +85,71 @@ def options_change(a: RecordedCall, b: RecordedCall) -> str | None:
     return ", ".join(moved) or None
 
 
-def _calls(
-    judgement: Judgement, calls: Mapping[str, RecordedCall]
-) -> tuple[RecordedCall, RecordedCall] | None:
-    if not judgement.keys or any(key not in calls for key in (judgement.keys[0], judgement.keys[-1])):
+def _calls(judgement: Judgement, calls: Mapping[str, RecordedCall]) -> tuple[RecordedCall, ...] | None:
+    """The judgement's calls in the order asked; None where it names none, or one is not recorded."""
+    if not judgement.keys or any(key not in calls for key in judgement.keys):
         return None
-    return calls[judgement.keys[0]], calls[judgement.keys[-1]]
+    return tuple(calls[key] for key in judgement.keys)
 
 
-def _of_calls(
-    first_a: RecordedCall, first_b: RecordedCall, last_a: RecordedCall, last_b: RecordedCall
-) -> Cause | None:
+def _of_question(first_a: RecordedCall, first_b: RecordedCall) -> list[Cause]:
+    """What differs in the question first put: its prompt, the model, the sampling options."""
+    held = []
     prompt = prompt_change(first_a, first_b)
     if prompt is not None:
-        return Cause("prompt", prompt)
+        held.append(Cause("prompt", prompt))
     if first_a.record.model != first_b.record.model:
-        return Cause("model", f"{_model(first_a)} → {_model(first_b)}")
+        held.append(Cause("model", f"{_model(first_a)} → {_model(first_b)}"))
     options = options_change(first_a, first_b)
     if options is not None:
-        return Cause("sampling", options)
-    if last_a.record.reply.text != last_b.record.reply.text or len(last_a.record.request.messages) != len(
-        last_b.record.request.messages
-    ):
-        return Cause("reply", "the same request to the same model replied otherwise")
-    return None
+        held.append(Cause("sampling", options))
+    return held
+
+
+def _held(
+    a: Judgement, b: Judgement, found: tuple[tuple[RecordedCall, ...] | None, tuple[RecordedCall, ...] | None]
+) -> list[Cause]:
+    """Every cause of input, prompt, model, sampling and samples that holds, in that order."""
+    held = []
+    if a.upstream is not None and b.upstream is not None and a.upstream != b.upstream:
+        held.append(Cause("input", f"{a.upstream[7:15]} → {b.upstream[7:15]}"))
+    if found[0] is not None and found[1] is not None:
+        held += [c for c in _of_question(found[0][0], found[1][0]) if not (held and c.kind == "prompt")]
+    if len(a.samples) != len(b.samples):
+        counts = [len(j.samples) or 1 for j in (a, b)]
+        held.append(Cause("samples", f"{counts[0]} → {counts[1]} samples per judgement, combined"))
+    return held
+
+
+def _reply_detail(first: tuple[RecordedCall, RecordedCall] | None) -> str:
+    """The same request answered otherwise; where the two runs recorded two answers to one key
+    (each run's cache served its own), when each was made, so the older is told from the newer."""
+    if first is None:
+        return "the same request to the same model, re-asked another number of times"
+    a, b = first
+    if a.record.key == b.record.key:
+        return f"one request, two recorded answers (made {a.record.created_at} and {b.record.created_at})"
+    return "the same request to the same model replied otherwise"
 
 
 def cause_of(
     a: Judgement, b: Judgement, calls_a: Mapping[str, RecordedCall], calls_b: Mapping[str, RecordedCall]
 ) -> Cause:
     """Why judgement `a` (run A) became `b` (run B); both are of the same pair key and differ."""
-    if a.upstream is not None and b.upstream is not None and a.upstream != b.upstream:
-        return Cause("input", f"the judged input changed ({a.upstream[7:15]} → {b.upstream[7:15]})")
-    if len(a.samples) != len(b.samples):
-        counts = [len(j.samples) or 1 for j in (a, b)]
-        return Cause("samples", f"{counts[0]} → {counts[1]} samples per judgement, combined")
     found_a, found_b = _calls(a, calls_a), _calls(b, calls_b)
+    held = _held(a, b, (found_a, found_b))
+    if held:
+        # A call missing: the prompt, model and sampling could not be compared, which is said.
+        unread = ("unrecorded",) if found_a is None or found_b is None else ()
+        return Cause(held[0].kind, held[0].detail, tuple(c.kind for c in held[1:]) + unread)
     if found_a is None or found_b is None:
         side = "A" if found_a is None else "B"
         return Cause("unrecorded", f"run {side}'s judge call is not in its recordings")
-    from_calls = _of_calls(found_a[0], found_b[0], found_a[1], found_b[1])
-    if from_calls is not None:
-        return from_calls
+    changed = [
+        (x, y) for x, y in zip(found_a, found_b, strict=False) if x.record.reply.text != y.record.reply.text
+    ]
+    if changed or len(found_a) != len(found_b):
+        return Cause("reply", _reply_detail(changed[0] if changed else None))
     if a.score != b.score:
         return Cause("reading", "the same reply, read as another score (parser or its params)")
     return Cause("threshold", "the same score, another verdict (the pass threshold)")

@@ -22,10 +22,11 @@ import click
 
 from pipeline.errors import JudgeloopError
 from pipeline.experiments.registry import designs
+from pipeline.tools.diff.as_json import as_json
 from pipeline.tools.diff.causes import cause_of
 from pipeline.tools.diff.runs import WORKSPACE, Run, read_run
 from pipeline.tools.diff.summary import RESAMPLES, SEED, summarise
-from pipeline.tools.diff.text import as_json, render, side_by_side
+from pipeline.tools.diff.text import UNITS, render, side_by_side, unrecorded_lines
 
 
 def _item_view(a: Run, b: Run, item: str, metric: str | None, iteration: int | None) -> str:
@@ -52,7 +53,7 @@ def _item_view(a: Run, b: Run, item: str, metric: str | None, iteration: int | N
             cause = "unchanged"
         else:
             found = cause_of(old, new, a.calls, b.calls)
-            cause = f"why: {found.kind}: {found.detail}"
+            cause = f"why: {found.text}"
         parts.append(side_by_side(old, new, (a.calls, b.calls), cause))
     return "\n".join(parts)
 
@@ -108,12 +109,17 @@ def diff(
         click.echo(_item_view(a, b, item, metric, iteration), nl=False)
         return
     rows, changes = summarise(a, b, seed=seed, resamples=resamples)
+    unrecorded = (a.unrecorded, b.unrecorded)
     if html_dir is not None:
         from pipeline.tools.diff.page import write_page
 
-        written = write_page(html_dir, names, rows, changes, (a.calls, b.calls))
+        notes = [
+            *unrecorded_lines(unrecorded),
+            *([UNITS] if any(r.score_test or r.pass_test for r in rows) else []),
+        ]
+        written = write_page(html_dir, names, rows, changes, (a.calls, b.calls), notes)
         click.echo(f"wrote {written}", err=True)
     if as_json_:
-        click.echo(json.dumps(as_json(names, rows, changes), indent=1, ensure_ascii=False))
+        click.echo(json.dumps(as_json(names, rows, changes, unrecorded), indent=1, ensure_ascii=False))
     else:
-        click.echo(render(names, rows, changes), nl=False)
+        click.echo(render(names, rows, changes, unrecorded), nl=False)

@@ -24,7 +24,15 @@ from pipeline.reports.frame import asset, content_security_policy
 from pipeline.reports.templating import make_environment
 from pipeline.tools.diff.causes import CAUSES
 from pipeline.tools.diff.summary import Change, MetricDiff
-from pipeline.tools.diff.text import interval, number, p_value, prompt_text, reply_text, verdict
+from pipeline.tools.diff.text import (
+    interval,
+    number,
+    prompt_text,
+    replies_text,
+    replies_title,
+    test_line,
+    verdict,
+)
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 TITLE = "judgeloop diff"
@@ -54,16 +62,15 @@ def _anchor(*parts: object) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "-", "-".join(str(p) for p in parts))
 
 
-def _call(judgement: Judgement, calls: Mapping[str, RecordedCall], last: bool) -> RecordedCall | None:
-    if not judgement.keys:
-        return None
-    return calls.get(judgement.keys[-1 if last else 0])
+def _call(judgement: Judgement, calls: Mapping[str, RecordedCall]) -> RecordedCall | None:
+    """The judgement's first call: the question as first put."""
+    return calls.get(judgement.keys[0]) if judgement.keys else None
 
 
 def _change(change: Change, calls: Calls) -> dict[str, Any]:
     a, b = change.a, change.b
-    prompts = _marked(prompt_text(_call(a, calls[0], False)), prompt_text(_call(b, calls[1], False)))
-    replies = _marked(reply_text(_call(a, calls[0], True)), reply_text(_call(b, calls[1], True)))
+    prompts = _marked(prompt_text(_call(a, calls[0])), prompt_text(_call(b, calls[1])))
+    replies = _marked(replies_text(a, calls[0]), replies_text(b, calls[1]))
     sides = [
         {
             "name": name,
@@ -81,17 +88,21 @@ def _change(change: Change, calls: Calls) -> dict[str, Any]:
         "a": verdict(a),
         "b": verdict(b),
         "cause": change.cause.kind,
-        "detail": change.cause.detail,
+        "detail": change.cause.text.removeprefix(f"{change.cause.kind}: "),
         "flip": change.flip,
         "sides": sides,
+        "replies_title": replies_title(a, b),
     }
 
 
 def _metric(row: MetricDiff, changes: Sequence[Change], calls: Calls) -> dict[str, Any]:
     mine = [_change(c, calls) for c in changes if (c.a.design, c.a.metric) == (row.design, row.metric)]
     tests = [
-        f"{t.name}: p = {p_value(t.p_value)} (n = {t.n})"
-        for t in (row.score_test, row.pass_test)
+        test_line(t, what, adjusted)
+        for t, what, adjusted in (
+            (row.score_test, "the scores", row.score_holm),
+            (row.pass_test, "pass/fail", row.pass_holm),
+        )
         if t is not None
     ]
     return {
@@ -115,8 +126,14 @@ def _metric(row: MetricDiff, changes: Sequence[Change], calls: Calls) -> dict[st
 
 
 def render_page(
-    names: Sequence[str], rows: Sequence[MetricDiff], changes: Sequence[Change], calls: Calls
+    names: Sequence[str],
+    rows: Sequence[MetricDiff],
+    changes: Sequence[Change],
+    calls: Calls,
+    notes: Sequence[str] = (),
 ) -> str:
+    """The page; `notes`: what the text says above its metrics (a run without its recordings, what
+    the tests take as their unit)."""
     script = asset("report.js")
     page = {
         "csp": content_security_policy(script),
@@ -131,15 +148,23 @@ def render_page(
         names=names,
         total=sum(r.paired for r in rows),
         changes=changes,
+        notes=notes,
         metrics=[_metric(row, changes, calls) for row in rows],
     )
 
 
 def write_page(
-    folder: Path, names: Sequence[str], rows: Sequence[MetricDiff], changes: Sequence[Change], calls: Calls
+    folder: Path,
+    names: Sequence[str],
+    rows: Sequence[MetricDiff],
+    changes: Sequence[Change],
+    calls: Calls,
+    notes: Sequence[str] = (),
 ) -> Path:
     # Its write makes the folder (files.folder_to_write refuses a link out of the project, but for
     # one under .judgeloop, the local state, which may lie anywhere: `--html .judgeloop/diff`).
     page = folder / "index.html"
-    atomic_write(page, render_page(names, rows, changes, calls))  # never written through a link at its name
+    atomic_write(
+        page, render_page(names, rows, changes, calls, notes)
+    )  # never written through a link at its name
     return page

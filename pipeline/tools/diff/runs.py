@@ -118,6 +118,13 @@ class Run:
     judgements: dict[tuple[str, str, int, str], Judgement]
     calls: Mapping[str, RecordedCall]
 
+    @property
+    def unrecorded(self) -> tuple[int, int]:
+        """(calls its judgements name that its recordings lack, calls they name): a run handed over
+        without its recordings can say why a judgement changed only from its results."""
+        named = [key for judgement in self.judgements.values() for key in judgement.keys]
+        return sum(key not in self.calls for key in named), len(named)
+
 
 def _git(args: list[str], cwd: Path) -> bytes:
     done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, check=False)
@@ -232,6 +239,14 @@ def run_folder(name: str, project: Path) -> Iterator[Path]:
         yield Path(temporary)
 
 
+def _twice(name: str, judgement: Judgement) -> str:
+    return (
+        f"run {name!r} gives the {judgement.design} judgement of item {judgement.item!r}, iteration "
+        f"{judgement.iteration}, metric {judgement.metric!r} twice (its results name the item twice). "
+        "Fix: rerun the stage that wrote them, or restore them from git."
+    )
+
+
 def read_run(name: str, project: Path, only: tuple[str, ...] = ()) -> Run:
     """Every judgement of run `name` (of the designs in `only`, or all), by pair key, and the calls
     recorded in its recordings folder(s)."""
@@ -247,6 +262,8 @@ def read_run(name: str, project: Path, only: tuple[str, ...] = ()) -> Run:
                 read[where] = VerifiedCalls(where)
             hook = load_ref(design.judgements)
             for judgement in hook(params, RunFiles(folder, read[where])):
+                if judgement.pair_key in judgements:  # which of the two to compare is not ours to guess
+                    raise JudgeloopError(_twice(name, judgement))
                 judgements[judgement.pair_key] = judgement
     folders: list[Mapping[str, RecordedCall]] = list(read.values())
     calls = folders[0] if len(folders) == 1 else ChainMap(*folders)  # type: ignore[arg-type]

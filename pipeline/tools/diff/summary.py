@@ -10,10 +10,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from pipeline.experiments.judgements import Judgement
+from pipeline.numbers import fsum
 from pipeline.stats.paired import (
     Interval,
     TestResult,
     exact_agreement,
+    holm,
     mcnemar_exact,
     paired_bootstrap,
     quadratic_kappa,
@@ -51,11 +53,15 @@ class MetricDiff:
     fail_to_pass: int = 0
     only_a: int = 0
     only_b: int = 0
+    alone: dict[str, list[Judgement]] = field(default_factory=lambda: {"a": [], "b": []})  # listed in --json
     scored: int = 0  # pairs with a score in both runs: what the score statistics use
     verdicts: int = 0  # pairs with a verdict in both runs: what McNemar uses
     mean: Interval | None = None
     score_test: TestResult | None = None
     pass_test: TestResult | None = None
+    # Each test's p-value adjusted (Holm) for every test of the diff: several metrics are tested at once.
+    score_holm: float | None = None
+    pass_holm: float | None = None
     agreement: float | None = None
     kappa: float | None = None
     causes: Counter[str] = field(default_factory=Counter)
@@ -68,6 +74,10 @@ def _changed(a: Judgement, b: Judgement) -> bool:
 
 
 def _statistics(row: MetricDiff, pairs: list[tuple[Judgement, Judgement]], seed: int, resamples: int) -> None:
+    """The pairs' statistics, with the item as the unit of each: an item's judgements at several
+    iterations are not independent (one transcript, each revision made from the last), so the
+    bootstrap resamples items, the signed-rank test ranks each item's mean difference, and McNemar's
+    counts each item's flips netted (with one judgement per item, exactly McNemar's test)."""
     scored = [(a, b) for a, b in pairs if a.score is not None and b.score is not None]
     row.scored = len(scored)
     if scored:
@@ -75,14 +85,18 @@ def _statistics(row: MetricDiff, pairs: list[tuple[Judgement, Judgement]], seed:
         for a, b in scored:
             by_item.setdefault(a.item, []).append(float(b.score) - float(a.score))  # type: ignore[arg-type]
         row.mean = paired_bootstrap(list(by_item.values()), resamples=resamples, seed=seed)
-        row.score_test = wilcoxon_signed_rank([d for group in by_item.values() for d in group])
+        row.score_test = wilcoxon_signed_rank([fsum(group) / len(group) for group in by_item.values()])
         old = [float(a.score) for a, _ in scored]  # type: ignore[arg-type]
         new = [float(b.score) for _, b in scored]  # type: ignore[arg-type]
         row.agreement, row.kappa = exact_agreement(old, new), quadratic_kappa(old, new)
-    judged = [(a.passed, b.passed) for a, b in pairs if a.passed is not None and b.passed is not None]
+    judged = [(a, b) for a, b in pairs if a.passed is not None and b.passed is not None]
     row.verdicts = len(judged)
     if judged:
-        row.pass_test = mcnemar_exact(row.pass_to_fail, row.fail_to_pass)
+        net: Counter[str] = Counter()
+        for a, b in judged:
+            net[a.item] += int(bool(a.passed)) - int(bool(b.passed))  # +1 pass→fail, -1 fail→pass
+        moved = (sum(n > 0 for n in net.values()), sum(n < 0 for n in net.values()))
+        row.pass_test = mcnemar_exact(*moved) if any(moved) else None  # none moved: nothing to test
 
 
 def _stability(row: MetricDiff, side: str, judgements: list[Judgement]) -> None:
@@ -105,6 +119,7 @@ def summarise(
         if old is None or new is None:
             row.only_a += new is None
             row.only_b += old is None
+            row.alone["a" if new is None else "b"].append(old or new)  # type: ignore[arg-type]
             continue
         row.paired += 1
         pairs.setdefault((key[0], key[3]), []).append((old, new))
@@ -119,4 +134,17 @@ def summarise(
         _statistics(row, pairs.get(name, []), seed, resamples)
         for side, run in (("A", a), ("B", b)):
             _stability(row, side, [j for j in run.judgements.values() if (j.design, j.metric) == name])
+    _adjust(list(rows.values()))
     return list(rows.values()), changes
+
+
+def _adjust(rows: list[MetricDiff]) -> None:
+    """Each test's Holm-adjusted p-value, over every test of the diff (each metric's two)."""
+    adjusted = iter(
+        holm([t.p_value for row in rows for t in (row.score_test, row.pass_test) if t is not None])
+    )
+    for row in rows:
+        if row.score_test is not None:
+            row.score_holm = next(adjusted)
+        if row.pass_test is not None:
+            row.pass_holm = next(adjusted)

@@ -1,10 +1,9 @@
-"""`judgeloop diff`'s text (100 columns), its JSON, and one item's two calls side by side."""
+"""`judgeloop diff`'s text (100 columns) and one item's two calls side by side (the JSON: as_json)."""
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from pipeline.experiments.judgements import Judgement
 from pipeline.llm.records import RecordedCall
@@ -15,6 +14,8 @@ from pipeline.tools.diff.causes import CAUSES
 from pipeline.tools.diff.summary import Change, MetricDiff
 
 WIDTH = 100
+# What the statistics below test, said once: a p-value is not the judge's noise, nor one metric's alone.
+UNITS = "tests: one observation per item (its iterations as one); Holm: each p adjusted for all below"
 LISTED = 20  # changed judgements listed per metric in the text (all in --json and --html)
 
 
@@ -33,16 +34,22 @@ def p_value(value: float) -> str:
 def interval(mean: Interval | None) -> str:
     if mean is None:
         return "mean B−A —"
+    if mean.items < 2:  # every resample is the one item: an interval of no width, saying nothing
+        return f"mean B−A {mean.estimate:+.3f} (one item: no interval)"
     return (
         f"mean B−A {mean.estimate:+.3f}, {mean.confidence:.0%} CI [{mean.low:+.3f}, {mean.high:+.3f}] "
-        f"(bootstrap over items, {mean.resamples} resamples, seed {mean.seed})"
+        f"(bootstrap over {mean.items} items, {mean.resamples} resamples, seed {mean.seed})"
     )
 
 
-def test_line(result: TestResult | None, what: str) -> str:
+def test_line(result: TestResult | None, what: str, adjusted: float | None = None) -> str:
+    """A test of `what` (the scores, pass/fail): its p-value and, beside it, Holm's over the diff's
+    tests; n counts items (the unit). None: no item moved, nothing to test."""
     if result is None:
-        return f"{what}: no difference to test"
-    return f"{result.name}: p = {p_value(result.p_value)} (n = {result.n})"
+        return f"{what}: no item moved, nothing to test"
+    holm = "" if adjusted is None else f", Holm {p_value(adjusted)}"
+    items = f"{result.n} item" + ("" if result.n == 1 else "s")
+    return f"{result.name}: p = {p_value(result.p_value)}{holm} (n = {items}) on {what}"
 
 
 def verdict(judgement: Judgement) -> str:
@@ -52,7 +59,7 @@ def verdict(judgement: Judgement) -> str:
 
 def metric_lines(row: MetricDiff, changes: Sequence[Change]) -> list[str]:
     if not row.changed and not row.only_a and not row.only_b:
-        return [f"{row.design} · {row.metric}: {row.paired} paired, none changed"]
+        return [_fitted(f"{row.design} · {row.metric}: {row.paired} paired, none changed")]
     lines = [
         f"{row.design} · {row.metric}",
         f"  paired {row.paired}   changed {row.changed}   flipped pass→fail {row.pass_to_fail}, "
@@ -61,10 +68,10 @@ def metric_lines(row: MetricDiff, changes: Sequence[Change]) -> list[str]:
     if row.scored:
         lines.append("  " + interval(row.mean))
         kappa = number(row.kappa)
-        lines.append(f"  {test_line(row.score_test, 'scores')} on the scores")
+        lines.append(f"  {test_line(row.score_test, 'the scores', row.score_holm)}")
         lines.append(f"  agreement {number(row.agreement)} exact, κ {kappa} (quadratic-weighted Cohen's)")
     if row.verdicts:
-        lines.append(f"  {test_line(row.pass_test, 'verdicts')} on pass/fail")
+        lines.append(f"  {test_line(row.pass_test, 'pass/fail', row.pass_holm)}")
     for side, found in row.stability.items():
         lines.append(f"  {side}'s samples: {stability_text(found)}")
     if row.changed:
@@ -74,7 +81,7 @@ def metric_lines(row: MetricDiff, changes: Sequence[Change]) -> list[str]:
             lines.append(change_line(change))
         if len(changes) > LISTED:
             lines.append(f"    … {len(changes) - LISTED} more (--json lists all)")
-    return [line if len(line) <= WIDTH else line[: WIDTH - 1] + "…" for line in lines]
+    return [_fitted(line) for line in lines]
 
 
 def stability_text(found: Stability) -> str:
@@ -87,8 +94,14 @@ def stability_text(found: Stability) -> str:
 def change_line(change: Change) -> str:
     a, b = change.a, change.b
     where = f"{a.item} it{a.iteration}"
-    text = f"    {where:<18} {verdict(a):>9} → {verdict(b):<9} {change.cause.kind}: {change.cause.detail}"
-    return text if len(text) <= WIDTH else text[: WIDTH - 1] + "…"
+    return f"    {where:<18} {verdict(a):>9} → {verdict(b):<9} {change.cause.text}"
+
+
+def _fitted(line: str) -> str:
+    """A line of the text shown safely, once (an escape's backslash would be escaped again), and
+    then cut to WIDTH: cut first, the escapes lengthened it past it."""
+    shown = _one_line(line)
+    return shown if len(shown) <= WIDTH else shown[: WIDTH - 1] + "…"
 
 
 def fit(text: str, width: int) -> str:
@@ -99,90 +112,43 @@ def fit(text: str, width: int) -> str:
     return text[:half] + "…" + text[len(text) - (width - 1 - half) :]
 
 
-def render(names: Sequence[str], rows: Sequence[MetricDiff], changes: Sequence[Change]) -> str:
+def unrecorded_lines(unrecorded: Sequence[tuple[int, int]]) -> list[str]:
+    """A line for each run whose recordings lack calls its judgements name (missing, named)."""
+    lines = []
+    for side, (missing, named) in zip("AB", unrecorded, strict=True):
+        if missing:
+            lines.append(
+                f"run {side}: {missing} of the {named} calls its results name are not in its recordings "
+                "(why: unrecorded)"
+            )
+    return lines
+
+
+def render(
+    names: Sequence[str],
+    rows: Sequence[MetricDiff],
+    changes: Sequence[Change],
+    unrecorded: Sequence[tuple[int, int]] = ((0, 0), (0, 0)),
+) -> str:
     a, b = names
     total = sum(r.paired for r in rows)
     lines = [
-        f"A: {fit(a, WIDTH - 3)}",
-        f"B: {fit(b, WIDTH - 3)}",
+        f"A: {fit(_one_line(a), WIDTH - 3)}",
+        f"B: {fit(_one_line(b), WIDTH - 3)}",
         f"{total} judgements paired, {len(changes)} changed",
     ]
+    lines += [_fitted(line) for line in unrecorded_lines(unrecorded)]
+    if any(r.score_test or r.pass_test for r in rows):
+        lines.append(UNITS)
     for row in rows:
         mine = [c for c in changes if (c.a.design, c.a.metric) == (row.design, row.metric)]
         block = metric_lines(row, mine)
         lines += block if len(block) == 1 and lines[-1].endswith("none changed") else ["", *block]
     if not rows:
         lines.append("(neither run has a judgement of any design)")
-    # Each is one line: an item id or a model name the other run recorded cannot start another.
-    return "\n".join(_one_line(line) for line in lines) + "\n"
-
-
-def _judgement_data(judgement: Judgement) -> dict[str, Any]:
-    return {
-        "score": judgement.score,
-        "passed": judgement.passed,
-        "keys": list(judgement.keys),
-        "upstream": judgement.upstream,
-    }
-
-
-def _test_data(result: TestResult | None) -> dict[str, Any] | None:
-    if result is None:
-        return None
-    return {"test": result.name, "statistic": result.statistic, "p_value": result.p_value, "n": result.n}
-
-
-def as_json(names: Sequence[str], rows: Sequence[MetricDiff], changes: Sequence[Change]) -> dict[str, Any]:
-    metrics = []
-    for row in rows:
-        mean = row.mean
-        metrics.append(
-            {
-                "design": row.design,
-                "metric": row.metric,
-                "paired": row.paired,
-                "changed": row.changed,
-                "flipped": {"pass_to_fail": row.pass_to_fail, "fail_to_pass": row.fail_to_pass},
-                "only_in_a": row.only_a,
-                "only_in_b": row.only_b,
-                "scored_pairs": row.scored,
-                "mean_difference": None
-                if mean is None
-                else {
-                    "estimate": mean.estimate,
-                    "low": mean.low,
-                    "high": mean.high,
-                    "confidence": mean.confidence,
-                    "resamples": mean.resamples,
-                    "seed": mean.seed,
-                },
-                "score_test": _test_data(row.score_test),
-                "pass_test": _test_data(row.pass_test),
-                "exact_agreement": row.agreement,
-                "quadratic_kappa": row.kappa,
-                "causes": dict(sorted(row.causes.items())),
-                "stability": {side: vars(found) for side, found in row.stability.items()},
-            }
-        )
-    return {
-        "a": names[0],
-        "b": names[1],
-        "metrics": metrics,
-        "changes": [
-            {
-                "design": c.a.design,
-                "item": c.a.item,
-                "iteration": c.a.iteration,
-                "metric": c.a.metric,
-                "a": _judgement_data(c.a),
-                "b": _judgement_data(c.b),
-                "flip": c.flip,
-                "cause": c.cause.kind,
-                "detail": c.cause.detail,
-            }
-            for c in changes
-        ],
-    }
+    # Each line is shown once (metric_lines' already are), so an item id or a model name the other
+    # run recorded cannot start another line.
+    return "\n".join(lines) + "\n"
 
 
 def prompt_text(call: RecordedCall | None) -> str:
@@ -193,6 +159,22 @@ def prompt_text(call: RecordedCall | None) -> str:
 
 def reply_text(call: RecordedCall | None) -> str:
     return "(not recorded)\n" if call is None else call.record.reply.text + "\n"
+
+
+def replies_text(judgement: Judgement | None, calls: Mapping[str, RecordedCall]) -> str:
+    """The replies a judgement was read from: its one call's, or, where it made several (samples,
+    re-asks), each in the order asked under its number (the last alone is not what was read)."""
+    if judgement is None or not judgement.keys:
+        return reply_text(None)
+    found = [calls.get(key) for key in judgement.keys]
+    if len(found) == 1:
+        return reply_text(found[0])
+    return "".join(f"[call {i} of {len(found)}]\n{reply_text(call)}" for i, call in enumerate(found, 1))
+
+
+def replies_title(a: Judgement | None, b: Judgement | None) -> str:
+    several = any(j is not None and len(j.keys) > 1 for j in (a, b))
+    return "replies (each call's, as asked)" if several else "reply (the one read)"
 
 
 def unified(title: str, before: str, after: str) -> list[str]:
@@ -220,10 +202,6 @@ def side_by_side(
         None if j is None or not j.keys else side.get(j.keys[0])
         for j, side in zip((a, b), calls, strict=True)
     ]
-    last = [
-        None if j is None or not j.keys else side.get(j.keys[-1])
-        for j, side in zip((a, b), calls, strict=True)
-    ]
     head = f"{some.design} · item {some.item} · iteration {some.iteration} · {some.metric}"
     lines = [
         head,
@@ -231,7 +209,7 @@ def side_by_side(
         f"  B: {'(not judged)' if b is None else verdict(b)}   {_keys(b)}",
         f"  {cause}",
         *unified("prompt (first ask)", prompt_text(first[0]), prompt_text(first[1])),
-        *unified("reply (the one read)", reply_text(last[0]), reply_text(last[1])),
+        *unified(replies_title(a, b), replies_text(a, calls[0]), replies_text(b, calls[1])),
     ]
     return "\n".join(_one_line(line) for line in lines) + "\n"  # one line each, as render
 
