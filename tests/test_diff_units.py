@@ -90,3 +90,20 @@ def test_every_judgement_is_paired_or_one_run_s_alone(
     assert sum(r.only_b for r in rows) == len(new.keys() - old.keys())
     assert {(c.a.item, c.a.iteration, c.a.metric) for c in changes} == {k for k in both if old[k] != new[k]}
     assert all(c.b.pair_key == c.a.pair_key for c in changes)
+
+
+def test_sample_means_that_are_the_same_difference_tie_and_cancel() -> None:
+    # judge.samples > 1 stores a score as its samples' mean to 6 decimals (3.666667): the same
+    # difference of +0.666667 taken at 4 and at 3 differs in its last bit (…0003 against …9999).
+    # Taken as they are, the three items' equal moves were ranked 2.5, 2.5 and 1 rather than tied
+    # (p = 0.5 for what is p = 1: every one of the 8 sign patterns of three tied ranks is at least as
+    # extreme), and an item whose two moves cancel was a non-zero difference of -2e-16, one more item.
+    tied = {("1", 0): (4.0, 4.666667), ("2", 0): (4.0, 4.666667), ("3", 0): (3.666667, 3.0)}
+    (row,), _ = summarise(*_runs(tied), resamples=200)
+    assert row.score_test is not None and row.score_test.n == 3
+    assert row.score_test.p_value == 1.0
+    cancelled = {("1", 0): (3.0, 3.666667), ("1", 1): (4.666667, 4.0)}
+    moved = {(str(i), 0): (2.0, 3.0) for i in (2, 3)}
+    (row,), _ = summarise(*_runs(cancelled | moved), resamples=200)
+    assert row.score_test is not None and row.score_test.n == 2  # item 1's mean difference is 0
+    assert row.score_test.p_value == 0.5
