@@ -107,3 +107,16 @@ def test_sample_means_that_are_the_same_difference_tie_and_cancel() -> None:
     (row,), _ = summarise(*_runs(cancelled | moved), resamples=200)
     assert row.score_test is not None and row.score_test.n == 2  # item 1's mean difference is 0
     assert row.score_test.p_value == 0.5
+
+
+def test_the_text_says_that_n_leaves_out_the_items_that_did_not_move() -> None:
+    # Wilcoxon's treatment of zero differences: an item whose mean difference is 0 is dropped, so
+    # "n = 2 items" beside "paired 5" must say why the other three are not counted.
+    from pipeline.tools.diff.text import render
+
+    pairs = {("1", 0): (2.0, 4.0), ("2", 0): (2.0, 5.0)} | {(str(i), 0): (3.0, 3.0) for i in (3, 4, 5)}
+    rows, changes = summarise(*_runs(pairs), resamples=200)
+    shown = render(["A", "B"], rows, changes)
+    assert "(n = 2 items)" in shown and "paired 5" in shown
+    assert "an item that did not move is left out" in shown
+    assert all(len(line) <= 100 for line in shown.splitlines())
