@@ -168,9 +168,7 @@ def test_holm_is_the_step_down_maximum_monotone_and_capped(p_values: list[float]
         return sum(q < p for q in p_values)
 
     m = len(p_values)
-    by_definition = [
-        min(1.0, max((m - first_place(q)) * q for q in p_values if q <= p)) for p in p_values
-    ]
+    by_definition = [min(1.0, max((m - first_place(q)) * q for q in p_values if q <= p)) for p in p_values]
     ours = holm(p_values)
     assert ours == pytest.approx(by_definition, rel=1e-12, abs=0)
     assert all(p <= adjusted <= 1.0 for p, adjusted in zip(p_values, ours, strict=True))
