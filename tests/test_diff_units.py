@@ -120,3 +120,19 @@ def test_the_text_says_that_n_leaves_out_the_items_that_did_not_move() -> None:
     assert "(n = 2 items)" in shown and "paired 5" in shown
     assert "an item that did not move is left out" in shown
     assert all(len(line) <= 100 for line in shown.splitlines())
+
+
+def test_the_json_states_its_statistics_at_the_project_s_precision() -> None:
+    # pipeline.numbers: what numpy computes (the bootstrap's sums and quantiles, kappa's sums) may
+    # differ in its last bit between numpy releases and the CPU kernels they dispatch to, so what is
+    # written is rounded to SIGNIFICANT digits; --json wrote every float's 17 digits.
+    from pipeline.numbers import stated
+    from pipeline.tools.diff.as_json import as_json
+
+    pairs = {("1", 0): (2.0, 3.0), ("2", 0): (2.0, 2.0), ("3", 0): (4.0, 4.0)}
+    rows, changes = summarise(*_runs(pairs), resamples=200)
+    (metric,) = as_json(["A", "B"], rows, changes)["metrics"]
+    written = [*metric["mean_difference"].values(), metric["quadratic_kappa"], metric["exact_agreement"]]
+    written += [metric["score_test"]["p_value"], metric["score_test"]["p_holm"]]
+    assert metric["mean_difference"]["estimate"] == stated(1 / 3) != 1 / 3
+    assert all(value == stated(value) for value in written)
