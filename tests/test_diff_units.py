@@ -90,3 +90,49 @@ def test_every_judgement_is_paired_or_one_run_s_alone(
     assert sum(r.only_b for r in rows) == len(new.keys() - old.keys())
     assert {(c.a.item, c.a.iteration, c.a.metric) for c in changes} == {k for k in both if old[k] != new[k]}
     assert all(c.b.pair_key == c.a.pair_key for c in changes)
+
+
+def test_sample_means_that_are_the_same_difference_tie_and_cancel() -> None:
+    # judge.samples > 1 stores a score as its samples' mean to 6 decimals (3.666667): the same
+    # difference of +0.666667 taken at 4 and at 3 differs in its last bit (…0003 against …9999).
+    # Taken as they are, the three items' equal moves were ranked 2.5, 2.5 and 1 rather than tied
+    # (p = 0.5 for what is p = 1: every one of the 8 sign patterns of three tied ranks is at least as
+    # extreme), and an item whose two moves cancel was a non-zero difference of -2e-16, one more item.
+    tied = {("1", 0): (4.0, 4.666667), ("2", 0): (4.0, 4.666667), ("3", 0): (3.666667, 3.0)}
+    (row,), _ = summarise(*_runs(tied), resamples=200)
+    assert row.score_test is not None and row.score_test.n == 3
+    assert row.score_test.p_value == 1.0
+    cancelled = {("1", 0): (3.0, 3.666667), ("1", 1): (4.666667, 4.0)}
+    moved = {(str(i), 0): (2.0, 3.0) for i in (2, 3)}
+    (row,), _ = summarise(*_runs(cancelled | moved), resamples=200)
+    assert row.score_test is not None and row.score_test.n == 2  # item 1's mean difference is 0
+    assert row.score_test.p_value == 0.5
+
+
+def test_the_text_says_that_n_leaves_out_the_items_that_did_not_move() -> None:
+    # Wilcoxon's treatment of zero differences: an item whose mean difference is 0 is dropped, so
+    # "n = 2 items" beside "paired 5" must say why the other three are not counted.
+    from pipeline.tools.diff.text import render
+
+    pairs = {("1", 0): (2.0, 4.0), ("2", 0): (2.0, 5.0)} | {(str(i), 0): (3.0, 3.0) for i in (3, 4, 5)}
+    rows, changes = summarise(*_runs(pairs), resamples=200)
+    shown = render(["A", "B"], rows, changes)
+    assert "(n = 2 items)" in shown and "paired 5" in shown
+    assert "an item that did not move is left out" in shown
+    assert all(len(line) <= 100 for line in shown.splitlines())
+
+
+def test_the_json_states_its_statistics_at_the_project_s_precision() -> None:
+    # pipeline.numbers: what numpy computes (the bootstrap's sums and quantiles, kappa's sums) may
+    # differ in its last bit between numpy releases and the CPU kernels they dispatch to, so what is
+    # written is rounded to SIGNIFICANT digits; --json wrote every float's 17 digits.
+    from pipeline.numbers import stated
+    from pipeline.tools.diff.as_json import as_json
+
+    pairs = {("1", 0): (2.0, 3.0), ("2", 0): (2.0, 2.0), ("3", 0): (4.0, 4.0)}
+    rows, changes = summarise(*_runs(pairs), resamples=200)
+    (metric,) = as_json(["A", "B"], rows, changes)["metrics"]
+    written = [*metric["mean_difference"].values(), metric["quadratic_kappa"], metric["exact_agreement"]]
+    written += [metric["score_test"]["p_value"], metric["score_test"]["p_holm"]]
+    assert metric["mean_difference"]["estimate"] == stated(1 / 3) != 1 / 3
+    assert all(value == stated(value) for value in written)

@@ -158,3 +158,18 @@ def test_holm_adjusts_each_p_value_for_the_family() -> None:
     # Sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1: 0.02, 0.03, 0.06, 0.04 -> running max.
     assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
     assert holm([0.5, 0.9]) == [1.0, 1.0] and holm([]) == []
+
+
+@given(st.lists(st.floats(0, 1), max_size=12))
+def test_holm_is_the_step_down_maximum_monotone_and_capped(p_values: list[float]) -> None:
+    # Holm (1979): the i-th smallest of m p-values is multiplied by m - i + 1 and the products made
+    # non-decreasing in that order; a tie takes its first place's factor; capped at 1.
+    def first_place(p: float) -> int:
+        return sum(q < p for q in p_values)
+
+    m = len(p_values)
+    by_definition = [min(1.0, max((m - first_place(q)) * q for q in p_values if q <= p)) for p in p_values]
+    ours = holm(p_values)
+    assert ours == pytest.approx(by_definition, rel=1e-12, abs=0)
+    assert all(p <= adjusted <= 1.0 for p, adjusted in zip(p_values, ours, strict=True))
+    assert all(ours[i] <= ours[j] for i in range(m) for j in range(m) if p_values[i] <= p_values[j])

@@ -1,6 +1,8 @@
 """`judgeloop diff --json`: everything the text says, for scripts: per metric its counts, the
 judgements one run alone holds, its statistics (each test's Holm-adjusted p, n in items), and every
-changed judgement with its cause and what else moved."""
+changed judgement with its cause and what else moved. Each statistic is written `stated()`
+(pipeline.numbers): numpy's sums and quantiles may differ in the last bit between releases and CPU
+kernels, and a script comparing two machines' JSON should see the same bytes."""
 
 from __future__ import annotations
 
@@ -8,7 +10,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from pipeline.experiments.judgements import Judgement
+from pipeline.numbers import stated
 from pipeline.stats.paired import TestResult
+from pipeline.stats.stability import Stability
 from pipeline.tools.diff.summary import Change, MetricDiff
 
 
@@ -21,17 +25,25 @@ def _judgement_data(judgement: Judgement) -> dict[str, Any]:
     }
 
 
+def _stated(value: float | None) -> float | None:
+    return None if value is None else stated(value)
+
+
 def _test_data(result: TestResult | None, adjusted: float | None) -> dict[str, Any] | None:
     if result is None:
         return None
     return {
         "test": result.name,
-        "statistic": result.statistic,
-        "p_value": result.p_value,
-        "p_holm": adjusted,
+        "statistic": stated(result.statistic),
+        "p_value": stated(result.p_value),
+        "p_holm": _stated(adjusted),
         "n": result.n,
         "unit": "item",
     }
+
+
+def _stability_data(found: Stability) -> dict[str, Any]:
+    return {name: value if isinstance(value, int) else _stated(value) for name, value in vars(found).items()}
 
 
 def as_json(
@@ -61,9 +73,9 @@ def as_json(
                 "mean_difference": None
                 if mean is None
                 else {
-                    "estimate": mean.estimate,
-                    "low": mean.low,
-                    "high": mean.high,
+                    "estimate": stated(mean.estimate),
+                    "low": stated(mean.low),
+                    "high": stated(mean.high),
                     "confidence": mean.confidence,
                     "resamples": mean.resamples,
                     "seed": mean.seed,
@@ -71,10 +83,10 @@ def as_json(
                 },
                 "score_test": _test_data(row.score_test, row.score_holm),
                 "pass_test": _test_data(row.pass_test, row.pass_holm),
-                "exact_agreement": row.agreement,
-                "quadratic_kappa": row.kappa,
+                "exact_agreement": _stated(row.agreement),
+                "quadratic_kappa": _stated(row.kappa),
                 "causes": dict(sorted(row.causes.items())),
-                "stability": {side: vars(found) for side, found in row.stability.items()},
+                "stability": {side: _stability_data(found) for side, found in row.stability.items()},
             }
         )
     return {

@@ -27,6 +27,11 @@ from pipeline.tools.diff.runs import Run
 
 RESAMPLES = 2000
 SEED = 0
+# An item's mean difference is ranked at 1e-9: a score that is its samples' mean is stored to 6
+# decimals (pipeline.judges.samples: 3.666667), and the same difference taken at two levels differs
+# in its last bit (4.666667 - 4 against 3.666667 - 3), which parted tied ranks and left an item whose
+# moves cancel a non-zero difference of 2e-16. Far below any difference a 6-decimal score can make.
+DIFFERENCE_DECIMALS = 9
 
 
 @dataclass(frozen=True)
@@ -85,7 +90,7 @@ def _statistics(row: MetricDiff, pairs: list[tuple[Judgement, Judgement]], seed:
         for a, b in scored:
             by_item.setdefault(a.item, []).append(float(b.score) - float(a.score))  # type: ignore[arg-type]
         row.mean = paired_bootstrap(list(by_item.values()), resamples=resamples, seed=seed)
-        row.score_test = wilcoxon_signed_rank([fsum(group) / len(group) for group in by_item.values()])
+        row.score_test = wilcoxon_signed_rank([_item_difference(group) for group in by_item.values()])
         old = [float(a.score) for a, _ in scored]  # type: ignore[arg-type]
         new = [float(b.score) for _, b in scored]  # type: ignore[arg-type]
         row.agreement, row.kappa = exact_agreement(old, new), quadratic_kappa(old, new)
@@ -97,6 +102,11 @@ def _statistics(row: MetricDiff, pairs: list[tuple[Judgement, Judgement]], seed:
             net[a.item] += int(bool(a.passed)) - int(bool(b.passed))  # +1 pass→fail, -1 fail→pass
         moved = (sum(n > 0 for n in net.values()), sum(n < 0 for n in net.values()))
         row.pass_test = mcnemar_exact(*moved) if any(moved) else None  # none moved: nothing to test
+
+
+def _item_difference(differences: list[float]) -> float:
+    """An item's mean difference, as the signed-rank test ranks it (DIFFERENCE_DECIMALS says why)."""
+    return round(fsum(differences) / len(differences), DIFFERENCE_DECIMALS) + 0.0  # -0.0 -> 0.0
 
 
 def _stability(row: MetricDiff, side: str, judgements: list[Judgement]) -> None:

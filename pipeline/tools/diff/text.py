@@ -14,8 +14,13 @@ from pipeline.tools.diff.causes import CAUSES
 from pipeline.tools.diff.summary import Change, MetricDiff
 
 WIDTH = 100
-# What the statistics below test, said once: a p-value is not the judge's noise, nor one metric's alone.
-UNITS = "tests: one observation per item (its iterations as one); Holm: each p adjusted for all below"
+# What the statistics below test, said once: a p-value is not the judge's noise, nor one metric's alone;
+# and what n counts: zero differences are dropped (Wilcoxon's treatment, not Pratt's), so n can be
+# well below the items paired.
+UNITS = (
+    "tests: one observation per item (its iterations as one); Holm: each p adjusted for all below",
+    "n: the items whose mean score (or net pass/fail) moved; an item that did not move is left out",
+)
 LISTED = 20  # changed judgements listed per metric in the text (all in --json and --html)
 
 
@@ -139,7 +144,7 @@ def render(
     ]
     lines += [_fitted(line) for line in unrecorded_lines(unrecorded)]
     if any(r.score_test or r.pass_test for r in rows):
-        lines.append(UNITS)
+        lines += UNITS
     for row in rows:
         mine = [c for c in changes if (c.a.design, c.a.metric) == (row.design, row.metric)]
         block = metric_lines(row, mine)
