@@ -265,3 +265,25 @@ def test_judgeloop_exp_with_dvc_carries_drawn_values_or_refuses_them(values: lis
             assert "preset.yaml: section.k" in str(failed) and "Fix: " in str(failed)
             return
     assert first_difference({f"k{index}": value for index, value in enumerate(values)}, got) is None
+
+
+@pytest.mark.parametrize("value", [{"a": 5}, [5], {}], ids=repr)
+def test_a_mapping_or_list_replaces_what_is_there_in_each_run_of_a_queued_sweep(
+    tmp_path: Path, value: object
+) -> None:
+    """`judgeloop exp --preset P -S section.n=1,2 --queue`: DVC splits the overrides into one run per
+    value of the sweep (get_hydra_sweeps), keeping one override per key as Hydra's sweeper writes it;
+    the preset's mapping must still replace the one in params.yaml (not be merged into it) in each."""
+    from dvc.utils.hydra import get_hydra_sweeps
+
+    preset, params = tmp_path / "preset.yaml", tmp_path / "params.yaml"
+    preset.write_text(yaml.safe_dump({"section.key": value}), encoding="utf-8")
+    text = "section:\n  key:\n    a: 1\n    b: 2\n  n: 0\n"
+    params.write_text(text, encoding="utf-8")
+    runs = get_hydra_sweeps({"params.yaml": [*preset_args(preset, params)[1::2], "section.n=1,2"]})
+    assert len(runs) == 2
+    for number, run in enumerate(runs, start=1):
+        params.write_text(text, encoding="utf-8")
+        apply_overrides(str(params), run["params.yaml"])
+        got = yaml.safe_load(params.read_text(encoding="utf-8"))
+        assert first_difference({"section": {"key": value, "n": number}}, got) is None
