@@ -123,6 +123,14 @@ def _has(params: Any, key: Any) -> bool:
 
 def _said(values: Mapping[Any, Any], where: str, meant: Any, got: Any) -> str:
     key = next((k for k in values if where == k or where.startswith(f"{k}.")), None)
+    if key is None and isinstance(meant, str) and "${" in meant:
+        # never printed: `${oc.env:NAME}`, or a `${key}` naming one, resolves to an environment's value
+        return (
+            f"DVC's -S writes the whole of params.yaml again, and would write what its {where} "
+            f"{_shown(meant)} resolves to (an environment variable's value, say) into params.yaml and "
+            f"the experiment's commit. Fix: give {where} its value in params.yaml itself, or move it "
+            "out of params.yaml, and commit that"
+        )
     if key is None:  # any -S would do the same: params.yaml itself holds what DVC rewrites otherwise
         return (
             f"DVC's -S writes the whole of params.yaml again, and its {where} would change from "
