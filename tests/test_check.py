@@ -123,3 +123,21 @@ def test_a_hostile_path_in_the_lock_is_printed_escaped(project: Path) -> None:
     assert code == 1
     assert "outputs/rag/\\x1b]0;owned\\x07\\x1b[2J\\r\\u202eevil.jsonl (in the workspace)" in output, output
     assert not any(char in output for char in "\x1b\x07\r\u202e"), repr(output)
+
+
+def test_an_out_reached_through_a_folder_link_leading_out_is_not_read(tmp_path: Path) -> None:
+    """A pull request's link on the way to an out (`outputs/x` -> `/`, dvc.lock naming
+    `outputs/x/usr`) would have the check hash whatever it leads to (a whole system folder, in CI):
+    the out is said to lead out, never read."""
+    from pipeline.llm.recordings.pins import dir_md5
+    from pipeline.tools.check import LockedOut, LockedStage, differences
+
+    outside, root = tmp_path / "outside", tmp_path / "project"
+    (outside / "inner").mkdir(parents=True)
+    (outside / "inner" / "secret").write_text("hunter2", encoding="utf-8")
+    (root / "outputs").mkdir(parents=True)
+    (root / "outputs" / "x").symlink_to(outside)
+    stage = LockedStage("s", (LockedOut("outputs/x/inner", "0" * 32 + ".dir"),), ())
+    [said] = differences(stage, root, "in the workspace")
+    assert dir_md5(outside / "inner") not in said
+    assert "a link leading out of the project (outputs/x)" in said

@@ -212,7 +212,7 @@ def test_a_change_dvc_s_rewrite_would_make_elsewhere_in_params_yaml_is_refused(t
     params.write_text("section:\n  key: 1\n  path: ${section.key}/x\n", encoding="utf-8")
     with pytest.raises(click.BadParameter) as refused:
         preset_args(preset, params)
-    assert "its section.path would change from '${section.key}/x' to '2/x'" in refused.value.format_message()
+    assert "what its section.path '${section.key}/x' resolves to" in refused.value.format_message()
 
 
 def _experiment(root: Path, values: list[object], *options: str) -> tuple[dict[str, object], bool]:
@@ -265,3 +265,41 @@ def test_judgeloop_exp_with_dvc_carries_drawn_values_or_refuses_them(values: lis
             assert "preset.yaml: section.k" in str(failed) and "Fix: " in str(failed)
             return
     assert first_difference({f"k{index}": value for index, value in enumerate(values)}, got) is None
+
+
+@pytest.mark.parametrize("value", [{"a": 5}, [5], {}], ids=repr)
+def test_a_mapping_or_list_replaces_what_is_there_in_each_run_of_a_queued_sweep(
+    tmp_path: Path, value: object
+) -> None:
+    """`judgeloop exp --preset P -S section.n=1,2 --queue`: DVC splits the overrides into one run per
+    value of the sweep (get_hydra_sweeps), keeping one override per key as Hydra's sweeper writes it;
+    the preset's mapping must still replace the one in params.yaml (not be merged into it) in each."""
+    from dvc.utils.hydra import get_hydra_sweeps
+
+    preset, params = tmp_path / "preset.yaml", tmp_path / "params.yaml"
+    preset.write_text(yaml.safe_dump({"section.key": value}), encoding="utf-8")
+    text = "section:\n  key:\n    a: 1\n    b: 2\n  n: 0\n"
+    params.write_text(text, encoding="utf-8")
+    runs = get_hydra_sweeps({"params.yaml": [*preset_args(preset, params)[1::2], "section.n=1,2"]})
+    assert len(runs) == 2
+    for number, run in enumerate(runs, start=1):
+        params.write_text(text, encoding="utf-8")
+        apply_overrides(str(params), run["params.yaml"])
+        got = yaml.safe_load(params.read_text(encoding="utf-8"))
+        assert first_difference({"section": {"key": value, "n": number}}, got) is None
+
+
+def test_an_environment_variable_params_yaml_names_is_not_said_when_its_rewrite_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DVC's rewrite would put the variable's value into params.yaml: the refusal says so without
+    printing the value (a CI log keeps it), and does not tell the user to write it in."""
+    monkeypatch.setenv("JUDGELOOP_TEST_SECRET", "hunter2")
+    preset, params = tmp_path / "preset.yaml", tmp_path / "params.yaml"
+    preset.write_text("section.key: 2\n", encoding="utf-8")
+    params.write_text("section:\n  key: 1\n  token: ${oc.env:JUDGELOOP_TEST_SECRET}\n", encoding="utf-8")
+    with pytest.raises(click.BadParameter) as refused:
+        preset_args(preset, params)
+    said = refused.value.format_message()
+    assert "hunter2" not in said
+    assert "section.token" in said and "${oc.env:JUDGELOOP_TEST_SECRET}" in said and "Fix: " in said

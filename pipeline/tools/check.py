@@ -38,7 +38,7 @@ import click
 
 from pipeline.errors import JudgeloopError
 from pipeline.llm.bounds import MAX_LINE_BYTES, check_yaml
-from pipeline.llm.files import read_regular
+from pipeline.llm.files import link_leading_out, read_regular
 from pipeline.llm.project_files import link_out, refuse_link_out, yaml_problem
 from pipeline.llm.recordings.dvc_links import copy_cache_links_as_files
 from pipeline.llm.recordings.pins import LOCK_FILE, dir_md5
@@ -129,7 +129,14 @@ def differences(stage: LockedStage, root: Path, label: str) -> list[str]:
     """Each out under `root` whose hash is not dvc.lock's, said in a line."""
     said = []
     for out in stage.outs:
-        found = md5_of(root / out.path)
+        # a folder link on the way (a pull request's `outputs/x` -> `/`) is never followed: whatever
+        # it leads to would be read whole, and its hash printed
+        leading_out = link_leading_out(str(root), out.path)
+        if leading_out is not None:
+            link = shown(os.path.relpath(leading_out, root), one_line=True)
+            found: str | None = f"a link leading out of the project ({link})"
+        else:
+            found = md5_of(root / out.path)
         if found != out.md5:
             # The path is dvc.lock's (a pull request's): on one line, every control shown as its escape.
             path = shown(out.path, one_line=True)

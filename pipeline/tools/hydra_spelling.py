@@ -72,15 +72,18 @@ def _dict_key(key: Any) -> str:
     return key
 
 
-def overrides(key: Any, value: Any) -> list[str]:
+def overrides(key: Any, value: Any, present: bool = True) -> list[str]:
     """The overrides that set `key` to `value`, added where params.yaml lacks it (`++`). A mapping or
-    a list replaces what is there (`++key=null` first), as a number does: Hydra would merge a mapping
-    into one (keeping keys the preset does not give) and refuse a list over a mapping."""
+    a list replaces what is there (`key=null` first, where params.yaml has the key: `present`), as a
+    number does: Hydra would merge a mapping into one (keeping keys the preset does not give) and
+    refuse a list over a mapping. The null is spelled without `++` because Hydra's sweeper, which
+    DVC's `--queue` runs whenever another -S is a sweep, keeps one override per key as written:
+    `++key=null` then `++key={...}` would lose the null, and the mapping be merged."""
     if not isinstance(key, str) or not _KEY.fullmatch(key):
         raise UnspellableValue(
             f"the key {key!r} is no params.yaml key DVC's -S can name (section.key: letters, digits, '_', "
             "'-' and '$', parts joined by dots). Fix: name the key as params.yaml spells it"
         )
     value_text = spelled(value)
-    first = [f"++{key}=null"] if isinstance(value, dict | list) else []
+    first = [f"{key}=null"] if present and isinstance(value, dict | list) else []
     return [*first, f"++{key}={value_text}"]

@@ -80,18 +80,20 @@ def preset_overrides(preset: Path, values: Mapping[Any, Any], params: Path) -> l
     would not arrive exactly, or for any other value of params.yaml the overrides would change."""
     from pipeline.llm.settings import params_text
 
-    args: list[str] = []
-    for key, value in values.items():
-        try:
-            args += overrides(key, value)
-        except UnspellableValue as exc:
-            raise click.BadParameter(f"{preset}: {key}: {exc}.", param_hint="--preset") from None
     text = params_text(params) if params.exists() else ""  # a link out, a pipe, not UTF-8: refused
-    before, after = landed(text, []), landed(text, args)
+    before = landed(text, [])
     if isinstance(before, str):
         raise click.ClickException(f"{params} as it is now: {before}. Fix params.yaml first.")
+    each: dict[Any, list[str]] = {}
+    for key, value in values.items():
+        try:
+            each[key] = overrides(key, value, present=_has(before, key))
+        except UnspellableValue as exc:
+            raise click.BadParameter(f"{preset}: {key}: {exc}.", param_hint="--preset") from None
+    args = [override for key_overrides in each.values() for override in key_overrides]
+    after = landed(text, args)
     if isinstance(after, str):  # the value DVC refuses alone is named; else they do so together
-        named = [(k, why) for k, v in values.items() if isinstance(why := landed(text, overrides(k, v)), str)]
+        named = [(k, why) for k, o in each.items() if isinstance(why := landed(text, o), str)]
         key, why = named[0] if named else ("its values together", after)
         raise click.BadParameter(f"{preset}: {key}: {why}. {BY_HAND}.", param_hint="--preset")
     difference = first_difference(with_values(before, values), after)
@@ -100,8 +102,35 @@ def preset_overrides(preset: Path, values: Mapping[Any, Any], params: Path) -> l
     return args
 
 
+def _has(params: Any, key: Any) -> bool:
+    """Whether params.yaml (as read) has the dotted `key` (a list's item by its index)."""
+    node = params
+    for part in key.split(".") if isinstance(key, str) else [None]:
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif (
+            isinstance(node, list)
+            and part is not None
+            and part.isascii()
+            and part.isdigit()
+            and int(part) < len(node)
+        ):
+            node = node[int(part)]
+        else:
+            return False
+    return True
+
+
 def _said(values: Mapping[Any, Any], where: str, meant: Any, got: Any) -> str:
     key = next((k for k in values if where == k or where.startswith(f"{k}.")), None)
+    if key is None and isinstance(meant, str) and "${" in meant:
+        # never printed: `${oc.env:NAME}`, or a `${key}` naming one, resolves to an environment's value
+        return (
+            f"DVC's -S writes the whole of params.yaml again, and would write what its {where} "
+            f"{_shown(meant)} resolves to (an environment variable's value, say) into params.yaml and "
+            f"the experiment's commit. Fix: give {where} its value in params.yaml itself, or move it "
+            "out of params.yaml, and commit that"
+        )
     if key is None:  # any -S would do the same: params.yaml itself holds what DVC rewrites otherwise
         return (
             f"DVC's -S writes the whole of params.yaml again, and its {where} would change from "
