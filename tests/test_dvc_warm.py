@@ -22,6 +22,9 @@ from stages import dvc_warm
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow
+# How long the warm process may take to see DVC gone and end: a bound for a loaded machine (a CI
+# runner shares its cores), not a timing; on a quiet one it ends within milliseconds.
+ENDED_WITHIN = 30
 
 GIT_IDENTITY = {
     "GIT_AUTHOR_NAME": "t",
@@ -122,10 +125,10 @@ def _repro(project: Path, **extra: str) -> tuple[subprocess.CompletedProcess[str
 
 
 def _no_warm_process_left(log: Path) -> None:
-    """Within a second of `dvc repro`'s return, its warm process has ended and removed its socket."""
+    """Soon after `dvc repro`'s return, its warm process has ended and removed its socket."""
     lines = log.read_text().splitlines() if log.exists() else []
     pids = [int(line.split()[2]) for line in lines if line.startswith("warm process ") and "ready" in line]
-    deadline = time.monotonic() + 1
+    deadline = time.monotonic() + ENDED_WITHIN
     while time.monotonic() < deadline and any(_running(pid) for pid in pids):
         time.sleep(0.02)
     assert not any(_running(pid) for pid in pids), lines

@@ -16,6 +16,9 @@ from tests.test_pipeline_dvc import _dvc
 from tests.test_pipeline_dvc import project as project  # the fixture: a temporary git repo
 
 pytestmark = pytest.mark.slow
+# How long the warm process may take to see DVC gone and end: a bound for a loaded machine (a CI
+# runner shares its cores), not a timing; on a quiet one it ends within milliseconds.
+ENDED_WITHIN = 30
 
 
 def _tree(root: Path) -> dict[str, bytes]:
@@ -30,12 +33,12 @@ def _stage_commands(root: Path) -> list[str]:
 
 def _warm_log(log: Path, run: Path, commands: list[str]) -> None:
     """Every `python -m stages` after the first ran warm, and the warm process had ended (its socket
-    removed) within a second of DVC's return."""
+    removed) soon after DVC's return."""
     lines = log.read_text().splitlines()
     ran = [line for line in lines if not line.startswith("warm process ")]
     assert ran == [f"cold starting the warm process: {commands[0]}"] + [f"warm {c}" for c in commands[1:]]
     pid = int(next(line for line in lines if line.endswith(" ready")).split()[2])
-    deadline = time.monotonic() + 1
+    deadline = time.monotonic() + ENDED_WITHIN
     while time.monotonic() < deadline and _running(pid):
         time.sleep(0.02)
     assert not _running(pid)
