@@ -13,6 +13,7 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -95,6 +96,19 @@ def project(tmp_path: Path) -> Path:
     subprocess.run(["git", "init", "-q"], cwd=root, check=True)
     subprocess.run([sys.executable, "-m", "dvc", "init", "-q"], cwd=root, check=True, env=_env(tmp_path))
     return root
+
+
+@pytest.fixture(autouse=True)
+def _sigint_as_from_a_terminal() -> Iterator[None]:
+    """DVC and its stages get SIGINT's default disposition, as from a terminal, whatever this suite
+    was started under: a shell that starts a command in the background (`cmd &`, as a CI runner may)
+    leaves SIGINT ignored, every child inherits that, and Ctrl-C could then stop nothing. A handler
+    of this process's own is reset to the default at each child's exec."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
