@@ -5,6 +5,7 @@ warm and cold is tests/test_dvc_warm_pipeline.py."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -111,20 +112,27 @@ def _sigint_as_from_a_terminal() -> Iterator[None]:
         signal.signal(signal.SIGINT, before)
 
 
-def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in (dvc_warm.SWITCH, dvc_warm.LOG, "PYTHONPATH")}
+def _env(tmp_path: Path, shell: str | None = "", **extra: str) -> dict[str, str]:
+    """This suite's environment for DVC; `shell`: the SHELL that DVC runs each stage's command with
+    ("" as this suite has it; None unset, as on a CI runner, so that DVC takes /bin/sh)."""
+    drop = (dvc_warm.SWITCH, dvc_warm.LOG, "PYTHONPATH", *(() if shell == "" else ("SHELL",)))
+    env = {k: v for k, v in os.environ.items() if k not in drop}
     env.update(GIT_IDENTITY, **extra)
+    if shell:
+        env["SHELL"] = shell
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     env["XDG_RUNTIME_DIR"] = str(tmp_path / "run")  # the sockets' folder: this test's own
     (tmp_path / "run").mkdir(mode=0o700, exist_ok=True)
     return env
 
 
-def _repro(project: Path, **extra: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+def _repro(
+    project: Path, shell: str | None = "", **extra: str
+) -> tuple[subprocess.CompletedProcess[str], list[str]]:
     """`dvc repro` (the CLI, as a user runs it), and what the warm log says."""
     log = project.parent / "warm.log"
     log.unlink(missing_ok=True)
-    env = _env(project.parent, **{dvc_warm.LOG: str(log), **extra})
+    env = _env(project.parent, shell, **{dvc_warm.LOG: str(log), **extra})
     result = subprocess.run(
         [sys.executable, "-m", "dvc", "repro", "--force"],
         cwd=project,
@@ -193,14 +201,21 @@ def test_a_module_changed_between_stages_runs_the_later_ones_cold(project: Path)
     assert "demo three version 2 sigint <built-in function default_int_handler> fds" in three
 
 
-def test_another_environment_runs_cold(project: Path) -> None:
+# The shells DVC may run a stage's command with: bash (a user's SHELL) and, with SHELL unset (as on a
+# CI runner), /bin/sh (dash on Debian), which neither sets `_` nor execs a lone command.
+SHELLS = pytest.mark.parametrize("shell", ["/bin/bash", None], ids=["bash", "no-SHELL"])
+
+
+@SHELLS
+def test_another_environment_runs_cold(project: Path, shell: str | None) -> None:
     (project / "dvc.yaml").write_text(
         yaml.safe_dump(_dvc_yaml(three="env WARM_TEST=1 python -m stages demo three"))
     )
-    _, log = _repro(project)
+    _, log = _repro(project, shell)
     assert "warm demo two" in log
-    # (and the shell's `_`, the command's path: /usr/bin/env)
-    assert "cold refused another environment: WARM_TEST, _: demo three" in log
+    # bash also sets `_` to the command's path (/usr/bin/env where the stages before had python's)
+    names = "WARM_TEST, _" if shell else "WARM_TEST"
+    assert f"cold refused another environment: {names}: demo three" in log
     assert (project / "out" / "three.txt").exists()
 
 
@@ -265,14 +280,16 @@ def test_a_socket_of_another_user_is_refused(monkeypatch: pytest.MonkeyPatch, tm
     assert (tmp_path / "log").read_text() == "cold the socket is another user's: demo two\n"
 
 
-def test_interrupting_a_warm_stage_ends_it_as_a_cold_one_ends(project: Path) -> None:
-    """Ctrl-C reaches the stage's process (DVC ignores it meanwhile); the warm fork is in another
-    session, so the stage passes it on, and dies of it as the fork did: DVC sees the stage fail."""
+@SHELLS
+def test_interrupting_a_warm_stage_ends_it_as_a_cold_one_ends(project: Path, shell: str | None) -> None:
+    """Ctrl-C reaches the terminal's foreground process group: DVC (which ignores it meanwhile), the
+    shell DVC ran the command with, and the stage's process; the warm fork is in another session, so
+    the stage passes it on, and dies of it as the fork did: DVC sees the stage fail."""
     stages = _dvc_yaml()
     stages["stages"]["three"]["cmd"] = "python -m stages demo sleep"  # type: ignore[index]
     (project / "dvc.yaml").write_text(yaml.safe_dump(stages))
     log = project.parent / "warm.log"
-    env = _env(project.parent, **{dvc_warm.LOG: str(log)})
+    env = _env(project.parent, shell, **{dvc_warm.LOG: str(log)})
     dvc = subprocess.Popen(
         [sys.executable, "-m", "dvc", "repro"],
         cwd=project,
@@ -280,17 +297,18 @@ def test_interrupting_a_warm_stage_ends_it_as_a_cold_one_ends(project: Path) -> 
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        start_new_session=True,  # a process group of its own, as a terminal's foreground job has
     )
     sleeping = project / "out" / "sleeping"
     deadline = time.monotonic() + 120
     while not sleeping.exists() and time.monotonic() < deadline and dvc.poll() is None:
         time.sleep(0.05)
     fork = int(sleeping.read_text())
-    stage = next(
-        int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _child_of(int(p.name), dvc.pid)
-    )
-    os.kill(stage, signal.SIGINT)
-    output, _ = dvc.communicate(timeout=60)
+    os.killpg(dvc.pid, signal.SIGINT)  # what Ctrl-C does
+    try:
+        output, _ = dvc.communicate(timeout=60)
+    finally:
+        _end_group(dvc)
     assert dvc.returncode != 0
     assert "failed to reproduce 'three'" in output and "-2" in output, output
     assert not _running(fork)
@@ -298,11 +316,11 @@ def test_interrupting_a_warm_stage_ends_it_as_a_cold_one_ends(project: Path) -> 
     assert "warm demo sleep" in log.read_text().splitlines()
 
 
-def _child_of(pid: int, parent: int) -> bool:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[1]) == parent
-    except (OSError, ValueError, IndexError):
-        return False
+def _end_group(dvc: subprocess.Popen[str]) -> None:
+    """Whatever a failing run left of DVC's process group (so that a failure here leaves nothing)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(dvc.pid, signal.SIGKILL)
+    dvc.wait()
 
 
 @pytest.mark.parametrize(
