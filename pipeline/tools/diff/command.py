@@ -115,7 +115,7 @@ def diff(
 
         notes = [
             *unrecorded_lines(unrecorded),
-            *(UNITS if any(r.score_test or r.pass_test for r in rows) else ()),
+            *(UNITS if any(r.tested for r in rows) else ()),
         ]
         written = write_page(html_dir, names, rows, changes, (a.calls, b.calls), notes)
         click.echo(f"wrote {written}", err=True)
