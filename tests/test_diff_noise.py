@@ -60,7 +60,7 @@ pairs_strategy = st.lists(
     st.tuples(st.sampled_from("xyz"), samples, samples).filter(lambda t: max(len(t[1]), len(t[2])) >= 2),
     min_size=1,
     max_size=4,
-)
+).filter(lambda pairs: math.prod(math.comb(len(a) + len(b), len(a)) for _, a, b in pairs) <= 4096)
 
 
 @given(pairs_strategy)
@@ -159,7 +159,7 @@ def test_the_diff_says_whether_the_change_exceeds_the_judge_s_repeat_noise() -> 
     assert part.noise.p_value == 2 / 64
     assert part.noise_holm == min(1.0, 2 * 2 / 64)  # the family: this and the signed-rank test
     shown = render(["A", "B"], rows, changes)
-    assert "repeat noise: SE ±" in shown and "A asked once: taken alike" in shown
+    assert "repeat noise: SE ±" in shown and "A asked once, assumed alike" in shown
     assert "samples permuted: p = 0.031, Holm 0.062 (exact, 64 splits)" in shown
     assert all(len(line) <= 100 for line in shown.splitlines())
     (metric,) = as_json(["A", "B"], rows, changes)["metrics"]
@@ -181,3 +181,35 @@ def test_asked_once_in_both_runs_the_diff_says_the_noise_is_unknown_and_how_to_m
     (metric,) = as_json(["A", "B"], rows, changes)["metrics"]
     noise = metric["rounds"][0]["repeat_noise"]
     assert noise["measured"] is False and "judge.samples: 3" in noise["why"]
+
+
+@given(pairs_strategy)
+@settings(max_examples=100, deadline=None)
+def test_a_pair_s_split_variance_is_the_variance_of_its_splits(
+    drawn: list[tuple[str, list[float], list[float]]],
+) -> None:
+    for item, a, b in drawn:
+        pair = SampledPair(item, tuple(a), tuple(b))
+        splits = noise_module._splits(pair)
+        assert noise_module.split_variance(pair) == pytest.approx(float(np.var(splits)), rel=1e-9, abs=1e-12)
+
+
+def test_past_normal_past_pairs_the_normal_approximation_is_near_the_drawn_p(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # 1,001 pairs, B one point up in every ninth: the splits' sum is close to normal there (at 12
+    # pairs the normal p ran 15-25% below the exact one, which is why it waits for NORMAL_PAST).
+    rng = np.random.default_rng(2)
+    pairs = []
+    for i in range(noise_module.NORMAL_PAST + 1):
+        b = tuple(min(5.0, float(v) + (i % 9 == 0)) for v in rng.integers(1, 6, 3))
+        pairs.append(SampledPair(str(i), (float(rng.integers(1, 6)),), b))
+    normal = repeat_noise(pairs)
+    monkeypatch.setattr(noise_module, "NORMAL_PAST", 10**9)
+    drawn = repeat_noise(pairs, draws=20_000, seed=1)
+    assert normal is not None and drawn is not None
+    assert (normal.method, drawn.method) == ("normal approx.", "Monte Carlo")
+    assert normal.change == pytest.approx(drawn.change, rel=1e-9)
+    tail = drawn.p_value / 2
+    assert 0.01 < drawn.p_value < 0.2
+    assert abs(normal.p_value - drawn.p_value) < 4 * 2 * math.sqrt(tail * (1 - tail) / 20_000) + 0.002

@@ -174,9 +174,9 @@ def paired_bootstrap(
     return Interval(estimate, float(low), float(high), confidence, "bootstrap", len(means), resamples, seed)
 
 
-# Items up to which the interval is exact (2^15 subset means): the percentile bootstrap covers a
-# 95% interval's mean 89% of the time with 6 items of a symmetric 1-5 difference, 92% with 10 and 12
-# (bench/README.md, diff-noise); the exact one at least 95% wherever its assumption holds.
+# Items up to which the interval is exact (2^15 subset means): the percentile bootstrap's 95%
+# interval holds the mean of a symmetric 1-5 difference 88-93% of the time with 6 items, 91-94% with
+# 8 to 12 (bench/diff_intervals.py, enumerated); the exact one at least 95% where its assumption holds.
 EXACT_INTERVAL_UP_TO = 15
 
 

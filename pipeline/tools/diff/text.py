@@ -71,23 +71,31 @@ def noise_lines(part: RoundDiff) -> list[str]:
     if found is None:
         return list(NOISE_UNKNOWN)
     holm = "" if part.noise_holm is None else f", Holm {p_value(part.noise_holm)}"
-    splits = (
-        f"{found.splits} splits" if found.method == "exact" else f"{found.splits} draws, seed {found.seed}"
-    )
-    ratio = "no noise measured" if found.ratio is None else f"{found.ratio:.1f}× its SE"
+    splits = {
+        "exact": f", {found.splits} splits",
+        "Monte Carlo": f", {found.splits} draws, seed {found.seed}",
+    }.get(found.method, "")
+    ratio = "no spread in any sample" if found.ratio is None else f"{found.ratio:.1f}× that SE"
     return [
-        f"repeat noise: SE ±{found.noise_se:.3f} of the change ({spread(found)})",
-        f"  change {found.change:+.3f} is {ratio}; samples permuted: p = {p_value(found.p_value)}"
-        f"{holm} ({found.method}, {splits})",
+        f"repeat noise: SE ±{found.noise_se:.3f} ({spread(found)})",
+        f"  change {found.change:+.3f}, {ratio}; samples permuted: p = {p_value(found.p_value)}"
+        f"{holm} ({found.method}{splits})",
     ]
 
 
 def spread(found: RepeatNoise) -> str:
-    """Each run's within-judgement SD, or that it asked once and was taken as the other's."""
-    sides = []
-    for side, sd in (("A", found.sd_a), ("B", found.sd_b)):
-        sides.append(f"{side} asked once: taken alike" if sd is None else f"{side}'s repeat SD {number(sd)}")
-    return f"{', '.join(sides)}; {found.pairs} pair" + ("" if found.pairs == 1 else "s")
+    """Each run's within-judgement SD, or that it asked once and was taken to be as noisy."""
+    measured = [
+        f"{side}'s sample SD {number(sd)}"
+        for side, sd in (("A", found.sd_a), ("B", found.sd_b))
+        if sd is not None
+    ]
+    once = [
+        f"{side} asked once, assumed alike"
+        for side, sd in (("A", found.sd_a), ("B", found.sd_b))
+        if sd is None
+    ]
+    return "; ".join([*measured, *once, f"{found.pairs} pair" + ("" if found.pairs == 1 else "s")])
 
 
 def test_line(result: TestResult | None, what: str, adjusted: float | None = None) -> str:
