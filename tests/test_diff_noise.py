@@ -213,3 +213,25 @@ def test_past_normal_past_pairs_the_normal_approximation_is_near_the_drawn_p(
     tail = drawn.p_value / 2
     assert 0.01 < drawn.p_value < 0.2
     assert abs(normal.p_value - drawn.p_value) < 4 * 2 * math.sqrt(tail * (1 - tail) / 20_000) + 0.002
+
+
+def test_a_verdict_moved_alone_is_not_called_unknown_noise() -> None:
+    # Another threshold: the same samples and scores, other verdicts. Nothing moved to set against
+    # the noise, which both runs measured: "unknown (asked once)" would be false.
+    samples = (4.0, 4.0, 5.0)
+    made = {
+        side: [
+            Judgement(
+                "paper", str(i), 0, "accuracy", 4.333333, cut < 4.333333, samples=samples, threshold=cut
+            )
+            for i in range(3)
+        ]
+        for side, cut in (("A", 4.0), ("B", 4.5))
+    }
+    a, b = (Run(side, {j.pair_key: j for j in made[side]}, {}) for side in "AB")
+    rows, changes = summarise(a, b, resamples=200)
+    (part,) = rows[0].rounds
+    assert (part.changed, part.moved, part.noise) == (3, 0, None)
+    shown = render(["A", "B"], rows, changes)
+    assert "repeat noise: no score moved" in shown and "unknown" not in shown
+    assert as_json(["A", "B"], rows, changes)["metrics"][0]["rounds"][0]["repeat_noise"] is None

@@ -67,7 +67,7 @@ def _noise_data(part: RoundDiff) -> dict[str, Any] | None:
     """The change against the judge's repeat noise; unmeasured: why and how to measure it."""
     found = part.noise
     if found is None:
-        if not part.scored or not part.changed:
+        if not part.moved:  # no score moved: nothing to set against the noise
             return None
         return {"measured": False, "why": " ".join(" ".join(NOISE_UNKNOWN).split())}
     return {

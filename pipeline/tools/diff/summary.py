@@ -71,6 +71,7 @@ class RoundDiff:
     last: int = 0
     paired: int = 0
     changed: int = 0
+    moved: int = 0  # pairs whose score moved (a verdict may move alone: another threshold)
     inputs: Counter[str] = field(default_factory=Counter)
     scored: int = 0  # pairs with a score in both runs: what the score statistics use
     verdicts: int = 0  # pairs with a verdict in both runs: what McNemar uses
@@ -159,7 +160,8 @@ def _statistics(row: RoundDiff, pairs: list[tuple[Judgement, Judgement]], seed: 
         differences = [_item_difference(group) for group in by_item.values()]
         row.mean = mean_interval(differences, resamples=resamples, seed=seed)
         row.score_test = wilcoxon_signed_rank(differences)
-        if any(a.score != b.score for a, b in scored):  # no score moved: no change to set against noise
+        row.moved = sum(a.score != b.score for a, b in scored)
+        if row.moved:  # no score moved: no change to set against the noise
             row.noise = repeat_noise([_sampled(a, b) for a, b in scored], seed=seed)
         old = [float(a.score) for a, _ in scored]  # type: ignore[arg-type]
         new = [float(b.score) for _, b in scored]  # type: ignore[arg-type]

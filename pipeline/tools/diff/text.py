@@ -68,6 +68,8 @@ def interval(mean: Interval | None) -> str:
 def noise_lines(part: RoundDiff) -> list[str]:
     """The round's change against the judge's repeat noise, or that nothing measured the noise."""
     found = part.noise
+    if not part.moved:
+        return ["repeat noise: no score moved (a verdict alone), no change to set against it"]
     if found is None:
         return list(NOISE_UNKNOWN)
     holm = "" if part.noise_holm is None else f", Holm {p_value(part.noise_holm)}"
@@ -141,12 +143,12 @@ def round_title(part: RoundDiff) -> str:
         where = "round 0, before any revision"
     else:
         span = f"it{part.first}" if part.first == part.last else f"it{part.first}-{part.last}"
-        where = f"later rounds ({span}), each run's own revisions"
+        where = f"later rounds ({span}, revisions)"
     same, changed, unknown = (part.inputs[kind] for kind in ("same", "changed", "unknown"))
     if same == part.paired:
         what = "same input: only the judge changed"
     elif changed == part.paired:
-        what = f"input changed in all {changed}"
+        what = f"input changed in all {changed}" if changed > 1 else "input changed"
     else:
         what = f"input changed in {changed}, the same in {same}"
         what += f", unknown in {unknown}" if unknown else ""
