@@ -60,10 +60,7 @@ def test_the_text_says_which_round_is_which_and_whether_its_input_changed() -> N
     rows, changes = summarise(A, B, resamples=200)
     shown = render(["A", "B"], rows, changes)
     assert "  round 0, before any revision: 6 paired, 6 changed; same input: only the judge changed" in shown
-    assert (
-        "  later rounds (it1-2, revisions): 12 paired, 12 changed; input changed in all 12"
-        in shown
-    )
+    assert "  later rounds (it1-2, revisions): 12 paired, 12 changed; input changed in all 12" in shown
     assert "    mean B−A +1.000, 96.9% CI [+1.000, +1.000] (exact if symmetric; 6 items)" in shown
     assert "    mean B−A -1.000, 96.9% CI [-1.000, -1.000] (exact if symmetric; 6 items)" in shown
     assert all(len(line) <= 100 for line in shown.splitlines())
