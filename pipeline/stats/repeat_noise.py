@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -72,9 +71,16 @@ class RepeatNoise:
         return None if self.noise_se == 0 else abs(self.change) / self.noise_se
 
 
+def _variance(values: tuple[float, ...]) -> float:
+    """The sample variance, in fsum: the same float on every Python (statistics' differs by release)."""
+    centre = fsum(values) / len(values)
+    return fsum((v - centre) ** 2 for v in values) / (len(values) - 1)
+
+
 def _pooled_sd(samples: Sequence[tuple[float, ...]]) -> float | None:
-    variances = [statistics.variance(s) for s in samples if len(s) >= 2]
-    return math.sqrt(statistics.fmean(variances)) if variances else None
+    """A run's within-judgement SD: the root of its judgements' mean sample variance."""
+    variances = [_variance(s) for s in samples if len(s) >= 2]
+    return math.sqrt(fsum(variances) / len(variances)) if variances else None
 
 
 def _weights(pairs: Sequence[SampledPair]) -> list[float]:
