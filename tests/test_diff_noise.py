@@ -235,3 +235,13 @@ def test_a_verdict_moved_alone_is_not_called_unknown_noise() -> None:
     shown = render(["A", "B"], rows, changes)
     assert "repeat noise: no score moved" in shown and "unknown" not in shown
     assert as_json(["A", "B"], rows, changes)["metrics"][0]["rounds"][0]["repeat_noise"] is None
+
+
+def test_past_the_exact_limit_the_text_names_the_draws_and_their_seed() -> None:
+    # Nine pairs of 4 splits each: 4^9 = 262,144 splits, past EXACT_SPLITS. The seed is --seed's.
+    a = _run("A", {str(i): (2.0,) for i in range(9)})
+    b = _run("B", {str(i): (4.0, 3.0, 5.0) for i in range(9)})
+    rows, changes = summarise(a, b, resamples=200, seed=7)
+    (part,) = rows[0].rounds
+    assert part.noise is not None and (part.noise.method, part.noise.seed) == ("Monte Carlo", 7)
+    assert "(Monte Carlo, 10000 draws, seed 7)" in render(["A", "B"], rows, changes)
