@@ -244,4 +244,6 @@ def test_past_the_exact_limit_the_text_names_the_draws_and_their_seed() -> None:
     rows, changes = summarise(a, b, resamples=200, seed=7)
     (part,) = rows[0].rounds
     assert part.noise is not None and (part.noise.method, part.noise.seed) == ("Monte Carlo", 7)
-    assert "(Monte Carlo, 10000 draws, seed 7)" in render(["A", "B"], rows, changes)
+    shown = render(["A", "B"], rows, changes)
+    assert "p = 0.0002, Holm 0.0004 (10000 draws, seed 7)" in shown
+    assert all(len(line) <= 100 for line in shown.splitlines())

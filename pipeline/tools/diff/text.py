@@ -73,15 +73,14 @@ def noise_lines(part: RoundDiff) -> list[str]:
     if found is None:
         return list(NOISE_UNKNOWN)
     holm = "" if part.noise_holm is None else f", Holm {p_value(part.noise_holm)}"
-    splits = {
-        "exact": f", {found.splits} splits",
-        "Monte Carlo": f", {found.splits} draws, seed {found.seed}",
-    }.get(found.method, "")
-    ratio = "no spread in any sample" if found.ratio is None else f"{found.ratio:.1f}× that SE"
+    how = {  # Monte Carlo named by its draws (the line's width)
+        "exact": f"exact, {found.splits} splits",
+        "Monte Carlo": f"{found.splits} draws, seed {found.seed}",
+    }.get(found.method, found.method)
+    ratio = "no sample spread" if found.ratio is None else f"= {found.change / found.noise_se:+.1f} SE"
     return [
         f"repeat noise: SE ±{found.noise_se:.3f} ({spread(found)})",
-        f"  change {found.change:+.3f}, {ratio}; samples permuted: p = {p_value(found.p_value)}"
-        f"{holm} ({found.method}{splits})",
+        f"  change {found.change:+.3f} {ratio}; samples permuted: p = {p_value(found.p_value)}{holm} ({how})",
     ]
 
 
