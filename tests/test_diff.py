@@ -142,9 +142,11 @@ def test_a_run_against_itself_changes_nothing(baseline: Path) -> None:
     assert found["changes"] == []
     for metric in found["metrics"]:
         assert metric["paired"] > 0 and metric["changed"] == 0
-        assert metric["exact_agreement"] == 1.0
-        assert metric["mean_difference"]["estimate"] == 0.0
-        assert metric["score_test"] is None  # every difference is zero: nothing to test
+        for part in metric["rounds"]:
+            assert part["exact_agreement"] == 1.0
+            assert part["mean_difference"]["estimate"] == 0.0
+            assert part["score_test"] is None  # every difference is zero: nothing to test
+            assert part["repeat_noise"] is None  # nothing changed: nothing to set against noise
 
 
 def test_the_text_fits_100_columns_and_counts_what_the_json_counts(baseline: Path, tmp_path: Path) -> None:
@@ -165,9 +167,10 @@ def test_the_text_fits_100_columns_and_counts_what_the_json_counts(baseline: Pat
             assert f"  why: model {metric['changed']}" in lines
     assert "Wilcoxon signed-rank" in result.stdout
     # McNemar's where an item's verdict moved; none did here, and a test of nothing is not printed.
-    assert ("exact McNemar" in result.stdout) == any(m["pass_test"] for m in found["metrics"])
+    parts = [part for m in found["metrics"] for part in m["rounds"]]
+    assert ("exact McNemar" in result.stdout) == any(part["pass_test"] for part in parts)
     assert ("pass/fail: no item moved" in result.stdout) == any(
-        m["pass_test"] is None and m["changed"] for m in found["metrics"]
+        part["pass_test"] is None and part["changed"] for part in parts
     )
 
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from pipeline.experiments.judgements import Judgement
 from pipeline.tools.diff.runs import Run
-from pipeline.tools.diff.summary import summarise
+from pipeline.tools.diff.summary import RoundDiff, summarise
 
 
 def _judgement(item: str, iteration: int, score: float) -> Judgement:
@@ -25,13 +25,22 @@ def _runs(pairs: dict[tuple[str, int], tuple[float, float]]) -> tuple[Run, Run]:
     return sides[0], sides[1]
 
 
+def _only_round(pairs: dict[tuple[str, int], tuple[float, float]]) -> RoundDiff:
+    """The one round of the one metric the pairs make."""
+    ((row,),) = (metric.rounds for metric in summarise(*_runs(pairs), resamples=200)[0])
+    return row
+
+
 def test_one_item_judged_at_ten_iterations_is_one_observation() -> None:
     # Item 1 moved up at all ten of its iterations, item 2 at its one: two items, both up. Two signs
     # out of two: p = 0.5 whatever the tests; counted as eleven pairs, p came out near 0.001.
-    pairs = {("1", it): (3.0, 5.0) for it in range(10)} | {("2", 0): (4.0, 5.0)}
+    # (The later rounds, iterations 1 to 10: round 0 is reported apart.)
+    pairs = {("1", it): (3.0, 5.0) for it in range(1, 11)} | {("2", 1): (4.0, 5.0)}
     rows, changes = summarise(*_runs(pairs), resamples=200)
-    (row,) = rows
-    assert row.paired == row.changed == len(changes) == 11
+    (metric,) = rows
+    assert metric.paired == metric.changed == len(changes) == 11
+    (row,) = metric.rounds
+    assert (row.name, row.first, row.last, row.paired) == ("1+", 1, 10, 11)
     assert row.score_test is not None and row.score_test.n == 2
     assert row.score_test.p_value == 0.5
     assert row.pass_test is not None and row.pass_test.n == 1  # item 2 passes in both; item 1 flips
@@ -40,10 +49,11 @@ def test_one_item_judged_at_ten_iterations_is_one_observation() -> None:
 
 def test_an_item_s_flips_both_ways_cancel_in_mcnemar_s_count() -> None:
     # Item 1 passes→fails at iteration 0 and fails→passes at 1: no net move. Items 2-6 flip up once.
-    pairs = {("1", 0): (4.0, 2.0), ("1", 1): (2.0, 4.0)} | {(str(i), 0): (2.0, 4.0) for i in range(2, 7)}
+    pairs = {("1", 1): (4.0, 2.0), ("1", 2): (2.0, 4.0)} | {(str(i), 1): (2.0, 4.0) for i in range(2, 7)}
     rows, _ = summarise(*_runs(pairs), resamples=200)
-    (row,) = rows
-    assert (row.pass_to_fail, row.fail_to_pass) == (1, 6)  # the judgements, as listed
+    (metric,) = rows
+    assert (metric.pass_to_fail, metric.fail_to_pass) == (1, 6)  # the judgements, as listed
+    (row,) = metric.rounds
     assert row.pass_test is not None and row.pass_test.n == 5  # the items that moved, net
     assert row.pass_test.p_value == 2 / 32
     assert row.score_test is not None and row.score_test.n == 5  # item 1's mean difference is 0
@@ -54,7 +64,8 @@ def test_no_verdict_moved_is_no_mcnemar_test_and_no_share_of_holm_s() -> None:
     # one more test in Holm's adjustment of the others.
     pairs = {(str(i), 0): (4.0, 5.0) for i in range(6)}
     rows, _ = summarise(*_runs(pairs), resamples=200)
-    (row,) = rows
+    ((row,),) = (r.rounds for r in rows)
+    assert row.noise is None  # asked once in both runs: no repeat-noise test either
     assert row.pass_test is None and row.pass_holm is None
     assert row.score_test is not None and row.score_holm == row.score_test.p_value == 2 / 64
 
@@ -63,8 +74,8 @@ def test_one_item_has_a_mean_and_no_interval() -> None:
     # Every resample of one item is that item: a "95% CI" of no width, which said nothing.
     from pipeline.tools.diff.text import interval
 
-    rows, _ = summarise(*_runs({("1", 0): (2.0, 4.0), ("1", 1): (3.0, 4.0)}), resamples=200)
-    assert interval(rows[0].mean) == "mean B−A +1.500 (one item: no interval)"
+    rows, _ = summarise(*_runs({("1", 1): (2.0, 4.0), ("1", 2): (3.0, 4.0)}), resamples=200)
+    assert interval(rows[0].rounds[0].mean) == "mean B−A +1.500 (one item: no interval)"
 
 
 keys = st.tuples(st.sampled_from("abcdef"), st.integers(0, 3), st.sampled_from(["m1", "m2"]))
@@ -99,12 +110,12 @@ def test_sample_means_that_are_the_same_difference_tie_and_cancel() -> None:
     # (p = 0.5 for what is p = 1: every one of the 8 sign patterns of three tied ranks is at least as
     # extreme), and an item whose two moves cancel was a non-zero difference of -2e-16, one more item.
     tied = {("1", 0): (4.0, 4.666667), ("2", 0): (4.0, 4.666667), ("3", 0): (3.666667, 3.0)}
-    (row,), _ = summarise(*_runs(tied), resamples=200)
+    row = _only_round(tied)
     assert row.score_test is not None and row.score_test.n == 3
     assert row.score_test.p_value == 1.0
-    cancelled = {("1", 0): (3.0, 3.666667), ("1", 1): (4.666667, 4.0)}
-    moved = {(str(i), 0): (2.0, 3.0) for i in (2, 3)}
-    (row,), _ = summarise(*_runs(cancelled | moved), resamples=200)
+    cancelled = {("1", 1): (3.0, 3.666667), ("1", 2): (4.666667, 4.0)}
+    moved = {(str(i), 1): (2.0, 3.0) for i in (2, 3)}
+    row = _only_round(cancelled | moved)
     assert row.score_test is not None and row.score_test.n == 2  # item 1's mean difference is 0
     assert row.score_test.p_value == 0.5
 
@@ -129,10 +140,15 @@ def test_the_json_states_its_statistics_at_the_project_s_precision() -> None:
     from pipeline.numbers import stated
     from pipeline.tools.diff.as_json import as_json
 
-    pairs = {("1", 0): (2.0, 3.0), ("2", 0): (2.0, 2.0), ("3", 0): (4.0, 4.0)}
+    # 21 items, 7 moved by one: a mean of 1/3, and a bootstrap (past the exact interval's 15 items).
+    pairs = {(str(i), 0): (2.0, 3.0 if i < 7 else 2.0) for i in range(21)}
     rows, changes = summarise(*_runs(pairs), resamples=200)
     (metric,) = as_json(["A", "B"], rows, changes)["metrics"]
-    written = [*metric["mean_difference"].values(), metric["quadratic_kappa"], metric["exact_agreement"]]
-    written += [metric["score_test"]["p_value"], metric["score_test"]["p_holm"]]
-    assert metric["mean_difference"]["estimate"] == stated(1 / 3) != 1 / 3
+    (part,) = metric["rounds"]
+    interval = part["mean_difference"]
+    assert interval["method"] == "bootstrap"
+    written = [interval[k] for k in ("estimate", "low", "high", "confidence")]
+    written += [part["quadratic_kappa"], part["exact_agreement"]]
+    written += [part["score_test"]["p_value"], part["score_test"]["p_holm"]]
+    assert part["mean_difference"]["estimate"] == stated(1 / 3) != 1 / 3
     assert all(value == stated(value) for value in written)

@@ -1,5 +1,6 @@
 """`judgeloop diff --json`: everything the text says, for scripts: per metric its counts, the
-judgements one run alone holds, its statistics (each test's Holm-adjusted p, n in items), and every
+judgements one run alone holds, its statistics per round (round 0 apart from the later rounds: each
+test's Holm-adjusted p, n in items, the change against the judge's repeat noise), and every
 changed judgement with its cause and what else moved. Each statistic is written `stated()`
 (pipeline.numbers): numpy's sums and quantiles may differ in the last bit between releases and CPU
 kernels, and a script comparing two machines' JSON should see the same bytes."""
@@ -11,9 +12,10 @@ from typing import Any
 
 from pipeline.experiments.judgements import Judgement
 from pipeline.numbers import stated
-from pipeline.stats.paired import TestResult
+from pipeline.stats.paired import Interval, TestResult
 from pipeline.stats.stability import Stability
-from pipeline.tools.diff.summary import Change, MetricDiff
+from pipeline.tools.diff.summary import Change, MetricDiff, RoundDiff
+from pipeline.tools.diff.text import NOISE_UNKNOWN
 
 
 def _judgement_data(judgement: Judgement) -> dict[str, Any]:
@@ -46,6 +48,63 @@ def _stability_data(found: Stability) -> dict[str, Any]:
     return {name: value if isinstance(value, int) else _stated(value) for name, value in vars(found).items()}
 
 
+def _interval_data(mean: Interval | None) -> dict[str, Any] | None:
+    if mean is None:
+        return None
+    return {
+        "estimate": stated(mean.estimate),
+        "low": _stated(mean.low),
+        "high": _stated(mean.high),
+        "confidence": stated(mean.confidence),
+        "method": mean.method,  # "exact" (under symmetry), "bootstrap", or "none" (too few items)
+        "items": mean.items,
+        "resamples": mean.resamples,
+        "seed": mean.seed,
+    }
+
+
+def _noise_data(part: RoundDiff) -> dict[str, Any] | None:
+    """The change against the judge's repeat noise; unmeasured: why and how to measure it."""
+    found = part.noise
+    if found is None:
+        if not part.moved:  # no score moved: nothing to set against the noise
+            return None
+        return {"measured": False, "why": " ".join(" ".join(NOISE_UNKNOWN).split())}
+    return {
+        "measured": True,
+        "change": stated(found.change),
+        "noise_se": stated(found.noise_se),
+        "ratio": _stated(found.ratio),
+        "sd_a": _stated(found.sd_a),  # None: A asked each judgement once (taken as noisy as B)
+        "sd_b": _stated(found.sd_b),
+        "pairs": found.pairs,
+        "items": found.items,
+        "test": "permutation of the samples",
+        "p_value": stated(found.p_value),
+        "p_holm": _stated(part.noise_holm),
+        "method": found.method,
+        "splits": found.splits,
+        "seed": found.seed,
+    }
+
+
+def _round_data(part: RoundDiff) -> dict[str, Any]:
+    return {
+        "round": part.name,  # "0": judged before any revision; "1+": the later rounds
+        "iterations": [part.first, part.last],
+        "paired": part.paired,
+        "changed": part.changed,
+        "input": {kind: part.inputs[kind] for kind in ("same", "changed", "unknown")},
+        "scored_pairs": part.scored,
+        "mean_difference": _interval_data(part.mean),
+        "score_test": _test_data(part.score_test, part.score_holm),
+        "pass_test": _test_data(part.pass_test, part.pass_holm),
+        "repeat_noise": _noise_data(part),
+        "exact_agreement": _stated(part.agreement),
+        "quadratic_kappa": _stated(part.kappa),
+    }
+
+
 def as_json(
     names: Sequence[str],
     rows: Sequence[MetricDiff],
@@ -54,7 +113,6 @@ def as_json(
 ) -> dict[str, Any]:
     metrics = []
     for row in rows:
-        mean = row.mean
         metrics.append(
             {
                 "design": row.design,
@@ -69,22 +127,8 @@ def as_json(
                     side: [{"item": j.item, "iteration": j.iteration, **_judgement_data(j)} for j in found]
                     for side, found in row.alone.items()
                 },
-                "scored_pairs": row.scored,
-                "mean_difference": None
-                if mean is None
-                else {
-                    "estimate": stated(mean.estimate),
-                    "low": stated(mean.low),
-                    "high": stated(mean.high),
-                    "confidence": mean.confidence,
-                    "resamples": mean.resamples,
-                    "seed": mean.seed,
-                    "items": mean.items,
-                },
-                "score_test": _test_data(row.score_test, row.score_holm),
-                "pass_test": _test_data(row.pass_test, row.pass_holm),
-                "exact_agreement": _stated(row.agreement),
-                "quadratic_kappa": _stated(row.kappa),
+                # Round 0 and the later rounds apart: their statistics answer different questions.
+                "rounds": [_round_data(part) for part in row.rounds],
                 "causes": dict(sorted(row.causes.items())),
                 "stability": {side: _stability_data(found) for side, found in row.stability.items()},
             }

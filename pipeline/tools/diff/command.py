@@ -91,9 +91,11 @@ def diff(
     A run is a commit, branch or tag, a DVC experiment's name, `workspace`, or the folder of a run
     (its params.yaml, outputs/ and recordings/). With no run, HEAD against the workspace; with one,
     it against the workspace. Per design and metric: the pairs, the changed and flipped judgements,
-    the mean difference with a bootstrap interval, a paired test (Wilcoxon signed-rank on scores,
-    exact McNemar on pass/fail), the agreement (exact, quadratic-weighted kappa), and why each
-    judgement changed: its input, its prompt, the model, its sampling, or the reply alone.
+    and why each judgement changed: its input, its prompt, the model, its sampling, or the reply
+    alone; and for round 0 (judged before any revision) apart from the later rounds: the mean
+    difference over items with its interval (exact up to 15 items), a paired test (Wilcoxon
+    signed-rank on scores, exact McNemar on pass/fail), the change against the judge's repeat
+    noise where a run asked several samples, and the agreement (exact, quadratic-weighted kappa).
     """
     if len(runs) > 2:
         raise click.UsageError("give at most two runs")
@@ -115,7 +117,7 @@ def diff(
 
         notes = [
             *unrecorded_lines(unrecorded),
-            *(UNITS if any(r.score_test or r.pass_test for r in rows) else ()),
+            *(UNITS if any(r.tested for r in rows) else ()),
         ]
         written = write_page(html_dir, names, rows, changes, (a.calls, b.calls), notes)
         click.echo(f"wrote {written}", err=True)

@@ -23,13 +23,15 @@ from pipeline.llm.terminal import text_lines
 from pipeline.reports.frame import asset, content_security_policy
 from pipeline.reports.templating import make_environment
 from pipeline.tools.diff.causes import CAUSES
-from pipeline.tools.diff.summary import Change, MetricDiff
+from pipeline.tools.diff.summary import Change, MetricDiff, RoundDiff
 from pipeline.tools.diff.text import (
     interval,
+    noise_lines,
     number,
     prompt_text,
     replies_text,
     replies_title,
+    round_title,
     test_line,
     verdict,
 )
@@ -95,16 +97,28 @@ def _change(change: Change, calls: Calls) -> dict[str, Any]:
     }
 
 
-def _metric(row: MetricDiff, changes: Sequence[Change], calls: Calls) -> dict[str, Any]:
-    mine = [_change(c, calls) for c in changes if (c.a.design, c.a.metric) == (row.design, row.metric)]
+def _round(part: RoundDiff) -> dict[str, Any]:
+    """A round's row: which round and its input, the mean, the tests, the change against the noise."""
     tests = [
         test_line(t, what, adjusted)
         for t, what, adjusted in (
-            (row.score_test, "the scores", row.score_holm),
-            (row.pass_test, "pass/fail", row.pass_holm),
+            (part.score_test, "the scores", part.score_holm),
+            (part.pass_test, "pass/fail", part.pass_holm),
         )
         if t is not None
     ]
+    return {
+        "title": round_title(part),
+        "mean": interval(part.mean).removeprefix("mean B−A ") if part.scored else "—",
+        "tests": "; ".join(tests) or "—",
+        "noise": " ".join(" ".join(noise_lines(part)).split()) if part.scored and part.changed else "—",
+        "agreement": number(part.agreement),
+        "kappa": number(part.kappa),
+    }
+
+
+def _metric(row: MetricDiff, changes: Sequence[Change], calls: Calls) -> dict[str, Any]:
+    mine = [_change(c, calls) for c in changes if (c.a.design, c.a.metric) == (row.design, row.metric)]
     return {
         "id": _anchor(row.design, row.metric),
         "design": row.design,
@@ -115,10 +129,7 @@ def _metric(row: MetricDiff, changes: Sequence[Change], calls: Calls) -> dict[st
         "fail_to_pass": row.fail_to_pass,
         "only_a": row.only_a,
         "only_b": row.only_b,
-        "mean": interval(row.mean).removeprefix("mean B−A ") if row.scored else "—",
-        "tests": "; ".join(tests) or "—",
-        "agreement": number(row.agreement),
-        "kappa": number(row.kappa),
+        "rounds": [_round(part) for part in row.rounds],
         "causes": [(kind, row.causes[kind]) for kind in CAUSES if row.causes[kind]],
         "flipped": [c for c in mine if c["flip"]],
         "changes": mine,

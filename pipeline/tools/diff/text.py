@@ -8,10 +8,11 @@ from collections.abc import Mapping, Sequence
 from pipeline.experiments.judgements import Judgement
 from pipeline.llm.records import RecordedCall
 from pipeline.llm.terminal import shown_line, text_lines
-from pipeline.stats.paired import Interval, TestResult
+from pipeline.stats.paired import Interval, TestResult, fewest_items
+from pipeline.stats.repeat_noise import RepeatNoise
 from pipeline.stats.stability import Stability
 from pipeline.tools.diff.causes import CAUSES
-from pipeline.tools.diff.summary import Change, MetricDiff
+from pipeline.tools.diff.summary import Change, MetricDiff, RoundDiff
 
 WIDTH = 100
 # What the statistics below test, said once: a p-value is not the judge's noise, nor one metric's alone;
@@ -20,6 +21,12 @@ WIDTH = 100
 UNITS = (
     "tests: one observation per item (its iterations as one); Holm: each p adjusted for all below",
     "n: the items whose mean score (or net pass/fail) moved; an item that did not move is left out",
+    "round 0 (judged before any revision) apart from later rounds (a revision of each run's own)",
+)
+# Said where neither run asked any judgement of a round more than once: nothing measured the noise.
+NOISE_UNKNOWN = (
+    "repeat noise: unknown (each judgement asked once in both runs); to measure it, ask each",
+    "  several times (judge.samples: 3, or the design's own, at a temperature above 0)",
 )
 LISTED = 20  # changed judgements listed per metric in the text (all in --json and --html)
 
@@ -29,7 +36,8 @@ def number(value: float | None, digits: int = 3) -> str:
         return "—"
     if float(value).is_integer():
         return str(int(value))
-    return f"{value:.{digits}f}".rstrip("0").rstrip(".")
+    shown = f"{value:.{digits}f}".rstrip("0").rstrip(".")
+    return "0" if shown == "-0" else shown  # a kappa of -1e-17 is 0, not "-0"
 
 
 def p_value(value: float) -> str:
@@ -37,14 +45,58 @@ def p_value(value: float) -> str:
 
 
 def interval(mean: Interval | None) -> str:
+    """The mean of the items' differences and its interval, or why there is none."""
     if mean is None:
         return "mean B−A —"
     if mean.items < 2:  # every resample is the one item: an interval of no width, saying nothing
         return f"mean B−A {mean.estimate:+.3f} (one item: no interval)"
+    head = f"mean B−A {mean.estimate:+.3f}"
+    if mean.low is None or mean.high is None:
+        needed = fewest_items(mean.confidence)
+        return (
+            f"{head} over {mean.items} items: too few for a {mean.confidence:.0%} interval ({needed} needed)"
+        )
+    bounds = f"[{mean.low:+.3f}, {mean.high:+.3f}]"
+    if mean.method == "exact":
+        return f"{head}, {mean.confidence:.1%} CI {bounds} (exact if symmetric; {mean.items} items)"
     return (
-        f"mean B−A {mean.estimate:+.3f}, {mean.confidence:.0%} CI [{mean.low:+.3f}, {mean.high:+.3f}] "
+        f"{head}, {mean.confidence:.0%} CI {bounds} "
         f"(bootstrap over {mean.items} items, {mean.resamples} resamples, seed {mean.seed})"
     )
+
+
+def noise_lines(part: RoundDiff) -> list[str]:
+    """The round's change against the judge's repeat noise, or that nothing measured the noise."""
+    found = part.noise
+    if not part.moved:
+        return ["repeat noise: no score moved (a verdict alone), no change to set against it"]
+    if found is None:
+        return list(NOISE_UNKNOWN)
+    holm = "" if part.noise_holm is None else f", Holm {p_value(part.noise_holm)}"
+    how = {  # Monte Carlo named by its draws (the line's width)
+        "exact": f"exact, {found.splits} splits",
+        "Monte Carlo": f"{found.splits} draws, seed {found.seed}",
+    }.get(found.method, found.method)
+    ratio = "no sample spread" if found.ratio is None else f"= {found.change / found.noise_se:+.1f} SE"
+    return [
+        f"repeat noise: SE ±{found.noise_se:.3f} ({spread(found)})",
+        f"  change {found.change:+.3f} {ratio}; samples permuted: p = {p_value(found.p_value)}{holm} ({how})",
+    ]
+
+
+def spread(found: RepeatNoise) -> str:
+    """Each run's within-judgement SD, or that it asked once and was taken to be as noisy."""
+    measured = [
+        f"{side}'s sample SD {number(sd)}"
+        for side, sd in (("A", found.sd_a), ("B", found.sd_b))
+        if sd is not None
+    ]
+    once = [
+        f"{side} asked once, assumed alike"
+        for side, sd in (("A", found.sd_a), ("B", found.sd_b))
+        if sd is None
+    ]
+    return "; ".join([*measured, *once, f"{found.pairs} pair" + ("" if found.pairs == 1 else "s")])
 
 
 def test_line(result: TestResult | None, what: str, adjusted: float | None = None) -> str:
@@ -70,13 +122,8 @@ def metric_lines(row: MetricDiff, changes: Sequence[Change]) -> list[str]:
         f"  paired {row.paired}   changed {row.changed}   flipped pass→fail {row.pass_to_fail}, "
         f"fail→pass {row.fail_to_pass}   only in A {row.only_a}   only in B {row.only_b}",
     ]
-    if row.scored:
-        lines.append("  " + interval(row.mean))
-        kappa = number(row.kappa)
-        lines.append(f"  {test_line(row.score_test, 'the scores', row.score_holm)}")
-        lines.append(f"  agreement {number(row.agreement)} exact, κ {kappa} (quadratic-weighted Cohen's)")
-    if row.verdicts:
-        lines.append(f"  {test_line(row.pass_test, 'pass/fail', row.pass_holm)}")
+    for part in row.rounds:
+        lines += round_lines(part)
     for side, found in row.stability.items():
         lines.append(f"  {side}'s samples: {stability_text(found)}")
     if row.changed:
@@ -87,6 +134,42 @@ def metric_lines(row: MetricDiff, changes: Sequence[Change]) -> list[str]:
         if len(changes) > LISTED:
             lines.append(f"    … {len(changes) - LISTED} more (--json lists all)")
     return [_fitted(line) for line in lines]
+
+
+def round_title(part: RoundDiff) -> str:
+    """Which round, and whether its input was the same in both runs (only the judge moved) or not."""
+    if part.name == "0":
+        where = "round 0, before any revision"
+    else:
+        span = f"it{part.first}" if part.first == part.last else f"it{part.first}-{part.last}"
+        where = f"later rounds ({span}, revisions)"
+    same, changed, unknown = (part.inputs[kind] for kind in ("same", "changed", "unknown"))
+    if same == part.paired:
+        what = "same input: only the judge changed"
+    elif changed == part.paired:
+        what = f"input changed in all {changed}" if changed > 1 else "input changed"
+    else:
+        what = f"input changed in {changed}, the same in {same}"
+        what += f", unknown in {unknown}" if unknown else ""
+    return f"{where}: {part.paired} paired, {part.changed} changed; {what}"
+
+
+def round_lines(part: RoundDiff) -> list[str]:
+    """A round's statistics, indented under its title (its title alone where none changed)."""
+    if not part.changed:
+        return [f"  {round_title(part)}"]
+    lines = []
+    if part.scored:
+        lines += [
+            interval(part.mean),
+            test_line(part.score_test, "the scores", part.score_holm),
+            f"agreement {number(part.agreement)} exact, κ {number(part.kappa)} (quadratic-weighted Cohen's)",
+        ]
+    if part.verdicts:
+        lines.append(test_line(part.pass_test, "pass/fail", part.pass_holm))
+    if part.scored:
+        lines += noise_lines(part)
+    return [f"  {round_title(part)}", *(f"    {line}" for line in lines)]
 
 
 def stability_text(found: Stability) -> str:
@@ -143,7 +226,7 @@ def render(
         f"{total} judgements paired, {len(changes)} changed",
     ]
     lines += [_fitted(line) for line in unrecorded_lines(unrecorded)]
-    if any(r.score_test or r.pass_test for r in rows):
+    if any(r.tested for r in rows):
         lines += UNITS
     for row in rows:
         mine = [c for c in changes if (c.a.design, c.a.metric) == (row.design, row.metric)]
