@@ -1,0 +1,239 @@
+"""A user's own `judgeloop exp -S key=value` reaches params.yaml as DVC's grammar reads what was typed
+(Hydra's override grammar), or is refused before anything runs, naming the -S and the fix
+(pipeline.tools.set_values). Before, `-S 'k=${oc.env:NAME}'` wrote the environment variable's value
+into params.yaml and the experiment's commit, `-S k=no` reached the stages as false, `-S f=1e-5` as
+the text '1e-05', and any -S resolved a `${...}` params.yaml itself held."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+import click
+import pytest
+import yaml
+from dvc.utils.hydra import apply_overrides, to_hydra_overrides
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipeline.tools.hydra_spelling import quoted
+from pipeline.tools.preset_values import first_difference
+from pipeline.tools.set_values import check_set_values
+from tests.test_experiments import _commit, _repo, _run
+
+SECRET = "hunter2"
+PARAMS = "section:\n  k: old\n  n: 1\n  f: 0.5\n  l:\n  - a\n  m:\n    a: 1\n    b: 2\n"
+
+# What a user types, and what a stage must then read at section.<key> (Hydra's grammar as DVC
+# documents it: unquoted numbers, true/false/null, lists and mappings; quoted text; \' in quotes)
+CARRIED = [
+    ("section.k=new", "k", "new"),
+    ("section.k=gemma3:27b", "k", "gemma3:27b"),
+    ("section.k='a, b'", "k", "a, b"),
+    ("section.k=a b", "k", "a b"),
+    ("section.k='it\\'s'", "k", "it's"),
+    ('section.k="say \\"hi\\""', "k", 'say "hi"'),
+    ("section.k='\\${x}'", "k", "${x}"),
+    ("section.k='$HOME'", "k", "$HOME"),
+    ("section.k='\u2028 \t\u0085'", "k", "\u2028 \t\u0085"),
+    ("section.k=null", "k", None),
+    ("section.k=false", "k", False),
+    ("section.n=2", "n", 2),
+    ("section.n=-0.0", "n", -0.0),
+    ("section.n=12345678901234567890", "n", 12345678901234567890),
+    ("section.f=1.5e-3", "f", 0.0015),
+    ("section.l=[x,'y, z']", "l", ["x", "y, z"]),
+    ("section.m={a:5}", "m", {"a": 5, "b": 2}),  # Hydra merges a mapping into the one there
+    ("++section.new=7", "new", 7),
+]
+
+
+def _params(tmp_path: Path, text: str = PARAMS) -> Path:
+    params = tmp_path / "params.yaml"
+    params.write_text(text, encoding="utf-8")
+    return params
+
+
+def _stage_reads(params: Path, typed: list[str]) -> dict[str, object]:
+    """What DVC's `exp run -S` writes, read as a stage reads it (PyYAML)."""
+    apply_overrides(str(params), typed)
+    section: dict[str, object] = yaml.safe_load(params.read_text(encoding="utf-8"))["section"]
+    return section
+
+
+@pytest.mark.parametrize(("typed", "key", "value"), CARRIED, ids=[case[0] for case in CARRIED])
+def test_a_value_typed_in_dvc_s_grammar_reaches_params_yaml_exactly(
+    tmp_path: Path, typed: str, key: str, value: object
+) -> None:
+    params = _params(tmp_path)
+    check_set_values([typed], params=params)  # not refused
+    assert first_difference(value, _stage_reads(params, [typed])[key]) is None
+
+
+REFUSED = [
+    # an environment variable's (or another key's) value, resolved where the command does not show it
+    ("section.k=${oc.env:JUDGELOOP_TEST_SECRET}", ["${oc.env:JUDGELOOP_TEST_SECRET}", "Fix: give the value"]),
+    ("section.k='${oc.env:JUDGELOOP_TEST_SECRET}'", ["resolves", "Fix: give the value itself"]),
+    ('section.k="a${oc.env:JUDGELOOP_TEST_SECRET}"', ["resolves", "Fix: "]),
+    ("section.l=[x,'${oc.env:JUDGELOOP_TEST_SECRET}']", ["section.l=", "Fix: "]),
+    ("section.m={a:'${oc.env:JUDGELOOP_TEST_SECRET}'}", ["section.m=", "Fix: "]),
+    ("section.k=${section.n}", ["${section.key} another key's", "Fix: "]),
+    ("section.k=choice(x,'${oc.env:JUDGELOOP_TEST_SECRET}')", ["choice(", "Fix: "]),
+    # text DVC writes plain, or a float it writes without a dot, that a stage reads otherwise
+    ("section.k=no", ["-S section.k=no", "'no'", "False", "give -S section.k=false"]),
+    ("section.k='yes'", ["'yes'", "True", "Fix: "]),
+    ("section.k=1:30", ["-S section.k=1:30", "90", "Fix: "]),
+    ("section.f=1e-5", ["1e-05", "written 1.0e-05", "Fix: "]),
+    # what Hydra's grammar cannot read, or DVC refuses, said with the reason and the fix
+    ("section.k='a", ["-S section.k='a", "Hydra's override grammar", "Fix: quote"]),
+    ("section.k=a=b]", ["-S section.k=a=b]", "Fix: quote"]),
+    ("section.zz=1", ["-S section.zz=1", "Could not override", "++section.key=value"]),
+    ("section.k=glob(*)", ["glob", "refuses"]),
+]
+
+
+@pytest.mark.parametrize(("typed", "said"), REFUSED, ids=[case[0] for case in REFUSED])
+def test_a_value_that_would_not_arrive_as_typed_is_refused_naming_the_set_and_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, typed: str, said: list[str]
+) -> None:
+    monkeypatch.setenv("JUDGELOOP_TEST_SECRET", SECRET)
+    params = _params(tmp_path)
+    with pytest.raises(click.ClickException) as refused:
+        check_set_values([typed], params=params)
+    message = refused.value.format_message()
+    for part in said:
+        assert part in message
+    assert SECRET not in message
+    assert params.read_text(encoding="utf-8") == PARAMS  # nothing written
+
+
+def test_a_value_params_yaml_itself_holds_that_any_set_would_change_is_refused_without_its_secret(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Any -S makes DVC write the whole file again, resolving a `${...}` params.yaml holds: refused
+    (the variable's value never said), and with it a quote only YAML 1.1 needs, dropped."""
+    monkeypatch.setenv("JUDGELOOP_TEST_SECRET", SECRET)
+    for extra, said in [
+        ("  token: ${oc.env:JUDGELOOP_TEST_SECRET}\n", "section.token '${oc.env:JUDGELOOP_TEST_SECRET}'"),
+        ("  word: 'no'\n", "section.word would change from 'no' to False"),
+    ]:
+        params = _params(tmp_path, PARAMS + extra)
+        with pytest.raises(click.ClickException) as refused:
+            check_set_values(["section.n=2"], params=params)
+        message = refused.value.format_message()
+        assert said in message and "Fix: " in message and SECRET not in message
+
+
+def test_dvc_s_relayout_of_params_yaml_is_said_with_its_lines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Values unchanged, the layout not: a warning naming the lines DVC writes otherwise."""
+    params = _params(tmp_path, "section:\n    k: old\n    l: [a, b]   # two\n")
+    check_set_values(["section.k=new"], params=params)
+    warned = capsys.readouterr().err
+    assert "-     l: [a, b]   # two" in warned and "+   - a" in warned
+    check_set_values(["section.k=new"], params=_params(tmp_path))  # already in DVC's layout: silent
+    assert capsys.readouterr().err == ""
+
+
+def test_a_sweep_s_every_run_is_checked(tmp_path: Path) -> None:
+    params = _params(tmp_path)
+    check_set_values(["section.n=1,2,3"], params=params)
+    with pytest.raises(click.ClickException) as refused:
+        check_set_values(["section.k=x,no"], params=params)
+    assert "False" in refused.value.format_message()
+
+
+def test_the_user_s_set_is_checked_after_the_preset_s(tmp_path: Path) -> None:
+    """A preset's `++` adds a key; the user's plain -S then changes it (DVC applies them in order)."""
+    params = _params(tmp_path)
+    check_set_values(["section.extra=2"], preset=["++section.extra=1"], params=params)
+
+
+# Text of any character, typed bare or quoted as Hydra's grammar quotes it
+TEXT = st.text(st.characters(blacklist_categories=("Cs",)) | st.sampled_from(list("\\'\"${}[](),=:~+@% \n\t")))
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=TEXT, quote=st.booleans())
+def test_a_typed_value_not_refused_is_what_a_stage_reads(text: str, quote: bool) -> None:
+    """Whatever is typed: refused, or a stage reads exactly Hydra's reading of it, the rest of
+    params.yaml unchanged, and no environment variable's value anywhere in the file."""
+    typed = f"section.k={quoted(text) if quote else text}"
+    with tempfile.TemporaryDirectory() as folder:
+        params = _params(Path(folder))
+        try:
+            check_set_values([typed], params=params)
+        except click.ClickException as refused:
+            assert "-S " in refused.format_message() and "Fix" in refused.format_message()
+            return
+        [override] = to_hydra_overrides([typed])
+        if override.is_sweep_override():
+            return  # DVC queues a sweep's runs (checked above), never runs it in the workspace
+        section = _stage_reads(params, [typed])
+    expected = {**yaml.safe_load(PARAMS)["section"], "k": override.value()}
+    assert first_difference(expected, section) is None
+
+
+def _experiment(
+    root: Path, typed: list[str], *options: str, params: str = PARAMS
+) -> tuple[int, str, str, list[str], bool]:
+    """`judgeloop exp -S ...` in a new DVC project in a git repo: its exit status and stderr, the
+    workspace's params.yaml after, params.yaml of each experiment's commit, and whether any file of
+    those commits holds the test's secret."""
+    dvc_yaml = "stages:\n  noop:\n    cmd: 'true'\n    params:\n      - section\n"
+    repo = _repo(root, dvc_yaml, {"params.yaml": params})
+    _commit(repo)
+    sets = [part for one in typed for part in ("-S", one)]
+    done = _run([sys.executable, "-m", "pipeline.tools.cli", "exp", *sets, *options], repo, check=False)
+    refs = _run(["git", "for-each-ref", "--format=%(objectname) %(refname)", "refs/exps"], repo).stdout
+    commits = [line.split()[0] for line in refs.splitlines() if "/exec/" not in line.split()[1]]
+    committed = [_run(["git", "show", f"{commit}:params.yaml"], repo).stdout for commit in commits]
+    secret = [_run(["git", "grep", "-I", "-e", SECRET, commit], repo, check=False) for commit in commits]
+    workspace = (repo / "params.yaml").read_text(encoding="utf-8")
+    return done.returncode, done.stderr, workspace, committed, any(found.returncode != 1 for found in secret)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "typed",
+    [
+        "section.k=${oc.env:JUDGELOOP_TEST_SECRET}",
+        "section.k='${oc.env:JUDGELOOP_TEST_SECRET}'",
+        "section.k=no",
+    ],
+)
+def test_judgeloop_exp_with_dvc_refuses_before_anything_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, typed: str
+) -> None:
+    """Real DVC in a git repo: refused, nothing written, no experiment, the secret nowhere."""
+    monkeypatch.setenv("JUDGELOOP_TEST_SECRET", SECRET)
+    status, said, workspace, committed, secret_committed = _experiment(tmp_path / "repo", [typed])
+    assert status != 0 and f"-S {typed}" in said and "Fix: " in said, said
+    assert workspace == PARAMS and committed == [] and not secret_committed
+    assert SECRET not in said
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("options", [(), ("--temp",)], ids=["workspace", "temp"])
+def test_judgeloop_exp_with_dvc_commits_each_typed_value_as_dvc_s_grammar_reads_it(
+    tmp_path: Path, options: tuple[str, ...]
+) -> None:
+    """Each case of CARRIED on a key of its own (c0, c1, ...), in one `judgeloop exp`."""
+    carried = [case for case in CARRIED if not case[0].startswith("+")]  # a key the model lacks: refused
+    first = yaml.safe_load(PARAMS)["section"]
+    params = {"section": {f"c{index}": first[key] for index, (_, key, _) in enumerate(carried)}}
+    typed = [t.replace(f"section.{key}=", f"section.c{index}=") for index, (t, key, _) in enumerate(carried)]
+    text = yaml.safe_dump(params, sort_keys=False)
+    status, said, _, [committed], _ = _experiment(tmp_path / "repo", typed, *options, params=text)
+    assert status == 0, said
+    section = yaml.safe_load(committed)["section"]
+    for index, (_, _, value) in enumerate(carried):
+        assert first_difference(value, section[f"c{index}"]) is None, carried[index]
+
+
+@pytest.mark.slow
+def test_judgeloop_exp_with_dvc_checks_each_queued_run_of_a_sweep(tmp_path: Path) -> None:
+    status, said, workspace, committed, _ = _experiment(tmp_path / "repo", ["section.k=x,no"], "--queue")
+    assert status != 0 and "False" in said and committed == [] and workspace == PARAMS
