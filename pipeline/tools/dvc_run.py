@@ -279,7 +279,9 @@ def exp(design: str | None, preset: Path | None, dvc_args: tuple[str, ...]) -> N
 
     `-S section.key=value` changes one value of params.yaml (one line of the file), DVC runs the
     stages that depend on it and records the experiment (it needs a git identity). If a stage
-    fails, params.yaml, dvc.lock and every stage's outputs are restored.
+    fails, params.yaml, dvc.lock and every stage's outputs are restored. The value is read as DVC
+    reads it (Hydra's grammar: 2 is a number, '2' text); one that would reach the stages as
+    something else, or that holds a ${...}, is refused before anything runs, with its fix.
 
     \b
     Examples:

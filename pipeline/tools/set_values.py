@@ -38,7 +38,9 @@ INTERPOLATION_FIX = (
 )
 
 
-def check_set_values(typed: Sequence[str], preset: Sequence[str] = (), params: Path = Path(DVC_PARAMS)) -> None:
+def check_set_values(
+    typed: Sequence[str], preset: Sequence[str] = (), params: Path = Path(DVC_PARAMS)
+) -> None:
     """Refuse (click.ClickException) a -S in `typed` (the user's own `key=value`s, after the
     `preset`'s) that DVC's grammar cannot read, that resolves a `${...}`, or whose value a stage would
     not read back as typed; or, with them, any other value of `params` DVC's rewrite would change.
@@ -182,7 +184,7 @@ def _by_hand(wanted: Any) -> str:
 
 
 def _instead(text: str, before: dict[str, Any], run: list[str], typed: str, where: str, got: Any) -> str:
-    """"if you meant GOT, give -S KEY=GOT; else e" where that -S would carry GOT exactly; else "E"."""
+    """ "if you meant GOT, give -S KEY=GOT; else e" where that -S would carry GOT exactly; else "E"."""
     from pipeline.tools.hydra_spelling import UnspellableValue, spelled
 
     key = typed.partition("=")[0]
@@ -253,7 +255,9 @@ def _warn_relaid(text: str) -> None:
         rewritten = copy.read_text(encoding="utf-8")
     if rewritten == text:
         return
-    lines = [line for line in difflib.ndiff(text.splitlines(), rewritten.splitlines()) if line[:2] in ("- ", "+ ")]
+    lines = [
+        line for line in difflib.ndiff(text.splitlines(), rewritten.splitlines()) if line[:2] in ("- ", "+ ")
+    ]
     shown = "\n".join(f"  {line}" for line in lines[:8]) + ("\n  ..." if len(lines) > 8 else "")
     click.echo(
         f"judgeloop exp: DVC's -S writes the whole of params.yaml again, in its own layout: beside the "
