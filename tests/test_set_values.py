@@ -241,3 +241,48 @@ def test_judgeloop_exp_with_dvc_commits_each_typed_value_as_dvc_s_grammar_reads_
 def test_judgeloop_exp_with_dvc_checks_each_queued_run_of_a_sweep(tmp_path: Path) -> None:
     status, said, workspace, committed, _ = _experiment(tmp_path / "repo", ["section.k=x,no"], "--queue")
     assert status != 0 and "False" in said and committed == [] and workspace == PARAMS
+
+
+def _fix(message: str) -> list[str]:
+    """The -S a refusal's fix offers (`give -S ARG` or `-S ARG` after "Fix:"), as a shell splits it."""
+    import shlex
+
+    offered = message.split("Fix: ")[1].split(" -S ", 1)[1].split(";")[0]
+    return shlex.split(offered)
+
+
+@pytest.mark.parametrize(
+    ("typed", "offered"),
+    [
+        ("llm.model=7", "llm.model='7'"),
+        ("llm.model=true", "llm.model='true'"),
+        ("llm.options.num_ctx=4096.5", None),
+        ("refine.threshold=abc", None),
+    ],
+)
+def test_a_value_hydra_reads_as_a_kind_the_key_does_not_take_is_refused_before_dvc_runs(
+    tmp_path: Path, typed: str, offered: str | None
+) -> None:
+    """Hydra's grammar makes `7` a number, which no stage takes as a model's name: refused now (a
+    stage would refuse it once DVC had started), with the quoting that gives text, which is carried."""
+    from tests.conftest import ROOT
+
+    params = _params(tmp_path, (ROOT / "params.yaml").read_text(encoding="utf-8"))
+    with pytest.raises(click.ClickException) as refused:
+        check_set_values([typed], params=params)
+    message = refused.value.format_message()
+    assert f"-S {typed}: " in message and "a stage refuses" in message and "Fix: " in message
+    if offered is not None:
+        assert _fix(message) == [offered]
+        check_set_values([offered], params=params)
+
+
+@pytest.mark.parametrize(
+    ("typed", "offered"), [("section.k=no", "section.k=false"), ("section.f=1e-5", "section.f='1e-05'")]
+)
+def test_the_set_a_refusal_offers_is_carried(tmp_path: Path, typed: str, offered: str) -> None:
+    params = _params(tmp_path)
+    with pytest.raises(click.ClickException) as refused:
+        check_set_values([typed], params=params)
+    assert _fix(refused.value.format_message()) == [offered]
+    check_set_values([offered], params=params)

@@ -29,6 +29,7 @@ from typing import Any
 
 import click
 
+from pipeline.errors import JudgeloopError
 from pipeline.tools.preset_values import BY_HAND, MISSING, first_difference, landed
 
 DVC_PARAMS = "params.yaml"  # the file a -S without `file:` changes (DVC's DEFAULT_PARAMS_FILE)
@@ -62,6 +63,7 @@ def check_set_values(
         raise click.ClickException(f"{params} as it is now: {before}. Fix params.yaml first.")
     for run in _runs(ours):
         _check_run(text, before, run)
+        _refuse_mistyped(before, landed(text, run), [o for o in run if o not in preset])
     _warn_relaid(text)
 
 
@@ -198,7 +200,49 @@ def _instead(text: str, before: dict[str, Any], run: list[str], typed: str, wher
     after = landed(text, again)
     if isinstance(after, str) or first_difference(meant(before, again), after) is not None:
         return "E"
-    return f"if you meant {got!r}, give -S {other}; else e"
+    return f"if you meant {got!r}, give -S {for_shell(other)}; else e"
+
+
+def _refuse_mistyped(before: dict[str, Any], after: Any, typed: Sequence[str]) -> None:
+    """A typed value judgeloop's params model refuses where it took params.yaml's (Hydra's grammar
+    made `-S llm.model=7` the number 7, which no stage takes as a model's name) refused now, with the
+    quoting that gives text, rather than by a stage once DVC has started the experiment."""
+    new = _model_errors(after)
+    old = _model_errors(before)
+    for where, (value, wants) in new.items():
+        said = next((o for o in typed if _covers(o, where)), None)
+        if where in old or said is None:
+            continue
+        key, _, written = said.partition("=")
+        from pipeline.tools.hydra_spelling import quoted
+
+        fix = (
+            f"quote it for text: -S {for_shell(f'{key}={quoted(written)}')}"
+            if not isinstance(value, str | dict | list) and "valid string" in wants.lower()
+            else "give a value of that kind"
+        )
+        raise click.ClickException(
+            f"-S {said}: DVC's -S reads the value as {value!r}, which a stage refuses at {where} ({wants}). "
+            f"Fix: {fix}"
+        )
+
+
+def _model_errors(params: Any) -> dict[str, tuple[Any, str]]:
+    """Where judgeloop's params model refuses `params`: dotted key -> (the value there, what it
+    wants); none for a project whose params file is not judgeloop's (no model could be made)."""
+    from pydantic import ValidationError
+
+    from pipeline.experiments.params import params_model
+
+    if not isinstance(params, dict):
+        return {}
+    try:
+        params_model().model_validate(params)
+    except ValidationError as exc:
+        return {".".join(map(str, e["loc"])): (e.get("input"), e["msg"]) for e in exc.errors()}
+    except JudgeloopError:
+        return {}
+    return {}
 
 
 def _fix_for(why: str) -> str:
@@ -232,6 +276,16 @@ def _escaped(value: Any) -> Any:
     if isinstance(value, dict):
         return {key: _escaped(item) for key, item in value.items()}
     return value
+
+
+def for_shell(argument: str) -> str:
+    """`argument` as a POSIX shell gives it to the program: in double quotes where none of `"$`\\!`
+    is in it (readable), else as shlex quotes it."""
+    import shlex
+
+    if argument == shlex.quote(argument):
+        return argument
+    return f'"{argument}"' if not set(argument) & set('"$`\\!') else shlex.quote(argument)
 
 
 def _covers(override: str, where: str) -> bool:
