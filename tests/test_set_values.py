@@ -114,13 +114,14 @@ def test_a_value_params_yaml_itself_holds_that_any_set_would_change_is_refused_w
     """Any -S makes DVC write the whole file again, resolving a `${...}` params.yaml holds: refused
     (the variable's value never said), and with it a quote only YAML 1.1 needs, dropped."""
     monkeypatch.setenv("JUDGELOOP_TEST_SECRET", SECRET)
-    for extra, said in [
-        ("  token: ${oc.env:JUDGELOOP_TEST_SECRET}\n", "section.token '${oc.env:JUDGELOOP_TEST_SECRET}'"),
-        ("  word: 'no'\n", "section.word would change from 'no' to False"),
+    for extra, typed, said in [
+        ("  token: ${oc.env:JUDGELOOP_TEST_SECRET}\n", "section.n=2", "section.token '${oc.env:JUDGELOOP_"),
+        ("  token: ${oc.env:JUDGELOOP_TEST_SECRET}\n", "section={n:2}", "section.token '${oc.env:JUDGELOOP_"),
+        ("  word: 'no'\n", "section.n=2", "section.word would change from 'no' to False"),
     ]:
         params = _params(tmp_path, PARAMS + extra)
         with pytest.raises(click.ClickException) as refused:
-            check_set_values(["section.n=2"], params=params)
+            check_set_values([typed], params=params)
         message = refused.value.format_message()
         assert said in message and "Fix: " in message and SECRET not in message
 

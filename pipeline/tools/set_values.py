@@ -164,7 +164,9 @@ def _check_run(text: str, before: dict[str, Any], run: list[str]) -> None:
         return
     where, wanted, got = difference
     typed = next((o for o in reversed(run) if _covers(o, where)), None)
-    if typed is None:  # any -S would do it: params.yaml itself holds what DVC's rewrite changes
+    if typed is None or (isinstance(wanted, str) and "${" in wanted):
+        # any -S would do it: params.yaml itself holds what DVC's rewrite changes (what a `${...}` of
+        # it resolves to never said: an environment variable's value, a token in a CI log)
         from pipeline.tools.preset_values import _said as said_of_params
 
         raise click.ClickException(f"-S {' -S '.join(run)}: {said_of_params({}, where, wanted, got)}")
