@@ -181,6 +181,38 @@ def test_a_typed_value_not_refused_is_what_a_stage_reads(text: str, quote: bool)
     assert first_difference(expected, section) is None
 
 
+# Any value a preset may give, typed as Hydra's grammar spells it (pipeline.tools.hydra_spelling: a
+# user who quotes text): refused, or it reaches params.yaml as the value itself
+VALUES = st.recursive(
+    TEXT | st.integers() | st.floats(allow_nan=False) | st.booleans() | st.none(),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.from_regex(r"[a-z][a-z0-9_]{0,5}", fullmatch=True), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(value=VALUES)
+def test_a_value_spelled_in_hydra_s_grammar_is_carried_exactly_or_refused(value: object) -> None:
+    from pipeline.tools.hydra_spelling import UnspellableValue, spelled
+
+    try:
+        typed = f"++section.new={spelled(value)}"
+    except UnspellableValue:
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        params = _params(Path(folder))
+        try:
+            check_set_values([typed], params=params)
+        except click.ClickException as refused:
+            assert refused.format_message().startswith("-S ++section.new=") and "Fix: " in str(refused)
+            return
+        section = _stage_reads(params, [typed])
+    assert first_difference(value, section["new"]) is None
+
+
 def _experiment(
     root: Path, typed: list[str], *options: str, params: str = PARAMS
 ) -> tuple[int, str, str, list[str], bool]:
@@ -221,7 +253,7 @@ def test_judgeloop_exp_with_dvc_refuses_before_anything_runs(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("options", [(), ("--temp",)], ids=["workspace", "temp"])
+@pytest.mark.parametrize("options", [(), ("--temp",), ("--queue",)], ids=["workspace", "temp", "queue"])
 def test_judgeloop_exp_with_dvc_commits_each_typed_value_as_dvc_s_grammar_reads_it(
     tmp_path: Path, options: tuple[str, ...]
 ) -> None:
