@@ -62,8 +62,8 @@ def check_set_values(
     if isinstance(before, str):
         raise click.ClickException(f"{params} as it is now: {before}. Fix params.yaml first.")
     for run in _runs(ours):
-        _check_run(text, before, run)
-        _refuse_mistyped(before, landed(text, run), [o for o in run if o not in preset])
+        after = _check_run(text, before, run)
+        _refuse_mistyped(before, after, [o for o in run if o not in preset])
     _warn_relaid(text)
 
 
@@ -153,7 +153,8 @@ def _interpolates(text: str) -> bool:
     return False
 
 
-def _check_run(text: str, before: dict[str, Any], run: list[str]) -> None:
+def _check_run(text: str, before: dict[str, Any], run: list[str]) -> dict[str, Any]:
+    """params.yaml after the run's overrides, as a stage reads it; or a click error naming why not."""
     after = landed(text, run)
     if isinstance(after, str):  # the override DVC refuses alone is named; else they do so together
         named = [(o, why) for o in run if isinstance(why := landed(text, [o]), str)]
@@ -161,7 +162,7 @@ def _check_run(text: str, before: dict[str, Any], run: list[str]) -> None:
         raise click.ClickException(f"-S {override}: {why}. {_fix_for(why)}")
     difference = first_difference(meant(before, run), after)
     if difference is None:
-        return
+        return after
     where, wanted, got = difference
     typed = next((o for o in reversed(run) if _covers(o, where)), None)
     if typed is None or (isinstance(wanted, str) and "${" in wanted):
