@@ -319,3 +319,33 @@ def test_the_set_a_refusal_offers_is_carried(tmp_path: Path, typed: str, offered
         check_set_values([typed], params=params)
     assert _fix(refused.value.format_message()) == [offered]
     check_set_values([offered], params=params)
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        ["-S", "section.k=${oc.env:JUDGELOOP_TEST_SECRET}"],
+        ["--set-param=section.k=${oc.env:JUDGELOOP_TEST_SECRET}"],
+        ["--set", "section.k=${oc.env:JUDGELOOP_TEST_SECRET}"],  # argparse takes an abbreviation
+        ["--se=section.k=${oc.env:JUDGELOOP_TEST_SECRET}"],
+        ["-fS", "section.k=${oc.env:JUDGELOOP_TEST_SECRET}"],  # -S after a flag of DVC's (--force)
+        ["-fSsection.k=${oc.env:JUDGELOOP_TEST_SECRET}"],
+    ],
+)
+def test_judgeloop_exp_checks_every_set_dvc_s_parser_reads_before_dvc_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: list[str]
+) -> None:
+    """Each way DVC's own parser takes a -S is checked: an abbreviation or a -S among short flags
+    reached DVC unchecked (neither judgeloop's key check nor this one saw it)."""
+    from click.testing import CliRunner
+
+    from pipeline.tools.dvc_run import exp
+
+    monkeypatch.setenv("JUDGELOOP_TEST_SECRET", SECRET)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("JUDGELOOP_PARAMS", raising=False)
+    _params(tmp_path)
+    done = CliRunner().invoke(exp, given)
+    assert done.exit_code == 1 and "Error: -S section.k=${oc.env:JUDGELOOP_TEST_SECRET}: " in done.output
+    assert SECRET not in done.output
+    assert (tmp_path / "params.yaml").read_text(encoding="utf-8") == PARAMS

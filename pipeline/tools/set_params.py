@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 from pydantic import BaseModel
@@ -26,8 +26,32 @@ SET_FLAGS = ("-S", "--set-param")
 
 
 def set_params(args: Sequence[str]) -> list[str]:
-    """The `key=value` of every -S/--set-param in DVC's arguments (either as the next argument or
-    after '=')."""
+    """The `key=value` of every -S/--set-param in `dvc exp run`'s arguments, as DVC's own parser reads
+    them: argparse also takes an abbreviation (`--set k=v`, `--se=k=v`) and a -S among short flags
+    (`-fS k=v`), which a reading by hand missed, so that the -S reached DVC unchecked. Where DVC's
+    parser refuses the arguments (DVC says why when it runs), as written."""
+    import argparse
+
+    from dvc.cli.parser import get_main_parser
+
+    def refuse(message: str) -> NoReturn:  # not DVC's: it logs the error, then the run says it again
+        raise ValueError(message)
+
+    commands = [a for a in get_main_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    experiments = [
+        a for a in commands[0].choices["exp"]._actions if isinstance(a, argparse._SubParsersAction)
+    ]
+    run = experiments[0].choices["run"]
+    run.error = refuse
+    try:
+        read, _ = run.parse_known_args(list(args))
+    except (ValueError, SystemExit):
+        return _as_written(args)
+    return list(read.set_param or [])
+
+
+def _as_written(args: Sequence[str]) -> list[str]:
+    """The `key=value` of every -S/--set-param (either as the next argument or after '=')."""
     found, pending = [], False
     for arg in args:
         if pending:
