@@ -349,3 +349,20 @@ def test_judgeloop_exp_checks_every_set_dvc_s_parser_reads_before_dvc_runs(
     assert done.exit_code == 1 and "Error: -S section.k=${oc.env:JUDGELOOP_TEST_SECRET}: " in done.output
     assert SECRET not in done.output
     assert (tmp_path / "params.yaml").read_text(encoding="utf-8") == PARAMS
+
+
+def test_reading_the_sets_as_dvc_does_prints_nothing_and_leaves_dvc_s_parser_as_it_was(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """DVC's parser is built once per process and parses the run itself after: its help (-h) is not
+    printed twice, and its own error (a usage and DVC's message, not a traceback) is left in place."""
+    from dvc.cli import parse_args
+    from dvc.cli.parser import DvcParserError
+
+    from pipeline.tools.set_params import set_params
+
+    assert set_params(["-h", "-S", "a=1"]) == ["a=1"]
+    assert set_params(["--jobs", "many", "-S", "a=1"]) == ["a=1"]  # DVC refuses them: as written
+    assert capsys.readouterr() == ("", "")
+    with pytest.raises(DvcParserError):
+        parse_args(["exp", "run", "--jobs", "many"])

@@ -31,22 +31,28 @@ def set_params(args: Sequence[str]) -> list[str]:
     (`-fS k=v`), which a reading by hand missed, so that the -S reached DVC unchecked. Where DVC's
     parser refuses the arguments (DVC says why when it runs), as written."""
     import argparse
+    import contextlib
+    import io
 
     from dvc.cli.parser import get_main_parser
 
     def refuse(message: str) -> NoReturn:  # not DVC's: it logs the error, then the run says it again
         raise ValueError(message)
 
+    # DVC's parser is built once (lru_cache) and used again by the run itself: its error is put back
     commands = [a for a in get_main_parser()._actions if isinstance(a, argparse._SubParsersAction)]
     experiments = [
         a for a in commands[0].choices["exp"]._actions if isinstance(a, argparse._SubParsersAction)
     ]
     run = experiments[0].choices["run"]
     run.error = refuse
-    try:
-        read, _ = run.parse_known_args(list(args))
+    try:  # -h prints DVC's help and exits: DVC's run prints it, once
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            read, _ = run.parse_known_args(list(args))
     except (ValueError, SystemExit):
         return _as_written(args)
+    finally:
+        del run.error
     return list(read.set_param or [])
 
 
