@@ -15,6 +15,8 @@ What a -S goes through on its way to a stage, and what is checked here:
   quotes YAML 1.2 does not need dropped. So DVC's own apply_overrides is run on a copy of
   params.yaml (pipeline.tools.preset_values.landed) and what a stage would read is set against what
   Hydra's grammar made of the values typed, in type and value; with a sweep (`--queue`), each run.
+- A value Hydra reads as a kind judgeloop's params model does not take there (`-S llm.model=7`, a
+  number) is refused with the quoting that gives text, not left to fail a stage once DVC has begun.
 - The rewrite also lays the file out DVC's way (comments inside a list dropped, flow lists made
   block): values unchanged, so it is said as a warning, with the lines, not refused.
 """
