@@ -126,6 +126,20 @@ def test_a_value_params_yaml_itself_holds_that_any_set_would_change_is_refused_w
         assert said in message and "Fix: " in message and SECRET not in message
 
 
+@pytest.mark.parametrize(
+    ("text", "typed"),
+    [("section:\n  on: 1\n", "section.on=2"), ("section:\n  x:\n    yes: 1\n", "section.x.yes=2")],
+)
+def test_a_key_the_two_yamls_read_apart_is_refused_not_a_traceback(
+    tmp_path: Path, typed: str, text: str
+) -> None:
+    """`on:` is the key True to a stage (YAML 1.1) and 'on' to DVC (1.2): named, with the fix."""
+    with pytest.raises(click.ClickException) as refused:
+        check_set_values([typed], params=_params(tmp_path, text))
+    message = refused.value.format_message()
+    assert message.startswith(f"-S {typed}: ") and "YAML 1.1" in message and "Fix: " in message
+
+
 def test_dvc_s_relayout_of_params_yaml_is_said_with_its_lines(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -162,7 +162,7 @@ def _check_run(text: str, before: dict[str, Any], run: list[str]) -> dict[str, A
         named = [(o, why) for o in run if isinstance(why := landed(text, [o]), str)]
         override, why = named[0] if named else (" -S ".join(run), after)
         raise click.ClickException(f"-S {override}: {why}. {_fix_for(why)}")
-    difference = first_difference(meant(before, run), after)
+    difference = _difference(before, run, after)
     if difference is None:
         return after
     where, wanted, got = difference
@@ -188,6 +188,19 @@ def _by_hand(wanted: Any) -> str:
         return ""
     mantissa, exponent = repr(wanted).split("e")
     return f" (written {mantissa}.0e{exponent}, a float to both YAMLs, which DVC then keeps)"
+
+
+def _difference(before: dict[str, Any], run: list[str], after: dict[str, Any]) -> tuple[str, Any, Any] | None:
+    """Where what a stage would read first differs from what Hydra's grammar means, or None."""
+    try:
+        return first_difference(meant(before, run), after)
+    except Exception as exc:  # Hydra on params.yaml as a stage reads it (YAML 1.1) refuses what DVC took
+        cause = exc.__cause__ or exc
+        raise click.ClickException(
+            f"-S {' -S '.join(run)}: params.yaml reads otherwise to DVC (YAML 1.2) than to the stages (YAML "
+            f"1.1) where these values go ({type(cause).__name__}: {cause}). Fix: write those keys and values "
+            "of params.yaml so that both read them alike (quote text such as yes, no, on, off)"
+        ) from None
 
 
 def _instead(text: str, before: dict[str, Any], run: list[str], typed: str, where: str, got: Any) -> str:
