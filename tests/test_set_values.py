@@ -380,3 +380,17 @@ def test_reading_the_sets_as_dvc_does_prints_nothing_and_leaves_dvc_s_parser_as_
     assert capsys.readouterr() == ("", "")
     with pytest.raises(DvcParserError):
         parse_args(["exp", "run", "--jobs", "many"])
+
+
+def test_a_refusal_shows_what_was_typed_escaped_and_without_a_url_s_password(tmp_path: Path) -> None:
+    """A pasted command's terminal escape cannot act on the terminal through the refusal that quotes
+    it, and a server URL's password typed into a -S is masked (pipeline.errors.JudgeloopError)."""
+    params = _params(tmp_path)
+    for typed, hidden in [
+        ("section.k=${oc.env:X}\x1b]0;owned\x07", "\x1b"),
+        ("section.k=http://me:pa55word@gpu1:11434/${oc.env:X}", "pa55word"),
+    ]:
+        with pytest.raises(click.ClickException) as refused:
+            check_set_values([typed], params=params)
+        message = refused.value.format_message()
+        assert hidden not in message and "Fix: " in message

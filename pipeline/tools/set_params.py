@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-import click
 from pydantic import BaseModel
 
 from pipeline.errors import JudgeloopError
@@ -124,7 +123,7 @@ def check_set_params(args: Sequence[str]) -> None:
     for assignment in set_params(args):
         key, equals, _ = assignment.partition("=")
         if not equals:
-            raise click.ClickException(f"-S {assignment}: give it as -S section.key=value")
+            raise JudgeloopError(f"-S {assignment}: give it as -S section.key=value")
         key = key.lstrip("+~")  # DVC's (Hydra's) forms: +key adds a key, ~key removes one
         if ":" in key:  # DVC's file:key form names another params file: not ours to check
             continue
@@ -140,7 +139,7 @@ def check_set_params(args: Sequence[str]) -> None:
         where = ".".join(parts[:index]) or "the top level"
         near = difflib.get_close_matches(parts[index], known, n=1, cutoff=0.6)
         hint = f"; did you mean '{'.'.join([*parts[:index], near[0]])}'?" if near else ""
-        raise click.ClickException(
+        raise JudgeloopError(
             f"-S {assignment}: params.yaml has no key '{parts[index]}' under {where}{hint} "
             f"(known there: {', '.join(known)}). DVC would add it as a new key and change nothing."
         )

@@ -32,6 +32,7 @@ from typing import Any
 import click
 
 from pipeline.errors import JudgeloopError
+from pipeline.llm.terminal import guarded
 from pipeline.tools.preset_values import BY_HAND, MISSING, first_difference, landed
 
 DVC_PARAMS = "params.yaml"  # the file a -S without `file:` changes (DVC's DEFAULT_PARAMS_FILE)
@@ -44,7 +45,7 @@ INTERPOLATION_FIX = (
 def check_set_values(
     typed: Sequence[str], preset: Sequence[str] = (), params: Path = Path(DVC_PARAMS)
 ) -> None:
-    """Refuse (click.ClickException) a -S in `typed` (the user's own `key=value`s, after the
+    """Refuse (JudgeloopError, a click error) a -S in `typed` (the user's own `key=value`s, after the
     `preset`'s) that DVC's grammar cannot read, that resolves a `${...}`, or whose value a stage would
     not read back as typed; or, with them, any other value of `params` DVC's rewrite would change.
     Say, as a warning, what else of the file's text the rewrite would change."""
@@ -62,7 +63,7 @@ def check_set_values(
     text = params_text(params)
     before = landed(text, [])
     if isinstance(before, str):
-        raise click.ClickException(f"{params} as it is now: {before}. Fix params.yaml first.")
+        raise JudgeloopError(f"{params} as it is now: {before}. Fix params.yaml first.")
     for run in _runs(ours):
         after = _check_run(text, before, run)
         _refuse_mistyped(before, after, [o for o in run if o not in preset])
@@ -83,12 +84,12 @@ def _parsed(overrides: Sequence[str]) -> list[Any]:
             to_hydra_overrides([override])
         except OverrideParseException as exc:
             reason = " ".join(str(exc).split())
-            raise click.ClickException(
+            raise JudgeloopError(
                 f"-S {override}: DVC reads -S with Hydra's override grammar, which cannot read it "
                 f"({reason}). Fix: quote text that holds a space, a quote, a comma or a bracket: "
                 f"-S \"key='...'\" (a quote inside written \\')"
             ) from None
-    raise click.ClickException(
+    raise JudgeloopError(
         f"-S {' -S '.join(overrides)}: DVC's Hydra grammar cannot read them together. Fix: quote text: "
         "-S \"key='...'\""
     )
@@ -104,7 +105,7 @@ def _runs(overrides: Sequence[str]) -> list[list[str]]:
     try:
         return [run[DVC_PARAMS] for run in get_hydra_sweeps({DVC_PARAMS: list(overrides)})]
     except Exception as exc:  # a glob sweep, or one Hydra's sweeper refuses: DVC would refuse it too
-        raise click.ClickException(
+        raise JudgeloopError(
             f"-S {' -S '.join(overrides)}: DVC refuses this sweep ({exc}). Fix: list the values (-S key=a,b) "
             "or quote text: -S \"key='...'\""
         ) from None
@@ -116,7 +117,7 @@ def _refuse_interpolation(override: str, file: str) -> None:
         for parsed in _parsed(run):
             if any(_interpolates(text) for text in _texts(parsed.value())):
                 where = "" if file == DVC_PARAMS else f" ({file})"
-                raise click.ClickException(
+                raise JudgeloopError(
                     f"-S {override}{where}: its value holds a ${{...}}, which DVC's -S resolves when it "
                     "writes the params file (OmegaConf: ${oc.env:NAME} is an environment variable's value, "
                     "${section.key} another key's), so the experiment would record a value the command "
@@ -161,7 +162,7 @@ def _check_run(text: str, before: dict[str, Any], run: list[str]) -> dict[str, A
     if isinstance(after, str):  # the override DVC refuses alone is named; else they do so together
         named = [(o, why) for o in run if isinstance(why := landed(text, [o]), str)]
         override, why = named[0] if named else (" -S ".join(run), after)
-        raise click.ClickException(f"-S {override}: {why}. {_fix_for(why)}")
+        raise JudgeloopError(f"-S {override}: {why}. {_fix_for(why)}")
     difference = _difference(before, run, after)
     if difference is None:
         return after
@@ -172,9 +173,9 @@ def _check_run(text: str, before: dict[str, Any], run: list[str]) -> dict[str, A
         # it resolves to never said: an environment variable's value, a token in a CI log)
         from pipeline.tools.preset_values import _said as said_of_params
 
-        raise click.ClickException(f"-S {' -S '.join(run)}: {said_of_params({}, where, wanted, got)}")
+        raise JudgeloopError(f"-S {' -S '.join(run)}: {said_of_params({}, where, wanted, got)}")
     instead = _instead(text, before, run, typed, where, got)
-    raise click.ClickException(
+    raise JudgeloopError(
         f"-S {typed}: DVC's -S reads the value as {_shown(wanted)}, but writes params.yaml so that a stage "
         f"would read {_shown(got)} at {where} (DVC writes YAML 1.2, the stages read YAML 1.1). Fix: "
         f"{instead}dit params.yaml by hand for this value{_by_hand(wanted)} (and commit it): DVC's -S "
@@ -196,7 +197,7 @@ def _difference(before: dict[str, Any], run: list[str], after: dict[str, Any]) -
         return first_difference(meant(before, run), after)
     except Exception as exc:  # Hydra on params.yaml as a stage reads it (YAML 1.1) refuses what DVC took
         cause = exc.__cause__ or exc
-        raise click.ClickException(
+        raise JudgeloopError(
             f"-S {' -S '.join(run)}: params.yaml reads otherwise to DVC (YAML 1.2) than to the stages (YAML "
             f"1.1) where these values go ({type(cause).__name__}: {cause}). Fix: write those keys and values "
             "of params.yaml so that both read them alike (quote text such as yes, no, on, off)"
@@ -239,7 +240,7 @@ def _refuse_mistyped(before: dict[str, Any], after: Any, typed: Sequence[str]) -
             if not isinstance(value, str | dict | list) and "valid string" in wants.lower()
             else "give a value of that kind"
         )
-        raise click.ClickException(
+        raise JudgeloopError(
             f"-S {said}: DVC's -S reads the value as {value!r}, which a stage refuses at {where} ({wants}). "
             f"Fix: {fix}"
         )
@@ -332,8 +333,11 @@ def _warn_relaid(text: str) -> None:
     ]
     shown = "\n".join(f"  {line}" for line in lines[:8]) + ("\n  ..." if len(lines) > 8 else "")
     click.echo(
-        f"judgeloop exp: DVC's -S writes the whole of params.yaml again, in its own layout: beside the "
-        f"values set, these lines change (their values do not; a comment inside a list is lost):\n{shown}\n"
-        "To keep params.yaml as written, write it in that layout and commit it.",
+        guarded(
+            "judgeloop exp: DVC's -S writes the whole of params.yaml again, in its own layout: beside the "
+            "values set, these lines change (their values do not; a comment inside a list is lost):\n"
+            f"{shown}\n"
+            "To keep params.yaml as written, write it in that layout and commit it."
+        ),
         err=True,
     )
