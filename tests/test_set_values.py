@@ -88,7 +88,7 @@ REFUSED = [
     # what Hydra's grammar cannot read, or DVC refuses, said with the reason and the fix
     ("section.k='a", ["-S section.k='a", "Hydra's override grammar", "Fix: quote"]),
     ("section.k=a=b]", ["-S section.k=a=b]", "Fix: quote"]),
-    ("section.zz=1", ["-S section.zz=1", "Could not override", "++section.key=value"]),
+    ("section.zz=1", ["-S section.zz=1", "Could not override", "Fix: add a key", "-S ++section.zz=1"]),
     ("section.k=glob(*)", ["glob", "refuses"]),
 ]
 

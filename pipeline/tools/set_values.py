@@ -162,7 +162,7 @@ def _check_run(text: str, before: dict[str, Any], run: list[str]) -> dict[str, A
     if isinstance(after, str):  # the override DVC refuses alone is named; else they do so together
         named = [(o, why) for o in run if isinstance(why := landed(text, [o]), str)]
         override, why = named[0] if named else (" -S ".join(run), after)
-        raise JudgeloopError(f"-S {override}: {why}. {_fix_for(why)}")
+        raise JudgeloopError(f"-S {override}: {why}. {_fix_for(why, override)}")
     difference = _difference(before, run, after)
     if difference is None:
         return after
@@ -264,9 +264,11 @@ def _model_errors(params: Any) -> dict[str, tuple[Any, str]]:
     return {}
 
 
-def _fix_for(why: str) -> str:
+def _fix_for(why: str, override: str) -> str:
     if "not in struct" in why or "Could not override" in why:
-        return "Fix: add a key params.yaml does not have with ++ (-S ++section.key=value)"
+        return (
+            f"Fix: add a key params.yaml does not have with ++: -S {for_shell('++' + override.lstrip('+'))}"
+        )
     return BY_HAND
 
 
