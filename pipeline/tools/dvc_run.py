@@ -279,7 +279,9 @@ def exp(design: str | None, preset: Path | None, dvc_args: tuple[str, ...]) -> N
 
     `-S section.key=value` changes one value of params.yaml (one line of the file), DVC runs the
     stages that depend on it and records the experiment (it needs a git identity). If a stage
-    fails, params.yaml, dvc.lock and every stage's outputs are restored.
+    fails, params.yaml, dvc.lock and every stage's outputs are restored. The value is read as DVC
+    reads it (Hydra's grammar: 2 is a number, '2' text); one that would reach the stages as
+    something else, or that holds a ${...}, is refused before anything runs, with its fix.
 
     \b
     Examples:
@@ -295,7 +297,7 @@ def exp(design: str | None, preset: Path | None, dvc_args: tuple[str, ...]) -> N
     `git checkout -- params.yaml dvc.lock outputs recordings` to go back.
     """
     from pipeline.experiments.params import require_params_file
-    from pipeline.tools.set_params import check_set_params
+    from pipeline.tools.set_params import check_set_params, set_params
 
     require_params_file()
     refuse_committed_link(Path("."))
@@ -303,10 +305,12 @@ def exp(design: str | None, preset: Path | None, dvc_args: tuple[str, ...]) -> N
         SUBCOMMANDS[dvc_args[0]](dvc_args[1:])
         return
     from pipeline.tools.design_targets import expand_designs
+    from pipeline.tools.set_values import check_set_values
 
-    if preset is not None:
-        dvc_args = (*preset_args(preset), *dvc_args)
-    check_set_params(dvc_args)
+    presets = preset_args(preset) if preset is not None else []
+    check_set_params((*presets, *dvc_args))
+    check_set_values(set_params(dvc_args), set_params(presets))  # the user's own -S, as DVC reads them
+    dvc_args = (*presets, *dvc_args)
     with dvc_started():  # before the outputs are copied aside: see dvc_started
         status = run_experiment(expand_designs(dvc_args, design))
     _closed()

@@ -12,9 +12,8 @@ from __future__ import annotations
 import difflib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-import click
 from pydantic import BaseModel
 
 from pipeline.errors import JudgeloopError
@@ -26,8 +25,38 @@ SET_FLAGS = ("-S", "--set-param")
 
 
 def set_params(args: Sequence[str]) -> list[str]:
-    """The `key=value` of every -S/--set-param in DVC's arguments (either as the next argument or
-    after '=')."""
+    """The `key=value` of every -S/--set-param in `dvc exp run`'s arguments, as DVC's own parser reads
+    them: argparse also takes an abbreviation (`--set k=v`, `--se=k=v`) and a -S among short flags
+    (`-fS k=v`), which a reading by hand missed, so that the -S reached DVC unchecked. Where DVC's
+    parser refuses the arguments (DVC says why when it runs), as written."""
+    import argparse
+    import contextlib
+    import io
+
+    from dvc.cli.parser import get_main_parser
+
+    def refuse(message: str) -> NoReturn:  # not DVC's: it logs the error, then the run says it again
+        raise ValueError(message)
+
+    # DVC's parser is built once (lru_cache) and used again by the run itself: its error is put back
+    commands = [a for a in get_main_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    experiments = [
+        a for a in commands[0].choices["exp"]._actions if isinstance(a, argparse._SubParsersAction)
+    ]
+    run = experiments[0].choices["run"]
+    run.error = refuse
+    try:  # -h prints DVC's help and exits: DVC's run prints it, once
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            read, _ = run.parse_known_args(list(args))
+    except (ValueError, SystemExit):
+        return _as_written(args)
+    finally:
+        del run.error
+    return list(read.set_param or [])
+
+
+def _as_written(args: Sequence[str]) -> list[str]:
+    """The `key=value` of every -S/--set-param (either as the next argument or after '=')."""
     found, pending = [], False
     for arg in args:
         if pending:
@@ -94,7 +123,7 @@ def check_set_params(args: Sequence[str]) -> None:
     for assignment in set_params(args):
         key, equals, _ = assignment.partition("=")
         if not equals:
-            raise click.ClickException(f"-S {assignment}: give it as -S section.key=value")
+            raise JudgeloopError(f"-S {assignment}: give it as -S section.key=value")
         key = key.lstrip("+~")  # DVC's (Hydra's) forms: +key adds a key, ~key removes one
         if ":" in key:  # DVC's file:key form names another params file: not ours to check
             continue
@@ -110,7 +139,7 @@ def check_set_params(args: Sequence[str]) -> None:
         where = ".".join(parts[:index]) or "the top level"
         near = difflib.get_close_matches(parts[index], known, n=1, cutoff=0.6)
         hint = f"; did you mean '{'.'.join([*parts[:index], near[0]])}'?" if near else ""
-        raise click.ClickException(
+        raise JudgeloopError(
             f"-S {assignment}: params.yaml has no key '{parts[index]}' under {where}{hint} "
             f"(known there: {', '.join(known)}). DVC would add it as a new key and change nothing."
         )

@@ -1,0 +1,345 @@
+"""A user's own `-S section.key=value` on `judgeloop exp`: the value DVC reads from what was typed
+(Hydra's override grammar, as DVC documents `-S`) reaches params.yaml, as a stage reads it, exactly;
+or it is refused before anything runs, naming the -S, the value and the fix.
+
+What a -S goes through on its way to a stage, and what is checked here:
+- Hydra parses the value (`2` is a number, `'2'` text, `a,b` a sweep, `[a]` a list). An error is
+  said with Hydra's reason, not DVC's "Invalid `--set-param` value".
+- OmegaConf resolves every `${...}` in it: `${oc.env:NAME}` writes an environment variable's value
+  (a token, a home folder) into params.yaml and the experiment's commit, `${other.key}` another
+  key's; neither shows on the command line that ran the experiment. Refused: the value is given
+  itself. The text `${` written `\\${` is text and kept.
+- DVC writes the whole of params.yaml again (ruamel, YAML 1.2) and a stage reads it with PyYAML
+  (YAML 1.1): text DVC writes plain (`no`, `1:30`), a float it writes `1e-05`, would come back
+  otherwise; and every other value of the file is written again, a `${...}` in it resolved and
+  quotes YAML 1.2 does not need dropped. So DVC's own apply_overrides is run on a copy of
+  params.yaml (pipeline.tools.preset_values.landed) and what a stage would read is set against what
+  Hydra's grammar made of the values typed, in type and value; with a sweep (`--queue`), each run.
+- A value Hydra reads as a kind judgeloop's params model does not take there (`-S llm.model=7`, a
+  number) is refused with the quoting that gives text, not left to fail a stage once DVC has begun.
+- The rewrite also lays the file out DVC's way (comments inside a list dropped, flow lists made
+  block): values unchanged, so it is said as a warning, with the lines, not refused.
+"""
+
+from __future__ import annotations
+
+import difflib
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from pipeline.errors import JudgeloopError
+from pipeline.llm.terminal import guarded
+from pipeline.tools.preset_values import BY_HAND, MISSING, first_difference, landed
+
+DVC_PARAMS = "params.yaml"  # the file a -S without `file:` changes (DVC's DEFAULT_PARAMS_FILE)
+INTERPOLATION_FIX = (
+    "Fix: give the value itself (a shell puts a variable's value in where the command shows it: "
+    '-S "key=$NAME"), or write \\${ for the text ${'
+)
+
+
+def check_set_values(
+    typed: Sequence[str], preset: Sequence[str] = (), params: Path = Path(DVC_PARAMS)
+) -> None:
+    """Refuse (JudgeloopError, a click error) a -S in `typed` (the user's own `key=value`s, after the
+    `preset`'s) that DVC's grammar cannot read, that resolves a `${...}`, or whose value a stage would
+    not read back as typed; or, with them, any other value of `params` DVC's rewrite would change.
+    Say, as a warning, what else of the file's text the rewrite would change."""
+    from dvc.utils.cli_parse import to_path_overrides
+
+    by_file = to_path_overrides(typed)
+    for file, overrides in by_file.items():
+        for override in overrides:
+            _refuse_interpolation(override, file)
+    ours = [*preset, *by_file.get(DVC_PARAMS, [])]
+    if not by_file.get(DVC_PARAMS) or not params.is_file():
+        return
+    from pipeline.llm.settings import params_text
+
+    text = params_text(params)
+    before = landed(text, [])
+    if isinstance(before, str):
+        raise JudgeloopError(f"{params} as it is now: {before}. Fix params.yaml first.")
+    for run in _runs(ours):
+        after = _check_run(text, before, run)
+        _refuse_mistyped(before, after, [o for o in run if o not in preset])
+    _warn_relaid(text)
+
+
+def _parsed(overrides: Sequence[str]) -> list[Any]:
+    """Hydra's reading of each override, or a click error naming the one it cannot read."""
+    from dvc.utils.hydra import to_hydra_overrides
+    from hydra.errors import OverrideParseException
+
+    try:
+        return list(to_hydra_overrides(overrides))
+    except OverrideParseException:
+        pass
+    for override in overrides:  # the first one Hydra cannot read alone, said with Hydra's reason
+        try:
+            to_hydra_overrides([override])
+        except OverrideParseException as exc:
+            reason = " ".join(str(exc).split())
+            raise JudgeloopError(
+                f"-S {override}: DVC reads -S with Hydra's override grammar, which cannot read it "
+                f"({reason}). Fix: quote text that holds a space, a quote, a comma or a bracket: "
+                f"-S \"key='...'\" (a quote inside written \\')"
+            ) from None
+    raise JudgeloopError(
+        f"-S {' -S '.join(overrides)}: DVC's Hydra grammar cannot read them together. Fix: quote text: "
+        "-S \"key='...'\""
+    )
+
+
+def _runs(overrides: Sequence[str]) -> list[list[str]]:
+    """The overrides of each run DVC makes of them: one, or one per point of a sweep (`a=1,2`:
+    `--queue` queues each), spelled as Hydra's sweeper spells them for DVC."""
+    from dvc.utils.hydra import get_hydra_sweeps
+
+    if not any(override.is_sweep_override() for override in _parsed(overrides)):
+        return [list(overrides)]
+    try:
+        return [run[DVC_PARAMS] for run in get_hydra_sweeps({DVC_PARAMS: list(overrides)})]
+    except Exception as exc:  # a glob sweep, or one Hydra's sweeper refuses: DVC would refuse it too
+        raise JudgeloopError(
+            f"-S {' -S '.join(overrides)}: DVC refuses this sweep ({exc}). Fix: list the values (-S key=a,b) "
+            "or quote text: -S \"key='...'\""
+        ) from None
+
+
+def _refuse_interpolation(override: str, file: str) -> None:
+    """A `${...}` in a value typed (in any run of a sweep) refused, naming it."""
+    for run in _runs([override]):
+        for parsed in _parsed(run):
+            if any(_interpolates(text) for text in _texts(parsed.value())):
+                where = "" if file == DVC_PARAMS else f" ({file})"
+                raise JudgeloopError(
+                    f"-S {override}{where}: its value holds a ${{...}}, which DVC's -S resolves when it "
+                    "writes the params file (OmegaConf: ${oc.env:NAME} is an environment variable's value, "
+                    "${section.key} another key's), so the experiment would record a value the command "
+                    f"does not show, and commit it. {INTERPOLATION_FIX}"
+                )
+
+
+def _texts(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list):
+        for item in value:
+            yield from _texts(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _texts(item)
+
+
+def _interpolates(text: str) -> bool:
+    """Whether OmegaConf resolves something in `text` (`\\${` is the text `${`, not resolved)."""
+    from omegaconf.errors import GrammarParseError
+    from omegaconf.grammar.gen.OmegaConfGrammarParser import OmegaConfGrammarParser
+    from omegaconf.grammar_parser import parse
+
+    if "${" not in text:
+        return False
+    try:
+        nodes = [parse(text)]
+    except GrammarParseError:  # no interpolation OmegaConf can make: DVC fails, said by the check after
+        return False
+    while nodes:
+        node = nodes.pop()
+        if isinstance(node, OmegaConfGrammarParser.InterpolationContext):
+            return True
+        nodes.extend(getattr(node, "children", None) or [])
+    return False
+
+
+def _check_run(text: str, before: dict[str, Any], run: list[str]) -> dict[str, Any]:
+    """params.yaml after the run's overrides, as a stage reads it; or a click error naming why not."""
+    after = landed(text, run)
+    if isinstance(after, str):  # the override DVC refuses alone is named; else they do so together
+        named = [(o, why) for o in run if isinstance(why := landed(text, [o]), str)]
+        override, why = named[0] if named else (" -S ".join(run), after)
+        raise JudgeloopError(f"-S {override}: {why}. {_fix_for(why, override)}")
+    difference = _difference(before, run, after)
+    if difference is None:
+        return after
+    where, wanted, got = difference
+    typed = next((o for o in reversed(run) if _covers(o, where)), None)
+    if typed is None or (isinstance(wanted, str) and "${" in wanted):
+        # any -S would do it: params.yaml itself holds what DVC's rewrite changes (what a `${...}` of
+        # it resolves to never said: an environment variable's value, a token in a CI log)
+        from pipeline.tools.preset_values import _said as said_of_params
+
+        raise JudgeloopError(f"-S {' -S '.join(run)}: {said_of_params({}, where, wanted, got)}")
+    instead = _instead(text, before, run, typed, where, got)
+    raise JudgeloopError(
+        f"-S {typed}: DVC's -S reads the value as {_shown(wanted)}, but writes params.yaml so that a stage "
+        f"would read {_shown(got)} at {where} (DVC writes YAML 1.2, the stages read YAML 1.1). Fix: "
+        f"{instead}dit params.yaml by hand for this value{_by_hand(wanted)} (and commit it): DVC's -S "
+        "cannot carry it"
+    )
+
+
+def _by_hand(wanted: Any) -> str:
+    """How a float DVC writes as `1e-05` (text to YAML 1.1) is written so that both YAMLs read it."""
+    if not isinstance(wanted, float) or "e" not in repr(wanted) or "." in repr(wanted):
+        return ""
+    mantissa, exponent = repr(wanted).split("e")
+    return f" (written {mantissa}.0e{exponent}, a float to both YAMLs, which DVC then keeps)"
+
+
+def _difference(before: dict[str, Any], run: list[str], after: dict[str, Any]) -> tuple[str, Any, Any] | None:
+    """Where what a stage would read first differs from what Hydra's grammar means, or None."""
+    try:
+        return first_difference(meant(before, run), after)
+    except Exception as exc:  # Hydra on params.yaml as a stage reads it (YAML 1.1) refuses what DVC took
+        cause = exc.__cause__ or exc
+        raise JudgeloopError(
+            f"-S {' -S '.join(run)}: params.yaml reads otherwise to DVC (YAML 1.2) than to the stages (YAML "
+            f"1.1) where these values go ({type(cause).__name__}: {cause}). Fix: write those keys and values "
+            "of params.yaml so that both read them alike (quote text such as yes, no, on, off)"
+        ) from None
+
+
+def _instead(text: str, before: dict[str, Any], run: list[str], typed: str, where: str, got: Any) -> str:
+    """ "if you meant GOT, give -S KEY=GOT; else e" where that -S would carry GOT exactly; else "E"."""
+    from pipeline.tools.hydra_spelling import UnspellableValue, spelled
+
+    key = typed.partition("=")[0]
+    if key.lstrip("+~") != where or got is MISSING:
+        return "E"
+    try:
+        other = f"{key}={spelled(got)}"
+    except UnspellableValue:
+        return "E"
+    again = [other if o == typed else o for o in run]
+    after = landed(text, again)
+    if isinstance(after, str) or first_difference(meant(before, again), after) is not None:
+        return "E"
+    return f"if you meant {got!r}, give -S {for_shell(other)}; else e"
+
+
+def _refuse_mistyped(before: dict[str, Any], after: Any, typed: Sequence[str]) -> None:
+    """A typed value judgeloop's params model refuses where it took params.yaml's (Hydra's grammar
+    made `-S llm.model=7` the number 7, which no stage takes as a model's name) refused now, with the
+    quoting that gives text, rather than by a stage once DVC has started the experiment."""
+    new = _model_errors(after)
+    old = _model_errors(before)
+    for where, (value, wants) in new.items():
+        said = next((o for o in typed if _covers(o, where)), None)
+        if where in old or said is None:
+            continue
+        key, _, written = said.partition("=")
+        from pipeline.tools.hydra_spelling import quoted
+
+        fix = (
+            f"quote it for text: -S {for_shell(f'{key}={quoted(written)}')}"
+            if not isinstance(value, str | dict | list) and "valid string" in wants.lower()
+            else "give a value of that kind"
+        )
+        raise JudgeloopError(
+            f"-S {said}: DVC's -S reads the value as {value!r}, which a stage refuses at {where} ({wants}). "
+            f"Fix: {fix}"
+        )
+
+
+def _model_errors(params: Any) -> dict[str, tuple[Any, str]]:
+    """Where judgeloop's params model refuses `params`: dotted key -> (the value there, what it
+    wants); none for a project whose params file is not judgeloop's (no model could be made)."""
+    from pydantic import ValidationError
+
+    from pipeline.experiments.params import params_model
+
+    if not isinstance(params, dict):
+        return {}
+    try:
+        params_model().model_validate(params)
+    except ValidationError as exc:
+        return {".".join(map(str, e["loc"])): (e.get("input"), e["msg"]) for e in exc.errors()}
+    except JudgeloopError:
+        return {}
+    return {}
+
+
+def _fix_for(why: str, override: str) -> str:
+    if "not in struct" in why or "Could not override" in why:
+        return (
+            f"Fix: add a key params.yaml does not have with ++: -S {for_shell('++' + override.lstrip('+'))}"
+        )
+    return BY_HAND
+
+
+def meant(before: dict[str, Any], overrides: Sequence[str]) -> Any:
+    """params.yaml's values (as a stage read them) with the overrides applied as Hydra's grammar
+    means them: Hydra's own code on an OmegaConf copy, as DVC's apply_overrides, with no file
+    written and nothing of params.yaml itself resolved (each of its `${` kept as the text it is)."""
+    from dvc.utils.hydra import to_hydra_overrides
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from omegaconf import OmegaConf
+
+    config = OmegaConf.create(_escaped(before), flags={"allow_objects": True})
+    OmegaConf.set_struct(config, True)
+    ConfigLoaderImpl._apply_overrides_to_config(to_hydra_overrides(list(overrides)), config)
+    return OmegaConf.to_container(config, resolve=True)  # the values' `\${` made `${` again, as DVC
+
+
+def _escaped(value: Any) -> Any:
+    """Every text's `${` written so that OmegaConf makes it again (pipeline.tools.hydra_spelling)."""
+    from pipeline.tools.hydra_spelling import _INTERPOLATION
+
+    if isinstance(value, str):
+        return _INTERPOLATION.sub(lambda m: m[1] * 2 + "\\${", value)
+    if isinstance(value, list):
+        return [_escaped(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _escaped(item) for key, item in value.items()}
+    return value
+
+
+def for_shell(argument: str) -> str:
+    """`argument` as a POSIX shell gives it to the program: in double quotes where none of `"$`\\!`
+    is in it (readable), else as shlex quotes it."""
+    import shlex
+
+    if argument == shlex.quote(argument):
+        return argument
+    return f'"{argument}"' if not set(argument) & set('"$`\\!') else shlex.quote(argument)
+
+
+def _covers(override: str, where: str) -> bool:
+    key = override.partition("=")[0].lstrip("+~")
+    return where == key or where.startswith(f"{key}.")
+
+
+def _shown(value: Any) -> str:
+    return "nothing" if value is MISSING else repr(value)
+
+
+def _warn_relaid(text: str) -> None:
+    """Say which lines of params.yaml DVC's rewrite changes beyond the values set (their values
+    unchanged: checked above): what it writes for no -S at all, against the file."""
+    from dvc.utils.hydra import apply_overrides
+
+    with tempfile.TemporaryDirectory(prefix="judgeloop-set-") as folder:
+        copy = Path(folder) / DVC_PARAMS
+        copy.write_text(text, encoding="utf-8")
+        apply_overrides(str(copy), [])
+        rewritten = copy.read_text(encoding="utf-8")
+    if rewritten == text:
+        return
+    lines = [
+        line for line in difflib.ndiff(text.splitlines(), rewritten.splitlines()) if line[:2] in ("- ", "+ ")
+    ]
+    shown = "\n".join(f"  {line}" for line in lines[:8]) + ("\n  ..." if len(lines) > 8 else "")
+    click.echo(
+        guarded(
+            "judgeloop exp: DVC's -S writes the whole of params.yaml again, in its own layout: beside the "
+            "values set, these lines change (their values do not; a comment inside a list is lost):\n"
+            f"{shown}\n"
+            "To keep params.yaml as written, write it in that layout and commit it."
+        ),
+        err=True,
+    )
