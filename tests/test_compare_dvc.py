@@ -89,3 +89,22 @@ def test_nothing_changed_says_so_without_pointing_to_diff(tmp_path: Path) -> Non
     shown = _compare(repo, "HEAD", "workspace")
     assert shown.returncode == 0, shown.stderr
     assert "params: the same" in shown.stdout and "judgeloop diff" not in shown.stdout, shown.stdout
+
+
+def test_two_names_of_one_commit(tmp_path: Path) -> None:
+    """DVC answers two revisions of one commit under one key ("main,HEAD"): each is still found."""
+    repo = _two_commits(tmp_path)
+    subprocess.run(["git", "branch", "-q", "other"], cwd=repo, check=True)
+    shown = _compare(repo, "other", "HEAD")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith("other → HEAD\nparams: the same\n"), shown.stdout
+
+
+def test_a_metrics_file_dvc_cannot_read_is_said(tmp_path: Path) -> None:
+    repo = _two_commits(tmp_path)
+    (repo / "outputs/paper/moved.json").write_text("{not json", encoding="utf-8")
+    shown = _compare(repo, "HEAD", "workspace")
+    assert shown.returncode == 0, shown.stderr
+    out = shown.stdout
+    assert "  (outputs/paper/moved.json in workspace: DVC cannot read it:" in out, out
+    assert "judgeloop diff" not in out, out  # no number moved: none is there to test

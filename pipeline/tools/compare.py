@@ -35,6 +35,10 @@ WIDTH = 100
 LABEL = WIDTH - 2 - 2 * VALUE - DELTA  # the rows are indented by two
 # A run's name a shell reads as it is (HEAD~1, exp-1a2b3, main): not quoted where a command is suggested
 _PLAIN_ARG = re.compile(r"[\w@%+=:,./^-][\w@%+=:,./~^-]*", re.ASCII)
+FIX_RUN = (
+    "Fix: a commit, branch or tag (`git log --oneline`, `git branch -a`), an experiment's name "
+    "(`dvc exp show`), or `workspace`."
+)
 __all__ = ["cells", "design_table", "metrics_file", "params_changes", "read_runs", "render"]
 
 
@@ -48,14 +52,39 @@ def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
+class Unreadable(dict[str, Any]):
+    """A run's file DVC could not read or that holds no mapping: empty, as DVC reads it, with why."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__()
+        self.why = why
+
+
+def _entry(shown: Mapping[str, Any], rev: str) -> Any:
+    """DVC's answer for `rev`: under its name, or under the key DVC gives two names of one commit
+    ("main,HEAD"); asked for no revision (both runs the workspace), DVC names the workspace ""."""
+    if rev in shown:
+        return shown[rev]
+    for key, entry in shown.items():
+        if rev in key.split(","):
+            return entry
+    return shown.get("") if rev == WORKSPACE else None
+
+
+def _file(file: Mapping[str, Any]) -> dict[str, Any]:
+    data = file.get("data", {})
+    if "error" in file and not data:
+        return Unreadable(f"DVC cannot read it: {file['error']}")
+    return data if isinstance(data, dict) else Unreadable("it holds no mapping")
+
+
 def _by_rev(shown: Mapping[str, Any], revs: Sequence[str]) -> dict[str, dict[str, Any]]:
     """{rev: {file: its data}} from DVC's show(), every rev asked for (an unknown one is an error).
     A file DVC could not parse, or whose data is not a mapping, is read as empty, as DVC itself
-    reads a metrics file of another shape."""
+    reads a metrics file of another shape (Unreadable, which says why)."""
     out: dict[str, dict[str, Any]] = {}
     for rev in revs:
-        # Asked for no revision (both runs the workspace), DVC names the workspace "".
-        entry = shown.get(rev, shown.get("") if rev == WORKSPACE else None)
+        entry = _entry(shown, rev)
         if entry is None:
             raise JudgeloopError(f"no run named {rev!r}. {FIX_RUN}")
         if "error" in entry and not entry.get("data"):
@@ -63,11 +92,7 @@ def _by_rev(shown: Mapping[str, Any], revs: Sequence[str]) -> dict[str, dict[str
                 f"cannot read run {rev!r}: {entry['error']}. Fix: correct that file in the run "
                 "(`dvc exp show` names it too), or compare another run."
             )
-        files = entry.get("data", {})
-        out[rev] = {
-            path: data if isinstance(data := file.get("data", {}), Mapping) else {}
-            for path, file in files.items()
-        }
+        out[rev] = {path: _file(file) for path, file in entry.get("data", {}).items()}
     return out
 
 
@@ -85,12 +110,6 @@ def read_runs(revs: Sequence[str]) -> tuple[dict[str, dict[str, Any]], dict[str,
     except (DvcException, RevError) as exc:
         raise _unreadable(revs, exc) from exc
     return _by_rev(metrics, revs), _by_rev(params, revs)
-
-
-FIX_RUN = (
-    "Fix: a commit, branch or tag (`git log --oneline`, `git branch -a`), an experiment's name "
-    "(`dvc exp show`), or `workspace`."
-)
 
 
 def _unreadable(revs: Sequence[str], exc: Exception) -> JudgeloopError:
@@ -203,7 +222,7 @@ def _table(
     names: Sequence[str],
     show_all: bool,
 ) -> tuple[list[str], int]:
-    """The design's rows, and how many of its numbers changed."""
+    """The design's rows, and how many of its numbers changed (both runs have it, and it moved)."""
     found = [run.get(path) for run, path in zip(runs, paths, strict=True)]
     if all(m is None for m in found):
         return [], 0
@@ -212,11 +231,16 @@ def _table(
     for metrics, path, name in zip(found, paths, names, strict=True):
         if metrics is None:
             lines.append(f"  ({_line(f'no {path} in {name}', WIDTH - 4)})")
+        elif isinstance(metrics, Unreadable):
+            lines.append(f"  ({_line(f'{path} in {name}: {metrics.why}', WIDTH - 4)})")
     rows, same = _rows(old, new, show_all)
     lines += rows
     if same and not show_all:
         lines.append(f"  ({same} number{'s' if same != 1 else ''} the same; --all shows them)")
-    return lines, len(old.keys() | new.keys()) - same
+    moved = sum(
+        cells(old.get(label), new.get(label))[2] not in ("=", "") for label in old.keys() & new.keys()
+    )
+    return lines, moved
 
 
 def design_table(
