@@ -5,8 +5,12 @@ run without the params file is one line, not every key."""
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline.llm.terminal import guarded
 from pipeline.tools.compare import params_changes
@@ -52,3 +56,38 @@ def test_a_value_with_line_breaks_and_escapes_stays_in_one_line() -> None:
 def test_a_run_without_the_params_file_is_one_line() -> None:
     lines = [guarded(line) for line in params_changes([{"params.yaml": {"a": 1, "b": 2}}, {}], ["HEAD", "B"])]
     assert lines == ["  params.yaml: not in B"]
+
+
+scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=30))
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=12), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.dictionaries(st.text(max_size=12), values, max_size=5),
+    st.dictionaries(st.text(max_size=12), values, max_size=5),
+)
+def test_any_params(old: dict[str, Any], new: dict[str, Any]) -> None:
+    """A run against a copy of itself differs in nothing (NaN included); against another, every line
+    is one line of 100 columns at most, and none but where a leaf differs."""
+    assert _changes(old, copy.deepcopy(old)) == []
+    lines = _changes(old, new)
+    assert all("\n" not in line and len(line) <= 100 for line in lines)
+    assert (lines == []) == (_canonical(old) == _canonical(new))
+
+
+def _canonical(value: Any) -> Any:
+    """The value with its types in it, NaN equal to NaN, a mapping's order not (the oracle)."""
+    if isinstance(value, dict):
+        return ("map", sorted((key, _canonical(item)) for key, item in value.items()))
+    if isinstance(value, list):
+        return ("list", [_canonical(item) for item in value])
+    if isinstance(value, float) and math.isnan(value):
+        return ("float", "nan")
+    return (type(value).__name__, value)

@@ -13,6 +13,7 @@ two sides of a change never read alike. Every key and value is shown escaped on 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -28,14 +29,26 @@ class _Absent:
 ABSENT = _Absent()
 
 
+_PLAIN_KEY = re.compile(r"[^.\[\]'\"]+")
+
+
+def _step(prefix: str, key: Any) -> str:
+    """A mapping key's step of a path: `.key`, or `['a.b']` for a key that is not plain text (a
+    dot, a bracket, a quote, empty, not a text), so that no two leaves share a path."""
+    if isinstance(key, str) and _PLAIN_KEY.fullmatch(key):
+        return f"{prefix}.{key}" if prefix else key
+    return f"{prefix}[{spelled_leaf(key)}]"
+
+
 def leaves(value: Any, prefix: str = "") -> dict[str, Any]:
-    """Every leaf of a params file's data, by its path (`a.b[2].c`); an empty mapping or list is a leaf."""
+    """Every leaf of a params file's data, by its path (`a.b[2].c`); an empty mapping or list is a
+    leaf, but for the file's whole data (no leaf)."""
     if isinstance(value, Mapping) and value:
-        items = [(f"{prefix}.{key}" if prefix else str(key), item) for key, item in value.items()]
+        items = [(_step(prefix, key), item) for key, item in value.items()]
     elif isinstance(value, list | tuple) and value:
         items = [(f"{prefix}[{n}]", item) for n, item in enumerate(value)]
     else:
-        return {prefix: value}
+        return {prefix: value} if prefix else {}
     found: dict[str, Any] = {}
     for path, item in items:
         found |= leaves(item, path)
