@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import unicodedata
 from typing import Any
 
 from hypothesis import given, settings
@@ -135,3 +136,24 @@ def test_a_design_whose_headline_gives_no_number_is_named() -> None:
     text = "\n".join(lines)
     assert "odd" in text and "'text'" in text and "not a number" in text, text
     assert "same" in text and "same (2)" in text  # two rows of one label: both shown
+
+
+def _columns(line: str) -> int:
+    """A line's width on a terminal: East Asian wide characters take two columns, combining ones none."""
+    return sum(
+        0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line
+    )
+
+
+def test_wide_characters_in_a_name_keep_the_100_columns() -> None:
+    """A metric named in Chinese (a researcher's own dimension names): each character two columns wide."""
+    wide = "连贯性" * 30
+    a = _with()
+    a[PATH]["figure2"][wide] = {"before": {"mean": 1.0}, "after": {"mean": 2.0}}
+    b = json.loads(json.dumps(a))
+    b[PATH]["figure2"][wide]["after"]["mean"] = 3.0
+    lines = _table(a, b)
+    row = next(line for line in lines if line.startswith("  连"))
+    assert _columns(row) == 100 and row.endswith("2           3        +1"), row
+    out = render(["分支" * 40, "HEAD"], [a, b], [{}, {}])
+    assert max(_columns(line) for line in out.splitlines()) <= 100

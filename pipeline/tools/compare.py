@@ -27,6 +27,7 @@ from pipeline.experiments.design import PARAM_REFERENCE, Design, Headline, Numbe
 from pipeline.experiments.params import require_params_file
 from pipeline.experiments.registry import designs
 from pipeline.llm.terminal import echo, guarded, shown
+from pipeline.tools.columns import fit, pad, right
 from pipeline.tools.compare_numbers import DELTA, VALUE, cells
 from pipeline.tools.compare_params import ABSENT, leaves, params_changes
 
@@ -131,7 +132,7 @@ def _delta(old: Number | None, new: Number | None) -> str:
 
 
 def _fit(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return fit(text, width)
 
 
 def _line(text: str, width: int = WIDTH) -> str:
@@ -140,7 +141,9 @@ def _line(text: str, width: int = WIDTH) -> str:
 
 
 def _row(label: str, a: str, b: str, delta: str) -> str:
-    return f"  {_line(label, LABEL - 1):<{LABEL}}{a:>{VALUE}}{b:>{VALUE}}{delta:>{DELTA}}".rstrip()
+    return (
+        f"  {pad(_line(label, LABEL - 1), LABEL)}{right(a, VALUE)}{right(b, VALUE)}{delta:>{DELTA}}".rstrip()
+    )
 
 
 def _numbers(design: Design[Any], rows: Headline) -> tuple[dict[str, Number | None], list[str]]:

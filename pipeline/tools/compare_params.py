@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pipeline.llm.terminal import shown, spelled
+from pipeline.tools.columns import fit
 
 WIDTH = 100
 
@@ -79,10 +80,6 @@ def spelled_leaf(value: Any) -> str:
     return spelled(value)  # a number (1.0, nan, inf), or an empty list
 
 
-def _fit(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
 def params_changes(runs: Sequence[Mapping[str, Any]], names: Sequence[str] = ("A", "B")) -> list[str]:
     """`key: old → new` for every params value that differs between the two runs (a file other
     than params.yaml named before its keys); a file one run lacks is one line."""
@@ -99,4 +96,4 @@ def params_changes(runs: Sequence[Mapping[str, Any]], names: Sequence[str] = ("A
             a, b = old.get(key, ABSENT), new.get(key, ABSENT)
             if not same(a, b):
                 lines.append(f"{prefix}{key}: {spelled_leaf(a)} → {spelled_leaf(b)}")
-    return ["  " + _fit(shown(line, one_line=True), WIDTH - 2) for line in lines]
+    return ["  " + fit(shown(line, one_line=True), WIDTH - 2) for line in lines]
