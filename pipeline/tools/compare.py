@@ -6,10 +6,15 @@
 
 A run is a git revision (a commit, a branch, a tag, HEAD~1) or a DVC experiment's name (`dvc exp
 show` lists them); `workspace` is the files as they are. DVC reads each run's metrics and params
-(dvc.repo.Repo.metrics/params.show, which resolve experiment names too); each design says which
-of its numbers are the headline (its Design.headline, from the registry). The table fits 100
-columns: a row a number that changed (`--all`: every number), the params that differ between the
-two runs above it.
+(dvc.repo.Repo.metrics/params.show, which resolve experiment names too, and answer two names of one
+commit under one key, "main,HEAD"); each design says which of its numbers are the headline (its
+Design.headline, from the registry), and each run's metrics file is where that run's own params put
+it (metrics_file), so the workspace's params.yaml is needed by no other run. The table fits 100
+columns of a terminal (pipeline.tools.columns): a row a number that changed (`--all`: every
+number), set as pipeline.tools.compare_numbers shows numbers, the params that differ between the two
+runs above it (pipeline.tools.compare_params). Every name in it (a run's, a metric's from a
+metrics file, a param's) is shown escaped on its one line, then cut. Whether a change exceeds noise
+is `judgeloop diff`'s: the table names that command where a number moved.
 """
 
 from __future__ import annotations
