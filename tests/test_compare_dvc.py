@@ -108,3 +108,15 @@ def test_a_metrics_file_dvc_cannot_read_is_said(tmp_path: Path) -> None:
     out = shown.stdout
     assert "  (outputs/paper/moved.json in workspace: DVC cannot read it:" in out, out
     assert "judgeloop diff" not in out, out  # no number moved: none is there to test
+
+
+def test_a_revision_that_names_no_commit_is_said(tmp_path: Path) -> None:
+    """HEAD:params.yaml (a file of a commit) and HEAD^{tree} are git revisions but no commits: DVC
+    raised AttributeError from inside pygit2, a traceback."""
+    repo = _two_commits(tmp_path)
+    for rev in ("HEAD:params.yaml", "HEAD^{tree}"):
+        shown = _compare(repo, rev, "HEAD")
+        assert shown.returncode == 1 and "Traceback" not in shown.stderr, shown.stderr
+        assert f"{rev!r} names a" in shown.stderr and "not a commit" in shown.stderr, shown.stderr
+    empty = _compare(repo, "", "HEAD")
+    assert empty.returncode == 2 and "a run's name is empty" in empty.stderr, empty.stderr

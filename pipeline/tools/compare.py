@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -115,11 +116,36 @@ def read_runs(revs: Sequence[str]) -> tuple[dict[str, dict[str, Any]], dict[str,
             params = repo.params.show(revs=asked or None, hide_workspace=False)
     except (DvcException, RevError) as exc:
         raise _unreadable(revs, exc) from exc
+    except AttributeError as exc:  # pygit2 inside DVC, given a tree or a blob for a commit
+        raise _unreadable(revs, exc, _kinds(revs)) from exc
     return _by_rev(metrics, revs), _by_rev(params, revs)
 
 
-def _unreadable(revs: Sequence[str], exc: Exception) -> JudgeloopError:
-    """The error for runs DVC could not read: the run its message names, if one, and the fix."""
+def _kinds(revs: Sequence[str]) -> dict[str, str]:
+    """What git's object each run names is, for those that name one that is not a commit
+    (HEAD:params.yaml, a blob; HEAD^{tree}, a tree)."""
+    kinds = {}
+    for rev in revs:
+        if rev == WORKSPACE or rev.startswith("-"):
+            continue
+        try:
+            done = subprocess.run(["git", "cat-file", "-t", rev], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        kind = done.stdout.strip()
+        if done.returncode == 0 and kind not in ("commit", "tag"):
+            kinds[rev] = kind
+    return kinds
+
+
+def _unreadable(
+    revs: Sequence[str], exc: Exception, kinds: Mapping[str, str] | None = None
+) -> JudgeloopError:
+    """The error for runs DVC could not read: the run that names no commit or that its message
+    names, if one, and the fix."""
+    if kinds:
+        rev, kind = next(iter(kinds.items()))
+        return JudgeloopError(f"{rev!r} names a {kind}, not a commit. {FIX_RUN}")
     named = [rev for rev in dict.fromkeys(revs) if f"'{rev}'" in str(exc)]
     if len(named) == 1:
         return JudgeloopError(f"no run named {named[0]!r} ({exc}). {FIX_RUN}")
@@ -356,6 +382,8 @@ def compare(runs: tuple[str, ...], only: tuple[str, ...], show_all: bool) -> Non
     """
     if len(runs) > 2:
         raise click.UsageError("give at most two runs")
+    if "" in runs:
+        raise click.UsageError("a run's name is empty: give a commit, branch, tag, experiment or `workspace`")
     names = list(runs) if len(runs) == 2 else [runs[0] if runs else "HEAD", WORKSPACE]
     unknown = sorted(set(only) - {d.name for d in designs()})
     if unknown:
