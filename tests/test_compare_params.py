@@ -91,3 +91,12 @@ def _canonical(value: Any) -> Any:
     if isinstance(value, float) and math.isnan(value):
         return ("float", "nan")
     return (type(value).__name__, value)
+
+
+def test_exp_list_finds_the_same_changes() -> None:
+    """`judgeloop exp list` names an experiment's changed params by compare's rule (it compared by ==)."""
+    from pipeline.tools.exp_list import changed_params
+
+    old = {"params.yaml": {"a": 1, "b": True, "n": math.nan, "m": ["x", "y"]}}
+    new = {"params.yaml": {"a": 1.0, "b": 1, "n": math.nan, "m": ["x", "z"]}}
+    assert changed_params(old, new) == ["a=1.0", "b=1", "m[1]=z"]

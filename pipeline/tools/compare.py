@@ -54,16 +54,6 @@ __all__ = [
 ]
 
 
-def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in data.items():
-        if isinstance(value, Mapping):
-            flat |= _flatten(value, f"{prefix}{key}.")
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
-
-
 def _number(value: Number | None) -> str:
     """One number as the table shows it (`judgeloop exp list`)."""
     return cells(value, value)[0]
