@@ -157,3 +157,18 @@ def test_wide_characters_in_a_name_keep_the_100_columns() -> None:
     assert _columns(row) == 100 and row.endswith("2           3        +1"), row
     out = render(["分支" * 40, "HEAD"], [a, b], [{}, {}])
     assert max(_columns(line) for line in out.splitlines()) <= 100
+
+
+def test_a_design_without_a_headline_says_so() -> None:
+    """A registered design that names no headline numbers: its title alone read as 'nothing changed'."""
+    bare = Design(name="bare", title="no headline", params=EngineSettings, stages=())
+    lines = design_table(bare, "m.json", [{"m.json": {"x": 1}}, {"m.json": {"x": 2}}], ["A", "B"], False)
+    assert lines == [
+        "bare: no headline",
+        "  (the design names no headline numbers: its Design.headline is None)",
+    ]
+
+
+def test_the_pointer_to_diff_names_the_one_design() -> None:
+    out = render(["HEAD~1", "my branch"], [_with(after=1.0), _with(after=2.0)], [{}, {}], ["paper"])
+    assert "judgeloop diff HEAD~1 'my branch' --design paper" in out, out

@@ -164,6 +164,8 @@ def _table(
         return [], 0
     (old, new), problems = _headlines(design, paths, found, names)
     lines = [_line(f"{design.name}: {design.title}"), *problems]
+    if design.headline is None:
+        return [*lines, "  (the design names no headline numbers: its Design.headline is None)"], 0
     for metrics, path, name in zip(found, paths, names, strict=True):
         if metrics is None:
             lines.append(f"  ({_line(f'no {path} in {name}', WIDTH - 4)})")
@@ -253,6 +255,7 @@ def render(
     lines += tables or ["  (neither run has the metrics of any design)"]
     if judged:
         runs = " ".join(name if _PLAIN_ARG.fullmatch(name) else shlex.quote(name) for name in names)
+        runs += f" --design {judged[0]}" if len(judged) == 1 else ""
         lines += [
             "",
             _line(f"whether a change exceeds the judge's noise: judgeloop diff {runs}"),
