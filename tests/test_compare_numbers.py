@@ -11,6 +11,7 @@ import re
 import unicodedata
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -172,3 +173,45 @@ def test_a_design_without_a_headline_says_so() -> None:
 def test_the_pointer_to_diff_names_the_one_design() -> None:
     out = render(["HEAD~1", "my branch"], [_with(after=1.0), _with(after=2.0)], [{}, {}], ["paper"])
     assert "judgeloop diff HEAD~1 'my branch' --design paper" in out, out
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.text(min_size=1, max_size=120).filter(lambda name: "." not in name), st.text(min_size=1, max_size=120)
+)
+def test_any_metric_and_run_name_keeps_one_line_of_100_columns(metric: str, run: str) -> None:
+    """(A metric whose name holds a dot is not found: test_a_metric_whose_name_holds_a_dot_is_found.)"""
+    a = _with()
+    a[PATH]["figure2"][metric] = {"before": {"mean": 1.0}, "after": {"mean": 2.0}}
+    b = json.loads(json.dumps(a))
+    b[PATH]["figure2"][metric]["after"]["mean"] = 3.0
+    out = guarded(render([run, "HEAD"], [a, b], [{}, {}], ["paper"]))  # as echo prints it
+    lines = out.splitlines()
+    assert lines[0].endswith(" → HEAD") and max(_columns(line) for line in lines) <= 100, out
+    assert sum(line.rstrip().endswith("2           3        +1") for line in lines) == 1, out
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the designs' headline functions split dig()'s path at every dot; the mend (a tuple path, "
+    "/work/wt/compare-review-dig.patch) touches pipeline/experiments/design.py, which every stage "
+    "imports: its stages/code digests are committed outputs, so it waits for the integrator",
+)
+def test_a_metric_whose_name_holds_a_dot_is_found() -> None:
+    """`accuracy v1.2`: the headline looked its numbers up at `figure2.accuracy v1.2.after.mean`,
+    split at every dot, found none, and showed a change as two missing numbers, hidden."""
+    a = _with()
+    a[PATH]["figure2"]["accuracy v1.2"] = {"before": {"mean": 1.0}, "after": {"mean": 2.0}}
+    b = json.loads(json.dumps(a))
+    b[PATH]["figure2"]["accuracy v1.2"]["after"]["mean"] = 3.0
+    row = _row(_table(a, b), "accuracy v1.2 after (mean 1-5)")
+    assert row is not None and row.split()[-3:] == ["2", "3", "+1"], row
+    rag = next(d for d in designs() if d.name == "rag")
+    path = "outputs/rag/metrics.json"
+    metrics = {
+        "dimensions": {"faith.v2": {"mean": 0.5}},
+        "agreement": {"x.y": {"scores": {"overall": {"auroc": {"value": 0.75}}}}},
+    }
+    lines = design_table(rag, path, [{path: metrics}, {path: metrics}], ["A", "B"], True)
+    assert any(line.split()[-3:] == ["0.5", "0.5", "="] for line in lines if "faith.v2" in line), lines
+    assert any(line.split()[-3:] == ["0.75", "0.75", "="] for line in lines if "x.y" in line), lines
