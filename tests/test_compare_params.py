@@ -100,3 +100,10 @@ def test_exp_list_finds_the_same_changes() -> None:
     old = {"params.yaml": {"a": 1, "b": True, "n": math.nan, "m": ["x", "y"]}}
     new = {"params.yaml": {"a": 1.0, "b": 1, "n": math.nan, "m": ["x", "z"]}}
     assert changed_params(old, new) == ["a=1.0", "b=1", "m[1]=z"]
+
+
+def test_sorted_by_name_and_index() -> None:
+    old = {"b": 1, "a": {"z": 1}, "m": list(range(12))}
+    new = {"b": 2, "a": {"z": 2, "c": 1}, "m": [*range(2), -2, *range(3, 10), -10, -11]}
+    keys = [line.split(":")[0].strip() for line in _changes(old, new)]
+    assert keys == ["a.c", "a.z", "b", "m[2]", "m[10]", "m[11]"]

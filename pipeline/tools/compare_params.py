@@ -30,6 +30,7 @@ class _Absent:
 ABSENT = _Absent()
 
 
+_INDEX = re.compile(r"\[(\d+)\]")
 _PLAIN_KEY = re.compile(r"[^.\[\]'\"]+")
 
 
@@ -80,6 +81,11 @@ def spelled_leaf(value: Any) -> str:
     return spelled(value)  # a number (1.0, nan, inf), or an empty list
 
 
+def _in_order(path: str) -> str:
+    """A path's sort key: by name, a list's elements by their index (2 before 10)."""
+    return _INDEX.sub(lambda match: f"[{int(match[1]):030d}]", path)
+
+
 def params_changes(runs: Sequence[Mapping[str, Any]], names: Sequence[str] = ("A", "B")) -> list[str]:
     """`key: old → new` for every params value that differs between the two runs (a file other
     than params.yaml named before its keys); a file one run lacks is one line."""
@@ -92,7 +98,7 @@ def params_changes(runs: Sequence[Mapping[str, Any]], names: Sequence[str] = ("A
             continue
         old, new = leaves(old_run[file]), leaves(new_run[file])
         prefix = "" if file == "params.yaml" else f"{file}: "
-        for key in dict.fromkeys([*old, *new]):
+        for key in sorted(old.keys() | new.keys(), key=_in_order):
             a, b = old.get(key, ABSENT), new.get(key, ABSENT)
             if not same(a, b):
                 lines.append(f"{prefix}{key}: {spelled_leaf(a)} → {spelled_leaf(b)}")
