@@ -172,7 +172,9 @@ def test_a_design_without_a_headline_says_so() -> None:
 
 def test_the_pointer_to_diff_names_the_one_design() -> None:
     out = render(["HEAD~1", "my branch"], [_with(after=1.0), _with(after=2.0)], [{}, {}], ["paper"])
-    assert "judgeloop diff HEAD~1 'my branch' --design paper" in out, out
+    assert "\n  judgeloop diff HEAD~1 'my branch' --design paper\n" in out, out
+    long = render(["e" * 60, "f" * 60], [_with(after=1.0), _with(after=2.0)], [{}, {}], ["paper"])
+    assert long.endswith("\n  judgeloop diff A B, A and B the two runs above\n"), long  # never a command cut
 
 
 @settings(max_examples=150, deadline=None)

@@ -32,7 +32,7 @@ from pipeline.experiments.design import PARAM_REFERENCE, Design, Headline, Numbe
 from pipeline.experiments.params import require_params_file
 from pipeline.experiments.registry import designs
 from pipeline.llm.terminal import echo, guarded, shown
-from pipeline.tools.columns import fit, pad, right
+from pipeline.tools.columns import columns, fit, pad, right
 from pipeline.tools.compare_numbers import DELTA, VALUE, cells
 from pipeline.tools.compare_params import ABSENT, leaves, params_changes
 from pipeline.tools.compare_runs import WORKSPACE, Unreadable, _by_rev, read_runs
@@ -214,6 +214,25 @@ def metrics_file(design: Design[Any], params: Mapping[str, Any]) -> str | None:
         return None
 
 
+def _argument(text: str) -> str:
+    """`text` as a shell reads it back: as it is where it is plain (HEAD~1), else quoted."""
+    return text if _PLAIN_ARG.fullmatch(text) else shlex.quote(text)
+
+
+def _pointer(names: Sequence[str], judged: Sequence[str]) -> list[str]:
+    """Where to ask whether a change exceeds noise: the `judgeloop diff` of the same two runs, whole
+    (a command cut is no command) or, wider than the table, said in words."""
+    command = "judgeloop diff " + " ".join(map(_argument, names))
+    command += f" --design {_argument(judged[0])}" if len(judged) == 1 else ""
+    shown_command = shown(command, one_line=True)
+    if columns(shown_command) > WIDTH - 2:
+        shown_command = "judgeloop diff A B, A and B the two runs above"
+    return [
+        "whether a change exceeds the judge's noise (judgement by judgement, with tests):",
+        f"  {shown_command}",
+    ]
+
+
 def _runs_tables(
     names: Sequence[str],
     metrics: Sequence[Mapping[str, Any]],
@@ -254,13 +273,7 @@ def render(
     tables, judged = _runs_tables(names, metrics, params, only, show_all)
     lines += tables or ["  (neither run has the metrics of any design)"]
     if judged:
-        runs = " ".join(name if _PLAIN_ARG.fullmatch(name) else shlex.quote(name) for name in names)
-        runs += f" --design {judged[0]}" if len(judged) == 1 else ""
-        lines += [
-            "",
-            _line(f"whether a change exceeds the judge's noise: judgeloop diff {runs}"),
-            _line(f"  (judgement by judgement, with tests: {', '.join(judged)})"),
-        ]
+        lines += ["", *_pointer(names, judged)]
     return "\n".join(lines) + "\n"
 
 
