@@ -195,9 +195,9 @@ def test_any_metric_and_run_name_keeps_one_line_of_100_columns(metric: str, run:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="the designs' headline functions split dig()'s path at every dot; the mend (a tuple path, "
-    "/work/wt/compare-review-dig.patch) touches pipeline/experiments/design.py, which every stage "
-    "imports: its stages/code digests are committed outputs, so it waits for the integrator",
+    reason="the designs' headline functions split dig()'s path at every dot; the mend (dig taking a "
+    "tuple of keys, in compare-review's report) edits pipeline/experiments/design.py, every stage's "
+    "import, whose stages/code digests are committed outputs: it waits for the integrator",
 )
 def test_a_metric_whose_name_holds_a_dot_is_found() -> None:
     """`accuracy v1.2`: the headline looked its numbers up at `figure2.accuracy v1.2.after.mean`,
