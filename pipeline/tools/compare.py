@@ -151,6 +151,19 @@ def _rows(
     return rows, same
 
 
+def _missing(
+    found: Sequence[Mapping[str, Any] | None], paths: Sequence[str], names: Sequence[str]
+) -> list[str]:
+    """A line for each run without the metrics file, or whose file DVC could not read."""
+    lines = []
+    for metrics, path, name in zip(found, paths, names, strict=True):
+        if metrics is None:
+            lines.append(f"  ({_line(f'no {path} in {name}', WIDTH - 4)})")
+        elif isinstance(metrics, Unreadable):
+            lines.append(f"  ({_line(f'{path} in {name}: {metrics.why}', WIDTH - 4)})")
+    return lines
+
+
 def _table(
     design: Design[Any],
     paths: Sequence[str],
@@ -166,11 +179,7 @@ def _table(
     lines = [_line(f"{design.name}: {design.title}"), *problems]
     if design.headline is None:
         return [*lines, "  (the design names no headline numbers: its Design.headline is None)"], 0
-    for metrics, path, name in zip(found, paths, names, strict=True):
-        if metrics is None:
-            lines.append(f"  ({_line(f'no {path} in {name}', WIDTH - 4)})")
-        elif isinstance(metrics, Unreadable):
-            lines.append(f"  ({_line(f'{path} in {name}: {metrics.why}', WIDTH - 4)})")
+    lines += _missing(found, paths, names)
     rows, same = _rows(old, new, show_all)
     lines += rows
     if same and not show_all:
