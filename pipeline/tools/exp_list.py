@@ -14,7 +14,8 @@ from typing import Any
 from pipeline.errors import JudgeloopError
 from pipeline.experiments.registry import designs
 from pipeline.llm.terminal import guarded
-from pipeline.tools.compare import _delta, _flatten, _headline, _number, read_runs
+from pipeline.tools.compare import _delta, _headline, _number, read_runs
+from pipeline.tools.compare_params import ABSENT, leaves, same
 
 WIDTH = 100
 
@@ -34,9 +35,14 @@ def experiments(all_commits: bool = False) -> list[tuple[str, str, str]]:
 
 def changed_params(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """`key=value` for each params value the experiment changed."""
-    before, after = ({k: v for data in run.values() for k, v in _flatten(data).items()} for run in (old, new))
+    # compare's rule (pipeline.tools.compare_params): by type and value, NaN equal, a list by element
+    before, after = ({k: v for data in run.values() for k, v in leaves(data).items()} for run in (old, new))
     keys = sorted(before.keys() | after.keys())
-    return [f"{key}={after.get(key, '(absent)')}" for key in keys if before.get(key) != after.get(key)]
+    return [
+        f"{key}={after.get(key, '(absent)')}"
+        for key in keys
+        if not same(before.get(key, ABSENT), after.get(key, ABSENT))
+    ]
 
 
 def moved_numbers(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
