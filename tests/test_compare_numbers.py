@@ -11,7 +11,6 @@ import re
 import unicodedata
 from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -193,12 +192,6 @@ def test_any_metric_and_run_name_keeps_one_line_of_100_columns(metric: str, run:
     assert sum(line.rstrip().endswith("2           3        +1") for line in lines) == 1, out
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the designs' headline functions split dig()'s path at every dot; the mend (dig taking a "
-    "tuple of keys, in compare-review's report) edits pipeline/experiments/design.py, every stage's "
-    "import, whose stages/code digests are committed outputs: it waits for the integrator",
-)
 def test_a_metric_whose_name_holds_a_dot_is_found() -> None:
     """`accuracy v1.2`: the headline looked its numbers up at `figure2.accuracy v1.2.after.mean`,
     split at every dot, found none, and showed a change as two missing numbers, hidden."""

@@ -111,10 +111,11 @@ Number = float | int
 Headline = list[tuple[str, Number | None]]
 
 
-def dig(metrics: Mapping[str, Any], dotted: str) -> Number | None:
-    """The number at `a.b.c` in a metrics dict, or None where the run has none (an older run)."""
+def dig(metrics: Mapping[str, Any], dotted: str | tuple[str, ...]) -> Number | None:
+    """The number at `a.b.c` (or at the keys of a tuple: a name from the metrics file may hold a
+    dot) in a metrics dict, or None where the run has none (an older run)."""
     value: Any = metrics
-    for key in dotted.split("."):
+    for key in dotted.split(".") if isinstance(dotted, str) else dotted:
         if not isinstance(value, Mapping) or key not in value:
             return None
         value = value[key]

@@ -13,7 +13,7 @@ def headline(metrics: Mapping[str, Any]) -> Headline:
     rows: Headline = []
     for metric in metrics.get("figure2", {}):
         for phase in ("before", "after"):
-            rows.append((f"{metric} {phase} (mean 1-5)", dig(metrics, f"figure2.{metric}.{phase}.mean")))
+            rows.append((f"{metric} {phase} (mean 1-5)", dig(metrics, ("figure2", metric, phase, "mean"))))
     rows += [
         ("items", dig(metrics, "items")),
         ("items refined", dig(metrics, "refined_items")),

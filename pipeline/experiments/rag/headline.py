@@ -12,12 +12,15 @@ from pipeline.experiments.design import Headline, dig
 def headline(metrics: Mapping[str, Any]) -> Headline:
     rows: Headline = [("rows", dig(metrics, "rows")), ("scored", dig(metrics, "scored"))]
     rows += [
-        (f"{name} mean (0-1)", dig(metrics, f"dimensions.{name}.mean"))
+        (f"{name} mean (0-1)", dig(metrics, ("dimensions", name, "mean")))
         for name in metrics.get("dimensions", {})
     ]
     rows.append(("overall mean (0-1)", dig(metrics, "overall.overall.mean")))
     for label in metrics.get("agreement", {}):
         rows.append(
-            (f"AUROC of overall vs {label}", dig(metrics, f"agreement.{label}.scores.overall.auroc.value"))
+            (
+                f"AUROC of overall vs {label}",
+                dig(metrics, ("agreement", label, "scores", "overall", "auroc", "value")),
+            )
         )
     return rows

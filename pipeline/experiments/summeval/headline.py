@@ -7,23 +7,27 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pipeline.experiments.design import Headline, dig
+from pipeline.experiments.design import Headline, Number, dig
+
+
+def _at(metrics: Mapping[str, Any], dimension: str, path: str) -> Number | None:
+    """The number at `path` under a dimension, whose name (from the metrics file) may hold a dot."""
+    return dig(metrics, ("metrics", dimension, *path.split(".")))
 
 
 def headline(metrics: Mapping[str, Any]) -> Headline:
     rows: Headline = []
     for dimension in metrics.get("metrics", {}):
-        at = f"metrics.{dimension}"
         rows += [
-            (f"{dimension}: Spearman, score", dig(metrics, f"{at}.score.levels.summary.spearman.value")),
+            (f"{dimension}: Spearman, score", _at(metrics, dimension, "score.levels.summary.spearman.value")),
             (
                 f"{dimension}: Spearman, weighted",
-                dig(metrics, f"{at}.weighted_score.levels.summary.spearman.value"),
+                _at(metrics, dimension, "weighted_score.levels.summary.spearman.value"),
             ),
             (
                 f"{dimension}: α judge vs experts",
-                dig(metrics, f"{at}.weighted_score.alpha_judge_vs_mean_human"),
+                _at(metrics, dimension, "weighted_score.alpha_judge_vs_mean_human"),
             ),
-            (f"{dimension}: α among experts", dig(metrics, f"{at}.human_alpha")),
+            (f"{dimension}: α among experts", _at(metrics, dimension, "human_alpha")),
         ]
     return rows
