@@ -6,7 +6,10 @@ warm and cold is tests/test_dvc_warm_pipeline.py."""
 from __future__ import annotations
 
 import contextlib
+import importlib
+import importlib.util
 import os
+import py_compile
 import shutil
 import signal
 import socket
@@ -14,7 +17,7 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -52,6 +55,11 @@ def main():
         time.sleep(60)
     mask = os.umask(0)
     os.umask(mask)
+    try:  # a module a stage between may add (not an output of DVC's)
+        from stages import extra
+        open(f"out/{stage}.extra", "w").write(str(extra.WORD))
+    except ImportError:
+        pass
     with open(f"out/{stage}.state", "w") as state:  # (not an output of DVC's)
         state.write(f"optimize {sys.flags.optimize} umask {mask:o}")
     with open(f"out/{stage}.txt", "w") as out:
@@ -62,6 +70,21 @@ def main():
 EDIT = (
     "import pathlib; p = pathlib.Path('stages/runner.py'); "
     "p.write_text(p.read_text().replace('VERSION = 1', 'VERSION = 2'))"
+)
+# A byte-code cache of another runner (VERSION 3) put under the unchanged stages/runner.py, as
+# `compileall --invalidation-mode unchecked-hash` or a copied __pycache__ leaves one: Python's loader
+# takes an unchecked hash-based .pyc without reading the source.
+PYC = (
+    "import pathlib, py_compile, importlib.util as u; p = pathlib.Path('out/v3.py'); "
+    "p.write_text(pathlib.Path('stages/runner.py').read_text().replace('VERSION = 1', 'VERSION = 3')); "
+    "py_compile.compile(str(p), cfile=u.cache_from_source('stages/runner.py'), dfile='stages/runner.py', "
+    "invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH, doraise=True)"
+)
+# A module added to stages/ with the folder's mtime put back: as one added within the same tick of
+# the file system's clock as the folder's last listing looks to a finder that listed it then.
+ADD = (
+    "import os; seen = os.stat('stages'); open('stages/extra.py', 'w').write('WORD = 1'); "
+    "os.utime('stages', ns=(seen.st_atime_ns, seen.st_mtime_ns))"
 )
 
 
@@ -85,7 +108,7 @@ def _dvc_yaml(between: str = "", three: str = "python -m stages demo three") -> 
 def project(tmp_path: Path) -> Path:
     root = tmp_path / "project"
     (root / "stages").mkdir(parents=True)
-    for name in ("__init__.py", "__main__.py", "dvc_warm.py", "dvc_zygote.py", "zygote.py"):
+    for name in ("__init__.py", "__main__.py", "bytecode.py", "dvc_warm.py", "dvc_zygote.py", "zygote.py"):
         shutil.copy(ROOT / "stages" / name, root / "stages" / name)
     (root / "stages" / "runner.py").write_text(RUNNER)
     (root / "pipeline").mkdir()
@@ -495,3 +518,84 @@ def test_only_a_stage_of_its_dvc_is_answered() -> None:
 def _children(pid: int) -> list[int]:
     found = Path(f"/proc/{pid}/task/{pid}/children")
     return [int(child) for child in found.read_text().split()] if found.exists() else []
+
+
+def test_a_pyc_replaced_under_an_unchanged_module_runs_the_later_stages_cold(project: Path) -> None:
+    """A cold stage runs what Python's loader takes now (here an unchecked hash-based .pyc of other
+    code under the unchanged stages/runner.py, which DVC does not hash); a fork would run what its
+    warm process loaded: refused, so the stage runs what a cold one runs."""
+    (project / "dvc.yaml").write_text(
+        yaml.safe_dump(_dvc_yaml(between=f'python -c "{PYC}" && touch out/between'))
+    )
+    _, log = _repro(project)
+    cached = importlib.util.cache_from_source(str(project / "stages" / "runner.py"))
+    assert "warm demo two" in log
+    assert f"cold refused {cached} replaced: demo three" in log
+    three = (project / "out" / "three.txt").read_text()
+    assert "demo two version 1 " in three
+    assert "demo three version 3 " in three
+
+
+def test_a_faithful_pyc_written_between_stages_is_no_refusal(tmp_path: Path) -> None:
+    """A .pyc of the unchanged source written (again) by any import or compileall, as every cold stage
+    may, holds the code the warm process loaded: no refusal; one of other code is refused once
+    Python's loader would take it, and one it would not take (bad magic, a checked hash of other
+    source) is none either."""
+    from stages import bytecode, dvc_zygote
+
+    source = tmp_path / "faithful_module.py"
+    source.write_text("VERSION = 1\n\ndef f(x):\n    return [i * x for i in range(3)]\n")
+    other = tmp_path / "other.py"
+    other.write_text(source.read_text().replace("VERSION = 1", "VERSION = 3"))
+    cached = importlib.util.cache_from_source(str(source))
+    py_compile.compile(str(source), cfile=cached, doraise=True)
+    time.sleep(0.1)  # past the file system's clock tick: the .pyc is older than the warm process
+    sys.path.insert(0, str(tmp_path))
+    try:
+        importlib.import_module("faithful_module")  # as the warm process imported it
+
+        began = time.time_ns()
+        files = [f for f in bytecode.noted(lambda ctime: dvc_zygote.after(ctime, began)) if f[2] == cached]
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("faithful_module", None)
+    assert files and files[0][4]  # its bytes read: the code the warm process loaded
+    seen: dict[tuple[str, bytecode.Identity | None], str] = {}
+    unchecked = py_compile.PycInvalidationMode.UNCHECKED_HASH
+    checked = py_compile.PycInvalidationMode.CHECKED_HASH
+    steps: list[tuple[Callable[[], object], str]] = [
+        (lambda: py_compile.compile(str(source), cfile=cached, doraise=True), ""),
+        (lambda: py_compile.compile(str(source), cfile=cached, invalidation_mode=checked), ""),
+        (lambda: Path(cached).unlink(), ""),  # the loader compiles the source
+        (lambda: Path(cached).write_bytes(b"not byte-code"), ""),  # bad magic: the source compiled
+        (
+            lambda: py_compile.compile(
+                str(other), cfile=cached, dfile=str(source), invalidation_mode=checked
+            ),
+            "",
+        ),
+        (
+            lambda: py_compile.compile(
+                str(other), cfile=cached, dfile=str(source), invalidation_mode=unchecked
+            ),
+            "replaced",
+        ),
+    ]
+    for how, expected in steps:
+        how()
+        verdict = bytecode.replaced(files, seen)
+        assert verdict == (f"{cached} {expected}" if expected else ""), (verdict, expected)
+
+
+def test_a_module_added_since_the_warm_process_listed_its_folder_is_found(project: Path) -> None:
+    """A fork inherits its warm process's import finders, which trust a folder's listing while its
+    mtime is unchanged; a cold stage lists it afresh and finds a module added since (here with the
+    folder's mtime put back, as within one clock tick)."""
+    (project / "stages" / "__pycache__").mkdir()  # (made by stage one otherwise: the folder's mtime moves)
+    (project / "dvc.yaml").write_text(
+        yaml.safe_dump(_dvc_yaml(between=f'python -c "{ADD}" && touch out/between'))
+    )
+    _, log = _repro(project)
+    assert "warm demo two" in log and "warm demo three" in log
+    assert not (project / "out" / "two.extra").exists()
+    assert (project / "out" / "three.extra").read_text() == "1"
