@@ -48,6 +48,7 @@ from pipeline.experiments.registry import load_design
 from pipeline.experiments.steps import LLMStep, Output, R
 from pipeline.llm.settings import EngineSettings
 from pipeline.llm.terminal import escape_logs
+from pipeline.tools.local_state import refuse_committed_link
 
 if TYPE_CHECKING:  # named only: a stage that calls no model does not load the engine
     from pipeline.llm.progress import Expected, StageProgress
@@ -429,6 +430,10 @@ def run_llm_step(
 
 
 def run_stage(design_name: str, stage_name: str) -> None:
+    # A `.judgeloop` committed to git as a link (or holding one) would send the cache and memos where
+    # whoever committed it chose: refused here as `judgeloop repro`/`exp` refuse it, for a plain
+    # `dvc repro`, which has no other hook (a look at the folder's entries unless it holds a link).
+    refuse_committed_link(Path("."))
     design, stage, run = load(design_name, stage_name)
     params = design.load_params()
     if isinstance(run, LLMStep):
