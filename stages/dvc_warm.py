@@ -171,6 +171,25 @@ def process_state() -> dict[str, object]:
     }
 
 
+def other_fds() -> list[int]:
+    """This process's open fds past 0-2, which its caller gave it (a stage command's `3>FILE`, a
+    shell's `exec 4<FILE`; DVC itself closes every other, and Python opens its own close-on-exec):
+    a fork would have fds 0-2 alone. [-1] where /proc cannot tell."""
+    try:
+        listed = [int(name) for name in os.listdir("/proc/self/fd")]
+    except (OSError, ValueError):
+        return [-1]
+    return sorted(fd for fd in listed if fd >= STREAMS and _open(fd))  # (not the listing's own fd)
+
+
+def _open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
 def run_warm() -> None:
     """The stage run by its `dvc repro`'s warm process, and this process gone with its status; or
     a return, and the stage runs cold here (after starting the warm process, where there is none)."""
@@ -182,6 +201,10 @@ def run_warm() -> None:
     if dvc is None:
         return
     args = " ".join(sys.argv[1:])
+    extra = other_fds()
+    if extra:  # a fork has fds 0-2 alone, and the warm process would inherit these
+        log(f"cold fds {' '.join(map(str, extra))} open: {args}")
+        return
     folder, why = socket_folder()
     if not folder:
         log(f"cold {why}: {args}")
@@ -239,8 +262,19 @@ def _hand_over(sock: socket.socket, args: str) -> int | None:
         with contextlib.suppress(OSError):  # the warm process signals its child (not reaped yet)
             sock.send(f"signal {signum}".encode())
 
+    def stop(signum: int, frame: object) -> None:
+        """Ctrl-Z: the fork stopped with this process, which stops as a cold stage would (or not, as
+        in an orphaned process group, where the kernel drops it), and continued when it continues."""
+        pass_on(signal.SIGSTOP, frame)
+        signal.signal(signal.SIGTSTP, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTSTP)  # here until a SIGCONT (`fg`, `bg`)
+        signal.signal(signal.SIGTSTP, stop)
+        pass_on(signal.SIGCONT, frame)
+
     signal.signal(signal.SIGINT, pass_on)
     signal.signal(signal.SIGTERM, pass_on)
+    if signal.getsignal(signal.SIGTSTP) is signal.SIG_DFL:  # (ignored: the fork ignores it too)
+        signal.signal(signal.SIGTSTP, stop)
     try:
         status = sock.recv(4096).decode()
     except OSError:

@@ -131,7 +131,9 @@ def child(request: dict[str, object], fds: list[int]) -> None:
     raise SystemExit(code)
 
 
-PASSED_ON = (signal.SIGINT, signal.SIGTERM)  # `signal N` from the caller, for its child (stages/dvc_warm.py)
+# `signal N` from the caller, for its child (stages/dvc_warm.py): Ctrl-C, a kill, Ctrl-Z (as SIGSTOP:
+# the child is in an orphaned process group, where the kernel drops SIGTSTP) and `fg`.
+PASSED_ON = (signal.SIGINT, signal.SIGTERM, signal.SIGSTOP, signal.SIGCONT)
 
 
 def _wait(pid: int, sock: socket.socket) -> int:

@@ -599,3 +599,75 @@ def test_a_module_added_since_the_warm_process_listed_its_folder_is_found(projec
     assert "warm demo two" in log and "warm demo three" in log
     assert not (project / "out" / "two.extra").exists()
     assert (project / "out" / "three.extra").read_text() == "1"
+
+
+@SHELLS
+def test_a_stage_given_other_fds_runs_cold(project: Path, shell: str | None) -> None:
+    """`3>FILE` in a stage's command: a cold stage has that fd, a fork would have 0-2 alone (and the
+    warm process, had this stage started it, would hold the file): cold."""
+    (project / "dvc.yaml").write_text(
+        yaml.safe_dump(_dvc_yaml(three="python -m stages demo three 3>out/three.fd"))
+    )
+    _, log = _repro(project, shell)
+    assert "warm demo two" in log
+    assert "cold fds 3 open: demo three" in log
+    three = (project / "out" / "three.txt").read_text().splitlines()[-1]
+    assert three.endswith("fds ['0', '1', '2', '3', '4', '5']")  # 3, and its output's and listing's
+
+
+def test_ctrl_z_stops_a_warm_stage_and_fg_continues_it(project: Path) -> None:
+    """Ctrl-Z reaches the terminal's foreground process group (DVC, its shell, the stage's process),
+    which stops; the warm fork, in another session, is stopped with it and continued with it. DVC runs
+    here in a process group of its own under a parent of the same session, as a job-control shell's
+    job is (a group whose parent is outside its session is orphaned, and the kernel drops its
+    SIGTSTP: nothing stops there, warm or cold)."""
+    stages = _dvc_yaml()
+    stages["stages"]["three"]["cmd"] = "python -m stages demo sleep"  # type: ignore[index]
+    (project / "dvc.yaml").write_text(yaml.safe_dump(stages))
+    log = project.parent / "warm.log"
+    env = _env(project.parent, None, **{dvc_warm.LOG: str(log)})
+    job = (  # Ctrl-Z's default action, whatever this suite was started under (as SIGINT's: above)
+        "import signal, subprocess, sys; signal.signal(signal.SIGTSTP, signal.SIG_DFL); "
+        "sys.exit(subprocess.Popen(sys.argv[1:], process_group=0).wait())"
+    )
+    shell = subprocess.Popen(
+        [sys.executable, "-c", job, sys.executable, "-m", "dvc", "repro"],
+        cwd=project,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # the "shell", leading a session; DVC's group is a job of it
+    )
+    sleeping = project / "out" / "sleeping"
+    try:
+        deadline = time.monotonic() + 120
+        while not sleeping.exists() and time.monotonic() < deadline and shell.poll() is None:
+            time.sleep(0.05)
+        fork = int(sleeping.read_text())
+        dvc = _children(shell.pid)[0]
+        os.killpg(dvc, signal.SIGTSTP)  # what Ctrl-Z does
+        assert _state_becomes(fork, b"T"), "the warm fork was not stopped"
+        os.killpg(dvc, signal.SIGCONT)  # what `fg` does
+        assert _state_becomes(fork, b"S"), "the warm fork was not continued"
+        os.killpg(dvc, signal.SIGINT)
+        assert shell.wait(timeout=60) != 0
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(shell.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError, IndexError, OSError):
+            os.killpg(_children(shell.pid)[0], signal.SIGKILL)
+        shell.wait()
+    assert "warm demo sleep" in log.read_text().splitlines()
+    _no_warm_process_left(log)
+
+
+def _state_becomes(pid: int, state: bytes) -> bool:
+    """Whether `pid`'s state becomes `state` (T: stopped; S: sleeping) within a bound for a loaded
+    machine (not a timing)."""
+    deadline = time.monotonic() + ENDED_WITHIN
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            if Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0] == state:
+                return True
+        time.sleep(0.02)
+    return False
