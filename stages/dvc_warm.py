@@ -13,15 +13,17 @@ Here, before that import (stages/__main__.py), a stage that DVC started:
   stages/zygote.py's protocol has them; the warm process checks them (stages/dvc_zygote.py) and forks
   the stage, or refuses;
 - waits, passing SIGINT and SIGTERM on to the fork (which is in the warm process's session, out of
-  reach of the terminal's Ctrl-C), and exits with the fork's status, by its signal where it died
-  by one;
+  reach of the terminal's Ctrl-C and Ctrl-Z), and a Ctrl-Z (SIGTSTP) as SIGSTOP, stopping with it,
+  then SIGCONT when this process continues (`fg`, `bg`); and exits with the fork's status, by its
+  signal where it died by one;
 - or, where there is no warm process yet (the run's first stage), starts one, detached (its own
   session, its own streams of the kinds this process has, stages/dvc_zygote.py), and runs cold.
 
 Anything else runs the stage cold, here, silently: a refusal, no /proc, a process that is not a
-stage command of DVC's CLI, JUDGELOOP_WARM=0, a fork already (`stages.runner` imported: a warm
-process's fork, this one's or `judgeloop repro`'s). JUDGELOOP_WARM_LOG=FILE appends what happened,
-a line per stage and per warm process (tests and benches; the verbose mode).
+stage command of DVC's CLI, fds past 0-2 given to it (`3>FILE`: a fork would not have them),
+JUDGELOOP_WARM=0, a fork already (`stages.runner` imported: a warm process's fork, this one's or
+`judgeloop repro`'s). JUDGELOOP_WARM_LOG=FILE appends what happened, a line per stage and per warm
+process (tests and benches; the verbose mode).
 """
 
 from __future__ import annotations

@@ -14,7 +14,9 @@ environment but DVC_*, stream kinds, one thread), where another Python asks, or 
 interpreter options (`python -O -m stages`) or another process state (umask, limits, niceness,
 affinity, ignored or blocked signals: stages/dvc_warm.process_state), where any module it imported
 has changed on disk since, or had changed after its imports began (read before, noted after: the
-whole run is refused); the stage then runs cold. It ends when DVC's process ends (a pidfd, else polling its
+whole run is refused), or where a module's byte-code cache changed so that Python's loader would now
+make other code of it than this process loaded (stages/bytecode.py: a `.pyc` replaced under an
+unchanged `.py`); the stage then runs cold. It ends when DVC's process ends (a pidfd, else polling its
 start time), removing its socket; meanwhile it removes the sockets of DVC runs that have ended.
 """
 
