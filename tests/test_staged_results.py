@@ -75,8 +75,8 @@ def test_a_held_staged_file_is_left_by_a_sweep_and_a_killed_one_s_is_removed(tmp
 
 
 def test_an_older_name_someone_holds_is_left(tmp_path: Path) -> None:
-    """A file of the older fixed name that a live older stage holds open and locked is not taken
-    (it is not unlocked: not a killed stage's)."""
+    """A file of the older fixed name that someone holds locked is left: only an unlocked one is taken
+    (killed_writes' rule), as a killed stage leaves it."""
     target = tmp_path / "results.jsonl"
     older = tmp_path / ".results.jsonl.dry-run.tmp"
     older.write_text("live\n")
