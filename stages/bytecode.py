@@ -12,11 +12,12 @@ runs while no source changed, and DVC, which ignores byte-code (.dvcignore), rec
 A `.pyc` whose identity (device, inode, size, mtime, ctime) is as noted is the one it was. One that
 differs is judged once per identity (`seen`): the code Python's loader would make now (that `.pyc`,
 or the source where the loader refuses it or it is gone) against the code it made of the noted one,
-as code objects compare (instructions, constants, names, line table). The same code: a fork runs
-what a cold stage would (a stage that wrote a faithful `.pyc` of the unchanged source, as every cold
-stage may); other code, or a `.pyc` it cannot read: refused. A `.pyc` written while the warm process
-imported (its change time after the start, less the source check's margin) was written by an import
-of the source as it was then (stage 1's or this process's): its code is taken as the source's.
+as code objects compare (instructions, constants, names, line table) and by qualified names. The
+same code: a fork runs what a cold stage would (a stage that wrote a faithful `.pyc` of the
+unchanged source, as every cold stage may); other code, or a `.pyc` it cannot read: refused. A
+`.pyc` written while the warm process imported (its change time after the start, less the source
+check's margin) was written by an import of the source as it was then (stage 1's or this process's):
+its code is taken as the source's.
 
 The standard library only, and importlib's own checks of a `.pyc`'s header (_classify_pyc and the
 two _validate_*), so that the loader's rules are not copied by hand.
@@ -129,7 +130,18 @@ def _judged(name: str, source: str, cached: str, data: bytes) -> str:
     if new is not None and new == data:
         return ""
     try:
-        same = code_of(name, source, cached, new) == code_of(name, source, cached, data)
+        same = alike(code_of(name, source, cached, new), code_of(name, source, cached, data))
     except Exception as error:  # any failure: the loader's own, or an unreadable file
         return f"{cached} unreadable ({type(error).__name__})"
     return "" if same else f"{cached} replaced"
+
+
+def alike(one: CodeType, other: CodeType) -> bool:
+    """The same code: equal as code objects compare (instructions, constants and the code objects
+    among them, names, line and exception tables), and the same qualified names throughout, which
+    that comparison leaves out (a function's repr, a pickle's reference). The file name is the
+    loader's to set (it names the source)."""
+    if one != other or one.co_qualname != other.co_qualname:
+        return False
+    inner = [(a, b) for a, b in zip(one.co_consts, other.co_consts, strict=True) if isinstance(a, CodeType)]
+    return all(isinstance(b, CodeType) and alike(a, b) for a, b in inner)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
+import marshal
 import os
 import py_compile
 import shutil
@@ -19,6 +20,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import CodeType
 
 import pytest
 import yaml
@@ -585,6 +587,13 @@ def test_a_faithful_pyc_written_between_stages_is_no_refusal(tmp_path: Path) -> 
         how()
         verdict = bytecode.replaced(files, seen)
         assert verdict == (f"{cached} {expected}" if expected else ""), (verdict, expected)
+    # The same code but a function's qualified name, which code objects' == leaves out.
+    code = compile(source.read_bytes(), str(source), "exec", dont_inherit=True)
+    renamed = [c.replace(co_qualname="g") if isinstance(c, CodeType) else c for c in code.co_consts]
+    assert code.replace(co_consts=tuple(renamed)) == code
+    header = importlib.util.MAGIC_NUMBER + (1).to_bytes(4, "little") + bytes(8)  # unchecked hash
+    Path(cached).write_bytes(header + marshal.dumps(code.replace(co_consts=tuple(renamed))))
+    assert bytecode.replaced(files, seen) == f"{cached} replaced"
 
 
 def test_a_module_added_since_the_warm_process_listed_its_folder_is_found(project: Path) -> None:
