@@ -20,7 +20,8 @@ Here, before that import (stages/__main__.py), a stage that DVC started:
   session, its own streams of the kinds this process has, stages/dvc_zygote.py), and runs cold.
 
 Anything else runs the stage cold, here, silently: a refusal, no /proc, a process that is not a
-stage command of DVC's CLI, fds past 0-2 given to it (`3>FILE`: a fork would not have them),
+stage command of DVC's CLI, fds past 0-2 given to it (`3>FILE`: a fork would not have them), a
+background job of its terminal (which a read or a `stty tostop` write stops; a fork, never),
 JUDGELOOP_WARM=0, a fork already (`stages.runner` imported: a warm process's fork, this one's or
 `judgeloop repro`'s). JUDGELOOP_WARM_LOG=FILE appends what happened, a line per stage and per warm
 process (tests and benches; the verbose mode).
@@ -184,6 +185,29 @@ def other_fds() -> list[int]:
     return sorted(fd for fd in listed if fd >= STREAMS and _open(fd))  # (not the listing's own fd)
 
 
+def given_by_its_caller() -> str:
+    """What a fork could not be given of this process's ('' where nothing): fds past 0-2 (a fork has
+    0-2 alone, and the warm process, were it started here, would inherit them), or the background of
+    a terminal's job control."""
+    extra = other_fds()
+    if extra:
+        return f"fds {' '.join(map(str, extra))} open"
+    return "a background job of its terminal" if in_the_background() else ""
+
+
+def in_the_background() -> bool:
+    """A background job of the terminal one of its streams is (`dvc repro &`, or `bg`): a cold stage
+    that reads it, or writes it under `stty tostop`, is stopped (SIGTTIN, SIGTTOU) until `fg`; a fork,
+    in a session of its own where that terminal is not the controlling one, is never stopped."""
+    for n in range(STREAMS):
+        try:
+            if os.isatty(n) and os.tcgetpgrp(n) != os.getpgrp():
+                return True
+        except OSError:  # not this session's controlling terminal: no job control on it, cold or warm
+            continue
+    return False
+
+
 def _open(fd: int) -> bool:
     try:
         os.fstat(fd)
@@ -203,9 +227,9 @@ def run_warm() -> None:
     if dvc is None:
         return
     args = " ".join(sys.argv[1:])
-    extra = other_fds()
-    if extra:  # a fork has fds 0-2 alone, and the warm process would inherit these
-        log(f"cold fds {' '.join(map(str, extra))} open: {args}")
+    why = given_by_its_caller()
+    if why:
+        log(f"cold {why}: {args}")
         return
     folder, why = socket_folder()
     if not folder:

@@ -10,6 +10,7 @@ import importlib
 import importlib.util
 import marshal
 import os
+import pty
 import py_compile
 import shutil
 import signal
@@ -17,6 +18,7 @@ import socket
 import stat
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -680,3 +682,65 @@ def _state_becomes(pid: int, state: bytes) -> bool:
                 return True
         time.sleep(0.02)
     return False
+
+
+# A job-control shell on a terminal (the test's pty): its session's leader, the terminal's controlling
+# process; it runs DVC as a job in a process group of its own, in the foreground (the terminal's
+# foreground group, set before DVC starts) or in the background (`dvc repro &`).
+JOB_ON_A_TERMINAL = """
+import fcntl, os, subprocess, sys, termios
+fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+foreground = sys.argv[1] == "fg"
+go, wait = os.pipe()
+hold = "import os, sys; os.read(3, 1); os.close(3); os.execv(sys.argv[1], sys.argv[1:])"
+job = subprocess.Popen([sys.executable, "-c", hold, *sys.argv[2:]], process_group=0, pass_fds=(go,))
+if foreground:
+    os.tcsetpgrp(0, job.pid)
+os.write(wait, b"x")
+sys.exit(job.wait())
+"""
+
+
+@pytest.mark.parametrize("job", ["fg", "bg"])
+def test_a_background_job_of_a_terminal_runs_cold(project: Path, job: str) -> None:
+    """`dvc repro &` on a terminal: a cold stage that reads it, or writes it under `stty tostop`, is
+    stopped until `fg`; a fork, whose session that terminal does not control, never is: cold. In the
+    foreground, later stages run warm."""
+    log = project.parent / "warm.log"
+    env = _env(project.parent, None, **{dvc_warm.LOG: str(log)})
+    leader, terminal = pty.openpty()
+    output = bytearray()
+    drain = threading.Thread(target=_drained, args=(leader, output), daemon=True)
+    drain.start()
+    with os.fdopen(terminal, "r+b", buffering=0) as tty:
+        shell = subprocess.Popen(
+            [sys.executable, "-c", JOB_ON_A_TERMINAL, job, sys.executable, "-m", "dvc", "repro"],
+            cwd=project,
+            env=env,
+            stdin=tty,
+            stdout=tty,
+            stderr=tty,
+            start_new_session=True,
+        )
+    try:
+        assert shell.wait(timeout=300) == 0, output.decode(errors="replace")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(shell.pid, signal.SIGKILL)
+        shell.wait()
+    drain.join(timeout=30)
+    lines = [line for line in log.read_text().splitlines() if not line.startswith("warm process ")]
+    if job == "fg":
+        assert lines == ["cold starting the warm process: demo one", "warm demo two", "warm demo three"]
+    else:
+        assert lines == [f"cold a background job of its terminal: demo {s}" for s in ("one", "two", "three")]
+    assert "three on stdout" in output.decode(errors="replace")
+    _no_warm_process_left(log)
+
+
+def _drained(leader: int, into: bytearray) -> None:
+    """The terminal's output read as it comes (a full terminal would block its writers), to its end."""
+    with contextlib.suppress(OSError):  # EIO: every process holding the terminal has ended
+        while chunk := os.read(leader, 65536):
+            into.extend(chunk)
+    os.close(leader)
