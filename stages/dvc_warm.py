@@ -13,15 +13,18 @@ Here, before that import (stages/__main__.py), a stage that DVC started:
   stages/zygote.py's protocol has them; the warm process checks them (stages/dvc_zygote.py) and forks
   the stage, or refuses;
 - waits, passing SIGINT and SIGTERM on to the fork (which is in the warm process's session, out of
-  reach of the terminal's Ctrl-C), and exits with the fork's status, by its signal where it died
-  by one;
+  reach of the terminal's Ctrl-C and Ctrl-Z), and a Ctrl-Z (SIGTSTP) as SIGSTOP, stopping with it,
+  then SIGCONT when this process continues (`fg`, `bg`); and exits with the fork's status, by its
+  signal where it died by one;
 - or, where there is no warm process yet (the run's first stage), starts one, detached (its own
   session, its own streams of the kinds this process has, stages/dvc_zygote.py), and runs cold.
 
 Anything else runs the stage cold, here, silently: a refusal, no /proc, a process that is not a
-stage command of DVC's CLI, JUDGELOOP_WARM=0, a fork already (`stages.runner` imported: a warm
-process's fork, this one's or `judgeloop repro`'s). JUDGELOOP_WARM_LOG=FILE appends what happened,
-a line per stage and per warm process (tests and benches; the verbose mode).
+stage command of DVC's CLI, fds past 0-2 given to it (`3>FILE`: a fork would not have them), a
+background job of its terminal (which a read or a `stty tostop` write stops; a fork, never),
+JUDGELOOP_WARM=0, a fork already (`stages.runner` imported: a warm process's fork, this one's or
+`judgeloop repro`'s). JUDGELOOP_WARM_LOG=FILE appends what happened, a line per stage and per warm
+process (tests and benches; the verbose mode).
 """
 
 from __future__ import annotations
@@ -171,6 +174,48 @@ def process_state() -> dict[str, object]:
     }
 
 
+def other_fds() -> list[int]:
+    """This process's open fds past 0-2, which its caller gave it (a stage command's `3>FILE`, a
+    shell's `exec 4<FILE`; DVC itself closes every other, and Python opens its own close-on-exec):
+    a fork would have fds 0-2 alone. [-1] where /proc cannot tell."""
+    try:
+        listed = [int(name) for name in os.listdir("/proc/self/fd")]
+    except (OSError, ValueError):
+        return [-1]
+    return sorted(fd for fd in listed if fd >= STREAMS and _open(fd))  # (not the listing's own fd)
+
+
+def given_by_its_caller() -> str:
+    """What a fork could not be given of this process's ('' where nothing): fds past 0-2 (a fork has
+    0-2 alone, and the warm process, were it started here, would inherit them), or the background of
+    a terminal's job control."""
+    extra = other_fds()
+    if extra:
+        return f"fds {' '.join(map(str, extra))} open"
+    return "a background job of its terminal" if in_the_background() else ""
+
+
+def in_the_background() -> bool:
+    """A background job of the terminal one of its streams is (`dvc repro &`, or `bg`): a cold stage
+    that reads it, or writes it under `stty tostop`, is stopped (SIGTTIN, SIGTTOU) until `fg`; a fork,
+    in a session of its own where that terminal is not the controlling one, is never stopped."""
+    for n in range(STREAMS):
+        try:
+            if os.isatty(n) and os.tcgetpgrp(n) != os.getpgrp():
+                return True
+        except OSError:  # not this session's controlling terminal: no job control on it, cold or warm
+            continue
+    return False
+
+
+def _open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
 def run_warm() -> None:
     """The stage run by its `dvc repro`'s warm process, and this process gone with its status; or
     a return, and the stage runs cold here (after starting the warm process, where there is none)."""
@@ -182,6 +227,10 @@ def run_warm() -> None:
     if dvc is None:
         return
     args = " ".join(sys.argv[1:])
+    why = given_by_its_caller()
+    if why:
+        log(f"cold {why}: {args}")
+        return
     folder, why = socket_folder()
     if not folder:
         log(f"cold {why}: {args}")
@@ -239,8 +288,19 @@ def _hand_over(sock: socket.socket, args: str) -> int | None:
         with contextlib.suppress(OSError):  # the warm process signals its child (not reaped yet)
             sock.send(f"signal {signum}".encode())
 
+    def stop(signum: int, frame: object) -> None:
+        """Ctrl-Z: the fork stopped with this process, which stops as a cold stage would (or not, as
+        in an orphaned process group, where the kernel drops it), and continued when it continues."""
+        pass_on(signal.SIGSTOP, frame)
+        signal.signal(signal.SIGTSTP, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTSTP)  # here until a SIGCONT (`fg`, `bg`)
+        signal.signal(signal.SIGTSTP, stop)
+        pass_on(signal.SIGCONT, frame)
+
     signal.signal(signal.SIGINT, pass_on)
     signal.signal(signal.SIGTERM, pass_on)
+    if signal.getsignal(signal.SIGTSTP) is signal.SIG_DFL:  # (ignored: the fork ignores it too)
+        signal.signal(signal.SIGTSTP, stop)
     try:
         status = sock.recv(4096).decode()
     except OSError:

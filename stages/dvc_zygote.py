@@ -14,7 +14,9 @@ environment but DVC_*, stream kinds, one thread), where another Python asks, or 
 interpreter options (`python -O -m stages`) or another process state (umask, limits, niceness,
 affinity, ignored or blocked signals: stages/dvc_warm.process_state), where any module it imported
 has changed on disk since, or had changed after its imports began (read before, noted after: the
-whole run is refused); the stage then runs cold. It ends when DVC's process ends (a pidfd, else polling its
+whole run is refused), or where a module's byte-code cache changed so that Python's loader would now
+make other code of it than this process loaded (stages/bytecode.py: a `.pyc` replaced under an
+unchanged `.py`); the stage then runs cold. It ends when DVC's process ends (a pidfd, else polling its
 start time), removing its socket; meanwhile it removes the sockets of DVC runs that have ended.
 """
 
@@ -29,8 +31,9 @@ import signal
 import socket
 import sys
 import time
+from typing import NamedTuple
 
-from stages import dvc_warm, zygote
+from stages import bytecode, dvc_warm, zygote
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -45,6 +48,15 @@ WHOLE_SECONDS_MARGIN_NS = 2_000_000_000
 OPTIONS = ["-m", "stages"]  # `python -m stages`, and nothing else, as the fork runs it
 Identity = tuple[int, int, int, int, int]
 Files = list[tuple[str, Identity]]
+
+
+class Noted(NamedTuple):
+    """What the warm process noted after its imports: its modules' files (and its Python's, and the
+    .pth files), their byte-code caches (stages/bytecode.py), and the verdicts on caches found changed."""
+
+    files: Files
+    cached: bytecode.Files
+    seen: dict[tuple[str, bytecode.Identity | None], str]
 
 
 def imported_files() -> Files:
@@ -80,12 +92,17 @@ def _identity(path: str) -> Identity:
     return found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns
 
 
+def after(ctime: int, began: int) -> bool:
+    """A change time after `began` (time.time_ns() before the imports), as far as a file system's
+    clock tells (less its margin)."""
+    return ctime >= began - (WHOLE_SECONDS_MARGIN_NS if ctime % 1_000_000_000 == 0 else MARGIN_NS)
+
+
 def changed_since(files: Files, began: int) -> str:
-    """A file changed after `began` (time.time_ns() before the imports), as far as its change time
-    tells: read by an import perhaps before the change, noted after it, so never found changed."""
+    """A file changed after `began`, as far as its change time tells: read by an import perhaps
+    before the change, noted after it, so never found changed."""
     for path, identity in files:
-        ctime = identity[4]
-        if ctime >= began - (WHOLE_SECONDS_MARGIN_NS if ctime % 1_000_000_000 == 0 else MARGIN_NS):
+        if after(identity[4], began):
             return f"{path} changed while the warm process started"
     return ""
 
@@ -146,7 +163,7 @@ def stage_of(peer: int, dvc: tuple[int, int]) -> bool:
 def answer(
     conn: socket.socket,
     refused: str,
-    files: Files,
+    noted: Noted,
     start: tuple[dict[str, str], str],
     own: tuple[int, ...],
     dvc: tuple[int, int],
@@ -167,7 +184,8 @@ def answer(
         conn.send(b"refused malformed request")
         return
     reason = refused or ("" if stage_of(peer, dvc) else "not a stage of this DVC")
-    reason = reason or changed(request, files) or another_process(request)
+    reason = reason or changed(request, noted.files) or bytecode.replaced(noted.cached, noted.seen)
+    reason = reason or another_process(request)
     zygote.answer(conn, request, fds, *start, reason, also_close=own)
 
 
@@ -197,6 +215,7 @@ def serve(listener: socket.socket, pid: int, start: int, refused: str, began: in
     dvc_warm.process_state()  # its own imports (resource) among the files noted, none in a fork's
     files = imported_files()
     refused = refused or changed_since(files, began)
+    noted = Noted(files, bytecode.noted(lambda ctime: after(ctime, began)), {})
     watched, lives = dvc_life(pid, start)
     folder = os.path.dirname(listener.getsockname())
     dvc_warm.log(f"warm process {os.getpid()} ready")
@@ -207,7 +226,7 @@ def serve(listener: socket.socket, pid: int, start: int, refused: str, began: in
         if listener.fileno() in ready and lives():
             conn, _ = listener.accept()
             with conn, contextlib.suppress(OSError):
-                answer(conn, refused, files, started, (listener.fileno(), *watched), (pid, start))
+                answer(conn, refused, noted, started, (listener.fileno(), *watched), (pid, start))
 
 
 def main() -> None:

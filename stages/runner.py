@@ -48,6 +48,7 @@ from pipeline.experiments.registry import load_design
 from pipeline.experiments.steps import LLMStep, Output, R
 from pipeline.llm.settings import EngineSettings
 from pipeline.llm.terminal import escape_logs
+from pipeline.tools.local_state import refuse_committed_link
 
 if TYPE_CHECKING:  # named only: a stage that calls no model does not load the engine
     from pipeline.llm.progress import Expected, StageProgress
@@ -94,14 +95,27 @@ class Staged:
 class StagedResults:
     """The dry run's results written as they come to a file beside the stage's output, as the
     stage writes them (its Output's write: the same bytes), so that a dry run whose pass stands for
-    the stage's (adopt) is published by a rename, and none of its results is held meanwhile."""
+    the stage's (adopt) is published by a rename, and none of its results is held meanwhile.
+
+    The file is a killed write's to pipeline.llm.killed_writes (`.<target>.dry-run.XXXXXXXX.locked.tmp`,
+    under an flock while this stage holds it): another stage staging the same target at once (two
+    runs of one project, `python -m stages` by hand beside DVC) has a file of its own, and one that
+    a killed stage left is removed by the next write into that folder (an older judgeloop's fixed
+    `.<target>.dry-run.tmp` too, here). The Output's write replaces the file by a rename, which
+    lets go of the lock: it is taken again on the new file, and a file that a sweep took meanwhile
+    (it is then gone) is not adopted: the step runs (`intact`)."""
 
     def __init__(self, step: LLMStep[Any, Any, Any], path: Path) -> None:
-        from pipeline.llm.files import TMP_SUFFIX
+        from pipeline.llm.files import folder_to_write, new_file_mode
+        from pipeline.llm.killed_writes import locked_temporary, sweep_killed_writers, temporary_prefix
         from pipeline.tools.status.probe import MARK
 
         self.step, self.target = step, path
-        self.path = path.with_name(f".{path.name}.dry-run{TMP_SUFFIX}")
+        sweep_killed_writers(folder_to_write(path.parent, path))
+        _remove_older_staged(path)
+        held, name = locked_temporary(path.parent, temporary_prefix(path.with_name(f"{path.name}.dry-run")))
+        os.fchmod(held.fileno(), new_file_mode(path))  # the Output's write keeps it: as a plain write's
+        self.path, self._held, self.intact = Path(name), held, False
         self.output: Output[Staged] = Output(
             lambda staged: staged.item, lambda staged: MARK if staged.unknown else "", _unwritten
         )
@@ -127,14 +141,53 @@ class StagedResults:
                 yield result
 
         output.write(self.path, passing())
+        self.intact = self._hold()
         return kept
 
+    def _hold(self) -> bool:
+        """The lock taken on the file the Output's write renamed into place; whether it is still there."""
+        import fcntl
+
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:  # taken by a sweep in the instant between the write's rename and here
+            return False
+        fcntl.flock(fd, fcntl.LOCK_EX)  # (a sweep holding it for an instant is waited for)
+        held = os.fstat(fd)
+        with contextlib.suppress(OSError):
+            if held.st_nlink == 1 and os.path.samestat(held, os.lstat(self.path)):
+                self._held.close()
+                self._held = os.fdopen(fd, "rb")
+                return True
+        os.close(fd)
+        return False
+
     def publish(self) -> None:
-        os.replace(self.path, self.target)
+        try:
+            os.replace(self.path, self.target)
+        finally:
+            self._held.close()
 
     def discard(self) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
+        self._held.close()  # (the lock held until the file is gone)
+
+
+def _remove_older_staged(path: Path) -> None:
+    """The staged file an older judgeloop's killed stage left, `.<target>.dry-run.tmp` (one name for
+    every run, unlocked), removed as killed_writes removes a killed write's: a regular file of no
+    other name that no one holds locked."""
+    from pipeline.llm.killed_writes import TMP_SUFFIX, removed_if_killed
+
+    try:
+        folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        removed_if_killed(folder, f".{path.name}.dry-run{TMP_SUFFIX}")
+    finally:
+        os.close(folder)
 
 
 def _unwritten(path: Path, results: Iterable[Staged]) -> None:
@@ -292,7 +345,9 @@ def step_results(
         prediction.decided.wait()
     else:
         prediction.join()
-    if prediction.ended.is_set() and (adopted := prediction.adopted(session)) is not None:
+    # A staged file that a sweep took (StagedResults.intact) is not adopted: the step runs, below.
+    adoptable = prediction.ended.is_set() and (staged is None or staged.intact)
+    if adoptable and (adopted := prediction.adopted(session)) is not None:
         if staged is None:  # not staged (adopt takes auto and replay alone, which stage): as it was
             step.output.write(path, adopted)
             return [step.done.of(result) for result in adopted] if step.done is not None else []
@@ -375,6 +430,10 @@ def run_llm_step(
 
 
 def run_stage(design_name: str, stage_name: str) -> None:
+    # A `.judgeloop` committed to git as a link (or holding one) would send the cache and memos where
+    # whoever committed it chose: refused here as `judgeloop repro`/`exp` refuse it, for a plain
+    # `dvc repro`, which has no other hook (a look at the folder's entries unless it holds a link).
+    refuse_committed_link(Path("."))
     design, stage, run = load(design_name, stage_name)
     params = design.load_params()
     if isinstance(run, LLMStep):

@@ -89,9 +89,14 @@ def _exit_code(done: SystemExit) -> int:
 def child(request: dict[str, object], fds: list[int]) -> None:
     """In the forked child: become `python -m stages ARGS...` and run it; never returns (it raises
     SystemExit or KeyboardInterrupt only for Python's own exit, where the fast one is missing)."""
+    import importlib
     import runpy
     import types
 
+    # A cold stage lists each import folder afresh; this process's finders remember the listings
+    # the warm process made, trusting a folder whose mtime is unchanged: a module added since within
+    # one tick of the file system's clock (or with the folder's mtime put back) would not be found.
+    importlib.invalidate_caches()
     for n, fd in enumerate(fds):
         os.dup2(fd, n)
         os.close(fd)
@@ -126,7 +131,9 @@ def child(request: dict[str, object], fds: list[int]) -> None:
     raise SystemExit(code)
 
 
-PASSED_ON = (signal.SIGINT, signal.SIGTERM)  # `signal N` from the caller, for its child (stages/dvc_warm.py)
+# `signal N` from the caller, for its child (stages/dvc_warm.py): Ctrl-C, a kill, Ctrl-Z (as SIGSTOP:
+# the child is in an orphaned process group, where the kernel drops SIGTSTP) and `fg`.
+PASSED_ON = (signal.SIGINT, signal.SIGTERM, signal.SIGSTOP, signal.SIGCONT)
 
 
 def _wait(pid: int, sock: socket.socket) -> int:

@@ -52,6 +52,11 @@ def main():
         time.sleep(60)
     mask = os.umask(0)
     os.umask(mask)
+    try:  # a module a stage between may add (not an output of DVC's)
+        from stages import extra
+        open(f"out/{stage}.extra", "w").write(str(extra.WORD))
+    except ImportError:
+        pass
     with open(f"out/{stage}.state", "w") as state:  # (not an output of DVC's)
         state.write(f"optimize {sys.flags.optimize} umask {mask:o}")
     with open(f"out/{stage}.txt", "w") as out:
@@ -85,7 +90,7 @@ def _dvc_yaml(between: str = "", three: str = "python -m stages demo three") -> 
 def project(tmp_path: Path) -> Path:
     root = tmp_path / "project"
     (root / "stages").mkdir(parents=True)
-    for name in ("__init__.py", "__main__.py", "dvc_warm.py", "dvc_zygote.py", "zygote.py"):
+    for name in ("__init__.py", "__main__.py", "bytecode.py", "dvc_warm.py", "dvc_zygote.py", "zygote.py"):
         shutil.copy(ROOT / "stages" / name, root / "stages" / name)
     (root / "stages" / "runner.py").write_text(RUNNER)
     (root / "pipeline").mkdir()
