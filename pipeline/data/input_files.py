@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from pipeline.data.json_keys import REPEATED_FIX, repeated_key, repeated_problem
 from pipeline.errors import InputError
 from pipeline.llm.bounds import MAX_LINE_BYTES, SURROGATE_FIX, depth_problem, long_line, surrogate_problem
 from pipeline.llm.files import NotARegularFile, open_regular
@@ -117,7 +118,8 @@ def shown_path(path: Path, root: Path) -> str:
 def json_objects(path: Path, shown: str) -> Iterator[tuple[int, dict[str, Any] | str]]:
     """Each non-blank line of a JSONL file with its number: the JSON object, or why it is not one.
     Callers decide whether a bad line stops the read (an InputError) or is set aside (a batch); a
-    line holding a lone surrogate always stops it (refuse_surrogates)."""
+    line holding a lone surrogate (refuse_surrogates) or giving a key twice in one object
+    (pipeline.data.json_keys) always stops it."""
     for number, line in enumerate(read_lines(path, shown), start=1):
         if not line.strip():
             continue
@@ -133,6 +135,8 @@ def json_objects(path: Path, shown: str) -> Iterator[tuple[int, dict[str, Any] |
             yield number, f"not a record ({deep})"
             continue
         refuse_surrogates(value, shown, number)
+        if (key := repeated_key(line)) is not None:  # orjson kept the last value silently
+            raise InputError(shown, number, repeated_problem(key, shown), REPEATED_FIX)
         yield number, value if isinstance(value, dict) else "not a JSON object"
 
 

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pipeline.data.input_files import decode, opened, read_limited, refuse_surrogates
+from pipeline.data.json_keys import REPEATED_FIX, RepeatedKey, loads_unique, repeated_problem
 from pipeline.data.ratings import HumanRatings
 from pipeline.errors import InputError
 from pipeline.llm.project_files import quoted
@@ -158,7 +159,9 @@ def load_summeval(path: Path) -> SummEval:
             continue
         where = (str(source), number)
         try:
-            row = json.loads(line)
+            row = loads_unique(line)
+        except RepeatedKey as exc:  # json.loads would keep the last value silently
+            raise InputError(*where, repeated_problem(exc.key, where[0]), REPEATED_FIX) from None
         except json.JSONDecodeError as exc:
             raise InputError(*where, f"not JSON ({exc.msg})", FIX) from None
         except RecursionError:  # json's parser recurses: bounded by the interpreter's stack

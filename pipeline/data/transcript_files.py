@@ -15,6 +15,7 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from pipeline.data.input_files import checked_text, decode, text_lines
+from pipeline.data.json_keys import REPEATED_FIX, repeated_key, repeated_problem
 from pipeline.data.transcript_text import Row, Transcript, Turn
 from pipeline.errors import InputError
 from pipeline.llm.project_files import quoted
@@ -156,6 +157,8 @@ def speaker_lines(lines: list[str], shown: str, at: int | None) -> list[Row]:
 
 def read_record(line: str, shown: str, number: int) -> Transcript:
     """A JSONL line's transcript: its turns validated as models, or its text read as speaker lines."""
+    if (key := repeated_key(line)) is not None:  # pydantic's parser would keep the last value silently
+        raise InputError(shown, number, repeated_problem(key, shown), REPEATED_FIX)
     try:
         record = _Record.model_validate_json(line)
     except ValidationError as exc:
