@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pipeline.data.input_files import json_objects
+from pipeline.data.item_ids import FORMULA_FIX, formula_problem
 from pipeline.errors import InputError
 
 ROW_FIX = "give it id, question and answer (and contexts, source_ids, labels if known)"
@@ -82,6 +83,8 @@ def load_rag_rows(path: Path, *, only: str | None = None, limit: int | None = No
             row = rag_row_from(raw)
         except ValueError as exc:
             raise InputError(shown, number, str(exc), ROW_FIX) from exc
+        if (formula := formula_problem(row.id, shown)) is not None:
+            raise InputError(shown, number, formula, FORMULA_FIX)
         if row.id in seen:
             raise InputError(
                 shown, number, f"id {row.id} is already used on line {seen[row.id]}", "make ids unique"

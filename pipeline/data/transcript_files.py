@@ -15,6 +15,7 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from pipeline.data.input_files import checked_text, decode, text_lines
+from pipeline.data.item_ids import FORMULA_FIX, formula_problem
 from pipeline.data.json_keys import REPEATED_FIX, repeated_key, repeated_problem
 from pipeline.data.transcript_text import Row, Transcript, Turn
 from pipeline.errors import InputError
@@ -84,6 +85,9 @@ def _transcript(item_id: str, rows: list[Row], shown: str, line: int | None, tim
 def check_whole(item_id: str, has_turns: bool, shown: str, line: int | None) -> None:
     if not item_id.strip():
         raise InputError(shown, line, "the transcript has no id", "name it NNN_TRANSCRIPT.csv, or give an id")
+    if (formula := formula_problem(item_id.strip(), shown)) is not None:
+        where = "rename the file" if line is None else "change its 'id'"
+        raise InputError(shown, line, formula, f"{FORMULA_FIX} ({where})")
     if not has_turns:
         raise InputError(shown, line, "no turn has both a speaker and text", "check that it is a transcript")
 
