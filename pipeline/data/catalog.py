@@ -23,7 +23,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict
 
-from pipeline.data.input_files import read_lines
+from pipeline.data.input_files import COLUMN_FIX, read_lines, repeated_column
 from pipeline.errors import InputError
 from pipeline.llm.project_files import quoted
 
@@ -171,6 +171,8 @@ def _header(reader: Any, shown: str) -> list[str]:
             "original TidyTuesday file); data/selection/README.md lists them"
         )
         raise InputError(shown, 1, problem, fix)
+    if (twice := repeated_column(header, [c if c in COLUMNS else None for c in header])) is not None:
+        raise InputError(shown, 1, twice, COLUMN_FIX)
     return header
 
 

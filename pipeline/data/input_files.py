@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -105,6 +105,26 @@ def text_lines(text: str, shown: str) -> list[str]:
     if not text.strip():
         raise InputError(shown, 1, "the file is empty", "delete it, or export it again")
     return [line.removesuffix("\r") for line in text.split("\n")]
+
+
+COLUMN_FIX = "keep one of the two columns (delete or rename the other)"
+
+
+def repeated_column(header: Sequence[str], read_as: Sequence[str | None]) -> str | None:
+    """Why a CSV header cannot be read, or None: two of its columns are read as one (`read_as`: what
+    each column of `header` is read as, None where it is ignored), and a reader keeping the columns
+    by name would take one of the two silently (a dict, the last). Columns it ignores may repeat.
+    The names said are the reader's own (a column it reads), never other text of the file."""
+    first: dict[str, int] = {}
+    for at, field in enumerate(read_as):
+        if field is None or (before := first.setdefault(field, at)) == at:
+            continue
+        if header[before] == header[at]:
+            return f"the column {header[at]!r} is given twice (columns {before + 1} and {at + 1})"
+        return (
+            f"columns {before + 1} and {at + 1}, {header[before]!r} and {header[at]!r}, both give the {field}"
+        )
+    return None
 
 
 def shown_path(path: Path, root: Path) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from pipeline.data.input_files import checked_text, decode, text_lines
+from pipeline.data.input_files import COLUMN_FIX, checked_text, decode, repeated_column, text_lines
 from pipeline.data.item_ids import FORMULA_FIX, formula_problem
 from pipeline.data.json_keys import REPEATED_FIX, repeated_key, repeated_problem
 from pipeline.data.transcript_text import Row, Transcript, Turn
@@ -23,6 +23,7 @@ from pipeline.llm.project_files import quoted
 
 _SPEAKER_LINE = re.compile(r"\s*([^:\s][^:]{0,39}?)\s*:(.*)")
 DAIC = "_transcript.csv"
+_DAIC_COLUMNS = ("start_time", "stop_time", "speaker", "value")
 _BOM = b"\xef\xbb\xbf"
 _JSONL_SCHEMA = 'one object per line: {"id": "300", "turns": [{"speaker": "Ellie", "text": "hi"}]}'
 
@@ -103,6 +104,8 @@ def daic_rows(lines: list[str], shown: str) -> list[Row]:
         )
         fix = "make line 1 the tab-separated header start_time<TAB>stop_time<TAB>speaker<TAB>value"
         raise InputError(shown, 1, problem, fix)
+    if (twice := repeated_column(header, [h if h in _DAIC_COLUMNS else None for h in header])) is not None:
+        raise InputError(shown, 1, twice, COLUMN_FIX)
     col = {name: i for i, name in enumerate(header)}
     width, speaker, value = len(header), col["speaker"], col["value"]
     start_at, stop_at = col.get("start_time"), col.get("stop_time")
