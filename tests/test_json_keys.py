@@ -15,6 +15,7 @@ from pipeline.data.settings import DataSettings
 from pipeline.data.summeval import load_summeval
 from pipeline.data.transcripts import load_transcripts
 from pipeline.errors import InputError
+from pipeline.experiments.rag.judge_evaluate import read_answer
 from pipeline.llm.project_files import NOT_QUOTED
 from pipeline.tools.cli import main
 from tests.conftest import ROOT
@@ -117,3 +118,16 @@ def test_a_human_rating_given_twice_is_refused_by_calibrate(
     result = CliRunner().invoke(main, ["calibrate", "--scores", str(scores), "--human", str(humans)])
     assert result.exit_code != 0
     assert f"{humans}:1: the key 'ratings' is given twice" in result.output, result.output
+
+
+def test_a_rag_agents_answer_giving_its_answer_twice_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "answer.json"
+    path.write_text(
+        '{\n  "answer": "Paris",\n  "sources_used": [],\n  "answer": "Lyon"\n}\n', encoding="utf-8"
+    )
+    _refused(lambda: read_answer(path), str(path), "answer")
+    path.write_text('{"answer": "Paris", "sources_used": ["a", "a"]}\n', encoding="utf-8")
+    assert read_answer(path).answer == "Paris"  # a value repeated in a list is no key given twice
