@@ -116,3 +116,17 @@ def test_a_label_id_that_differs_from_its_transcript_only_in_case_says_so(tmp_pa
         "participant p01 has no transcript in data: the transcript 'P01' spells that id in another case"
     )
     assert raised.value.fix == "write the id in the label file as the transcript's name spells it"
+
+
+def test_rag_rows_whose_ids_differ_only_in_unicode_form_are_refused(tmp_path: Path) -> None:
+    """As two transcripts' are (pipeline.data.transcripts): `é` as one code point and as `e` and an
+    accent look the same in every listing and report."""
+    rows = tmp_path / "rows.jsonl"
+    good = {"question": "q", "answer": "a"}
+    lines = [{**good, "id": "caf\u00e9"}, {**good, "id": "cafe\u0301"}, {**good, "id": "CAF\u00c9"}]
+    rows.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    with pytest.raises(InputError) as raised:
+        load_rag_rows(rows)
+    assert str(raised.value).startswith(f"{rows}:2: id 'cafe\u0301' looks the same as 'caf\u00e9' on line 1")
+    rows.write_text("".join(json.dumps(line) + "\n" for line in lines[::2]), encoding="utf-8")
+    assert [r.id for r in load_rag_rows(rows)] == ["caf\u00e9", "CAF\u00c9"]  # case: two rows

@@ -1,4 +1,5 @@
-"""What an item id may not start with: a character a spreadsheet reads as the start of a formula.
+"""Item ids as read from other people's data: what one may not start with (a character a
+spreadsheet reads as the start of a formula), and the form ids are compared in (Unicode's NFC).
 
 Item ids come from other people's data (a transcript's file name or its "id", a RAG row's id, a
 SummEval document and system) and are written as they are into the CSVs the stages write for DVC
@@ -11,9 +12,15 @@ plots, pandas or a join with the JSONL outputs read; judgeloop's outputs hold th
 such an id is refused where it is read instead, naming the file, the line and the fix: every id
 judgeloop's own data and the corpora it reads use starts with a letter or a digit, and one that
 does not is far more likely a mistake or an attack than a name someone chose.
+
+Ids that differ only in case stay two items, as they are two files on Linux: where an id becomes a
+file name, the name is made distinct ignoring case (pipeline.reports.pages), and a label file's id
+that matches a transcript's only ignoring case is told so (pipeline.data.transcripts).
 """
 
 from __future__ import annotations
+
+import unicodedata
 
 from pipeline.llm.project_files import quoted
 
@@ -30,3 +37,9 @@ def formula_problem(item_id: str, shown: str, what: str = "item id") -> str | No
         f"{what} {quoted(shown, repr(item_id))} starts with {item_id[0]!r}, which a spreadsheet opening "
         "the CSVs judgeloop writes would run as a formula"
     )
+
+
+def composed(item_id: str) -> str:
+    """The id in Unicode's composed form (NFC), as ids are compared: `é` written as one code point
+    and as `e` and an accent look the same, and are one id (a second is refused, both named)."""
+    return item_id if item_id.isascii() else unicodedata.normalize("NFC", item_id)

@@ -24,7 +24,6 @@ a file opened, and read again only if it is the file the index read: .transcript
 from __future__ import annotations
 
 import os
-import unicodedata
 import warnings
 from array import array
 from bisect import bisect_left
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import overload
 
 from pipeline.data.input_files import InputWarning, shown_path
+from pipeline.data.item_ids import composed as _composed
 from pipeline.data.labels import listed_participants
 from pipeline.data.settings import DataSettings
 from pipeline.data.transcript_files import read_one
@@ -248,10 +248,6 @@ def _look_alike(wanted: str, item_ids: list[str]) -> tuple[str, str] | None:
     if (same := next((i for i in item_ids if _composed(i).casefold() == folded), None)) is not None:
         return same, "in another case"
     return None
-
-
-def _composed(item_id: str) -> str:
-    return item_id if item_id.isascii() else unicodedata.normalize("NFC", item_id)
 
 
 def _id_order(item_id: str) -> tuple[int, int, str]:
