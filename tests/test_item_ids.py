@@ -130,3 +130,15 @@ def test_rag_rows_whose_ids_differ_only_in_unicode_form_are_refused(tmp_path: Pa
     assert str(raised.value).startswith(f"{rows}:2: id 'cafe\u0301' looks the same as 'caf\u00e9' on line 1")
     rows.write_text("".join(json.dumps(line) + "\n" for line in lines[::2]), encoding="utf-8")
     assert [r.id for r in load_rag_rows(rows)] == ["caf\u00e9", "CAF\u00c9"]  # case: two rows
+
+
+@pytest.mark.parametrize("given", ["true", "1.0", "1e2"])
+def test_a_jsonl_interview_id_that_only_reads_as_a_number_is_refused(tmp_path: Path, given: str) -> None:
+    """pydantic's lax numbers made JSON's true and 1.0 the id "1", 1e2 the id "100": ids no line
+    spells, which could be another line's. A string or a whole number is an id; these are refused."""
+    (tmp_path / "a.jsonl").write_text(
+        f'{{"id": 7, "text": "Ellie: hi"}}\n{{"id": {given}, "text": "Ellie: hi"}}\n'
+    )
+    with pytest.raises(InputError) as raised:
+        load_transcripts(DataSettings(transcripts="."), tmp_path)
+    assert str(raised.value).startswith("a.jsonl:2: id.str: Input should be a valid string")

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, StrictInt, StrictStr, ValidationError
 
 from pipeline.data.input_files import COLUMN_FIX, checked_text, decode, repeated_column, text_lines
 from pipeline.data.item_ids import FORMULA_FIX, formula_problem
@@ -33,7 +33,9 @@ At = tuple[int | None, tuple[int, int] | None]  # a transcript's JSONL line and 
 class _Record(BaseModel):
     """One JSONL line; other top-level keys are ignored, a turn takes only its four keys."""
 
-    id: str | int
+    # Strict: JSON's true, 1.0 and 1e2 were ids "1", "1" and "100" (pydantic's lax numbers), so that
+    # two lines' ids could be one that neither line spells.
+    id: StrictStr | StrictInt
     turns: list[Turn] | None = None
     text: str | None = None
 
