@@ -131,3 +131,26 @@ def test_a_rag_agents_answer_giving_its_answer_twice_is_refused(
     _refused(lambda: read_answer(path), str(path), "answer")
     path.write_text('{"answer": "Paris", "sources_used": ["a", "a"]}\n', encoding="utf-8")
     assert read_answer(path).answer == "Paris"  # a value repeated in a list is no key given twice
+
+
+def test_a_number_past_pythons_digits_is_an_error_naming_its_line_not_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """json.loads raised a bare ValueError for an int of more than 4,300 digits, which SummEval's
+    reader and judge-evaluate's let through as a traceback."""
+    monkeypatch.chdir(tmp_path)
+    long = "1" * 5000
+    with pytest.raises(json.JSONDecodeError) as raised:
+        loads_unique('{"a": 1,\n "b": ' + long + "}")
+    assert (raised.value.lineno, raised.value.colno) == (2, 7)
+    lines = (ROOT / "data" / "summeval-demo" / "summeval-demo.jsonl").read_text("utf-8").splitlines()
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("\n".join([lines[0], '{"id": ' + long + "}"]) + "\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"corpus\.jsonl:2: not JSON \(a number of more than 4,300 digits\)"):
+        load_summeval(corpus)
+    answer = tmp_path / "answer.json"
+    answer.write_text('{"answer": "x",\n "n": ' + long + "}\n", encoding="utf-8")
+    with pytest.raises(
+        InputError, match=r"answer\.json:2: opens like JSON but is not JSON \(a number of more"
+    ):
+        read_answer(answer)

@@ -16,6 +16,8 @@ parsed), so a repeated key there cannot change what is served, and their readers
 from __future__ import annotations
 
 import json
+import re
+import sys
 from typing import Any
 
 from pipeline.llm.project_files import quoted
@@ -56,8 +58,20 @@ def _first_repeated(pairs: list[tuple[str, Any]]) -> str:
 
 def loads_unique(text: str | bytes) -> Any:
     """json.loads(text), or RepeatedKey where an object gives a key twice (a JSONDecodeError and
-    a RecursionError as json.loads raises them)."""
-    return json.loads(text, object_pairs_hook=unique_pairs)
+    a RecursionError as json.loads raises them). A number of more digits than Python turns into an
+    int (sys.get_int_max_str_digits, 4,300) is a JSONDecodeError at the number, where json.loads
+    raised a bare ValueError that its callers let through as a traceback."""
+    try:
+        return json.loads(text, object_pairs_hook=unique_pairs)
+    except (RepeatedKey, json.JSONDecodeError):
+        raise
+    except ValueError:
+        shown = text if isinstance(text, str) else text.decode("utf-8", "replace")
+        limit = sys.get_int_max_str_digits()
+        found = re.search(rf"\d{{{limit + 1},}}", shown) if limit else None
+        if found is None:
+            raise
+        raise json.JSONDecodeError(f"a number of more than {limit:,} digits", shown, found.start()) from None
 
 
 def repeated_key(text: str | bytes) -> str | None:
