@@ -82,3 +82,32 @@ def test_columns_a_reader_ignores_may_repeat_and_the_demos_load(tmp_path: Path) 
     assert load_catalog(ROOT / "data" / "selection" / "catalog_fictional.csv")
     assert load_labels(ROOT / "data" / "demo" / "labels.csv")
     assert load_transcripts(DataSettings(transcripts="data/demo"), ROOT)
+
+
+@pytest.mark.parametrize(
+    "cell", ["1_0", "\u0661\u0660", "\uff11\uff10"]
+)  # 1_0, Arabic-Indic 10, full-width 10
+def test_a_label_python_alone_reads_as_a_number_is_refused(tmp_path: Path, cell: str) -> None:
+    """float() reads each as 10; a spreadsheet and pandas read text. A PHQ-8 score no other tool
+    sees is refused, naming the cell (pipeline.data.input_files.plain_number)."""
+    labels = tmp_path / "split.csv"
+    labels.write_text(f"Participant_ID,PHQ8_Score\n301,{cell}\n", encoding="utf-8")
+    with pytest.raises(InputError) as raised:
+        load_labels(labels)
+    assert str(raised.value).startswith(f"{labels}:2: phq8_score is ")
+    assert "not a whole number from 0 to 24" in str(raised.value)
+
+
+@pytest.mark.parametrize("cell", ["0.5_5", "0.\uff15"])  # 0.55 to float(); full-width 5
+def test_a_catalog_value_python_alone_reads_as_a_number_is_refused(tmp_path: Path, cell: str) -> None:
+    lines = (ROOT / "data" / "selection" / "catalog_fictional.csv").read_text("utf-8").splitlines()
+    at = lines[0].split(",").index("energy")
+    cells = lines[1].split(",")
+    assert '"' not in lines[1] and float(cells[at]) <= 1  # no quoted field: the split is the row's
+    cells[at] = cell
+    catalog = tmp_path / "catalog.csv"
+    catalog.write_text("\n".join([lines[0], ",".join(cells), *lines[2:]]) + "\n", encoding="utf-8")
+    with pytest.raises(InputError) as raised:
+        load_catalog(catalog)
+    assert str(raised.value).startswith(f"{catalog}:2: energy is ")
+    assert "not a number from 0 to 1" in str(raised.value)

@@ -23,7 +23,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict
 
-from pipeline.data.input_files import COLUMN_FIX, read_lines, repeated_column
+from pipeline.data.input_files import COLUMN_FIX, plain_number, read_lines, repeated_column
 from pipeline.errors import InputError
 from pipeline.llm.project_files import quoted
 
@@ -195,10 +195,7 @@ def _track(row: dict[str, str], shown: str, line: int) -> Track:
 
 
 def _number(cell: str, column: str, shown: str, line: int, low: float, high: float) -> float:
-    try:
-        value = float(cell)
-    except ValueError:
-        value = float("nan")
+    value = plain_number(cell)
     if not low <= value <= high:  # NaN fails too
         given = quoted(shown, "'" + cell + "'")
         problem = f"{column} is {given}, not a number from {low:g} to {high:g}"

@@ -8,6 +8,7 @@ file (a database dump, a model's weights) would otherwise fill the memory, minut
 from __future__ import annotations
 
 import io
+import math
 import os
 import re
 from collections.abc import Iterator, Sequence
@@ -125,6 +126,18 @@ def repeated_column(header: Sequence[str], read_as: Sequence[str | None]) -> str
             f"columns {before + 1} and {at + 1}, {header[before]!r} and {header[at]!r}, both give the {field}"
         )
     return None
+
+
+def plain_number(cell: str) -> float:
+    """The number a CSV cell holds as a spreadsheet or pandas reads it, or NaN: ASCII digits, no
+    `_`. Python's float() also reads "1_0" as 10 and Arabic-Indic or full-width digits ("١٠",
+    "１０") as 10, which those read as text: a label or a catalog value no other tool sees."""
+    if not cell.isascii() or "_" in cell:
+        return math.nan
+    try:
+        return float(cell)
+    except ValueError:
+        return math.nan
 
 
 def shown_path(path: Path, root: Path) -> str:

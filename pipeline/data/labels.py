@@ -20,7 +20,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from pipeline.data.input_files import COLUMN_FIX, InputWarning, read_lines, repeated_column, shown_path
+from pipeline.data.input_files import (
+    COLUMN_FIX,
+    InputWarning,
+    plain_number,
+    read_lines,
+    repeated_column,
+    shown_path,
+)
 from pipeline.data.settings import DataSettings
 from pipeline.errors import ConfigError, InputError
 from pipeline.llm.project_files import quoted
@@ -127,10 +134,7 @@ def _header(reader: Any, shown: str) -> list[str]:
 
 
 def _label_value(cell: str, column: str, field: str, shown: str, line: int) -> int:
-    try:
-        value = float(cell)
-    except ValueError:
-        value = float("nan")
+    value = plain_number(cell)
     if not (value.is_integer() and 0 <= value <= _LABEL_MAX[field]):
         given = quoted(shown, "'" + cell + "'")
         problem = f"{column} is {given}, not a whole number from 0 to {_LABEL_MAX[field]}"
