@@ -282,3 +282,31 @@ def test_batch_rounds_need_the_openai_backend_and_a_pinned_digest(exported: Path
     good, _ = _answers(exported)
     with pytest.raises(CorruptRecordError, match="exported for test-model rev-1"):
         ingest(other, _write(exported / "results.jsonl", [good]), exported)
+
+
+def test_a_results_line_giving_a_key_twice_is_refused_not_stored(exported: Path) -> None:
+    """orjson keeps the last of a repeated key; the service that wrote the line may have meant the
+    first (here a failed call, whose 200 follows it): the line is refused, named (pipeline.data.json_keys)."""
+    good, other = _answers(exported)
+    text = json.dumps(good)
+    twice = text.replace('"status_code": 200', '"status_code": 500, "status_code": 200', 1)
+    assert twice != text and json.loads(twice) == good  # what the old reader took: a 200, stored
+    outcome = ingest(load_params(), _write(exported / "results.jsonl", [twice, other]), exported)
+    assert outcome.stored == 1 and _cached() == 1
+    assert outcome.refused == [
+        f"{exported / 'results.jsonl'}:1: the key 'status_code' is given twice in one object: neither "
+        "value is stored"
+    ]
+
+
+def test_an_input_giving_a_key_twice_is_refused_as_edited(exported: Path) -> None:
+    """A requests.jsonl line equal to the export as orjson parses it (the last value kept), but not
+    as a service keeping the first would read it: another model."""
+    good, other = _answers(exported)
+    lines = (exported / REQUESTS_FILE).read_text().splitlines()
+    twice = lines[0].replace('"body":{"model":', '"body":{"model":"another-model","model":', 1)
+    assert twice != lines[0] and json.loads(twice) == json.loads(lines[0])
+    (exported / REQUESTS_FILE).write_text("\n".join([twice, lines[1]]) + "\n")
+    outcome = ingest(load_params(), _write(exported / "results.jsonl", [good, other]), exported)
+    assert outcome.stored == 1
+    assert len(outcome.refused) == 1 and "gives the key 'model' twice in one object" in outcome.refused[0]

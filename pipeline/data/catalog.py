@@ -23,7 +23,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict
 
-from pipeline.data.input_files import read_lines
+from pipeline.data.input_files import COLUMN_FIX, plain_number, read_lines, repeated_column
 from pipeline.errors import InputError
 from pipeline.llm.project_files import quoted
 
@@ -171,6 +171,8 @@ def _header(reader: Any, shown: str) -> list[str]:
             "original TidyTuesday file); data/selection/README.md lists them"
         )
         raise InputError(shown, 1, problem, fix)
+    if (twice := repeated_column(header, [c if c in COLUMNS else None for c in header])) is not None:
+        raise InputError(shown, 1, twice, COLUMN_FIX)
     return header
 
 
@@ -193,10 +195,7 @@ def _track(row: dict[str, str], shown: str, line: int) -> Track:
 
 
 def _number(cell: str, column: str, shown: str, line: int, low: float, high: float) -> float:
-    try:
-        value = float(cell)
-    except ValueError:
-        value = float("nan")
+    value = plain_number(cell)
     if not low <= value <= high:  # NaN fails too
         given = quoted(shown, "'" + cell + "'")
         problem = f"{column} is {given}, not a number from {low:g} to {high:g}"

@@ -8,15 +8,17 @@ file (a database dump, a model's weights) would otherwise fill the memory, minut
 from __future__ import annotations
 
 import io
+import math
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from pipeline.data.json_keys import REPEATED_FIX, repeated_key, repeated_problem
 from pipeline.errors import InputError
 from pipeline.llm.bounds import MAX_LINE_BYTES, SURROGATE_FIX, depth_problem, long_line, surrogate_problem
 from pipeline.llm.files import NotARegularFile, open_regular
@@ -106,6 +108,38 @@ def text_lines(text: str, shown: str) -> list[str]:
     return [line.removesuffix("\r") for line in text.split("\n")]
 
 
+COLUMN_FIX = "keep one of the two columns (delete or rename the other)"
+
+
+def repeated_column(header: Sequence[str], read_as: Sequence[str | None]) -> str | None:
+    """Why a CSV header cannot be read, or None: two of its columns are read as one (`read_as`: what
+    each column of `header` is read as, None where it is ignored), and a reader keeping the columns
+    by name would take one of the two silently (a dict, the last). Columns it ignores may repeat.
+    The names said are the reader's own (a column it reads), never other text of the file."""
+    first: dict[str, int] = {}
+    for at, field in enumerate(read_as):
+        if field is None or (before := first.setdefault(field, at)) == at:
+            continue
+        if header[before] == header[at]:
+            return f"the column {header[at]!r} is given twice (columns {before + 1} and {at + 1})"
+        return (
+            f"columns {before + 1} and {at + 1}, {header[before]!r} and {header[at]!r}, both give the {field}"
+        )
+    return None
+
+
+def plain_number(cell: str) -> float:
+    """The number a CSV cell holds as a spreadsheet or pandas reads it, or NaN: ASCII digits, no
+    `_`. Python's float() also reads "1_0" as 10 and Arabic-Indic or full-width digits ("١٠",
+    "１０") as 10, which those read as text: a label or a catalog value no other tool sees."""
+    if not cell.isascii() or "_" in cell:
+        return math.nan
+    try:
+        return float(cell)
+    except ValueError:
+        return math.nan
+
+
 def shown_path(path: Path, root: Path) -> str:
     """How a file is named in messages: relative to the project root when it lies under it."""
     try:
@@ -117,7 +151,8 @@ def shown_path(path: Path, root: Path) -> str:
 def json_objects(path: Path, shown: str) -> Iterator[tuple[int, dict[str, Any] | str]]:
     """Each non-blank line of a JSONL file with its number: the JSON object, or why it is not one.
     Callers decide whether a bad line stops the read (an InputError) or is set aside (a batch); a
-    line holding a lone surrogate always stops it (refuse_surrogates)."""
+    line holding a lone surrogate (refuse_surrogates) or giving a key twice in one object
+    (pipeline.data.json_keys) always stops it."""
     for number, line in enumerate(read_lines(path, shown), start=1):
         if not line.strip():
             continue
@@ -133,6 +168,8 @@ def json_objects(path: Path, shown: str) -> Iterator[tuple[int, dict[str, Any] |
             yield number, f"not a record ({deep})"
             continue
         refuse_surrogates(value, shown, number)
+        if (key := repeated_key(line)) is not None:  # orjson kept the last value silently
+            raise InputError(shown, number, repeated_problem(key, shown), REPEATED_FIX)
         yield number, value if isinstance(value, dict) else "not a JSON object"
 
 

@@ -20,7 +20,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from pipeline.data.input_files import InputWarning, read_lines, shown_path
+from pipeline.data.input_files import (
+    COLUMN_FIX,
+    InputWarning,
+    plain_number,
+    read_lines,
+    repeated_column,
+    shown_path,
+)
 from pipeline.data.settings import DataSettings
 from pipeline.errors import ConfigError, InputError
 from pipeline.llm.project_files import quoted
@@ -72,17 +79,7 @@ def label_rows(path: Path, shown: str) -> dict[str, tuple[Phq8Label, int]]:
     # The csv module, not a split on line ends: a quoted cell may hold a newline. Each record is
     # reported by the line it starts on.
     reader = csv.reader(io.StringIO("\n".join(read_lines(path, shown))), strict=True)
-    try:
-        header = [h.strip().lower() for h in next(reader, [])]
-    except csv.Error as exc:
-        raise InputError(shown, 1, f"not CSV ({exc})", "close the quoted cell") from exc
-    if "participant_id" not in header:
-        problem = (
-            f"the header has columns {quoted(shown, ', '.join(map(repr, header)))}; expected Participant_ID, "
-            "PHQ8_Binary, "
-            "PHQ8_Score, Gender, PHQ8_NoInterest ... PHQ8_Moving (only Participant_ID is required)"
-        )
-        raise InputError(shown, 1, problem, "make line 1 the comma-separated AVEC2017 header")
+    header = _header(reader, shown)
     labels: dict[str, tuple[Phq8Label, int]] = {}
     while True:
         number = reader.line_num + 1
@@ -117,11 +114,27 @@ def label_rows(path: Path, shown: str) -> dict[str, tuple[Phq8Label, int]]:
     return labels
 
 
-def _label_value(cell: str, column: str, field: str, shown: str, line: int) -> int:
+def _header(reader: Any, shown: str) -> list[str]:
+    """Line 1's column names (stripped, lower case), checked: Participant_ID among them, no field
+    given by two columns."""
     try:
-        value = float(cell)
-    except ValueError:
-        value = float("nan")
+        header = [h.strip().lower() for h in next(reader, [])]
+    except csv.Error as exc:
+        raise InputError(shown, 1, f"not CSV ({exc})", "close the quoted cell") from exc
+    if "participant_id" not in header:
+        problem = (
+            f"the header has columns {quoted(shown, ', '.join(map(repr, header)))}; expected Participant_ID, "
+            "PHQ8_Binary, "
+            "PHQ8_Score, Gender, PHQ8_NoInterest ... PHQ8_Moving (only Participant_ID is required)"
+        )
+        raise InputError(shown, 1, problem, "make line 1 the comma-separated AVEC2017 header")
+    if (twice := repeated_column(header, [_LABEL_COLUMNS.get(h) for h in header])) is not None:
+        raise InputError(shown, 1, twice, COLUMN_FIX)
+    return header
+
+
+def _label_value(cell: str, column: str, field: str, shown: str, line: int) -> int:
+    value = plain_number(cell)
     if not (value.is_integer() and 0 <= value <= _LABEL_MAX[field]):
         given = quoted(shown, "'" + cell + "'")
         problem = f"{column} is {given}, not a whole number from 0 to {_LABEL_MAX[field]}"

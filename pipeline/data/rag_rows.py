@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pipeline.data.input_files import json_objects
+from pipeline.data.item_ids import FORMULA_FIX, composed, formula_problem
 from pipeline.errors import InputError
 
 ROW_FIX = "give it id, question and answer (and contexts, source_ids, labels if known)"
@@ -72,7 +73,7 @@ def load_rag_rows(path: Path, *, only: str | None = None, limit: int | None = No
     if not path.is_file():
         raise InputError(shown, None, "no such file", "point the rows parameter at a JSONL file of RAG rows")
     rows: list[RagRow] = []
-    seen: dict[str, int] = {}
+    seen: dict[str, tuple[int, str]] = {}  # by id in its composed form: its line, the id as spelled
     for number, raw in json_objects(path, shown):
         if isinstance(raw, str):
             raise InputError(shown, number, raw, NOT_JSON_FIX)
@@ -82,11 +83,11 @@ def load_rag_rows(path: Path, *, only: str | None = None, limit: int | None = No
             row = rag_row_from(raw)
         except ValueError as exc:
             raise InputError(shown, number, str(exc), ROW_FIX) from exc
-        if row.id in seen:
-            raise InputError(
-                shown, number, f"id {row.id} is already used on line {seen[row.id]}", "make ids unique"
-            )
-        seen[row.id] = number
+        if (formula := formula_problem(row.id, shown)) is not None:
+            raise InputError(shown, number, formula, FORMULA_FIX)
+        if (key := composed(row.id)) in seen:
+            raise InputError(shown, number, _again(row.id, *seen[key]), "make ids unique")
+        seen[key] = (number, row.id)
         rows.append(row)
         if limit is not None and len(rows) >= limit:
             break
@@ -95,6 +96,13 @@ def load_rag_rows(path: Path, *, only: str | None = None, limit: int | None = No
             shown, None, "no rows" + (f" with {only} true" if only else ""), "add rows, or check the filter"
         )
     return rows
+
+
+def _again(item_id: str, line: int, first: str) -> str:
+    """Why a row's id is refused: an earlier row's on `line` is `first`, the same or a look-alike."""
+    if item_id == first:
+        return f"id {item_id} is already used on line {line}"
+    return f"id {item_id!r} looks the same as {first!r} on line {line}: one name in two Unicode spellings"
 
 
 def _why(exc: Exception) -> str:

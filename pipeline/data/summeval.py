@@ -44,6 +44,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pipeline.data.input_files import decode, opened, read_limited, refuse_surrogates
+from pipeline.data.item_ids import FORMULA_FIX, formula_problem
+from pipeline.data.json_keys import REPEATED_FIX, RepeatedKey, loads_unique, repeated_problem
 from pipeline.data.ratings import HumanRatings
 from pipeline.errors import InputError
 from pipeline.llm.project_files import quoted
@@ -158,7 +160,9 @@ def load_summeval(path: Path) -> SummEval:
             continue
         where = (str(source), number)
         try:
-            row = json.loads(line)
+            row = loads_unique(line)
+        except RepeatedKey as exc:  # json.loads would keep the last value silently
+            raise InputError(*where, repeated_problem(exc.key, where[0]), REPEATED_FIX) from None
         except json.JSONDecodeError as exc:
             raise InputError(*where, f"not JSON ({exc.msg})", FIX) from None
         except RecursionError:  # json's parser recurses: bounded by the interpreter's stack
@@ -167,6 +171,8 @@ def load_summeval(path: Path) -> SummEval:
             raise InputError(*where, "the line is not a JSON object", FIX)
         refuse_surrogates(row, *where)  # json lets "\ud800" in; no recording can hold it
         document, system = _text_field(row, "id", where), _text_field(row, "model_id", where)
+        if (formula := formula_problem(document, where[0], '"id"')) is not None:  # starts the item's id
+            raise InputError(*where, formula, FORMULA_FIX)
         article = _text_field(row, "text", where)
         if articles.setdefault(document, article) != article:
             problem = f"article {quoted(where[0], document)} has another text than on an earlier line"

@@ -12,15 +12,18 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, StrictInt, StrictStr, ValidationError
 
-from pipeline.data.input_files import checked_text, decode, text_lines
+from pipeline.data.input_files import COLUMN_FIX, checked_text, decode, repeated_column, text_lines
+from pipeline.data.item_ids import FORMULA_FIX, formula_problem
+from pipeline.data.json_keys import REPEATED_FIX, repeated_key, repeated_problem
 from pipeline.data.transcript_text import Row, Transcript, Turn
 from pipeline.errors import InputError
 from pipeline.llm.project_files import quoted
 
 _SPEAKER_LINE = re.compile(r"\s*([^:\s][^:]{0,39}?)\s*:(.*)")
 DAIC = "_transcript.csv"
+_DAIC_COLUMNS = ("start_time", "stop_time", "speaker", "value")
 _BOM = b"\xef\xbb\xbf"
 _JSONL_SCHEMA = 'one object per line: {"id": "300", "turns": [{"speaker": "Ellie", "text": "hi"}]}'
 
@@ -30,7 +33,9 @@ At = tuple[int | None, tuple[int, int] | None]  # a transcript's JSONL line and 
 class _Record(BaseModel):
     """One JSONL line; other top-level keys are ignored, a turn takes only its four keys."""
 
-    id: str | int
+    # Strict: JSON's true, 1.0 and 1e2 were ids "1", "1" and "100" (pydantic's lax numbers), so that
+    # two lines' ids could be one that neither line spells.
+    id: StrictStr | StrictInt
     turns: list[Turn] | None = None
     text: str | None = None
 
@@ -83,6 +88,9 @@ def _transcript(item_id: str, rows: list[Row], shown: str, line: int | None, tim
 def check_whole(item_id: str, has_turns: bool, shown: str, line: int | None) -> None:
     if not item_id.strip():
         raise InputError(shown, line, "the transcript has no id", "name it NNN_TRANSCRIPT.csv, or give an id")
+    if (formula := formula_problem(item_id.strip(), shown)) is not None:
+        where = "rename the file" if line is None else "change its 'id'"
+        raise InputError(shown, line, formula, f"{FORMULA_FIX} ({where})")
     if not has_turns:
         raise InputError(shown, line, "no turn has both a speaker and text", "check that it is a transcript")
 
@@ -98,6 +106,8 @@ def daic_rows(lines: list[str], shown: str) -> list[Row]:
         )
         fix = "make line 1 the tab-separated header start_time<TAB>stop_time<TAB>speaker<TAB>value"
         raise InputError(shown, 1, problem, fix)
+    if (twice := repeated_column(header, [h if h in _DAIC_COLUMNS else None for h in header])) is not None:
+        raise InputError(shown, 1, twice, COLUMN_FIX)
     col = {name: i for i, name in enumerate(header)}
     width, speaker, value = len(header), col["speaker"], col["value"]
     start_at, stop_at = col.get("start_time"), col.get("stop_time")
@@ -156,6 +166,8 @@ def speaker_lines(lines: list[str], shown: str, at: int | None) -> list[Row]:
 
 def read_record(line: str, shown: str, number: int) -> Transcript:
     """A JSONL line's transcript: its turns validated as models, or its text read as speaker lines."""
+    if (key := repeated_key(line)) is not None:  # pydantic's parser would keep the last value silently
+        raise InputError(shown, number, repeated_problem(key, shown), REPEATED_FIX)
     try:
         record = _Record.model_validate_json(line)
     except ValidationError as exc:

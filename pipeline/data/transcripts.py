@@ -24,7 +24,6 @@ a file opened, and read again only if it is the file the index read: .transcript
 from __future__ import annotations
 
 import os
-import unicodedata
 import warnings
 from array import array
 from bisect import bisect_left
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import overload
 
 from pipeline.data.input_files import InputWarning, shown_path
+from pipeline.data.item_ids import composed as _composed
 from pipeline.data.labels import listed_participants
 from pipeline.data.settings import DataSettings
 from pipeline.data.transcript_files import read_one
@@ -229,18 +229,25 @@ def _listed(item_ids: list[str], settings: DataSettings, root: Path) -> Containe
             f"participant {quoted(shown, missing[0] + more)} has no transcript in {settings.transcripts}"
         )
         fix = "add the transcript, or delete the row from the label file"
-        look_alike = {_composed(item_id): item_id for item_id in item_ids}.get(_composed(missing[0]))
-        if look_alike is not None:  # the same name in another Unicode spelling (NFC against NFD)
-            problem += (
-                f": the transcript {quoted(shown, repr(look_alike))} spells that id in another Unicode form"
-            )
+        if (look_alike := _look_alike(missing[0], item_ids)) is not None:
+            problem += f": the transcript {quoted(shown, repr(look_alike[0]))} spells that id {look_alike[1]}"
             fix = "write the id in the label file as the transcript's name spells it"
         raise InputError(shown, line, problem, fix)
     return listed
 
 
-def _composed(item_id: str) -> str:
-    return item_id if item_id.isascii() else unicodedata.normalize("NFC", item_id)
+def _look_alike(wanted: str, item_ids: list[str]) -> tuple[str, str] | None:
+    """A transcript's id that names `wanted` in another spelling, and how it differs: in another
+    Unicode form (NFC against NFD), or only in case: ids match exactly, case too, so that 'P01' and
+    'p01' stay two items; a label file written as 'p01' for the transcript P01_TRANSCRIPT.csv (as
+    macOS and Windows, which ignore case in file names, may let a user think them one) is told so."""
+    composed = _composed(wanted)
+    if (same := next((i for i in item_ids if _composed(i) == composed), None)) is not None:
+        return same, "in another Unicode form"
+    folded = composed.casefold()
+    if (same := next((i for i in item_ids if _composed(i).casefold() == folded), None)) is not None:
+        return same, "in another case"
+    return None
 
 
 def _id_order(item_id: str) -> tuple[int, int, str]:

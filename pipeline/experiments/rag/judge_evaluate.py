@@ -30,6 +30,7 @@ import click
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pipeline.data.input_files import decode, read_lines, refuse_surrogates
+from pipeline.data.json_keys import REPEATED_FIX, RepeatedKey, loads_unique, repeated_problem
 from pipeline.data.rag_rows import RagRow
 from pipeline.errors import InputError, UnsafeNameError
 from pipeline.experiments.params import require_params_file
@@ -65,7 +66,9 @@ class RAGAnswer(BaseModel):
 def read_answer(path: Path) -> RAGAnswer:
     text = "\n".join(read_lines(path, str(path)))
     try:
-        raw = json.loads(text)
+        raw = loads_unique(text)
+    except RepeatedKey as exc:  # json.loads kept the last value silently
+        raise InputError(str(path), None, repeated_problem(exc.key, str(path)), REPEATED_FIX) from None
     except RecursionError:  # json's parser recurses: bounded by the interpreter's stack
         raise InputError(
             str(path), None, "JSON nested too deep to read", 'give {"answer": "...", "sources_used": [...]}'

@@ -46,6 +46,7 @@ from typing import IO, Any
 
 import orjson
 
+from pipeline.data.json_keys import RepeatedKey
 from pipeline.errors import BackendError, ConfigError
 from pipeline.llm.backends.http_errors import body_error
 from pipeline.llm.backends.openai_compat import OpenAICompatBackend, completion_reply
@@ -270,7 +271,9 @@ class _Ingest:
     def _exported_key(self, where: str, entry: Any) -> str | None:
         """The line's custom_id, if it is a key exported and left as it was; else why not, refused."""
         key = entry.get("custom_id") if isinstance(entry, dict) else None
-        if not isinstance(key, str):
+        if isinstance(entry, RepeatedKey):  # orjson kept the last value; the service may have meant the first
+            why = f"{entry}: neither value is stored"
+        elif not isinstance(key, str):
             why = f"not JSON ({entry})" if isinstance(entry, ValueError) else "no custom_id"
         elif key not in self.requests:
             why = f"custom_id {key[:80]!r} was not exported (unknown or altered id)"

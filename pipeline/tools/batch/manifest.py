@@ -19,6 +19,7 @@ from typing import IO, Any
 import orjson
 from pydantic import ValidationError
 
+from pipeline.data.json_keys import RepeatedKey, repeated_key
 from pipeline.errors import ConfigError, CorruptRecordError
 from pipeline.llm.backends.openai_compat import OpenAICompatBackend
 from pipeline.llm.bounds import MAX_LINE_BYTES, LineTooLong, bounded_lines, depth_problem
@@ -50,12 +51,20 @@ def objects(path: Path, opened: IO[bytes] | None = None) -> Iterator[tuple[int, 
                     yield number, exc
                     continue
                 deep = depth_problem(value)
-                yield number, (ValueError(deep) if deep is not None else value)
+                yield number, (ValueError(deep) if deep is not None else _once(raw, value))
     except LineTooLong as exc:
         yield exc.number, exc
     except OSError as exc:
         fix = "Fix: name the file the batch job wrote."
         raise ConfigError(f"{path}: cannot be read ({exc}). {fix}") from None
+
+
+def _once(raw: bytes, value: Any) -> Any:
+    """`value`, parsed from `raw`, or a RepeatedKey where an object of `raw` gives a key twice:
+    orjson kept the last value, and the batch service that wrote the line may have meant the first
+    (pipeline.data.json_keys)."""
+    key = repeated_key(raw)
+    return value if key is None else RepeatedKey(key)
 
 
 class Manifest:
@@ -227,7 +236,11 @@ def exported_intact(folder: Path, manifest: Manifest, params: EngineSettings) ->
                 continue  # a line for no exported key asks nothing that could be stored
             seen[manifest.slot(key)] = 1
             body = backend.request_body(manifest.request(key))
-            if entry != {"custom_id": key, "method": "POST", "url": BATCH_URL, "body": body}:
+            if (twice := repeated_key(raw)) is not None:  # equal as parsed, but a service may read the first
+                problems[key] = (
+                    f"{path}:{number} gives the key {twice!r} twice in one object (edited after the export)"
+                )
+            elif entry != {"custom_id": key, "method": "POST", "url": BATCH_URL, "body": body}:
                 problems[key] = (
                     f"{path}:{number} is not the request exported under {key} (edited after the export)"
                 )
@@ -251,7 +264,8 @@ def _raw_lines(path: Path) -> Iterator[tuple[int, bytes]]:
 
 
 def _parsed(raw: bytes) -> Any:
-    """A line's JSON, or None where `objects` would give a ValueError."""
+    """A line's JSON, or None where `objects` would give a ValueError (a key given twice is
+    exported_intact's to say)."""
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError:
