@@ -5,6 +5,11 @@ fault found, as a test that failed on the code merged from diff-noise.
   even one whose samples are all one score (every split of it is 0). A thousand such pairs and one
   that moved made "a thousand pairs" of a normal approximation whose law was the one pair's: p =
   0.003 where the exact p, counted here by brute force, is 0.2.
+- A round whose pairs judged the same input was titled "same input: only the judge changed": said
+  of a round with no change, and of the selection's `selected`, which no judge call scores (its
+  picks move with k and lambda). The same input says what a change is not, the input's.
+- The later rounds pair only what both runs went on to revise, each run's own judge's choice; the
+  title said "revisions", as if they were every revision.
 """
 
 from __future__ import annotations
@@ -12,8 +17,12 @@ from __future__ import annotations
 import itertools
 from fractions import Fraction
 
+from pipeline.experiments.judgements import Judgement
 from pipeline.stats import repeat_noise as noise_module
 from pipeline.stats.repeat_noise import SampledPair, repeat_noise
+from pipeline.tools.diff.runs import Run
+from pipeline.tools.diff.summary import summarise
+from pipeline.tools.diff.text import render
 
 
 def _one_pair_exact_p(a: tuple[float, ...], b: tuple[float, ...]) -> Fraction:
@@ -52,3 +61,35 @@ def test_pairs_all_alike_leave_the_exact_p_unchanged() -> None:
     assert with_them is not None and without is not None
     assert with_them.p_value == without.p_value
     assert with_them.change == without.change * 2 / 3  # z counts as an item whose change is 0
+
+
+def _selected(name: str, picked: set[str], upstream: str = "pool") -> Run:
+    made = [
+        Judgement("selection", f"r/{i}", 0, "selected", 4.0, str(i) in picked, upstream=upstream)
+        for i in range(6)
+    ]
+    return Run(name, {j.pair_key: j for j in made}, {})
+
+
+def test_a_round_with_the_same_input_never_says_the_judge_changed() -> None:
+    # The same pool of ratings, other picks (another k): no judge call moved anything.
+    rows, changes = summarise(_selected("A", {"0", "1"}), _selected("B", {"0", "2"}), resamples=200)
+    shown = render(["A", "B"], rows, changes)
+    assert "round 0, before any revision: 6 paired, 2 changed; same input: no change is the input's" in shown
+    assert "judge changed" not in shown
+    # Nothing changed: the title says so, and nothing of a judge.
+    rows, changes = summarise(_selected("A", {"0"}), _selected("B", {"0"}), resamples=200)
+    assert "only the judge" not in render(["A", "B"], rows, changes)
+
+
+def test_the_later_rounds_say_they_pair_only_what_both_runs_revised() -> None:
+    def run(name: str, revised: range) -> Run:
+        made = [Judgement("paper", str(i), 0, "accuracy", 2.0, False, upstream=f"a{i}") for i in range(4)]
+        score = 3.0 if name == "A" else 4.0
+        made += [Judgement("paper", str(i), 1, "accuracy", score, True, upstream=f"{name}{i}") for i in revised]
+        return Run(name, {j.pair_key: j for j in made}, {})
+
+    rows, changes = summarise(run("A", range(4)), run("B", range(2)), resamples=200)
+    shown = render(["A", "B"], rows, changes)
+    assert "  later rounds (it1, what both revised): 2 paired, 2 changed; input changed in all 2" in shown
+    assert "later rounds (what both runs went on to revise)" in shown

@@ -21,7 +21,7 @@ WIDTH = 100
 UNITS = (
     "tests: one observation per item (its iterations as one); Holm: each p adjusted for all below",
     "n: the items whose mean score (or net pass/fail) moved; an item that did not move is left out",
-    "round 0 (judged before any revision) apart from later rounds (a revision of each run's own)",
+    "round 0 (judged before any revision) apart from later rounds (what both runs went on to revise)",
 )
 # Said where neither run asked any judgement of a round more than once: nothing measured the noise.
 NOISE_UNKNOWN = (
@@ -137,15 +137,18 @@ def metric_lines(row: MetricDiff, changes: Sequence[Change]) -> list[str]:
 
 
 def round_title(part: RoundDiff) -> str:
-    """Which round, and whether its input was the same in both runs (only the judge moved) or not."""
+    """Which round, and whether its input was the same in both runs or not. The same input says
+    what a change is not (the input's), never that the judge changed: a round may have no change,
+    and a metric read from no judge call (the selection's `selected`) moves with its own params.
+    Later rounds pair only what both runs revised, each its own judge's choice: a subset."""
     if part.name == "0":
         where = "round 0, before any revision"
     else:
         span = f"it{part.first}" if part.first == part.last else f"it{part.first}-{part.last}"
-        where = f"later rounds ({span}, revisions)"
+        where = f"later rounds ({span}, what both revised)"
     same, changed, unknown = (part.inputs[kind] for kind in ("same", "changed", "unknown"))
     if same == part.paired:
-        what = "same input: only the judge changed"
+        what = "same input: no change is the input's"
     elif changed == part.paired:
         what = f"input changed in all {changed}" if changed > 1 else "input changed"
     else:
