@@ -8,6 +8,8 @@ fault found, as a test that failed on the code merged from diff-noise.
 - A round whose pairs judged the same input was titled "same input: only the judge changed": said
   of a round with no change, and of the selection's `selected`, which no judge call scores (its
   picks move with k and lambda). The same input says what a change is not, the input's.
+- The JSON's repeat_noise "ratio" was the change's size in SEs, unsigned, beside the text's signed
+  "= -0.1 SE" and its own docstring ("the change in units of its SE").
 - The later rounds pair only what both runs went on to revise, each run's own judge's choice; the
   title said "revisions", as if they were every revision.
 """
@@ -61,6 +63,12 @@ def test_pairs_all_alike_leave_the_exact_p_unchanged() -> None:
     assert with_them is not None and without is not None
     assert with_them.p_value == without.p_value
     assert with_them.change == without.change * 2 / 3  # z counts as an item whose change is 0
+
+
+def test_the_json_ratio_is_signed_as_the_change_and_the_text() -> None:
+    found = repeat_noise([SampledPair("x", (4.0,), (3.0, 2.0)), SampledPair("y", (5.0,), (4.0, 5.0))])
+    assert found is not None and found.change < 0
+    assert found.ratio is not None and found.ratio == found.change / found.noise_se < 0
 
 
 def _selected(name: str, picked: set[str], upstream: str = "pool") -> Run:

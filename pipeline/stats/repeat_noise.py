@@ -70,8 +70,9 @@ class RepeatNoise:
 
     @property
     def ratio(self) -> float | None:
-        """The change in units of its repeat-noise SE (None: no noise measured, every sample equal)."""
-        return None if self.noise_se == 0 else abs(self.change) / self.noise_se
+        """The change in units of its repeat-noise SE, signed as the change (the text's "= -0.1 SE";
+        None: no noise measured, every sample equal)."""
+        return None if self.noise_se == 0 else self.change / self.noise_se
 
 
 def _variance(values: tuple[float, ...]) -> float:

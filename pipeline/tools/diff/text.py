@@ -77,7 +77,7 @@ def noise_lines(part: RoundDiff) -> list[str]:
         "exact": f"exact, {found.splits} splits",
         "Monte Carlo": f"{found.splits} draws, seed {found.seed}",
     }.get(found.method, found.method)
-    ratio = "no sample spread" if found.ratio is None else f"= {found.change / found.noise_se:+.1f} SE"
+    ratio = "no sample spread" if found.ratio is None else f"= {found.ratio:+.1f} SE"
     return [
         f"repeat noise: SE ±{found.noise_se:.3f} ({spread(found)})",
         f"  change {found.change:+.3f} {ratio}; samples permuted: p = {p_value(found.p_value)}{holm} ({how})",
