@@ -94,7 +94,9 @@ def test_the_later_rounds_say_they_pair_only_what_both_runs_revised() -> None:
     def run(name: str, revised: range) -> Run:
         made = [Judgement("paper", str(i), 0, "accuracy", 2.0, False, upstream=f"a{i}") for i in range(4)]
         score = 3.0 if name == "A" else 4.0
-        made += [Judgement("paper", str(i), 1, "accuracy", score, True, upstream=f"{name}{i}") for i in revised]
+        made += [
+            Judgement("paper", str(i), 1, "accuracy", score, True, upstream=f"{name}{i}") for i in revised
+        ]
         return Run(name, {j.pair_key: j for j in made}, {})
 
     rows, changes = summarise(run("A", range(4)), run("B", range(2)), resamples=200)

@@ -160,6 +160,22 @@ def _normal(pairs: Sequence[SampledPair], weights: Sequence[float]) -> tuple[flo
     return observed, math.erfc(abs(observed) / math.sqrt(2 * variance))
 
 
+def _permutation(
+    used: Sequence[SampledPair], weights: Sequence[float], draws: int, seed: int
+) -> tuple[float, float, str, int]:
+    """The change, its permutation p, the method and the splits counted (exact) or drawn."""
+    # A pair whose samples are all one score: every split of it is 0 (its change too), so it adds
+    # nothing to the permutation distribution; left out there, exactly, and never counted as a split.
+    varied = [(p, w) for p, w in zip(used, weights, strict=True) if len(set(p.a + p.b)) > 1]
+    moving, moving_weights = [p for p, _ in varied], [w for _, w in varied]
+    splits = math.prod(math.comb(len(p.a) + len(p.b), len(p.a)) for p in moving)
+    if splits <= EXACT_SPLITS:
+        return (*_exact(moving, moving_weights), "exact", splits)
+    if len(moving) > NORMAL_PAST:
+        return (*_normal(moving, moving_weights), "normal approx.", 0)
+    return (*_drawn(moving, moving_weights, draws, seed), "Monte Carlo", draws)
+
+
 def repeat_noise(pairs: Sequence[SampledPair], *, draws: int = DRAWS, seed: int = 0) -> RepeatNoise | None:
     """The change against the judge's repeat noise over `pairs`; None where no pair has two
     samples in either run (repeat noise unknown: nothing measured it)."""
@@ -173,19 +189,6 @@ def repeat_noise(pairs: Sequence[SampledPair], *, draws: int = DRAWS, seed: int 
     se = math.sqrt(
         fsum(w * w * (var_a / len(p.a) + var_b / len(p.b)) for p, w in zip(used, weights, strict=True))
     )
-    # A pair whose samples are all one score: every split of it is 0 (its change too), so it adds
-    # nothing to the permutation distribution; left out there, exactly, and never counted as a split.
-    varied = [(p, w) for p, w in zip(used, weights, strict=True) if len(set(p.a + p.b)) > 1]
-    moving, moving_weights = [p for p, _ in varied], [w for _, w in varied]
-    splits = math.prod(math.comb(len(p.a) + len(p.b), len(p.a)) for p in moving)
-    if splits <= EXACT_SPLITS:
-        change, p_value = _exact(moving, moving_weights)
-        method, counted = "exact", splits
-    elif len(moving) > NORMAL_PAST:
-        change, p_value = _normal(moving, moving_weights)
-        method, counted = "normal approx.", 0
-    else:
-        change, p_value = _drawn(moving, moving_weights, draws, seed)
-        method, counted = "Monte Carlo", draws
+    change, p_value, method, counted = _permutation(used, weights, draws, seed)
     items = len({p.item for p in used})
     return RepeatNoise(len(used), items, change, se, sd_a, sd_b, min(1.0, p_value), method, counted, seed)
