@@ -8,6 +8,8 @@ fault found, as a test that failed on the code merged from diff-noise.
 - A round whose pairs judged the same input was titled "same input: only the judge changed": said
   of a round with no change, and of the selection's `selected`, which no judge call scores (its
   picks move with k and lambda). The same input says what a change is not, the input's.
+- A pair where neither run names its input (RAG, SummEval: the judge reads its data as given) was
+  counted "same input", though nothing was compared and two revisions may hold other data.
 - The JSON's repeat_noise "ratio" was the change's size in SEs, unsigned, beside the text's signed
   "= -0.1 SE" and its own docstring ("the change in units of its SE").
 - The later rounds pair only what both runs went on to revise, each run's own judge's choice; the
@@ -22,6 +24,7 @@ from fractions import Fraction
 from pipeline.experiments.judgements import Judgement
 from pipeline.stats import repeat_noise as noise_module
 from pipeline.stats.repeat_noise import SampledPair, repeat_noise
+from pipeline.tools.diff.as_json import as_json
 from pipeline.tools.diff.runs import Run
 from pipeline.tools.diff.summary import summarise
 from pipeline.tools.diff.text import render
@@ -103,3 +106,16 @@ def test_the_later_rounds_say_they_pair_only_what_both_runs_revised() -> None:
     shown = render(["A", "B"], rows, changes)
     assert "  later rounds (it1, what both revised): 2 paired, 2 changed; input changed in all 2" in shown
     assert "later rounds (what both runs went on to revise)" in shown
+
+
+def test_a_design_that_names_no_input_is_not_called_the_same_input() -> None:
+    def run(name: str, score: float) -> Run:
+        made = [Judgement("rag", f"row{i}", 0, "faithfulness", score, None) for i in range(6)]
+        return Run(name, {j.pair_key: j for j in made}, {})
+
+    rows, changes = summarise(run("A", 3.0), run("B", 4.0), resamples=200)
+    shown = render(["A", "B"], rows, changes)
+    assert "round 0, before any revision: 6 paired, 6 changed; input: fixed data, not compared" in shown
+    assert "same input" not in shown
+    (metric,) = as_json(["A", "B"], rows, changes)["metrics"]
+    assert metric["rounds"][0]["input"] == {"same": 0, "changed": 0, "unknown": 0, "fixed": 6}

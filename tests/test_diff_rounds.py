@@ -103,12 +103,12 @@ def test_the_json_and_the_page_give_each_round_its_own_statistics() -> None:
     assert (first["round"], first["iterations"], first["input"]) == (
         "0",
         [0, 0],
-        {"same": 6, "changed": 0, "unknown": 0},
+        {"same": 6, "changed": 0, "unknown": 0, "fixed": 0},
     )
     assert (later["round"], later["iterations"], later["input"]) == (
         "1+",
         [1, 2],
-        {"same": 0, "changed": 12, "unknown": 0},
+        {"same": 0, "changed": 12, "unknown": 0, "fixed": 0},
     )
     assert first["mean_difference"]["estimate"] == 1.0 and later["mean_difference"]["estimate"] == -1.0
     assert first["mean_difference"]["method"] == "exact" and first["repeat_noise"]["measured"] is False

@@ -15,7 +15,7 @@ from pipeline.numbers import stated
 from pipeline.stats.paired import Interval, TestResult
 from pipeline.stats.stability import Stability
 from pipeline.tools.diff.summary import Change, MetricDiff, RoundDiff
-from pipeline.tools.diff.text import NOISE_UNKNOWN
+from pipeline.tools.diff.text import INPUTS, NOISE_UNKNOWN
 
 
 def _judgement_data(judgement: Judgement) -> dict[str, Any]:
@@ -94,7 +94,7 @@ def _round_data(part: RoundDiff) -> dict[str, Any]:
         "iterations": [part.first, part.last],
         "paired": part.paired,
         "changed": part.changed,
-        "input": {kind: part.inputs[kind] for kind in ("same", "changed", "unknown")},
+        "input": {kind: part.inputs[kind] for kind in INPUTS},
         "scored_pairs": part.scored,
         "mean_difference": _interval_data(part.mean),
         "score_test": _test_data(part.score_test, part.score_holm),

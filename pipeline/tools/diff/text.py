@@ -28,6 +28,9 @@ NOISE_UNKNOWN = (
     "repeat noise: unknown (each judgement asked once in both runs); to measure it, ask each",
     "  several times (judge.samples: 3, or the design's own, at a temperature above 0)",
 )
+# How a pair's judged input compares (summary._input): the same id in both runs, another, one run
+# naming none, or neither (the design's judge reads its data as given: not compared).
+INPUTS = ("same", "changed", "unknown", "fixed")
 LISTED = 20  # changed judgements listed per metric in the text (all in --json and --html)
 
 
@@ -146,14 +149,16 @@ def round_title(part: RoundDiff) -> str:
     else:
         span = f"it{part.first}" if part.first == part.last else f"it{part.first}-{part.last}"
         where = f"later rounds ({span}, what both revised)"
-    same, changed, unknown = (part.inputs[kind] for kind in ("same", "changed", "unknown"))
+    same, changed, fixed = (part.inputs[kind] for kind in ("same", "changed", "fixed"))
     if same == part.paired:
         what = "same input: no change is the input's"
+    elif fixed == part.paired:
+        what = "input: fixed data, not compared"
     elif changed == part.paired:
         what = f"input changed in all {changed}" if changed > 1 else "input changed"
     else:
         what = f"input changed in {changed}, the same in {same}"
-        what += f", unknown in {unknown}" if unknown else ""
+        what += "".join(f", {kind} in {part.inputs[kind]}" for kind in INPUTS[2:] if part.inputs[kind])
     return f"{where}: {part.paired} paired, {part.changed} changed; {what}"
 
 
