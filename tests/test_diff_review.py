@@ -10,6 +10,8 @@ fault found, as a test that failed on the code merged from diff-noise.
   picks move with k and lambda). The same input says what a change is not, the input's.
 - A pair where neither run names its input (RAG, SummEval: the judge reads its data as given) was
   counted "same input", though nothing was compared and two revisions may hold other data.
+- A round's title past 100 columns was cut ("…"), losing its input counts: a later round of many
+  pairs whose inputs were partly the same, partly changed, partly unknown.
 - The JSON's repeat_noise "ratio" was the change's size in SEs, unsigned, beside the text's signed
   "= -0.1 SE" and its own docstring ("the change in units of its SE").
 - The later rounds pair only what both runs went on to revise, each run's own judge's choice; the
@@ -119,3 +121,21 @@ def test_a_design_that_names_no_input_is_not_called_the_same_input() -> None:
     assert "same input" not in shown
     (metric,) = as_json(["A", "B"], rows, changes)["metrics"]
     assert metric["rounds"][0]["input"] == {"same": 0, "changed": 0, "unknown": 0, "fixed": 6}
+
+
+def test_a_long_round_title_is_broken_not_cut() -> None:
+    def run(name: str) -> Run:
+        made = [Judgement("paper", str(i), 0, "accuracy", 2.0, False, upstream=f"a{i}") for i in range(3)]
+        for i in range(3):
+            for it in range(1, 11):  # odd iterations: each run its own revision; even: the same text
+                upstream = None if (i, it, name) == (0, 1, "B") else f"{name if it % 2 else 'x'}{i}{it}"
+                score = 3.0 if name == "A" else 4.0
+                made.append(Judgement("paper", str(i), it, "accuracy", score, True, upstream=upstream))
+        return Run(name, {j.pair_key: j for j in made}, {})
+
+    rows, changes = summarise(run("A"), run("B"), resamples=200)
+    shown = render(["A", "B"], rows, changes).splitlines()
+    assert "  later rounds (it1-10, what both revised): 30 paired, 30 changed;" in shown
+    at = shown.index("  later rounds (it1-10, what both revised): 30 paired, 30 changed;")
+    assert shown[at + 1] == "    input changed in 14, the same in 15, unknown in 1"
+    assert all(len(line) <= 100 and not line.endswith("…") for line in shown)

@@ -139,11 +139,11 @@ def metric_lines(row: MetricDiff, changes: Sequence[Change]) -> list[str]:
     return [_fitted(line) for line in lines]
 
 
-def round_title(part: RoundDiff) -> str:
-    """Which round, and whether its input was the same in both runs or not. The same input says
-    what a change is not (the input's), never that the judge changed: a round may have no change,
-    and a metric read from no judge call (the selection's `selected`) moves with its own params.
-    Later rounds pair only what both runs revised, each its own judge's choice: a subset."""
+def _title_parts(part: RoundDiff) -> tuple[str, str]:
+    """Which round with its counts, and whether its input was the same in both runs or not. The
+    same input says what a change is not (the input's), never that the judge changed: a round may
+    have no change, and a metric read from no judge call (the selection's `selected`) moves with its
+    own params. Later rounds pair only what both runs revised, each its own judge's choice: a subset."""
     if part.name == "0":
         where = "round 0, before any revision"
     else:
@@ -159,13 +159,25 @@ def round_title(part: RoundDiff) -> str:
     else:
         what = f"input changed in {changed}, the same in {same}"
         what += "".join(f", {kind} in {part.inputs[kind]}" for kind in INPUTS[2:] if part.inputs[kind])
-    return f"{where}: {part.paired} paired, {part.changed} changed; {what}"
+    return f"{where}: {part.paired} paired, {part.changed} changed", what
+
+
+def round_title(part: RoundDiff) -> str:
+    """The round's title in one line (the page's; the text breaks a long one: _title_lines)."""
+    return "; ".join(_title_parts(part))
+
+
+def _title_lines(part: RoundDiff) -> list[str]:
+    """The title at two columns in, its input on a line of its own where one line would be cut."""
+    head, what = _title_parts(part)
+    one = f"  {head}; {what}"
+    return [one] if len(one) <= WIDTH else [f"  {head};", f"    {what}"]
 
 
 def round_lines(part: RoundDiff) -> list[str]:
     """A round's statistics, indented under its title (its title alone where none changed)."""
     if not part.changed:
-        return [f"  {round_title(part)}"]
+        return _title_lines(part)
     lines = []
     if part.scored:
         lines += [
@@ -177,7 +189,7 @@ def round_lines(part: RoundDiff) -> list[str]:
         lines.append(test_line(part.pass_test, "pass/fail", part.pass_holm))
     if part.scored:
         lines += noise_lines(part)
-    return [f"  {round_title(part)}", *(f"    {line}" for line in lines)]
+    return [*_title_lines(part), *(f"    {line}" for line in lines)]
 
 
 def stability_text(found: Stability) -> str:
