@@ -106,7 +106,7 @@ def test_the_later_rounds_say_they_pair_only_what_both_runs_revised() -> None:
 
     rows, changes = summarise(run("A", range(4)), run("B", range(2)), resamples=200)
     shown = render(["A", "B"], rows, changes)
-    assert "  later rounds (it1, what both revised): 2 paired, 2 changed; input changed in all 2" in shown
+    assert "  later rounds (it1, both revised): 2 paired, 2 changed; input changed in all 2" in shown
     assert "later rounds (what both runs went on to revise)" in shown
 
 
@@ -135,7 +135,7 @@ def test_a_long_round_title_is_broken_not_cut() -> None:
 
     rows, changes = summarise(run("A"), run("B"), resamples=200)
     shown = render(["A", "B"], rows, changes).splitlines()
-    assert "  later rounds (it1-10, what both revised): 30 paired, 30 changed;" in shown
-    at = shown.index("  later rounds (it1-10, what both revised): 30 paired, 30 changed;")
+    assert "  later rounds (it1-10, both revised): 30 paired, 30 changed;" in shown
+    at = shown.index("  later rounds (it1-10, both revised): 30 paired, 30 changed;")
     assert shown[at + 1] == "    input changed in 14, the same in 15, unknown in 1"
     assert all(len(line) <= 100 and not line.endswith("…") for line in shown)

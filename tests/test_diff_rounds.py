@@ -61,7 +61,7 @@ def test_the_text_says_which_round_is_which_and_whether_its_input_changed() -> N
     shown = render(["A", "B"], rows, changes)
     out = shown.splitlines()
     assert "  round 0, before any revision: 6 paired, 6 changed; same input: no change is the input's" in out
-    assert "  later rounds (it1-2, what both revised): 12 paired, 12 changed; input changed in all 12" in out
+    assert "  later rounds (it1-2, both revised): 12 paired, 12 changed; input changed in all 12" in out
     assert "    mean B−A +1.000, 96.9% CI [+1.000, +1.000] (exact if symmetric; 6 items)" in shown
     assert "    mean B−A -1.000, 96.9% CI [-1.000, -1.000] (exact if symmetric; 6 items)" in shown
     assert all(len(line) <= 100 for line in shown.splitlines())
@@ -92,7 +92,7 @@ def test_a_round_where_nothing_changed_is_one_line() -> None:
     at = shown.index(
         "  round 0, before any revision: 6 paired, 0 changed; same input: no change is the input's"
     )
-    assert shown[at + 1].startswith("  later rounds (it1-2, what both revised)")
+    assert shown[at + 1].startswith("  later rounds (it1-2, both revised)")
     assert rows[0].rounds[0].score_test is None and rows[0].rounds[0].score_holm is None
 
 
@@ -114,5 +114,5 @@ def test_the_json_and_the_page_give_each_round_its_own_statistics() -> None:
     assert first["mean_difference"]["method"] == "exact" and first["repeat_noise"]["measured"] is False
     page = render_page(["A", "B"], rows, changes, ({}, {}))
     assert "round 0, before any revision: 6 paired" in page
-    assert "later rounds (it1-2, what both revised)" in page
+    assert "later rounds (it1-2, both revised)" in page
     assert "repeat noise: unknown" in page and "96.9% CI" in page

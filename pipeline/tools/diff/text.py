@@ -148,7 +148,7 @@ def _title_parts(part: RoundDiff) -> tuple[str, str]:
         where = "round 0, before any revision"
     else:
         span = f"it{part.first}" if part.first == part.last else f"it{part.first}-{part.last}"
-        where = f"later rounds ({span}, what both revised)"
+        where = f"later rounds ({span}, both revised)"
     same, changed, fixed = (part.inputs[kind] for kind in ("same", "changed", "fixed"))
     if same == part.paired:
         what = "same input: no change is the input's"
