@@ -74,7 +74,7 @@ def _noise_data(part: RoundDiff) -> dict[str, Any] | None:
         "measured": True,
         "change": stated(found.change),
         "noise_se": stated(found.noise_se),
-        "ratio": _stated(found.ratio),
+        "ratio": _stated(found.ratio),  # the change in SEs, signed as it (None: no sample spread)
         "sd_a": _stated(found.sd_a),  # None: A asked each judgement once (taken as noisy as B)
         "sd_b": _stated(found.sd_b),
         "pairs": found.pairs,
@@ -83,7 +83,7 @@ def _noise_data(part: RoundDiff) -> dict[str, Any] | None:
         "p_value": stated(found.p_value),
         "p_holm": _stated(part.noise_holm),
         "method": found.method,
-        "splits": found.splits,
+        "splits": found.splits,  # exact: of the pairs whose samples differ; Monte Carlo: draws
         "seed": found.seed,
     }
 
