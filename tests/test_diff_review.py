@@ -139,3 +139,19 @@ def test_a_long_round_title_is_broken_not_cut() -> None:
     at = shown.index("  later rounds (it1-10, both revised): 30 paired, 30 changed;")
     assert shown[at + 1] == "    input changed in 14, the same in 15, unknown in 1"
     assert all(len(line) <= 100 and not line.endswith("…") for line in shown)
+
+
+def test_a_round_whose_sampled_pairs_all_held_one_score_has_one_split() -> None:
+    # The score moved only where each run asked once; the sampled pair's samples are all 3, so
+    # nothing is split: the exact p is 1 over the one (empty) split, said in the singular.
+    def run(name: str, moved: float) -> Run:
+        made = [
+            Judgement("paper", "s", 0, "accuracy", 3.0, False, samples=(3.0, 3.0) if name == "B" else ()),
+            Judgement("paper", "m", 0, "accuracy", moved, moved > 3),
+        ]
+        return Run(name, {j.pair_key: j for j in made}, {})
+
+    rows, changes = summarise(run("A", 2.0), run("B", 4.0), resamples=200)
+    (part,) = rows[0].rounds
+    assert part.noise is not None and (part.noise.splits, part.noise.p_value) == (1, 1.0)
+    assert "(exact, 1 split)" in render(["A", "B"], rows, changes)

@@ -77,7 +77,7 @@ def noise_lines(part: RoundDiff) -> list[str]:
         return list(NOISE_UNKNOWN)
     holm = "" if part.noise_holm is None else f", Holm {p_value(part.noise_holm)}"
     how = {  # Monte Carlo named by its draws (the line's width)
-        "exact": f"exact, {found.splits} splits",
+        "exact": f"exact, {found.splits} split" + ("" if found.splits == 1 else "s"),
         "Monte Carlo": f"{found.splits} draws, seed {found.seed}",
     }.get(found.method, found.method)
     ratio = "no sample spread" if found.ratio is None else f"= {found.ratio:+.1f} SE"
