@@ -59,8 +59,9 @@ def test_round_0_and_the_later_rounds_are_reported_apart_not_pooled() -> None:
 def test_the_text_says_which_round_is_which_and_whether_its_input_changed() -> None:
     rows, changes = summarise(A, B, resamples=200)
     shown = render(["A", "B"], rows, changes)
-    assert "  round 0, before any revision: 6 paired, 6 changed; same input: only the judge changed" in shown
-    assert "  later rounds (it1-2, revisions): 12 paired, 12 changed; input changed in all 12" in shown
+    out = shown.splitlines()
+    assert "  round 0, before any revision: 6 paired, 6 changed; same input: no change is the input's" in out
+    assert "  later rounds (it1-2, both revised): 12 paired, 12 changed; input changed in all 12" in out
     assert "    mean B−A +1.000, 96.9% CI [+1.000, +1.000] (exact if symmetric; 6 items)" in shown
     assert "    mean B−A -1.000, 96.9% CI [-1.000, -1.000] (exact if symmetric; 6 items)" in shown
     assert all(len(line) <= 100 for line in shown.splitlines())
@@ -89,9 +90,9 @@ def test_a_round_where_nothing_changed_is_one_line() -> None:
     rows, changes = summarise(A, b, resamples=200)
     shown = render(["A", "B"], rows, changes).splitlines()
     at = shown.index(
-        "  round 0, before any revision: 6 paired, 0 changed; same input: only the judge changed"
+        "  round 0, before any revision: 6 paired, 0 changed; same input: no change is the input's"
     )
-    assert shown[at + 1].startswith("  later rounds (it1-2, revisions)")
+    assert shown[at + 1].startswith("  later rounds (it1-2, both revised)")
     assert rows[0].rounds[0].score_test is None and rows[0].rounds[0].score_holm is None
 
 
@@ -102,15 +103,16 @@ def test_the_json_and_the_page_give_each_round_its_own_statistics() -> None:
     assert (first["round"], first["iterations"], first["input"]) == (
         "0",
         [0, 0],
-        {"same": 6, "changed": 0, "unknown": 0},
+        {"same": 6, "changed": 0, "unknown": 0, "fixed": 0},
     )
     assert (later["round"], later["iterations"], later["input"]) == (
         "1+",
         [1, 2],
-        {"same": 0, "changed": 12, "unknown": 0},
+        {"same": 0, "changed": 12, "unknown": 0, "fixed": 0},
     )
     assert first["mean_difference"]["estimate"] == 1.0 and later["mean_difference"]["estimate"] == -1.0
     assert first["mean_difference"]["method"] == "exact" and first["repeat_noise"]["measured"] is False
     page = render_page(["A", "B"], rows, changes, ({}, {}))
-    assert "round 0, before any revision: 6 paired" in page and "later rounds (it1-2, revisions)" in page
+    assert "round 0, before any revision: 6 paired" in page
+    assert "later rounds (it1-2, both revised)" in page
     assert "repeat noise: unknown" in page and "96.9% CI" in page

@@ -12,9 +12,11 @@ against it, over the pairs of one metric's round (each pair: A's samples and B's
   had) is as likely as the one observed. Split within each pair; the statistic is the mean over
   items of their pairs' (mean of B's samples - mean of A's); the two-sided p is twice the smaller
   tail (the share of splits at least, or at most, the observed: scipy's permutation_test's rule,
-  as the McNemar and signed-rank tests here), capped at 1. Exact (every split) up to EXACT_SPLITS,
+  as the McNemar and signed-rank tests here), capped at 1. A pair whose samples are all one score
+  adds 0 to every split, so only the others are split: exact (every split) up to EXACT_SPLITS,
   past it seeded Monte Carlo draws, each tail (1 + as far) / (1 + draws): valid at any number;
-  past NORMAL_PAST pairs, the normal approximation with the splits' exact variance.
+  past NORMAL_PAST such pairs, the normal approximation with the splits' exact variance (counted
+  over every pair, a thousand unmoving ones and one that moved made a normal of a 4-point law).
 
 Needs no model and no rerun; what it cannot tell apart is a run whose judge is deterministic
 (temperature 0: one sample is all its samples) from one that happened to be asked once.
@@ -34,9 +36,10 @@ from pipeline.stats.bootstrap import FloatArray
 
 EXACT_SPLITS = 2**16  # splits of every pair together enumerated; past it, Monte Carlo draws
 DRAWS = 10_000
-# Past this many pairs, the normal approximation of the permutation distribution (its exact mean, 0,
-# and variance): a sum of that many independent splits is close to normal, and the draws' cost
-# grows with the pairs (10,000 pairs: 4.3 CPU s; bench/diff_intervals.py).
+# Past this many pairs whose samples differ, the normal approximation of the permutation distribution
+# (its exact mean, 0, and variance): a sum of that many independent splits is close to normal, and
+# the draws' cost grows with the pairs (10,000 pairs: 4.3 CPU s; bench/diff_intervals.py). A pair
+# whose samples are all equal is no split at all (each of its splits is 0): it never counts here.
 NORMAL_PAST = 1000
 # Two splits whose statistic is the same number may sum it in another order: "at least as far"
 # allows this much (relative), far below any difference of scores.
@@ -67,8 +70,9 @@ class RepeatNoise:
 
     @property
     def ratio(self) -> float | None:
-        """The change in units of its repeat-noise SE (None: no noise measured, every sample equal)."""
-        return None if self.noise_se == 0 else abs(self.change) / self.noise_se
+        """The change in units of its repeat-noise SE, signed as the change (the text's "= -0.1 SE";
+        None: no noise measured, every sample equal)."""
+        return None if self.noise_se == 0 else self.change / self.noise_se
 
 
 def _variance(values: tuple[float, ...]) -> float:
@@ -156,6 +160,22 @@ def _normal(pairs: Sequence[SampledPair], weights: Sequence[float]) -> tuple[flo
     return observed, math.erfc(abs(observed) / math.sqrt(2 * variance))
 
 
+def _permutation(
+    used: Sequence[SampledPair], weights: Sequence[float], draws: int, seed: int
+) -> tuple[float, float, str, int]:
+    """The change, its permutation p, the method and the splits counted (exact) or drawn."""
+    # A pair whose samples are all one score: every split of it is 0 (its change too), so it adds
+    # nothing to the permutation distribution; left out there, exactly, and never counted as a split.
+    varied = [(p, w) for p, w in zip(used, weights, strict=True) if len(set(p.a + p.b)) > 1]
+    moving, moving_weights = [p for p, _ in varied], [w for _, w in varied]
+    splits = math.prod(math.comb(len(p.a) + len(p.b), len(p.a)) for p in moving)
+    if splits <= EXACT_SPLITS:
+        return (*_exact(moving, moving_weights), "exact", splits)
+    if len(moving) > NORMAL_PAST:
+        return (*_normal(moving, moving_weights), "normal approx.", 0)
+    return (*_drawn(moving, moving_weights, draws, seed), "Monte Carlo", draws)
+
+
 def repeat_noise(pairs: Sequence[SampledPair], *, draws: int = DRAWS, seed: int = 0) -> RepeatNoise | None:
     """The change against the judge's repeat noise over `pairs`; None where no pair has two
     samples in either run (repeat noise unknown: nothing measured it)."""
@@ -169,15 +189,6 @@ def repeat_noise(pairs: Sequence[SampledPair], *, draws: int = DRAWS, seed: int 
     se = math.sqrt(
         fsum(w * w * (var_a / len(p.a) + var_b / len(p.b)) for p, w in zip(used, weights, strict=True))
     )
-    splits = math.prod(math.comb(len(p.a) + len(p.b), len(p.a)) for p in used)
-    if splits <= EXACT_SPLITS:
-        change, p_value = _exact(used, weights)
-        method, counted = "exact", splits
-    elif len(used) > NORMAL_PAST:
-        change, p_value = _normal(used, weights)
-        method, counted = "normal approx.", 0
-    else:
-        change, p_value = _drawn(used, weights, draws, seed)
-        method, counted = "Monte Carlo", draws
+    change, p_value, method, counted = _permutation(used, weights, draws, seed)
     items = len({p.item for p in used})
     return RepeatNoise(len(used), items, change, se, sd_a, sd_b, min(1.0, p_value), method, counted, seed)

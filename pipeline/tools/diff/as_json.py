@@ -15,7 +15,7 @@ from pipeline.numbers import stated
 from pipeline.stats.paired import Interval, TestResult
 from pipeline.stats.stability import Stability
 from pipeline.tools.diff.summary import Change, MetricDiff, RoundDiff
-from pipeline.tools.diff.text import NOISE_UNKNOWN
+from pipeline.tools.diff.text import INPUTS, NOISE_UNKNOWN
 
 
 def _judgement_data(judgement: Judgement) -> dict[str, Any]:
@@ -74,7 +74,7 @@ def _noise_data(part: RoundDiff) -> dict[str, Any] | None:
         "measured": True,
         "change": stated(found.change),
         "noise_se": stated(found.noise_se),
-        "ratio": _stated(found.ratio),
+        "ratio": _stated(found.ratio),  # the change in SEs, signed as it (None: no sample spread)
         "sd_a": _stated(found.sd_a),  # None: A asked each judgement once (taken as noisy as B)
         "sd_b": _stated(found.sd_b),
         "pairs": found.pairs,
@@ -83,7 +83,7 @@ def _noise_data(part: RoundDiff) -> dict[str, Any] | None:
         "p_value": stated(found.p_value),
         "p_holm": _stated(part.noise_holm),
         "method": found.method,
-        "splits": found.splits,
+        "splits": found.splits,  # exact: of the pairs whose samples differ; Monte Carlo: draws
         "seed": found.seed,
     }
 
@@ -94,7 +94,7 @@ def _round_data(part: RoundDiff) -> dict[str, Any]:
         "iterations": [part.first, part.last],
         "paired": part.paired,
         "changed": part.changed,
-        "input": {kind: part.inputs[kind] for kind in ("same", "changed", "unknown")},
+        "input": {kind: part.inputs[kind] for kind in INPUTS},
         "scored_pairs": part.scored,
         "mean_difference": _interval_data(part.mean),
         "score_test": _test_data(part.score_test, part.score_holm),

@@ -64,7 +64,7 @@ ROUNDS = (("0", 0, 0), ("1+", 1, None))
 class RoundDiff:
     """One metric's pairs at round 0, or at the later rounds, and their statistics (the item is the
     unit of each). `inputs`: pairs whose judged input was the same in both runs, changed, unknown
-    (one run's results name none)."""
+    (one run's results name none), or fixed data (neither names one: not compared)."""
 
     name: str
     first: int = 0  # the iterations its pairs span
@@ -122,7 +122,11 @@ def _round_of(iteration: int) -> int:
 
 
 def _input(a: Judgement, b: Judgement) -> str:
-    """Whether the pair judged the same input: both name none (the judge reads fixed data), or the same."""
+    """Whether the pair judged the same input (the same id in both), a changed one, one unknown (one
+    run names none), or "fixed": neither names one, the design's judge reading its data as given
+    (RAG, SummEval), which two runs may hold otherwise: nothing compared, so not called the same."""
+    if a.upstream is None and b.upstream is None:
+        return "fixed"
     if a.upstream == b.upstream:
         return "same"
     return "unknown" if a.upstream is None or b.upstream is None else "changed"

@@ -21,13 +21,16 @@ WIDTH = 100
 UNITS = (
     "tests: one observation per item (its iterations as one); Holm: each p adjusted for all below",
     "n: the items whose mean score (or net pass/fail) moved; an item that did not move is left out",
-    "round 0 (judged before any revision) apart from later rounds (a revision of each run's own)",
+    "round 0 (judged before any revision) apart from later rounds (what both runs went on to revise)",
 )
 # Said where neither run asked any judgement of a round more than once: nothing measured the noise.
 NOISE_UNKNOWN = (
     "repeat noise: unknown (each judgement asked once in both runs); to measure it, ask each",
     "  several times (judge.samples: 3, or the design's own, at a temperature above 0)",
 )
+# How a pair's judged input compares (summary._input): the same id in both runs, another, one run
+# naming none, or neither (the design's judge reads its data as given: not compared).
+INPUTS = ("same", "changed", "unknown", "fixed")
 LISTED = 20  # changed judgements listed per metric in the text (all in --json and --html)
 
 
@@ -74,10 +77,10 @@ def noise_lines(part: RoundDiff) -> list[str]:
         return list(NOISE_UNKNOWN)
     holm = "" if part.noise_holm is None else f", Holm {p_value(part.noise_holm)}"
     how = {  # Monte Carlo named by its draws (the line's width)
-        "exact": f"exact, {found.splits} splits",
+        "exact": f"exact, {found.splits} split" + ("" if found.splits == 1 else "s"),
         "Monte Carlo": f"{found.splits} draws, seed {found.seed}",
     }.get(found.method, found.method)
-    ratio = "no sample spread" if found.ratio is None else f"= {found.change / found.noise_se:+.1f} SE"
+    ratio = "no sample spread" if found.ratio is None else f"= {found.ratio:+.1f} SE"
     return [
         f"repeat noise: SE ±{found.noise_se:.3f} ({spread(found)})",
         f"  change {found.change:+.3f} {ratio}; samples permuted: p = {p_value(found.p_value)}{holm} ({how})",
@@ -136,28 +139,45 @@ def metric_lines(row: MetricDiff, changes: Sequence[Change]) -> list[str]:
     return [_fitted(line) for line in lines]
 
 
-def round_title(part: RoundDiff) -> str:
-    """Which round, and whether its input was the same in both runs (only the judge moved) or not."""
+def _title_parts(part: RoundDiff) -> tuple[str, str]:
+    """Which round with its counts, and whether its input was the same in both runs or not. The
+    same input says what a change is not (the input's), never that the judge changed: a round may
+    have no change, and a metric read from no judge call (the selection's `selected`) moves with its
+    own params. Later rounds pair only what both runs revised, each its own judge's choice: a subset."""
     if part.name == "0":
         where = "round 0, before any revision"
     else:
         span = f"it{part.first}" if part.first == part.last else f"it{part.first}-{part.last}"
-        where = f"later rounds ({span}, revisions)"
-    same, changed, unknown = (part.inputs[kind] for kind in ("same", "changed", "unknown"))
+        where = f"later rounds ({span}, both revised)"
+    same, changed, fixed = (part.inputs[kind] for kind in ("same", "changed", "fixed"))
     if same == part.paired:
-        what = "same input: only the judge changed"
+        what = "same input: no change is the input's"
+    elif fixed == part.paired:
+        what = "input: fixed data, not compared"
     elif changed == part.paired:
         what = f"input changed in all {changed}" if changed > 1 else "input changed"
     else:
         what = f"input changed in {changed}, the same in {same}"
-        what += f", unknown in {unknown}" if unknown else ""
-    return f"{where}: {part.paired} paired, {part.changed} changed; {what}"
+        what += "".join(f", {kind} in {part.inputs[kind]}" for kind in INPUTS[2:] if part.inputs[kind])
+    return f"{where}: {part.paired} paired, {part.changed} changed", what
+
+
+def round_title(part: RoundDiff) -> str:
+    """The round's title in one line (the page's; the text breaks a long one: _title_lines)."""
+    return "; ".join(_title_parts(part))
+
+
+def _title_lines(part: RoundDiff) -> list[str]:
+    """The title at two columns in, its input on a line of its own where one line would be cut."""
+    head, what = _title_parts(part)
+    one = f"  {head}; {what}"
+    return [one] if len(one) <= WIDTH else [f"  {head};", f"    {what}"]
 
 
 def round_lines(part: RoundDiff) -> list[str]:
     """A round's statistics, indented under its title (its title alone where none changed)."""
     if not part.changed:
-        return [f"  {round_title(part)}"]
+        return _title_lines(part)
     lines = []
     if part.scored:
         lines += [
@@ -169,7 +189,7 @@ def round_lines(part: RoundDiff) -> list[str]:
         lines.append(test_line(part.pass_test, "pass/fail", part.pass_holm))
     if part.scored:
         lines += noise_lines(part)
-    return [f"  {round_title(part)}", *(f"    {line}" for line in lines)]
+    return [*_title_lines(part), *(f"    {line}" for line in lines)]
 
 
 def stability_text(found: Stability) -> str:
