@@ -142,3 +142,16 @@ def test_a_jsonl_interview_id_that_only_reads_as_a_number_is_refused(tmp_path: P
     with pytest.raises(InputError) as raised:
         load_transcripts(DataSettings(transcripts="."), tmp_path)
     assert str(raised.value).startswith("a.jsonl:2: id.str: Input should be a valid string")
+
+
+def test_a_long_formula_id_is_shown_cut(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An id is the file's text: the message showed a formula id whole, however long."""
+    monkeypatch.chdir(tmp_path)
+    rows = tmp_path / "rows.jsonl"
+    item_id = "=" + "A" * 50_000
+    rows.write_text(json.dumps({"id": item_id, "question": "q", "answer": "a"}) + "\n")
+    with pytest.raises(InputError) as raised:
+        load_rag_rows(rows)
+    message = str(raised.value)
+    assert f"item id {item_id[:80]!r}... (50,001 characters) starts with '='" in message, message[:300]
+    assert len(message) < 500

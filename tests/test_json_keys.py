@@ -154,3 +154,25 @@ def test_a_number_past_pythons_digits_is_an_error_naming_its_line_not_a_tracebac
         InputError, match=r"answer\.json:2: opens like JSON but is not JSON \(a number of more"
     ):
         read_answer(answer)
+
+
+def test_a_long_key_given_twice_is_shown_cut_and_escaped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key is the file's text, as long as its line: the message showed it whole (a 100 kB error
+    line); it shows the first 80 characters, escaped (no control character reaches the terminal)."""
+    monkeypatch.chdir(tmp_path)
+    key = "\x1b[2J" + "k" * 100_000
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(
+        json.dumps({"id": "a", "question": "q", "answer": "x", key: 1})[:-1] + f", {json.dumps(key)}: 2}}\n"
+    )
+    with pytest.raises(InputError) as raised:
+        load_rag_rows(rows)
+    message = str(raised.value)
+    assert f"the key {(key[:80])!r}... (100,004 characters) is given twice" in message, message[:300]
+    assert len(message) < 500 and "\x1b" not in message
+    assert (
+        str(RepeatedKey(key))
+        == f"the key {(key[:80])!r}... (100,004 characters) is given twice in one object"
+    )

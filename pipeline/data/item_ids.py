@@ -22,19 +22,20 @@ from __future__ import annotations
 
 import unicodedata
 
+from pipeline.data.json_keys import shown
 from pipeline.llm.project_files import quoted
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 FORMULA_FIX = "start the id with a letter or a digit"
 
 
-def formula_problem(item_id: str, shown: str, what: str = "item id") -> str | None:
-    """Why `item_id` (read from the file `shown`) may not be an id, or None: it starts as a
-    spreadsheet formula does. The id is quoted only inside the project."""
+def formula_problem(item_id: str, file: str, what: str = "item id") -> str | None:
+    """Why `item_id` (read from the file named `file`) may not be an id, or None: it starts as a
+    spreadsheet formula does. The id is quoted only inside the project (cut at 80 characters)."""
     if not item_id.startswith(FORMULA_STARTS):
         return None
     return (
-        f"{what} {quoted(shown, repr(item_id))} starts with {item_id[0]!r}, which a spreadsheet opening "
+        f"{what} {quoted(file, shown(item_id))} starts with {item_id[0]!r}, which a spreadsheet opening "
         "the CSVs judgeloop writes would run as a formula"
     )
 
