@@ -155,3 +155,19 @@ def test_a_long_formula_id_is_shown_cut(tmp_path: Path, monkeypatch: pytest.Monk
     message = str(raised.value)
     assert f"item id {item_id[:80]!r}... (50,001 characters) starts with '='" in message, message[:300]
     assert len(message) < 500
+
+
+def test_a_negative_whole_number_is_an_id_not_a_formula(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A spreadsheet reads -1 as the number -1, as it reads 007 as 7: nothing runs. Refused, a corpus
+    numbering its items with JSON's -1, -2 (or a JSONL interview whose "id" is -1) could not load;
+    anything else after the "-" is still refused (-2+3 is a formula, 1)."""
+    monkeypatch.chdir(tmp_path)
+    assert [formula_problem(i, "f") for i in ("-1", "-0042")] == [None, None]
+    assert all(formula_problem(i, "f") is not None for i in ("-2+3", "-1e3", "-", "- 1", "-١", "+1", "-1\n"))
+    (tmp_path / "a.jsonl").write_text('{"id": -1, "text": "Ellie: hi"}\n{"id": "300", "text": "Ellie: hi"}\n')
+    assert [t.item_id for t in load_transcripts(DataSettings(transcripts="."), tmp_path)] == ["300", "-1"]
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"id": "-7", "question": "q", "answer": "a"}) + "\n")
+    assert [r.id for r in load_rag_rows(rows)] == ["-7"]
