@@ -16,7 +16,7 @@ from pipeline.llm.recordings.stage_index import index_stage
 from pipeline.llm.recordings.stage_writer import StageRecording
 from pipeline.llm.records import CallRecord, RecordedCall
 from pipeline.llm.types import CallContext
-from tests.test_recordings import request
+from tests.helpers import request
 
 A = "Participant: " + "I sleep badly, " * 30  # one line of 463 characters: one block (MIN_BLOCK 256)
 B = A.replace("sleep", "work")
