@@ -4,6 +4,7 @@ key and the fix (pipeline.data.json_keys); json, orjson and pydantic would each 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -176,3 +177,28 @@ def test_a_long_key_given_twice_is_shown_cut_and_escaped(
         str(RepeatedKey(key))
         == f"the key {(key[:80])!r}... (100,004 characters) is given twice in one object"
     )
+
+
+@pytest.mark.parametrize(
+    ("extra", "problem"),
+    [
+        ({"id": "q7"}, "row_id (ARES's id) and 'id' (this format's) are both given"),
+        ({"labels": {"answer_faithfulness": 0}}, "row_id (ARES's id) and 'labels' (this format's)"),
+        ({"row_id": True}, "row_id is bool, not a whole number or text"),
+        ({"row_id": 1.0}, "row_id is float, not a whole number or text"),
+    ],
+)
+def test_a_rag_row_mixing_ares_and_this_format_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: dict[str, object], problem: str
+) -> None:
+    """A row with ARES's row_id was read as ARES's, and this format's id, contexts, source_ids and
+    labels beside it were dropped silently: one field under two names, as a CSV's two columns
+    (pipeline.data.input_files.repeated_column). row_id true or 1.0 became the ids "True", "1.0"."""
+    monkeypatch.chdir(tmp_path)
+    ares = {"row_id": 3, "question": "q", "answer": "a", "human_answer_faithfulness": 1}
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps(ares) + "\n" + json.dumps({**ares, "row_id": 4, **extra}) + "\n")
+    with pytest.raises(InputError, match=rf"rows\.jsonl:2: not a RAG row \({re.escape(problem)}"):
+        load_rag_rows(rows)
+    rows.write_text(json.dumps(ares) + "\n")
+    assert [(r.id, r.labels) for r in load_rag_rows(rows)] == [("3", {"answer_faithfulness": 1})]

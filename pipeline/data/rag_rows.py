@@ -45,9 +45,21 @@ class RagRow(BaseModel):
     labels: dict[str, int] = Field(default_factory=dict)
 
 
+# This format's fields that an ARES row (one with a row_id) spells otherwise: given beside row_id,
+# the ARES reading took its own (row_id, context, sources, human_*) and dropped these silently.
+_OURS_NOT_ARES = ("id", "contexts", "source_ids", "labels")
+
+
 def _from_ares(raw: dict[str, Any]) -> dict[str, Any]:
+    if (ours := next((key for key in _OURS_NOT_ARES if key in raw), None)) is not None:
+        raise ValueError(
+            f"row_id (ARES's id) and {ours!r} (this format's) are both given: the row mixes two layouts"
+        )
+    row_id = raw["row_id"]
+    if isinstance(row_id, bool) or not isinstance(row_id, int | str):  # true, 1.0: "True", "1.0"
+        raise ValueError(f"row_id is {type(row_id).__name__}, not a whole number or text")
     return {
-        "id": str(raw["row_id"]),
+        "id": str(row_id),
         "question": raw["question"],
         "answer": raw["answer"],
         "contexts": [raw["context"]] if raw.get("context") else [],
@@ -62,7 +74,7 @@ def rag_row_from(raw: dict[str, Any]) -> RagRow:
     """One parsed JSON object as a RagRow (our format, or an ARES row); raises ValueError saying why."""
     try:
         return RagRow.model_validate(_from_ares(raw) if "row_id" in raw else raw)
-    except (ValidationError, KeyError) as exc:
+    except (ValueError, KeyError) as exc:  # a ValidationError is a ValueError
         raise ValueError(f"not a RAG row ({_why(exc)})") from exc
 
 
@@ -108,7 +120,8 @@ def _again(item_id: str, line: int, first: str) -> str:
 def _why(exc: Exception) -> str:
     if isinstance(exc, KeyError):
         return f"missing {exc}"
-    assert isinstance(exc, ValidationError)
+    if not isinstance(exc, ValidationError):
+        return str(exc)
     return "; ".join(
         f"{'.'.join(str(p) for p in err['loc']) or 'row'}: {err['msg']}"
         for err in exc.errors(include_url=False)[:3]
