@@ -202,3 +202,19 @@ def test_a_rag_row_mixing_ares_and_this_format_is_refused(
         load_rag_rows(rows)
     rows.write_text(json.dumps(ares) + "\n")
     assert [(r.id, r.labels) for r in load_rag_rows(rows)] == [("3", {"answer_faithfulness": 1})]
+
+
+@pytest.mark.parametrize("flag", ['"false"', "0", '"true"'])
+def test_a_rag_rows_filter_flag_that_is_no_boolean_is_refused(tmp_path: Path, flag: str) -> None:
+    """`only` kept a row whose flag was truthy: the text "false" kept it (ARES's flags are booleans)."""
+    rows = tmp_path / "rows.jsonl"
+    row = '{"id": "a", "question": "q", "answer": "x", "in_v1_1_filtered": %s}\n'
+    rows.write_text(row % "true" + row.replace('"a"', '"b"') % "false")
+    assert [r.id for r in load_rag_rows(rows, only="in_v1_1_filtered")] == ["a"]
+    rows.write_text(row % "null" + row.replace('"a"', '"b"') % "true")  # null: missing (pandas), false
+    assert [r.id for r in load_rag_rows(rows, only="in_v1_1_filtered")] == ["b"]
+    rows.write_text(row % "true" + row.replace('"a"', '"b"') % flag)
+    with pytest.raises(
+        InputError, match=r"rows\.jsonl:2: the flag 'in_v1_1_filtered' is \w+, not true or false"
+    ):
+        load_rag_rows(rows, only="in_v1_1_filtered")

@@ -89,7 +89,7 @@ def load_rag_rows(path: Path, *, only: str | None = None, limit: int | None = No
     for number, raw in json_objects(path, shown):
         if isinstance(raw, str):
             raise InputError(shown, number, raw, NOT_JSON_FIX)
-        if only is not None and not raw.pop(only, False):
+        if only is not None and not _flagged(raw, only, shown, number):
             continue
         try:
             row = rag_row_from(raw)
@@ -108,6 +108,19 @@ def load_rag_rows(path: Path, *, only: str | None = None, limit: int | None = No
             shown, None, "no rows" + (f" with {only} true" if only else ""), "add rows, or check the filter"
         )
     return rows
+
+
+def _flagged(raw: dict[str, Any], only: str, shown: str, number: int) -> bool:
+    """Whether the row's flag `only` (taken out of it) is true; absent or null (pandas writes a
+    missing value so) is false. Another flag is refused: the text "false", read as true, kept the
+    row (ARES's flags are booleans)."""
+    flag = raw.pop(only, None)
+    if flag is None:
+        return False
+    if not isinstance(flag, bool):
+        problem = f"the flag {only!r} is {type(flag).__name__}, not true or false"
+        raise InputError(shown, number, problem, f"write {only!r} as true or false (JSON, unquoted)")
+    return flag
 
 
 def _again(item_id: str, line: int, first: str) -> str:
