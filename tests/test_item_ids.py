@@ -171,3 +171,28 @@ def test_a_negative_whole_number_is_an_id_not_a_formula(
     rows = tmp_path / "rows.jsonl"
     rows.write_text(json.dumps({"id": "-7", "question": "q", "answer": "a"}) + "\n")
     assert [r.id for r in load_rag_rows(rows)] == ["-7"]
+
+
+@pytest.mark.parametrize(("field", "what"), [("id", '"id"'), ("model_id", '"model_id"')])
+def test_summeval_ids_differing_only_in_unicode_form_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, field: str, what: str
+) -> None:
+    """Two documents (or systems) "café" in NFC and NFD were two, that a person sees as one, where
+    two transcripts' or RAG rows' ids so spelled are refused."""
+    monkeypatch.chdir(tmp_path)
+    lines = (ROOT / "data" / "summeval-demo" / "summeval-demo.jsonl").read_text("utf-8").splitlines()
+    first, second = json.loads(lines[0]), json.loads(lines[1])
+    nfc, nfd = "caf\u00e9", "cafe\u0301"
+    first[field], second[field] = nfc, nfd
+    if field == "id":
+        second["text"] = first["text"]
+    path = tmp_path / "s.jsonl"
+    path.write_text(json.dumps(first) + "\n" + json.dumps(second) + "\n", encoding="utf-8")
+    with pytest.raises(InputError) as raised:
+        load_summeval(path)
+    assert str(raised.value).startswith(
+        f"{path}:2: {what} {nfd!r} looks the same as {nfc!r} on an earlier line: one name in two Unicode"
+    ), str(raised.value)
+    second[field] = nfc + "2"  # another name: two
+    path.write_text(json.dumps(first) + "\n" + json.dumps(second) + "\n", encoding="utf-8")
+    assert len(load_summeval(path).summaries) == 2
