@@ -142,3 +142,57 @@ def test_a_jsonl_interview_id_that_only_reads_as_a_number_is_refused(tmp_path: P
     with pytest.raises(InputError) as raised:
         load_transcripts(DataSettings(transcripts="."), tmp_path)
     assert str(raised.value).startswith("a.jsonl:2: id.str: Input should be a valid string")
+
+
+def test_a_long_formula_id_is_shown_cut(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An id is the file's text: the message showed a formula id whole, however long."""
+    monkeypatch.chdir(tmp_path)
+    rows = tmp_path / "rows.jsonl"
+    item_id = "=" + "A" * 50_000
+    rows.write_text(json.dumps({"id": item_id, "question": "q", "answer": "a"}) + "\n")
+    with pytest.raises(InputError) as raised:
+        load_rag_rows(rows)
+    message = str(raised.value)
+    assert f"item id {item_id[:80]!r}... (50,001 characters) starts with '='" in message, message[:300]
+    assert len(message) < 500
+
+
+def test_a_negative_whole_number_is_an_id_not_a_formula(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A spreadsheet reads -1 as the number -1, as it reads 007 as 7: nothing runs. Refused, a corpus
+    numbering its items with JSON's -1, -2 (or a JSONL interview whose "id" is -1) could not load;
+    anything else after the "-" is still refused (-2+3 is a formula, 1)."""
+    monkeypatch.chdir(tmp_path)
+    assert [formula_problem(i, "f") for i in ("-1", "-0042")] == [None, None]
+    assert all(formula_problem(i, "f") is not None for i in ("-2+3", "-1e3", "-", "- 1", "-١", "+1", "-1\n"))
+    (tmp_path / "a.jsonl").write_text('{"id": -1, "text": "Ellie: hi"}\n{"id": "300", "text": "Ellie: hi"}\n')
+    assert [t.item_id for t in load_transcripts(DataSettings(transcripts="."), tmp_path)] == ["300", "-1"]
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"id": "-7", "question": "q", "answer": "a"}) + "\n")
+    assert [r.id for r in load_rag_rows(rows)] == ["-7"]
+
+
+@pytest.mark.parametrize(("field", "what"), [("id", '"id"'), ("model_id", '"model_id"')])
+def test_summeval_ids_differing_only_in_unicode_form_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, field: str, what: str
+) -> None:
+    """Two documents (or systems) "café" in NFC and NFD were two, that a person sees as one, where
+    two transcripts' or RAG rows' ids so spelled are refused."""
+    monkeypatch.chdir(tmp_path)
+    lines = (ROOT / "data" / "summeval-demo" / "summeval-demo.jsonl").read_text("utf-8").splitlines()
+    first, second = json.loads(lines[0]), json.loads(lines[1])
+    nfc, nfd = "caf\u00e9", "cafe\u0301"
+    first[field], second[field] = nfc, nfd
+    if field == "id":
+        second["text"] = first["text"]
+    path = tmp_path / "s.jsonl"
+    path.write_text(json.dumps(first) + "\n" + json.dumps(second) + "\n", encoding="utf-8")
+    with pytest.raises(InputError) as raised:
+        load_summeval(path)
+    assert str(raised.value).startswith(
+        f"{path}:2: {what} {nfd!r} looks the same as {nfc!r} on an earlier line: one name in two Unicode"
+    ), str(raised.value)
+    second[field] = nfc + "2"  # another name: two
+    path.write_text(json.dumps(first) + "\n" + json.dumps(second) + "\n", encoding="utf-8")
+    assert len(load_summeval(path).summaries) == 2

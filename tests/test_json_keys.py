@@ -4,6 +4,7 @@ key and the fix (pipeline.data.json_keys); json, orjson and pydantic would each 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -154,3 +155,66 @@ def test_a_number_past_pythons_digits_is_an_error_naming_its_line_not_a_tracebac
         InputError, match=r"answer\.json:2: opens like JSON but is not JSON \(a number of more"
     ):
         read_answer(answer)
+
+
+def test_a_long_key_given_twice_is_shown_cut_and_escaped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key is the file's text, as long as its line: the message showed it whole (a 100 kB error
+    line); it shows the first 80 characters, escaped (no control character reaches the terminal)."""
+    monkeypatch.chdir(tmp_path)
+    key = "\x1b[2J" + "k" * 100_000
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(
+        json.dumps({"id": "a", "question": "q", "answer": "x", key: 1})[:-1] + f", {json.dumps(key)}: 2}}\n"
+    )
+    with pytest.raises(InputError) as raised:
+        load_rag_rows(rows)
+    message = str(raised.value)
+    assert f"the key {(key[:80])!r}... (100,004 characters) is given twice" in message, message[:300]
+    assert len(message) < 500 and "\x1b" not in message
+    assert (
+        str(RepeatedKey(key))
+        == f"the key {(key[:80])!r}... (100,004 characters) is given twice in one object"
+    )
+
+
+@pytest.mark.parametrize(
+    ("extra", "problem"),
+    [
+        ({"id": "q7"}, "row_id (ARES's id) and 'id' (this format's) are both given"),
+        ({"labels": {"answer_faithfulness": 0}}, "row_id (ARES's id) and 'labels' (this format's)"),
+        ({"row_id": True}, "row_id is bool, not a whole number or text"),
+        ({"row_id": 1.0}, "row_id is float, not a whole number or text"),
+    ],
+)
+def test_a_rag_row_mixing_ares_and_this_format_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: dict[str, object], problem: str
+) -> None:
+    """A row with ARES's row_id was read as ARES's, and this format's id, contexts, source_ids and
+    labels beside it were dropped silently: one field under two names, as a CSV's two columns
+    (pipeline.data.input_files.repeated_column). row_id true or 1.0 became the ids "True", "1.0"."""
+    monkeypatch.chdir(tmp_path)
+    ares = {"row_id": 3, "question": "q", "answer": "a", "human_answer_faithfulness": 1}
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps(ares) + "\n" + json.dumps({**ares, "row_id": 4, **extra}) + "\n")
+    with pytest.raises(InputError, match=rf"rows\.jsonl:2: not a RAG row \({re.escape(problem)}"):
+        load_rag_rows(rows)
+    rows.write_text(json.dumps(ares) + "\n")
+    assert [(r.id, r.labels) for r in load_rag_rows(rows)] == [("3", {"answer_faithfulness": 1})]
+
+
+@pytest.mark.parametrize("flag", ['"false"', "0", '"true"'])
+def test_a_rag_rows_filter_flag_that_is_no_boolean_is_refused(tmp_path: Path, flag: str) -> None:
+    """`only` kept a row whose flag was truthy: the text "false" kept it (ARES's flags are booleans)."""
+    rows = tmp_path / "rows.jsonl"
+    row = '{"id": "a", "question": "q", "answer": "x", "in_v1_1_filtered": %s}\n'
+    rows.write_text(row % "true" + row.replace('"a"', '"b"') % "false")
+    assert [r.id for r in load_rag_rows(rows, only="in_v1_1_filtered")] == ["a"]
+    rows.write_text(row % "null" + row.replace('"a"', '"b"') % "true")  # null: missing (pandas), false
+    assert [r.id for r in load_rag_rows(rows, only="in_v1_1_filtered")] == ["b"]
+    rows.write_text(row % "true" + row.replace('"a"', '"b"') % flag)
+    with pytest.raises(
+        InputError, match=r"rows\.jsonl:2: the flag 'in_v1_1_filtered' is \w+, not true or false"
+    ):
+        load_rag_rows(rows, only="in_v1_1_filtered")

@@ -20,21 +20,27 @@ that matches a transcript's only ignoring case is told so (pipeline.data.transcr
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
+from pipeline.data.json_keys import shown
 from pipeline.llm.project_files import quoted
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+# A spreadsheet reads "-1" as the number -1 (as it reads "007" as 7): no formula runs, and a corpus
+# may number its items so (JSON's -1 as a JSONL interview's "id").
+_NEGATIVE_WHOLE = re.compile(r"-[0-9]+")
 FORMULA_FIX = "start the id with a letter or a digit"
 
 
-def formula_problem(item_id: str, shown: str, what: str = "item id") -> str | None:
-    """Why `item_id` (read from the file `shown`) may not be an id, or None: it starts as a
-    spreadsheet formula does. The id is quoted only inside the project."""
-    if not item_id.startswith(FORMULA_STARTS):
+def formula_problem(item_id: str, file: str, what: str = "item id") -> str | None:
+    """Why `item_id` (read from the file named `file`) may not be an id, or None: it starts as a
+    spreadsheet formula does, other than a negative whole number. The id is quoted only inside the
+    project (cut at 80 characters)."""
+    if not item_id.startswith(FORMULA_STARTS) or _NEGATIVE_WHOLE.fullmatch(item_id):
         return None
     return (
-        f"{what} {quoted(shown, repr(item_id))} starts with {item_id[0]!r}, which a spreadsheet opening "
+        f"{what} {quoted(file, shown(item_id))} starts with {item_id[0]!r}, which a spreadsheet opening "
         "the CSVs judgeloop writes would run as a formula"
     )
 

@@ -23,13 +23,22 @@ from typing import Any
 from pipeline.llm.project_files import quoted
 
 REPEATED_FIX = "keep the key once in each object (decide which of the two values is meant)"
+SHOWN_CHARS = 80  # of a key or an id from someone's file, in a message
+
+
+def shown(text: str) -> str:
+    """Text from someone's file (a key, an id) as a message shows it: its repr, so that no control
+    character reaches the terminal, cut at SHOWN_CHARS characters (a key may be a whole line long)."""
+    if len(text) <= SHOWN_CHARS:
+        return repr(text)
+    return f"{text[:SHOWN_CHARS]!r}... ({len(text):,} characters)"
 
 
 class RepeatedKey(ValueError):
     """A key given twice in one JSON object."""
 
     def __init__(self, key: str) -> None:
-        super().__init__(f"the key {key!r} is given twice in one object")
+        super().__init__(f"the key {shown(key)} is given twice in one object")
         self.key = key
 
 
@@ -87,9 +96,10 @@ def repeated_key(text: str | bytes) -> str | None:
     return None
 
 
-def repeated_problem(key: str, shown: str) -> str:
-    """The message for a key repeated in the file `shown` (the key quoted only inside the project)."""
+def repeated_problem(key: str, file: str) -> str:
+    """The message for a key repeated in the file named `file` (the key quoted only inside the
+    project, cut at SHOWN_CHARS characters)."""
     return (
-        f"the key {quoted(shown, repr(key))} is given twice in one object, and a JSON reader keeps "
+        f"the key {quoted(file, shown(key))} is given twice in one object, and a JSON reader keeps "
         "one of the two silently (Python's, the last)"
     )

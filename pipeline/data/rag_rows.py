@@ -45,9 +45,21 @@ class RagRow(BaseModel):
     labels: dict[str, int] = Field(default_factory=dict)
 
 
+# This format's fields that an ARES row (one with a row_id) spells otherwise: given beside row_id,
+# the ARES reading took its own (row_id, context, sources, human_*) and dropped these silently.
+_OURS_NOT_ARES = ("id", "contexts", "source_ids", "labels")
+
+
 def _from_ares(raw: dict[str, Any]) -> dict[str, Any]:
+    if (ours := next((key for key in _OURS_NOT_ARES if key in raw), None)) is not None:
+        raise ValueError(
+            f"row_id (ARES's id) and {ours!r} (this format's) are both given: the row mixes two layouts"
+        )
+    row_id = raw["row_id"]
+    if isinstance(row_id, bool) or not isinstance(row_id, int | str):  # true, 1.0: "True", "1.0"
+        raise ValueError(f"row_id is {type(row_id).__name__}, not a whole number or text")
     return {
-        "id": str(raw["row_id"]),
+        "id": str(row_id),
         "question": raw["question"],
         "answer": raw["answer"],
         "contexts": [raw["context"]] if raw.get("context") else [],
@@ -62,7 +74,7 @@ def rag_row_from(raw: dict[str, Any]) -> RagRow:
     """One parsed JSON object as a RagRow (our format, or an ARES row); raises ValueError saying why."""
     try:
         return RagRow.model_validate(_from_ares(raw) if "row_id" in raw else raw)
-    except (ValidationError, KeyError) as exc:
+    except (ValueError, KeyError) as exc:  # a ValidationError is a ValueError
         raise ValueError(f"not a RAG row ({_why(exc)})") from exc
 
 
@@ -77,7 +89,7 @@ def load_rag_rows(path: Path, *, only: str | None = None, limit: int | None = No
     for number, raw in json_objects(path, shown):
         if isinstance(raw, str):
             raise InputError(shown, number, raw, NOT_JSON_FIX)
-        if only is not None and not raw.pop(only, False):
+        if only is not None and not _flagged(raw, only, shown, number):
             continue
         try:
             row = rag_row_from(raw)
@@ -98,6 +110,19 @@ def load_rag_rows(path: Path, *, only: str | None = None, limit: int | None = No
     return rows
 
 
+def _flagged(raw: dict[str, Any], only: str, shown: str, number: int) -> bool:
+    """Whether the row's flag `only` (taken out of it) is true; absent or null (pandas writes a
+    missing value so) is false. Another flag is refused: the text "false", read as true, kept the
+    row (ARES's flags are booleans)."""
+    flag = raw.pop(only, None)
+    if flag is None:
+        return False
+    if not isinstance(flag, bool):
+        problem = f"the flag {only!r} is {type(flag).__name__}, not true or false"
+        raise InputError(shown, number, problem, f"write {only!r} as true or false (JSON, unquoted)")
+    return flag
+
+
 def _again(item_id: str, line: int, first: str) -> str:
     """Why a row's id is refused: an earlier row's on `line` is `first`, the same or a look-alike."""
     if item_id == first:
@@ -108,7 +133,8 @@ def _again(item_id: str, line: int, first: str) -> str:
 def _why(exc: Exception) -> str:
     if isinstance(exc, KeyError):
         return f"missing {exc}"
-    assert isinstance(exc, ValidationError)
+    if not isinstance(exc, ValidationError):
+        return str(exc)
     return "; ".join(
         f"{'.'.join(str(p) for p in err['loc']) or 'row'}: {err['msg']}"
         for err in exc.errors(include_url=False)[:3]

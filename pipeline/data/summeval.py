@@ -44,8 +44,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pipeline.data.input_files import decode, opened, read_limited, refuse_surrogates
-from pipeline.data.item_ids import FORMULA_FIX, formula_problem
-from pipeline.data.json_keys import REPEATED_FIX, RepeatedKey, loads_unique, repeated_problem
+from pipeline.data.item_ids import FORMULA_FIX, composed, formula_problem
+from pipeline.data.json_keys import REPEATED_FIX, RepeatedKey, loads_unique, repeated_problem, shown
 from pipeline.data.ratings import HumanRatings
 from pipeline.errors import InputError
 from pipeline.llm.project_files import quoted
@@ -149,12 +149,28 @@ def _text_field(row: dict[str, Any], key: str, where: tuple[str, int]) -> str:
     return value
 
 
+def _one_spelling(
+    name: str, spellings: dict[tuple[str, str], str], where: tuple[str, int], what: str
+) -> None:
+    """InputError where `name` (a document's or a system's id) looks the same as one read before but
+    is spelled in another Unicode form (NFC against NFD): two items a person sees as one, as two
+    transcripts' or RAG rows' ids are refused (pipeline.data.item_ids.composed)."""
+    first = spellings.setdefault((what, composed(name)), name)
+    if first != name:
+        problem = (
+            f"{what} {quoted(where[0], shown(name))} looks the same as {quoted(where[0], shown(first))} "
+            "on an earlier line: one name in two Unicode spellings"
+        )
+        raise InputError(*where, problem, "spell the id as the earlier line does")
+
+
 def load_summeval(path: Path) -> SummEval:
     """Every summary of the file, in file order; a bad line is an InputError naming it."""
     source = corpus_file(path)
     articles: dict[str, str] = {}
     summaries: list[Summary] = []
     seen: dict[str, int] = {}
+    spellings: dict[tuple[str, str], str] = {}  # documents' and systems' ids by their composed form
     for number, line in enumerate(_lines(source), start=1):
         if not line.strip():
             continue
@@ -173,6 +189,8 @@ def load_summeval(path: Path) -> SummEval:
         document, system = _text_field(row, "id", where), _text_field(row, "model_id", where)
         if (formula := formula_problem(document, where[0], '"id"')) is not None:  # starts the item's id
             raise InputError(*where, formula, FORMULA_FIX)
+        _one_spelling(document, spellings, where, '"id"')
+        _one_spelling(system, spellings, where, '"model_id"')
         article = _text_field(row, "text", where)
         if articles.setdefault(document, article) != article:
             problem = f"article {quoted(where[0], document)} has another text than on an earlier line"

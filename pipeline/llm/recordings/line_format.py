@@ -57,7 +57,7 @@ def pack_content(text: str, blobs: dict[str, str]) -> str | list[Part]:
     def keep(block: str) -> dict[str, str]:
         blob = blob_id(block)
         if blobs.setdefault(blob, block) != block:
-            raise _collision(blob)
+            raise blob_collision(blob)
         return {"blob": blob}
 
     parts = pack_parts(text, keep)
@@ -66,12 +66,13 @@ def pack_content(text: str, blobs: dict[str, str]) -> str | list[Part]:
     return parts
 
 
-def _collision(blob: str) -> CacheError:
+def blob_collision(blob: str) -> CacheError:
     """Two texts of one recording whose blob ids (64 bits of sha256) are one: found by accident once
     in billions of recordings of a million blocks, but made on purpose in about 2**32 tries, by
     someone whose text (a transcript) goes into the prompts beside another's. Kept as one, either
     text would be recorded for both, and the call of the other would fail its check on every read
-    ("request edited"); the recording is refused instead, and its old file kept."""
+    ("request edited"); the recording is refused instead, and its old file kept. Here within one
+    call's messages; across its calls, pipeline.llm.recordings.stage_calls.StageCalls.add."""
     return CacheError(
         f"two different texts in the prompts share the blob id {blob} (the first 64 bits of their "
         "sha256), which a recording cannot hold apart; such a pair is made on purpose. Fix: find the "

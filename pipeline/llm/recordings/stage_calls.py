@@ -29,13 +29,16 @@ from pipeline.llm.recordings.call_places import (
     shard_number,
     unpacked,
 )
-from pipeline.llm.recordings.line_format import blob_line, call_to_line, line_safe
+from pipeline.llm.recordings.line_format import blob_collision, blob_line, call_to_line, line_safe
 from pipeline.llm.recordings.spool import BlockLines, Spool
 from pipeline.llm.records import RecordedCall
 from pipeline.llm.types import CallContext
 
 if TYPE_CHECKING:
     from pipeline.llm.recordings.stage_index import StageIndex
+
+
+RECENT_CHARS = 8 * 2**20
 
 
 class StageCalls:
@@ -60,6 +63,10 @@ class StageCalls:
         # at most): the order `unchanged` checks, without parsing a line again.
         self._kept_wheres: dict[int, Where] = {}
         self._labels: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]] = {}
+        # The texts of the blocks added last (RECENT_CHARS at most): an item's calls share its
+        # blocks, which `_refuse_collisions` then compares without reading them back from the spool.
+        self._recent: dict[str, str] = {}
+        self._recent_chars = 0
         self._lock = threading.Lock()
 
     def add(self, call: RecordedCall, *, recorded: StageIndex | None = None, key: str | None = None) -> None:
@@ -77,6 +84,7 @@ class StageCalls:
         place = self._spool.put(call_to_line(call, blobs))
         with self._lock:
             new = [blob for blob in blobs if blob not in self._blobs]
+        self._refuse_collisions(blobs, recorded or self._recorded)
         blob_places = {blob: self._spool.put(blob_line(blob, blobs[blob])) for blob in new}
         with self._lock:
             if isinstance(place, str):
@@ -86,6 +94,38 @@ class StageCalls:
                 self._calls.set(where, packed(place, where[-1]), self._where_of)
             for blob, blob_place in blob_places.items():
                 self._blobs.setdefault(blob, blob_place)
+
+    def _refuse_collisions(self, blobs: dict[str, str], recorded: StageIndex | None) -> None:
+        """CacheError where a block held under one of a call's blob ids has another text than the
+        call's (`blobs`): a block an earlier call spooled, or one of the recording read (`recorded`,
+        whose blocks a kept line refers to). Such a pair was made to share one 64-bit id
+        (line_format.blob_collision); written as one, the calls of the other text would fail their
+        check on every read ("request edited"). Two calls adding such a pair at the same instant,
+        from two threads, are not caught here; the recording's reader still refuses the call whose
+        text was not kept, so nothing else is ever served."""
+        for blob, text in blobs.items():
+            held = self._recent.get(blob)
+            if held is None:
+                held = self._held_text(blob, recorded)
+            if held is not None and held != text:
+                raise blob_collision(blob)
+        with self._lock:
+            if self._recent_chars > RECENT_CHARS:
+                self._recent, self._recent_chars = {}, 0
+            self._recent.update(blobs)
+            self._recent_chars += sum(map(len, blobs.values()))
+
+    def _held_text(self, blob: str, recorded: StageIndex | None) -> str | None:
+        """The text held under `blob`: spooled (None for a line UTF-8 cannot hold, which the write
+        refuses, naming its line), or a block of `recorded`; None where neither holds it."""
+        with self._lock:
+            place = self._blobs.get(blob)
+        if place is not None:
+            line = self._spool.get(place)
+            return None if isinstance(line, str) else str(orjson.loads(line)["text"])
+        if recorded is not None and blob in recorded.blobs:
+            return recorded.blobs[blob]
+        return None
 
     def _where(self, call: RecordedCall, key: str) -> Where:
         return self._where_in(call.context, key)

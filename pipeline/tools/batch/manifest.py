@@ -19,7 +19,7 @@ from typing import IO, Any
 import orjson
 from pydantic import ValidationError
 
-from pipeline.data.json_keys import RepeatedKey, repeated_key
+from pipeline.data.json_keys import RepeatedKey, repeated_key, shown
 from pipeline.errors import ConfigError, CorruptRecordError
 from pipeline.llm.backends.openai_compat import OpenAICompatBackend
 from pipeline.llm.bounds import MAX_LINE_BYTES, LineTooLong, bounded_lines, depth_problem
@@ -238,7 +238,8 @@ def exported_intact(folder: Path, manifest: Manifest, params: EngineSettings) ->
             body = backend.request_body(manifest.request(key))
             if (twice := repeated_key(raw)) is not None:  # equal as parsed, but a service may read the first
                 problems[key] = (
-                    f"{path}:{number} gives the key {twice!r} twice in one object (edited after the export)"
+                    f"{path}:{number} gives the key {shown(twice)} twice in one object "
+                    "(edited after the export)"
                 )
             elif entry != {"custom_id": key, "method": "POST", "url": BATCH_URL, "body": body}:
                 problems[key] = (
