@@ -8,9 +8,9 @@ import pytest
 
 from pipeline.data.rag_rows import load_rag_rows
 from pipeline.errors import InputError
-from tests.conftest import ROOT
+from tests.conftest import ROOT, shared_dir
 
-ARES = ROOT.parent / "shared" / "corpora" / "rag-ares" / "ares_rag_human.jsonl"
+ARES = shared_dir() / "corpora" / "rag-ares" / "ares_rag_human.jsonl"
 
 
 def test_the_demo_rows_load_with_their_labels() -> None:
