@@ -99,7 +99,7 @@ def test_exp_list_finds_the_same_changes() -> None:
 
     old = {"params.yaml": {"a": 1, "b": True, "n": math.nan, "m": ["x", "y"]}}
     new = {"params.yaml": {"a": 1.0, "b": 1, "n": math.nan, "m": ["x", "z"]}}
-    assert changed_params(old, new) == ["a=1.0", "b=1", "m[1]=z"]
+    assert changed_params(old, new) == ["a=1.0", "b=1", "m=['x', 'z']"]  # a list whole (review23)
 
 
 def test_sorted_by_name_and_index() -> None:

@@ -2,7 +2,10 @@
 
 Each run's params files as DVC reads them (YAML 1.2, plain Python values). A value is a leaf of the
 file: a mapping is walked by its keys (`judge.samples`), a list by its indices (`judge.metrics[2]`),
-so a changed element of a long list is named rather than both lists cut at 100 columns. Two leaves
+so a changed element of a long list is named rather than both lists cut at 100 columns. A text key
+that is not a plain word (a dot, a space, a colon or an arrow in it) is written between quotes
+(`['a.b']`, so `a.b: 1` is not `a: {b: 1}`, and a key cannot spell `x: 1 → 2` in a line), and a key
+that is no text between braces (`{0}`, `{true}`: `{0: x}` is not the list `[x]`). Two leaves
 are the same only if they are of one type and equal: `1 → 1.0`, `true → 1` and `'1' → 1` are
 changes of params.yaml (Python's `1 == 1.0 == True` would hide them), and NaN is NaN's equal (Python's
 `nan != nan` would invent one). Each side is spelled as YAML writes it, a text between quotes, so the
@@ -31,34 +34,42 @@ ABSENT = _Absent()
 
 
 _INDEX = re.compile(r"\[(\d+)\]")
-_PLAIN_KEY = re.compile(r"[^.\[\]'\"]+")
+_PLAIN_KEY = re.compile(r"[\w-]+")  # letters, digits, _ and - of any script
 
 
 def _step(prefix: str, key: Any) -> str:
-    """A mapping key's step of a path: `.key`, or `['a.b']` for a key that is not plain text (a
-    dot, a bracket, a quote, empty, not a text), so that no two leaves share a path."""
-    if isinstance(key, str) and _PLAIN_KEY.fullmatch(key):
+    """A mapping key's step of a path: `.key`; `['a.b']` for a text that is not a plain word (a
+    dot, a space, a colon, a bracket, a quote, empty); `{0}` for a key that is no text (never a
+    list's `[0]`): so that no two leaves share a path."""
+    if not isinstance(key, str):
+        return f"{prefix}{{{spelled_leaf(key)}}}"
+    if _PLAIN_KEY.fullmatch(key):
         return f"{prefix}.{key}" if prefix else key
     return f"{prefix}[{spelled_leaf(key)}]"
 
 
-def leaves(value: Any, prefix: str = "") -> dict[str, Any]:
+def leaves(value: Any, prefix: str = "", *, lists: bool = True) -> dict[str, Any]:
     """Every leaf of a params file's data, by its path (`a.b[2].c`); an empty mapping or list is a
-    leaf, but for the file's whole data (no leaf)."""
+    leaf, but for the file's whole data (no leaf). `lists=False`: a list is one leaf, whole (what
+    `judgeloop exp list` names, as `-S key=[...]` sets it)."""
     if isinstance(value, Mapping) and value:
         items = [(_step(prefix, key), item) for key, item in value.items()]
-    elif isinstance(value, list | tuple) and value:
+    elif isinstance(value, list | tuple) and value and lists:
         items = [(f"{prefix}[{n}]", item) for n, item in enumerate(value)]
     else:
         return {prefix: value} if prefix else {}
     found: dict[str, Any] = {}
     for path, item in items:
-        found |= leaves(item, path)
+        found |= leaves(item, path, lists=lists)
     return found
 
 
 def same(a: Any, b: Any) -> bool:
-    """Whether two leaves are one value: of one type and equal, NaN equal to NaN."""
+    """Whether two leaves are one value: of one type and equal, NaN equal to NaN; two lists or
+    mappings, whether their leaves are."""
+    if isinstance(a, list | tuple | Mapping) and a and isinstance(b, list | tuple | Mapping) and b:
+        old, new = leaves(a, "v"), leaves(b, "v")
+        return old.keys() == new.keys() and all(same(old[key], new[key]) for key in old)
     if type(a) is not type(b):
         return False
     if isinstance(a, float) and math.isnan(a):
