@@ -20,7 +20,6 @@ is `judgeloop diff`'s: the table names that command where a number moved.
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,8 +38,9 @@ from pipeline.tools.compare_runs import WORKSPACE, Unreadable, _by_rev, read_run
 
 WIDTH = 100
 LABEL = WIDTH - 2 - 2 * VALUE - DELTA  # the rows are indented by two
-# A run's name a shell reads as it is (HEAD~1, exp-1a2b3, main): not quoted where a command is suggested
-_PLAIN_ARG = re.compile(r"[\w@%+=:,./^-][\w@%+=:,./~^-]*", re.ASCII)
+# A run's name every shell reads as it is (HEAD~1, exp-1a2b3, main): not quoted where a command is
+# suggested. Not `^` (zsh's extended glob reads HEAD^ as a pattern), nor a leading `=` (zsh's =cmd).
+_PLAIN_ARG = re.compile(r"[\w@%+:,./-][\w@%+=:,./~-]*", re.ASCII)
 __all__ = [
     "WORKSPACE",
     "Unreadable",
@@ -225,16 +225,19 @@ def metrics_file(design: Design[Any], params: Mapping[str, Any]) -> str | None:
 
 def _argument(text: str) -> str:
     """`text` as a shell reads it back: as it is where it is plain (HEAD~1), else quoted."""
-    return text if _PLAIN_ARG.fullmatch(text) else shlex.quote(text)
+    if _PLAIN_ARG.fullmatch(text):
+        return text
+    return "'" + text.replace("'", "'\"'\"'") + "'"  # shlex.quote, but it leaves `=x` bare
 
 
 def _pointer(names: Sequence[str], judged: Sequence[str]) -> list[str]:
     """Where to ask whether a change exceeds noise: the `judgeloop diff` of the same two runs, whole
-    (a command cut is no command) or, wider than the table, said in words."""
+    (a command cut is no command) or, wider than the table or holding a character shown as its
+    escape (pasted, the escape would be typed), said in words."""
     command = "judgeloop diff " + " ".join(map(_argument, names))
     command += f" --design {_argument(judged[0])}" if len(judged) == 1 else ""
     shown_command = shown(command, one_line=True)
-    if columns(shown_command) > WIDTH - 2:
+    if shown_command != command or columns(shown_command) > WIDTH - 2:  # escaped: no longer that command
         shown_command = "judgeloop diff A B, A and B the two runs above"
     return [
         "whether a change exceeds the judge's noise (judgement by judgement, with tests):",
