@@ -15,6 +15,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from wcwidth import wcswidth
@@ -237,3 +238,15 @@ def test_a_list_turned_into_a_mapping_keyed_by_numbers_is_a_change_in_dvc(tmp_pa
     )
     assert done.returncode == 0, done.stderr
     assert "params that differ:\n  extra[0]: 'x' → (absent)\n  extra{0}: (absent) → 'x'\n" in done.stdout
+
+
+def test_the_pointer_never_names_a_folder_diff_would_read_instead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A branch named `data` (a folder of the project too): `judgeloop diff data HEAD` reads the
+    folder ./data as a run's folder, not the branch compare compared."""
+    (tmp_path / "data").mkdir()
+    monkeypatch.chdir(tmp_path)
+    line = _pointer(["data", "HEAD"], ["paper"])[1]
+    assert not line.startswith("  judgeloop diff data"), line
+    assert "git rev-parse data" in line

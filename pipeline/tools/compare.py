@@ -233,15 +233,22 @@ def _argument(text: str) -> str:
 def _pointer(names: Sequence[str], judged: Sequence[str]) -> list[str]:
     """Where to ask whether a change exceeds noise: the `judgeloop diff` of the same two runs, whole
     (a command cut is no command) or, wider than the table or holding a character shown as its
-    escape (pasted, the escape would be typed), said in words."""
+    escape (pasted, the escape would be typed), said in words. A run named as a folder here is
+    one diff would read as a run's folder (pipeline.tools.diff.runs), not this revision: said so."""
     command = "judgeloop diff " + " ".join(map(_argument, names))
     command += f" --design {_argument(judged[0])}" if len(judged) == 1 else ""
     shown_command = shown(command, one_line=True)
     if shown_command != command or columns(shown_command) > WIDTH - 2:  # escaped: no longer that command
         shown_command = "judgeloop diff A B, A and B the two runs above"
+    folders = [name for name in names if name != WORKSPACE and Path(name).is_dir()]
+    if folders:
+        shown_command = (
+            f"judgeloop diff, each run by its commit (`git rev-parse {_argument(folders[0])}`): "
+            "a folder here has its name, and diff would read the folder"
+        )
     return [
         "whether a change exceeds the judge's noise (judgement by judgement, with tests):",
-        f"  {shown_command}",
+        f"  {_line(shown_command, WIDTH - 2)}",
     ]
 
 
