@@ -25,6 +25,7 @@ from pipeline.tools.columns import columns, fit
 from pipeline.tools.compare import _pointer, _row
 from pipeline.tools.compare_numbers import VALUE, cells
 from pipeline.tools.compare_params import params_changes
+from pipeline.tools.compare_runs import Unreadable
 from pipeline.tools.exp_list import changed_params
 from tests.conftest import ROOT
 from tests.test_experiments import _commit, _repo
@@ -250,3 +251,15 @@ def test_the_pointer_never_names_a_folder_diff_would_read_instead(
     line = _pointer(["data", "HEAD"], ["paper"])[1]
     assert not line.startswith("  judgeloop diff data"), line
     assert "git rev-parse data" in line
+
+
+def test_a_params_file_dvc_cannot_read_is_said_not_absent() -> None:
+    """In real DVC a corrupt second params file (other.yaml: `k: [1`) was listed as
+    `other.yaml: k: 1 → (absent)`: its keys as gone, with no word of why."""
+    runs = [
+        {"other.yaml": {"k": 1}},
+        {"other.yaml": Unreadable("DVC cannot read it: YAML file structure is corrupted")},
+    ]
+    assert params_changes(runs, ["HEAD~1", "HEAD"]) == [
+        "  other.yaml in HEAD: DVC cannot read it: YAML file structure is corrupted"
+    ]

@@ -22,6 +22,7 @@ from typing import Any
 
 from pipeline.llm.terminal import shown, spelled
 from pipeline.tools.columns import fit
+from pipeline.tools.compare_runs import Unreadable
 
 WIDTH = 100
 
@@ -99,13 +100,22 @@ def _in_order(path: str) -> str:
 
 def params_changes(runs: Sequence[Mapping[str, Any]], names: Sequence[str] = ("A", "B")) -> list[str]:
     """`key: old → new` for every params value that differs between the two runs (a file other
-    than params.yaml named before its keys); a file one run lacks is one line."""
+    than params.yaml named before its keys); a file one run lacks, or that DVC could not read in a
+    run (Unreadable: not its keys as `(absent)`), is one line."""
     old_run, new_run = runs
     lines = []
     for file in sorted(old_run.keys() | new_run.keys()):
         if file not in old_run or file not in new_run:
             lacking = names[0] if file not in old_run else names[1]
             lines.append(f"{file}: not in {lacking}")
+            continue
+        unreadable = [
+            (name, run[file])
+            for name, run in zip(names, runs, strict=True)
+            if isinstance(run[file], Unreadable)
+        ]
+        if unreadable:
+            lines += [f"{file} in {name}: {data.why}" for name, data in unreadable]
             continue
         old, new = leaves(old_run[file]), leaves(new_run[file])
         prefix = "" if file == "params.yaml" else f"{file}: "
