@@ -230,6 +230,15 @@ def _argument(text: str) -> str:
     return "'" + text.replace("'", "'\"'\"'") + "'"  # shlex.quote, but it leaves `=x` bare
 
 
+def _is_folder(name: str) -> bool:
+    """Whether `name` is a folder here (as `judgeloop diff` looks first); a name no path can be (too
+    long, a NUL in it) is none."""
+    try:
+        return Path(name).is_dir()
+    except (OSError, ValueError):
+        return False
+
+
 def _pointer(names: Sequence[str], judged: Sequence[str]) -> list[str]:
     """Where to ask whether a change exceeds noise: the `judgeloop diff` of the same two runs, whole
     (a command cut is no command) or, wider than the table or holding a character shown as its
@@ -240,7 +249,7 @@ def _pointer(names: Sequence[str], judged: Sequence[str]) -> list[str]:
     shown_command = shown(command, one_line=True)
     if shown_command != command or columns(shown_command) > WIDTH - 2:  # escaped: no longer that command
         shown_command = "judgeloop diff A B, A and B the two runs above"
-    folders = [name for name in names if name != WORKSPACE and Path(name).is_dir()]
+    folders = [name for name in names if name != WORKSPACE and _is_folder(name)]
     if folders:
         shown_command = (
             f"judgeloop diff, each run by its commit (`git rev-parse {_argument(folders[0])}`): "
