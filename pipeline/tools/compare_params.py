@@ -98,6 +98,18 @@ def _in_order(path: str) -> str:
     return _INDEX.sub(lambda match: f"[{int(match[1]):030d}]", path)
 
 
+def _file_changes(file: str, old_data: Any, new_data: Any) -> list[str]:
+    """`key: old → new` for every value of one params file that differs."""
+    old, new = leaves(old_data), leaves(new_data)
+    prefix = "" if file == "params.yaml" else f"{file}: "
+    lines = []
+    for key in sorted(old.keys() | new.keys(), key=_in_order):
+        a, b = old.get(key, ABSENT), new.get(key, ABSENT)
+        if not same(a, b):
+            lines.append(f"{prefix}{key}: {spelled_leaf(a)} → {spelled_leaf(b)}")
+    return lines
+
+
 def params_changes(runs: Sequence[Mapping[str, Any]], names: Sequence[str] = ("A", "B")) -> list[str]:
     """`key: old → new` for every params value that differs between the two runs (a file other
     than params.yaml named before its keys); a file one run lacks, or that DVC could not read in a
@@ -109,18 +121,7 @@ def params_changes(runs: Sequence[Mapping[str, Any]], names: Sequence[str] = ("A
             lacking = names[0] if file not in old_run else names[1]
             lines.append(f"{file}: not in {lacking}")
             continue
-        unreadable = [
-            (name, run[file])
-            for name, run in zip(names, runs, strict=True)
-            if isinstance(run[file], Unreadable)
-        ]
-        if unreadable:
-            lines += [f"{file} in {name}: {data.why}" for name, data in unreadable]
-            continue
-        old, new = leaves(old_run[file]), leaves(new_run[file])
-        prefix = "" if file == "params.yaml" else f"{file}: "
-        for key in sorted(old.keys() | new.keys(), key=_in_order):
-            a, b = old.get(key, ABSENT), new.get(key, ABSENT)
-            if not same(a, b):
-                lines.append(f"{prefix}{key}: {spelled_leaf(a)} → {spelled_leaf(b)}")
+        files = [(name, run[file]) for name, run in zip(names, runs, strict=True)]
+        said = [f"{file} in {name}: {data.why}" for name, data in files if isinstance(data, Unreadable)]
+        lines += said or _file_changes(file, old_run[file], new_run[file])
     return ["  " + fit(shown(line, one_line=True), WIDTH - 2) for line in lines]
