@@ -256,7 +256,7 @@ def test_the_pointer_never_names_a_folder_diff_would_read_instead(
 def test_a_params_file_dvc_cannot_read_is_said_not_absent() -> None:
     """In real DVC a corrupt second params file (other.yaml: `k: [1`) was listed as
     `other.yaml: k: 1 → (absent)`: its keys as gone, with no word of why."""
-    runs = [
+    runs: list[dict[str, dict[str, Any]]] = [
         {"other.yaml": {"k": 1}},
         {"other.yaml": Unreadable("DVC cannot read it: YAML file structure is corrupted")},
     ]
