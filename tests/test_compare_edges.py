@@ -22,7 +22,7 @@ from wcwidth import wcswidth
 
 from pipeline.llm.terminal import shown
 from pipeline.tools.columns import columns, fit
-from pipeline.tools.compare import _pointer, _row
+from pipeline.tools.compare import _pointer, _row, render
 from pipeline.tools.compare_numbers import VALUE, cells
 from pipeline.tools.compare_params import params_changes
 from pipeline.tools.compare_runs import Unreadable
@@ -263,3 +263,12 @@ def test_a_params_file_dvc_cannot_read_is_said_not_absent() -> None:
     assert params_changes(runs, ["HEAD~1", "HEAD"]) == [
         "  other.yaml in HEAD: DVC cannot read it: YAML file structure is corrupted"
     ]
+
+
+def test_a_number_that_became_nan_points_to_diff() -> None:
+    """A mean that became NaN (the judge scored none) is a change whose cause diff shows, judgement
+    by judgement; the pointer was left out (only a change with a number counted)."""
+    from tests.test_compare_numbers import _with
+
+    out = render(["A", "B"], [_with(after=4.5), _with(after=math.nan)], [{}, {}], ["paper"], show_all=False)
+    assert "judgeloop diff A B --design paper" in out, out

@@ -184,8 +184,9 @@ def _table(
     lines += rows
     if same and not show_all:
         lines.append(f"  ({same} number{'s' if same != 1 else ''} the same; --all shows them)")
-    moved = sum(
-        cells(old.get(label), new.get(label))[2] not in ("=", "") for label in old.keys() & new.keys()
+    moved = sum(  # a number that became NaN (no judgement scored) moved too: its change has no number
+        old[label] is not None and new[label] is not None and cells(old[label], new[label])[2] != "="
+        for label in old.keys() & new.keys()
     )
     return lines, moved
 
