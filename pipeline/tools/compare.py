@@ -20,7 +20,6 @@ is `judgeloop diff`'s: the table names that command where a number moved.
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,8 +38,9 @@ from pipeline.tools.compare_runs import WORKSPACE, Unreadable, _by_rev, read_run
 
 WIDTH = 100
 LABEL = WIDTH - 2 - 2 * VALUE - DELTA  # the rows are indented by two
-# A run's name a shell reads as it is (HEAD~1, exp-1a2b3, main): not quoted where a command is suggested
-_PLAIN_ARG = re.compile(r"[\w@%+=:,./^-][\w@%+=:,./~^-]*", re.ASCII)
+# A run's name every shell reads as it is (HEAD~1, exp-1a2b3, main): not quoted where a command is
+# suggested. Not `^` (zsh's extended glob reads HEAD^ as a pattern), nor a leading `=` (zsh's =cmd).
+_PLAIN_ARG = re.compile(r"[\w@%+:,./-][\w@%+=:,./~-]*", re.ASCII)
 __all__ = [
     "WORKSPACE",
     "Unreadable",
@@ -184,8 +184,9 @@ def _table(
     lines += rows
     if same and not show_all:
         lines.append(f"  ({same} number{'s' if same != 1 else ''} the same; --all shows them)")
-    moved = sum(
-        cells(old.get(label), new.get(label))[2] not in ("=", "") for label in old.keys() & new.keys()
+    moved = sum(  # a number that became NaN (no judgement scored) moved too: its change has no number
+        old[label] is not None and new[label] is not None and cells(old[label], new[label])[2] != "="
+        for label in old.keys() & new.keys()
     )
     return lines, moved
 
@@ -225,20 +226,39 @@ def metrics_file(design: Design[Any], params: Mapping[str, Any]) -> str | None:
 
 def _argument(text: str) -> str:
     """`text` as a shell reads it back: as it is where it is plain (HEAD~1), else quoted."""
-    return text if _PLAIN_ARG.fullmatch(text) else shlex.quote(text)
+    if _PLAIN_ARG.fullmatch(text):
+        return text
+    return "'" + text.replace("'", "'\"'\"'") + "'"  # shlex.quote, but it leaves `=x` bare
+
+
+def _is_folder(name: str) -> bool:
+    """Whether `name` is a folder here (as `judgeloop diff` looks first); a name no path can be (too
+    long, a NUL in it) is none."""
+    try:
+        return Path(name).is_dir()
+    except (OSError, ValueError):
+        return False
 
 
 def _pointer(names: Sequence[str], judged: Sequence[str]) -> list[str]:
     """Where to ask whether a change exceeds noise: the `judgeloop diff` of the same two runs, whole
-    (a command cut is no command) or, wider than the table, said in words."""
+    (a command cut is no command) or, wider than the table or holding a character shown as its
+    escape (pasted, the escape would be typed), said in words. A run named as a folder here is
+    one diff would read as a run's folder (pipeline.tools.diff.runs), not this revision: said so."""
     command = "judgeloop diff " + " ".join(map(_argument, names))
     command += f" --design {_argument(judged[0])}" if len(judged) == 1 else ""
     shown_command = shown(command, one_line=True)
-    if columns(shown_command) > WIDTH - 2:
+    if shown_command != command or columns(shown_command) > WIDTH - 2:  # escaped: no longer that command
         shown_command = "judgeloop diff A B, A and B the two runs above"
+    folders = [name for name in names if name != WORKSPACE and _is_folder(name)]
+    if folders:
+        shown_command = (
+            f"judgeloop diff, each run by its commit (`git rev-parse {_argument(folders[0])}`): "
+            "a folder here has its name, and diff would read the folder"
+        )
     return [
         "whether a change exceeds the judge's noise (judgement by judgement, with tests):",
-        f"  {shown_command}",
+        f"  {_line(shown_command, WIDTH - 2)}",
     ]
 
 

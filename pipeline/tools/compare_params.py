@@ -2,7 +2,10 @@
 
 Each run's params files as DVC reads them (YAML 1.2, plain Python values). A value is a leaf of the
 file: a mapping is walked by its keys (`judge.samples`), a list by its indices (`judge.metrics[2]`),
-so a changed element of a long list is named rather than both lists cut at 100 columns. Two leaves
+so a changed element of a long list is named rather than both lists cut at 100 columns. A text key
+that is not a plain word (a dot, a space, a colon or an arrow in it) is written between quotes
+(`['a.b']`, so `a.b: 1` is not `a: {b: 1}`, and a key cannot spell `x: 1 → 2` in a line), and a key
+that is no text between braces (`{0}`, `{true}`: `{0: x}` is not the list `[x]`). Two leaves
 are the same only if they are of one type and equal: `1 → 1.0`, `true → 1` and `'1' → 1` are
 changes of params.yaml (Python's `1 == 1.0 == True` would hide them), and NaN is NaN's equal (Python's
 `nan != nan` would invent one). Each side is spelled as YAML writes it, a text between quotes, so the
@@ -19,6 +22,7 @@ from typing import Any
 
 from pipeline.llm.terminal import shown, spelled
 from pipeline.tools.columns import fit
+from pipeline.tools.compare_runs import Unreadable
 
 WIDTH = 100
 
@@ -31,34 +35,42 @@ ABSENT = _Absent()
 
 
 _INDEX = re.compile(r"\[(\d+)\]")
-_PLAIN_KEY = re.compile(r"[^.\[\]'\"]+")
+_PLAIN_KEY = re.compile(r"[\w-]+")  # letters, digits, _ and - of any script
 
 
 def _step(prefix: str, key: Any) -> str:
-    """A mapping key's step of a path: `.key`, or `['a.b']` for a key that is not plain text (a
-    dot, a bracket, a quote, empty, not a text), so that no two leaves share a path."""
-    if isinstance(key, str) and _PLAIN_KEY.fullmatch(key):
+    """A mapping key's step of a path: `.key`; `['a.b']` for a text that is not a plain word (a
+    dot, a space, a colon, a bracket, a quote, empty); `{0}` for a key that is no text (never a
+    list's `[0]`): so that no two leaves share a path."""
+    if not isinstance(key, str):
+        return f"{prefix}{{{spelled_leaf(key)}}}"
+    if _PLAIN_KEY.fullmatch(key):
         return f"{prefix}.{key}" if prefix else key
     return f"{prefix}[{spelled_leaf(key)}]"
 
 
-def leaves(value: Any, prefix: str = "") -> dict[str, Any]:
+def leaves(value: Any, prefix: str = "", *, lists: bool = True) -> dict[str, Any]:
     """Every leaf of a params file's data, by its path (`a.b[2].c`); an empty mapping or list is a
-    leaf, but for the file's whole data (no leaf)."""
+    leaf, but for the file's whole data (no leaf). `lists=False`: a list is one leaf, whole (what
+    `judgeloop exp list` names, as `-S key=[...]` sets it)."""
     if isinstance(value, Mapping) and value:
         items = [(_step(prefix, key), item) for key, item in value.items()]
-    elif isinstance(value, list | tuple) and value:
+    elif isinstance(value, list | tuple) and value and lists:
         items = [(f"{prefix}[{n}]", item) for n, item in enumerate(value)]
     else:
         return {prefix: value} if prefix else {}
     found: dict[str, Any] = {}
     for path, item in items:
-        found |= leaves(item, path)
+        found |= leaves(item, path, lists=lists)
     return found
 
 
 def same(a: Any, b: Any) -> bool:
-    """Whether two leaves are one value: of one type and equal, NaN equal to NaN."""
+    """Whether two leaves are one value: of one type and equal, NaN equal to NaN; two lists or
+    mappings, whether their leaves are."""
+    if isinstance(a, list | tuple | Mapping) and a and isinstance(b, list | tuple | Mapping) and b:
+        old, new = leaves(a, "v"), leaves(b, "v")
+        return old.keys() == new.keys() and all(same(old[key], new[key]) for key in old)
     if type(a) is not type(b):
         return False
     if isinstance(a, float) and math.isnan(a):
@@ -86,9 +98,22 @@ def _in_order(path: str) -> str:
     return _INDEX.sub(lambda match: f"[{int(match[1]):030d}]", path)
 
 
+def _file_changes(file: str, old_data: Any, new_data: Any) -> list[str]:
+    """`key: old → new` for every value of one params file that differs."""
+    old, new = leaves(old_data), leaves(new_data)
+    prefix = "" if file == "params.yaml" else f"{file}: "
+    lines = []
+    for key in sorted(old.keys() | new.keys(), key=_in_order):
+        a, b = old.get(key, ABSENT), new.get(key, ABSENT)
+        if not same(a, b):
+            lines.append(f"{prefix}{key}: {spelled_leaf(a)} → {spelled_leaf(b)}")
+    return lines
+
+
 def params_changes(runs: Sequence[Mapping[str, Any]], names: Sequence[str] = ("A", "B")) -> list[str]:
     """`key: old → new` for every params value that differs between the two runs (a file other
-    than params.yaml named before its keys); a file one run lacks is one line."""
+    than params.yaml named before its keys); a file one run lacks, or that DVC could not read in a
+    run (Unreadable: not its keys as `(absent)`), is one line."""
     old_run, new_run = runs
     lines = []
     for file in sorted(old_run.keys() | new_run.keys()):
@@ -96,10 +121,7 @@ def params_changes(runs: Sequence[Mapping[str, Any]], names: Sequence[str] = ("A
             lacking = names[0] if file not in old_run else names[1]
             lines.append(f"{file}: not in {lacking}")
             continue
-        old, new = leaves(old_run[file]), leaves(new_run[file])
-        prefix = "" if file == "params.yaml" else f"{file}: "
-        for key in sorted(old.keys() | new.keys(), key=_in_order):
-            a, b = old.get(key, ABSENT), new.get(key, ABSENT)
-            if not same(a, b):
-                lines.append(f"{prefix}{key}: {spelled_leaf(a)} → {spelled_leaf(b)}")
+        files = [(name, run[file]) for name, run in zip(names, runs, strict=True)]
+        said = [f"{file} in {name}: {data.why}" for name, data in files if isinstance(data, Unreadable)]
+        lines += said or _file_changes(file, old_run[file], new_run[file])
     return ["  " + fit(shown(line, one_line=True), WIDTH - 2) for line in lines]

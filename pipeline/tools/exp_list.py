@@ -35,8 +35,10 @@ def experiments(all_commits: bool = False) -> list[tuple[str, str, str]]:
 
 def changed_params(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """`key=value` for each params value the experiment changed."""
-    # compare's rule (pipeline.tools.compare_params): by type and value, NaN equal, a list by element
-    before, after = ({k: v for data in run.values() for k, v in leaves(data).items()} for run in (old, new))
+    # compare's rule (pipeline.tools.compare_params): by type and value, NaN equal; a list named whole
+    before, after = (
+        {k: v for data in run.values() for k, v in leaves(data, lists=False).items()} for run in (old, new)
+    )
     keys = sorted(before.keys() | after.keys())
     return [
         f"{key}={after.get(key, '(absent)')}"
