@@ -24,6 +24,7 @@ What a -S goes through on its way to a stage, and what is checked here:
 from __future__ import annotations
 
 import difflib
+import os
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -51,12 +52,20 @@ def check_set_values(
     Say, as a warning, what else of the file's text the rewrite would change."""
     from dvc.utils.cli_parse import to_path_overrides
 
+    from pipeline.tools.set_params import names_params
+
     by_file = to_path_overrides(typed)
     for file, overrides in by_file.items():
         for override in overrides:
             _refuse_interpolation(override, file)
-    ours = [*preset, *by_file.get(DVC_PARAMS, [])]
-    if not by_file.get(DVC_PARAMS) or not params.is_file():
+    # `./params.yaml:key=value` writes params.yaml as `key=value` does (DVC applies each file's in turn)
+    mine = [
+        o
+        for file, overrides in by_file.items()
+        if os.path.normpath(file) == DVC_PARAMS or names_params(file, params)  # `params` stands for it
+        for o in overrides
+    ]
+    if not mine or not params.is_file():
         return
     from pipeline.llm.settings import params_text
 
@@ -64,10 +73,26 @@ def check_set_values(
     before = landed(text, [])
     if isinstance(before, str):
         raise JudgeloopError(f"{params} as it is now: {before}. Fix params.yaml first.")
-    for run in _runs(ours):
+    _refuse_held_interpolation(before, mine)
+    for run in _runs([*preset, *mine]):
         after = _check_run(text, before, run)
         _refuse_mistyped(before, after, [o for o in run if o not in preset])
     _warn_relaid(text)
+
+
+def _refuse_held_interpolation(before: Any, typed: Sequence[str], where: str = "") -> None:
+    """A `${...}` params.yaml itself holds refused before DVC's rewrite is tried on it: resolving it
+    writes (an environment variable's value) into the file, and where resolving fails, OmegaConf's
+    error quotes what it got (`${oc.create:${oc.env:X}}` quotes X's value)."""
+    from pipeline.tools.preset_values import _said as said_of_params
+
+    if isinstance(before, str) and _interpolates(before):
+        raise JudgeloopError(f"-S {' -S '.join(typed)}: {said_of_params({}, where, before, MISSING)}")
+    items = (
+        before.items() if isinstance(before, dict) else enumerate(before) if isinstance(before, list) else ()
+    )
+    for key, value in items:
+        _refuse_held_interpolation(value, typed, f"{where}.{key}" if where else str(key))
 
 
 def _parsed(overrides: Sequence[str]) -> list[Any]:
@@ -162,7 +187,7 @@ def _check_run(text: str, before: dict[str, Any], run: list[str]) -> dict[str, A
     if isinstance(after, str):  # the override DVC refuses alone is named; else they do so together
         named = [(o, why) for o in run if isinstance(why := landed(text, [o]), str)]
         override, why = named[0] if named else (" -S ".join(run), after)
-        raise JudgeloopError(f"-S {override}: {why}. {_fix_for(why, override)}")
+        raise JudgeloopError(f"-S {override}: {why}. {_fix_for(text, run, why, override)}")
     difference = _difference(before, run, after)
     if difference is None:
         return after
@@ -174,7 +199,7 @@ def _check_run(text: str, before: dict[str, Any], run: list[str]) -> dict[str, A
         from pipeline.tools.preset_values import _said as said_of_params
 
         raise JudgeloopError(f"-S {' -S '.join(run)}: {said_of_params({}, where, wanted, got)}")
-    instead = _instead(text, before, run, typed, where, got)
+    instead = _instead(text, before, run, typed, where, wanted, got)
     raise JudgeloopError(
         f"-S {typed}: DVC's -S reads the value as {_shown(wanted)}, but writes params.yaml so that a stage "
         f"would read {_shown(got)} at {where} (DVC writes YAML 1.2, the stages read YAML 1.1). Fix: "
@@ -204,13 +229,15 @@ def _difference(before: dict[str, Any], run: list[str], after: dict[str, Any]) -
         ) from None
 
 
-def _instead(text: str, before: dict[str, Any], run: list[str], typed: str, where: str, got: Any) -> str:
+def _instead(
+    text: str, before: dict[str, Any], run: list[str], typed: str, where: str, wanted: Any, got: Any
+) -> str:
     """ "if you meant GOT, give -S KEY=GOT; else e" where that -S would carry GOT exactly; else "E"."""
     from pipeline.tools.hydra_spelling import UnspellableValue, spelled
 
     key = typed.partition("=")[0]
-    if key.lstrip("+~") != where or got is MISSING:
-        return "E"
+    if key.lstrip("+~") != where or got is MISSING or (isinstance(got, str) and not isinstance(wanted, str)):
+        return "E"  # text is never what a number typed meant (1e300 that a stage would read '1e+300')
     try:
         other = f"{key}={spelled(got)}"
     except UnspellableValue:
@@ -264,12 +291,18 @@ def _model_errors(params: Any) -> dict[str, tuple[Any, str]]:
     return {}
 
 
-def _fix_for(why: str, override: str) -> str:
+def _fix_for(text: str, run: list[str], why: str, override: str) -> str:
+    """The -S that DVC takes in place of `override` (its key added with ++, or a + dropped where
+    params.yaml has the key), tried on params.yaml; else by hand."""
     if "not in struct" in why or "Could not override" in why:
-        return (
-            f"Fix: add a key params.yaml does not have with ++: -S {for_shell('++' + override.lstrip('+'))}"
-        )
-    return BY_HAND
+        other, said = "++" + override.lstrip("+"), "add a key params.yaml does not have with ++"
+    elif "An item is already at" in why:
+        other, said = override.lstrip("+"), "params.yaml has the key: change it without +"
+    else:
+        return BY_HAND
+    if isinstance(landed(text, [other if o == override else o for o in run]), str):
+        return BY_HAND
+    return f"Fix: {said}: -S {for_shell(other)}"
 
 
 def meant(before: dict[str, Any], overrides: Sequence[str]) -> Any:
@@ -334,12 +367,16 @@ def _warn_relaid(text: str) -> None:
         line for line in difflib.ndiff(text.splitlines(), rewritten.splitlines()) if line[:2] in ("- ", "+ ")
     ]
     shown = "\n".join(f"  {line}" for line in lines[:8]) + ("\n  ..." if len(lines) > 8 else "")
+    from pipeline.llm.redact import redact
+
     click.echo(
         guarded(
-            "judgeloop exp: DVC's -S writes the whole of params.yaml again, in its own layout: beside the "
-            "values set, these lines change (their values do not; a comment inside a list is lost):\n"
-            f"{shown}\n"
-            "To keep params.yaml as written, write it in that layout and commit it."
+            redact(
+                "judgeloop exp: DVC's -S writes the whole of params.yaml again, in its own layout: beside "
+                "the values set, these lines change (their values do not; a comment inside a list is lost):\n"
+                f"{shown}\n"
+                "To keep params.yaml as written, write it in that layout and commit it."
+            )
         ),
         err=True,
     )
