@@ -504,3 +504,26 @@ def test_judgeloop_exp_with_dvc_refuses_a_set_naming_params_yaml_as_dot_slash(tm
     status, said, workspace, committed, _ = _experiment(tmp_path / "repo", ["./params.yaml:section.k=no"])
     assert status != 0 and "False" in said and "Fix: " in said, said
     assert workspace == PARAMS and committed == []
+
+
+@pytest.mark.parametrize(
+    ("typed", "offered"), [("llm.model=on", None), ("llm.digest=", "llm.digest=null")], ids=["on", "empty"]
+)
+def test_the_fix_offered_for_judgeloop_s_params_is_one_its_model_takes(
+    tmp_path: Path, typed: str, offered: str | None
+) -> None:
+    """`-S llm.model=on` (True to a stage) was offered `-S llm.model=true`, which the params model
+    refuses in turn; `-S llm.digest=` (Hydra's empty text, refused) was told "give a value of that
+    kind" where the empty value params.yaml means is null."""
+    from tests.conftest import ROOT
+
+    params = _params(tmp_path, (ROOT / "params.yaml").read_text(encoding="utf-8"))
+    with pytest.raises(click.ClickException) as refused:
+        check_set_values([typed], params=params)
+    message = refused.value.format_message()
+    assert f"-S {typed}: " in message and "Fix: " in message, message
+    if offered is None:
+        assert "give -S" not in message, message
+        return
+    assert _fix(message) == [offered], message
+    check_set_values([offered], params=params)

@@ -76,7 +76,7 @@ def check_set_values(
     _refuse_held_interpolation(before, mine)
     for run in _runs([*preset, *mine]):
         after = _check_run(text, before, run)
-        _refuse_mistyped(before, after, [o for o in run if o not in preset])
+        _refuse_mistyped(text, before, after, run, preset)
     _warn_relaid(text)
 
 
@@ -242,21 +242,30 @@ def _instead(
         other = f"{key}={spelled(got)}"
     except UnspellableValue:
         return "E"
-    again = [other if o == typed else o for o in run]
-    after = landed(text, again)
-    if isinstance(after, str) or first_difference(meant(before, again), after) is not None:
+    if not _carried(text, before, [other if o == typed else o for o in run], where):
         return "E"
     return f"if you meant {got!r}, give -S {for_shell(other)}; else e"
 
 
-def _refuse_mistyped(before: dict[str, Any], after: Any, typed: Sequence[str]) -> None:
+def _carried(text: str, before: dict[str, Any], run: list[str], where: str) -> bool:
+    """Whether DVC carries `run` exactly and the params model takes what lands at `where` (an offered
+    fix is one the check itself would pass: `llm.model=on` is not offered `llm.model=true`)."""
+    after = landed(text, run)
+    if isinstance(after, str) or first_difference(meant(before, run), after) is not None:
+        return False
+    return where not in _model_errors(after) or where in _model_errors(before)
+
+
+def _refuse_mistyped(
+    text: str, before: dict[str, Any], after: Any, run: list[str], preset: Sequence[str]
+) -> None:
     """A typed value judgeloop's params model refuses where it took params.yaml's (Hydra's grammar
     made `-S llm.model=7` the number 7, which no stage takes as a model's name) refused now, with the
     quoting that gives text, rather than by a stage once DVC has started the experiment."""
     new = _model_errors(after)
     old = _model_errors(before)
     for where, (value, wants) in new.items():
-        said = next((o for o in typed if _covers(o, where)), None)
+        said = next((o for o in run if o not in preset and _covers(o, where)), None)
         if where in old or said is None:
             continue
         key, _, written = said.partition("=")
@@ -267,6 +276,8 @@ def _refuse_mistyped(before: dict[str, Any], after: Any, typed: Sequence[str]) -
             if not isinstance(value, str | dict | list) and "valid string" in wants.lower()
             else "give a value of that kind"
         )
+        if value == "" and _carried(text, before, [f"{key}=null" if o == said else o for o in run], where):
+            fix = f"for none, give -S {key}=null"  # `key=` is the empty text to Hydra, not null
         raise JudgeloopError(
             f"-S {said}: DVC's -S reads the value as {value!r}, which a stage refuses at {where} ({wants}). "
             f"Fix: {fix}"
