@@ -527,3 +527,23 @@ def test_the_fix_offered_for_judgeloop_s_params_is_one_its_model_takes(
         return
     assert _fix(message) == [offered], message
     check_set_values([offered], params=params)
+
+
+def test_a_set_that_deletes_a_key_as_hydra_writes_it_is_not_refused_for_its_missing_value(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`-S ~llm.model` (Hydra's delete, no `=`: DVC takes it) was refused "give it as -S
+    section.key=value"; a deleted key's name is still checked."""
+    from pipeline.tools.set_params import check_set_params
+    from tests.conftest import ROOT
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("JUDGELOOP_PARAMS", raising=False)
+    _params(tmp_path, (ROOT / "params.yaml").read_text(encoding="utf-8"))
+    check_set_params(["-S", "~llm.options.top_k"])
+    check_set_values(["~llm.options.top_k"], params=Path("params.yaml"))
+    with pytest.raises(click.ClickException) as refused:
+        check_set_params(["-S", "~llm.options.topk"])
+    assert "did you mean 'llm.options.top_k'" in refused.value.format_message()
+    with pytest.raises(click.ClickException):
+        check_set_params(["-S", "llm.model"])  # no `=` and no `~`: no value given

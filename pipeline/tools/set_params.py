@@ -135,7 +135,7 @@ def check_set_params(args: Sequence[str]) -> None:
     written = _params_file()
     for assignment in set_params(args):
         key, equals, _ = assignment.partition("=")
-        if not equals:
+        if not equals and not key.rpartition(":")[2].startswith("~"):  # Hydra's ~key deletes, no value
             raise JudgeloopError(f"-S {assignment}: give it as -S section.key=value")
         if ":" in key:  # DVC's file:key form: another params file is not ours to check
             file, _, key = key.partition(":")
