@@ -547,3 +547,15 @@ def test_a_set_that_deletes_a_key_as_hydra_writes_it_is_not_refused_for_its_miss
     assert "did you mean 'llm.options.top_k'" in refused.value.format_message()
     with pytest.raises(click.ClickException):
         check_set_params(["-S", "llm.model"])  # no `=` and no `~`: no value given
+
+
+def test_dvc_s_relayout_of_a_crlf_params_yaml_says_what_changes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A params.yaml with CRLF line endings: DVC writes every line again with \\n; the warning said
+    "these lines change:" and showed none."""
+    params = tmp_path / "params.yaml"
+    params.write_bytes(PARAMS.replace("\n", "\r\n").encode())
+    check_set_values(["section.k=new"], params=params)
+    warned = capsys.readouterr().err
+    assert "these lines change" in warned and "line endings" in warned, warned

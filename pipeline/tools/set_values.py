@@ -377,6 +377,7 @@ def _warn_relaid(text: str) -> None:
     lines = [
         line for line in difflib.ndiff(text.splitlines(), rewritten.splitlines()) if line[:2] in ("- ", "+ ")
     ]
+    lines = lines or ["(only the line endings: DVC ends each line with \\n)"]  # a CRLF file
     shown = "\n".join(f"  {line}" for line in lines[:8]) + ("\n  ..." if len(lines) > 8 else "")
     from pipeline.llm.redact import redact
 
