@@ -559,3 +559,13 @@ def test_dvc_s_relayout_of_a_crlf_params_yaml_says_what_changes(
     check_set_values(["section.k=new"], params=params)
     warned = capsys.readouterr().err
     assert "these lines change" in warned and "line endings" in warned, warned
+
+
+def test_a_sweep_s_refusal_names_the_sweep_as_typed_and_its_run(tmp_path: Path) -> None:
+    """`-S section.k=choice(x,no)` was refused as "-S section.k=no: ... give -S section.k=false", a
+    -S the user never typed whose fix drops the sweep's other runs."""
+    with pytest.raises(click.ClickException) as refused:
+        check_set_values(["section.k=choice(x,no)", "section.n=3"], params=_params(tmp_path))
+    message = refused.value.format_message()
+    assert message.startswith("-S section.k=choice(x,no), in its run -S section.k=no: "), message
+    assert "False" in message and "Fix: " in message

@@ -74,10 +74,22 @@ def check_set_values(
     if isinstance(before, str):
         raise JudgeloopError(f"{params} as it is now: {before}. Fix params.yaml first.")
     _refuse_held_interpolation(before, mine)
-    for run in _runs([*preset, *mine]):
-        after = _check_run(text, before, run)
-        _refuse_mistyped(text, before, after, run, preset)
+    _check_runs(text, before, mine, preset)
     _warn_relaid(text)
+
+
+def _check_runs(text: str, before: dict[str, Any], mine: list[str], preset: Sequence[str]) -> None:
+    """Each run DVC makes of the overrides checked; a sweep's refusal names the sweep typed too (its
+    run's `-S key=no` alone, and a fix for it, would lose the other runs)."""
+    runs = _runs([*preset, *mine])
+    for run in runs:
+        try:
+            _refuse_mistyped(text, before, _check_run(text, before, run), run, preset)
+        except JudgeloopError as refused:
+            if len(runs) == 1:
+                raise
+            sweep = " -S ".join(o for o in mine if o not in run)
+            raise JudgeloopError(f"-S {sweep}, in its run {refused.message}") from None
 
 
 def _refuse_held_interpolation(before: Any, typed: Sequence[str], where: str = "") -> None:
