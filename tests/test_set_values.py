@@ -569,3 +569,26 @@ def test_a_sweep_s_refusal_names_the_sweep_as_typed_and_its_run(tmp_path: Path) 
     message = refused.value.format_message()
     assert message.startswith("-S section.k=choice(x,no), in its run -S section.k=no: "), message
     assert "False" in message and "Fix: " in message
+
+
+@pytest.mark.parametrize("name", ["../outside/other.yaml", "{outside}/other.yaml", "link.yaml"])
+def test_a_set_naming_a_file_outside_the_project_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """`-S ../x.yaml:a=2` made DVC rewrite a file outside the project, then fail to add it to git
+    ("invalid data in index"), leaving the outside file changed and git's index broken."""
+    project, outside = tmp_path / "project", tmp_path / "outside"
+    project.mkdir()
+    outside.mkdir()
+    (outside / "other.yaml").write_text("a: 1\n", encoding="utf-8")
+    (project / "link.yaml").symlink_to(outside / "other.yaml")
+    (project / "mine.yaml").write_text("a: 1\n", encoding="utf-8")
+    _params(project)
+    monkeypatch.chdir(project)
+    typed = f"{name.format(outside=outside)}:a=2"
+    with pytest.raises(click.ClickException) as refused:
+        check_set_values([typed])
+    message = refused.value.format_message()
+    assert message.startswith(f"-S {typed}: ") and "outside the project" in message and "Fix: " in message
+    assert (outside / "other.yaml").read_text(encoding="utf-8") == "a: 1\n"
+    check_set_values(["mine.yaml:a=2"])  # a file of the project's own: DVC's to change

@@ -56,6 +56,7 @@ def check_set_values(
 
     by_file = to_path_overrides(typed)
     for file, overrides in by_file.items():
+        _refuse_outside(file, overrides[0])
         for override in overrides:
             _refuse_interpolation(override, file)
     # `./params.yaml:key=value` writes params.yaml as `key=value` does (DVC applies each file's in turn)
@@ -90,6 +91,20 @@ def _check_runs(text: str, before: dict[str, Any], mine: list[str], preset: Sequ
                 raise
             sweep = " -S ".join(o for o in mine if o not in run)
             raise JudgeloopError(f"-S {sweep}, in its run {refused.message}") from None
+
+
+def _refuse_outside(file: str, override: str) -> None:
+    """`-S FILE:key=value` whose FILE lies outside the project (`../x.yaml`, an absolute path, a link
+    out) refused: DVC rewrites it there, then fails to add it to git, and leaves the git index broken
+    ("invalid data in index"); nothing the experiment puts back."""
+    from pipeline.llm.project_files import inside_project
+
+    if not inside_project(file):
+        raise JudgeloopError(
+            f"-S {file}:{override}: {file} lies outside the project ({Path.cwd()}), where DVC's -S would "
+            "rewrite it and then fail, leaving git's index broken. Fix: copy the file into the project "
+            "(and list it in dvc.yaml's params), then give -S its path there"
+        )
 
 
 def _refuse_held_interpolation(before: Any, typed: Sequence[str], where: str = "") -> None:
