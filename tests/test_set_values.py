@@ -592,3 +592,13 @@ def test_a_set_naming_a_file_outside_the_project_is_refused(
     assert message.startswith(f"-S {typed}: ") and "outside the project" in message and "Fix: " in message
     assert (outside / "other.yaml").read_text(encoding="utf-8") == "a: 1\n"
     check_set_values(["mine.yaml:a=2"])  # a file of the project's own: DVC's to change
+
+
+@pytest.mark.parametrize("typed", ["section.m={a:'???'}", "section.k='???'", "section.l=[x,'???']"])
+def test_omegaconf_s_missing_mark_typed_is_refused_as_never_carried(tmp_path: Path, typed: str) -> None:
+    """`-S section.m={a:'???'}` passed the check, and DVC kept m.a as it was: '???' is OmegaConf's
+    mark of a missing value, which a merge skips (Hydra's reading, that the check compared with, too)."""
+    with pytest.raises(click.ClickException) as refused:
+        check_set_values([typed], params=_params(tmp_path))
+    message = refused.value.format_message()
+    assert message.startswith(f"-S {typed}: ") and "???" in message and "Fix: " in message, message

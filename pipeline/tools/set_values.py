@@ -37,6 +37,7 @@ from pipeline.llm.terminal import guarded
 from pipeline.tools.preset_values import BY_HAND, MISSING, first_difference, landed
 
 DVC_PARAMS = "params.yaml"  # the file a -S without `file:` changes (DVC's DEFAULT_PARAMS_FILE)
+MISSING_MARK = "???"  # OmegaConf's MISSING, as text
 INTERPOLATION_FIX = (
     "Fix: give the value itself (a shell puts a variable's value in where the command shows it: "
     '-S "key=$NAME"), or write \\${ for the text ${'
@@ -174,6 +175,11 @@ def _refuse_interpolation(override: str, file: str) -> None:
                     "writes the params file (OmegaConf: ${oc.env:NAME} is an environment variable's value, "
                     "${section.key} another key's), so the experiment would record a value the command "
                     f"does not show, and commit it. {INTERPOLATION_FIX}"
+                )
+            if MISSING_MARK in _texts(parsed.value()):  # in a mapping merged, the old value is kept
+                raise JudgeloopError(
+                    f"-S {override}: the text {MISSING_MARK} is OmegaConf's mark of a missing value, which "
+                    f"DVC's -S never writes: it fails, or keeps the value there. {BY_HAND}"
                 )
 
 
