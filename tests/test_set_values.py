@@ -602,3 +602,23 @@ def test_omegaconf_s_missing_mark_typed_is_refused_as_never_carried(tmp_path: Pa
         check_set_values([typed], params=_params(tmp_path))
     message = refused.value.format_message()
     assert message.startswith(f"-S {typed}: ") and "???" in message and "Fix: " in message, message
+
+
+def test_a_secret_params_yaml_resolves_never_reaches_a_preset_s_refusal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`judgeloop exp --preset FILE` tried the preset on a copy of params.yaml first
+    (pipeline.tools.preset_values), whose refusal quoted OmegaConf's error, and so the secret a
+    `${oc.create:${oc.env:X}}` of params.yaml resolves to: refused before, without resolving it."""
+    from click.testing import CliRunner
+
+    from pipeline.tools.dvc_run import exp
+
+    monkeypatch.setenv("JUDGELOOP_TEST_SECRET", f"[{SECRET}")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("JUDGELOOP_PARAMS", raising=False)
+    _params(tmp_path, PARAMS + "  token: ${oc.create:${oc.env:JUDGELOOP_TEST_SECRET}}\n")
+    (tmp_path / "preset.yaml").write_text("section.n: 2\n", encoding="utf-8")
+    done = CliRunner().invoke(exp, ["--preset", "preset.yaml"])
+    assert done.exit_code != 0 and "Error: --preset preset.yaml: " in done.output, done.output
+    assert SECRET not in done.output and "section.token" in done.output and "Fix: " in done.output

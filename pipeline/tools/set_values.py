@@ -75,7 +75,7 @@ def check_set_values(
     before = landed(text, [])
     if isinstance(before, str):
         raise JudgeloopError(f"{params} as it is now: {before}. Fix params.yaml first.")
-    _refuse_held_interpolation(before, mine)
+    _refuse_held_interpolation(before, f"-S {' -S '.join(mine)}")
     _check_runs(text, before, mine, preset)
     _warn_relaid(text)
 
@@ -108,19 +108,28 @@ def _refuse_outside(file: str, override: str) -> None:
         )
 
 
-def _refuse_held_interpolation(before: Any, typed: Sequence[str], where: str = "") -> None:
+def refuse_held_interpolation(params: Path, said: str) -> None:
+    """`_refuse_held_interpolation` for what `said` (`--preset FILE`) makes DVC write params.yaml
+    again with, before a preset's values are tried on a copy of it (pipeline.tools.preset_values)."""
+    from pipeline.llm.settings import params_text
+
+    if params.is_file() and not isinstance(before := landed(params_text(params), []), str):
+        _refuse_held_interpolation(before, said)
+
+
+def _refuse_held_interpolation(before: Any, said: str, where: str = "") -> None:
     """A `${...}` params.yaml itself holds refused before DVC's rewrite is tried on it: resolving it
     writes (an environment variable's value) into the file, and where resolving fails, OmegaConf's
     error quotes what it got (`${oc.create:${oc.env:X}}` quotes X's value)."""
     from pipeline.tools.preset_values import _said as said_of_params
 
     if isinstance(before, str) and _interpolates(before):
-        raise JudgeloopError(f"-S {' -S '.join(typed)}: {said_of_params({}, where, before, MISSING)}")
+        raise JudgeloopError(f"{said}: {said_of_params({}, where, before, MISSING)}")
     items = (
         before.items() if isinstance(before, dict) else enumerate(before) if isinstance(before, list) else ()
     )
     for key, value in items:
-        _refuse_held_interpolation(value, typed, f"{where}.{key}" if where else str(key))
+        _refuse_held_interpolation(value, said, f"{where}.{key}" if where else str(key))
 
 
 def _parsed(overrides: Sequence[str]) -> list[Any]:
