@@ -305,8 +305,10 @@ def exp(design: str | None, preset: Path | None, dvc_args: tuple[str, ...]) -> N
         SUBCOMMANDS[dvc_args[0]](dvc_args[1:])
         return
     from pipeline.tools.design_targets import expand_designs
-    from pipeline.tools.set_values import check_set_values
+    from pipeline.tools.set_values import check_set_values, refuse_held_interpolation
 
+    if preset is not None:  # before the preset is tried on a copy: DVC's error there quotes a secret
+        refuse_held_interpolation(Path("params.yaml"), f"--preset {preset}")
     presets = preset_args(preset) if preset is not None else []
     check_set_params((*presets, *dvc_args))
     check_set_values(set_params(dvc_args), set_params(presets))  # the user's own -S, as DVC reads them

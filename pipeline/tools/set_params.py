@@ -71,6 +71,19 @@ def _as_written(args: Sequence[str]) -> list[str]:
     return found
 
 
+def names_params(file: str, params: Path = Path("params.yaml")) -> bool:
+    """Whether DVC's `-S FILE:key=value` writes `params` (`params.yaml`, `./params.yaml`, its path
+    from the root, through `..`): DVC opens FILE as given, so each is the file a stage reads."""
+    import os
+
+    if os.path.normpath(file) == os.path.normpath(params):
+        return True
+    try:
+        return os.path.samefile(file, params)
+    except (OSError, ValueError):  # no such file (DVC says so when it runs), or a NUL in the name
+        return False
+
+
 def unknown_part(model: type[BaseModel], parts: Sequence[str]) -> tuple[int, list[str]] | None:
     """(index of the first part that is no key there, the keys known there), or None when every
     part is known (or the path goes below a mapping whose keys are free, like llm.options)."""
@@ -122,11 +135,13 @@ def check_set_params(args: Sequence[str]) -> None:
     written = _params_file()
     for assignment in set_params(args):
         key, equals, _ = assignment.partition("=")
-        if not equals:
+        if not equals and not key.rpartition(":")[2].startswith("~"):  # Hydra's ~key deletes, no value
             raise JudgeloopError(f"-S {assignment}: give it as -S section.key=value")
+        if ":" in key:  # DVC's file:key form: another params file is not ours to check
+            file, _, key = key.partition(":")
+            if not names_params(file, Path(params_path())):
+                continue
         key = key.lstrip("+~")  # DVC's (Hydra's) forms: +key adds a key, ~key removes one
-        if ":" in key:  # DVC's file:key form names another params file: not ours to check
-            continue
         parts = key.split(".")
         if _in_file(written, parts):
             continue

@@ -24,6 +24,7 @@ What a -S goes through on its way to a stage, and what is checked here:
 from __future__ import annotations
 
 import difflib
+import os
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -36,6 +37,7 @@ from pipeline.llm.terminal import guarded
 from pipeline.tools.preset_values import BY_HAND, MISSING, first_difference, landed
 
 DVC_PARAMS = "params.yaml"  # the file a -S without `file:` changes (DVC's DEFAULT_PARAMS_FILE)
+MISSING_MARK = "???"  # OmegaConf's MISSING, as text
 INTERPOLATION_FIX = (
     "Fix: give the value itself (a shell puts a variable's value in where the command shows it: "
     '-S "key=$NAME"), or write \\${ for the text ${'
@@ -51,12 +53,21 @@ def check_set_values(
     Say, as a warning, what else of the file's text the rewrite would change."""
     from dvc.utils.cli_parse import to_path_overrides
 
+    from pipeline.tools.set_params import names_params
+
     by_file = to_path_overrides(typed)
     for file, overrides in by_file.items():
+        _refuse_outside(file, overrides[0])
         for override in overrides:
             _refuse_interpolation(override, file)
-    ours = [*preset, *by_file.get(DVC_PARAMS, [])]
-    if not by_file.get(DVC_PARAMS) or not params.is_file():
+    # `./params.yaml:key=value` writes params.yaml as `key=value` does (DVC applies each file's in turn)
+    mine = [
+        o
+        for file, overrides in by_file.items()
+        if os.path.normpath(file) == DVC_PARAMS or names_params(file, params)  # `params` stands for it
+        for o in overrides
+    ]
+    if not mine or not params.is_file():
         return
     from pipeline.llm.settings import params_text
 
@@ -64,10 +75,61 @@ def check_set_values(
     before = landed(text, [])
     if isinstance(before, str):
         raise JudgeloopError(f"{params} as it is now: {before}. Fix params.yaml first.")
-    for run in _runs(ours):
-        after = _check_run(text, before, run)
-        _refuse_mistyped(before, after, [o for o in run if o not in preset])
+    _refuse_held_interpolation(before, f"-S {' -S '.join(mine)}")
+    _check_runs(text, before, mine, preset)
     _warn_relaid(text)
+
+
+def _check_runs(text: str, before: dict[str, Any], mine: list[str], preset: Sequence[str]) -> None:
+    """Each run DVC makes of the overrides checked; a sweep's refusal names the sweep typed too (its
+    run's `-S key=no` alone, and a fix for it, would lose the other runs)."""
+    runs = _runs([*preset, *mine])
+    for run in runs:
+        try:
+            _refuse_mistyped(text, before, _check_run(text, before, run), run, preset)
+        except JudgeloopError as refused:
+            if len(runs) == 1:
+                raise
+            sweep = " -S ".join(o for o in mine if o not in run)
+            raise JudgeloopError(f"-S {sweep}, in its run {refused.message}") from None
+
+
+def _refuse_outside(file: str, override: str) -> None:
+    """`-S FILE:key=value` whose FILE lies outside the project (`../x.yaml`, an absolute path, a link
+    out) refused: DVC rewrites it there, then fails to add it to git, and leaves the git index broken
+    ("invalid data in index"); nothing the experiment puts back."""
+    from pipeline.llm.project_files import inside_project
+
+    if not inside_project(file):
+        raise JudgeloopError(
+            f"-S {file}:{override}: {file} lies outside the project ({Path.cwd()}), where DVC's -S would "
+            "rewrite it and then fail, leaving git's index broken. Fix: copy the file into the project "
+            "(and list it in dvc.yaml's params), then give -S its path there"
+        )
+
+
+def refuse_held_interpolation(params: Path, said: str) -> None:
+    """`_refuse_held_interpolation` for what `said` (`--preset FILE`) makes DVC write params.yaml
+    again with, before a preset's values are tried on a copy of it (pipeline.tools.preset_values)."""
+    from pipeline.llm.settings import params_text
+
+    if params.is_file() and not isinstance(before := landed(params_text(params), []), str):
+        _refuse_held_interpolation(before, said)
+
+
+def _refuse_held_interpolation(before: Any, said: str, where: str = "") -> None:
+    """A `${...}` params.yaml itself holds refused before DVC's rewrite is tried on it: resolving it
+    writes (an environment variable's value) into the file, and where resolving fails, OmegaConf's
+    error quotes what it got (`${oc.create:${oc.env:X}}` quotes X's value)."""
+    from pipeline.tools.preset_values import _said as said_of_params
+
+    if isinstance(before, str) and _interpolates(before):
+        raise JudgeloopError(f"{said}: {said_of_params({}, where, before, MISSING)}")
+    items = (
+        before.items() if isinstance(before, dict) else enumerate(before) if isinstance(before, list) else ()
+    )
+    for key, value in items:
+        _refuse_held_interpolation(value, said, f"{where}.{key}" if where else str(key))
 
 
 def _parsed(overrides: Sequence[str]) -> list[Any]:
@@ -123,6 +185,11 @@ def _refuse_interpolation(override: str, file: str) -> None:
                     "${section.key} another key's), so the experiment would record a value the command "
                     f"does not show, and commit it. {INTERPOLATION_FIX}"
                 )
+            if MISSING_MARK in _texts(parsed.value()):  # in a mapping merged, the old value is kept
+                raise JudgeloopError(
+                    f"-S {override}: the text {MISSING_MARK} is OmegaConf's mark of a missing value, which "
+                    f"DVC's -S never writes: it fails, or keeps the value there. {BY_HAND}"
+                )
 
 
 def _texts(value: Any) -> Iterator[str]:
@@ -162,7 +229,7 @@ def _check_run(text: str, before: dict[str, Any], run: list[str]) -> dict[str, A
     if isinstance(after, str):  # the override DVC refuses alone is named; else they do so together
         named = [(o, why) for o in run if isinstance(why := landed(text, [o]), str)]
         override, why = named[0] if named else (" -S ".join(run), after)
-        raise JudgeloopError(f"-S {override}: {why}. {_fix_for(why, override)}")
+        raise JudgeloopError(f"-S {override}: {why}. {_fix_for(text, run, why, override)}")
     difference = _difference(before, run, after)
     if difference is None:
         return after
@@ -174,7 +241,7 @@ def _check_run(text: str, before: dict[str, Any], run: list[str]) -> dict[str, A
         from pipeline.tools.preset_values import _said as said_of_params
 
         raise JudgeloopError(f"-S {' -S '.join(run)}: {said_of_params({}, where, wanted, got)}")
-    instead = _instead(text, before, run, typed, where, got)
+    instead = _instead(text, before, run, typed, where, wanted, got)
     raise JudgeloopError(
         f"-S {typed}: DVC's -S reads the value as {_shown(wanted)}, but writes params.yaml so that a stage "
         f"would read {_shown(got)} at {where} (DVC writes YAML 1.2, the stages read YAML 1.1). Fix: "
@@ -204,32 +271,43 @@ def _difference(before: dict[str, Any], run: list[str], after: dict[str, Any]) -
         ) from None
 
 
-def _instead(text: str, before: dict[str, Any], run: list[str], typed: str, where: str, got: Any) -> str:
+def _instead(
+    text: str, before: dict[str, Any], run: list[str], typed: str, where: str, wanted: Any, got: Any
+) -> str:
     """ "if you meant GOT, give -S KEY=GOT; else e" where that -S would carry GOT exactly; else "E"."""
     from pipeline.tools.hydra_spelling import UnspellableValue, spelled
 
     key = typed.partition("=")[0]
-    if key.lstrip("+~") != where or got is MISSING:
-        return "E"
+    if key.lstrip("+~") != where or got is MISSING or (isinstance(got, str) and not isinstance(wanted, str)):
+        return "E"  # text is never what a number typed meant (1e300 that a stage would read '1e+300')
     try:
         other = f"{key}={spelled(got)}"
     except UnspellableValue:
         return "E"
-    again = [other if o == typed else o for o in run]
-    after = landed(text, again)
-    if isinstance(after, str) or first_difference(meant(before, again), after) is not None:
+    if not _carried(text, before, [other if o == typed else o for o in run], where):
         return "E"
     return f"if you meant {got!r}, give -S {for_shell(other)}; else e"
 
 
-def _refuse_mistyped(before: dict[str, Any], after: Any, typed: Sequence[str]) -> None:
+def _carried(text: str, before: dict[str, Any], run: list[str], where: str) -> bool:
+    """Whether DVC carries `run` exactly and the params model takes what lands at `where` (an offered
+    fix is one the check itself would pass: `llm.model=on` is not offered `llm.model=true`)."""
+    after = landed(text, run)
+    if isinstance(after, str) or first_difference(meant(before, run), after) is not None:
+        return False
+    return where not in _model_errors(after) or where in _model_errors(before)
+
+
+def _refuse_mistyped(
+    text: str, before: dict[str, Any], after: Any, run: list[str], preset: Sequence[str]
+) -> None:
     """A typed value judgeloop's params model refuses where it took params.yaml's (Hydra's grammar
     made `-S llm.model=7` the number 7, which no stage takes as a model's name) refused now, with the
     quoting that gives text, rather than by a stage once DVC has started the experiment."""
     new = _model_errors(after)
     old = _model_errors(before)
     for where, (value, wants) in new.items():
-        said = next((o for o in typed if _covers(o, where)), None)
+        said = next((o for o in run if o not in preset and _covers(o, where)), None)
         if where in old or said is None:
             continue
         key, _, written = said.partition("=")
@@ -240,6 +318,8 @@ def _refuse_mistyped(before: dict[str, Any], after: Any, typed: Sequence[str]) -
             if not isinstance(value, str | dict | list) and "valid string" in wants.lower()
             else "give a value of that kind"
         )
+        if value == "" and _carried(text, before, [f"{key}=null" if o == said else o for o in run], where):
+            fix = f"for none, give -S {key}=null"  # `key=` is the empty text to Hydra, not null
         raise JudgeloopError(
             f"-S {said}: DVC's -S reads the value as {value!r}, which a stage refuses at {where} ({wants}). "
             f"Fix: {fix}"
@@ -264,12 +344,18 @@ def _model_errors(params: Any) -> dict[str, tuple[Any, str]]:
     return {}
 
 
-def _fix_for(why: str, override: str) -> str:
+def _fix_for(text: str, run: list[str], why: str, override: str) -> str:
+    """The -S that DVC takes in place of `override` (its key added with ++, or a + dropped where
+    params.yaml has the key), tried on params.yaml; else by hand."""
     if "not in struct" in why or "Could not override" in why:
-        return (
-            f"Fix: add a key params.yaml does not have with ++: -S {for_shell('++' + override.lstrip('+'))}"
-        )
-    return BY_HAND
+        other, said = "++" + override.lstrip("+"), "add a key params.yaml does not have with ++"
+    elif "An item is already at" in why:
+        other, said = override.lstrip("+"), "params.yaml has the key: change it without +"
+    else:
+        return BY_HAND
+    if isinstance(landed(text, [other if o == override else o for o in run]), str):
+        return BY_HAND
+    return f"Fix: {said}: -S {for_shell(other)}"
 
 
 def meant(before: dict[str, Any], overrides: Sequence[str]) -> Any:
@@ -333,13 +419,18 @@ def _warn_relaid(text: str) -> None:
     lines = [
         line for line in difflib.ndiff(text.splitlines(), rewritten.splitlines()) if line[:2] in ("- ", "+ ")
     ]
+    lines = lines or ["(only the line endings: DVC ends each line with \\n)"]  # a CRLF file
     shown = "\n".join(f"  {line}" for line in lines[:8]) + ("\n  ..." if len(lines) > 8 else "")
+    from pipeline.llm.redact import redact
+
     click.echo(
         guarded(
-            "judgeloop exp: DVC's -S writes the whole of params.yaml again, in its own layout: beside the "
-            "values set, these lines change (their values do not; a comment inside a list is lost):\n"
-            f"{shown}\n"
-            "To keep params.yaml as written, write it in that layout and commit it."
+            redact(
+                "judgeloop exp: DVC's -S writes the whole of params.yaml again, in its own layout: beside "
+                "the values set, these lines change (their values do not; a comment inside a list is lost):\n"
+                f"{shown}\n"
+                "To keep params.yaml as written, write it in that layout and commit it."
+            )
         ),
         err=True,
     )
