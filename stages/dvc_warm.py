@@ -47,6 +47,7 @@ STREAMS = 3
 # rather than execs the command; the usual ones exec it, and DVC is then the stage's parent.
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "busybox"})
 PEERCRED = "3i"  # struct ucred: pid, uid, gid
+OPTIONS = ["-m", "stages"]  # `python -m stages`, and nothing else, as a fork runs it
 
 
 def log(line: str) -> None:
@@ -188,10 +189,14 @@ def other_fds() -> list[int]:
 def given_by_its_caller() -> str:
     """What a fork could not be given of this process's ('' where nothing): fds past 0-2 (a fork has
     0-2 alone, and the warm process, were it started here, would inherit them), or the background of
-    a terminal's job control."""
+    a terminal's job control; or interpreter options (-B, -I, -X...), which a fork would not have,
+    nor would a warm process started from here (it would write byte-code under -B, read the user's
+    site-packages under -I)."""
     extra = other_fds()
     if extra:
         return f"fds {' '.join(map(str, extra))} open"
+    if interpreter_options() != OPTIONS:
+        return "interpreter options " + " ".join(interpreter_options())
     return "a background job of its terminal" if in_the_background() else ""
 
 

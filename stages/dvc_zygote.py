@@ -45,7 +45,7 @@ SOCKET_NAME = re.compile(r"dvc-(\d+)-(\d+)\.sock")
 # HFS+; FAT two) truncates: a change after the imports began has a change time past one of these.
 MARGIN_NS = 50_000_000
 WHOLE_SECONDS_MARGIN_NS = 2_000_000_000
-OPTIONS = ["-m", "stages"]  # `python -m stages`, and nothing else, as the fork runs it
+OPTIONS = dvc_warm.OPTIONS
 Identity = tuple[int, int, int, int, int]
 Files = list[tuple[str, Identity]]
 

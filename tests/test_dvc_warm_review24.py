@@ -1,0 +1,90 @@
+"""The warm stage process of a plain `dvc repro` attacked further (review24), under a real DVC
+(tests/test_dvc_warm.py's project): a warm stage stopped by Ctrl-Z whose caller is then killed,
+and a stage command with interpreter options, which no warm process can run."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from stages import dvc_warm
+from tests.test_dvc_warm import _children, _dvc_yaml, _env, _no_warm_process_left, _repro, _running
+from tests.test_dvc_warm import _sigint_as_from_a_terminal as _sigint_as_from_a_terminal  # (autouse)
+from tests.test_dvc_warm import project as project  # the fixture: a temporary git repo, DVC, its stages
+from tests.test_dvc_warm_edges import _state_becomes
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_stopped_warm_stage_ends_when_its_caller_is_killed(project: Path) -> None:
+    """Ctrl-Z stops DVC's job and the warm fork with it; then the job is killed (`kill -9 %1`, a CI
+    cancel). A cold stage dies with its process group; the fork, in the warm process's session, is
+    sent SIGTERM when its caller's socket closes, which a stopped process keeps pending until it is
+    continued: it must be continued too, or it and the warm process waiting on it stay forever."""
+    stages = _dvc_yaml()
+    stages["stages"]["three"]["cmd"] = "python -m stages demo sleep"  # type: ignore[index]
+    (project / "dvc.yaml").write_text(yaml.safe_dump(stages))
+    log = project.parent / "warm.log"
+    env = _env(project.parent, None, **{dvc_warm.LOG: str(log)})
+    job = (  # a job-control shell's job: Ctrl-Z's default action, DVC in a process group of its own
+        "import signal, subprocess, sys; signal.signal(signal.SIGTSTP, signal.SIG_DFL); "
+        "sys.exit(subprocess.Popen(sys.argv[1:], process_group=0).wait())"
+    )
+    shell = subprocess.Popen(
+        [sys.executable, "-c", job, sys.executable, "-m", "dvc", "repro"],
+        cwd=project,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    sleeping = project / "out" / "sleeping"
+    fork = 0
+    try:
+        deadline = time.monotonic() + 120
+        while not sleeping.exists() and time.monotonic() < deadline and shell.poll() is None:
+            time.sleep(0.05)
+        fork = int(sleeping.read_text())
+        dvc = _children(shell.pid)[0]
+        os.killpg(dvc, signal.SIGTSTP)  # Ctrl-Z
+        assert _state_becomes(fork, b"T"), "the warm fork was not stopped"
+        os.killpg(dvc, signal.SIGKILL)  # the stopped job killed: DVC and the stage's caller
+        shell.wait(timeout=60)
+        _no_warm_process_left(log)
+        assert not _running(fork), "the stopped warm fork was left behind"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(shell.pid, signal.SIGKILL)
+        if fork:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(fork, signal.SIGKILL)
+        for line in log.read_text().splitlines() if log.exists() else []:
+            if line.startswith("warm process ") and "ready" in line:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(line.split()[2]), signal.SIGKILL)
+        shell.wait()
+    assert "warm demo sleep" in log.read_text().splitlines()
+
+
+def test_a_stage_with_interpreter_options_starts_no_warm_process(project: Path) -> None:
+    """`python -B -m stages` (or -I, -X pycache_prefix=...): a warm process could never run it
+    (dvc_zygote refuses other options), and one started by it runs without those options: under -B
+    it wrote byte-code into the project where a cold `-B` run writes none (under -I it would run the
+    user's site-packages and PYTHON* variables that an isolated stage ignores). It runs cold, saying
+    why, and starts nothing."""
+    stages = _dvc_yaml()
+    for stage in stages["stages"].values():  # type: ignore[attr-defined]
+        stage["cmd"] = stage["cmd"].replace("python -m", "python -B -m")
+    (project / "dvc.yaml").write_text(yaml.safe_dump(stages))
+    _, log = _repro(project, None, PYTHONDONTWRITEBYTECODE="")
+    assert "cold interpreter options -B -m stages: demo three" in log, log
+    assert not [line for line in log if line.startswith("warm process ")], log
+    assert not list((project / "stages").glob("__pycache__/*.pyc"))
