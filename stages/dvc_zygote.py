@@ -33,7 +33,7 @@ import sys
 import time
 from typing import NamedTuple
 
-from stages import bytecode, dvc_warm, zygote
+from stages import bytecode, dvc_warm, shadowing, zygote
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -57,6 +57,7 @@ class Noted(NamedTuple):
     files: Files
     cached: bytecode.Files
     seen: dict[tuple[str, bytecode.Identity | None], str]
+    folders: shadowing.Folders
 
 
 def imported_files() -> Files:
@@ -185,6 +186,7 @@ def answer(
         return
     reason = refused or ("" if stage_of(peer, dvc) else "not a stage of this DVC")
     reason = reason or changed(request, noted.files) or bytecode.replaced(noted.cached, noted.seen)
+    reason = reason or shadowing.shadowed(noted.folders)
     reason = reason or another_process(request)
     zygote.answer(conn, request, fds, *start, reason, also_close=own)
 
@@ -215,7 +217,8 @@ def serve(listener: socket.socket, pid: int, start: int, refused: str, began: in
     dvc_warm.process_state()  # its own imports (resource) among the files noted, none in a fork's
     files = imported_files()
     refused = refused or changed_since(files, began)
-    noted = Noted(files, bytecode.noted(lambda ctime: after(ctime, began)), {})
+    during_start = lambda ctime: after(ctime, began)  # noqa: E731
+    noted = Noted(files, bytecode.noted(during_start), {}, shadowing.noted(during_start))
     watched, lives = dvc_life(pid, start)
     folder = os.path.dirname(listener.getsockname())
     dvc_warm.log(f"warm process {os.getpid()} ready")

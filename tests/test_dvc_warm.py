@@ -90,7 +90,15 @@ def _dvc_yaml(between: str = "", three: str = "python -m stages demo three") -> 
 def project(tmp_path: Path) -> Path:
     root = tmp_path / "project"
     (root / "stages").mkdir(parents=True)
-    for name in ("__init__.py", "__main__.py", "bytecode.py", "dvc_warm.py", "dvc_zygote.py", "zygote.py"):
+    for name in (
+        "__init__.py",
+        "__main__.py",
+        "bytecode.py",
+        "shadowing.py",
+        "dvc_warm.py",
+        "dvc_zygote.py",
+        "zygote.py",
+    ):
         shutil.copy(ROOT / "stages" / name, root / "stages" / name)
     (root / "stages" / "runner.py").write_text(RUNNER)
     (root / "pipeline").mkdir()

@@ -88,3 +88,51 @@ def test_a_stage_with_interpreter_options_starts_no_warm_process(project: Path) 
     assert "cold interpreter options -B -m stages: demo three" in log, log
     assert not [line for line in log if line.startswith("warm process ")], log
     assert not list((project / "stages").glob("__pycache__/*.pyc"))
+
+
+# A package stages/runner/ added beside the unchanged stages/runner.py (VERSION 3 in it): Python's
+# finder takes a package before a module of the same name in one folder (and an extension module
+# before either, and any of them in a folder earlier on sys.path: a `pydantic.py` in the project).
+SHADOW = (
+    "import pathlib; p = pathlib.Path('stages/runner'); p.mkdir(); "
+    "(p / '__init__.py').write_text(pathlib.Path('stages/runner.py').read_text()"
+    ".replace('VERSION = 1', 'VERSION = 3')); open('out/between', 'w').write('')"
+)
+
+
+def test_a_module_shadowed_by_a_file_added_since_the_imports_runs_cold(project: Path) -> None:
+    """No imported file changed, but a cold stage's import finds another file first: a fork would run
+    the module the warm process found."""
+    (project / "dvc.yaml").write_text(yaml.safe_dump(_dvc_yaml(between=f'python -c "{SHADOW}"')))
+    _, log = _repro(project)
+    assert "warm demo two" in log, log
+    assert f"cold refused {project / 'stages'} changed: stages.runner shadowed: demo three" in log, log
+    assert (project / "out" / "three.txt").read_text().splitlines()[-1].startswith("demo three version 3")
+
+
+def test_a_module_found_elsewhere_now_is_told_and_a_file_of_another_name_is_not(tmp_path: Path) -> None:
+    """stages/shadowing.py in this process: a module found in a later sys.path folder, then a file of
+    its name added to an earlier one (a `json.py` in the project); an unrelated file is no refusal,
+    nor is a namespace folder of that name (a module elsewhere comes before it)."""
+    import importlib
+
+    from stages import shadowing
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    (second / "review24_shadowed.py").write_text("WORD = 2\n")
+    sys.path[:0] = [str(first), str(second)]
+    try:
+        importlib.import_module("review24_shadowed")
+        folders = shadowing.noted(lambda ctime: False)
+        assert shadowing.shadowed(folders) == ""
+        (first / "unrelated.py").write_text("")
+        (first / "review24_shadowed").mkdir()  # a namespace portion: the module in `second` still wins
+        assert shadowing.shadowed(folders) == ""
+        (first / "review24_shadowed.py").write_text("WORD = 1\n")
+        assert shadowing.shadowed(folders) == f"{first} changed: review24_shadowed shadowed"
+    finally:
+        sys.path[:] = [entry for entry in sys.path if entry not in (str(first), str(second))]
+        sys.modules.pop("review24_shadowed", None)
+        importlib.invalidate_caches()
