@@ -136,3 +136,20 @@ def test_a_module_found_elsewhere_now_is_told_and_a_file_of_another_name_is_not(
         sys.path[:] = [entry for entry in sys.path if entry not in (str(first), str(second))]
         sys.modules.pop("review24_shadowed", None)
         importlib.invalidate_caches()
+
+
+def test_code_that_differs_only_in_what_code_equality_leaves_out_is_not_the_same() -> None:
+    """A crafted `.pyc` whose code compares equal to the source's (CPython's code equality compares
+    the local variables' names, not their kinds, and not the stack size the interpreter trusts)
+    is other code: refused (stages/bytecode.alike)."""
+    from stages.bytecode import alike
+
+    module = compile("def f():\n    a = 1\n    return a\n", "m.py", "exec")
+    function = module.co_consts[0]
+    assert alike(function, function.replace())
+    other_stack = function.replace(co_stacksize=function.co_stacksize + 5)
+    a_cell = function.replace(co_varnames=(), co_cellvars=("a",), co_nlocals=0)
+    for crafted in (other_stack, a_cell):
+        assert crafted == function  # as CPython compares code
+        assert not alike(function, crafted)
+        assert not alike(module, module.replace(co_consts=(crafted, *module.co_consts[1:])))
