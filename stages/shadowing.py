@@ -44,10 +44,21 @@ def _absolute(entry: str) -> str:
 def _searched() -> list[str]:
     entries = [*sys.path]
     for module in list(sys.modules.values()):
-        path = getattr(module, "__path__", None)
-        if isinstance(path, list):
-            entries += [entry for entry in path if isinstance(entry, str)]
+        entries += _search_path(module)
     return sorted({_absolute(entry) for entry in entries})
+
+
+def _search_path(package: object) -> list[str]:
+    """A package's folders (a list, or a namespace package's _NamespacePath); [] for a module."""
+    path = getattr(package, "__path__", None)
+    try:
+        return (
+            []
+            if path is None or isinstance(path, str)
+            else [entry for entry in path if isinstance(entry, str)]
+        )
+    except TypeError:  # not iterable: no folders a finder searches
+        return []
 
 
 def noted(during_start: Callable[[int], bool]) -> Folders:
@@ -72,8 +83,8 @@ def shadowed(folders: Folders) -> str:
         if spec is None or not spec.has_location or not isinstance(spec.origin, str):
             continue  # built in, frozen (found before any folder), or a namespace package
         parent = name.rpartition(".")[0]
-        search = getattr(sys.modules.get(parent), "__path__", None) if parent else sys.path
-        if isinstance(search, list) and (folder := _first_elsewhere(name, spec, search, changed, finders)):
+        search = _search_path(sys.modules.get(parent)) if parent else sys.path
+        if folder := _first_elsewhere(name, spec, search, changed, finders):
             return f"{folder} changed: {name} shadowed"
     return ""
 
