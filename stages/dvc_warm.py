@@ -20,8 +20,10 @@ Here, before that import (stages/__main__.py), a stage that DVC started:
   session, its own streams of the kinds this process has, stages/dvc_zygote.py), and runs cold.
 
 Anything else runs the stage cold, here, silently: a refusal, no /proc, a process that is not a
-stage command of DVC's CLI, fds past 0-2 given to it (`3>FILE`: a fork would not have them), a
-background job of its terminal (which a read or a `stty tostop` write stops; a fork, never),
+stage command of DVC's CLI, interpreter options (`python -B -m stages`: neither a fork nor a warm
+process started from here would have them), fds past 0-2 given to it (`3>FILE`: a fork would not
+have them), a background job of its terminal (which a read or a `stty tostop` write stops; a fork,
+never),
 JUDGELOOP_WARM=0, a fork already (`stages.runner` imported: a warm process's fork, this one's or
 `judgeloop repro`'s). JUDGELOOP_WARM_LOG=FILE appends what happened, a line per stage and per warm
 process (tests and benches; the verbose mode).

@@ -16,7 +16,9 @@ affinity, ignored or blocked signals: stages/dvc_warm.process_state), where any 
 has changed on disk since, or had changed after its imports began (read before, noted after: the
 whole run is refused), or where a module's byte-code cache changed so that Python's loader would now
 make other code of it than this process loaded (stages/bytecode.py: a `.pyc` replaced under an
-unchanged `.py`); the stage then runs cold. It ends when DVC's process ends (a pidfd, else polling its
+unchanged `.py`), or where a cold stage's import would now find a module in another file, added since
+(stages/shadowing.py: a package beside a module, a module earlier on sys.path); the stage then runs
+cold. It ends when DVC's process ends (a pidfd, else polling its
 start time), removing its socket; meanwhile it removes the sockets of DVC runs that have ended.
 """
 
