@@ -178,14 +178,16 @@ def process_state() -> dict[str, object]:
 
 
 def other_fds() -> list[int]:
-    """This process's open fds past 0-2, which its caller gave it (a stage command's `3>FILE`, a
-    shell's `exec 4<FILE`; DVC itself closes every other, and Python opens its own close-on-exec):
-    a fork would have fds 0-2 alone. [-1] where /proc cannot tell."""
+    """This process's fds past 0-2 that its caller gave it (a stage command's `3>FILE`, a shell's
+    `exec 4<FILE`; DVC itself closes every other): a fork would have fds 0-2 alone. Only those that
+    came across the exec, which are inheritable: Python opens its own close-on-exec (PEP 446), as a
+    site customization's kept file, which the warm process, started the same way, has of its own.
+    [-1] where /proc cannot tell."""
     try:
         listed = [int(name) for name in os.listdir("/proc/self/fd")]
     except (OSError, ValueError):
         return [-1]
-    return sorted(fd for fd in listed if fd >= STREAMS and _open(fd))  # (not the listing's own fd)
+    return sorted(fd for fd in listed if fd >= STREAMS and _inherited(fd))  # (not the listing's own fd)
 
 
 def given_by_its_caller() -> str:
@@ -215,12 +217,11 @@ def in_the_background() -> bool:
     return False
 
 
-def _open(fd: int) -> bool:
+def _inherited(fd: int) -> bool:
     try:
-        os.fstat(fd)
-    except OSError:
+        return os.get_inheritable(fd)
+    except OSError:  # closed meanwhile (the listing's own)
         return False
-    return True
 
 
 def run_warm() -> None:

@@ -153,3 +153,19 @@ def test_code_that_differs_only_in_what_code_equality_leaves_out_is_not_the_same
         assert crafted == function  # as CPython compares code
         assert not alike(function, crafted)
         assert not alike(module, module.replace(co_consts=(crafted, *module.co_consts[1:])))
+
+
+# A site customization that keeps a file open in every Python (a logging handler, a coverage hook's
+# .pth): Python opens it close-on-exec (PEP 446), so no stage is given it, but each has its own.
+SITECUSTOMIZE = "import os\nKEPT = open(os.devnull)\n"
+
+
+def test_an_fd_this_python_opened_itself_is_no_fd_given_by_the_caller(project: Path) -> None:
+    """Only fds that came across the exec (inheritable: a shell's `3>FILE`) are a caller's; one that
+    this Python's start opened (close-on-exec) is not, and it turned every stage cold, silently
+    (only JUDGELOOP_WARM_LOG told): the warm process, started the same way, has its own."""
+    site = project.parent / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    _, log = _repro(project, None, PYTHONPATH=str(site))
+    assert "warm demo two" in log and "warm demo three" in log, log
