@@ -138,10 +138,17 @@ def _judged(name: str, source: str, cached: str, data: bytes) -> str:
 
 def alike(one: CodeType, other: CodeType) -> bool:
     """The same code: equal as code objects compare (instructions, constants and the code objects
-    among them, names, line and exception tables), and the same qualified names throughout, which
-    that comparison leaves out (a function's repr, a pickle's reference). The file name is the
-    loader's to set (it names the source)."""
-    if one != other or one.co_qualname != other.co_qualname:
+    among them, names, line and exception tables), and what that comparison leaves out: the same
+    qualified names throughout (a function's repr, a pickle's reference), the same kinds of local
+    variable (a local, a cell, a free one: the names alone are compared) and the same stack size
+    (which the interpreter trusts). The file name is the loader's to set (it names the source)."""
+    if one != other or one.co_qualname != other.co_qualname or one.co_stacksize != other.co_stacksize:
+        return False
+    if (one.co_varnames, one.co_cellvars, one.co_freevars) != (
+        other.co_varnames,
+        other.co_cellvars,
+        other.co_freevars,
+    ):
         return False
     inner = [(a, b) for a, b in zip(one.co_consts, other.co_consts, strict=True) if isinstance(a, CodeType)]
     return all(isinstance(b, CodeType) and alike(a, b) for a, b in inner)

@@ -20,8 +20,10 @@ Here, before that import (stages/__main__.py), a stage that DVC started:
   session, its own streams of the kinds this process has, stages/dvc_zygote.py), and runs cold.
 
 Anything else runs the stage cold, here, silently: a refusal, no /proc, a process that is not a
-stage command of DVC's CLI, fds past 0-2 given to it (`3>FILE`: a fork would not have them), a
-background job of its terminal (which a read or a `stty tostop` write stops; a fork, never),
+stage command of DVC's CLI, interpreter options (`python -B -m stages`: neither a fork nor a warm
+process started from here would have them), fds past 0-2 given to it (`3>FILE`: a fork would not
+have them), a background job of its terminal (which a read or a `stty tostop` write stops; a fork,
+never),
 JUDGELOOP_WARM=0, a fork already (`stages.runner` imported: a warm process's fork, this one's or
 `judgeloop repro`'s). JUDGELOOP_WARM_LOG=FILE appends what happened, a line per stage and per warm
 process (tests and benches; the verbose mode).
@@ -47,6 +49,7 @@ STREAMS = 3
 # rather than execs the command; the usual ones exec it, and DVC is then the stage's parent.
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "busybox"})
 PEERCRED = "3i"  # struct ucred: pid, uid, gid
+OPTIONS = ["-m", "stages"]  # `python -m stages`, and nothing else, as a fork runs it
 
 
 def log(line: str) -> None:
@@ -175,23 +178,29 @@ def process_state() -> dict[str, object]:
 
 
 def other_fds() -> list[int]:
-    """This process's open fds past 0-2, which its caller gave it (a stage command's `3>FILE`, a
-    shell's `exec 4<FILE`; DVC itself closes every other, and Python opens its own close-on-exec):
-    a fork would have fds 0-2 alone. [-1] where /proc cannot tell."""
+    """This process's fds past 0-2 that its caller gave it (a stage command's `3>FILE`, a shell's
+    `exec 4<FILE`; DVC itself closes every other): a fork would have fds 0-2 alone. Only those that
+    came across the exec, which are inheritable: Python opens its own close-on-exec (PEP 446), as a
+    site customization's kept file, which the warm process, started the same way, has of its own.
+    [-1] where /proc cannot tell."""
     try:
         listed = [int(name) for name in os.listdir("/proc/self/fd")]
     except (OSError, ValueError):
         return [-1]
-    return sorted(fd for fd in listed if fd >= STREAMS and _open(fd))  # (not the listing's own fd)
+    return sorted(fd for fd in listed if fd >= STREAMS and _inherited(fd))  # (not the listing's own fd)
 
 
 def given_by_its_caller() -> str:
     """What a fork could not be given of this process's ('' where nothing): fds past 0-2 (a fork has
     0-2 alone, and the warm process, were it started here, would inherit them), or the background of
-    a terminal's job control."""
+    a terminal's job control; or interpreter options (-B, -I, -X...), which a fork would not have,
+    nor would a warm process started from here (it would write byte-code under -B, read the user's
+    site-packages under -I)."""
     extra = other_fds()
     if extra:
         return f"fds {' '.join(map(str, extra))} open"
+    if interpreter_options() != OPTIONS:
+        return "interpreter options " + " ".join(interpreter_options())
     return "a background job of its terminal" if in_the_background() else ""
 
 
@@ -208,12 +217,11 @@ def in_the_background() -> bool:
     return False
 
 
-def _open(fd: int) -> bool:
+def _inherited(fd: int) -> bool:
     try:
-        os.fstat(fd)
-    except OSError:
+        return os.get_inheritable(fd)
+    except OSError:  # closed meanwhile (the listing's own)
         return False
-    return True
 
 
 def run_warm() -> None:

@@ -16,7 +16,9 @@ affinity, ignored or blocked signals: stages/dvc_warm.process_state), where any 
 has changed on disk since, or had changed after its imports began (read before, noted after: the
 whole run is refused), or where a module's byte-code cache changed so that Python's loader would now
 make other code of it than this process loaded (stages/bytecode.py: a `.pyc` replaced under an
-unchanged `.py`); the stage then runs cold. It ends when DVC's process ends (a pidfd, else polling its
+unchanged `.py`), or where a cold stage's import would now find a module in another file, added since
+(stages/shadowing.py: a package beside a module, a module earlier on sys.path); the stage then runs
+cold. It ends when DVC's process ends (a pidfd, else polling its
 start time), removing its socket; meanwhile it removes the sockets of DVC runs that have ended.
 """
 
@@ -33,7 +35,7 @@ import sys
 import time
 from typing import NamedTuple
 
-from stages import bytecode, dvc_warm, zygote
+from stages import bytecode, dvc_warm, shadowing, zygote
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -45,7 +47,7 @@ SOCKET_NAME = re.compile(r"dvc-(\d+)-(\d+)\.sock")
 # HFS+; FAT two) truncates: a change after the imports began has a change time past one of these.
 MARGIN_NS = 50_000_000
 WHOLE_SECONDS_MARGIN_NS = 2_000_000_000
-OPTIONS = ["-m", "stages"]  # `python -m stages`, and nothing else, as the fork runs it
+OPTIONS = dvc_warm.OPTIONS
 Identity = tuple[int, int, int, int, int]
 Files = list[tuple[str, Identity]]
 
@@ -57,6 +59,7 @@ class Noted(NamedTuple):
     files: Files
     cached: bytecode.Files
     seen: dict[tuple[str, bytecode.Identity | None], str]
+    folders: shadowing.Folders
 
 
 def imported_files() -> Files:
@@ -185,6 +188,7 @@ def answer(
         return
     reason = refused or ("" if stage_of(peer, dvc) else "not a stage of this DVC")
     reason = reason or changed(request, noted.files) or bytecode.replaced(noted.cached, noted.seen)
+    reason = reason or shadowing.shadowed(noted.folders)
     reason = reason or another_process(request)
     zygote.answer(conn, request, fds, *start, reason, also_close=own)
 
@@ -215,7 +219,8 @@ def serve(listener: socket.socket, pid: int, start: int, refused: str, began: in
     dvc_warm.process_state()  # its own imports (resource) among the files noted, none in a fork's
     files = imported_files()
     refused = refused or changed_since(files, began)
-    noted = Noted(files, bytecode.noted(lambda ctime: after(ctime, began)), {})
+    during_start = lambda ctime: after(ctime, began)  # noqa: E731
+    noted = Noted(files, bytecode.noted(during_start), {}, shadowing.noted(during_start))
     watched, lives = dvc_life(pid, start)
     folder = os.path.dirname(listener.getsockname())
     dvc_warm.log(f"warm process {os.getpid()} ready")

@@ -152,6 +152,10 @@ def _wait(pid: int, sock: socket.socket) -> int:
                 message = b""
             if not message:  # EOF: nobody will read the status
                 os.kill(pid, signal.SIGTERM)
+                # A child stopped (Ctrl-Z passed on as SIGSTOP) keeps SIGTERM pending until it is
+                # continued: else it, and this process waiting on it, would stay stopped forever
+                # (a cold stage stopped in a group the kernel finds orphaned is continued too).
+                os.kill(pid, signal.SIGCONT)
                 return os.waitpid(pid, 0)[1]
             word, _, number = message.decode(errors="replace").partition(" ")
             if word == "signal" and number in {str(int(s)) for s in PASSED_ON}:
