@@ -34,6 +34,15 @@ GIT_IDENTITY = {
     "GIT_COMMITTER_NAME": "t",
     "GIT_COMMITTER_EMAIL": "t@example.com",
 }
+
+
+@pytest.fixture
+def tmp_path(short_tmp_path: Path) -> Path:
+    """A folder whose sockets' paths stay within AF_UNIX's 107 bytes whatever TMPDIR and the test's
+    name (tests/conftest.py): the warm process's folder is in it."""
+    return short_tmp_path
+
+
 # The runner writes its stage's output from its input and its module's VERSION, and the signal
 # disposition and fds it started with; stage `sleep` waits to be interrupted.
 RUNNER = """
