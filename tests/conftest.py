@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+GIT_SETTINGS = {"commit.gpgSign": "false", "tag.gpgSign": "false", "core.hooksPath": os.devnull}
 
 
 def shared_dir() -> Path:
@@ -46,6 +47,12 @@ def _isolate_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for role in ("AUTHOR", "COMMITTER"):
         monkeypatch.setenv(f"GIT_{role}_NAME", "t")
         monkeypatch.setenv(f"GIT_{role}_EMAIL", "t@example.com")
+    # ...and none of a developer's own settings that would stop them: signing (a key, an agent) and
+    # hooks (core.hooksPath names them for every repository).
+    for n, (key, value) in enumerate(GIT_SETTINGS.items()):
+        monkeypatch.setenv(f"GIT_CONFIG_KEY_{n}", key)
+        monkeypatch.setenv(f"GIT_CONFIG_VALUE_{n}", value)
+    monkeypatch.setenv("GIT_CONFIG_COUNT", str(len(GIT_SETTINGS)))
 
 
 @pytest.fixture

@@ -32,3 +32,19 @@ def test_a_commit_needs_no_configured_identity(tmp_path: Path) -> None:
     subprocess.run([*git, "init", "-q"], check=True, env=env)
     done = subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "x"], capture_output=True, env=env)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_commit_needs_none_of_a_developers_git_settings(tmp_path: Path) -> None:
+    """Signing asked for (here by a program that always fails) and a hook that refuses every commit,
+    in the developer's own git config: the tests' commits are made all the same."""
+    home = tmp_path / "home"
+    (home / "hooks").mkdir(parents=True)
+    (home / "hooks" / "pre-commit").write_text("#!/bin/sh\nexit 1\n")
+    (home / "hooks" / "pre-commit").chmod(0o755)
+    own = f"[commit]\n\tgpgSign = true\n[gpg]\n\tprogram = false\n[core]\n\thooksPath = {home / 'hooks'}\n"
+    (home / ".gitconfig").write_text(own)
+    env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home)}
+    git = ["git", "-C", str(tmp_path)]
+    subprocess.run([*git, "init", "-q"], check=True, env=env)
+    done = subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "x"], capture_output=True, env=env)
+    assert done.returncode == 0, done.stderr
