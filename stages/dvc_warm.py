@@ -7,8 +7,8 @@ Here, before that import (stages/__main__.py), a stage that DVC started:
 
 - finds its run's warm process by a socket named by DVC's pid and start time (so that a recycled pid
   never meets another run's socket) in a private folder: `$XDG_RUNTIME_DIR/judgeloop-warm`, else
-  `$TMPDIR/judgeloop-warm-UID` (or /tmp), created 0700 and refused unless it is a folder of this
-  user's with mode 0700;
+  `$TMPDIR/judgeloop-warm-UID` (or /tmp; one too long for a socket's path passed over), created 0700
+  and refused unless it is a folder of this user's with mode 0700;
 - hands it its arguments, folder, environment, Python and stdin/stdout/stderr (SCM_RIGHTS), as
   stages/zygote.py's protocol has them; the warm process checks them (stages/dvc_zygote.py) and forks
   the stage, or refuses;
@@ -111,10 +111,15 @@ def socket_folder() -> tuple[str, str]:
     """The private folder of the warm processes' sockets, and '', or '' and why there is none."""
     # The user's id in the name even under XDG_RUNTIME_DIR, which is not always the user's own
     # (/tmp, left by `sudo` or a container): one user's folder there never turns another's away.
-    # A relative one is refused: it would name a folder in the stage's, the project.
+    # A relative one is refused: it would name a folder in the stage's, the project. So is one too
+    # long for a socket's path in it (a TMPDIR deep in a checkout or a job's scratch folder).
     given = (os.environ.get(name, "") for name in ("XDG_RUNTIME_DIR", "TMPDIR"))
-    parent = next((folder for folder in given if os.path.isabs(folder)), "/tmp")
-    path = os.path.join(parent, f"judgeloop-warm-{os.getuid()}")
+    folders = (
+        os.path.join(parent, f"judgeloop-warm-{os.getuid()}") for parent in given if os.path.isabs(parent)
+    )
+    path = next(
+        (folder for folder in folders if _room_for_sockets(folder)), f"/tmp/judgeloop-warm-{os.getuid()}"
+    )
     try:
         os.mkdir(path, 0o700)
     except FileExistsError:
@@ -134,6 +139,12 @@ def socket_folder() -> tuple[str, str]:
 
 def socket_name(pid: int, start: int) -> str:
     return f"dvc-{pid}-{start}.sock"
+
+
+def _room_for_sockets(folder: str) -> bool:
+    """Whether every socket's path in `folder` fits in sun_path (107 bytes and a NUL): the longest
+    name has a 7-digit pid (Linux's pid_max at most 2**22) and a 20-digit start time."""
+    return len(os.fsencode(os.path.join(folder, socket_name(2**22, 2**64 - 1)))) <= 107
 
 
 def peer_credentials(sock: socket.socket) -> tuple[int, int]:

@@ -114,10 +114,13 @@ def test_batch_run_with_a_command_runner_ends_in_a_replay_identical_to_the_direc
 
 @pytest.mark.slow
 def test_batch_run_on_a_local_ray_sends_the_exact_requests_and_replays_identically(
-    tmp_path: Path, direct_run: dict[str, bytes], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, direct_run: dict[str, bytes], monkeypatch: pytest.MonkeyPatch, short_tmp_path: Path
 ) -> None:
     ray = pytest.importorskip("ray", reason="the Ray runner needs judgeloop[ray] (make install adds it)")
     pytest.importorskip("ray.data", reason="ray.data is missing: install ray[data]")
+    monkeypatch.setenv(
+        "RAY_TMPDIR", str(short_tmp_path)
+    )  # (else TMPDIR) its sockets' paths: 107 bytes at most
     with _fake_server() as server:
         root = _project(tmp_path / "project", _llm(server.url))
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)

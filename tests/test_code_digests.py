@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -99,8 +100,10 @@ def test_a_module_reached_through_a_link_out_of_the_project_is_refused_not_hashe
     if linked == "pipeline":
         assert "Fix: make pipeline a folder of the project's own, not a link" in message
     else:
-        own = project / f"{linked}.own"
-        assert f"(cp -p -- {outside / linked} {own} && mv -- {own} {project / linked})" in message
+        copied, own, link = (
+            shlex.quote(str(p)) for p in (outside / linked, project / f"{linked}.own", project / linked)
+        )
+        assert f"(cp -p -- {copied} {own} && mv -- {own} {link})" in message  # quoted for sh
     assert not (project / digest_path("one")).exists() and pending(project) == {}
     _imports(project, {"two": ["c.py"]})
     assert write_digests(project) == ["two"]

@@ -17,6 +17,12 @@ from pipeline.reports.cpu_quota import Unreadable, cores_paid
 V1 = "cpu,cpuacct"
 
 
+@pytest.fixture
+def tmp_path(short_tmp_path: Path) -> Path:
+    """A folder whose path has no space (tests/conftest.py): the mountinfo lines here name it as it is."""
+    return short_tmp_path
+
+
 def fake_proc(tmp_path: Path, cgroups: dict[str, str], mounts: list[str]) -> Path:
     """A /proc whose process is in `cgroups` ({controllers: path}; "" for v2) and has `mounts`."""
     proc = tmp_path / "proc"
@@ -34,7 +40,8 @@ def v1_mount(point: Path, root: str = "/") -> str:
 
 
 def v2_mount(point: Path, root: str = "/") -> str:
-    return f"41 31 0:38 {root} {point} rw,nosuid shared:9 - cgroup2 cgroup2 rw,nsdelegate"
+    point_field = str(point).replace(" ", chr(92) + "040")  # as the kernel writes a space (v1_mount)
+    return f"41 31 0:38 {root} {point_field} rw,nosuid shared:9 - cgroup2 cgroup2 rw,nsdelegate"
 
 
 def cgroup(folder: Path, **files: str) -> Path:

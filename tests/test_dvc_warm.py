@@ -34,6 +34,15 @@ GIT_IDENTITY = {
     "GIT_COMMITTER_NAME": "t",
     "GIT_COMMITTER_EMAIL": "t@example.com",
 }
+
+
+@pytest.fixture
+def tmp_path(short_tmp_path: Path) -> Path:
+    """A folder whose sockets' paths stay within AF_UNIX's 107 bytes whatever TMPDIR and the test's
+    name (tests/conftest.py): the warm process's folder is in it."""
+    return short_tmp_path
+
+
 # The runner writes its stage's output from its input and its module's VERSION, and the signal
 # disposition and fds it started with; stage `sleep` waits to be interrupted.
 RUNNER = """
@@ -109,6 +118,9 @@ def project(tmp_path: Path) -> Path:
     (root / "dvc.yaml").write_text(yaml.safe_dump(_dvc_yaml()))
     subprocess.run(["git", "init", "-q"], cwd=root, check=True)
     subprocess.run([sys.executable, "-m", "dvc", "init", "-q"], cwd=root, check=True, env=_env(tmp_path))
+    # The project's own: byte-code ignored, which the warm process writes as it imports, racing DVC's
+    # hash of stage one's dep `stages` (else dvc.lock differed from the cold run's, now and then).
+    shutil.copy(ROOT / ".dvcignore", root / ".dvcignore")
     return root
 
 

@@ -53,11 +53,13 @@ def _running(pid: int) -> bool:
         return False
 
 
-def test_warm_and_cold_repros_write_the_same_bytes(project: Path, tmp_path: Path) -> None:
+def test_warm_and_cold_repros_write_the_same_bytes(
+    project: Path, tmp_path: Path, short_tmp_path: Path
+) -> None:
     """A live run warm; then replayed cold and warm (`--force`, every stage again): each leaves
     every output, recording, code digest and dvc.lock as the live run left them, byte for byte (a
     live run's own clocks, `answered ...Z`, make two live runs differ)."""
-    run = tmp_path / "run"
+    run = short_tmp_path / "run"  # the sockets' paths within AF_UNIX's 107 bytes (tests/conftest.py)
     run.mkdir(mode=0o700)
     log = tmp_path / "warm.log"
     env = {"XDG_RUNTIME_DIR": str(run), dvc_warm.LOG: str(log)}

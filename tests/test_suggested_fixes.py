@@ -5,6 +5,7 @@ that is the fault: the file itself, or a folder above it."""
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -66,7 +67,8 @@ def test_the_code_stage_s_folder_linked_out_is_refused_with_a_fix_before_imports
     message = str(refused.value)
     assert message.endswith(
         "Fix: remove the link (rm -- "
-        f"{project / code_digests.FOLDER}), then `judgeloop dvc-yaml` writes {code_digests.IMPORTS} "
+        f"{shlex.quote(str(project / code_digests.FOLDER))}), "
+        f"then `judgeloop dvc-yaml` writes {code_digests.IMPORTS} "
         "again in a folder of the project's own."
     ), message
 

@@ -71,6 +71,13 @@ if sys.argv[2] == "sleep":
 
 
 @pytest.fixture
+def tmp_path(short_tmp_path: Path) -> Path:
+    """A folder whose path has no space (tests/conftest.py): the tests name files in it in command
+    lines as DVC's, which are split at spaces (a path there is never quoted)."""
+    return short_tmp_path
+
+
+@pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "stages").mkdir()
     (tmp_path / "stages" / "__init__.py").write_text("")
