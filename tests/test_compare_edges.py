@@ -244,8 +244,8 @@ def test_a_list_turned_into_a_mapping_keyed_by_numbers_is_a_change_in_dvc(tmp_pa
 def test_the_pointer_never_names_a_folder_diff_would_read_instead(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A branch named `data` (a folder of the project too): `judgeloop diff data HEAD` reads the
-    folder ./data as a run's folder, not the branch compare compared."""
+    """A branch named `data` (a folder of the project too): `judgeloop diff data HEAD` read the
+    folder ./data as a run's folder, not the branch compare compared (now it refuses the two)."""
     (tmp_path / "data").mkdir()
     monkeypatch.chdir(tmp_path)
     line = _pointer(["data", "HEAD"], ["paper"])[1]

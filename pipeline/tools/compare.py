@@ -244,7 +244,7 @@ def _pointer(names: Sequence[str], judged: Sequence[str]) -> list[str]:
     """Where to ask whether a change exceeds noise: the `judgeloop diff` of the same two runs, whole
     (a command cut is no command) or, wider than the table or holding a character shown as its
     escape (pasted, the escape would be typed), said in words. A run named as a folder here is
-    one diff would read as a run's folder (pipeline.tools.diff.runs), not this revision: said so."""
+    one diff refuses as two runs (the folder and the revision: pipeline.tools.diff.runs): said so."""
     command = "judgeloop diff " + " ".join(map(_argument, names))
     command += f" --design {_argument(judged[0])}" if len(judged) == 1 else ""
     shown_command = shown(command, one_line=True)
@@ -254,7 +254,7 @@ def _pointer(names: Sequence[str], judged: Sequence[str]) -> list[str]:
     if folders:
         shown_command = (
             f"judgeloop diff, each run by its commit (`git rev-parse {_argument(folders[0])}`): "
-            "a folder here has its name, and diff would read the folder"
+            "a folder here has its name too, which diff refuses as two runs"
         )
     return [
         "whether a change exceeds the judge's noise (judgement by judgement, with tests):",

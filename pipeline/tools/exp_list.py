@@ -4,20 +4,31 @@ commit, the params it changed and the headline numbers that moved against its ba
 `dvc exp show` prints every param and metric of every experiment as a column, which here is
 wider than any terminal and ends as a row of `…`. This table keeps what tells experiments apart;
 `judgeloop compare BASELINE NAME --all` shows one of them in full.
+
+As `judgeloop compare` reads two runs (pipeline.tools.compare): each run's numbers from the metrics
+file its own params name (an experiment that moved it, `-S aggregate.metrics_out=...`, is read
+there; the workspace's params.yaml is no run's); a key of a params file other than params.yaml
+named with its file, as `-S` names it (`other.yaml:seed=2`), so the same key in two files is two
+keys. Every line is shown escaped (the params and metrics are what an experiment's commit holds, a
+teammate's), then cut to 100 columns of a terminal (pipeline.tools.columns).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pipeline.errors import JudgeloopError
 from pipeline.experiments.registry import designs
 from pipeline.llm.terminal import guarded
-from pipeline.tools.compare import _delta, _headline, _number, read_runs
+from pipeline.tools.columns import fit, pad
+from pipeline.tools.compare import _argument, _delta, _headline, _number, metrics_file, read_runs
 from pipeline.tools.compare_params import ABSENT, leaves, same
+from pipeline.tools.compare_runs import Unreadable
 
 WIDTH = 100
+INDENT = " " * 42  # under the params: the name, the commit and the baseline's columns
+PARAMS = "params.yaml"  # the file a `-S key=value` without `file:` sets (its keys named bare)
 
 
 def experiments(all_commits: bool = False) -> list[tuple[str, str, str]]:
@@ -33,33 +44,43 @@ def experiments(all_commits: bool = False) -> list[tuple[str, str, str]]:
     return [(name, sha or "", baseline) for baseline, runs in found.items() for name, sha in runs]
 
 
-def changed_params(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
-    """`key=value` for each params value the experiment changed."""
-    # compare's rule (pipeline.tools.compare_params): by type and value, NaN equal; a list named whole
-    before, after = (
-        {k: v for data in run.values() for k, v in leaves(data, lists=False).items()} for run in (old, new)
-    )
-    keys = sorted(before.keys() | after.keys())
+def _file_changes(file: str, old: Any, new: Any) -> list[str]:
+    """`key=value` for each value of one params file the experiment changed (`file:key=value` for
+    a file other than params.yaml, as -S names it)."""
+    prefix = "" if file == PARAMS else f"{file}:"
+    unreadable = [data for data in (old, new) if isinstance(data, Unreadable)]
+    if unreadable:
+        return [f"{prefix}(unreadable: {unreadable[0].why})"]
+    before, after = leaves(old, lists=False), leaves(new, lists=False)
     return [
-        f"{key}={after.get(key, '(absent)')}"
-        for key in keys
+        f"{prefix}{key}={after.get(key, '(absent)')}"
+        for key in sorted(before.keys() | after.keys())
         if not same(before.get(key, ABSENT), after.get(key, ABSENT))
     ]
 
 
-def moved_numbers(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
-    """`design: label old → new` for each headline number that changed."""
+def changed_params(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """`key=value` for each params value the experiment changed, params.yaml's first, each other
+    file's keys apart (the same key in two files is two)."""
+    # compare's rule (pipeline.tools.compare_params): by type and value, NaN equal; a list named whole
+    files = sorted(old.keys() | new.keys(), key=lambda file: (file != PARAMS, file))
+    return [line for file in files for line in _file_changes(file, old.get(file, {}), new.get(file, {}))]
+
+
+def moved_numbers(metrics: Sequence[Mapping[str, Any]], params: Sequence[Mapping[str, Any]]) -> list[str]:
+    """`design: label old → new` for each headline number that changed between the baseline's and
+    the experiment's `metrics`, each run's from the file its own `params` name (compare's
+    metrics_file)."""
     moved = []
     for design in designs():
-        try:
-            path = design.metrics_path(design.load_params())
-        except JudgeloopError:
-            continue
-        if path is None:
+        paths = [metrics_file(design, run) for run in params]
+        if None in paths:
             continue
         try:
-            a = _headline(design, old.get(path.as_posix()), f"{path.as_posix()} in the baseline")
-            b = _headline(design, new.get(path.as_posix()), f"{path.as_posix()} in the experiment")
+            a, b = (
+                _headline(design, run.get(str(path)), f"{path} in the {side}")
+                for run, path, side in zip(metrics, paths, ("baseline", "experiment"), strict=True)
+            )
         except JudgeloopError as exc:
             moved.append(f"{design.name}: {exc.message}")
             continue
@@ -68,6 +89,25 @@ def moved_numbers(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
             if change != "=" and not (a.get(label) is None and b.get(label) is None):
                 moved.append(f"{design.name}: {label} {_number(a.get(label))} → {_number(b.get(label))}")
     return moved
+
+
+def _shown(text: str) -> str:
+    """Someone's text on one line, escaped (a tab kept, as `diff` keeps it: terminal.shown_line)."""
+    return guarded(text, line=True)
+
+
+def _lines(name: str, sha: str, base: str, changed: list[str], moved: list[str]) -> list[str]:
+    """One experiment's lines, each escaped, then cut to the width."""
+    head = f"{pad(fit(_shown(name), 23), 24)}{_shown(sha[:7]):<9}{_shown(base[:7]):<9}"
+    lines = [head + _shown(", ".join(changed))]
+    lines += [INDENT + _shown(number) for number in moved[:4]]
+    if len(moved) > 4:
+        lines.append(
+            f"{INDENT}... {len(moved) - 4} more: judgeloop compare {base[:7]} {_shown(_argument(name))}"
+        )
+    if not moved:
+        lines.append(INDENT + "(no headline number moved)")
+    return [fit(line, WIDTH) for line in lines]
 
 
 def render_list(all_commits: bool = False) -> str:
@@ -79,15 +119,6 @@ def render_list(all_commits: bool = False) -> str:
     lines = [f"{'experiment':<24}{'commit':<9}{'baseline':<9}changed params; headline numbers that moved"]
     for name, sha, base in found:
         changed = changed_params(params[base], params[name]) or ["(no param changed)"]
-        moved = moved_numbers(metrics[base], metrics[name])
-        head = f"{name[:23]:<24}{sha[:7]:<9}{base[:7]:<9}"
-        lines.append((head + ", ".join(changed))[:WIDTH])
-        for number in moved[:4]:
-            lines.append((" " * 42 + number)[:WIDTH])
-        if len(moved) > 4:
-            lines.append(" " * 42 + f"... {len(moved) - 4} more: judgeloop compare {base[:7]} {name}")
-        if not moved:
-            lines.append(" " * 42 + "(no headline number moved)")
-    # Params and metrics are what an experiment's commit holds (a teammate's): each line one line,
-    # every control shown as its escape, a tab kept as `diff` keeps it (pipeline.llm.terminal.shown_line).
-    return "\n".join(guarded(line, line=True) for line in lines) + "\n"
+        moved = moved_numbers([metrics[base], metrics[name]], [params[base], params[name]])
+        lines += _lines(name, sha, base, changed, moved)
+    return "\n".join(lines) + "\n"

@@ -2,13 +2,9 @@
 (Hydra's override grammar, as DVC documents `-S`) reaches params.yaml, as a stage reads it, exactly;
 or it is refused before anything runs, naming the -S, the value and the fix.
 
-What a -S goes through on its way to a stage, and what is checked here:
-- Hydra parses the value (`2` is a number, `'2'` text, `a,b` a sweep, `[a]` a list). An error is
-  said with Hydra's reason, not DVC's "Invalid `--set-param` value".
-- OmegaConf resolves every `${...}` in it: `${oc.env:NAME}` writes an environment variable's value
-  (a token, a home folder) into params.yaml and the experiment's commit, `${other.key}` another
-  key's; neither shows on the command line that ran the experiment. Refused: the value is given
-  itself. The text `${` written `\\${` is text and kept.
+What DVC reads from what was typed (Hydra's grammar; a `${...}` refused; a sweep's runs; what the
+values mean) is pipeline.tools.set_grammar's. Here, what lands in params.yaml and what a stage
+would read of it:
 - DVC writes the whole of params.yaml again (ruamel, YAML 1.2) and a stage reads it with PyYAML
   (YAML 1.1): text DVC writes plain (`no`, `1:30`), a float it writes `1e-05`, would come back
   otherwise; and every other value of the file is written again, a `${...}` in it resolved and
@@ -26,7 +22,7 @@ from __future__ import annotations
 import difflib
 import os
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,12 +31,13 @@ import click
 from pipeline.errors import JudgeloopError
 from pipeline.llm.terminal import guarded
 from pipeline.tools.preset_values import BY_HAND, MISSING, first_difference, landed
-
-DVC_PARAMS = "params.yaml"  # the file a -S without `file:` changes (DVC's DEFAULT_PARAMS_FILE)
-MISSING_MARK = "???"  # OmegaConf's MISSING, as text
-INTERPOLATION_FIX = (
-    "Fix: give the value itself (a shell puts a variable's value in where the command shows it: "
-    '-S "key=$NAME"), or write \\${ for the text ${'
+from pipeline.tools.set_grammar import (
+    DVC_PARAMS,
+    covers,
+    interpolates,
+    meant,
+    refuse_interpolation,
+    sweep_runs,
 )
 
 
@@ -59,7 +56,7 @@ def check_set_values(
     for file, overrides in by_file.items():
         _refuse_outside(file, overrides[0])
         for override in overrides:
-            _refuse_interpolation(override, file)
+            refuse_interpolation(override, file)
     # `./params.yaml:key=value` writes params.yaml as `key=value` does (DVC applies each file's in turn)
     mine = [
         o
@@ -83,7 +80,7 @@ def check_set_values(
 def _check_runs(text: str, before: dict[str, Any], mine: list[str], preset: Sequence[str]) -> None:
     """Each run DVC makes of the overrides checked; a sweep's refusal names the sweep typed too (its
     run's `-S key=no` alone, and a fix for it, would lose the other runs)."""
-    runs = _runs([*preset, *mine])
+    runs = sweep_runs([*preset, *mine])
     for run in runs:
         try:
             _refuse_mistyped(text, before, _check_run(text, before, run), run, preset)
@@ -123,7 +120,7 @@ def _refuse_held_interpolation(before: Any, said: str, where: str = "") -> None:
     error quotes what it got (`${oc.create:${oc.env:X}}` quotes X's value)."""
     from pipeline.tools.preset_values import _said as said_of_params
 
-    if isinstance(before, str) and _interpolates(before):
+    if isinstance(before, str) and interpolates(before):
         raise JudgeloopError(f"{said}: {said_of_params({}, where, before, MISSING)}")
     items = (
         before.items() if isinstance(before, dict) else enumerate(before) if isinstance(before, list) else ()
@@ -132,109 +129,16 @@ def _refuse_held_interpolation(before: Any, said: str, where: str = "") -> None:
         _refuse_held_interpolation(value, said, f"{where}.{key}" if where else str(key))
 
 
-def _parsed(overrides: Sequence[str]) -> list[Any]:
-    """Hydra's reading of each override, or a click error naming the one it cannot read."""
-    from dvc.utils.hydra import to_hydra_overrides
-    from hydra.errors import OverrideParseException
-
-    try:
-        return list(to_hydra_overrides(overrides))
-    except OverrideParseException:
-        pass
-    for override in overrides:  # the first one Hydra cannot read alone, said with Hydra's reason
-        try:
-            to_hydra_overrides([override])
-        except OverrideParseException as exc:
-            reason = " ".join(str(exc).split())
-            raise JudgeloopError(
-                f"-S {override}: DVC reads -S with Hydra's override grammar, which cannot read it "
-                f"({reason}). Fix: quote text that holds a space, a quote, a comma or a bracket: "
-                f"-S \"key='...'\" (a quote inside written \\')"
-            ) from None
-    raise JudgeloopError(
-        f"-S {' -S '.join(overrides)}: DVC's Hydra grammar cannot read them together. Fix: quote text: "
-        "-S \"key='...'\""
-    )
-
-
-def _runs(overrides: Sequence[str]) -> list[list[str]]:
-    """The overrides of each run DVC makes of them: one, or one per point of a sweep (`a=1,2`:
-    `--queue` queues each), spelled as Hydra's sweeper spells them for DVC."""
-    from dvc.utils.hydra import get_hydra_sweeps
-
-    if not any(override.is_sweep_override() for override in _parsed(overrides)):
-        return [list(overrides)]
-    try:
-        return [run[DVC_PARAMS] for run in get_hydra_sweeps({DVC_PARAMS: list(overrides)})]
-    except Exception as exc:  # a glob sweep, or one Hydra's sweeper refuses: DVC would refuse it too
-        raise JudgeloopError(
-            f"-S {' -S '.join(overrides)}: DVC refuses this sweep ({exc}). Fix: list the values (-S key=a,b) "
-            "or quote text: -S \"key='...'\""
-        ) from None
-
-
-def _refuse_interpolation(override: str, file: str) -> None:
-    """A `${...}` in a value typed (in any run of a sweep) refused, naming it."""
-    for run in _runs([override]):
-        for parsed in _parsed(run):
-            if any(_interpolates(text) for text in _texts(parsed.value())):
-                where = "" if file == DVC_PARAMS else f" ({file})"
-                raise JudgeloopError(
-                    f"-S {override}{where}: its value holds a ${{...}}, which DVC's -S resolves when it "
-                    "writes the params file (OmegaConf: ${oc.env:NAME} is an environment variable's value, "
-                    "${section.key} another key's), so the experiment would record a value the command "
-                    f"does not show, and commit it. {INTERPOLATION_FIX}"
-                )
-            if MISSING_MARK in _texts(parsed.value()):  # in a mapping merged, the old value is kept
-                raise JudgeloopError(
-                    f"-S {override}: the text {MISSING_MARK} is OmegaConf's mark of a missing value, which "
-                    f"DVC's -S never writes: it fails, or keeps the value there. {BY_HAND}"
-                )
-
-
-def _texts(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, list):
-        for item in value:
-            yield from _texts(item)
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _texts(item)
-
-
-def _interpolates(text: str) -> bool:
-    """Whether OmegaConf resolves something in `text` (`\\${` is the text `${`, not resolved)."""
-    from omegaconf.errors import GrammarParseError
-    from omegaconf.grammar.gen.OmegaConfGrammarParser import OmegaConfGrammarParser
-    from omegaconf.grammar_parser import parse
-
-    if "${" not in text:
-        return False
-    try:
-        nodes = [parse(text)]
-    except GrammarParseError:  # no interpolation OmegaConf can make: DVC fails, said by the check after
-        return False
-    while nodes:
-        node = nodes.pop()
-        if isinstance(node, OmegaConfGrammarParser.InterpolationContext):
-            return True
-        nodes.extend(getattr(node, "children", None) or [])
-    return False
-
-
 def _check_run(text: str, before: dict[str, Any], run: list[str]) -> dict[str, Any]:
     """params.yaml after the run's overrides, as a stage reads it; or a click error naming why not."""
     after = landed(text, run)
-    if isinstance(after, str):  # the override DVC refuses alone is named; else they do so together
-        named = [(o, why) for o in run if isinstance(why := landed(text, [o]), str)]
-        override, why = named[0] if named else (" -S ".join(run), after)
-        raise JudgeloopError(f"-S {override}: {why}. {_fix_for(text, run, why, override)}")
+    if isinstance(after, str):
+        raise _refused_by_dvc(text, run, after)
     difference = _difference(before, run, after)
     if difference is None:
         return after
     where, wanted, got = difference
-    typed = next((o for o in reversed(run) if _covers(o, where)), None)
+    typed = next((o for o in reversed(run) if covers(o, where)), None)
     if typed is None or (isinstance(wanted, str) and "${" in wanted):
         # any -S would do it: params.yaml itself holds what DVC's rewrite changes (what a `${...}` of
         # it resolves to never said: an environment variable's value, a token in a CI log)
@@ -248,6 +152,13 @@ def _check_run(text: str, before: dict[str, Any], run: list[str]) -> dict[str, A
         f"{instead}dit params.yaml by hand for this value{_by_hand(wanted)} (and commit it): DVC's -S "
         "cannot carry it"
     )
+
+
+def _refused_by_dvc(text: str, run: list[str], why_together: str) -> JudgeloopError:
+    """DVC's refusal of the run's overrides: the override it refuses alone named; else all of them."""
+    named = [(o, why) for o in run if isinstance(why := landed(text, [o]), str)]
+    override, why = named[0] if named else (" -S ".join(run), why_together)
+    return JudgeloopError(f"-S {override}: {why}. {_fix_for(text, run, why, override)}")
 
 
 def _by_hand(wanted: Any) -> str:
@@ -307,23 +218,33 @@ def _refuse_mistyped(
     new = _model_errors(after)
     old = _model_errors(before)
     for where, (value, wants) in new.items():
-        said = next((o for o in run if o not in preset and _covers(o, where)), None)
+        said = next((o for o in run if o not in preset and covers(o, where)), None)
         if where in old or said is None:
             continue
-        key, _, written = said.partition("=")
-        from pipeline.tools.hydra_spelling import quoted
-
-        fix = (
-            f"quote it for text: -S {for_shell(f'{key}={quoted(written)}')}"
-            if not isinstance(value, str | dict | list) and "valid string" in wants.lower()
-            else "give a value of that kind"
-        )
-        if value == "" and _carried(text, before, [f"{key}=null" if o == said else o for o in run], where):
-            fix = f"for none, give -S {key}=null"  # `key=` is the empty text to Hydra, not null
+        fix = _mistyped_fix(text, before, run, said, where, (value, wants))
         raise JudgeloopError(
             f"-S {said}: DVC's -S reads the value as {value!r}, which a stage refuses at {where} ({wants}). "
             f"Fix: {fix}"
         )
+
+
+def _mistyped_fix(
+    text: str, before: dict[str, Any], run: list[str], said: str, where: str, refused: tuple[Any, str]
+) -> str:
+    """The fix for the -S `said` whose value the params model refuses at `where` (the value, what it
+    wants): the quoting that gives text, `null` for an empty value, else a value of that kind."""
+    from pipeline.tools.hydra_spelling import quoted
+
+    value, wants = refused
+    key, _, written = said.partition("=")
+    fix = (
+        f"quote it for text: -S {for_shell(f'{key}={quoted(written)}')}"
+        if not isinstance(value, str | dict | list) and "valid string" in wants.lower()
+        else "give a value of that kind"
+    )
+    if value == "" and _carried(text, before, [f"{key}=null" if o == said else o for o in run], where):
+        fix = f"for none, give -S {key}=null"  # `key=` is the empty text to Hydra, not null
+    return fix
 
 
 def _model_errors(params: Any) -> dict[str, tuple[Any, str]]:
@@ -358,33 +279,6 @@ def _fix_for(text: str, run: list[str], why: str, override: str) -> str:
     return f"Fix: {said}: -S {for_shell(other)}"
 
 
-def meant(before: dict[str, Any], overrides: Sequence[str]) -> Any:
-    """params.yaml's values (as a stage read them) with the overrides applied as Hydra's grammar
-    means them: Hydra's own code on an OmegaConf copy, as DVC's apply_overrides, with no file
-    written and nothing of params.yaml itself resolved (each of its `${` kept as the text it is)."""
-    from dvc.utils.hydra import to_hydra_overrides
-    from hydra._internal.config_loader_impl import ConfigLoaderImpl
-    from omegaconf import OmegaConf
-
-    config = OmegaConf.create(_escaped(before), flags={"allow_objects": True})
-    OmegaConf.set_struct(config, True)
-    ConfigLoaderImpl._apply_overrides_to_config(to_hydra_overrides(list(overrides)), config)
-    return OmegaConf.to_container(config, resolve=True)  # the values' `\${` made `${` again, as DVC
-
-
-def _escaped(value: Any) -> Any:
-    """Every text's `${` written so that OmegaConf makes it again (pipeline.tools.hydra_spelling)."""
-    from pipeline.tools.hydra_spelling import _INTERPOLATION
-
-    if isinstance(value, str):
-        return _INTERPOLATION.sub(lambda m: m[1] * 2 + "\\${", value)
-    if isinstance(value, list):
-        return [_escaped(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _escaped(item) for key, item in value.items()}
-    return value
-
-
 def for_shell(argument: str) -> str:
     """`argument` as a POSIX shell gives it to the program: in double quotes where none of `"$`\\!`
     is in it (readable), else as shlex quotes it."""
@@ -393,11 +287,6 @@ def for_shell(argument: str) -> str:
     if argument == shlex.quote(argument):
         return argument
     return f'"{argument}"' if not set(argument) & set('"$`\\!') else shlex.quote(argument)
-
-
-def _covers(override: str, where: str) -> bool:
-    key = override.partition("=")[0].lstrip("+~")
-    return where == key or where.startswith(f"{key}.")
 
 
 def _shown(value: Any) -> str:

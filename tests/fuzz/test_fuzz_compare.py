@@ -122,7 +122,7 @@ def test_dvc_s_answer_about_two_runs(
     )
     assert not isinstance(table, str) or table.startswith("HEAD → workspace\n")
     clear_or_correct(lambda: changed_params(p["HEAD"], p["workspace"]))
-    clear_or_correct(lambda: moved_numbers(m["HEAD"], m["workspace"]))
+    clear_or_correct(lambda: moved_numbers([m["HEAD"], m["workspace"]], [p["HEAD"], p["workspace"]]))
 
 
 def test_the_committed_runs_compare_as_they_are(project: Path) -> None:

@@ -89,13 +89,14 @@ def diff(
     """Two runs judgement by judgement: what changed, why, and whether it exceeds noise.
 
     A run is a commit, branch or tag, a DVC experiment's name, `workspace`, or the folder of a run
-    (its params.yaml, outputs/ and recordings/). With no run, HEAD against the workspace; with one,
-    it against the workspace. Per design and metric: the pairs, the changed and flipped judgements,
-    and why each judgement changed: its input, its prompt, the model, its sampling, or the reply
-    alone; and for round 0 (judged before any revision) apart from the later rounds: the mean
-    difference over items with its interval (exact up to 15 items), a paired test (Wilcoxon
-    signed-rank on scores, exact McNemar on pass/fail), the change against the judge's repeat
-    noise where a run asked several samples, and the agreement (exact, quadratic-weighted kappa).
+    (its params.yaml, outputs/ and recordings/; ./NAME where NAME is a revision too). With no run,
+    HEAD against the workspace; with one, it against the workspace. Per design and metric: the
+    pairs, the changed and flipped judgements, and why each judgement changed: its input, its
+    prompt, the model, its sampling, or the reply alone; and for round 0 (judged before any
+    revision) apart from the later rounds: the mean difference over items with its interval (exact
+    up to 15 items), a paired test (Wilcoxon signed-rank on scores, exact McNemar on pass/fail), the
+    change against the judge's repeat noise where a run asked several samples, and the agreement
+    (exact, quadratic-weighted kappa).
     """
     if len(runs) > 2:
         raise click.UsageError("give at most two runs")

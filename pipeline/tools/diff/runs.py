@@ -217,15 +217,43 @@ def _not_plain(member: tarfile.TarInfo, path: Path, into: Path) -> bool:
     return any(folder.is_symlink() for folder in [path, *path.parents] if into in folder.parents)
 
 
+def _folder(name: str) -> Path | None:
+    """The folder `name` is here, or None: also for a name no path can be (past the file system's
+    255 bytes, a NUL in it), which is then looked up as a revision, not a traceback."""
+    given = Path(name)
+    try:
+        return given if given.is_dir() else None
+    except (OSError, ValueError):
+        return None
+
+
+def _refuse_two_runs(name: str, project: Path) -> None:
+    """A folder here whose name is a git revision's or a DVC experiment's too (a folder `data`, a
+    branch `data`) refused: which of the two runs was meant is not the diff's to guess. A name
+    written as a path (from /, ./ or ../) names no revision (no git ref starts so), so it is the fix."""
+    if name.startswith(("/", "./", "../")) or name in (".", ".."):
+        return
+    try:
+        commit = resolve_revision(name, project)
+    except JudgeloopError:
+        return
+    raise JudgeloopError(
+        f"{name!r} names two runs: the folder {name} here and the git revision or experiment {name} "
+        f"(commit {commit[:12]}). Fix: ./{name} for the folder, or the commit {commit[:12]} for the revision."
+    )
+
+
 @contextmanager
 def run_folder(name: str, project: Path) -> Iterator[Path]:
     """The folder holding run `name`: the project itself, a folder given by path, or a revision's
-    files written out to a temporary folder (removed afterwards)."""
+    files written out to a temporary folder (removed afterwards). A name that is both a folder here
+    and a revision is refused, with the fix for each."""
     if name == WORKSPACE:
         yield project
         return
-    given = Path(name)
-    if given.is_dir():
+    given = _folder(name)
+    if given is not None:
+        _refuse_two_runs(name, project)
         if not (given / PARAMS).is_file():
             raise JudgeloopError(
                 f"{given} holds no params.yaml. Fix: give the folder of a run (its params.yaml, "
