@@ -30,7 +30,7 @@ from pipeline.errors import JudgeloopError
 from pipeline.experiments.design import PARAM_REFERENCE, Design, Headline, Number, load_ref, param_value
 from pipeline.experiments.params import require_params_file
 from pipeline.experiments.registry import designs
-from pipeline.llm.terminal import echo, guarded, shown
+from pipeline.llm.terminal import echo, guarded, isolated, shown
 from pipeline.tools.columns import columns, fit, pad, right
 from pipeline.tools.compare_numbers import DELTA, VALUE, cells
 from pipeline.tools.compare_params import ABSENT, leaves, params_changes
@@ -74,9 +74,10 @@ def _line(text: str, width: int = WIDTH) -> str:
 
 
 def _row(label: str, a: str, b: str, delta: str) -> str:
-    return (
-        f"  {pad(_line(label, LABEL - 1), LABEL)}{right(a, VALUE)}{right(b, VALUE)}{delta:>{DELTA}}".rstrip()
-    )
+    """A row of the table: its label (someone's text, isolated: pipeline.llm.terminal.isolated, so
+    that a right-to-left name leaves the numbers after it in their order) and three cells."""
+    name = isolated(_line(label, LABEL - 1))
+    return f"  {pad(name, LABEL)}{right(a, VALUE)}{right(b, VALUE)}{delta:>{DELTA}}".rstrip()
 
 
 def _numbers(design: Design[Any], rows: Headline) -> tuple[dict[str, Number | None], list[str]]:
@@ -293,9 +294,9 @@ def render(
     only: Sequence[str] = (),
     show_all: bool = True,
 ) -> str:
-    a, b = (_line(n, VALUE - 1) for n in names)
+    a, b = (isolated(_line(n, VALUE - 1)) for n in names)  # the header's cells: the runs' names
     half = (WIDTH - 3) // 2
-    lines = [f"{_line(names[0], half)} → {_line(names[1], half)}"]
+    lines = [f"{isolated(_line(names[0], half))} → {isolated(_line(names[1], half))}"]
     changed = params_changes(params, names)
     lines += ["params that differ:", *changed] if changed else ["params: the same"]
     lines += ["", _row("", a, b, "change")]
@@ -341,4 +342,6 @@ def compare(runs: tuple[str, ...], only: tuple[str, ...], show_all: bool) -> Non
         require_params_file()
         raise JudgeloopError("not a DVC project here (no .dvc folder). Fix: run it in the project's folder.")
     metrics, params = read_runs(names)
-    echo(render(names, [metrics[n] for n in names], [params[n] for n in names], only, show_all), nl=False)
+    # Every text someone else wrote in it was shown before it was composed: its isolates are judgeloop's.
+    table = render(names, [metrics[n] for n in names], [params[n] for n in names], only, show_all)
+    echo(table, isolates=True, nl=False)
