@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 
 from pipeline.llm.invisible import HIDDEN, UNICODE_VERSION
 from pipeline.llm.terminal import closed_isolates, guarded, isolated, shown
+from pipeline.tools.compare import _row as compare_row
+from pipeline.tools.compare_params import params_changes
+from pipeline.tools.diff.text import change_line
 
 # PropList.txt's Other_Default_Ignorable_Code_Point and the variation selectors (stable lists).
 OTHER_DEFAULT_IGNORABLE = [
@@ -84,11 +89,18 @@ def test_guarded_lets_only_judgeloops_isolates_through() -> None:
     assert guarded(row, isolates=True) == row
     assert guarded(row) == row.replace("\u2068", "\\u2068").replace("\u2069", "\\u2069")
     # A bidi control someone wrote was shown before the row was composed: it stays an escape.
-    name = shown("\u2067x\u2069")
-    assert guarded(f"{isolated(name)} 1", isolates=True) == "\u2068\\u2067x\\u2069\u2069 1"
+    name = shown("\u2067א\u2069")
+    assert guarded(f"{isolated(name)} 1", isolates=True) == "\u2068\\u2067א\\u2069\u2069 1"
     # An isolate unclosed, or around something to escape, is not judgeloop's: escaped.
     assert guarded("\u2068x 1", isolates=True) == "\\u2068x 1"
     assert guarded("\u2068\u202ex\u2069", isolates=True) == "\\u2068\\u202ex\\u2069"
+
+
+def test_only_a_right_to_left_text_is_isolated() -> None:
+    assert isolated("rag.seed") == "rag.seed"
+    assert isolated("连贯性 👍🏽") == "连贯性 👍🏽"
+    assert isolated("שלום") == "\u2068שלום\u2069"
+    assert isolated("m\u0663") == "\u2068m\u0663\u2069"  # an Arabic-Indic digit (AN)
 
 
 def test_a_cut_leaves_no_isolate_open() -> None:
@@ -108,3 +120,39 @@ def test_numbers_keep_their_order_after_a_right_to_left_name() -> None:
     assert drawn.index("2.5") < drawn.index("1.5")  # swapped: the fault
     kept = bidi.get_display(f"{isolated(name)}   1.5   2.5")
     assert kept.index("1.5") < kept.index("2.5")
+
+
+def _drawn(line: str) -> str:
+    """`line` as a terminal that lays out bidi text draws it (python-bidi: UAX #9), or a skip."""
+    bidi = pytest.importorskip("bidi", reason="python-bidi is not installed (a test-only check)")
+    drawn: str = bidi.get_display(line)
+    return drawn
+
+
+def test_a_compare_row_keeps_run_a_before_run_b() -> None:
+    """`judgeloop compare`'s row for an Arabic metric, as compare prints it: A's number left of B's."""
+    row = guarded(compare_row("الدقة", "1.5", "2.5", "+1"), isolates=True)
+    assert row.count("\u2068") == 1 and row.count("\u2069") == 1
+    drawn = _drawn(row)
+    assert drawn.index("1.5") < drawn.index("2.5") < drawn.index("+1"), drawn
+
+
+def test_a_params_change_keeps_its_sides_in_order() -> None:
+    """`key: old → new` with a Hebrew key, and with Hebrew texts on both sides."""
+    lines = params_changes(
+        [{"params.yaml": {"מפתח": 1, "שם": "אלף"}}, {"params.yaml": {"מפתח": 2, "שם": "בית"}}]
+    )
+    assert [line.count("\u2068") for line in lines] == [1, 3]  # a number has no direction to isolate
+    numbers, texts = (_drawn(guarded(line, isolates=True)) for line in lines)
+    assert numbers.index("1") < numbers.index("2"), numbers
+    assert texts.index("אלף"[::-1]) < texts.index("בית"[::-1]), texts  # each word drawn right to left
+
+
+def test_a_diff_line_keeps_its_verdicts_in_order_unisolated() -> None:
+    """`judgeloop diff`'s changed judgement: `itN` (left-to-right letters) stands between a
+    right-to-left item id and the verdicts, so A's verdict stays left of B's with no isolate."""
+    judgement = SimpleNamespace(item="מקרה", iteration=0, score=4.0, passed=None)
+    after = SimpleNamespace(item="מקרה", iteration=0, score=5.0, passed=None)
+    line = change_line(cast(Any, SimpleNamespace(a=judgement, b=after, cause=SimpleNamespace(text="סיבה"))))
+    drawn = _drawn(line)
+    assert drawn.index("4") < drawn.index("5"), drawn

@@ -35,12 +35,16 @@ import re
 from wcwidth import iter_graphemes, width
 
 UNICODE_VERSION = "14.0.0"  # the unicodedata HIDDEN was derived from (Python 3.11's)
-HIDDEN = (
+HIDDEN_BMP = (
     "\u00a0\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u115f-\u1160\u1680"
     "\u17b4-\u17b5\u180b-\u180f\u2000-\u200f\u2028-\u202f\u205f-\u206f\u2800\u3000\u3164"
-    "\ud800-\udfff\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\ufffe-\uffff\U000110bd\U000110cd"
-    "\U00013430-\U00013438\U0001bca0-\U0001bca3\U0001d159\U0001d173-\U0001d17a\U000e0000-\U000e0fff"
+    "\ud800-\udfff\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\ufffe-\uffff"
 )
+HIDDEN_ASTRAL = (
+    "\U000110bd\U000110cd\U00013430-\U00013438\U0001bca0-\U0001bca3\U0001d159\U0001d173-\U0001d17a"
+    "\U000e0000-\U000e0fff"
+)
+HIDDEN = HIDDEN_BMP + HIDDEN_ASTRAL  # a regular expression's class, without its brackets
 _HIDDEN = re.compile(f"[\x00-\x1f\x7f-\x9f{HIDDEN}]")
 _JOINER = "\u200d"
 _SELECTORS = "\ufe0e\ufe0f"

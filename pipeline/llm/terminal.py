@@ -53,24 +53,31 @@ from __future__ import annotations
 
 import logging
 import re
+import unicodedata
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
 
-from pipeline.llm.invisible import HIDDEN, kept_joiners
+from pipeline.llm.invisible import HIDDEN, HIDDEN_ASTRAL, HIDDEN_BMP, kept_joiners
 
 _ESCAPE_LOOK = r"[rvfb0nt]|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}"  # what `_visible` writes
 
 
-def _chars(controls: str) -> str:
-    return f"[{controls}\x7f-\x9f{HIDDEN}]"
+# Every character past U+FFFF is found, and `_visible` gives back those not hidden: a class with the
+# hidden ranges there is scanned about three times as slowly as one with a single range.
+_FOUND = HIDDEN_BMP + "\U00010000-\U0010ffff"
+_ASTRAL = re.compile(f"[{HIDDEN_ASTRAL}]")
+
+
+def _chars(controls: str, hidden: str = _FOUND) -> str:
+    return f"[{controls}\x7f-\x9f{hidden}]"
 
 
 def _unsafe(controls: str) -> re.Pattern[str]:
     """The characters to escape, and a backslash run before an escape's look (the module's docstring)."""
-    return re.compile(f"\\\\+(?={_ESCAPE_LOOK}|{_chars(controls)})|{_chars(controls)}")
+    return re.compile(f"\\\\+(?={_ESCAPE_LOOK}|{_chars(controls, HIDDEN)})|{_chars(controls)}")
 
 
 _UNSAFE = _unsafe("\x00-\x08\x0b-\x1f")
@@ -81,7 +88,14 @@ _UNSAFE_LINE = _unsafe("\x00-\x1f")
 _GUARD = re.compile(_chars("\x00-\x08\x0b-\x1f"))
 _GUARD_LINE = re.compile(_chars("\x00-\x08\x0a-\x1f"))
 _GUARD_ALL = re.compile(_chars("\x00-\x1f"))
+# The same for a text all ASCII, which none of the others can hold: a class of the controls alone is
+# scanned about four times as fast as one with the hidden characters' ranges beyond U+FFFF.
+_ASCII = {
+    pattern: re.compile(pattern.pattern.replace(HIDDEN, "").replace(_FOUND, ""))
+    for pattern in (_UNSAFE, _UNSAFE_NEWLINE, _UNSAFE_LINE, _GUARD, _GUARD_LINE, _GUARD_ALL)
+}
 _FSI, _PDI = "\u2068", "\u2069"
+_RIGHT_TO_LEFT = ("R", "AL", "AN")
 _ISOLATE = re.compile(f"{_FSI}([^{_FSI}{_PDI}\n]*){_PDI}")
 _NAMED = {"\r": "\\r", "\x0b": "\\v", "\x0c": "\\f", "\x08": "\\b", "\x00": "\\0", "\n": "\\n", "\t": "\\t"}
 
@@ -92,6 +106,8 @@ def _visible(match: re.Match[str]) -> str:
         return char + char
     if char in _NAMED:
         return _NAMED[char]
+    if char >= "\U00010000" and not _ASTRAL.match(char):
+        return char  # found by the class's one range past U+FFFF (_FOUND), not hidden
     code = ord(char)
     if code < 0x100:
         return f"\\x{code:02x}"
@@ -108,6 +124,8 @@ def shown(text: str, *, one_line: bool = False) -> str:
 
 def _escaped(pattern: re.Pattern[str], text: str) -> str:
     """`text` with what `pattern` finds as its escape, but an emoji's own joiners (kept_joiners)."""
+    if text.isascii():
+        return _ASCII[pattern].sub(_visible, text)
     kept = kept_joiners(text)
     if not kept:
         return pattern.sub(_visible, text)
@@ -161,11 +179,15 @@ def guarded(text: str, *, line: bool = False, isolates: bool = False) -> str:
 
 def isolated(text: str) -> str:
     """`text`, shown already (`shown(..., one_line=True)`), between the bidi isolates FSI and PDI
-    (U+2068, U+2069): a name in a row of numbers, so that a right-to-left name (Arabic, Hebrew)
-    cannot draw the numbers after it into its own run and show run A's and run B's in swapped
-    order on a terminal that lays out bidi text (UAX #9, rules W2 and N1: a number after a
-    right-to-left letter takes its direction). Printed through `guarded(..., isolates=True)`."""
-    return f"{_FSI}{text}{_PDI}" if text else ""
+    (U+2068, U+2069) where it holds a right-to-left character: a name in a row of numbers, so that
+    an Arabic or Hebrew name cannot draw the numbers after it into its own run and show run A's and
+    run B's in swapped order on a terminal that lays out bidi text (UAX #9, rules W2 and N1: a
+    number after a right-to-left letter, or beside an Arabic digit, takes its direction). A text
+    with none (bidi classes R, AL, AN) is left as it is: an isolate would change nothing in it.
+    Printed through `guarded(..., isolates=True)`."""
+    if not any(unicodedata.bidirectional(char) in _RIGHT_TO_LEFT for char in text):
+        return text
+    return f"{_FSI}{text}{_PDI}"
 
 
 def closed_isolates(text: str) -> str:
