@@ -32,8 +32,6 @@ from __future__ import annotations
 
 import re
 
-from wcwidth import iter_graphemes, width
-
 UNICODE_VERSION = "14.0.0"  # the unicodedata HIDDEN was derived from (Python 3.11's)
 HIDDEN_BMP = (
     "\u00a0\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u115f-\u1160\u1680"
@@ -56,6 +54,8 @@ def kept_joiners(text: str) -> frozenset[int]:
     docstring): these positions are shown as they are."""
     if not _JOINERS.search(text):
         return frozenset()
+    from wcwidth import iter_graphemes  # here: 13 ms to import, for the few texts with an emoji
+
     kept: set[int] = set()
     at = 0
     for cluster in iter_graphemes(text):
@@ -68,6 +68,8 @@ def kept_joiners(text: str) -> frozenset[int]:
 def _kept_in(cluster: str) -> list[int]:
     """The joiners of one grapheme cluster that make it what is drawn: none where another of its
     characters is hidden (the joiner would stand beside an escape, joining nothing)."""
+    from wcwidth import width
+
     rest = _JOINERS.sub("", cluster)
     if _HIDDEN.search(rest):
         return []
