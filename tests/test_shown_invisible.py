@@ -10,6 +10,8 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline.llm.invisible import HIDDEN, UNICODE_VERSION
 from pipeline.llm.terminal import closed_isolates, guarded, isolated, shown
@@ -156,3 +158,17 @@ def test_a_diff_line_keeps_its_verdicts_in_order_unisolated() -> None:
     line = change_line(cast(Any, SimpleNamespace(a=judgement, b=after, cause=SimpleNamespace(text="סיבה"))))
     drawn = _drawn(line)
     assert drawn.index("4") < drawn.index("5"), drawn
+
+
+_ANY_HIDDEN = re.compile(f"[{HIDDEN}]")
+_EMOJI_PARTS = st.sampled_from(
+    ["👨", "💻", "❤", "🏳", "🌈", "1", "#", "a", "\u200d", "\ufe0f", "\ufe0e", "\u0600", "\u034f", " "]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.text(), st.lists(_EMOJI_PARTS).map("".join)))
+def test_what_shown_writes_holds_no_hidden_character_but_an_emojis_and_passes_guarded(text: str) -> None:
+    out = shown(text)
+    assert guarded(out) == out
+    assert all(match[0] in "\u200d\ufe0e\ufe0f" for match in _ANY_HIDDEN.finditer(out)), ascii(out)
