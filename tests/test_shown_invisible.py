@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from pipeline.llm.invisible import HIDDEN, UNICODE_VERSION
 from pipeline.llm.terminal import closed_isolates, guarded, isolated, shown
+from pipeline.tools.compare import _pointer as compare_pointer
 from pipeline.tools.compare import _row as compare_row
 from pipeline.tools.compare_params import params_changes
 from pipeline.tools.diff.text import change_line
@@ -172,3 +173,11 @@ def test_what_shown_writes_holds_no_hidden_character_but_an_emojis_and_passes_gu
     out = shown(text)
     assert guarded(out) == out
     assert all(match[0] in "\u200d\ufe0e\ufe0f" for match in _ANY_HIDDEN.finditer(out)), ascii(out)
+
+
+def test_a_right_to_left_run_name_is_not_offered_as_a_command() -> None:
+    """`judgeloop diff 'אלף' 'בית'` would be drawn with its two runs swapped (one right-to-left
+    run across both), and isolates in it would be pasted into the shell: said in words."""
+    lines = compare_pointer(["אלף", "בית"], ["paper"])
+    assert lines[-1] == "  judgeloop diff A B, A and B the two runs above"
+    assert compare_pointer(["HEAD~1", "HEAD"], ["paper"])[-1] == "  judgeloop diff HEAD~1 HEAD --design paper"

@@ -243,13 +243,16 @@ def _is_folder(name: str) -> bool:
 
 def _pointer(names: Sequence[str], judged: Sequence[str]) -> list[str]:
     """Where to ask whether a change exceeds noise: the `judgeloop diff` of the same two runs, whole
-    (a command cut is no command) or, wider than the table or holding a character shown as its
-    escape (pasted, the escape would be typed), said in words. A run named as a folder here is
-    one diff would read as a run's folder (pipeline.tools.diff.runs), not this revision: said so."""
+    (a command cut is no command) or, wider than the table, holding a character shown as its
+    escape (pasted, the escape would be typed) or a right-to-left one, said in words. A run named
+    as a folder here is one diff would read as a run's folder (pipeline.tools.diff.runs), not this
+    revision: said so."""
     command = "judgeloop diff " + " ".join(map(_argument, names))
     command += f" --design {_argument(judged[0])}" if len(judged) == 1 else ""
     shown_command = shown(command, one_line=True)
-    if shown_command != command or columns(shown_command) > WIDTH - 2:  # escaped: no longer that command
+    # Escaped, it is no longer that command; a right-to-left name would draw its arguments out of
+    # order, and isolates (pipeline.llm.terminal.isolated) would be pasted into the shell with it.
+    if shown_command != command or columns(shown_command) > WIDTH - 2 or isolated(command) != command:
         shown_command = "judgeloop diff A B, A and B the two runs above"
     folders = [name for name in names if name != WORKSPACE and _is_folder(name)]
     if folders:
