@@ -25,7 +25,10 @@ Two of them make visible text, and pass where they do (`kept_joiners`): the zero
 inside an emoji sequence (👨‍💻, 🏳️‍🌈: wcwidth's grapheme clusters, UAX #29) and a variation selector
 that changes how its character is drawn, by the width a terminal gives it (❤ U+2764 takes one
 column, ❤️ with U+FE0F two; a keycap 1️⃣). A selector that changes nothing (😀 U+FE0F, `a` U+FE0F)
-is shown as its escape, and so is every joiner of a cluster where any other character is.
+is shown as its escape, and so is every joiner of a cluster where any other character is. Those
+widths and clusters are wcwidth's tables, pinned in requirements/lock.txt as the table here is.
+Moving either to a newer Unicode (its new format characters: U+13439-U+1343F are 15.0's) is a change
+of what the report pages show: re-record with it.
 """
 
 from __future__ import annotations
