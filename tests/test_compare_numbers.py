@@ -185,7 +185,7 @@ def test_any_metric_and_run_name_keeps_one_line_of_100_columns(metric: str, run:
     a[PATH]["figure2"][metric] = {"before": {"mean": 1.0}, "after": {"mean": 2.0}}
     b = json.loads(json.dumps(a))
     b[PATH]["figure2"][metric]["after"]["mean"] = 3.0
-    out = guarded(render([run, "HEAD"], [a, b], [{}, {}], ["paper"]))  # as echo prints it
+    out = guarded(render([run, "HEAD"], [a, b], [{}, {}], ["paper"]), isolates=True)  # as compare prints it
     lines = out.splitlines()
     assert lines[0].endswith(" → HEAD") and max(_columns(line) for line in lines) <= 100, out
     assert sum(line.rstrip().endswith("2           3        +1") for line in lines) == 1, out

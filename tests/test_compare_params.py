@@ -18,7 +18,9 @@ from pipeline.tools.compare import params_changes
 
 
 def _changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    return [guarded(line) for line in params_changes([{"params.yaml": old}, {"params.yaml": new}])]
+    return [
+        guarded(line, isolates=True) for line in params_changes([{"params.yaml": old}, {"params.yaml": new}])
+    ]
 
 
 def test_a_change_of_type_is_a_change_spelled_apart() -> None:

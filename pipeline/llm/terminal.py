@@ -10,14 +10,18 @@ stored, and zero-width and tag characters hide text that a reader cannot see but
 `shown` writes, as an escape (`\\x1b`, `\\r`, `\\u202e`, `\\U000e0041`):
 
 - every C0 control but the newline and the tab, DEL, and every C1 control (U+0085 among them);
-- bidi controls (U+061C, U+200E-U+200F, U+202A-U+202E, U+2066-U+2069);
-- zero-width and invisible format characters (U+00AD, U+180E, U+200B-U+200D, U+2060-U+2064,
-  U+FEFF, U+FFF9-U+FFFB) and the line and paragraph separators (U+2028, U+2029);
-- Unicode tag characters (U+E0000-U+E007F), which spell hidden ASCII;
+- every character shown as nothing, or as a blank that is not the space (pipeline.llm.invisible:
+  Unicode's format characters, among them the bidi controls U+061C, U+200E-U+200F, U+202A-U+202E
+  and U+2066-U+2069, the zero-width characters and the tag characters U+E0000-U+E007F that spell
+  hidden ASCII; every default-ignorable character, among them the Hangul fillers and the
+  variation selectors; every space but the space, and the line and paragraph separators);
 - lone surrogates (U+D800-U+DFFF), which a terminal's UTF-8 cannot even encode: printed raw, they
   raise UnicodeEncodeError in place of the message;
 - the noncharacters U+FFFE and U+FFFF, which no XML file may hold (the reports' SVGs show their
   labels through here too, pipeline.reports.svg).
+
+A zero-width joiner inside an emoji sequence (👨‍💻) and a variation selector that changes how its
+emoji is drawn (❤️) pass: they are visible text (pipeline.llm.invisible.kept_joiners).
 
 A text may also hold an escape's own characters: a model can type the six characters `\\u202e`,
 which must not look like a U+202E it sent. So a run of backslashes that stands right before what
@@ -49,26 +53,31 @@ from __future__ import annotations
 
 import logging
 import re
+import unicodedata
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
 
-_BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
-_INVISIBLE = "\u00ad\u180e\u200b-\u200d\u2060-\u2064\ufeff\ufff9-\ufffb\u2028\u2029\U000e0000-\U000e007f"
-_HALVES = "\ud800-\udfff"  # lone surrogates (a str cannot hold a paired one)
-_NOT_XML = "\ufffe\uffff"
+from pipeline.llm.invisible import HIDDEN, HIDDEN_ASTRAL, HIDDEN_BMP, kept_joiners
+
 _ESCAPE_LOOK = r"[rvfb0nt]|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}"  # what `_visible` writes
 
 
-def _chars(controls: str) -> str:
-    return f"[{controls}\x7f-\x9f{_BIDI}{_INVISIBLE}{_HALVES}{_NOT_XML}]"
+# Every character past U+FFFF is found, and `_visible` gives back those not hidden: a class with the
+# hidden ranges there is scanned about three times as slowly as one with a single range.
+_FOUND = HIDDEN_BMP + "\U00010000-\U0010ffff"
+_ASTRAL = re.compile(f"[{HIDDEN_ASTRAL}]")
+
+
+def _chars(controls: str, hidden: str = _FOUND) -> str:
+    return f"[{controls}\x7f-\x9f{hidden}]"
 
 
 def _unsafe(controls: str) -> re.Pattern[str]:
     """The characters to escape, and a backslash run before an escape's look (the module's docstring)."""
-    return re.compile(f"\\\\+(?={_ESCAPE_LOOK}|{_chars(controls)})|{_chars(controls)}")
+    return re.compile(f"\\\\+(?={_ESCAPE_LOOK}|{_chars(controls, HIDDEN)})|{_chars(controls)}")
 
 
 _UNSAFE = _unsafe("\x00-\x08\x0b-\x1f")
@@ -79,6 +88,15 @@ _UNSAFE_LINE = _unsafe("\x00-\x1f")
 _GUARD = re.compile(_chars("\x00-\x08\x0b-\x1f"))
 _GUARD_LINE = re.compile(_chars("\x00-\x08\x0a-\x1f"))
 _GUARD_ALL = re.compile(_chars("\x00-\x1f"))
+# The same for a text all ASCII, which none of the others can hold: a class of the controls alone is
+# scanned about four times as fast as one with the hidden characters' ranges beyond U+FFFF.
+_ASCII = {
+    pattern: re.compile(pattern.pattern.replace(HIDDEN, "").replace(_FOUND, ""))
+    for pattern in (_UNSAFE, _UNSAFE_NEWLINE, _UNSAFE_LINE, _GUARD, _GUARD_LINE, _GUARD_ALL)
+}
+_FSI, _PDI = "\u2068", "\u2069"
+_RIGHT_TO_LEFT = ("R", "AL", "AN")
+_ISOLATE = re.compile(f"{_FSI}([^{_FSI}{_PDI}\n]*){_PDI}")
 _NAMED = {"\r": "\\r", "\x0b": "\\v", "\x0c": "\\f", "\x08": "\\b", "\x00": "\\0", "\n": "\\n", "\t": "\\t"}
 
 
@@ -88,6 +106,8 @@ def _visible(match: re.Match[str]) -> str:
         return char + char
     if char in _NAMED:
         return _NAMED[char]
+    if char >= "\U00010000" and not _ASTRAL.match(char):
+        return char  # found by the class's one range past U+FFFF (_FOUND), not hidden
     code = ord(char)
     if code < 0x100:
         return f"\\x{code:02x}"
@@ -98,8 +118,18 @@ def shown(text: str, *, one_line: bool = False) -> str:
     """`text` safe to print: every control, invisible and reordering character as its escape (see
     the module's docstring); newlines and tabs kept unless `one_line`."""
     if "\\" not in text:
-        return (_GUARD_ALL if one_line else _GUARD).sub(_visible, text)
-    return (_UNSAFE_LINE if one_line else _UNSAFE).sub(_visible, text)
+        return _escaped(_GUARD_ALL if one_line else _GUARD, text)
+    return _escaped(_UNSAFE_LINE if one_line else _UNSAFE, text)
+
+
+def _escaped(pattern: re.Pattern[str], text: str) -> str:
+    """`text` with what `pattern` finds as its escape, but an emoji's own joiners (kept_joiners)."""
+    if text.isascii():
+        return _ASCII[pattern].sub(_visible, text)
+    kept = kept_joiners(text)
+    if not kept:
+        return pattern.sub(_visible, text)
+    return pattern.sub(lambda match: match[0] if match.start() in kept else _visible(match), text)
 
 
 def shown_apart(parts: Sequence[str]) -> list[str]:
@@ -124,15 +154,49 @@ def shown_apart(parts: Sequence[str]) -> list[str]:
 def shown_line(text: str) -> str:
     """`text` shown safely (`shown`) as one line of output: a line break in it (a model name's, an
     item id's) as its escape, a tab kept as a tab (see the module's docstring)."""
-    return (_UNSAFE_NEWLINE if "\\" in text else _GUARD_LINE).sub(_visible, text)
+    return _escaped(_UNSAFE_NEWLINE if "\\" in text else _GUARD_LINE, text)
 
 
-def guarded(text: str, *, line: bool = False) -> str:
+def guarded(text: str, *, line: bool = False, isolates: bool = False) -> str:
     """A message or a line of output that judgeloop composed, safe to print: every control, bidi
     and invisible character in it as its escape (the newline too if `line`), backslashes as they
     are. The net under whole messages (errors, log records, warnings, `echo`, status's lines): the
-    record's texts in them were shown already (`shown`), and what `shown` wrote passes unchanged."""
-    return (_GUARD_LINE if line else _GUARD).sub(_visible, text)
+    record's texts in them were shown already (`shown`), and what `shown` wrote passes unchanged.
+
+    `isolates=True`, for a text whose every part someone else wrote was shown (or guarded) before
+    it was composed: judgeloop's own isolates (`isolated`) pass, each a pair on one line around a
+    text with nothing to escape in it; any other bidi control is shown as its escape."""
+    pattern = _GUARD_LINE if line else _GUARD
+    if not isolates or _FSI not in text:
+        return _escaped(pattern, text)
+    out, at = [], 0
+    for match in _ISOLATE.finditer(text):
+        if _escaped(pattern, match[1]) == match[1]:
+            out += [_escaped(pattern, text[at : match.start()]), match[0]]
+            at = match.end()
+    return "".join([*out, _escaped(pattern, text[at:])])
+
+
+def isolated(text: str) -> str:
+    """`text`, shown already (`shown(..., one_line=True)`), between the bidi isolates FSI and PDI
+    (U+2068, U+2069) where it holds a right-to-left character: a name in a row of numbers, so that
+    an Arabic or Hebrew name cannot draw the numbers after it into its own run and show run A's and
+    run B's in swapped order on a terminal that lays out bidi text (UAX #9, rules W2 and N1: a
+    number after a right-to-left letter, or beside an Arabic digit, takes its direction). A text
+    with none (bidi classes R, AL, AN) is left as it is: an isolate would change nothing in it.
+    Printed through `guarded(..., isolates=True)`."""
+    if not any(unicodedata.bidirectional(char) in _RIGHT_TO_LEFT for char in text):
+        return text
+    return f"{_FSI}{text}{_PDI}"
+
+
+def closed_isolates(text: str) -> str:
+    """`text` (one line) with a PDI added for each FSI that a cut left open, before a last `…`."""
+    missing = text.count(_FSI) - text.count(_PDI)
+    if missing <= 0:
+        return text
+    cut = text.endswith("…")
+    return (text[:-1] if cut else text) + _PDI * missing + ("…" if cut else "")
 
 
 def spelled(value: Any) -> str:
@@ -163,9 +227,10 @@ def framed(text: str, margin: str = "  | ") -> str:
     return "\n".join(margin + line for line in text.split("\n"))
 
 
-def echo(text: str, **kwargs: Any) -> None:
-    """click.echo of `text` made safe (`guarded`): what every command prints goes through here."""
-    click.echo(guarded(text), **kwargs)
+def echo(text: str, *, isolates: bool = False, **kwargs: Any) -> None:
+    """click.echo of `text` made safe (`guarded`, judgeloop's own isolates let through where
+    `isolates`): what every command prints goes through here."""
+    click.echo(guarded(text, isolates=isolates), **kwargs)
 
 
 class _ShownRecord(logging.LogRecord):

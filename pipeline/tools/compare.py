@@ -30,7 +30,7 @@ from pipeline.errors import JudgeloopError
 from pipeline.experiments.design import PARAM_REFERENCE, Design, Headline, Number, load_ref, param_value
 from pipeline.experiments.params import require_params_file
 from pipeline.experiments.registry import designs
-from pipeline.llm.terminal import echo, guarded, shown
+from pipeline.llm.terminal import echo, guarded, isolated, shown
 from pipeline.tools.columns import columns, fit, pad, right
 from pipeline.tools.compare_numbers import DELTA, VALUE, cells
 from pipeline.tools.compare_params import ABSENT, leaves, params_changes
@@ -74,9 +74,10 @@ def _line(text: str, width: int = WIDTH) -> str:
 
 
 def _row(label: str, a: str, b: str, delta: str) -> str:
-    return (
-        f"  {pad(_line(label, LABEL - 1), LABEL)}{right(a, VALUE)}{right(b, VALUE)}{delta:>{DELTA}}".rstrip()
-    )
+    """A row of the table: its label (someone's text, isolated: pipeline.llm.terminal.isolated, so
+    that a right-to-left name leaves the numbers after it in their order) and three cells."""
+    name = isolated(_line(label, LABEL - 1))
+    return f"  {pad(name, LABEL)}{right(a, VALUE)}{right(b, VALUE)}{delta:>{DELTA}}".rstrip()
 
 
 def _numbers(design: Design[Any], rows: Headline) -> tuple[dict[str, Number | None], list[str]]:
@@ -242,13 +243,16 @@ def _is_folder(name: str) -> bool:
 
 def _pointer(names: Sequence[str], judged: Sequence[str]) -> list[str]:
     """Where to ask whether a change exceeds noise: the `judgeloop diff` of the same two runs, whole
-    (a command cut is no command) or, wider than the table or holding a character shown as its
-    escape (pasted, the escape would be typed), said in words. A run named as a folder here is
-    one diff refuses as two runs (the folder and the revision: pipeline.tools.diff.runs): said so."""
+    (a command cut is no command) or, wider than the table, holding a character shown as its
+    escape (pasted, the escape would be typed) or a right-to-left one, said in words. A run named
+    as a folder here is one diff refuses as two runs (the folder and the revision:
+    pipeline.tools.diff.runs): said so."""
     command = "judgeloop diff " + " ".join(map(_argument, names))
     command += f" --design {_argument(judged[0])}" if len(judged) == 1 else ""
     shown_command = shown(command, one_line=True)
-    if shown_command != command or columns(shown_command) > WIDTH - 2:  # escaped: no longer that command
+    # Escaped, it is no longer that command; a right-to-left name would draw its arguments out of
+    # order, and isolates (pipeline.llm.terminal.isolated) would be pasted into the shell with it.
+    if shown_command != command or columns(shown_command) > WIDTH - 2 or isolated(command) != command:
         shown_command = "judgeloop diff A B, A and B the two runs above"
     folders = [name for name in names if name != WORKSPACE and _is_folder(name)]
     if folders:
@@ -293,9 +297,9 @@ def render(
     only: Sequence[str] = (),
     show_all: bool = True,
 ) -> str:
-    a, b = (_line(n, VALUE - 1) for n in names)
+    a, b = (isolated(_line(n, VALUE - 1)) for n in names)  # the header's cells: the runs' names
     half = (WIDTH - 3) // 2
-    lines = [f"{_line(names[0], half)} → {_line(names[1], half)}"]
+    lines = [f"{isolated(_line(names[0], half))} → {isolated(_line(names[1], half))}"]
     changed = params_changes(params, names)
     lines += ["params that differ:", *changed] if changed else ["params: the same"]
     lines += ["", _row("", a, b, "change")]
@@ -341,4 +345,6 @@ def compare(runs: tuple[str, ...], only: tuple[str, ...], show_all: bool) -> Non
         require_params_file()
         raise JudgeloopError("not a DVC project here (no .dvc folder). Fix: run it in the project's folder.")
     metrics, params = read_runs(names)
-    echo(render(names, [metrics[n] for n in names], [params[n] for n in names], only, show_all), nl=False)
+    # Every text someone else wrote in it was shown before it was composed: its isolates are judgeloop's.
+    table = render(names, [metrics[n] for n in names], [params[n] for n in names], only, show_all)
+    echo(table, isolates=True, nl=False)

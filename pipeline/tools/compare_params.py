@@ -20,7 +20,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pipeline.llm.terminal import shown, spelled
+from pipeline.llm.terminal import closed_isolates, isolated, shown, spelled
 from pipeline.tools.columns import fit
 from pipeline.tools.compare_runs import Unreadable
 
@@ -99,15 +99,22 @@ def _in_order(path: str) -> str:
 
 
 def _file_changes(file: str, old_data: Any, new_data: Any) -> list[str]:
-    """`key: old → new` for every value of one params file that differs."""
+    """`key: old → new` for every value of one params file that differs, shown: the key and each
+    side isolated (pipeline.llm.terminal.isolated), so that a right-to-left key or text does not
+    draw the sides into its own run and show them swapped."""
     old, new = leaves(old_data), leaves(new_data)
-    prefix = "" if file == "params.yaml" else f"{file}: "
+    prefix = "" if file == "params.yaml" else f"{_shown(file)}: "
     lines = []
     for key in sorted(old.keys() | new.keys(), key=_in_order):
         a, b = old.get(key, ABSENT), new.get(key, ABSENT)
         if not same(a, b):
-            lines.append(f"{prefix}{key}: {spelled_leaf(a)} → {spelled_leaf(b)}")
+            sides = " → ".join(isolated(_shown(spelled_leaf(side))) for side in (a, b))
+            lines.append(f"{prefix}{isolated(_shown(key))}: {sides}")
     return lines
+
+
+def _shown(text: str) -> str:
+    return shown(text, one_line=True)
 
 
 def params_changes(runs: Sequence[Mapping[str, Any]], names: Sequence[str] = ("A", "B")) -> list[str]:
@@ -119,9 +126,11 @@ def params_changes(runs: Sequence[Mapping[str, Any]], names: Sequence[str] = ("A
     for file in sorted(old_run.keys() | new_run.keys()):
         if file not in old_run or file not in new_run:
             lacking = names[0] if file not in old_run else names[1]
-            lines.append(f"{file}: not in {lacking}")
+            lines.append(_shown(f"{file}: not in {lacking}"))
             continue
         files = [(name, run[file]) for name, run in zip(names, runs, strict=True)]
-        said = [f"{file} in {name}: {data.why}" for name, data in files if isinstance(data, Unreadable)]
+        said = [
+            _shown(f"{file} in {name}: {data.why}") for name, data in files if isinstance(data, Unreadable)
+        ]
         lines += said or _file_changes(file, old_run[file], new_run[file])
-    return ["  " + fit(shown(line, one_line=True), WIDTH - 2) for line in lines]
+    return ["  " + closed_isolates(fit(line, WIDTH - 2)) for line in lines]
