@@ -119,3 +119,27 @@ def test_each_params_file_s_keys_are_apart_and_an_unreadable_file_is_said() -> N
     assert changed_params({"params.yaml": {"seed": 1}}, {"params.yaml": {"seed": 1}, "b.yaml": {"k": 2}}) == [
         "b.yaml:k=2"
     ]
+
+
+def test_a_right_to_left_name_is_isolated_so_the_two_numbers_keep_their_order() -> None:
+    """An Arabic metric (or experiment) name followed by numbers forms one right-to-left run under
+    the bidi algorithm (UAX #9, W2 and N1): a bidi terminal drew `الدقة 1 → 2` as `2 → 1 الدقة`,
+    the baseline's number and the experiment's swapped. Each such name is isolated (FSI…PDI), as
+    compare's are; an isolate the name itself holds is still shown as its escape."""
+    from pipeline.tools.exp_list import _lines, moved_numbers
+
+    metrics = json.loads((ROOT / "outputs" / "paper" / "metrics.json").read_text(encoding="utf-8"))
+    metrics["figure2"] = {"الدقة": {"after": {"mean": 1.0}}, "a\u2068b": {"after": {"mean": 1.0}}}
+    other = json.loads(json.dumps(metrics))
+    for name in other["figure2"]:
+        other["figure2"][name]["after"]["mean"] = 2.0
+    runs = [{"outputs/paper/metrics.json": metrics}, {"outputs/paper/metrics.json": other}]
+    moved = moved_numbers(runs, [{}, {}])
+    assert "paper: \u2068الدقة after (mean 1-5)\u2069 1 → 2" in moved, moved
+    assert "paper: a\\u2068b after (mean 1-5) 1 → 2" in moved, moved  # the name's own: escaped
+    lines = _lines("تجربة", "abc1234", "1234567", ["judge.samples=3"], moved)
+    assert lines[0].startswith("\u2068تجربة\u2069 ") and " abc1234  1234567  judge.samples=3" in lines[0]
+    assert any(line.endswith("paper: \u2068الدقة after (mean 1-5)\u2069 1 → 2") for line in lines), lines
+    assert not any("\u2068b" in line for line in lines), lines
+    plain = _lines("exp-1", "abc1234", "1234567", ["x=1"], ["paper: coherence after (mean 1-5) 1 → 2"])
+    assert not any("\u2068" in line for line in plain), plain

@@ -20,7 +20,7 @@ from typing import Any
 
 from pipeline.errors import JudgeloopError
 from pipeline.experiments.registry import designs
-from pipeline.llm.terminal import guarded
+from pipeline.llm.terminal import closed_isolates, guarded, isolated, shown
 from pipeline.tools.columns import fit, pad
 from pipeline.tools.compare import _argument, _delta, _headline, _number, metrics_file, read_runs
 from pipeline.tools.compare_params import ABSENT, leaves, same
@@ -82,12 +82,14 @@ def moved_numbers(metrics: Sequence[Mapping[str, Any]], params: Sequence[Mapping
                 for run, path, side in zip(metrics, paths, ("baseline", "experiment"), strict=True)
             )
         except JudgeloopError as exc:
-            moved.append(f"{design.name}: {exc.message}")
+            moved.append(f"{design.name}: {guarded(exc.message, line=True)}")
             continue
         for label in dict.fromkeys([*a, *b]):
             change = _delta(a.get(label), b.get(label))
             if change != "=" and not (a.get(label) is None and b.get(label) is None):
-                moved.append(f"{design.name}: {label} {_number(a.get(label))} → {_number(b.get(label))}")
+                # isolated: a right-to-left label would draw the two numbers after it swapped
+                name = isolated(shown(label, one_line=True))
+                moved.append(f"{design.name}: {name} {_number(a.get(label))} → {_number(b.get(label))}")
     return moved
 
 
@@ -97,17 +99,19 @@ def _shown(text: str) -> str:
 
 
 def _lines(name: str, sha: str, base: str, changed: list[str], moved: list[str]) -> list[str]:
-    """One experiment's lines, each escaped, then cut to the width."""
-    head = f"{pad(fit(_shown(name), 23), 24)}{_shown(sha[:7]):<9}{_shown(base[:7]):<9}"
-    lines = [head + _shown(", ".join(changed))]
-    lines += [INDENT + _shown(number) for number in moved[:4]]
+    """One experiment's lines, each escaped, then cut to the width (a name that holds a right-to-left
+    letter isolated, as compare's are: pipeline.llm.terminal.isolated)."""
+    head = f"{pad(closed_isolates(fit(isolated(shown(name, one_line=True)), 23)), 24)}"
+    head += f"{_shown(sha[:7]):<9}{_shown(base[:7]):<9}"
+    lines = [guarded(head, line=True, isolates=True) + _shown(", ".join(changed))]
+    lines += [INDENT + guarded(number, line=True, isolates=True) for number in moved[:4]]
     if len(moved) > 4:
         lines.append(
             f"{INDENT}... {len(moved) - 4} more: judgeloop compare {base[:7]} {_shown(_argument(name))}"
         )
     if not moved:
         lines.append(INDENT + "(no headline number moved)")
-    return [fit(line, WIDTH) for line in lines]
+    return [closed_isolates(fit(line, WIDTH)) for line in lines]
 
 
 def render_list(all_commits: bool = False) -> str:
