@@ -65,7 +65,23 @@ def test_review23s_invisible_characters_are_escapes(char: str) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["❤️", "👨‍💻", "🏳️‍🌈", "❤️‍🔥", "1️⃣", "👍🏽", "café", "é", "连贯性", "한국어", "a b", "\tx\n"],
+    [
+        "❤️",
+        "👨‍💻",
+        "🏳️‍🌈",
+        "❤️‍🔥",
+        "1️⃣",
+        "#️⃣",
+        "👩‍❤️‍👨",
+        "©️",
+        "👍🏽",
+        "café",
+        "é",
+        "连贯性",
+        "한국어",
+        "a b",
+        "\tx\n",
+    ],
 )
 def test_visible_text_passes(text: str) -> None:
     assert shown(text) == text
@@ -81,6 +97,16 @@ def test_visible_text_passes(text: str) -> None:
         ("👨\u200d", "👨\\u200d"),
         ("👨\u200d\u200d💻", "👨\\u200d\\u200d💻"),  # joiners beside each other join nothing
         ("👨\u034f\u200d💻", "👨\\u034f\\u200d💻"),  # a joiner beside an escape joins nothing
+        # review26: a selector after an ASCII character is drawn as that character, but in a keycap
+        ("1\ufe0f", "1\\ufe0f"),
+        ("seed1\ufe0f", "seed1\\ufe0f"),
+        ("#\ufe0f", "#\\ufe0f"),
+        ("*\ufe0f", "*\\ufe0f"),
+        # review26: a joiner before no emoji (a mark, a skin tone, an Indic letter) draws nothing
+        ("👨\u200d\u0301", "👨\\u200d\u0301"),
+        ("👍🏽\u200d\u0301", "👍🏽\\u200d\u0301"),
+        ("👨\u200d🏻", "👨\\u200d🏻"),
+        ("क्\u200dष", "क्\\u200dष"),
     ],
 )
 def test_joiners_that_make_nothing_are_escapes(text: str, expected: str) -> None:

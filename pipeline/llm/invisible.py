@@ -71,15 +71,13 @@ def kept_joiners(text: str) -> frozenset[int]:
 def _kept_in(cluster: str) -> list[int]:
     """The joiners of one grapheme cluster that make it what is drawn: none where another of its
     characters is hidden (the joiner would stand beside an escape, joining nothing)."""
-    from wcwidth import width
-
     rest = _JOINERS.sub("", cluster)
     if _HIDDEN.search(rest):
         return []
     kept = []
     for n, char in enumerate(cluster):
         if char in _SELECTORS:
-            if width(cluster) == width(cluster[:n] + cluster[n + 1 :]):
+            if not _selects(cluster, n):
                 return []  # a selector that changes nothing hides; the cluster's joiners with it
             kept.append(n)
         elif char == _JOINER:
@@ -90,7 +88,29 @@ def _kept_in(cluster: str) -> list[int]:
 
 
 def _joins(cluster: str, n: int) -> bool:
-    """Whether the joiner at `n` stands between two characters that are no joiner."""
-    return (
-        0 < n < len(cluster) - 1 and cluster[n - 1] != _JOINER and cluster[n + 1] not in _JOINER + _SELECTORS
-    )
+    """Whether the joiner at `n` joins two emoji: after a character that is no joiner, before an
+    Extended_Pictographic one (UAX #29's GB11, wcwidth's pinned table). Before a mark, a skin tone
+    or an Indic letter it is drawn as nothing (`👨` U+200D U+0301 reads as `👨́`)."""
+    return 0 < n < len(cluster) - 1 and cluster[n - 1] != _JOINER and _pictographic(cluster[n + 1])
+
+
+def _selects(cluster: str, n: int) -> bool:
+    """Whether the selector at `n` changes how its character is drawn: by the width (❤ is one column,
+    ❤️ two), and after an ASCII character only in a keycap (1️⃣): `1` U+FE0F alone is drawn as `1`
+    by a terminal and a browser, though wcwidth gives it two columns. Inside a ZWJ sequence, an
+    emoji's selector before the joiner is its emoji form (👩‍❤️‍👨), whatever the width."""
+    from wcwidth import width
+
+    if cluster[n - 1 : n].isascii() and "\u20e3" not in cluster:
+        return False
+    if cluster[n + 1 : n + 2] == _JOINER and _pictographic(cluster[n - 1]):
+        return True
+    return bool(width(cluster) != width(cluster[:n] + cluster[n + 1 :]))
+
+
+def _pictographic(char: str) -> bool:
+    """Whether `char` is Extended_Pictographic (wcwidth's pinned table of UAX #29's property)."""
+    from wcwidth.bisearch import bisearch
+    from wcwidth.table_grapheme import EXTENDED_PICTOGRAPHIC
+
+    return bool(bisearch(ord(char), EXTENDED_PICTOGRAPHIC))
