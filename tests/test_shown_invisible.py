@@ -207,3 +207,20 @@ def test_a_right_to_left_run_name_is_not_offered_as_a_command() -> None:
     lines = compare_pointer(["אלף", "בית"], ["paper"])
     assert lines[-1] == "  judgeloop diff A B, A and B the two runs above"
     assert compare_pointer(["HEAD~1", "HEAD"], ["paper"])[-1] == "  judgeloop diff HEAD~1 HEAD --design paper"
+
+
+def test_which_names_are_isolated_is_no_matter_of_the_running_pythons_unicodedata(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """review26: `isolated` read unicodedata.bidirectional, so a right-to-left script a later Unicode
+    adds (3.14's Garay) was isolated on one Python and not on another. Its blocks are frozen now."""
+    monkeypatch.setattr(unicodedata, "bidirectional", lambda char: "L")
+    assert isolated("אלף") == "\u2068אלף\u2069"
+    assert isolated("\U00010d4a") == "\u2068\U00010d4a\u2069"  # Garay, unassigned in Unicode 14
+    assert isolated("abc 1.5") == "abc 1.5"
+
+
+def test_every_right_to_left_character_of_this_python_is_isolated() -> None:
+    rtl = [chr(c) for c in range(0x110000) if unicodedata.bidirectional(chr(c)) in ("R", "AL", "AN")]
+    assert len(rtl) > 3000
+    assert [ascii(char) for char in rtl if isolated(char) == char] == []
