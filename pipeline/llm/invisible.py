@@ -33,6 +33,7 @@ of what the report pages show: re-record with it.
 
 from __future__ import annotations
 
+import functools
 import re
 
 UNICODE_VERSION = "14.0.0"  # the unicodedata HIDDEN was derived from (Python 3.11's)
@@ -108,6 +109,7 @@ def _selects(cluster: str, n: int) -> bool:
     return bool(width(cluster) != width(cluster[:n] + cluster[n + 1 :]))
 
 
+@functools.cache  # few distinct emoji in a text: their look-up, and the imports, once
 def _pictographic(char: str) -> bool:
     """Whether `char` is Extended_Pictographic (wcwidth's pinned table of UAX #29's property)."""
     from wcwidth.bisearch import bisearch
