@@ -22,10 +22,13 @@ two differ. Unassigned characters other than the reserved ignorable ones are lef
 terminal draws them as a box, and a character Unicode assigns later (a new emoji) is one to show.
 
 Two of them make visible text, and pass where they do (`kept_joiners`): the zero-width joiner
-inside an emoji sequence (👨‍💻, 🏳️‍🌈: wcwidth's grapheme clusters, UAX #29) and a variation selector
-that changes how its character is drawn, by the width a terminal gives it (❤ U+2764 takes one
-column, ❤️ with U+FE0F two; a keycap 1️⃣). A selector that changes nothing (😀 U+FE0F, `a` U+FE0F)
-is shown as its escape, and so is every joiner of a cluster where any other character is. Those
+inside an emoji sequence, before an emoji (👨‍💻, 🏳️‍🌈: wcwidth's grapheme clusters, UAX #29; before
+a mark, a skin tone or an Indic letter it draws nothing) and the emoji selector U+FE0F where it
+changes how its character is drawn, by the width a terminal gives it (❤ U+2764 takes one column,
+❤️ two), or stands before an emoji's joiner (👩‍❤️‍👨); after an ASCII character only in a keycap
+(1️⃣: `1` U+FE0F alone is drawn as `1`). A selector that changes nothing (😀 U+FE0F, `a` U+FE0F)
+and the text selector U+FE0E (which most terminals ignore) are shown as their escapes, and so is
+every joiner of a cluster where any other character is. Those
 widths and clusters are wcwidth's tables, pinned in requirements/lock.txt as the table here is.
 Moving either to a newer Unicode (its new format characters: U+13439-U+1343F are 15.0's) is a change
 of what the report pages show: re-record with it.
@@ -33,6 +36,7 @@ of what the report pages show: re-record with it.
 
 from __future__ import annotations
 
+import functools
 import re
 
 UNICODE_VERSION = "14.0.0"  # the unicodedata HIDDEN was derived from (Python 3.11's)
@@ -71,15 +75,13 @@ def kept_joiners(text: str) -> frozenset[int]:
 def _kept_in(cluster: str) -> list[int]:
     """The joiners of one grapheme cluster that make it what is drawn: none where another of its
     characters is hidden (the joiner would stand beside an escape, joining nothing)."""
-    from wcwidth import width
-
     rest = _JOINERS.sub("", cluster)
     if _HIDDEN.search(rest):
         return []
     kept = []
     for n, char in enumerate(cluster):
         if char in _SELECTORS:
-            if width(cluster) == width(cluster[:n] + cluster[n + 1 :]):
+            if not _selects(cluster, n):
                 return []  # a selector that changes nothing hides; the cluster's joiners with it
             kept.append(n)
         elif char == _JOINER:
@@ -90,7 +92,32 @@ def _kept_in(cluster: str) -> list[int]:
 
 
 def _joins(cluster: str, n: int) -> bool:
-    """Whether the joiner at `n` stands between two characters that are no joiner."""
-    return (
-        0 < n < len(cluster) - 1 and cluster[n - 1] != _JOINER and cluster[n + 1] not in _JOINER + _SELECTORS
-    )
+    """Whether the joiner at `n` joins two emoji: after a character that is no joiner, before an
+    Extended_Pictographic one (UAX #29's GB11, wcwidth's pinned table). Before a mark, a skin tone
+    or an Indic letter it is drawn as nothing (`👨` U+200D U+0301 reads as `👨́`)."""
+    return 0 < n < len(cluster) - 1 and cluster[n - 1] != _JOINER and _pictographic(cluster[n + 1])
+
+
+def _selects(cluster: str, n: int) -> bool:
+    """Whether the selector at `n` changes how its character is drawn: by the width (❤ is one column,
+    ❤️ two), and after an ASCII character only in a keycap (1️⃣): `1` U+FE0F alone is drawn as `1`
+    by a terminal and a browser, though wcwidth gives it two columns. Inside a ZWJ sequence, an
+    emoji's selector before the joiner is its emoji form (👩‍❤️‍👨), whatever the width. The text
+    form's selector U+FE0E never: most terminals ignore it (⌚ U+FE0E is drawn as ⌚, two columns,
+    where wcwidth gives one), so two names that differ by it would read alike."""
+    from wcwidth import width
+
+    if cluster[n] == "\ufe0e" or (cluster[n - 1 : n].isascii() and "\u20e3" not in cluster):
+        return False
+    if cluster[n + 1 : n + 2] == _JOINER and _pictographic(cluster[n - 1]):
+        return True
+    return bool(width(cluster) != width(cluster[:n] + cluster[n + 1 :]))
+
+
+@functools.cache  # few distinct emoji in a text: their look-up, and the imports, once
+def _pictographic(char: str) -> bool:
+    """Whether `char` is Extended_Pictographic (wcwidth's pinned table of UAX #29's property)."""
+    from wcwidth.bisearch import bisearch
+    from wcwidth.table_grapheme import EXTENDED_PICTOGRAPHIC
+
+    return bool(bisearch(ord(char), EXTENDED_PICTOGRAPHIC))

@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import logging
 import re
-import unicodedata
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -95,7 +94,13 @@ _ASCII = {
     for pattern in (_UNSAFE, _UNSAFE_NEWLINE, _UNSAFE_LINE, _GUARD, _GUARD_LINE, _GUARD_ALL)
 }
 _FSI, _PDI = "\u2068", "\u2069"
-_RIGHT_TO_LEFT = ("R", "AL", "AN")
+# Where a right-to-left character (bidi class R, AL or AN) may stand: the blocks that
+# DerivedBidiClass.txt gives R or AL by default, and U+200F. Written here, not read from the running
+# Python's unicodedata, so that which names are isolated is the same on every Python, for the
+# characters a later Unicode assigns there too (3.14's Garay, U+10D40-U+10D8F, is R).
+_RIGHT_TO_LEFT = re.compile(
+    "[\u0590-\u08ff\u200f\ufb1d-\ufdcf\ufdf0-\ufdff\ufe70-\ufeff\U00010800-\U00010fff\U0001e800-\U0001efff]"
+)
 _ISOLATE = re.compile(f"{_FSI}([^{_FSI}{_PDI}\n]*){_PDI}")
 _NAMED = {"\r": "\\r", "\x0b": "\\v", "\x0c": "\\f", "\x08": "\\b", "\x00": "\\0", "\n": "\\n", "\t": "\\t"}
 
@@ -183,9 +188,10 @@ def isolated(text: str) -> str:
     an Arabic or Hebrew name cannot draw the numbers after it into its own run and show run A's and
     run B's in swapped order on a terminal that lays out bidi text (UAX #9, rules W2 and N1: a
     number after a right-to-left letter, or beside an Arabic digit, takes its direction). A text
-    with none (bidi classes R, AL, AN) is left as it is: an isolate would change nothing in it.
+    with none (bidi classes R, AL, AN; the blocks where they stand, frozen: `_RIGHT_TO_LEFT`) is left
+    as it is: an isolate would change nothing in it.
     Printed through `guarded(..., isolates=True)`."""
-    if not any(unicodedata.bidirectional(char) in _RIGHT_TO_LEFT for char in text):
+    if not _RIGHT_TO_LEFT.search(text):
         return text
     return f"{_FSI}{text}{_PDI}"
 
