@@ -164,6 +164,29 @@ def test_ctrl_z_stops_a_warm_stage_and_fg_continues_it(project: Path) -> None:
     here in a process group of its own under a parent of the same session, as a job-control shell's
     job is (a group whose parent is outside its session is orphaned, and the kernel drops its
     SIGTSTP: nothing stops there, warm or cold)."""
+    shell, log = _sleeping_job(project)
+    try:
+        fork = _asleep(project, shell)
+        dvc = _children(shell.pid)[0]
+        os.killpg(dvc, signal.SIGTSTP)  # what Ctrl-Z does
+        assert _state_becomes(fork, b"T"), "the warm fork was not stopped"
+        os.killpg(dvc, signal.SIGCONT)  # what `fg` does
+        assert _state_becomes(fork, b"S"), "the warm fork was not continued"
+        os.killpg(dvc, signal.SIGINT)
+        assert shell.wait(timeout=60) != 0
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(shell.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError, IndexError, OSError):
+            os.killpg(_children(shell.pid)[0], signal.SIGKILL)
+        shell.wait()
+    assert "warm demo sleep" in log.read_text().splitlines()
+    _no_warm_process_left(log)
+
+
+def _sleeping_job(project: Path) -> tuple[subprocess.Popen[bytes], Path]:
+    """`dvc repro` as a job-control shell's job (DVC in a process group of its own, in the shell's
+    session), its stage three sleeping until interrupted; and the warm log's path."""
     stages = _dvc_yaml()
     stages["stages"]["three"]["cmd"] = "python -m stages demo sleep"  # type: ignore[index]
     (project / "dvc.yaml").write_text(yaml.safe_dump(stages))
@@ -181,27 +204,16 @@ def test_ctrl_z_stops_a_warm_stage_and_fg_continues_it(project: Path) -> None:
         stderr=subprocess.DEVNULL,
         start_new_session=True,  # the "shell", leading a session; DVC's group is a job of it
     )
+    return shell, log
+
+
+def _asleep(project: Path, shell: subprocess.Popen[bytes]) -> int:
+    """The sleeping stage's pid (the warm fork's, run warm), once it sleeps."""
     sleeping = project / "out" / "sleeping"
-    try:
-        deadline = time.monotonic() + 120
-        while not sleeping.exists() and time.monotonic() < deadline and shell.poll() is None:
-            time.sleep(0.05)
-        fork = int(sleeping.read_text())
-        dvc = _children(shell.pid)[0]
-        os.killpg(dvc, signal.SIGTSTP)  # what Ctrl-Z does
-        assert _state_becomes(fork, b"T"), "the warm fork was not stopped"
-        os.killpg(dvc, signal.SIGCONT)  # what `fg` does
-        assert _state_becomes(fork, b"S"), "the warm fork was not continued"
-        os.killpg(dvc, signal.SIGINT)
-        assert shell.wait(timeout=60) != 0
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(shell.pid, signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError, IndexError, OSError):
-            os.killpg(_children(shell.pid)[0], signal.SIGKILL)
-        shell.wait()
-    assert "warm demo sleep" in log.read_text().splitlines()
-    _no_warm_process_left(log)
+    deadline = time.monotonic() + 120
+    while not sleeping.exists() and time.monotonic() < deadline and shell.poll() is None:
+        time.sleep(0.05)
+    return int(sleeping.read_text())
 
 
 def _state_becomes(pid: int, state: bytes) -> bool:

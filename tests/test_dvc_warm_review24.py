@@ -7,19 +7,16 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from stages import dvc_warm
-from tests.test_dvc_warm import _children, _dvc_yaml, _env, _no_warm_process_left, _repro, _running
+from tests.test_dvc_warm import _children, _dvc_yaml, _no_warm_process_left, _repro, _running
 from tests.test_dvc_warm import _sigint_as_from_a_terminal as _sigint_as_from_a_terminal  # (autouse)
 from tests.test_dvc_warm import project as project  # the fixture: a temporary git repo, DVC, its stages
-from tests.test_dvc_warm_edges import _state_becomes
+from tests.test_dvc_warm_edges import _asleep, _sleeping_job, _state_becomes
 
 pytestmark = pytest.mark.slow
 
@@ -29,30 +26,10 @@ def test_a_stopped_warm_stage_ends_when_its_caller_is_killed(project: Path) -> N
     cancel). A cold stage dies with its process group; the fork, in the warm process's session, is
     sent SIGTERM when its caller's socket closes, which a stopped process keeps pending until it is
     continued: it must be continued too, or it and the warm process waiting on it stay forever."""
-    stages = _dvc_yaml()
-    stages["stages"]["three"]["cmd"] = "python -m stages demo sleep"  # type: ignore[index]
-    (project / "dvc.yaml").write_text(yaml.safe_dump(stages))
-    log = project.parent / "warm.log"
-    env = _env(project.parent, None, **{dvc_warm.LOG: str(log)})
-    job = (  # a job-control shell's job: Ctrl-Z's default action, DVC in a process group of its own
-        "import signal, subprocess, sys; signal.signal(signal.SIGTSTP, signal.SIG_DFL); "
-        "sys.exit(subprocess.Popen(sys.argv[1:], process_group=0).wait())"
-    )
-    shell = subprocess.Popen(
-        [sys.executable, "-c", job, sys.executable, "-m", "dvc", "repro"],
-        cwd=project,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    sleeping = project / "out" / "sleeping"
+    shell, log = _sleeping_job(project)
     fork = 0
     try:
-        deadline = time.monotonic() + 120
-        while not sleeping.exists() and time.monotonic() < deadline and shell.poll() is None:
-            time.sleep(0.05)
-        fork = int(sleeping.read_text())
+        fork = _asleep(project, shell)
         dvc = _children(shell.pid)[0]
         os.killpg(dvc, signal.SIGTSTP)  # Ctrl-Z
         assert _state_becomes(fork, b"T"), "the warm fork was not stopped"
